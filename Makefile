@@ -1,0 +1,31 @@
+# The two commands of the README: `make demo` and `make test`.
+# Each creates .venv from requirements.txt when it is missing or out of date.
+
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV := .venv
+VPY := $(VENV)/bin/python
+STAMP := $(VENV)/.requirements.txt
+export TF_CPP_MIN_LOG_LEVEL ?= 3
+
+.PHONY: venv test demo build clean
+
+$(STAMP): requirements.txt
+	@$(PYTHON) -c 'import sys; assert sys.version_info[:2] == (3, 11), "albert_tf needs Python 3.11 (found %s); set PYTHON=/path/to/python3.11" % sys.version.split()[0]'
+	@test -x $(VPY) || $(PYTHON) -m venv $(VENV)
+	$(VPY) -m pip install --quiet --upgrade pip
+	$(VPY) -m pip install --quiet -r requirements.txt
+	@cp requirements.txt $(STAMP)
+
+venv: $(STAMP)
+
+test: $(STAMP)
+	$(VPY) -m pytest tests
+
+demo: $(STAMP)
+	$(VPY) tools/demo.py --output_dir=demo_output
+
+build:
+	$(VPY) tools/update_build.py
+
+clean:
+	rm -rf demo_output results .pytest_cache

@@ -1,0 +1,25 @@
+"""albert_tf: ALBERT (Lan et al., 2019) for TensorFlow 2 and Keras 3.
+
+`from albert_tf import AlbertConfig, AlbertEncoder, AlbertPretrainer`. The names are
+resolved lazily so that the data tools (`albert_tf.data`) run without importing Keras
+or TensorFlow.
+"""
+
+__all__ = ["AlbertConfig", "AlbertEncoder", "AlbertPretrainer"]
+__version__ = "0.1.0"
+
+
+def __getattr__(name):
+    if name == "AlbertConfig":
+        from albert_tf.modeling.config import AlbertConfig
+
+        return AlbertConfig
+    if name == "AlbertEncoder":
+        from albert_tf.modeling.encoder import AlbertEncoder
+
+        return AlbertEncoder
+    if name == "AlbertPretrainer":
+        from albert_tf.modeling.pretrainer import AlbertPretrainer
+
+        return AlbertPretrainer
+    raise AttributeError(f"module 'albert_tf' has no attribute {name!r}")

@@ -1,0 +1,1 @@
+"""Checkpoint conversion: rename tables and shape rules kept as data."""

@@ -1,0 +1,1 @@
+"""Data: text normalisation and SentencePiece, pretraining instances, tf.data input."""

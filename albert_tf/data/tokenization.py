@@ -1,0 +1,91 @@
+"""Text normalisation and the SentencePiece tokenizer, as the release uses them.
+
+`preprocess_text` is the one normalisation the project applies before SentencePiece:
+in tools/train_sentencepiece.py, tools/create_pretraining_data.py and (in-graph, the
+same steps) the exported preprocessing model. It collapses whitespace, maps `` and ''
+to ", strips accents (NFKD, drop combining marks) and, with `lower`, lower-cases.
+"""
+
+import os
+import unicodedata
+
+SPECIAL_PIECES = ("[CLS]", "[SEP]", "[MASK]")
+WORD_START = "\u2581"  # SentencePiece's word-start marker
+
+
+def preprocess_text(text, lower=True):
+    """Release-compatible normalisation of one string (see module docstring)."""
+    text = " ".join(text.strip().split())
+    text = text.replace("``", '"').replace("''", '"')
+    text = unicodedata.normalize("NFKD", text)
+    text = "".join(c for c in text if not unicodedata.combining(c))
+    return text.lower() if lower else text
+
+
+class SentencePieceTokenizer:
+    """A SentencePiece model with the release's special pieces.
+
+    Args:
+        model_file: path of a `.model` file with [CLS], [SEP], [MASK] pieces and
+            pad id 0.
+        do_lower_case: bool. Lower-case before encoding (must match training).
+
+    Attributes:
+        vocab_size, pad_id, unk_id, cls_id, sep_id, mask_id.
+
+    Example:
+    ```python
+    tok = SentencePieceTokenizer("sample.model")
+    tok.encode("The quick brown fox.")  # [ids]
+    ```
+    """
+
+    def __init__(self, model_file, do_lower_case=True):
+        import sentencepiece as spm
+
+        model_file = os.fspath(model_file)
+        if not os.path.isfile(model_file):
+            raise ValueError(f"spm_model_file {model_file!r} does not exist or is not a file.")
+        self.model_file = model_file
+        self.do_lower_case = do_lower_case
+        self.sp = spm.SentencePieceProcessor()
+        try:
+            self.sp.Load(model_file)
+        except (OSError, RuntimeError) as e:
+            raise ValueError(f"spm_model_file {model_file!r} is not a SentencePiece model ({e}).") from None
+        self.vocab_size = self.sp.GetPieceSize()
+        missing = [p for p in SPECIAL_PIECES if self.sp.PieceToId(p) == self.sp.unk_id()]
+        if missing:
+            raise ValueError(
+                f"spm_model_file {model_file!r} lacks the pieces {', '.join(missing)}; train it with "
+                "tools/train_sentencepiece.py (control symbols [CLS],[SEP],[MASK])."
+            )
+        if self.sp.pad_id() != 0:
+            raise ValueError(f"spm_model_file {model_file!r} has pad id {self.sp.pad_id()}, expected 0.")
+        self.pad_id = 0
+        self.unk_id = self.sp.unk_id()
+        self.cls_id, self.sep_id, self.mask_id = (self.sp.PieceToId(p) for p in SPECIAL_PIECES)
+        self._word_start = [
+            self.sp.IdToPiece(i).startswith(WORD_START) for i in range(self.vocab_size)
+        ]
+
+    def tokenize(self, text):
+        """Normalised text -> list of pieces."""
+        return self.sp.EncodeAsPieces(preprocess_text(text, self.do_lower_case))
+
+    def encode(self, text):
+        """Normalised text -> list of ids."""
+        return self.sp.EncodeAsIds(preprocess_text(text, self.do_lower_case))
+
+    def encode_batch(self, texts):
+        return self.sp.Encode([preprocess_text(t, self.do_lower_case) for t in texts])
+
+    def is_word_start(self, token_id):
+        """True when the piece begins a word (starts with the word-start marker)."""
+        return self._word_start[token_id]
+
+    def id_to_piece(self, token_id):
+        return self.sp.IdToPiece(int(token_id))
+
+    def decode(self, ids):
+        return self.sp.DecodeIds([int(i) for i in ids])

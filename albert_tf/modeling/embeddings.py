@@ -1,0 +1,141 @@
+"""Factorized ALBERT embeddings: word + position + token type in E space, LayerNorm, dropout.
+
+Shape legend: B batch, T sequence length, E embedding size, V vocabulary size.
+The E -> H projection is not here: like the original (`bert/encoder/
+embedding_hidden_mapping_in`) it belongs to the encoder, and exists only when E != H.
+"""
+
+import keras
+from keras import ops
+
+LAYER_NORM_EPSILON = 1e-12
+
+
+def truncated_normal(stddev):
+    """The release's initializer: truncated normal (2 stddev cut), mean 0."""
+    return keras.initializers.TruncatedNormal(mean=0.0, stddev=stddev)
+
+
+def check_rank(tensor, rank, name):
+    """Raises ValueError when a tensor's static rank is known and differs from `rank`."""
+    ndim = len(tensor.shape)
+    if ndim != rank:
+        raise ValueError(f"`{name}` must have rank {rank}, got shape {tuple(tensor.shape)}.")
+
+
+@keras.saving.register_keras_serializable(package="albert_tf")
+class AlbertEmbeddings(keras.layers.Layer):
+    """Sum of word, position and token-type embeddings, then LayerNorm and dropout.
+
+    Variables (paths below this layer): `word_embeddings` [V, E],
+    `position_embeddings` [max_position_embeddings, E], `token_type_embeddings`
+    [type_vocab_size, E], `LayerNorm/gamma`, `LayerNorm/beta`.
+
+    Args:
+        vocab_size: int. V.
+        embedding_size: int. E.
+        max_position_embeddings: int. Longest sequence; the position table is sliced to T.
+        type_vocab_size: int. Number of segment ids.
+        dropout: float. Dropout rate after the LayerNorm.
+        initializer_range: float. Truncated-normal stddev.
+        use_one_hot_embeddings: bool. Look words up with a one-hot matmul instead of a
+            gather (faster on TPUs, as in the release).
+
+    Call args:
+        input_word_ids: int [B, T].
+        input_type_ids: int [B, T].
+        training: bool.
+
+    Returns:
+        float [B, T, E].
+
+    Example:
+    ```python
+    layer = AlbertEmbeddings(vocab_size=100, embedding_size=8, max_position_embeddings=16)
+    layer(np.ones((2, 5), "int32"), np.zeros((2, 5), "int32")).shape  # (2, 5, 8)
+    ```
+    """
+
+    def __init__(
+        self,
+        vocab_size,
+        embedding_size,
+        max_position_embeddings=512,
+        type_vocab_size=2,
+        dropout=0.0,
+        initializer_range=0.02,
+        use_one_hot_embeddings=False,
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        self.vocab_size = vocab_size
+        self.embedding_size = embedding_size
+        self.max_position_embeddings = max_position_embeddings
+        self.type_vocab_size = type_vocab_size
+        self.dropout = dropout
+        self.initializer_range = initializer_range
+        self.use_one_hot_embeddings = use_one_hot_embeddings
+
+        self.layer_norm = keras.layers.LayerNormalization(
+            epsilon=LAYER_NORM_EPSILON, dtype=self.dtype_policy, name="LayerNorm"
+        )
+        self.dropout_layer = keras.layers.Dropout(dropout, dtype=self.dtype_policy)
+
+    def build(self, input_shape=None):
+        init = truncated_normal(self.initializer_range)
+        self.word_embeddings = self.add_weight(
+            name="word_embeddings", shape=(self.vocab_size, self.embedding_size), initializer=init
+        )
+        self.position_embeddings = self.add_weight(
+            name="position_embeddings",
+            shape=(self.max_position_embeddings, self.embedding_size),
+            initializer=init,
+        )
+        self.token_type_embeddings = self.add_weight(
+            name="token_type_embeddings",
+            shape=(self.type_vocab_size, self.embedding_size),
+            initializer=init,
+        )
+        self.layer_norm.build((None, None, self.embedding_size))
+        self.built = True
+
+    def _lookup(self, table, ids, depth, one_hot):
+        if one_hot:
+            return ops.matmul(ops.one_hot(ids, depth, dtype=self.compute_dtype), table)
+        return ops.take(table, ids, axis=0)
+
+    def call(self, input_word_ids, input_type_ids, training=None):
+        check_rank(input_word_ids, 2, "input_word_ids")
+        check_rank(input_type_ids, 2, "input_type_ids")
+        seq_length = input_word_ids.shape[1]
+        if seq_length is not None and seq_length > self.max_position_embeddings:
+            raise ValueError(
+                f"sequence length {seq_length} exceeds max_position_embeddings "
+                f"{self.max_position_embeddings}."
+            )
+        words = self._lookup(
+            self.word_embeddings, input_word_ids, self.vocab_size, self.use_one_hot_embeddings
+        )
+        # The type table is tiny: the release always uses a one-hot matmul for it.
+        types = self._lookup(self.token_type_embeddings, input_type_ids, self.type_vocab_size, True)
+        length = ops.shape(input_word_ids)[1]
+        positions = ops.slice(self.position_embeddings, (0, 0), (length, self.embedding_size))
+        x = words + types + ops.expand_dims(positions, 0)
+        x = self.layer_norm(x)
+        return self.dropout_layer(x, training=training)
+
+    def compute_output_shape(self, input_word_ids_shape, input_type_ids_shape=None):
+        return tuple(input_word_ids_shape) + (self.embedding_size,)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            vocab_size=self.vocab_size,
+            embedding_size=self.embedding_size,
+            max_position_embeddings=self.max_position_embeddings,
+            type_vocab_size=self.type_vocab_size,
+            dropout=self.dropout,
+            initializer_range=self.initializer_range,
+            use_one_hot_embeddings=self.use_one_hot_embeddings,
+        )
+        return config

@@ -1,0 +1,211 @@
+"""AlbertEncoder: the ALBERT (or BERT) encoder as a Keras 3 functional model.
+
+Shape legend: B batch, T sequence length (any T <= max_position_embeddings), E embedding
+size, H hidden size, L num_hidden_layers.
+
+Layer names are a stable contract (checkpoints and converters depend on them). Keras
+variable paths (`encoder.weights[i].path`):
+
+    embeddings/{word_embeddings, position_embeddings, token_type_embeddings, LayerNorm}
+    embedding_hidden_mapping_in/{kernel [E, H], bias}        (only when E != H)
+    group_{g}_inner_group_{k}_attention/{query,key,value,dense,LayerNorm}   shared
+    group_{g}_inner_group_{k}_ffn/{intermediate,output_dense,LayerNorm}     shared
+    layer_{i}_inner_group_{k}_attention, layer_{i}_inner_group_{k}_ffn      unshared
+    pooler/{kernel [H, H], bias}
+
+With `sharing="all"` and G = k = 1 (every ALBERT preset) the whole stack is the two
+sub-layers `group_0_inner_group_0_{attention,ffn}`, applied L times.
+
+`tf.train.Checkpoint(encoder=encoder)` paths follow Python attribute names instead:
+`encoder/embeddings/{word_embeddings,position_embeddings,token_type_embeddings}`,
+`encoder/embeddings/layer_norm/{gamma,beta}`, `encoder/embedding_projection/{_kernel,bias}`,
+`encoder/<sub-layer name>/{query,key,value,dense}/{_kernel,bias}` and `.../layer_norm/*`
+for attention, `encoder/<sub-layer name>/{intermediate,output_dense}/{_kernel,bias}` and
+`.../layer_norm/*` for the feed-forward, `encoder/pooler/{_kernel,bias}`
+(`tests/test_encoder.py` holds the full list for albert_tiny).
+"""
+
+import keras
+
+from albert_tf.modeling.config import AlbertConfig
+from albert_tf.modeling.embeddings import AlbertEmbeddings, truncated_normal
+from albert_tf.modeling.encoder_block import AlbertAttention, AlbertFeedForward
+
+INPUT_NAMES = ("input_word_ids", "input_mask", "input_type_ids")
+
+
+def sublayer_name(key, kind):
+    """`("group", 0, 0), "attention"` -> "group_0_inner_group_0_attention"."""
+    scope, index, inner = key
+    return f"{scope}_{index}_inner_group_{inner}_{kind}"
+
+
+def encoder_inputs(seq_length=None):
+    """The three int32 [B, T] inputs of the TF-Hub encoder contract, as keras.Input."""
+    return {name: keras.Input(shape=(seq_length,), dtype="int32", name=name) for name in INPUT_NAMES}
+
+
+def _deserialize_dtype(dtype):
+    if isinstance(dtype, dict):
+        return keras.dtype_policies.deserialize(dtype)
+    return dtype
+
+
+@keras.saving.register_keras_serializable(package="albert_tf")
+class AlbertEncoder(keras.Model):
+    """ALBERT encoder: factorized embeddings and a cross-layer shared transformer.
+
+    Args:
+        config: `AlbertConfig` or a dict of its keys (an original albert_config.json).
+        use_one_hot_embeddings: bool. One-hot matmul word lookup (TPU friendly).
+        dtype: a Keras dtype policy name or object, e.g. "mixed_bfloat16".
+
+    Inputs: dict of int32 [B, T] `input_word_ids`, `input_mask` (1 = real token),
+    `input_type_ids`.
+
+    Outputs: dict `sequence_output` [B, T, H], `pooled_output` [B, H] (tanh dense on
+    the first token), `encoder_outputs` (list of L tensors [B, T, H], one per outer
+    layer; the last equals `sequence_output`).
+
+    Example:
+    ```python
+    encoder = AlbertEncoder(AlbertConfig.from_preset("albert_tiny"))
+    outputs = encoder({
+        "input_word_ids": np.array([[2, 15, 27, 3, 0]], "int32"),
+        "input_mask": np.array([[1, 1, 1, 1, 0]], "int32"),
+        "input_type_ids": np.zeros((1, 5), "int32"),
+    })
+    outputs["pooled_output"].shape  # (1, 32)
+    ```
+    """
+
+    def __init__(self, config, use_one_hot_embeddings=False, dtype=None, **kwargs):
+        config = AlbertConfig.from_dict(config)
+        dtype = _deserialize_dtype(dtype)
+        kwargs.setdefault("name", "albert_encoder")
+
+        # === Layers ===
+        self.embeddings = AlbertEmbeddings(
+            vocab_size=config.vocab_size,
+            embedding_size=config.embedding_size,
+            max_position_embeddings=config.max_position_embeddings,
+            type_vocab_size=config.type_vocab_size,
+            dropout=config.hidden_dropout_prob,
+            initializer_range=config.initializer_range,
+            use_one_hot_embeddings=use_one_hot_embeddings,
+            dtype=dtype,
+            name="embeddings",
+        )
+        self.embedding_projection = None
+        if config.has_embedding_projection:
+            self.embedding_projection = keras.layers.Dense(
+                config.hidden_size,
+                kernel_initializer=truncated_normal(config.initializer_range),
+                dtype=dtype,
+                name="embedding_hidden_mapping_in",
+            )
+        routing = config.routing()
+        attention_keys = sorted({a for steps in routing for a, _ in steps})
+        ffn_keys = sorted({f for steps in routing for _, f in steps})
+        self.attention_layers = [
+            AlbertAttention(
+                hidden_size=config.hidden_size,
+                num_attention_heads=config.num_attention_heads,
+                attention_probs_dropout_prob=config.attention_probs_dropout_prob,
+                hidden_dropout_prob=config.hidden_dropout_prob,
+                initializer_range=config.initializer_range,
+                dtype=dtype,
+                name=sublayer_name(key, "attention"),
+            )
+            for key in attention_keys
+        ]
+        self.ffn_layers = [
+            AlbertFeedForward(
+                hidden_size=config.hidden_size,
+                intermediate_size=config.intermediate_size,
+                hidden_act=config.hidden_act,
+                hidden_dropout_prob=config.hidden_dropout_prob,
+                initializer_range=config.initializer_range,
+                dtype=dtype,
+                name=sublayer_name(key, "ffn"),
+            )
+            for key in ffn_keys
+        ]
+        # Named attributes give tf.train.Checkpoint stable paths such as
+        # `group_0_inner_group_0_attention/query/_kernel` (not `_operations/5/...`).
+        for layer in self.attention_layers + self.ffn_layers:
+            setattr(self, layer.name, layer)
+        self.pooler = keras.layers.Dense(
+            config.hidden_size,
+            activation="tanh",
+            kernel_initializer=truncated_normal(config.initializer_range),
+            dtype=dtype,
+            name="pooler",
+        )
+
+        # === Functional model ===
+        inputs = encoder_inputs()
+        x = self.embeddings(inputs["input_word_ids"], inputs["input_type_ids"])  # [B, T, E]
+        if self.embedding_projection is not None:
+            x = self.embedding_projection(x)  # [B, T, H]
+        attention_index = {key: i for i, key in enumerate(attention_keys)}
+        ffn_index = {key: i for i, key in enumerate(ffn_keys)}
+        encoder_outputs = []
+        for steps in routing:
+            for attention_key, ffn_key in steps:
+                x = self.attention_layers[attention_index[attention_key]](x, inputs["input_mask"])
+                x = self.ffn_layers[ffn_index[ffn_key]](x)
+            encoder_outputs.append(x)
+        pooled_output = self.pooler(x[:, 0, :])  # [B, H]
+        super().__init__(
+            inputs=inputs,
+            outputs={
+                "sequence_output": x,
+                "pooled_output": pooled_output,
+                "encoder_outputs": encoder_outputs,
+            },
+            dtype=dtype,
+            **kwargs,
+        )
+
+        # === Config ===
+        self.config = config
+        self.use_one_hot_embeddings = use_one_hot_embeddings
+
+    def get_config(self):
+        return {
+            "name": self.name,
+            "trainable": self.trainable,
+            "dtype": keras.dtype_policies.serialize(self.dtype_policy),
+            "config": self.config.to_dict(),
+            "use_one_hot_embeddings": self.use_one_hot_embeddings,
+        }
+
+    @classmethod
+    def from_config(cls, config):
+        return cls(**config)
+
+
+def count_parameters(config, with_pooler=True):
+    """Parameters of `AlbertEncoder(config)`, built without allocating any weight.
+
+    The real encoder is built inside a `keras.StatelessScope` that leaves its
+    variables uninitialized, so xxlarge or bert_xlarge cost no weight memory at all.
+
+    Returns:
+        int: encoder (+ pooler) parameter count.
+    """
+    config = AlbertConfig.from_dict(config)
+    with keras.StatelessScope(initialize_variables=False):
+        encoder = AlbertEncoder(config)
+        total = sum(int(_prod(v.shape)) for v in encoder.weights)
+        if not with_pooler:
+            total -= sum(int(_prod(v.shape)) for v in encoder.pooler.weights)
+    return total
+
+
+def _prod(shape):
+    n = 1
+    for d in shape:
+        n *= int(d)
+    return n

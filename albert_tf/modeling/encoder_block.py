@@ -1,0 +1,248 @@
+"""The ALBERT transformer block as two sharable sub-layers (post-LN, as the original).
+
+    h   = LayerNorm(x + dropout(attention(x)))        # AlbertAttention
+    out = LayerNorm(h + dropout(W2 act(W1 h)))        # AlbertFeedForward
+
+A "block" is one attention sub-layer followed by one feed-forward sub-layer. Keeping the
+two as separate layers is what lets the encoder share either, both or neither across
+layers (`AlbertConfig.sharing`, paper Table 5).
+
+Shape legend: B batch, T sequence length, H hidden size, N heads, D = H / N, I
+intermediate size.
+"""
+
+import math
+
+import keras
+from keras import ops
+
+from albert_tf.modeling.embeddings import LAYER_NORM_EPSILON, check_rank, truncated_normal
+
+# Added to attention scores at padded key positions, as in the release.
+_MASK_ADDER = -10000.0
+
+
+def gelu_tanh(x):
+    """0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))): the original "gelu"."""
+    return keras.activations.gelu(x, approximate=True)
+
+
+def gelu_exact(x):
+    return keras.activations.gelu(x, approximate=False)
+
+
+def get_activation(name):
+    """Maps an albert_config `hidden_act` to a Keras activation callable."""
+    table = {
+        "gelu": gelu_tanh,
+        "gelu_new": gelu_tanh,
+        "gelu_exact": gelu_exact,
+        "relu": keras.activations.relu,
+        "tanh": keras.activations.tanh,
+        "swish": keras.activations.silu,
+        "silu": keras.activations.silu,
+        "linear": keras.activations.linear,
+    }
+    if name not in table:
+        raise ValueError(f"unknown hidden_act {name!r}; expected one of {', '.join(table)}.")
+    return table[name]
+
+
+@keras.saving.register_keras_serializable(package="albert_tf")
+class AlbertAttention(keras.layers.Layer):
+    """Multi-head self-attention with residual and LayerNorm.
+
+    Variables: `query`, `key`, `value`, `dense` (each kernel [H, H], bias [H]),
+    `LayerNorm` (gamma, beta [H]).
+
+    Args:
+        hidden_size: int. H.
+        num_attention_heads: int. N; divides H.
+        attention_probs_dropout_prob: float. Dropout on the attention probabilities.
+        hidden_dropout_prob: float. Dropout on the output before the residual.
+        initializer_range: float. Truncated-normal stddev.
+
+    Call args:
+        x: float [B, T, H].
+        input_mask: int or bool [B, T], 1 for real tokens, 0 for padding.
+        training: bool.
+
+    Returns:
+        float [B, T, H].
+
+    Example:
+    ```python
+    layer = AlbertAttention(hidden_size=8, num_attention_heads=2)
+    layer(np.ones((2, 5, 8), "float32"), np.ones((2, 5), "int32")).shape  # (2, 5, 8)
+    ```
+    """
+
+    def __init__(
+        self,
+        hidden_size,
+        num_attention_heads,
+        attention_probs_dropout_prob=0.0,
+        hidden_dropout_prob=0.0,
+        initializer_range=0.02,
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        if hidden_size % num_attention_heads:
+            raise ValueError(
+                f"hidden_size {hidden_size} is not divisible by num_attention_heads "
+                f"{num_attention_heads}."
+            )
+        self.hidden_size = hidden_size
+        self.num_attention_heads = num_attention_heads
+        self.attention_probs_dropout_prob = attention_probs_dropout_prob
+        self.hidden_dropout_prob = hidden_dropout_prob
+        self.initializer_range = initializer_range
+        self.head_size = hidden_size // num_attention_heads
+
+        def dense(name):
+            return keras.layers.Dense(
+                hidden_size,
+                kernel_initializer=truncated_normal(initializer_range),
+                dtype=self.dtype_policy,
+                name=name,
+            )
+
+        self.query = dense("query")
+        self.key = dense("key")
+        self.value = dense("value")
+        self.dense = dense("dense")
+        self.layer_norm = keras.layers.LayerNormalization(
+            epsilon=LAYER_NORM_EPSILON, dtype=self.dtype_policy, name="LayerNorm"
+        )
+        self.probs_dropout = keras.layers.Dropout(attention_probs_dropout_prob, dtype=self.dtype_policy)
+        self.output_dropout = keras.layers.Dropout(hidden_dropout_prob, dtype=self.dtype_policy)
+
+    def build(self, x_shape, input_mask_shape=None):
+        shape = (None, None, self.hidden_size)
+        for layer in (self.query, self.key, self.value, self.dense, self.layer_norm):
+            layer.build(shape)
+        self.built = True
+
+    def _split_heads(self, x, batch, length):
+        # [B, T, H] -> [B, N, T, D]
+        x = ops.reshape(x, (batch, length, self.num_attention_heads, self.head_size))
+        return ops.transpose(x, (0, 2, 1, 3))
+
+    def call(self, x, input_mask, training=None):
+        check_rank(x, 3, "x")
+        check_rank(input_mask, 2, "input_mask")
+        batch, length = ops.shape(x)[0], ops.shape(x)[1]
+        q = self._split_heads(self.query(x), batch, length)
+        k = self._split_heads(self.key(x), batch, length)
+        v = self._split_heads(self.value(x), batch, length)
+        scores = ops.matmul(q, ops.transpose(k, (0, 1, 3, 2)))  # [B, N, T, T]
+        scores = ops.cast(scores, "float32") * (1.0 / math.sqrt(self.head_size))
+        mask = ops.cast(input_mask, "float32")[:, None, None, :]  # [B, 1, 1, T]
+        scores = scores + (1.0 - mask) * _MASK_ADDER
+        probs = ops.cast(ops.softmax(scores, axis=-1), self.compute_dtype)
+        probs = self.probs_dropout(probs, training=training)
+        context = ops.matmul(probs, v)  # [B, N, T, D]
+        context = ops.reshape(ops.transpose(context, (0, 2, 1, 3)), (batch, length, self.hidden_size))
+        out = self.output_dropout(self.dense(context), training=training)
+        return self.layer_norm(x + out)
+
+    def compute_output_shape(self, x_shape, input_mask_shape=None):
+        return x_shape
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            hidden_size=self.hidden_size,
+            num_attention_heads=self.num_attention_heads,
+            attention_probs_dropout_prob=self.attention_probs_dropout_prob,
+            hidden_dropout_prob=self.hidden_dropout_prob,
+            initializer_range=self.initializer_range,
+        )
+        return config
+
+
+@keras.saving.register_keras_serializable(package="albert_tf")
+class AlbertFeedForward(keras.layers.Layer):
+    """Position-wise feed-forward network with residual and LayerNorm.
+
+    Variables: `intermediate` (kernel [H, I], bias [I]), `output_dense` (kernel [I, H],
+    bias [H]), `LayerNorm` (gamma, beta [H]).
+
+    Args:
+        hidden_size: int. H.
+        intermediate_size: int. I.
+        hidden_act: str. An albert_config activation name ("gelu" = tanh approximation).
+        hidden_dropout_prob: float. Dropout on the output before the residual.
+        initializer_range: float. Truncated-normal stddev.
+
+    Call args:
+        x: float [B, T, H].
+        training: bool.
+
+    Returns:
+        float [B, T, H].
+
+    Example:
+    ```python
+    layer = AlbertFeedForward(hidden_size=8, intermediate_size=32)
+    layer(np.ones((2, 5, 8), "float32")).shape  # (2, 5, 8)
+    ```
+    """
+
+    def __init__(
+        self,
+        hidden_size,
+        intermediate_size,
+        hidden_act="gelu",
+        hidden_dropout_prob=0.0,
+        initializer_range=0.02,
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        self.hidden_size = hidden_size
+        self.intermediate_size = intermediate_size
+        self.hidden_act = hidden_act
+        self.hidden_dropout_prob = hidden_dropout_prob
+        self.initializer_range = initializer_range
+
+        init = truncated_normal(initializer_range)
+        self.intermediate = keras.layers.Dense(
+            intermediate_size,
+            activation=get_activation(hidden_act),
+            kernel_initializer=init,
+            dtype=self.dtype_policy,
+            name="intermediate",
+        )
+        self.output_dense = keras.layers.Dense(
+            hidden_size, kernel_initializer=init, dtype=self.dtype_policy, name="output_dense"
+        )
+        self.layer_norm = keras.layers.LayerNormalization(
+            epsilon=LAYER_NORM_EPSILON, dtype=self.dtype_policy, name="LayerNorm"
+        )
+        self.output_dropout = keras.layers.Dropout(hidden_dropout_prob, dtype=self.dtype_policy)
+
+    def build(self, input_shape):
+        self.intermediate.build((None, None, self.hidden_size))
+        self.output_dense.build((None, None, self.intermediate_size))
+        self.layer_norm.build((None, None, self.hidden_size))
+        self.built = True
+
+    def call(self, x, training=None):
+        check_rank(x, 3, "x")
+        out = self.output_dense(self.intermediate(x))
+        out = self.output_dropout(out, training=training)
+        return self.layer_norm(x + out)
+
+    def compute_output_shape(self, input_shape):
+        return input_shape
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            hidden_size=self.hidden_size,
+            intermediate_size=self.intermediate_size,
+            hidden_act=self.hidden_act,
+            hidden_dropout_prob=self.hidden_dropout_prob,
+            initializer_range=self.initializer_range,
+        )
+        return config

@@ -1,0 +1,99 @@
+"""AlbertPretrainer: encoder + tied masked-LM head + sentence-order head.
+
+Shape legend: B batch, T sequence length, P predictions per sequence, V vocabulary.
+"""
+
+import keras
+
+from albert_tf.modeling import losses
+from albert_tf.modeling.config import AlbertConfig
+from albert_tf.modeling.encoder import AlbertEncoder, _deserialize_dtype, encoder_inputs
+from albert_tf.modeling.heads import AlbertMaskedLMHead, AlbertSentenceOrderHead
+
+
+@keras.saving.register_keras_serializable(package="albert_tf")
+class AlbertPretrainer(keras.Model):
+    """ALBERT with its two pretraining heads (masked LM tied to the embeddings, SOP).
+
+    Args:
+        config: `AlbertConfig` or a dict of its keys.
+        use_one_hot_embeddings: bool. One-hot matmul word lookup (TPU friendly).
+        dtype: a Keras dtype policy name or object.
+
+    Inputs: dict of int32 `input_word_ids`, `input_mask`, `input_type_ids` [B, T] and
+    `masked_lm_positions` [B, P].
+
+    Outputs: dict `mlm_logits` [B, P, V], `sop_logits` [B, 2].
+
+    Losses and metrics: `AlbertPretrainer.compute_metrics(outputs, batch)` (=
+    `albert_tf.modeling.losses.pretraining_metrics`), used by training and evaluation.
+
+    Example:
+    ```python
+    model = AlbertPretrainer(AlbertConfig.from_preset("albert_tiny"))
+    batch = {
+        "input_word_ids": np.array([[2, 15, 4, 3, 0]], "int32"),
+        "input_mask": np.array([[1, 1, 1, 1, 0]], "int32"),
+        "input_type_ids": np.zeros((1, 5), "int32"),
+        "masked_lm_positions": np.array([[2, 0]], "int32"),
+    }
+    model(batch)["mlm_logits"].shape  # (1, 2, 1000)
+    ```
+    """
+
+    compute_metrics = staticmethod(losses.pretraining_metrics)
+
+    def __init__(self, config, use_one_hot_embeddings=False, dtype=None, **kwargs):
+        config = AlbertConfig.from_dict(config)
+        dtype = _deserialize_dtype(dtype)
+        kwargs.setdefault("name", "albert_pretrainer")
+
+        # === Layers ===
+        self.encoder = AlbertEncoder(
+            config, use_one_hot_embeddings=use_one_hot_embeddings, dtype=dtype, name="encoder"
+        )
+        self.masked_lm_head = AlbertMaskedLMHead(
+            self.encoder.embeddings,
+            hidden_act=config.hidden_act,
+            initializer_range=config.initializer_range,
+            dtype=dtype,
+            name="predictions",
+        )
+        self.sentence_order_head = AlbertSentenceOrderHead(
+            config.hidden_size,
+            initializer_range=config.initializer_range,
+            dtype=dtype,
+            name="seq_relationship",
+        )
+
+        # === Functional model ===
+        inputs = encoder_inputs()
+        inputs["masked_lm_positions"] = keras.Input(
+            shape=(None,), dtype="int32", name="masked_lm_positions"
+        )
+        encoded = self.encoder({k: inputs[k] for k in ("input_word_ids", "input_mask", "input_type_ids")})
+        mlm_logits = self.masked_lm_head(encoded["sequence_output"], inputs["masked_lm_positions"])
+        sop_logits = self.sentence_order_head(encoded["pooled_output"])
+        super().__init__(
+            inputs=inputs,
+            outputs={"mlm_logits": mlm_logits, "sop_logits": sop_logits},
+            dtype=dtype,
+            **kwargs,
+        )
+
+        # === Config ===
+        self.config = config
+        self.use_one_hot_embeddings = use_one_hot_embeddings
+
+    def get_config(self):
+        return {
+            "name": self.name,
+            "trainable": self.trainable,
+            "dtype": keras.dtype_policies.serialize(self.dtype_policy),
+            "config": self.config.to_dict(),
+            "use_one_hot_embeddings": self.use_one_hot_embeddings,
+        }
+
+    @classmethod
+    def from_config(cls, config):
+        return cls(**config)

@@ -1,0 +1,125 @@
+"""Parameter counts of the paper's Table 1 and Table 5, beside the models this package builds.
+
+    python -m albert_tf.param_table [--output_dir=results]
+
+Prints both tables and writes `param_table.csv` in --output_dir. Counts come from the
+real `AlbertEncoder` built without allocating weights (`count_parameters`), so xxlarge
+and bert_xlarge need no weight memory. "reference" is the exact count in
+shared/ALBERT_REFERENCE.md (encoder + pooler, V = 30000); "paper" the rounded figure
+the paper prints.
+"""
+
+import csv
+import os
+import sys
+
+from albert_tf.modeling.config import AlbertConfig
+from albert_tf.modeling.encoder import count_parameters
+
+# (preset, reference exact count, paper's figure)
+TABLE_1 = (
+    ("albert_base", 11_683_584, "12M"),
+    ("albert_large", 17_683_968, "18M"),
+    ("albert_xlarge", 58_724_864, "60M"),
+    ("albert_xxlarge", 222_595_584, "235M"),
+    ("bert_base", 109_081_344, "108M"),
+    ("bert_large", 334_607_360, "334M"),
+    ("bert_xlarge", 1_275_291_648, "1270M"),
+)
+
+# ALBERT-base with E in {768, 128} and the four sharing strategies:
+# (embedding_size, sharing, reference exact count, paper's figure)
+TABLE_5 = (
+    (768, "all", 31_114_752, "31M"),
+    (768, "attention", 83_078_400, "83M"),
+    (768, "ffn", 57_117_696, "57M"),
+    (768, "none", 109_081_344, "108M"),
+    (128, "all", 11_683_584, "12M"),
+    (128, "attention", 63_647_232, "64M"),
+    (128, "ffn", 37_686_528, "38M"),
+    (128, "none", 89_650_176, "89M"),
+)
+
+COLUMNS = (
+    "table", "model", "hidden_size", "num_hidden_layers", "num_attention_heads",
+    "intermediate_size", "embedding_size", "sharing", "reference", "paper", "built", "match",
+)
+
+
+def _row(table, model, config, reference, paper):
+    built = count_parameters(config)
+    return {
+        "table": table,
+        "model": model,
+        "hidden_size": config.hidden_size,
+        "num_hidden_layers": config.num_hidden_layers,
+        "num_attention_heads": config.num_attention_heads,
+        "intermediate_size": config.intermediate_size,
+        "embedding_size": config.embedding_size,
+        "sharing": config.sharing,
+        "reference": reference,
+        "paper": paper,
+        "built": built,
+        "match": built == reference,
+    }
+
+
+def build_rows():
+    """Builds every model of both tables; returns one dict per row (keys `COLUMNS`)."""
+    rows = [_row("1", name, AlbertConfig.from_preset(name), ref, paper) for name, ref, paper in TABLE_1]
+    base = AlbertConfig.from_preset("albert_base")
+    for embedding_size, sharing, ref, paper in TABLE_5:
+        config = base.replace(embedding_size=embedding_size, sharing=sharing)
+        rows.append(_row("5", f"albert_base E={embedding_size} {sharing}", config, ref, paper))
+    return rows
+
+
+def format_rows(rows):
+    header = f"{'model':<28} {'H':>5} {'L':>3} {'E':>5} {'sharing':<10} {'paper':>6} {'reference':>14} {'built':>14}  ok"
+    lines = []
+    for table in ("1", "5"):
+        title = "Table 1: model sizes" if table == "1" else "Table 5: cross-layer sharing (ALBERT-base)"
+        lines += ["", title, header, "-" * len(header)]
+        for r in rows:
+            if r["table"] != table:
+                continue
+            lines.append(
+                f"{r['model']:<28} {r['hidden_size']:>5} {r['num_hidden_layers']:>3} "
+                f"{r['embedding_size']:>5} {r['sharing']:<10} {r['paper']:>6} "
+                f"{r['reference']:>14,} {r['built']:>14,}  {'yes' if r['match'] else 'NO'}"
+            )
+    return "\n".join(lines)
+
+
+def write_csv(rows, path):
+    """Writes the rows to `path` atomically."""
+    tmp = f"{path}.tmp-{os.getpid()}"
+    with open(tmp, "w", newline="", encoding="utf-8") as f:
+        writer = csv.DictWriter(f, fieldnames=COLUMNS)
+        writer.writeheader()
+        writer.writerows(rows)
+    os.replace(tmp, path)
+
+
+def main(argv):
+    del argv
+    from absl import flags
+
+    output_dir = flags.FLAGS.output_dir
+    rows = build_rows()
+    print(format_rows(rows))
+    os.makedirs(output_dir, exist_ok=True)
+    path = os.path.join(output_dir, "param_table.csv")
+    write_csv(rows, path)
+    print(f"\nwrote {path}")
+    if not all(r["match"] for r in rows):
+        print("error: some built counts differ from the reference", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    from absl import app, flags
+
+    flags.DEFINE_string("output_dir", "results", "Directory for param_table.csv.")
+    app.run(main)

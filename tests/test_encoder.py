@@ -1,0 +1,226 @@
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from albert_tf import AlbertConfig, AlbertEncoder
+from albert_tf.modeling.encoder import count_parameters
+from conftest import random_inputs
+from harness import (
+    assert_all_close,
+    check_config_round_trip,
+    check_saved_model_round_trip,
+    check_variable_lengths,
+    to_numpy,
+)
+
+# tf.train.Checkpoint(encoder=AlbertEncoder(albert_tiny)) variable paths: a documented,
+# stable contract (converters and init_checkpoint depend on it).
+TINY_CHECKPOINT_PATHS = sorted(
+    [
+        "encoder/embeddings/word_embeddings",
+        "encoder/embeddings/position_embeddings",
+        "encoder/embeddings/token_type_embeddings",
+        "encoder/embeddings/layer_norm/gamma",
+        "encoder/embeddings/layer_norm/beta",
+        "encoder/embedding_projection/_kernel",
+        "encoder/embedding_projection/bias",
+        "encoder/pooler/_kernel",
+        "encoder/pooler/bias",
+    ]
+    + [
+        f"encoder/group_{g}_inner_group_0_attention/{sub}/{var}"
+        for g in (0, 1)
+        for sub in ("query", "key", "value", "dense")
+        for var in ("_kernel", "bias")
+    ]
+    + [f"encoder/group_{g}_inner_group_0_attention/layer_norm/{v}" for g in (0, 1) for v in ("gamma", "beta")]
+    + [
+        f"encoder/group_{g}_inner_group_0_ffn/{sub}/{var}"
+        for g in (0, 1)
+        for sub in ("intermediate", "output_dense")
+        for var in ("_kernel", "bias")
+    ]
+    + [f"encoder/group_{g}_inner_group_0_ffn/layer_norm/{v}" for g in (0, 1) for v in ("gamma", "beta")]
+)
+
+
+def no_dropout(config):
+    return config.replace(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+
+
+def test_output_structure_and_shapes(tiny_config):
+    encoder = AlbertEncoder(tiny_config)
+    outputs = encoder(random_inputs(tiny_config, batch=2, length=9))
+    assert outputs["sequence_output"].shape == (2, 9, 32)
+    assert outputs["pooled_output"].shape == (2, 32)
+    assert len(outputs["encoder_outputs"]) == tiny_config.num_hidden_layers
+    np.testing.assert_array_equal(outputs["encoder_outputs"][-1], outputs["sequence_output"])
+    pooled = np.asarray(outputs["pooled_output"])
+    assert np.all(np.abs(pooled) <= 1.0)  # tanh pooler
+
+
+def test_padding_does_not_change_real_positions(tiny_config):
+    encoder = AlbertEncoder(no_dropout(tiny_config))
+    short = random_inputs(tiny_config, batch=1, length=6, pad_from=(None,))
+    padded = {k: np.pad(v, ((0, 0), (0, 10))) for k, v in short.items()}
+    padded["input_word_ids"][:, 6:] = 77  # garbage behind the mask must not leak in
+    a, b = to_numpy(encoder(short)), to_numpy(encoder(padded))
+    np.testing.assert_allclose(a["sequence_output"], b["sequence_output"][:, :6], atol=1e-5)
+    np.testing.assert_allclose(a["pooled_output"], b["pooled_output"], atol=1e-5)
+
+
+def test_dropout_only_in_training(tiny_config):
+    assert tiny_config.hidden_dropout_prob > 0
+    encoder = AlbertEncoder(tiny_config)
+    inputs = random_inputs(tiny_config)
+    assert_all_close(encoder(inputs), encoder(inputs, training=False), atol=0)
+    assert_all_close(encoder(inputs, training=False), encoder(inputs, training=False), atol=0)
+    a = to_numpy(encoder(inputs, training=True))["sequence_output"]
+    b = to_numpy(encoder(inputs, training=False))["sequence_output"]
+    assert np.abs(a - b).max() > 1e-3
+
+
+def test_variable_lengths_up_to_max_positions(tiny_config):
+    encoder = AlbertEncoder(tiny_config)
+    lengths = (1, 7, 33, tiny_config.max_position_embeddings)
+    check_variable_lengths(encoder, lambda t: random_inputs(tiny_config, batch=2, length=t, pad_from=(None,)), lengths)
+    too_long = random_inputs(tiny_config, batch=1, length=tiny_config.max_position_embeddings + 1)
+    with pytest.raises((ValueError, tf.errors.InvalidArgumentError)):
+        encoder(too_long)
+
+
+def test_rank_is_checked(tiny_config):
+    encoder = AlbertEncoder(tiny_config)
+    inputs = random_inputs(tiny_config)
+    bad = {k: v[:, :, None] for k, v in inputs.items()}
+    with pytest.raises(ValueError, match="rank 2"):
+        encoder.embeddings(bad["input_word_ids"], bad["input_type_ids"])
+
+
+def test_config_and_keras_save_round_trip(tiny_config, tmp_path):
+    encoder = AlbertEncoder(tiny_config, name="enc")
+    config = encoder.get_config()
+    assert set(config) == {"name", "trainable", "dtype", "config", "use_one_hot_embeddings"}
+    rebuilt = check_config_round_trip(encoder)
+    assert rebuilt.config == tiny_config
+    restored = check_saved_model_round_trip(encoder, random_inputs(tiny_config), str(tmp_path))
+    assert restored.config == tiny_config
+
+
+def test_one_hot_lookup_matches_gather(tiny_config):
+    config = no_dropout(tiny_config)
+    gather = AlbertEncoder(config)
+    one_hot = AlbertEncoder(config, use_one_hot_embeddings=True)
+    one_hot.set_weights(gather.get_weights())
+    inputs = random_inputs(config)
+    assert_all_close(gather(inputs), one_hot(inputs), atol=1e-5)
+
+
+def test_checkpoint_paths_are_stable(tiny_config, tmp_path):
+    encoder = AlbertEncoder(tiny_config)
+    path = tf.train.Checkpoint(encoder=encoder).write(str(tmp_path / "ckpt"))
+    names = sorted(
+        n.replace("/.ATTRIBUTES/VARIABLE_VALUE", "")
+        for n, _ in tf.train.list_variables(path)
+        if n.endswith("VARIABLE_VALUE")
+    )
+    assert names == TINY_CHECKPOINT_PATHS
+    # restoring into a fresh encoder gives the same outputs
+    fresh = AlbertEncoder(tiny_config)
+    tf.train.Checkpoint(encoder=fresh).read(path).assert_existing_objects_matched()
+    inputs = random_inputs(tiny_config)
+    assert_all_close(encoder(inputs), fresh(inputs), atol=0)
+
+
+def _layer_counts(config):
+    routing = config.routing()
+    return (
+        len({a for steps in routing for a, _ in steps}),
+        len({f for steps in routing for _, f in steps}),
+    )
+
+
+@pytest.mark.parametrize("sharing", ["all", "attention", "ffn", "none"])
+@pytest.mark.parametrize("embedding_size", [16, 32])
+def test_variable_count_per_sharing_strategy(tiny_config, sharing, embedding_size):
+    config = tiny_config.replace(sharing=sharing, embedding_size=embedding_size, num_hidden_groups=1)
+    encoder = AlbertEncoder(config)
+    L, H, I, E, V = 4, 32, 64, embedding_size, 1000
+    attention_vars, ffn_vars = 4 * 2 + 2, 2 * 2 + 2
+    n_attention = 1 if sharing in ("all", "attention") else L
+    n_ffn = 1 if sharing in ("all", "ffn") else L
+    projection = 2 if E != H else 0
+    assert len(encoder.weights) == 5 + projection + n_attention * attention_vars + n_ffn * ffn_vars + 2
+    attention_params = 4 * (H * H + H) + 2 * H
+    ffn_params = H * I + I + I * H + H + 2 * H
+    expected = (
+        V * E + 128 * E + 2 * E + 2 * E
+        + (E * H + H if E != H else 0)
+        + n_attention * attention_params
+        + n_ffn * ffn_params
+        + H * H + H
+    )
+    assert encoder.count_params() == expected == count_parameters(config)
+
+
+def test_all_shared_reuses_one_block(tiny_config):
+    config = tiny_config.replace(num_hidden_groups=1, num_hidden_layers=6)
+    encoder = AlbertEncoder(config)
+    assert [l.name for l in encoder.attention_layers] == ["group_0_inner_group_0_attention"]
+    assert [l.name for l in encoder.ffn_layers] == ["group_0_inner_group_0_ffn"]
+    # the single block is called once per layer in the graph
+    assert len(encoder.attention_layers[0]._inbound_nodes) == 6
+    assert len(encoder.ffn_layers[0]._inbound_nodes) == 6
+    # and its gradient collects all six applications: zeroing the block's output
+    # projection changes every layer's output
+    inputs = random_inputs(config)
+    before = to_numpy(encoder(inputs))["encoder_outputs"]
+    kernel = encoder.ffn_layers[0].output_dense.kernel
+    kernel.assign(kernel * 2.0)
+    after = to_numpy(encoder(inputs))["encoder_outputs"]
+    for b, a in zip(before, after):
+        assert np.abs(a - b).max() > 1e-4
+
+
+def test_grouped_sharing_routes_layers_like_the_release(tiny_config):
+    # L=4, G=2, k=2: layers 0,1 -> group 0; layers 2,3 -> group 1; both inner blocks each.
+    config = no_dropout(tiny_config).replace(num_hidden_groups=2, inner_group_num=2)
+    encoder = AlbertEncoder(config)
+    names = sorted(l.name for l in encoder.attention_layers)
+    assert names == [f"group_{g}_inner_group_{k}_attention" for g in (0, 1) for k in (0, 1)]
+    by_name = {l.name: l for l in encoder.attention_layers}
+    for g in (0, 1):
+        for k in (0, 1):
+            assert len(by_name[f"group_{g}_inner_group_{k}_attention"]._inbound_nodes) == 2
+    inputs = random_inputs(config)
+    before = to_numpy(encoder(inputs))["encoder_outputs"]
+    layer = by_name["group_1_inner_group_1_attention"].dense
+    layer.kernel.assign(layer.kernel * 3.0)  # (a constant bias would vanish in the LayerNorm)
+    after = to_numpy(encoder(inputs))["encoder_outputs"]
+    np.testing.assert_array_equal(before[0], after[0])
+    np.testing.assert_array_equal(before[1], after[1])
+    assert np.abs(before[2] - after[2]).max() > 1e-3
+
+
+def test_no_projection_when_embedding_equals_hidden(tiny_config):
+    encoder = AlbertEncoder(tiny_config.replace(embedding_size=32))
+    assert encoder.embedding_projection is None
+    assert not any("embedding_hidden_mapping_in" in v.path for v in encoder.weights)
+
+
+def test_numerics_follow_reference(tiny_config):
+    encoder = AlbertEncoder(tiny_config)
+    for layer in encoder._flatten_layers():
+        if isinstance(layer, keras.layers.LayerNormalization):
+            assert layer.epsilon == 1e-12, layer.path
+    ffn = encoder.ffn_layers[0]
+    x = np.linspace(-4, 4, 9).astype("float32")
+    tanh_gelu = 0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x**3)))
+    np.testing.assert_allclose(ffn.intermediate.activation(x), tanh_gelu, atol=1e-6)
+    # truncated normal 0.02: no value beyond two standard deviations
+    big = AlbertEncoder(tiny_config.replace(vocab_size=20000))
+    table = np.asarray(big.embeddings.word_embeddings)
+    assert np.abs(table).max() <= 0.04 + 1e-6
+    assert abs(table.std() - 0.02 * 0.8796) < 1e-3  # std of a 2-sigma truncated normal
+    np.testing.assert_array_equal(np.asarray(encoder.pooler.bias), 0)
