@@ -11,6 +11,20 @@ import unicodedata
 
 SPECIAL_PIECES = ("[CLS]", "[SEP]", "[MASK]")
 WORD_START = "\u2581"  # SentencePiece's word-start marker
+_PUNCTUATION = set('!"#$%&\'()*+,-./:;?@[\\]^_`{|}~') | {"\u20ac", "\u00a3", "\u2013"}
+_PLAIN = set("abcdefghijklmnopqrstuvwxyz0123456789")
+
+
+def is_start_piece(piece):
+    """The release's rule (`_is_start_piece_sp`): a piece begins a word when it starts
+    with the word-start marker or "<", is punctuation, or holds anything but ASCII
+    letters and digits."""
+    return (
+        piece.startswith(WORD_START)
+        or piece.startswith("<")
+        or piece in _PUNCTUATION
+        or not all(c.lower() in _PLAIN for c in piece.lstrip(WORD_START))
+    )
 
 
 def preprocess_text(text, lower=True):
@@ -65,9 +79,7 @@ class SentencePieceTokenizer:
         self.pad_id = 0
         self.unk_id = self.sp.unk_id()
         self.cls_id, self.sep_id, self.mask_id = (self.sp.PieceToId(p) for p in SPECIAL_PIECES)
-        self._word_start = [
-            self.sp.IdToPiece(i).startswith(WORD_START) for i in range(self.vocab_size)
-        ]
+        self.word_start = [is_start_piece(self.sp.IdToPiece(i)) for i in range(self.vocab_size)]
 
     def tokenize(self, text):
         """Normalised text -> list of pieces."""
@@ -81,8 +93,8 @@ class SentencePieceTokenizer:
         return self.sp.Encode([preprocess_text(t, self.do_lower_case) for t in texts])
 
     def is_word_start(self, token_id):
-        """True when the piece begins a word (starts with the word-start marker)."""
-        return self._word_start[token_id]
+        """True when the piece begins a word (`is_start_piece`)."""
+        return self.word_start[token_id]
 
     def id_to_piece(self, token_id):
         return self.sp.IdToPiece(int(token_id))
