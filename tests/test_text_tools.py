@@ -15,19 +15,6 @@ import make_sample_corpus  # noqa: E402
 import train_sentencepiece  # noqa: E402
 
 
-@pytest.fixture(scope="session")
-def sample_corpus(tmp_path_factory):
-    path = str(tmp_path_factory.mktemp("corpus") / "sample_corpus.txt")
-    make_sample_corpus.write_corpus(path, 1.2)
-    return path
-
-
-@pytest.fixture(scope="session")
-def spm_model(sample_corpus, tmp_path_factory):
-    prefix = str(tmp_path_factory.mktemp("spm") / "sample")
-    return train_sentencepiece.train([sample_corpus], prefix, vocab_size=3000)
-
-
 def test_sample_corpus_is_prose_deterministic_and_large_enough(sample_corpus, tmp_path):
     again = str(tmp_path / "again.txt")
     make_sample_corpus.write_corpus(again, 1.2)

@@ -21,37 +21,41 @@ from absl import app, flags  # noqa: E402
 from albert_tf.data.instances import InstanceOptions  # noqa: E402
 from albert_tf.data.writer import InputError, create_pretraining_data, expand_input_files, output_paths  # noqa: E402
 
-# --- the original release's flags (names and defaults) ---
-flags.DEFINE_string("input_file", None, "Input raw text file (or comma-separated list of files or globs).")
-flags.DEFINE_string("output_file", None, "Output TF example file (or comma-separated list of files).")
-flags.DEFINE_string("vocab_file", None, "The release's vocabulary file; optional with --spm_model_file "
-                    "(the vocabulary then comes from the SentencePiece model).")
-flags.DEFINE_string("spm_model_file", None, "The SentencePiece model file.")
-flags.DEFINE_string("input_file_mode", "r", "The release's file mode flag; input is always read as bytes "
-                    "and decoded as UTF-8.")
-flags.DEFINE_bool("do_lower_case", True, "Whether to lower case the input text.")
-flags.DEFINE_bool("do_whole_word_mask", True, "Whether to use whole word masking rather than per-piece masking.")
-flags.DEFINE_bool("do_permutation", False, "Whether to do the permutation training (not used by the released models).")
-flags.DEFINE_bool("favor_shorter_ngram", True, "Whether to set higher probabilities for sampling shorter ngrams.")
-flags.DEFINE_bool("random_next_sentence", False, "Whether to use the sentence that's right before the current "
-                  "sentence as the negative sample for next sentence prediction, rather than using sentences "
-                  "from other random documents (True: BERT's NSP pairs).")
-flags.DEFINE_integer("max_seq_length", 512, "Maximum sequence length.")
-flags.DEFINE_integer("ngram", 3, "Maximum number of ngrams to mask.")
-flags.DEFINE_integer("max_predictions_per_seq", 20, "Maximum number of masked LM predictions per sequence.")
-flags.DEFINE_integer("random_seed", 12345, "Random seed for data generation.")
-flags.DEFINE_integer("dupe_factor", 40, "Number of times to duplicate the input data (with different masks).")
-flags.DEFINE_float("masked_lm_prob", 0.15, "Masked LM probability.")
-flags.DEFINE_float("short_seq_prob", 0.1, "Probability of creating sequences which are shorter than the maximum length.")
-# --- added ---
-flags.DEFINE_integer("num_workers", 1, "Processes creating instances; the output does not depend on it.")
-flags.DEFINE_integer("num_output_shards", 1, "Split a single --output_file into NAME-0000i-of-0000N shards.")
-flags.DEFINE_integer("shuffle_buffer_size", 100_000, "Instances held for shuffling before writing.")
-flags.DEFINE_integer("documents_per_chunk", 500, "Documents per unit of work (also the pool of random documents "
-                     "for NSP negatives).")
-flags.DEFINE_bool("strict_utf8", False, "Stop at the first non-UTF-8 line instead of skipping and counting it.")
-flags.DEFINE_bool("legacy_single_chunk_random_next", False, "Reproduce the release: a chunk of one segment gets "
-                  "B from a random other document, labelled 1 (an NSP negative inside SOP data).")
+
+def define_flags():
+    """Defines this tool's flags (only when run as a script, so it can be imported)."""
+    # --- the original release's flags (names and defaults) ---
+    flags.DEFINE_string("input_file", None, "Input raw text file (or comma-separated list of files or globs).")
+    flags.DEFINE_string("output_file", None, "Output TF example file (or comma-separated list of files).")
+    flags.DEFINE_string("vocab_file", None, "The release's vocabulary file; optional with --spm_model_file "
+                        "(the vocabulary then comes from the SentencePiece model).")
+    flags.DEFINE_string("spm_model_file", None, "The SentencePiece model file.")
+    flags.DEFINE_string("input_file_mode", "r", "The release's file mode flag; input is always read as bytes "
+                        "and decoded as UTF-8.")
+    flags.DEFINE_bool("do_lower_case", True, "Whether to lower case the input text.")
+    flags.DEFINE_bool("do_whole_word_mask", True, "Whether to use whole word masking rather than per-piece masking.")
+    flags.DEFINE_bool("do_permutation", False, "Whether to do the permutation training (not used by the released models).")
+    flags.DEFINE_bool("favor_shorter_ngram", True, "Whether to set higher probabilities for sampling shorter ngrams.")
+    flags.DEFINE_bool("random_next_sentence", False, "Whether to use the sentence that's right before the current "
+                      "sentence as the negative sample for next sentence prediction, rather than using sentences "
+                      "from other random documents (True: BERT's NSP pairs).")
+    flags.DEFINE_integer("max_seq_length", 512, "Maximum sequence length.")
+    flags.DEFINE_integer("ngram", 3, "Maximum number of ngrams to mask.")
+    flags.DEFINE_integer("max_predictions_per_seq", 20, "Maximum number of masked LM predictions per sequence.")
+    flags.DEFINE_integer("random_seed", 12345, "Random seed for data generation.")
+    flags.DEFINE_integer("dupe_factor", 40, "Number of times to duplicate the input data (with different masks).")
+    flags.DEFINE_float("masked_lm_prob", 0.15, "Masked LM probability.")
+    flags.DEFINE_float("short_seq_prob", 0.1, "Probability of creating sequences which are shorter than the maximum length.")
+    # --- added ---
+    flags.DEFINE_integer("num_workers", 1, "Processes creating instances; the output does not depend on it.")
+    flags.DEFINE_integer("num_output_shards", 1, "Split a single --output_file into NAME-0000i-of-0000N shards.")
+    flags.DEFINE_integer("shuffle_buffer_size", 100_000, "Instances held for shuffling before writing.")
+    flags.DEFINE_integer("documents_per_chunk", 500, "Documents per unit of work (also the pool of random documents "
+                         "for NSP negatives).")
+    flags.DEFINE_bool("strict_utf8", False, "Stop at the first non-UTF-8 line instead of skipping and counting it.")
+    flags.DEFINE_bool("legacy_single_chunk_random_next", False, "Reproduce the release: a chunk of one segment gets "
+                      "B from a random other document, labelled 1 (an NSP negative inside SOP data).")
+
 
 
 def run(f):
@@ -103,4 +107,5 @@ def main(argv):
 
 
 if __name__ == "__main__":
+    define_flags()
     app.run(main)

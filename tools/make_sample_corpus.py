@@ -17,8 +17,12 @@ import sysconfig
 
 from absl import app, flags
 
-flags.DEFINE_string("output_file", "data/sample_corpus.txt", "Where to write the corpus.")
-flags.DEFINE_float("size_mb", 1.5, "Stop after this many megabytes of text (at least 1).")
+
+def define_flags():
+    """Defines this tool's flags (only when run as a script, so it can be imported)."""
+    flags.DEFINE_string("output_file", "data/sample_corpus.txt", "Where to write the corpus.")
+    flags.DEFINE_float("size_mb", 1.5, "Stop after this many megabytes of text (at least 1).")
+
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z\"'(])")
 _SKIP_DIRS = {"test", "tests", "idle_test", "site-packages", "lib2to3", "__pycache__", "turtledemo"}
@@ -109,4 +113,5 @@ def main(argv):
 
 
 if __name__ == "__main__":
+    define_flags()
     app.run(main)

@@ -22,15 +22,19 @@ from absl import app, flags  # noqa: E402
 
 from albert_tf.data.tokenization import preprocess_text  # noqa: E402
 
-flags.DEFINE_string("input_file", None, "Comma-separated text files or globs (one sentence per line).")
-flags.DEFINE_string("model_prefix", None, "Output prefix: writes PREFIX.model and PREFIX.vocab.")
-flags.DEFINE_integer("vocab_size", 30000, "Vocabulary size.")
-flags.DEFINE_bool("do_lower_case", True, "Lower-case the text (must match create_pretraining_data).")
-flags.DEFINE_float("character_coverage", 0.99995, "Share of characters the model covers.")
-flags.DEFINE_string("model_type", "unigram", "unigram (the release), bpe, char or word.")
-flags.DEFINE_integer("input_sentence_size", 10_000_000, "Sentences sampled for training (0: all).")
-flags.DEFINE_integer("num_threads", os.cpu_count() or 1, "Training threads.")
-flags.DEFINE_integer("random_seed", 12345, "Seed of SentencePiece's sampling.")
+
+def define_flags():
+    """Defines this tool's flags (only when run as a script, so it can be imported)."""
+    flags.DEFINE_string("input_file", None, "Comma-separated text files or globs (one sentence per line).")
+    flags.DEFINE_string("model_prefix", None, "Output prefix: writes PREFIX.model and PREFIX.vocab.")
+    flags.DEFINE_integer("vocab_size", 30000, "Vocabulary size.")
+    flags.DEFINE_bool("do_lower_case", True, "Lower-case the text (must match create_pretraining_data).")
+    flags.DEFINE_float("character_coverage", 0.99995, "Share of characters the model covers.")
+    flags.DEFINE_string("model_type", "unigram", "unigram (the release), bpe, char or word.")
+    flags.DEFINE_integer("input_sentence_size", 10_000_000, "Sentences sampled for training (0: all).")
+    flags.DEFINE_integer("num_threads", os.cpu_count() or 1, "Training threads.")
+    flags.DEFINE_integer("random_seed", 12345, "Seed of SentencePiece's sampling.")
+
 
 USER_SYMBOLS = ["(", ")", '"', "-", ".", "\u2013", "\u00a3", "\u20ac"]
 CONTROL_SYMBOLS = ["[CLS]", "[SEP]", "[MASK]"]
@@ -109,4 +113,5 @@ def main(argv):
 
 
 if __name__ == "__main__":
+    define_flags()
     app.run(main)

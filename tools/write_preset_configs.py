@@ -12,7 +12,11 @@ from absl import app, flags  # noqa: E402
 
 from albert_tf.modeling.config import PRESETS, AlbertConfig  # noqa: E402
 
-flags.DEFINE_string("output_dir", "configs", "Where to write the preset JSON files.")
+
+def define_flags():
+    """Defines this tool's flags (only when run as a script, so it can be imported)."""
+    flags.DEFINE_string("output_dir", "configs", "Where to write the preset JSON files.")
+
 
 
 def main(argv):
@@ -25,4 +29,5 @@ def main(argv):
 
 
 if __name__ == "__main__":
+    define_flags()
     app.run(main)

@@ -1,0 +1,201 @@
+"""ALBERT pretraining (masked LM + sentence order) under any tf.distribute strategy.
+
+    python -m albert_tf.run_pretraining --flagfile=configs/base.flags \
+        --input_file=data/train.tfrecord-* --output_dir=runs/base
+
+Flags keep the original release's names and defaults. A run resumes by itself from the
+newest `ckpt-N` in --output_dir (model, optimizer slots, step and input position);
+--init_checkpoint starts a new run from another run's weights and fails loudly when they
+do not match the model. Progress goes to the console, `output_dir/metrics.jsonl` and
+TensorBoard (`output_dir/train`, `output_dir/eval`); evaluation results to
+`output_dir/eval_results.json` and `eval_results.txt`.
+"""
+
+import json
+import os
+import sys
+
+from absl import app, flags, logging
+
+
+def define_flags():
+    """The release's run_pretraining flags, plus --strategy, --jit_compile, --dtype_policy etc."""
+    flags.DEFINE_string("input_file", None, "Input TF example files (comma-separated globs).")
+    flags.DEFINE_string("eval_input_file", None, "Evaluation TF example files (default: --input_file).")
+    flags.DEFINE_string("output_dir", None, "The output directory where the model checkpoints will be written.")
+    flags.DEFINE_string("albert_config_file", None, "The albert_config.json of the pre-trained ALBERT model.")
+    flags.DEFINE_string("init_checkpoint", None, "Initial checkpoint (usually from a pre-trained ALBERT model).")
+    flags.DEFINE_integer("max_seq_length", 512, "The maximum total input sequence length after tokenization.")
+    flags.DEFINE_integer("max_predictions_per_seq", 20, "Maximum number of masked LM predictions per sequence.")
+    flags.DEFINE_bool("do_train", True, "Whether to run training.")
+    flags.DEFINE_bool("do_eval", True, "Whether to run eval on the dev set.")
+    flags.DEFINE_integer("train_batch_size", 4096, "Total batch size for training.")
+    flags.DEFINE_integer("eval_batch_size", 64, "Total batch size for eval.")
+    flags.DEFINE_enum("optimizer", "lamb", ["adamw", "lamb"], "The optimizer for training.")
+    flags.DEFINE_float("learning_rate", 0.00176, "The initial learning rate.")
+    flags.DEFINE_float("poly_power", 1.0, "The power of poly decay.")
+    flags.DEFINE_integer("num_train_steps", 125000, "Number of training steps.")
+    flags.DEFINE_integer("num_warmup_steps", 3125, "Number of warmup steps.")
+    flags.DEFINE_integer("start_warmup_step", 0, "The starting step of warmup.")
+    flags.DEFINE_integer("save_checkpoints_steps", 5000, "How often to save the model checkpoint.")
+    flags.DEFINE_integer("keep_checkpoint_max", 5, "How many checkpoints to keep.")
+    flags.DEFINE_integer("iterations_per_loop", 1000, "Steps per tf.function call (and per log line).")
+    flags.DEFINE_integer("max_eval_steps", 100, "Maximum number of eval steps.")
+    flags.DEFINE_string("strategy", "default", "tpu | multi_worker_mirrored | mirrored | one_device | default.")
+    flags.DEFINE_string("tpu", None, "TPU name or grpc:// address (with --strategy=tpu).")
+    flags.DEFINE_bool("jit_compile", False, "Compile the train step with XLA.")
+    flags.DEFINE_string("dtype_policy", "float32", "float32, or mixed_bfloat16 (TPUs).")
+    flags.DEFINE_bool("use_one_hot_embeddings", False, "One-hot word-embedding lookups (faster on TPUs).")
+    flags.DEFINE_bool("deterministic", False, "Deterministic input order and ops (exactly repeatable runs).")
+    flags.DEFINE_bool("dynamic_masking", False, "Re-draw the masked-LM masks every epoch in tf.data.")
+    flags.DEFINE_integer("vocab_mask_id", 4, "[MASK] id for --dynamic_masking (2/3/4 = [CLS]/[SEP]/[MASK] in the release).")
+    flags.DEFINE_integer("random_seed", 12345, "Seed of initialisation, shuffling and dynamic masking.")
+    flags.DEFINE_integer("shuffle_buffer_size", 10000, "Examples in the input shuffle buffer.")
+
+
+DTYPE_POLICIES = ("float32", "mixed_bfloat16", "mixed_float16")
+
+
+def check_flags(f):
+    """Raises ValueError for bad flag combinations, naming the flags."""
+    if not f.output_dir:
+        raise ValueError("--output_dir is required.")
+    if not f.albert_config_file:
+        raise ValueError("--albert_config_file is required.")
+    if not (f.do_train or f.do_eval):
+        raise ValueError("at least one of --do_train and --do_eval must be true.")
+    if f.do_train and not f.input_file:
+        raise ValueError("--do_train needs --input_file.")
+    if f.do_eval and not (f.eval_input_file or f.input_file):
+        raise ValueError("--do_eval needs --eval_input_file or --input_file.")
+    for name in ("train_batch_size", "eval_batch_size", "num_train_steps", "save_checkpoints_steps",
+                 "keep_checkpoint_max", "iterations_per_loop", "max_eval_steps", "max_seq_length",
+                 "max_predictions_per_seq"):
+        if getattr(f, name) <= 0:
+            raise ValueError(f"--{name} must be positive, got {getattr(f, name)}.")
+    if f.num_warmup_steps < 0 or f.start_warmup_step < 0:
+        raise ValueError("--num_warmup_steps and --start_warmup_step must not be negative.")
+    if f.max_predictions_per_seq > f.max_seq_length:
+        raise ValueError(f"--max_predictions_per_seq ({f.max_predictions_per_seq}) exceeds --max_seq_length "
+                         f"({f.max_seq_length}).")
+    if f.dtype_policy not in DTYPE_POLICIES:
+        raise ValueError(f"--dtype_policy must be one of {', '.join(DTYPE_POLICIES)}, got {f.dtype_policy!r}.")
+    if f.dtype_policy == "mixed_float16":
+        raise ValueError("--dtype_policy=mixed_float16 needs loss scaling, which this loop does not do; use "
+                         "mixed_bfloat16.")
+    if f.strategy == "tpu" and not f.tpu:
+        raise ValueError("--strategy=tpu needs --tpu.")
+    if f.tpu and f.strategy != "tpu":
+        raise ValueError(f"--tpu is only used with --strategy=tpu (got --strategy={f.strategy}).")
+    if f.learning_rate <= 0:
+        raise ValueError(f"--learning_rate must be positive, got {f.learning_rate}.")
+
+
+def dataset_fn_for(files, global_batch_size, f, config, is_training):
+    from albert_tf.data.pipeline import DynamicMasking, pretraining_dataset
+
+    masking = None
+    if f.dynamic_masking and is_training:
+        masking = DynamicMasking(vocab_size=config.vocab_size, mask_id=f.vocab_mask_id)
+
+    def dataset_fn(input_context):
+        return pretraining_dataset(
+            files, input_context.get_per_replica_batch_size(global_batch_size), f.max_seq_length,
+            f.max_predictions_per_seq, is_training=is_training, input_context=input_context,
+            deterministic=f.deterministic, seed=f.random_seed, shuffle_buffer_size=f.shuffle_buffer_size,
+            dynamic_masking=masking)
+
+    return dataset_fn
+
+
+def run(f):
+    """Runs training and/or evaluation as the flags say; returns a dict of results."""
+    import keras
+    import tensorflow as tf
+
+    from albert_tf.modeling.config import AlbertConfig
+    from albert_tf.training.checkpoints import TrainingCheckpoints, load_init_checkpoint
+    from albert_tf.training.distribution import get_strategy, is_chief
+    from albert_tf.training.loop import MetricsLogger, PretrainingLoop, run_training
+
+    check_flags(f)
+    config = AlbertConfig.from_json_file(f.albert_config_file)
+    if f.max_seq_length > config.max_position_embeddings:
+        raise ValueError(f"--max_seq_length ({f.max_seq_length}) exceeds max_position_embeddings "
+                         f"({config.max_position_embeddings}) of {f.albert_config_file}.")
+    keras.utils.set_random_seed(f.random_seed)
+    if f.deterministic:
+        tf.config.experimental.enable_op_determinism()
+    strategy = get_strategy(f.strategy, f.tpu)
+    chief = is_chief(strategy)
+    if chief:
+        tf.io.gfile.makedirs(f.output_dir)
+        config.to_json_file(os.path.join(f.output_dir, "albert_config.json"))
+    loop = PretrainingLoop(
+        strategy, config, f.train_batch_size, optimizer=f.optimizer, learning_rate=f.learning_rate,
+        num_train_steps=f.num_train_steps, num_warmup_steps=f.num_warmup_steps,
+        start_warmup_step=f.start_warmup_step, poly_power=f.poly_power, jit_compile=f.jit_compile,
+        use_one_hot_embeddings=f.use_one_hot_embeddings, dtype_policy=f.dtype_policy)
+    logging.info("strategy %s with %d replicas; global batch %d", type(strategy).__name__,
+                 strategy.num_replicas_in_sync, f.train_batch_size)
+    results = {}
+    iterator = None
+    if f.do_train:
+        dataset = strategy.distribute_datasets_from_function(
+            dataset_fn_for(f.input_file, f.train_batch_size, f, config, True))
+        iterator = iter(dataset)
+    checkpoints = TrainingCheckpoints(f.output_dir, loop.model, loop.optimizer, f.keep_checkpoint_max,
+                                      is_chief=chief, iterator=iterator)
+    resumed = checkpoints.restore_latest()
+    if resumed:
+        print(f"resuming from {resumed} at step {loop.step}", flush=True)
+    elif f.init_checkpoint:
+        prefix = load_init_checkpoint(loop.model, f.init_checkpoint)
+        print(f"initialised from {prefix}", flush=True)
+    logger = MetricsLogger(f.output_dir, f.num_train_steps, enabled=chief)
+    if f.do_train:
+        results["final_step"] = run_training(loop, iterator, checkpoints, logger, f.num_train_steps,
+                                             f.iterations_per_loop, f.save_checkpoints_steps)
+    if f.do_eval:
+        eval_files = f.eval_input_file or f.input_file
+        eval_ds = strategy.distribute_datasets_from_function(
+            dataset_fn_for(eval_files, f.eval_batch_size, f, config, False))
+        metrics = loop.evaluate(eval_ds, f.max_eval_steps)
+        metrics["global_step"] = loop.step
+        logger.log_eval(loop.step, metrics)
+        if chief:
+            _write_eval_results(f.output_dir, metrics)
+        results["eval"] = metrics
+    checkpoints.close()
+    return results
+
+
+def _write_eval_results(output_dir, metrics):
+    for name, text in (("eval_results.json", json.dumps(metrics, indent=2, sort_keys=True) + "\n"),
+                       ("eval_results.txt", "".join(f"{k} = {metrics[k]}\n" for k in sorted(metrics)))):
+        path = os.path.join(output_dir, name)
+        with open(path + ".tmp", "w", encoding="utf-8") as out:
+            out.write(text)
+        os.replace(path + ".tmp", path)
+
+
+def main(argv):
+    del argv
+    from albert_tf.training.checkpoints import CheckpointMismatchError
+    from albert_tf.training.loop import TrainingDivergedError
+
+    try:
+        run(flags.FLAGS)
+    except (ValueError, CheckpointMismatchError) as e:
+        print(f"run_pretraining: error: {e}", file=sys.stderr)
+        return 2
+    except TrainingDivergedError as e:
+        print(f"run_pretraining: stopped: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    define_flags()
+    app.run(main)

@@ -1,0 +1,1 @@
+"""Training: optimizers, schedules, distribution, the pretraining loop, checkpoints."""

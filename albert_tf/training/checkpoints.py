@@ -1,0 +1,116 @@
+"""Checkpoints that survive: CheckpointManager in output_dir, resume, strict init_checkpoint.
+
+A training checkpoint (`output_dir/ckpt-N`, N = global step) holds `model` (the
+AlbertPretrainer), `optimizer` (slots and iterations = global step) and, when given,
+`iterator` (the input position). Under multi-worker training every worker saves (the
+collective needs them all), the non-chief ones to a temporary directory that is removed.
+"""
+
+import os
+import shutil
+import tempfile
+
+import numpy as np
+import tensorflow as tf
+
+
+class CheckpointMismatchError(ValueError):
+    """init_checkpoint does not match the model; the message lists every difference."""
+
+
+def _latest(path):
+    """A checkpoint prefix from a prefix, a directory (latest in it) or None."""
+    if tf.io.gfile.isdir(path):
+        return tf.train.latest_checkpoint(path)
+    if tf.io.gfile.exists(path + ".index"):
+        return path
+    return None
+
+
+def _model_variable_names(model):
+    """name -> shape of the model's entries in a `tf.train.Checkpoint(model=model)`."""
+    with tempfile.TemporaryDirectory() as tmp:
+        prefix = tf.train.Checkpoint(model=model).write(os.path.join(tmp, "probe"))
+        return {n: tuple(s) for n, s in tf.train.list_variables(prefix) if n.endswith("VARIABLE_VALUE")}
+
+
+def load_init_checkpoint(model, init_checkpoint):
+    """Loads `model` weights from a training checkpoint (file prefix or run directory).
+
+    Every model variable must be present with its shape; optimizer slots, step and
+    input position in the checkpoint are ignored.
+
+    Raises:
+        CheckpointMismatchError: missing file, or missing/unexpected/misshaped variables.
+    """
+    prefix = _latest(init_checkpoint)
+    if prefix is None:
+        raise CheckpointMismatchError(
+            f"--init_checkpoint={init_checkpoint}: no checkpoint there (expected a ckpt-N prefix or a "
+            "directory holding one).")
+    expected = _model_variable_names(model)
+    found = {n: tuple(s) for n, s in tf.train.list_variables(prefix)
+             if n.startswith("model/") and n.endswith("VARIABLE_VALUE")}
+    missing = sorted(set(expected) - set(found))
+    unexpected = sorted(set(found) - set(expected))
+    wrong = sorted(f"{n}: checkpoint {found[n]}, model {expected[n]}"
+                   for n in set(found) & set(expected) if found[n] != expected[n])
+    if missing or unexpected or wrong:
+        def clean(names):
+            return [n.replace("/.ATTRIBUTES/VARIABLE_VALUE", "") for n in names]
+        parts = [f"--init_checkpoint={prefix} does not match the model:"]
+        if missing:
+            parts.append(f"  missing from the checkpoint ({len(missing)}): " + ", ".join(clean(missing)))
+        if unexpected:
+            parts.append(f"  not in the model ({len(unexpected)}): " + ", ".join(clean(unexpected)))
+        if wrong:
+            parts.append(f"  shape mismatches ({len(wrong)}): " + ", ".join(clean(wrong)))
+        raise CheckpointMismatchError("\n".join(parts))
+    tf.train.Checkpoint(model=model).read(prefix).expect_partial().assert_existing_objects_matched()
+    return prefix
+
+
+class TrainingCheckpoints:
+    """CheckpointManager over output_dir with chief-only writing.
+
+    Args:
+        output_dir: the run directory; checkpoints are `ckpt-N`.
+        model, optimizer: what to save.
+        keep_checkpoint_max: checkpoints kept.
+        is_chief: whether this worker writes to output_dir.
+        iterator: optional input iterator to save the input position.
+    """
+
+    def __init__(self, output_dir, model, optimizer, keep_checkpoint_max=5, is_chief=True, iterator=None):
+        items = {"model": model, "optimizer": optimizer}
+        if iterator is not None:
+            items["iterator"] = iterator
+        self.checkpoint = tf.train.Checkpoint(**items)
+        self.is_chief = is_chief
+        directory = output_dir if is_chief else tempfile.mkdtemp(prefix="albert_tf_worker_ckpt_")
+        self._temp_dir = None if is_chief else directory
+        self.manager = tf.train.CheckpointManager(
+            self.checkpoint, directory, max_to_keep=keep_checkpoint_max, checkpoint_name="ckpt")
+
+    def restore_latest(self):
+        """Restores the newest checkpoint of output_dir; returns its path or None."""
+        path = self.manager.latest_checkpoint
+        if path:
+            self.checkpoint.restore(path).assert_existing_objects_matched()
+        return path
+
+    def save(self, step):
+        path = self.manager.save(checkpoint_number=int(step))
+        if self._temp_dir:
+            shutil.rmtree(self._temp_dir, ignore_errors=True)
+            os.makedirs(self._temp_dir, exist_ok=True)
+        return path
+
+    def close(self):
+        if self._temp_dir:
+            shutil.rmtree(self._temp_dir, ignore_errors=True)
+
+
+def variables_equal(a, b):
+    """True when two lists of variables hold identical values."""
+    return len(a) == len(b) and all(np.array_equal(np.asarray(x), np.asarray(y)) for x, y in zip(a, b))

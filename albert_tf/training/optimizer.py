@@ -1,0 +1,157 @@
+"""The release's optimizers as Keras 3 optimizers: LAMB and AdamWeightDecay.
+
+Both follow the original release (shared/ALBERT_REFERENCE.md section 5), not
+keras.optimizers.Lamb (bias correction, eps 1e-7, decoupled decay, trust ratio on
+every variable):
+
+    m = b1 m + (1 - b1) g ;  v = b2 v + (1 - b2) g^2          (no bias correction)
+    u = m / (sqrt(v) + eps) + wd * w                          (wd only when decayed)
+    LAMB:  r = ||w|| / ||u|| (1 if either is 0; 1 when excluded);  w <- w - lr * r * u
+    AdamW: w <- w - lr * u
+
+Variables whose full path matches LayerNorm, layer_norm or bias are excluded from
+weight decay and from the trust ratio. Slots are named `adam_m` and `adam_v`, as the
+release's.
+
+Gradients reach `apply` already summed over replicas and clipped by the training loop
+(`albert_tf.training.loop`): Keras would clip each replica's gradients before its own
+all-reduce, which is not the global-norm clipping of the release. These optimizers
+therefore do not all-reduce again.
+"""
+
+import re
+
+import keras
+from keras import ops
+
+EXCLUDE_FROM_DECAY = ("LayerNorm", "layer_norm", "bias")
+
+
+class _ReleaseOptimizer(keras.optimizers.Optimizer):
+    """Shared state and update of LAMB and AdamWeightDecay."""
+
+    use_trust_ratio = False
+
+    def __init__(
+        self,
+        learning_rate=0.00176,
+        beta_1=0.9,
+        beta_2=0.999,
+        epsilon=1e-6,
+        weight_decay_rate=0.01,
+        exclude_from_weight_decay=EXCLUDE_FROM_DECAY,
+        exclude_from_layer_adaptation=None,
+        name=None,
+        **kwargs,
+    ):
+        super().__init__(learning_rate=learning_rate, name=name, **kwargs)
+        self.beta_1 = beta_1
+        self.beta_2 = beta_2
+        self.epsilon = epsilon
+        self.weight_decay_rate = weight_decay_rate
+        self.exclude_from_weight_decay = tuple(exclude_from_weight_decay or ())
+        self.exclude_from_layer_adaptation = tuple(
+            exclude_from_weight_decay if exclude_from_layer_adaptation is None else exclude_from_layer_adaptation
+        )
+
+    @staticmethod
+    def _matches(path, patterns):
+        return any(re.search(p, path) for p in patterns)
+
+    def build(self, var_list):
+        if self.built:
+            return
+        super().build(var_list)
+        self._m, self._v, self._decay, self._adapt = [], [], [], []
+        for var in var_list:
+            self._m.append(self.add_variable_from_reference(var, "adam_m"))
+            self._v.append(self.add_variable_from_reference(var, "adam_v"))
+            self._decay.append(not self._matches(var.path, self.exclude_from_weight_decay))
+            self._adapt.append(not self._matches(var.path, self.exclude_from_layer_adaptation))
+
+    def decays(self, variable):
+        """Whether weight decay applies to `variable` (after build)."""
+        return self._decay[self._get_variable_index(variable)]
+
+    def adapts(self, variable):
+        """Whether the trust ratio applies to `variable` (after build)."""
+        return self.use_trust_ratio and self._adapt[self._get_variable_index(variable)]
+
+    def update_step(self, gradient, variable, learning_rate):
+        index = self._get_variable_index(variable)
+        dtype = variable.dtype
+        lr = ops.cast(learning_rate, dtype)
+        g = ops.cast(gradient, dtype)
+        m, v = self._m[index], self._v[index]
+        self.assign(m, ops.add(ops.multiply(m, self.beta_1), ops.multiply(g, 1.0 - self.beta_1)))
+        self.assign(v, ops.add(ops.multiply(v, self.beta_2), ops.multiply(ops.square(g), 1.0 - self.beta_2)))
+        update = ops.divide(m, ops.add(ops.sqrt(v), self.epsilon))
+        if self._decay[index] and self.weight_decay_rate:
+            update = ops.add(update, ops.multiply(variable, ops.cast(self.weight_decay_rate, dtype)))
+        if self.use_trust_ratio and self._adapt[index]:
+            w_norm = ops.sqrt(ops.sum(ops.square(variable)))
+            u_norm = ops.sqrt(ops.sum(ops.square(update)))
+            ratio = ops.where(
+                ops.logical_and(ops.greater(w_norm, 0.0), ops.greater(u_norm, 0.0)),
+                ops.divide(w_norm, ops.maximum(u_norm, 1e-30)),
+                ops.ones_like(w_norm),
+            )
+            update = ops.multiply(update, ratio)
+        self.assign_sub(variable, ops.multiply(lr, update))
+
+    def _all_reduce_sum_gradients(self, grads_and_vars):
+        # The training loop already summed the gradients over replicas (see module doc).
+        return list(grads_and_vars)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            beta_1=self.beta_1,
+            beta_2=self.beta_2,
+            epsilon=self.epsilon,
+            weight_decay_rate=self.weight_decay_rate,
+            exclude_from_weight_decay=list(self.exclude_from_weight_decay),
+            exclude_from_layer_adaptation=list(self.exclude_from_layer_adaptation),
+        )
+        return config
+
+
+@keras.saving.register_keras_serializable(package="albert_tf")
+class LAMB(_ReleaseOptimizer):
+    """LAMB as the ALBERT release (no bias correction, eps 1e-6, decay inside the update,
+    trust ratio, LayerNorm/bias excluded from both).
+
+    Args:
+        learning_rate: float or a LearningRateSchedule.
+        beta_1, beta_2, epsilon, weight_decay_rate: the release's 0.9, 0.999, 1e-6, 0.01.
+        exclude_from_weight_decay: regexes of variable paths without weight decay.
+        exclude_from_layer_adaptation: regexes without trust ratio (default: the same).
+
+    Example:
+    ```python
+    optimizer = LAMB(learning_rate=warmup_poly_decay(0.00176, 125000, 3125))
+    ```
+    """
+
+    use_trust_ratio = True
+
+    def __init__(self, learning_rate=0.00176, name="lamb", **kwargs):
+        super().__init__(learning_rate=learning_rate, name=name, **kwargs)
+
+
+@keras.saving.register_keras_serializable(package="albert_tf")
+class AdamWeightDecay(_ReleaseOptimizer):
+    """The release's AdamWeightDecayOptimizer (`--optimizer=adamw`): Adam without bias
+    correction, weight decay added to the update, LayerNorm/bias excluded."""
+
+    def __init__(self, learning_rate=0.00176, name="adamw", **kwargs):
+        super().__init__(learning_rate=learning_rate, name=name, **kwargs)
+
+
+def create_optimizer(name, learning_rate):
+    """`--optimizer` (lamb | adamw) -> optimizer."""
+    if name == "lamb":
+        return LAMB(learning_rate=learning_rate)
+    if name == "adamw":
+        return AdamWeightDecay(learning_rate=learning_rate)
+    raise ValueError(f"--optimizer must be lamb or adamw, got {name!r}.")

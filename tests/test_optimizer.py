@@ -1,0 +1,84 @@
+"""LAMB and AdamWeightDecay against a NumPy transcription of the release's formula."""
+
+import re
+
+import numpy as np
+import pytest
+
+from albert_tf import AlbertPretrainer
+from albert_tf.training.optimizer import LAMB, AdamWeightDecay, create_optimizer
+from albert_tf.training.schedules import WarmupPolynomialDecay
+
+EXCLUDED = re.compile("LayerNorm|layer_norm|bias")
+
+
+def numpy_release_update(w, m, v, g, lr, excluded, trust, b1=0.9, b2=0.999, eps=1e-6, wd=0.01):
+    m = b1 * m + (1 - b1) * g
+    v = b2 * v + (1 - b2) * g * g
+    u = m / (np.sqrt(v) + eps)
+    if not excluded:
+        u = u + wd * w
+    r = 1.0
+    if trust and not excluded:
+        wn, un = np.linalg.norm(w), np.linalg.norm(u)
+        r = wn / un if wn > 0 and un > 0 else 1.0
+    return w - lr * r * u, m, v
+
+
+@pytest.mark.parametrize("cls, trust", [(LAMB, True), (AdamWeightDecay, False)])
+def test_matches_numpy_over_five_steps(tiny_config, cls, trust):
+    model = AlbertPretrainer(tiny_config)
+    variables = model.trainable_variables
+    schedule = WarmupPolynomialDecay(0.05, num_train_steps=10, num_warmup_steps=2)
+    optimizer = cls(learning_rate=schedule)
+    optimizer.build(variables)
+    rng = np.random.default_rng(0)
+    state = {v.path: (np.asarray(v, np.float64), np.zeros(v.shape), np.zeros(v.shape)) for v in variables}
+    # one variable starts at zero: its trust ratio must fall back to 1
+    variables[-1].assign(np.zeros(variables[-1].shape, "float32"))
+    state[variables[-1].path] = (np.zeros(variables[-1].shape), np.zeros(variables[-1].shape), np.zeros(variables[-1].shape))
+    for step in range(5):
+        grads = [rng.normal(scale=0.1, size=v.shape).astype("float32") for v in variables]
+        lr = float(schedule(step))
+        optimizer.apply(grads, variables)
+        for v, g in zip(variables, grads):
+            w, m, s = state[v.path]
+            state[v.path] = numpy_release_update(w, m, s, g.astype(np.float64), lr, bool(EXCLUDED.search(v.path)), trust)
+    assert int(optimizer.iterations) == 5
+    for v in variables:
+        np.testing.assert_allclose(np.asarray(v), state[v.path][0], atol=1e-6, rtol=0, err_msg=v.path)
+
+
+def test_exclusions_follow_full_paths(tiny_config):
+    model = AlbertPretrainer(tiny_config)
+    optimizer = LAMB()
+    optimizer.build(model.trainable_variables)
+    by_path = {v.path: v for v in model.trainable_variables}
+    for path in ("embeddings/LayerNorm/gamma", "group_0_inner_group_0_attention/query/bias",
+                 "predictions/output_bias", "predictions/transform_LayerNorm/beta", "seq_relationship/output_bias"):
+        assert not optimizer.decays(by_path[path]) and not optimizer.adapts(by_path[path]), path
+    for path in ("embeddings/word_embeddings", "group_0_inner_group_0_ffn/intermediate/kernel",
+                 "seq_relationship/output_weights", "pooler/kernel"):
+        assert optimizer.decays(by_path[path]) and optimizer.adapts(by_path[path]), path
+    slots = {v.path.split("/")[-1] for v in optimizer.variables}
+    assert any("adam_m" in s for s in slots) and any("adam_v" in s for s in slots)
+
+
+def test_create_optimizer():
+    assert isinstance(create_optimizer("lamb", 0.1), LAMB)
+    assert isinstance(create_optimizer("adamw", 0.1), AdamWeightDecay)
+    with pytest.raises(ValueError, match="--optimizer must be lamb or adamw"):
+        create_optimizer("sgd", 0.1)
+
+
+def test_schedule_hand_computed():
+    s = WarmupPolynomialDecay(1.0, num_train_steps=100, num_warmup_steps=10)
+    expected = {0: 0.0, 1: 0.1, 9: 0.9, 10: 0.9, 50: 0.5, 99: 0.01, 100: 0.0, 150: 0.0}
+    for step, lr in expected.items():
+        assert float(s(step)) == pytest.approx(lr, abs=1e-7), step
+    shifted = WarmupPolynomialDecay(2.0, num_train_steps=100, num_warmup_steps=10, start_warmup_step=20, poly_power=2.0)
+    assert float(shifted(25)) == pytest.approx(2.0 * 5 / 10)
+    assert float(shifted(30)) == pytest.approx(2.0 * (1 - 0.3) ** 2)
+    assert float(shifted(5)) == 0.0  # the release's formula went negative before warmup starts
+    no_warmup = WarmupPolynomialDecay(1.0, num_train_steps=4)
+    assert [round(float(no_warmup(i)), 6) for i in range(5)] == [1.0, 0.75, 0.5, 0.25, 0.0]
