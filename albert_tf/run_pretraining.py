@@ -91,7 +91,7 @@ def check_flags(f):
         raise ValueError(f"--learning_rate must be positive, got {f.learning_rate}.")
 
 
-def dataset_fn_for(files, global_batch_size, f, config, is_training):
+def dataset_fn_for(files, global_batch_size, f, config, is_training, resume_step=0):
     from albert_tf.data.pipeline import DynamicMasking, pretraining_dataset
 
     masking = None
@@ -99,17 +99,20 @@ def dataset_fn_for(files, global_batch_size, f, config, is_training):
         masking = DynamicMasking(vocab_size=config.vocab_size, mask_id=f.vocab_mask_id)
 
     def dataset_fn(input_context):
+        # batches each input pipeline feeds per step, times the steps already taken
+        per_step = input_context.num_replicas_in_sync // input_context.num_input_pipelines
         return pretraining_dataset(
             files, input_context.get_per_replica_batch_size(global_batch_size), f.max_seq_length,
             f.max_predictions_per_seq, is_training=is_training, input_context=input_context,
             deterministic=f.deterministic, seed=f.random_seed, shuffle_buffer_size=f.shuffle_buffer_size,
-            dynamic_masking=masking)
+            dynamic_masking=masking, skip_batches=resume_step * per_step)
 
     return dataset_fn
 
 
 def run(f):
     """Runs training and/or evaluation as the flags say; returns a dict of results."""
+    check_flags(f)  # before importing TensorFlow: bad flags fail at once
     import keras
     import tensorflow as tf
 
@@ -118,7 +121,6 @@ def run(f):
     from albert_tf.training.distribution import get_strategy, is_chief
     from albert_tf.training.loop import MetricsLogger, PretrainingLoop, run_training
 
-    check_flags(f)
     config = AlbertConfig.from_json_file(f.albert_config_file)
     if f.max_seq_length > config.max_position_embeddings:
         raise ValueError(f"--max_seq_length ({f.max_seq_length}) exceeds max_position_embeddings "
@@ -139,14 +141,24 @@ def run(f):
     logging.info("strategy %s with %d replicas; global batch %d", type(strategy).__name__,
                  strategy.num_replicas_in_sync, f.train_batch_size)
     results = {}
+    # Only the default strategy's iterator can be checkpointed; under the others the input
+    # position is restored by skipping the batches already consumed.
     iterator = None
-    if f.do_train:
-        dataset = strategy.distribute_datasets_from_function(
-            dataset_fn_for(f.input_file, f.train_batch_size, f, config, True))
-        iterator = iter(dataset)
+    saves_iterator = f.do_train and strategy is tf.distribute.get_strategy()
+
+    def make_iterator(resume_step):
+        fn = dataset_fn_for(f.input_file, f.train_batch_size, f, config, True, resume_step)
+        return iter(strategy.distribute_datasets_from_function(fn))
+
+    if saves_iterator:
+        iterator = make_iterator(0)
     checkpoints = TrainingCheckpoints(f.output_dir, loop.model, loop.optimizer, f.keep_checkpoint_max,
                                       is_chief=chief, iterator=iterator)
     resumed = checkpoints.restore_latest()
+    if f.do_train and not saves_iterator:
+        if resumed and loop.step:
+            print(f"skipping the {loop.step} steps of input already consumed", flush=True)
+        iterator = make_iterator(loop.step if resumed else 0)
     if resumed:
         print(f"resuming from {resumed} at step {loop.step}", flush=True)
     elif f.init_checkpoint:
@@ -181,6 +193,11 @@ def _write_eval_results(output_dir, metrics):
 
 def main(argv):
     del argv
+    try:
+        check_flags(flags.FLAGS)  # before any TensorFlow import: bad flags fail at once
+    except ValueError as e:
+        print(f"run_pretraining: error: {e}", file=sys.stderr)
+        return 2
     from albert_tf.training.checkpoints import CheckpointMismatchError
     from albert_tf.training.loop import TrainingDivergedError
 

@@ -122,3 +122,13 @@ def test_dynamic_masking_statistics_and_new_masks_each_epoch(pretraining_records
         else:
             first_epoch[key] = b["masked_lm_positions"].tobytes()
     assert total == 50 and differing >= 45
+
+
+def test_skip_batches_resumes_the_same_stream(pretraining_records):
+    outputs, _ = pretraining_records
+    make = lambda skip: pretraining_dataset(outputs, 8, 128, 20, deterministic=True, seed=9, shuffle_buffer_size=300,
+                                            skip_batches=skip, dynamic_masking=DynamicMasking(vocab_size=3000))
+    whole = _collect(make(0), 7)
+    tail = _collect(make(4), 3)
+    for k in whole:
+        np.testing.assert_array_equal(whole[k][32:], tail[k])

@@ -195,6 +195,7 @@ def pretraining_dataset(
     shuffle_buffer_size=10_000,
     cycle_length=8,
     dynamic_masking=None,
+    skip_batches=0,
 ):
     """The pretraining input pipeline.
 
@@ -209,6 +210,8 @@ def pretraining_dataset(
         shuffle_buffer_size: examples in the shuffle buffer.
         cycle_length: files read in parallel.
         dynamic_masking: `DynamicMasking` to re-draw masks on every read, or None.
+        skip_batches: batches to skip first (resuming where a distributed iterator
+            cannot be checkpointed; in deterministic mode the rest is identical).
 
     Returns:
         A `tf.data.Dataset` of batches (see module docstring).
@@ -242,4 +245,7 @@ def pretraining_dataset(
                                 max_predictions_per_seq),
             num_parallel_calls=parallel, deterministic=deterministic)
     ds = ds.map(_to_model_features, num_parallel_calls=parallel, deterministic=deterministic)
-    return ds.batch(batch_size, drop_remainder=True).prefetch(parallel)
+    ds = ds.batch(batch_size, drop_remainder=True)
+    if skip_batches:
+        ds = ds.skip(skip_batches)
+    return ds.prefetch(parallel)

@@ -1,8 +1,8 @@
 """Checkpoints that survive: CheckpointManager in output_dir, resume, strict init_checkpoint.
 
 A training checkpoint (`output_dir/ckpt-N`, N = global step) holds `model` (the
-AlbertPretrainer), `optimizer` (slots and iterations = global step) and, when given,
-`iterator` (the input position). Under multi-worker training every worker saves (the
+AlbertPretrainer), `optimizer` (slots and iterations = global step), `random_states`
+(dropout RNG) and, when given, `iterator` (the input position). Under multi-worker training every worker saves (the
 collective needs them all), the non-chief ones to a temporary directory that is removed.
 """
 
@@ -83,6 +83,12 @@ class TrainingCheckpoints:
 
     def __init__(self, output_dir, model, optimizer, keep_checkpoint_max=5, is_chief=True, iterator=None):
         items = {"model": model, "optimizer": optimizer}
+        states = random_states(model)
+        if states:
+            # Keras keeps dropout RNG state in SeedGenerators, which TF checkpoint tracking
+            # does not reach: without them a resumed run would draw other dropout masks.
+            items["random_states"] = tf.Module()
+            items["random_states"].states = states
         if iterator is not None:
             items["iterator"] = iterator
         self.checkpoint = tf.train.Checkpoint(**items)
@@ -109,6 +115,16 @@ class TrainingCheckpoints:
     def close(self):
         if self._temp_dir:
             shutil.rmtree(self._temp_dir, ignore_errors=True)
+
+
+def random_states(model):
+    """The state variables of every Keras SeedGenerator in `model` (dropout), in layer order."""
+    states = []
+    for layer in model._flatten_layers(include_self=True, recursive=True):
+        for generator in getattr(layer, "_seed_generators", []):
+            state = generator.state
+            states.append(getattr(state, "value", state))
+    return states
 
 
 def variables_equal(a, b):

@@ -99,6 +99,14 @@ class _ReleaseOptimizer(keras.optimizers.Optimizer):
             update = ops.multiply(update, ratio)
         self.assign_sub(variable, ops.multiply(lr, update))
 
+    def _trackable_children(self, save_type="checkpoint", **kwargs):
+        # Keras keeps a list of the model's variables on the optimizer; as a checkpoint
+        # dependency it would give every model variable the name
+        # `optimizer/_trainable_variables/N` instead of its `model/...` path.
+        children = super()._trackable_children(save_type, **kwargs)
+        children.pop("_trainable_variables", None)
+        return children
+
     def _all_reduce_sum_gradients(self, grads_and_vars):
         # The training loop already summed the gradients over replicas (see module doc).
         return list(grads_and_vars)

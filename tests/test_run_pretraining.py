@@ -1,0 +1,180 @@
+"""run_pretraining end to end in subprocesses: strategies, resume after SIGKILL, formats, flags."""
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+HELPERS = os.path.join(ROOT, "tests", "distributed_helpers.py")
+ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=ROOT)
+
+
+@pytest.fixture(scope="module")
+def tiny_config_file(tmp_path_factory):
+    from albert_tf import AlbertConfig
+
+    path = str(tmp_path_factory.mktemp("config") / "albert_config.json")
+    AlbertConfig.from_preset("albert_tiny").replace(vocab_size=3000).to_json_file(path)
+    return path
+
+
+def pretrain_cmd(records, output_dir, config, *extra):
+    return [sys.executable, "-m", "albert_tf.run_pretraining", f"--input_file={','.join(records)}",
+            f"--output_dir={output_dir}", f"--albert_config_file={config}", "--max_seq_length=128",
+            "--max_predictions_per_seq=20", "--train_batch_size=8", "--eval_batch_size=8",
+            "--learning_rate=0.005", "--num_warmup_steps=5", "--max_eval_steps=3", *extra]
+
+
+def model_values(prefix):
+    reader = tf.train.load_checkpoint(prefix)
+    names = [n for n, _ in tf.train.list_variables(prefix) if n.startswith("model/")]
+    return {n: reader.get_tensor(n) for n in names}
+
+
+def test_mirrored_two_cpus_matches_one_device(pretraining_records):
+    outputs, _ = pretraining_records
+    result = subprocess.run([sys.executable, HELPERS, "mirrored_vs_one_device", *outputs], capture_output=True,
+                            text=True, env=ENV, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    data = json.loads(result.stdout.strip().splitlines()[-1])
+    assert data["mirrored"]["replicas"] == 2 and data["one_device"]["replicas"] == 1
+    np.testing.assert_allclose(data["mirrored"]["losses"], data["one_device"]["losses"], atol=1e-5, rtol=0)
+    assert data["mirrored"]["losses"][-1] < data["mirrored"]["losses"][0]
+
+
+def _free_ports(n):
+    sockets = [socket.socket() for _ in range(n)]
+    for s in sockets:
+        s.bind(("127.0.0.1", 0))
+    ports = [s.getsockname()[1] for s in sockets]
+    for s in sockets:
+        s.close()
+    return ports
+
+
+def test_multi_worker_mirrored_two_processes_on_loopback(pretraining_records, tiny_config_file, tmp_path):
+    outputs, _ = pretraining_records
+    ports = _free_ports(2)
+    cluster = {"worker": [f"127.0.0.1:{p}" for p in ports]}
+    out = tmp_path / "run"
+    procs = []
+    for index in range(2):
+        env = dict(ENV, TF_CONFIG=json.dumps({"cluster": cluster, "task": {"type": "worker", "index": index}}))
+        cmd = pretrain_cmd(outputs, out, tiny_config_file, "--strategy=multi_worker_mirrored",
+                           "--num_train_steps=4", "--save_checkpoints_steps=4", "--iterations_per_loop=2",
+                           "--nodo_eval")
+        procs.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                                      cwd=ROOT))
+    logs = [p.communicate(timeout=600) for p in procs]
+    for p, (_, err) in zip(procs, logs):
+        assert p.returncode == 0, err[-3000:]
+    assert "with 2 replicas" in logs[0][1] or "with 2 replicas" in logs[0][0]
+    assert sorted(p.name for p in out.glob("ckpt-*.index")) == ["ckpt-4.index"]
+    rows = [json.loads(l) for l in open(out / "metrics.jsonl")]
+    assert [r["step"] for r in rows] == [2, 4]  # written by the chief only
+
+
+def _interrupted_run_matches_whole(records, config, tmp_path, common, kill_at, final):
+    """Runs once whole; once SIGKILLed after ckpt-kill_at and restarted; compares ckpt-final."""
+    whole = tmp_path / "whole"
+    done = subprocess.run(pretrain_cmd(records, whole, config, *common), capture_output=True, text=True,
+                          env=ENV, cwd=ROOT, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+
+    killed = tmp_path / "killed"
+    proc = subprocess.Popen(pretrain_cmd(records, killed, config, *common), stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, env=ENV, cwd=ROOT)
+    deadline = time.time() + 300
+    while not (killed / f"ckpt-{kill_at}.index").exists():
+        assert proc.poll() is None and time.time() < deadline, "the run ended before it could be killed"
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    latest = tf.train.latest_checkpoint(str(killed))
+    assert latest is not None and not latest.endswith(f"ckpt-{final}"), latest
+
+    resumed = subprocess.run(pretrain_cmd(records, killed, config, *common), capture_output=True,
+                             text=True, env=ENV, cwd=ROOT, timeout=600)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert "resuming from" in resumed.stdout
+    a, b = model_values(str(whole / f"ckpt-{final}")), model_values(str(killed / f"ckpt-{final}"))
+    assert a.keys() == b.keys() and len(a) > 40
+    for name in a:
+        np.testing.assert_array_equal(a[name], b[name], err_msg=name)
+    return resumed.stdout
+
+
+def test_sigkill_and_restart_ends_with_the_uninterrupted_weights(pretraining_records, tiny_config_file, tmp_path):
+    """Default strategy: the input position is in the checkpoint (dropout and dynamic masking on)."""
+    outputs, _ = pretraining_records
+    common = ("--deterministic", "--num_train_steps=120", "--save_checkpoints_steps=10", "--iterations_per_loop=10",
+              "--nodo_eval", "--dynamic_masking")
+    _interrupted_run_matches_whole(outputs, tiny_config_file, tmp_path, common, 30, 120)
+
+
+def test_records_in_the_release_format_train(pretraining_records, tiny_config_file, tmp_path):
+    """Examples serialized by TensorFlow's own protobuf code with the release's eight features."""
+    outputs, _ = pretraining_records
+    path = str(tmp_path / "release.tfrecord")
+    int_keys = ("input_ids", "input_mask", "segment_ids", "token_boundary", "masked_lm_positions",
+                "masked_lm_ids", "next_sentence_labels")
+    with tf.io.TFRecordWriter(path) as writer:
+        for raw in tf.data.TFRecordDataset(outputs[0]).take(64):
+            source = tf.train.Example.FromString(raw.numpy()).features.feature
+            feature = {k: tf.train.Feature(int64_list=tf.train.Int64List(value=list(source[k].int64_list.value)))
+                       for k in int_keys}
+            feature["masked_lm_weights"] = tf.train.Feature(
+                float_list=tf.train.FloatList(value=list(source["masked_lm_weights"].float_list.value)))
+            writer.write(tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString())
+    out = tmp_path / "run"
+    result = subprocess.run(pretrain_cmd([path], out, tiny_config_file, "--num_train_steps=6",
+                                         "--save_checkpoints_steps=6", "--iterations_per_loop=3"),
+                            capture_output=True, text=True, env=ENV, cwd=ROOT, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    evaluation = json.load(open(out / "eval_results.json"))
+    assert evaluation["global_step"] == 6 and np.isfinite(evaluation["loss"])
+    assert (out / "eval_results.txt").exists() and (out / "ckpt-6.index").exists()
+
+
+@pytest.mark.parametrize("extra, message", [
+    ([], "--output_dir is required"),
+    (["--output_dir=X", "--albert_config_file=Y", "--do_train"], "--do_train needs --input_file"),
+    (["--output_dir=X", "--albert_config_file=Y", "--input_file=Z", "--strategy=tpu"], "--strategy=tpu needs --tpu"),
+    (["--output_dir=X", "--albert_config_file=Y", "--input_file=Z", "--max_seq_length=16"],
+     "--max_predictions_per_seq (20) exceeds --max_seq_length (16)"),
+    (["--output_dir=X", "--albert_config_file=Y", "--input_file=Z", "--dtype_policy=float16"], "--dtype_policy must be"),
+    (["--output_dir=X", "--albert_config_file=Y", "--input_file=Z", "--train_batch_size=0"],
+     "--train_batch_size must be positive"),
+])
+def test_bad_flag_combinations(extra, message):
+    result = subprocess.run([sys.executable, "-m", "albert_tf.run_pretraining", *extra], capture_output=True,
+                            text=True, env=ENV, cwd=ROOT, timeout=120)
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert message in result.stderr and "Traceback" not in result.stderr
+
+
+def test_bad_init_checkpoint_and_strategy_fail_cleanly(pretraining_records, tiny_config_file, tmp_path):
+    outputs, _ = pretraining_records
+    for extra, message in (([f"--init_checkpoint={tmp_path}/nothing"], "no checkpoint there"),
+                           (["--strategy=parameter_server"], "--strategy must be one of")):
+        result = subprocess.run(pretrain_cmd(outputs, tmp_path / "run", tiny_config_file, "--num_train_steps=2",
+                                             *extra), capture_output=True, text=True, env=ENV, cwd=ROOT, timeout=300)
+        assert result.returncode == 2, result.stderr[-2000:]
+        assert message in result.stderr and "Traceback" not in result.stderr
+
+
+def test_resume_without_iterator_checkpoint_skips_consumed_input(pretraining_records, tiny_config_file, tmp_path):
+    """one_device's distributed iterator cannot be checkpointed: resume fast-forwards the input."""
+    outputs, _ = pretraining_records
+    common = ("--deterministic", "--strategy=one_device", "--num_train_steps=100", "--save_checkpoints_steps=10",
+              "--iterations_per_loop=10", "--nodo_eval")
+    stdout = _interrupted_run_matches_whole(outputs, tiny_config_file, tmp_path, common, 20, 100)
+    assert "steps of input already consumed" in stdout
