@@ -8,7 +8,8 @@ newest `ckpt-N` in --output_dir (model, optimizer slots, step and input position
 --init_checkpoint starts a new run from another run's weights and fails loudly when they
 do not match the model. Progress goes to the console, `output_dir/metrics.jsonl` and
 TensorBoard (`output_dir/train`, `output_dir/eval`); evaluation results to
-`output_dir/eval_results.json` and `eval_results.txt`.
+`output_dir/eval_results.json` and `eval_results.txt`. With --export_dir the trained
+model is exported at the end as albert_tf.export_tfhub does.
 """
 
 import json
@@ -51,6 +52,9 @@ def define_flags():
     flags.DEFINE_integer("vocab_mask_id", 4, "[MASK] id for --dynamic_masking (2/3/4 = [CLS]/[SEP]/[MASK] in the release).")
     flags.DEFINE_integer("random_seed", 12345, "Seed of initialisation, shuffling and dynamic masking.")
     flags.DEFINE_integer("shuffle_buffer_size", 10000, "Examples in the input shuffle buffer.")
+    flags.DEFINE_string("export_dir", None, "Export TF-Hub-style SavedModels here at the end (needs --spm_model_file).")
+    flags.DEFINE_string("spm_model_file", None, "The SentencePiece model of the data (for --export_dir).")
+    flags.DEFINE_integer("export_seq_length", 128, "Default sequence length of the exported preprocessing model.")
 
 
 DTYPE_POLICIES = ("float32", "mixed_bfloat16", "mixed_float16")
@@ -87,6 +91,8 @@ def check_flags(f):
         raise ValueError("--strategy=tpu needs --tpu.")
     if f.tpu and f.strategy != "tpu":
         raise ValueError(f"--tpu is only used with --strategy=tpu (got --strategy={f.strategy}).")
+    if f.export_dir and not f.spm_model_file:
+        raise ValueError("--export_dir needs --spm_model_file (the preprocessing model embeds it).")
     if f.learning_rate <= 0:
         raise ValueError(f"--learning_rate must be positive, got {f.learning_rate}.")
 
@@ -178,6 +184,12 @@ def run(f):
         if chief:
             _write_eval_results(f.output_dir, metrics)
         results["eval"] = metrics
+    if f.export_dir and chief:
+        from albert_tf.export.exporter import export_tfhub
+
+        results["export_dir"] = export_tfhub(loop.model, f.spm_model_file, f.export_dir,
+                                             seq_length=min(f.export_seq_length, config.max_position_embeddings))
+        print(f"exported to {results['export_dir']}/encoder and {results['export_dir']}/preprocess", flush=True)
     checkpoints.close()
     return results
 

@@ -126,8 +126,13 @@ def test_full_train_step_compiles_with_xla_on_static_shapes(pretraining_records)
         assert spec.shape.is_fully_defined(), spec  # static shapes, as a TPU requires
         assert spec.dtype != tf.string
     batch = next(iter(ds))
-    hlo = loop._step.experimental_get_compiler_ir(batch)(stage="hlo")
+    # the whole step (forward, backward, clipping, optimizer update) as one XLA program
+    full_step = tf.function(loop._replica_step, jit_compile=True)
+    hlo = full_step.experimental_get_compiler_ir(batch)(stage="hlo")
     assert "HloModule" in hlo
+    before = loop.step
+    full_step(batch)
+    assert loop.step == before + 1
     before = loop.step
     loop.train(iter(ds), 2)
     assert loop.step == before + 2

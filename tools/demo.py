@@ -3,8 +3,9 @@
     python tools/demo.py --output_dir=demo_output
 
 Steps so far: sample corpus -> SentencePiece -> pretraining TFRecords (MLM + SOP) ->
-a tf.data batch with dynamic masking -> parameter table -> a forward pass of a tiny
-ALBERT on a real sentence. Each step prints what it did and how long it took;
+a tf.data batch with dynamic masking -> pretraining (configs/demo.flags) with loss
+curves -> TF-Hub-style export -> the exported encoder run through hub.KerasLayer on a
+real sentence -> the parameter table. Each step prints what it did and how long it took;
 results are written under --output_dir.
 """
 
@@ -23,6 +24,7 @@ def define_flags():
     """Defines this tool's flags (only when run as a script, so it can be imported)."""
     flags.DEFINE_string("output_dir", "demo_output", "Where the demo writes its files.")
     flags.DEFINE_integer("vocab_size", 5000, "SentencePiece vocabulary of the demo.")
+    flags.DEFINE_integer("pretrain_steps", 800, "Pretraining steps (configs/demo.flags has 800).")
 
 
 SENTENCE = "Return the first release in which this feature was recognized."
@@ -35,34 +37,24 @@ def _step(number, total, title, argv):
     print(f"      done in {time.time() - start:.1f}s", flush=True)
 
 
-def forward_pass(spm_model, vocab_size):
-    """Tokenizes SENTENCE and runs albert_tiny on it; prints what came out."""
+def hub_forward_pass(export_dir):
+    """Runs the exported preprocessing and encoder models with tensorflow_hub."""
     import numpy as np
+    import tensorflow as tf
+    import tensorflow_hub as hub
 
-    from albert_tf import AlbertConfig, AlbertEncoder
-    from albert_tf.data.tokenization import SentencePieceTokenizer
-
-    tokenizer = SentencePieceTokenizer(spm_model)
-    pieces = tokenizer.tokenize(SENTENCE)
-    ids = [tokenizer.cls_id] + tokenizer.encode(SENTENCE) + [tokenizer.sep_id]
-    length = 32
-    inputs = {
-        "input_word_ids": np.array([ids + [0] * (length - len(ids))], "int32"),
-        "input_mask": np.array([[1] * len(ids) + [0] * (length - len(ids))], "int32"),
-        "input_type_ids": np.zeros((1, length), "int32"),
-    }
-    config = AlbertConfig.from_preset("albert_tiny").replace(vocab_size=vocab_size)
-    encoder = AlbertEncoder(config)
-    outputs = encoder(inputs, training=False)
+    preprocess = hub.KerasLayer(os.path.join(export_dir, "preprocess"))
+    encoder = hub.KerasLayer(os.path.join(export_dir, "encoder"), trainable=True)
+    inputs = preprocess(tf.constant([SENTENCE]))
+    outputs = encoder(inputs)
+    n = int(inputs["input_mask"][0].numpy().sum())
     print(f"      sentence: {SENTENCE}")
-    print(f"      pieces:   {' '.join(pieces)}")
-    print(f"      ids:      {ids}")
-    print(f"      sequence_output {tuple(outputs['sequence_output'].shape)}, "
-          f"pooled_output {tuple(outputs['pooled_output'].shape)}, "
-          f"encoder_outputs {len(outputs['encoder_outputs'])} x {tuple(outputs['encoder_outputs'][0].shape)}")
+    print(f"      input_word_ids[:{n}]: {inputs['input_word_ids'][0, :n].numpy().tolist()}")
+    print(f"      sequence_output {tuple(outputs['sequence_output'].shape)}, pooled_output "
+          f"{tuple(outputs['pooled_output'].shape)}, {len(outputs['encoder_outputs'])} encoder_outputs; "
+          f"{len(encoder.trainable_weights)} trainable weights")
     first = ", ".join(f"{v:+.4f}" for v in np.asarray(outputs["pooled_output"])[0, :4])
     print(f"      pooled_output[0, :4] = [{first}]")
-    print(f"      albert_tiny (V={vocab_size}): {encoder.count_params():,} parameters")
 
 
 def read_batch(pattern, vocab_size, spm_model):
@@ -85,7 +77,7 @@ def main(argv):
     del argv
     out = os.path.abspath(flags.FLAGS.output_dir)
     os.makedirs(out, exist_ok=True)
-    total = 6
+    total = 8
     start = time.time()
     corpus = os.path.join(out, "sample_corpus.txt")
     _step(1, total, "sample corpus from installed Python docstrings",
@@ -101,10 +93,18 @@ def main(argv):
            "--dupe_factor=2", "--num_workers=2", "--num_output_shards=4"])
     print(f"\n[4/{total}] one tf.data batch with dynamic masking", flush=True)
     read_batch(records + "-*", flags.FLAGS.vocab_size, prefix + ".model")
-    _step(5, total, "parameter table (paper Tables 1 and 5)",
+    run_dir = os.path.join(out, "run")
+    export_dir = os.path.join(out, "export")
+    _step(5, total, "pretraining with LAMB (configs/demo.flags), then export",
+          ["-m", "albert_tf.run_pretraining", "--flagfile=configs/demo.flags", f"--input_file={records}-*",
+           f"--output_dir={run_dir}", f"--num_train_steps={flags.FLAGS.pretrain_steps}",
+           f"--export_dir={export_dir}", f"--spm_model_file={prefix}.model"])
+    _step(6, total, "loss and accuracy curves",
+          ["tools/plot_metrics.py", f"--run_dir={run_dir}", f"--output={os.path.join(out, 'pretraining_curves.png')}"])
+    print(f"\n[7/{total}] the exported encoder through hub.KerasLayer on a real sentence", flush=True)
+    hub_forward_pass(export_dir)
+    _step(8, total, "parameter table (paper Tables 1 and 5)",
           ["-m", "albert_tf.param_table", f"--output_dir={out}"])
-    print(f"\n[6/{total}] forward pass of a tiny ALBERT on a real sentence", flush=True)
-    forward_pass(prefix + ".model", flags.FLAGS.vocab_size)
     print(f"\ndemo finished in {time.time() - start:.0f}s; files in {out}")
 
 

@@ -20,7 +20,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 from absl import app, flags  # noqa: E402
 
-from albert_tf.data.tokenization import preprocess_text  # noqa: E402
+from albert_tf.data.tokenization import preprocess_text, strip_machine_paths  # noqa: E402
 
 
 def define_flags():
@@ -91,6 +91,10 @@ def train(files, model_prefix, vocab_size, do_lower_case=True, character_coverag
             raise ValueError(
                 f"SentencePiece training failed: {e}. With a small corpus, lower --vocab_size."
             ) from None
+        with open(f"{prefix}.model", "rb") as f:
+            model = strip_machine_paths(f.read())  # no temporary paths inside the model
+        with open(f"{prefix}.model", "wb") as f:
+            f.write(model)
         for ext in ("model", "vocab"):
             os.replace(f"{prefix}.{ext}", f"{model_prefix}.{ext}")
     return f"{model_prefix}.model"

@@ -36,6 +36,21 @@ def preprocess_text(text, lower=True):
     return text.lower() if lower else text
 
 
+def strip_machine_paths(model_bytes):
+    """A SentencePiece model without the trainer's input and output paths.
+
+    A model records the file names it was trained from and to (`trainer_spec.input`,
+    `model_prefix`); exported models must not carry the exporting machine's paths.
+    """
+    from sentencepiece import sentencepiece_model_pb2
+
+    proto = sentencepiece_model_pb2.ModelProto()
+    proto.ParseFromString(model_bytes)
+    proto.trainer_spec.ClearField("input")
+    proto.trainer_spec.model_prefix = ""
+    return proto.SerializeToString()
+
+
 class SentencePieceTokenizer:
     """A SentencePiece model with the release's special pieces.
 

@@ -5,9 +5,9 @@ Loss across replicas: each replica computes its share of the global-batch loss,
 so the shares (and their gradients) sum to the release's loss over the global batch.
 Gradients are summed over replicas, clipped to global norm `clip_norm`, then applied.
 `iterations_per_loop` steps run inside one tf.function call. With `jit_compile` the
-whole step (forward, backward, clipping, optimizer) is compiled by XLA on one replica;
-with several replicas the forward and backward passes are. Shapes are static
-(drop_remainder batches) and the step holds no string ops, as a TPU requires.
+forward and backward passes are compiled by XLA under every strategy (the whole step is
+XLA-compatible: tests compile it, as a TPU does). Shapes are static (drop_remainder
+batches) and the step holds no string ops, as a TPU requires.
 """
 
 import json
@@ -85,13 +85,12 @@ class PretrainingLoop:
                                                   start_warmup_step, poly_power)
             self.optimizer = create_optimizer(optimizer, self.schedule)
             self.optimizer.build(self.model.trainable_variables)
-        self._forward = self.model
-        self._step = self._replica_step
-        if self.jit_compile:
-            if replicas == 1:
-                self._step = tf.function(self._replica_step, jit_compile=True)
-            else:
-                self._forward = tf.function(lambda inputs: self.model(inputs, training=True), jit_compile=True)
+        # With jit_compile the forward and backward passes run as one XLA program: on CPUs
+        # XLA fuses the element-wise work (GELU, LayerNorm, softmax) around the matmuls; the
+        # all-reduce, clipping and optimizer stay outside, so every strategy works. On TPUs
+        # the whole step is compiled anyway.
+        self._gradients_fn = (tf.function(self._gradients, jit_compile=True) if self.jit_compile
+                              else self._gradients)
         self._train_fn = tf.function(self._train_loop)
         self._eval_fn = tf.function(self._eval_step)
 
@@ -99,34 +98,35 @@ class PretrainingLoop:
     def step(self):
         return int(self.optimizer.iterations.numpy())
 
+    def _gradients(self, batch, mlm_weight_total):
+        """Gradients of this replica's share of the global-batch loss, and its TERMS."""
+        variables = self.model.trainable_variables
+        with tf.GradientTape() as tape:
+            outputs = self.model({k: batch[k] for k in MODEL_INPUTS}, training=True)
+            mlm, sop = _terms(outputs, batch)
+            loss = (mlm["nll_sum"] / (mlm_weight_total + losses.MLM_LOSS_EPSILON)
+                    + sop["nll_sum"] / float(self.global_batch_size))
+        return tape.gradient(loss, variables), _flatten_terms(mlm, sop)
+
     def _replica_step(self, batch):
         ctx = tf.distribute.get_replica_context()
         many = ctx.num_replicas_in_sync > 1
-        variables = self.model.trainable_variables
-        inputs = {k: batch[k] for k in MODEL_INPUTS}
-        with tf.GradientTape() as tape:
-            if self._forward is self.model:
-                outputs = self.model(inputs, training=True)
-            else:
-                outputs = self._forward(inputs)
-            mlm, sop = _terms(outputs, batch)
-            weight = mlm["weight_sum"]
-            if many:
-                weight = ctx.all_reduce(tf.distribute.ReduceOp.SUM, weight)
-            weight = tf.stop_gradient(weight)
-            loss = (mlm["nll_sum"] / (weight + losses.MLM_LOSS_EPSILON)
-                    + sop["nll_sum"] / float(self.global_batch_size))
-        grads = tape.gradient(loss, variables)
+        # The masked-LM denominator is the weight total of the global batch: known from the
+        # inputs alone, so it is all-reduced before the (possibly compiled) gradient pass.
+        weight = tf.reduce_sum(tf.cast(batch["masked_lm_weights"], tf.float32))
+        if many:
+            weight = ctx.all_reduce(tf.distribute.ReduceOp.SUM, weight)
+        grads, terms = self._gradients_fn(batch, weight)
         if many:
             grads = ctx.all_reduce(tf.distribute.ReduceOp.SUM, grads)
         grads, _ = tf.clip_by_global_norm(grads, self.clip_norm)
-        self.optimizer.apply(grads, variables)
-        return _flatten_terms(mlm, sop)
+        self.optimizer.apply(grads, self.model.trainable_variables)
+        return terms
 
     def _train_loop(self, iterator, steps):
         totals = {k: tf.constant(0.0) for k in TERMS}
         for _ in tf.range(steps):
-            per_replica = self.strategy.run(self._step, args=(next(iterator),))
+            per_replica = self.strategy.run(self._replica_step, args=(next(iterator),))
             totals = {k: totals[k] + self.strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica[k], axis=None)
                       for k in TERMS}
         return totals

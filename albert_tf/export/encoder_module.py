@@ -1,0 +1,119 @@
+"""The encoder SavedModel of the TF-Hub contract (shared/ALBERT_REFERENCE.md section 6).
+
+Root: `__call__(inputs, training=False)` on a dict of int32 [B, T] `input_word_ids`,
+`input_mask`, `input_type_ids`, traced for training True and False, returning
+`pooled_output` [B, H], `sequence_output` [B, T, H], `encoder_outputs` (L x [B, T, H])
+and `default` (= pooled_output). Attributes `variables`, `trainable_variables`,
+`regularization_losses` (empty), so `hub.KerasLayer(path, trainable=True)` fine-tunes
+it. `serve(inputs)` / `train(inputs)` are the same call with training fixed, for
+`keras.layers.TFSMLayer`; the `serving_default` signature returns the flat tensors.
+
+`.mlm`: the same inputs plus `masked_lm_positions` [B, P] -> everything above plus
+`mlm_logits` [B, P, V]; its head weights are in `.mlm.variables` only, not among the
+root's trainable variables.
+
+The root subclasses tf.train.Checkpoint: tf.Module's `variables` is a read-only property.
+"""
+
+import tensorflow as tf
+
+from albert_tf.training.checkpoints import random_states
+
+INPUT_NAMES = ("input_word_ids", "input_mask", "input_type_ids")
+
+
+def input_specs(with_positions=False):
+    specs = {name: tf.TensorSpec([None, None], tf.int32, name=name) for name in INPUT_NAMES}
+    if with_positions:
+        specs["masked_lm_positions"] = tf.TensorSpec([None, None], tf.int32, name="masked_lm_positions")
+    return specs
+
+
+def _tf_variables(keras_variables):
+    return [getattr(v, "value", v) for v in keras_variables]
+
+
+def _encode(encoder, inputs, training):
+    outputs = encoder({k: inputs[k] for k in INPUT_NAMES}, training=training)
+    return {
+        "pooled_output": outputs["pooled_output"],
+        "sequence_output": outputs["sequence_output"],
+        "encoder_outputs": list(outputs["encoder_outputs"]),
+        "default": outputs["pooled_output"],
+    }
+
+
+class MaskedLMModule(tf.train.Checkpoint):
+    """`.mlm`: encoder outputs plus the tied masked-LM logits."""
+
+    def __init__(self, encoder, head):
+        super().__init__()
+        self._encoder = encoder
+        self._head = head
+        self.variables = _tf_variables(encoder.weights) + _tf_variables(
+            [w for w in head.weights if all(w is not e for e in encoder.weights)])
+        self.trainable_variables = _tf_variables(encoder.trainable_weights) + _tf_variables(
+            [w for w in head.trainable_weights if all(w is not e for e in encoder.trainable_weights)])
+        self.regularization_losses = []
+
+    @tf.function
+    def __call__(self, inputs, training=False):
+        outputs = _encode(self._encoder, inputs, training)
+        outputs["mlm_logits"] = self._head(outputs["sequence_output"], inputs["masked_lm_positions"])
+        return outputs
+
+
+class EncoderModule(tf.train.Checkpoint):
+    """Root object of the encoder SavedModel.
+
+    Args:
+        encoder: an AlbertEncoder.
+        mlm_head: the pretrainer's AlbertMaskedLMHead, or None for no `.mlm`.
+        assets: dict attribute name -> file path, copied into the SavedModel's assets.
+    """
+
+    def __init__(self, encoder, mlm_head=None, assets=None):
+        super().__init__()
+        self._encoder = encoder
+        self.variables = _tf_variables(encoder.weights)
+        self.trainable_variables = _tf_variables(encoder.trainable_weights)
+        self.regularization_losses = []
+        # Dropout's RNG states (Keras SeedGenerators) are captured by the training=True
+        # trace; TF tracking does not reach them through the Keras model, so hold them here.
+        self._random_states = random_states(encoder) + (random_states(mlm_head) if mlm_head is not None else [])
+        for name, path in (assets or {}).items():
+            setattr(self, name, tf.saved_model.Asset(path))
+        if mlm_head is not None:
+            self.mlm = MaskedLMModule(encoder, mlm_head)
+
+    @tf.function
+    def __call__(self, inputs, training=False):
+        return _encode(self._encoder, inputs, training)
+
+    @tf.function
+    def serve(self, inputs):
+        return _encode(self._encoder, inputs, False)
+
+    @tf.function
+    def train(self, inputs):
+        return _encode(self._encoder, inputs, True)
+
+    @tf.function
+    def _signature(self, input_word_ids, input_mask, input_type_ids):
+        outputs = _encode(self._encoder, {"input_word_ids": input_word_ids, "input_mask": input_mask,
+                                          "input_type_ids": input_type_ids}, False)
+        flat = {k: outputs[k] for k in ("pooled_output", "sequence_output", "default")}
+        for i, tensor in enumerate(outputs["encoder_outputs"]):
+            flat[f"encoder_outputs_{i}"] = tensor
+        return flat
+
+    def trace(self):
+        """Traces every function for the contract's input signatures; returns signatures."""
+        for training in (True, False):
+            self.__call__.get_concrete_function(input_specs(), training=training)
+            if hasattr(self, "mlm"):
+                self.mlm.__call__.get_concrete_function(input_specs(True), training=training)
+        self.serve.get_concrete_function(input_specs())
+        self.train.get_concrete_function(input_specs())
+        specs = input_specs()
+        return {"serving_default": self._signature.get_concrete_function(**specs)}

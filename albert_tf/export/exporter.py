@@ -1,0 +1,64 @@
+"""Writes EXPORT_PATH/encoder and EXPORT_PATH/preprocess, atomically.
+
+Both SavedModels are written under `EXPORT_PATH.tmp-<pid>` and renamed into place only
+when both are complete (an existing export is replaced the same way), so a crash never
+leaves a half-written export. Assets (the SentencePiece model, albert_config.json) are
+copied inside; no path of the exporting machine is stored in saved_model.pb.
+"""
+
+import os
+import shutil
+import tempfile
+
+import tensorflow as tf
+
+from albert_tf.data.tokenization import strip_machine_paths
+from albert_tf.export.encoder_module import EncoderModule
+from albert_tf.export.preprocess_module import PreprocessModule
+
+
+def export_tfhub(pretrainer, spm_model_file, export_path, with_mlm=True, seq_length=128, do_lower_case=True):
+    """Exports an AlbertPretrainer's encoder (and masked-LM head) plus preprocessing.
+
+    Args:
+        pretrainer: an AlbertPretrainer with trained weights.
+        spm_model_file: its SentencePiece model.
+        export_path: output directory (gets `encoder/` and `preprocess/`).
+        with_mlm: add the `.mlm` sub-object.
+        seq_length: default length of the preprocessing model.
+        do_lower_case: as create_pretraining_data's flag.
+
+    Returns:
+        export_path.
+    """
+    if not os.path.isfile(spm_model_file):
+        raise ValueError(f"--spm_model_file {spm_model_file!r} does not exist.")
+    export_path = os.path.abspath(export_path)
+    parent = os.path.dirname(export_path)
+    os.makedirs(parent, exist_ok=True)
+    tmp = f"{export_path}.tmp-{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    try:
+        with tempfile.TemporaryDirectory() as scratch:
+            # assets get stable names inside the SavedModel whatever the source paths are
+            config_path = os.path.join(scratch, "albert_config.json")
+            pretrainer.config.to_json_file(config_path)
+            spm_copy = os.path.join(scratch, "spm.model")
+            with open(spm_model_file, "rb") as src, open(spm_copy, "wb") as dst:
+                dst.write(strip_machine_paths(src.read()))
+            encoder = EncoderModule(pretrainer.encoder, pretrainer.masked_lm_head if with_mlm else None,
+                                    assets={"albert_config_file": config_path, "sp_model_file": spm_copy})
+            tf.saved_model.save(encoder, os.path.join(tmp, "encoder"), signatures=encoder.trace())
+            preprocess = PreprocessModule(spm_copy, do_lower_case=do_lower_case, seq_length=seq_length)
+            tf.saved_model.save(preprocess, os.path.join(tmp, "preprocess"), signatures=preprocess.trace())
+        old = None
+        if os.path.exists(export_path):
+            old = f"{export_path}.old-{os.getpid()}"
+            os.replace(export_path, old)
+        os.replace(tmp, export_path)
+        if old:
+            shutil.rmtree(old, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return export_path

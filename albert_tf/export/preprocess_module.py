@@ -1,0 +1,86 @@
+"""The preprocessing SavedModel: strings -> the encoder's three int32 inputs.
+
+Root `__call__(strings [B])` -> `input_word_ids`, `input_mask`, `input_type_ids`
+[B, seq_length]; `.tokenize(strings)` -> int32 RaggedTensor [B, (tokens)];
+`.bert_pack_inputs(segments, seq_length=128)` with one or two tokenized segments:
+[CLS] A [SEP] (B [SEP]), trimmed round-robin to seq_length.
+
+Normalisation is `albert_tf.data.tokenization.preprocess_text` in-graph (whitespace
+collapsed, `` and '' to ", NFKD, combining marks dropped, lower-cased), then the
+SentencePiece model (tensorflow-text), so the same text gives the same ids as
+tools/create_pretraining_data. Loading it needs `import tensorflow_text` first (it
+registers the ops), as for every TF Hub preprocessing model.
+"""
+
+import tensorflow as tf
+import tensorflow_text as tf_text
+
+from albert_tf.data.tokenization import SPECIAL_PIECES
+
+# Python's str.split() whitespace, as RE2 classes.
+_WHITESPACE = r"[\s\p{Z}\x{1c}-\x{1f}\x{85}]+"
+
+
+def normalize(text, lower=True):
+    """In-graph twin of preprocess_text for a string tensor."""
+    text = tf.strings.regex_replace(text, _WHITESPACE, " ")
+    text = tf.strings.regex_replace(text, r"^ | $", "")
+    text = tf.strings.regex_replace(text, r"``|''", '"')
+    text = tf_text.normalize_utf8(text, "NFKD")
+    text = tf.strings.regex_replace(text, r"\p{Mn}", "")
+    if lower:
+        text = tf.strings.lower(text, encoding="utf-8")
+    return text
+
+
+class PreprocessModule(tf.train.Checkpoint):
+    """Root object of the preprocessing SavedModel.
+
+    Args:
+        spm_model_file: the SentencePiece model (also saved as the asset `sp_model_file`).
+        do_lower_case: lower-case before SentencePiece (as create_pretraining_data).
+        seq_length: default output length of `__call__` and `bert_pack_inputs`.
+    """
+
+    def __init__(self, spm_model_file, do_lower_case=True, seq_length=128):
+        super().__init__()
+        import sentencepiece as spm
+
+        processor = spm.SentencePieceProcessor()
+        processor.Load(spm_model_file)
+        ids = [processor.PieceToId(p) for p in SPECIAL_PIECES]
+        if any(i == processor.unk_id() for i in ids):
+            raise ValueError(f"{spm_model_file} lacks [CLS], [SEP] or [MASK].")
+        self._cls_id, self._sep_id, self._mask_id = ids
+        self._lower = bool(do_lower_case)
+        self._seq_length = int(seq_length)
+        self.sp_model_file = tf.saved_model.Asset(spm_model_file)
+        with open(spm_model_file, "rb") as f:
+            self._tokenizer = tf_text.SentencepieceTokenizer(model=f.read(), out_type=tf.int32)
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
+    def tokenize(self, strings):
+        return self._tokenizer.tokenize(normalize(strings, self._lower))
+
+    @tf.function
+    def bert_pack_inputs(self, segments, seq_length=128):
+        segments = [tf.cast(s, tf.int32) for s in segments]
+        specials = len(segments) + 1
+        trimmed = tf_text.RoundRobinTrimmer(max_seq_length=seq_length - specials).trim(segments)
+        ids, types = tf_text.combine_segments(trimmed, start_of_sequence_id=self._cls_id,
+                                              end_of_segment_id=self._sep_id)
+        word_ids, mask = tf_text.pad_model_inputs(ids, max_seq_length=seq_length)
+        type_ids, _ = tf_text.pad_model_inputs(types, max_seq_length=seq_length)
+        return {"input_word_ids": tf.cast(word_ids, tf.int32), "input_mask": tf.cast(mask, tf.int32),
+                "input_type_ids": tf.cast(type_ids, tf.int32)}
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
+    def __call__(self, strings):
+        return self.bert_pack_inputs([self.tokenize(strings)], seq_length=self._seq_length)
+
+    def trace(self):
+        segment = tf.RaggedTensorSpec([None, None], tf.int32, ragged_rank=1)
+        for count in (1, 2):
+            self.bert_pack_inputs.get_concrete_function([segment] * count, seq_length=tf.TensorSpec([], tf.int32))
+            self.bert_pack_inputs.get_concrete_function([segment] * count)
+        return {"serving_default": self.__call__.get_concrete_function()}

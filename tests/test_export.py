@@ -1,0 +1,234 @@
+"""Encoder and preprocessing SavedModels: the TF-Hub contract, hub.KerasLayer, TFSMLayer."""
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+import tensorflow_text  # noqa: F401  (registers the ops of the preprocessing model)
+
+from albert_tf import AlbertConfig, AlbertPretrainer
+from albert_tf.data.tokenization import SentencePieceTokenizer
+
+ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=ROOT)
+SEQ = 32
+
+
+@pytest.fixture(scope="module")
+def exported(spm_model, tmp_path_factory):
+    """A tiny pretrainer saved as a training checkpoint, exported by the CLI."""
+    base = tmp_path_factory.mktemp("export")
+    config = AlbertConfig.from_preset("albert_tiny").replace(vocab_size=3000)
+    model = AlbertPretrainer(config)
+    run_dir = base / "run"
+    run_dir.mkdir()
+    tf.train.Checkpoint(model=model).write(str(run_dir / "ckpt-7"))
+    with open(run_dir / "checkpoint", "w") as f:
+        f.write('model_checkpoint_path: "ckpt-7"\n')
+    config_file = str(base / "albert_config.json")
+    config.to_json_file(config_file)
+    path = str(base / "hub")
+    result = subprocess.run(
+        [sys.executable, "-m", "albert_tf.export_tfhub", f"--albert_config_file={config_file}",
+         f"--checkpoint={run_dir}", f"--spm_model_file={spm_model}", f"--export_path={path}",
+         f"--seq_length={SEQ}"], capture_output=True, text=True, env=ENV, cwd=ROOT, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return {"path": path, "model": model, "config": config, "base": base, "config_file": config_file,
+            "run_dir": run_dir}
+
+
+def _inputs(config, batch=3, length=SEQ, seed=0):
+    rng = np.random.default_rng(seed)
+    ids = rng.integers(5, config.vocab_size, (batch, length)).astype("int32")
+    mask = np.ones((batch, length), "int32")
+    mask[1, 20:] = 0
+    ids[1, 20:] = 0
+    types = np.zeros((batch, length), "int32")
+    types[:, 10:] = 1
+    return {"input_word_ids": ids, "input_mask": mask, "input_type_ids": types * mask}
+
+
+def test_encoder_contract_and_outputs(exported):
+    obj = tf.saved_model.load(os.path.join(exported["path"], "encoder"))
+    model, config = exported["model"], exported["config"]
+    inputs = _inputs(config)
+    out = obj(inputs, training=False)
+    assert set(out) == {"pooled_output", "sequence_output", "encoder_outputs", "default"}
+    assert len(out["encoder_outputs"]) == config.num_hidden_layers
+    np.testing.assert_array_equal(out["default"], out["pooled_output"])
+    expected = model.encoder(inputs, training=False)
+    np.testing.assert_allclose(out["sequence_output"], expected["sequence_output"], atol=1e-5)
+    np.testing.assert_allclose(out["pooled_output"], expected["pooled_output"], atol=1e-5)
+    assert len(obj.variables) == len(model.encoder.weights)
+    assert len(obj.trainable_variables) == len(model.encoder.trainable_weights)
+    assert list(obj.regularization_losses) == []
+    # dropout acts only with training=True
+    again = obj(inputs, training=False)
+    np.testing.assert_array_equal(out["sequence_output"], again["sequence_output"])
+    trained = obj(inputs, training=True)
+    assert np.abs(trained["sequence_output"].numpy() - out["sequence_output"].numpy()).max() > 1e-3
+    # the flat serving signature
+    flat = obj.signatures["serving_default"](**{k: tf.constant(v) for k, v in inputs.items()})
+    np.testing.assert_allclose(flat["pooled_output"], out["pooled_output"], atol=1e-6)
+    assert f"encoder_outputs_{config.num_hidden_layers - 1}" in flat
+
+
+def test_mlm_sub_object(exported):
+    obj = tf.saved_model.load(os.path.join(exported["path"], "encoder"))
+    model, config = exported["model"], exported["config"]
+    inputs = _inputs(config)
+    inputs["masked_lm_positions"] = np.array([[1, 2, 5], [3, 4, 19], [0, 7, 31]], "int32")
+    logits = obj.mlm(inputs, training=False)["mlm_logits"]
+    np.testing.assert_allclose(logits, model(inputs, training=False)["mlm_logits"], atol=1e-5)
+    head_shapes = sorted(tuple(v.shape) for v in obj.mlm.trainable_variables)
+    root_shapes = sorted(tuple(v.shape) for v in obj.trainable_variables)
+    assert len(obj.mlm.trainable_variables) == len(obj.trainable_variables) + 5  # transform, LN, output_bias
+    assert (config.vocab_size,) in head_shapes and (config.vocab_size,) not in root_shapes
+
+
+def test_assets_and_no_machine_paths(exported, spm_model):
+    encoder_dir = os.path.join(exported["path"], "encoder")
+    assets = sorted(os.listdir(os.path.join(encoder_dir, "assets")))
+    assert assets == ["albert_config.json", "spm.model"]
+    assert AlbertConfig.from_json_file(os.path.join(encoder_dir, "assets", "albert_config.json")) == exported["config"]
+    for name in ("encoder", "preprocess"):
+        pb = open(os.path.join(exported["path"], name, "saved_model.pb"), "rb").read()
+        for path in (str(exported["base"]), os.path.dirname(spm_model), "/tmp/"):
+            assert path.encode() not in pb, (name, path)
+    assert not [p for p in os.listdir(exported["base"]) if ".tmp-" in p or ".old-" in p]
+
+
+def test_preprocessing_gives_the_data_tool_ids(exported, spm_model, sample_corpus):
+    pre = tf.saved_model.load(os.path.join(exported["path"], "preprocess"))
+    tok = SentencePieceTokenizer(spm_model)
+    lines = [l for l in open(sample_corpus, encoding="utf-8").read().splitlines() if l][:300]
+    lines += ["Crème brûlée at the  Café\u00a0NOÑO", "``Quoted'' text\twith\ttabs", "Ünïcödé ÀÉÎ çà"]
+    ragged = pre.tokenize(tf.constant(lines))
+    for line, ids in zip(lines, ragged.to_list()):
+        assert ids == tok.encode(line), line
+    packed = pre(tf.constant(lines[:4]))
+    assert packed["input_word_ids"].shape == (4, SEQ) and packed["input_word_ids"].dtype == tf.int32
+    for row, line in enumerate(lines[:4]):
+        ids = [tok.cls_id] + tok.encode(line)[: SEQ - 2] + [tok.sep_id]
+        expected = ids + [0] * (SEQ - len(ids))
+        assert packed["input_word_ids"][row].numpy().tolist() == expected
+        assert packed["input_mask"][row].numpy().sum() == len(ids)
+
+
+def test_bert_pack_inputs_round_robin(exported):
+    pre = tf.saved_model.load(os.path.join(exported["path"], "preprocess"))
+    a = tf.ragged.constant([[10, 11, 12, 13, 14, 15, 16, 17, 18], [20, 21]], dtype=tf.int32)
+    b = tf.ragged.constant([[30, 31, 32, 33, 34, 35, 36, 37], [40, 41, 42]], dtype=tf.int32)
+    packed = pre.bert_pack_inputs([a, b], seq_length=tf.constant(12))
+    ids = packed["input_word_ids"].numpy().tolist()
+    # 12 - 3 specials = 9 tokens, taken alternately: 5 from A, 4 from B
+    assert ids[0] == [2, 10, 11, 12, 13, 14, 3, 30, 31, 32, 33, 3]
+    assert ids[1] == [2, 20, 21, 3, 40, 41, 42, 3, 0, 0, 0, 0]
+    assert packed["input_type_ids"].numpy().tolist()[1] == [0, 0, 0, 0, 1, 1, 1, 1, 0, 0, 0, 0]
+    single = pre.bert_pack_inputs([a])
+    assert single["input_word_ids"].shape[1] == 128  # the traced default
+
+
+def test_hub_keras_layer_fine_tunes_in_tf_keras(exported, sample_corpus):
+    import tensorflow_hub as hub
+    import tf_keras
+
+    path = exported["path"]
+    lines = [l for l in open(sample_corpus, encoding="utf-8").read().splitlines() if len(l.split()) > 4][:256]
+    labels = np.array([1 if "return" in l.lower() else 0 for l in lines], "int32")
+    text = tf_keras.layers.Input(shape=(), dtype=tf.string)
+    encoder_layer = hub.KerasLayer(os.path.join(path, "encoder"), trainable=True)
+    encoded = encoder_layer(hub.KerasLayer(os.path.join(path, "preprocess"))(text))
+    logits = tf_keras.layers.Dense(2)(encoded["pooled_output"])
+    model = tf_keras.Model(text, logits)
+    assert len(encoder_layer.trainable_weights) == len(exported["model"].encoder.trainable_weights)
+    before = [w.numpy().copy() for w in encoder_layer.trainable_weights]
+    model.compile(tf_keras.optimizers.Adam(1e-3),
+                  tf_keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    history = model.fit(tf.constant(lines), labels, epochs=4, batch_size=32, verbose=0)
+    losses = history.history["loss"]
+    assert losses[-1] < losses[0]
+    changed = sum(not np.array_equal(b, w.numpy()) for b, w in zip(before, encoder_layer.trainable_weights))
+    assert changed == len(before)
+
+
+def _keras3_finetune(layer_factory, path, config):
+    import keras
+
+    inputs = {k: keras.Input(shape=(SEQ,), dtype="int32", name=k) for k in
+              ("input_word_ids", "input_mask", "input_type_ids")}
+    encoder = layer_factory(os.path.join(path, "encoder"))
+    pooled = encoder(inputs)["pooled_output"]
+    model = keras.Model(inputs, keras.layers.Dense(2)(pooled))
+    data = _inputs(config, batch=32, seed=4)
+    labels = (data["input_word_ids"][:, 1] % 2).astype("int32")
+    model.compile(keras.optimizers.Adam(1e-3), keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    before = [np.asarray(w).copy() for w in encoder.trainable_weights]
+    history = model.fit(data, labels, epochs=5, batch_size=16, verbose=0)
+    after = [np.asarray(w) for w in encoder.trainable_weights]
+    return encoder, history.history["loss"], before, after
+
+
+def test_tfsm_layer_inference_and_adam_fine_tuning(exported):
+    import keras
+
+    from albert_tf.export.keras3 import EncoderTFSMLayer
+
+    path, config, model = exported["path"], exported["config"], exported["model"]
+    inputs = _inputs(config)
+    plain = keras.layers.TFSMLayer(os.path.join(path, "encoder"), call_endpoint="serve")
+    np.testing.assert_allclose(plain(inputs)["pooled_output"], model.encoder(inputs)["pooled_output"], atol=1e-5)
+
+    # Plain TFSMLayer: the restored names keep ':0' and Adam cannot name its slots.
+    with pytest.raises(ValueError, match=":0"):
+        _keras3_finetune(lambda p: keras.layers.TFSMLayer(p, call_endpoint="serve", call_training_endpoint="train",
+                                                          trainable=True), path, config)
+    encoder, losses, before, after = _keras3_finetune(lambda p: EncoderTFSMLayer(p, trainable=True), path, config)
+    assert all(":" not in w.name for w in encoder.weights)
+    assert losses[-1] < losses[0]
+    assert sum(not np.array_equal(b, a) for b, a in zip(before, after)) == len(before)
+
+
+def test_export_is_atomic(exported, spm_model, monkeypatch):
+    from albert_tf.export import exporter
+
+    target = str(exported["base"] / "atomic")
+    exporter.export_tfhub(exported["model"], spm_model, target, seq_length=SEQ)
+    first = sorted(os.listdir(target))
+    real_save = tf.saved_model.save
+    calls = []
+
+    def failing_save(obj, path, **kwargs):
+        calls.append(path)
+        if path.endswith("preprocess"):
+            raise RuntimeError("simulated crash while writing")
+        return real_save(obj, path, **kwargs)
+
+    monkeypatch.setattr(exporter.tf.saved_model, "save", failing_save)
+    with pytest.raises(RuntimeError, match="simulated crash"):
+        exporter.export_tfhub(exported["model"], spm_model, target, seq_length=SEQ)
+    assert len(calls) == 2
+    assert sorted(os.listdir(target)) == first  # the previous export is intact
+    assert not [p for p in os.listdir(exported["base"]) if ".tmp-" in p]
+
+
+def test_cli_errors(exported, spm_model, tmp_path):
+    other = AlbertConfig.from_preset("albert_tiny").replace(vocab_size=3000, hidden_size=48, num_attention_heads=4)
+    other_file = str(tmp_path / "other.json")
+    other.to_json_file(other_file)
+    cases = [
+        ([f"--albert_config_file={exported['config_file']}"], "--checkpoint is required"),
+        ([f"--albert_config_file={other_file}", f"--checkpoint={exported['run_dir']}", f"--spm_model_file={spm_model}",
+          f"--export_path={tmp_path}/x"], "shape mismatches"),
+        ([f"--albert_config_file={exported['config_file']}", f"--checkpoint={tmp_path}/none",
+          f"--spm_model_file={spm_model}", f"--export_path={tmp_path}/x"], "no checkpoint there"),
+    ]
+    for args, message in cases:
+        result = subprocess.run([sys.executable, "-m", "albert_tf.export_tfhub", *args], capture_output=True,
+                                text=True, env=ENV, cwd=ROOT, timeout=300)
+        assert result.returncode == 2 and message in result.stderr, result.stderr[-2000:]
+        assert "Traceback" not in result.stderr
+    assert not (tmp_path / "x").exists()
