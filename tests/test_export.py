@@ -146,6 +146,8 @@ def test_hub_keras_layer_fine_tunes_in_tf_keras(exported, sample_corpus):
     model = tf_keras.Model(text, logits)
     assert len(encoder_layer.trainable_weights) == len(exported["model"].encoder.trainable_weights)
     before = [w.numpy().copy() for w in encoder_layer.trainable_weights]
+    probe = hub.KerasLayer(os.path.join(path, "preprocess"))(tf.constant(lines[:8]))
+    output_before = encoder_layer(probe)["pooled_output"].numpy()
     model.compile(tf_keras.optimizers.Adam(1e-3),
                   tf_keras.losses.SparseCategoricalCrossentropy(from_logits=True))
     history = model.fit(tf.constant(lines), labels, epochs=4, batch_size=32, verbose=0)
@@ -153,6 +155,8 @@ def test_hub_keras_layer_fine_tunes_in_tf_keras(exported, sample_corpus):
     assert losses[-1] < losses[0]
     changed = sum(not np.array_equal(b, w.numpy()) for b, w in zip(before, encoder_layer.trainable_weights))
     assert changed == len(before)
+    # the weights that moved are the ones the encoder computes with
+    assert np.abs(encoder_layer(probe)["pooled_output"].numpy() - output_before).max() > 1e-3
 
 
 def _keras3_finetune(layer_factory, path, config):
@@ -167,8 +171,11 @@ def _keras3_finetune(layer_factory, path, config):
     labels = (data["input_word_ids"][:, 1] % 2).astype("int32")
     model.compile(keras.optimizers.Adam(1e-3), keras.losses.SparseCategoricalCrossentropy(from_logits=True))
     before = [np.asarray(w).copy() for w in encoder.trainable_weights]
+    output_before = np.asarray(encoder(data)["pooled_output"])
     history = model.fit(data, labels, epochs=5, batch_size=16, verbose=0)
     after = [np.asarray(w) for w in encoder.trainable_weights]
+    # the weights that moved are the ones the encoder computes with
+    assert np.abs(np.asarray(encoder(data)["pooled_output"]) - output_before).max() > 1e-3
     return encoder, history.history["loss"], before, after
 
 

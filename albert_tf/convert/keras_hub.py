@@ -36,3 +36,51 @@ def load_keras_hub_backbone(backbone, encoder):
     """
     source = {v.path: v.numpy() for v in backbone.weights}
     return assign_to_model(encoder, source, KERAS_HUB_TO_ALBERT_TF)
+
+
+def backbone_from_file(path, config=None):
+    """A keras-hub AlbertBackbone from a preset directory (config.json + model.weights.h5)
+    or from a `.weights.h5` file plus an AlbertConfig describing it."""
+    import json
+    import os
+
+    import keras_hub
+
+    if os.path.isdir(path):
+        config_path = os.path.join(path, "config.json")
+        weights_path = os.path.join(path, "model.weights.h5")
+        if not (os.path.isfile(config_path) and os.path.isfile(weights_path)):
+            raise ValueError(f"--input={path}: a keras-hub preset directory holds config.json and model.weights.h5.")
+        saved = json.load(open(config_path, encoding="utf-8"))
+        backbone = keras_hub.models.AlbertBackbone(**{k: v for k, v in saved.get("config", saved).items()
+                                                      if k not in ("name", "trainable", "dtype")})
+    else:
+        if not path.endswith(".weights.h5") or not os.path.isfile(path):
+            raise ValueError(f"--input={path}: expected a keras-hub preset directory or a .weights.h5 file.")
+        if config is None:
+            raise ValueError("--from=keras_hub with a .weights.h5 file needs --albert_config_file.")
+        backbone = keras_hub.models.AlbertBackbone(
+            vocabulary_size=config.vocab_size, num_layers=config.num_hidden_layers,
+            num_heads=config.num_attention_heads, embedding_dim=config.embedding_size,
+            hidden_dim=config.hidden_size, intermediate_dim=config.intermediate_size,
+            num_groups=config.num_hidden_groups, num_inner_repetitions=config.inner_group_num,
+            dropout=config.hidden_dropout_prob, max_sequence_length=config.max_position_embeddings)
+        weights_path = path
+    try:
+        backbone.load_weights(weights_path)
+    except ValueError as e:
+        raise ValueError(f"{weights_path}: does not fit the backbone ({e}).") from None
+    return backbone
+
+
+def config_of_backbone(backbone, hidden_act="gelu"):
+    """The AlbertConfig of a keras-hub AlbertBackbone (it always uses tanh GELU)."""
+    from albert_tf.modeling.config import AlbertConfig
+
+    return AlbertConfig(
+        vocab_size=backbone.vocabulary_size, embedding_size=backbone.embedding_dim,
+        hidden_size=backbone.hidden_dim, num_hidden_layers=backbone.num_layers,
+        num_hidden_groups=backbone.num_groups, inner_group_num=backbone.num_inner_repetitions,
+        num_attention_heads=backbone.num_heads, intermediate_size=backbone.intermediate_dim,
+        hidden_act=hidden_act, hidden_dropout_prob=backbone.dropout, attention_probs_dropout_prob=backbone.dropout,
+        max_position_embeddings=backbone.max_sequence_length, type_vocab_size=backbone.num_segments)

@@ -19,8 +19,10 @@ def rename(source, table, skip=()):
 
     Args:
         source: dict name -> array.
-        table: sequence of `(pattern, template)`; the first pattern that fully matches a
-            name gives the target name `re.sub(pattern, template, name)`.
+        table: sequence of `(pattern, template)` or `(pattern, template, transform)`; the
+            first pattern that fully matches a name gives the target name
+            `re.sub(pattern, template, name)`; transform "transpose" transposes the array
+            (torch Linear weights are [out, in]).
         skip: patterns of source names to drop silently (optimizer slots, global_step).
 
     Returns:
@@ -29,18 +31,23 @@ def rename(source, table, skip=()):
     Raises:
         ConversionError: listing source names no rule matches and targets hit twice.
     """
-    compiled = [(re.compile(p), t) for p, t in table]
+    compiled = [(re.compile(rule[0]), rule[1], rule[2] if len(rule) > 2 else None) for rule in table]
     skipped = [re.compile(p) for p in skip]
     out, unmatched, duplicated = {}, [], []
     for name in sorted(source):
         if any(s.fullmatch(name) for s in skipped):
             continue
-        for pattern, template in compiled:
+        for pattern, template, transform in compiled:
             if pattern.fullmatch(name):
                 target = pattern.sub(template, name)
                 if target in out:
                     duplicated.append(f"{out[target][0]} and {name} -> {target}")
-                out[target] = (name, source[name])
+                array = source[name]
+                if transform == "transpose":
+                    array = np.asarray(array).T
+                elif transform is not None:
+                    raise ValueError(f"unknown transform {transform!r} in the rename table")
+                out[target] = (name, array)
                 break
         else:
             unmatched.append(name)
@@ -95,11 +102,17 @@ def match_shapes(renamed, target_shapes):
     return values
 
 
-def assign_to_model(model, source, table, skip=()):
-    """Renames, checks, then assigns `source` arrays to `model`'s variables (by path)."""
+def model_variables(model):
+    """Keras variable path -> variable (each variable once)."""
     variables = {}
     for v in model.weights:
         variables.setdefault(v.path, v)
+    return variables
+
+
+def assign_to_model(model, source, table, skip=()):
+    """Renames, checks, then assigns `source` arrays to `model`'s variables (by path)."""
+    variables = model_variables(model)
     values = match_shapes(rename(source, table, skip), {p: v.shape for p, v in variables.items()})
     for path, value in values.items():
         variables[path].assign(value.astype(variables[path].dtype))

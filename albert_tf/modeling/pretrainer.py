@@ -97,3 +97,18 @@ class AlbertPretrainer(keras.Model):
     @classmethod
     def from_config(cls, config):
         return cls(**config)
+
+    @classmethod
+    def from_pretrained(cls, directory, **kwargs):
+        """Builds the model from an albert_tf pretrained directory (albert_config.json and
+        Keras weights: `albert_tf.modeling.pretrained`), e.g. a converted release or a
+        run_pretraining output_dir."""
+        from albert_tf.modeling.pretrained import load_pretrained
+
+        return load_pretrained(cls, directory, **kwargs)
+
+    def save_pretrained(self, directory):
+        """Writes albert_config.json and the weights into `directory`."""
+        from albert_tf.modeling.pretrained import save_pretrained
+
+        return save_pretrained(self, directory)

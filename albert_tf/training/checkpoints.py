@@ -2,7 +2,9 @@
 
 A training checkpoint (`output_dir/ckpt-N`, N = global step) holds `model` (the
 AlbertPretrainer), `optimizer` (slots and iterations = global step), `random_states`
-(dropout RNG) and, when given, `iterator` (the input position). Under multi-worker training every worker saves (the
+(dropout RNG) and, when given, `iterator` (the input position). With each checkpoint the
+chief also writes `output_dir/albert_config.json` and `pretrainer.weights.h5`, so a run
+directory loads with `AlbertPretrainer.from_pretrained(output_dir)`. Under multi-worker training every worker saves (the
 collective needs them all), the non-chief ones to a temporary directory that is removed.
 """
 
@@ -12,6 +14,8 @@ import tempfile
 
 import numpy as np
 import tensorflow as tf
+
+from albert_tf.modeling.pretrained import PRETRAINER_WEIGHTS, save_pretrained
 
 
 class CheckpointMismatchError(ValueError):
@@ -35,7 +39,8 @@ def _model_variable_names(model):
 
 
 def load_init_checkpoint(model, init_checkpoint):
-    """Loads `model` weights from a training checkpoint (file prefix or run directory).
+    """Loads `model` (an AlbertPretrainer) from a training checkpoint (file prefix or run
+    directory) or from an albert_tf pretrained directory (python -m albert_tf.convert).
 
     Every model variable must be present with its shape; optimizer slots, step and
     input position in the checkpoint are ignored.
@@ -44,6 +49,13 @@ def load_init_checkpoint(model, init_checkpoint):
         CheckpointMismatchError: missing file, or missing/unexpected/misshaped variables.
     """
     prefix = _latest(init_checkpoint)
+    weights = os.path.join(init_checkpoint, PRETRAINER_WEIGHTS)
+    if prefix is None and os.path.isfile(weights):
+        try:
+            model.load_weights(weights)
+        except ValueError as e:
+            raise CheckpointMismatchError(f"--init_checkpoint={init_checkpoint} does not match the model: {e}") from None
+        return weights
     if prefix is None:
         raise CheckpointMismatchError(
             f"--init_checkpoint={init_checkpoint}: no checkpoint there (expected a ckpt-N prefix or a "
@@ -92,6 +104,8 @@ class TrainingCheckpoints:
         if iterator is not None:
             items["iterator"] = iterator
         self.checkpoint = tf.train.Checkpoint(**items)
+        self.model = model
+        self.output_dir = output_dir
         self.is_chief = is_chief
         directory = output_dir if is_chief else tempfile.mkdtemp(prefix="albert_tf_worker_ckpt_")
         self._temp_dir = None if is_chief else directory
@@ -107,6 +121,9 @@ class TrainingCheckpoints:
 
     def save(self, step):
         path = self.manager.save(checkpoint_number=int(step))
+        if self.is_chief and hasattr(self.model, "save_pretrained"):
+            # the newest weights also as an albert_tf pretrained directory (from_pretrained)
+            save_pretrained(self.model, self.output_dir)
         if self._temp_dir:
             shutil.rmtree(self._temp_dir, ignore_errors=True)
             os.makedirs(self._temp_dir, exist_ok=True)

@@ -1,0 +1,126 @@
+"""Conversion between the release's TF1 checkpoints, Hugging Face, keras-hub and albert_tf.
+
+Every conversion goes through an albert_tf model: the source is renamed with its table,
+checked (every target variable assigned exactly once, shapes matching; otherwise the
+full list of problems and nothing written) and assigned; the target is then written.
+"""
+
+import os
+import shutil
+
+import numpy as np
+
+from albert_tf.convert import hf, keras_hub, tf1
+from albert_tf.convert.rename import ConversionError, match_shapes, model_variables, rename
+from albert_tf.modeling.config import AlbertConfig
+from albert_tf.modeling.encoder import AlbertEncoder
+from albert_tf.modeling.pretrainer import AlbertPretrainer
+
+SOURCES = ("tf1", "hf", "keras_hub", "albert_tf")
+TARGETS = ("albert_tf", "tf1")
+# [CLS] and a few ordinary ids, [SEP]: the fixed input whose output the tool reports.
+FIXED_IDS = (2, 31, 51, 99, 7, 3)
+
+
+def _build(config, with_heads):
+    return AlbertPretrainer(config) if with_heads else AlbertEncoder(config)
+
+
+def _assign(model, source, table, skip=()):
+    """Renames and checks everything before assigning anything."""
+    variables = model_variables(model)
+    values = match_shapes(rename(source, table, skip), {p: v.shape for p, v in variables.items()})
+    for path, value in values.items():
+        variables[path].assign(value.astype(variables[path].dtype))
+    return model
+
+
+def load_source(source, path, config=None):
+    """Reads `path` as `source` into an albert_tf model (AlbertPretrainer when the source
+    has the pretraining heads, else AlbertEncoder).
+
+    Args:
+        source: one of SOURCES.
+        path: checkpoint prefix or directory (tf1), model directory (hf), preset
+            directory or .weights.h5 (keras_hub), pretrained directory (albert_tf).
+        config: AlbertConfig; required for tf1 (TF1 checkpoints carry none) unless the
+            directory holds albert_config.json, and for a keras_hub .weights.h5.
+    """
+    if source == "tf1":
+        if config is None:
+            candidate = os.path.join(path if os.path.isdir(path) else os.path.dirname(path), "albert_config.json")
+            if not os.path.isfile(candidate):
+                raise ValueError("--from=tf1 needs --albert_config_file (TF1 checkpoints carry no config).")
+            config = AlbertConfig.from_json_file(candidate)
+        values = tf1.read_tf1(path)
+        model = _build(config, tf1.has_heads(values))
+        return _assign(model, values, tf1.FROM_TF1, tf1.SKIP)
+    if source == "hf":
+        if not os.path.isdir(path):
+            raise ValueError(f"--input={path}: a Hugging Face model is a directory (config.json + weights).")
+        config = config or AlbertConfig.from_dict(hf.read_config(path), source=os.path.join(path, "config.json"))
+        values = hf.read_weights(path)
+        model = _build(config, hf.has_heads(values))
+        return _assign(model, values, hf.FROM_HF, hf.SKIP)
+    if source == "keras_hub":
+        backbone = keras_hub.backbone_from_file(path, config)
+        model = AlbertEncoder(config or keras_hub.config_of_backbone(backbone))
+        keras_hub.load_keras_hub_backbone(backbone, model)
+        return model
+    if source == "albert_tf":
+        try:
+            return AlbertPretrainer.from_pretrained(path)
+        except ValueError:
+            return AlbertEncoder.from_pretrained(path)
+    raise ValueError(f"--from must be one of {', '.join(SOURCES)}, got {source!r}.")
+
+
+def tf1_values(model):
+    """The release's TF1 name -> array for an albert_tf model."""
+    tf1.check_tf1_layout(model.config)
+    source = {path: np.asarray(v) for path, v in model_variables(model).items()}
+    return {name: value for name, (_, value) in rename(source, tf1.TO_TF1).items()}
+
+
+def write_target(model, target, output):
+    """Writes `model` as `target` into the directory `output`, atomically."""
+    output = os.path.abspath(output)
+    tmp = f"{output}.tmp-{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    try:
+        if target == "albert_tf":
+            model.save_pretrained(tmp)
+        elif target == "tf1":
+            values = tf1_values(model)
+            os.makedirs(tmp)
+            tf1.write_tf1(values, os.path.join(tmp, "model.ckpt"))
+            model.config.to_json_file(os.path.join(tmp, "albert_config.json"))
+        else:
+            raise ValueError(f"--to must be one of {', '.join(TARGETS)}, got {target!r}.")
+        if os.path.exists(output):
+            shutil.rmtree(output)
+        os.replace(tmp, output)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return output
+
+
+def convert(source, target, input_path, output_path, config=None):
+    """Converts and writes; returns (model, output path)."""
+    if target not in TARGETS:
+        raise ValueError(f"--to must be one of {', '.join(TARGETS)}, got {target!r}.")
+    model = load_source(source, input_path, config)
+    return model, write_target(model, target, output_path)
+
+
+def fixed_output(model):
+    """pooled_output of FIXED_IDS (to compare with the source framework)."""
+    encoder = model.encoder if isinstance(model, AlbertPretrainer) else model
+    ids = np.array([FIXED_IDS], "int32")
+    outputs = encoder({"input_word_ids": ids, "input_mask": np.ones_like(ids), "input_type_ids": np.zeros_like(ids)},
+                      training=False)
+    return np.asarray(outputs["pooled_output"])[0]
+
+
+__all__ = ["convert", "load_source", "write_target", "fixed_output", "ConversionError", "SOURCES", "TARGETS"]

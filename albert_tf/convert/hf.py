@@ -1,0 +1,114 @@
+"""Hugging Face ALBERT (AlbertModel, AlbertForPreTraining) <-> albert_tf.
+
+Reads a model directory: config.json and model.safetensors (NumPy only, no torch), or
+pytorch_model.bin when torch is installed. torch Linear weights are [out, in] and are
+transposed; the SOP classifier's [2, H] weight already has the release's layout. The
+decoder of the masked-LM head is tied to the word embeddings and is checked, not copied.
+"""
+
+import json
+import os
+
+import numpy as np
+
+from albert_tf.convert.templates import to_regex_table
+
+_L = "encoder.albert_layer_groups.{g}.albert_layers.{k}"
+_G = "group_{g}_inner_group_{k}"
+T = "transpose"
+
+HF_ENCODER_TABLE = (
+    ("embeddings.word_embeddings.weight", "embeddings/word_embeddings"),
+    ("embeddings.position_embeddings.weight", "embeddings/position_embeddings"),
+    ("embeddings.token_type_embeddings.weight", "embeddings/token_type_embeddings"),
+    ("embeddings.LayerNorm.weight", "embeddings/LayerNorm/gamma"),
+    ("embeddings.LayerNorm.bias", "embeddings/LayerNorm/beta"),
+    ("encoder.embedding_hidden_mapping_in.weight", "embedding_hidden_mapping_in/kernel", T),
+    ("encoder.embedding_hidden_mapping_in.bias", "embedding_hidden_mapping_in/bias"),
+    (_L + ".attention.{qkv}.weight", _G + "_attention/{qkv}/kernel", T),
+    (_L + ".attention.{qkv}.bias", _G + "_attention/{qkv}/bias"),
+    (_L + ".attention.dense.weight", _G + "_attention/dense/kernel", T),
+    (_L + ".attention.dense.bias", _G + "_attention/dense/bias"),
+    (_L + ".attention.LayerNorm.weight", _G + "_attention/LayerNorm/gamma"),
+    (_L + ".attention.LayerNorm.bias", _G + "_attention/LayerNorm/beta"),
+    (_L + ".ffn.weight", _G + "_ffn/intermediate/kernel", T),
+    (_L + ".ffn.bias", _G + "_ffn/intermediate/bias"),
+    (_L + ".ffn_output.weight", _G + "_ffn/output_dense/kernel", T),
+    (_L + ".ffn_output.bias", _G + "_ffn/output_dense/bias"),
+    (_L + ".full_layer_layer_norm.weight", _G + "_ffn/LayerNorm/gamma"),
+    (_L + ".full_layer_layer_norm.bias", _G + "_ffn/LayerNorm/beta"),
+    ("pooler.weight", "pooler/kernel", T),
+    ("pooler.bias", "pooler/bias"),
+)
+HF_HEAD_TABLE = (
+    ("predictions.dense.weight", "predictions/transform/kernel", T),
+    ("predictions.dense.bias", "predictions/transform/bias"),
+    ("predictions.LayerNorm.weight", "predictions/transform_LayerNorm/gamma"),
+    ("predictions.LayerNorm.bias", "predictions/transform_LayerNorm/beta"),
+    ("predictions.bias", "predictions/output_bias"),
+    ("sop_classifier.classifier.weight", "seq_relationship/output_weights"),
+    ("sop_classifier.classifier.bias", "seq_relationship/output_bias"),
+)
+FROM_HF = to_regex_table(HF_ENCODER_TABLE + HF_HEAD_TABLE)
+TIED = ("predictions.decoder.weight", "predictions.decoder.bias")
+SKIP = (r"embeddings\.position_ids",)
+
+# HF's "gelu" is the exact erf GELU; its "gelu_new" is the release's tanh "gelu".
+HF_ACTIVATIONS = {"gelu_new": "gelu", "gelu": "gelu_exact", "relu": "relu", "tanh": "tanh", "swish": "swish",
+                  "silu": "silu", "gelu_pytorch_tanh": "gelu"}
+CONFIG_KEYS = ("vocab_size", "embedding_size", "hidden_size", "num_hidden_layers", "num_hidden_groups",
+               "inner_group_num", "num_attention_heads", "intermediate_size", "hidden_dropout_prob",
+               "attention_probs_dropout_prob", "max_position_embeddings", "type_vocab_size", "initializer_range")
+
+
+def read_config(directory):
+    """HF config.json -> albert_config dict."""
+    path = os.path.join(directory, "config.json")
+    if not os.path.isfile(path):
+        raise ValueError(f"--input={directory}: no config.json (a Hugging Face model directory has one).")
+    hf = json.load(open(path, encoding="utf-8"))
+    missing = [k for k in CONFIG_KEYS + ("hidden_act",) if k not in hf]
+    if missing:
+        raise ValueError(f"{path}: missing keys {', '.join(missing)}.")
+    if hf["hidden_act"] not in HF_ACTIVATIONS:
+        raise ValueError(f"{path}: hidden_act {hf['hidden_act']!r} has no albert_tf equivalent.")
+    eps = hf.get("layer_norm_eps", 1e-12)
+    if eps != 1e-12:
+        raise ValueError(f"{path}: layer_norm_eps {eps} differs from ALBERT's 1e-12.")
+    values = {k: hf[k] for k in CONFIG_KEYS}
+    values["hidden_act"] = HF_ACTIVATIONS[hf["hidden_act"]]
+    values["sharing"] = "all"
+    return values
+
+
+def read_weights(directory):
+    """name -> array, without the `albert.` prefix of AlbertForPreTraining."""
+    safetensors_path = os.path.join(directory, "model.safetensors")
+    torch_path = os.path.join(directory, "pytorch_model.bin")
+    if os.path.isfile(safetensors_path):
+        from safetensors.numpy import load_file
+
+        raw = load_file(safetensors_path)
+    elif os.path.isfile(torch_path):
+        try:
+            import torch
+        except ImportError:
+            raise ValueError(f"{torch_path} needs torch to read; install torch, or save the model as "
+                             "model.safetensors (save_pretrained(..., safe_serialization=True)).") from None
+        raw = {k: v.detach().cpu().numpy() for k, v in torch.load(torch_path, map_location="cpu").items()}
+    else:
+        raise ValueError(f"--input={directory}: neither model.safetensors nor pytorch_model.bin.")
+    values = {(k[len("albert."):] if k.startswith("albert.") else k): v for k, v in raw.items()}
+    word = values.get("embeddings.word_embeddings.weight")
+    for name in TIED:
+        if name in values:
+            tied = values.pop(name)
+            reference = word if name.endswith("weight") else values.get("predictions.bias")
+            if reference is not None and not np.array_equal(tied, reference):
+                raise ValueError(f"{directory}: {name} is not tied as ALBERT's head is "
+                                 f"({'word embeddings' if name.endswith('weight') else 'predictions.bias'}).")
+    return values
+
+
+def has_heads(names):
+    return any(n.startswith(("predictions.", "sop_classifier.")) for n in names)

@@ -1,0 +1,87 @@
+"""The original release's TF1 checkpoints <-> albert_tf (shared/ALBERT_REFERENCE.md section 3).
+
+Reading skips optimizer slots (`adam_m`, `adam_v`) and `global_step` and strips the
+`module/` prefix of TF1 hub modules. Writing produces a name-based checkpoint with the
+release's variable names and shapes (tf.compat.v1.train.Saver), as its loaders expect.
+"""
+
+import os
+
+import numpy as np
+import tensorflow as tf
+
+from albert_tf.convert.templates import reverse, to_regex_table
+
+_T = "bert/encoder/transformer/group_{g}/inner_group_{k}"
+_G = "group_{g}_inner_group_{k}"
+
+TF1_TABLE = (
+    ("bert/embeddings/{emb}", "embeddings/{emb}"),
+    ("bert/embeddings/LayerNorm/{ln}", "embeddings/LayerNorm/{ln}"),
+    ("bert/encoder/embedding_hidden_mapping_in/{var}", "embedding_hidden_mapping_in/{var}"),
+    (_T + "/attention_1/self/{qkv}/{var}", _G + "_attention/{qkv}/{var}"),
+    (_T + "/attention_1/output/dense/{var}", _G + "_attention/dense/{var}"),
+    (_T + "/LayerNorm/{ln}", _G + "_attention/LayerNorm/{ln}"),
+    (_T + "/ffn_1/intermediate/dense/{var}", _G + "_ffn/intermediate/{var}"),
+    (_T + "/ffn_1/intermediate/output/dense/{var}", _G + "_ffn/output_dense/{var}"),
+    (_T + "/LayerNorm_1/{ln}", _G + "_ffn/LayerNorm/{ln}"),
+    ("bert/pooler/dense/{var}", "pooler/{var}"),
+    ("cls/predictions/transform/dense/{var}", "predictions/transform/{var}"),
+    ("cls/predictions/transform/LayerNorm/{ln}", "predictions/transform_LayerNorm/{ln}"),
+    ("cls/predictions/output_bias", "predictions/output_bias"),
+    ("cls/seq_relationship/{head}", "seq_relationship/{head}"),
+)
+FROM_TF1 = to_regex_table(TF1_TABLE)
+TO_TF1 = to_regex_table(reverse(TF1_TABLE))
+SKIP = (r".*/adam_[mv]", r"global_step", r".*/(Adam|Momentum|lamb)(_\d+)?")
+
+
+def checkpoint_prefix(path):
+    """A checkpoint prefix from a prefix or a directory (its latest checkpoint)."""
+    if os.path.isdir(path):
+        prefix = tf.train.latest_checkpoint(path)
+        if prefix is None:
+            indexes = sorted(f for f in os.listdir(path) if f.endswith(".index"))
+            prefix = os.path.join(path, indexes[-1][: -len(".index")]) if indexes else None
+        if prefix is None:
+            raise ValueError(f"--input={path}: no TF1 checkpoint (*.index) in this directory.")
+        return prefix
+    if not tf.io.gfile.exists(path + ".index"):
+        raise ValueError(f"--input={path}: no checkpoint ({path}.index does not exist).")
+    return path
+
+
+def read_tf1(path):
+    """name -> array of a TF1 checkpoint, `module/` prefix removed."""
+    prefix = checkpoint_prefix(path)
+    reader = tf.train.load_checkpoint(prefix)
+    values = {}
+    for name, _ in tf.train.list_variables(prefix):
+        key = name[len("module/"):] if name.startswith("module/") else name
+        values[key] = reader.get_tensor(name)
+    return values
+
+
+def has_heads(names):
+    return any(n.startswith("cls/") for n in names)
+
+
+def write_tf1(values, prefix):
+    """Writes name -> array as a name-based TF1 checkpoint at `prefix` (plus global_step)."""
+    graph = tf.Graph()
+    with graph.as_default():
+        variables = [tf.compat.v1.get_variable(name, initializer=np.asarray(value), trainable=True)
+                     for name, value in sorted(values.items())]
+        step = tf.compat.v1.train.get_or_create_global_step()
+        saver = tf.compat.v1.train.Saver(variables + [step])
+        with tf.compat.v1.Session(graph=graph) as session:
+            session.run(tf.compat.v1.global_variables_initializer())
+            return saver.save(session, prefix, write_meta_graph=False)
+
+
+def check_tf1_layout(config):
+    if config.sharing != "all":
+        raise ValueError(f"the release's TF1 layout shares every layer within a group; sharing="
+                         f"{config.sharing!r} has no TF1 form (use sharing='all' with num_hidden_groups = "
+                         "num_hidden_layers for unshared layers).")
+    return config

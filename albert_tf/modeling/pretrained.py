@@ -1,0 +1,86 @@
+"""The albert_tf pretrained directory: albert_config.json + Keras weights files.
+
+    DIR/albert_config.json
+    DIR/pretrainer.weights.h5   (AlbertPretrainer: encoder and both heads), or
+    DIR/encoder.weights.h5      (AlbertEncoder only, from sources without heads)
+
+Keras `.weights.h5` is backend-neutral, so loading needs Keras only. run_pretraining
+writes pretrainer.weights.h5 beside its checkpoints, so a run's output_dir is such a
+directory too; tools/convert writes them from TF1, Hugging Face and keras-hub weights.
+
+Example:
+```python
+encoder = AlbertEncoder.from_pretrained("converted/albert_base")
+pretrainer = AlbertPretrainer.from_pretrained("runs/base")
+```
+"""
+
+import os
+
+from albert_tf.modeling.config import AlbertConfig
+
+CONFIG_NAME = "albert_config.json"
+PRETRAINER_WEIGHTS = "pretrainer.weights.h5"
+ENCODER_WEIGHTS = "encoder.weights.h5"
+
+
+def _write_weights(model, path):
+    tmp = path[: -len(".weights.h5")] + f".tmp-{os.getpid()}.weights.h5"
+    model.save_weights(tmp)
+    os.replace(tmp, path)
+
+
+def save_pretrained(model, directory):
+    """Writes `model` (AlbertEncoder or AlbertPretrainer) and its config into `directory`.
+
+    Files are written under temporary names and renamed, so a reader never sees a half
+    file.
+    """
+    from albert_tf.modeling.pretrainer import AlbertPretrainer
+
+    os.makedirs(directory, exist_ok=True)
+    model.config.to_json_file(os.path.join(directory, CONFIG_NAME))
+    name = PRETRAINER_WEIGHTS if isinstance(model, AlbertPretrainer) else ENCODER_WEIGHTS
+    _write_weights(model, os.path.join(directory, name))
+    return directory
+
+
+def load_pretrained(cls, directory, **kwargs):
+    """Builds `cls` (AlbertEncoder or AlbertPretrainer) from a pretrained directory.
+
+    Raises:
+        ValueError: naming the directory and what is missing or does not match.
+    """
+    from albert_tf.modeling.encoder import AlbertEncoder
+    from albert_tf.modeling.pretrainer import AlbertPretrainer
+
+    directory = os.fspath(directory)
+    config_path = os.path.join(directory, CONFIG_NAME)
+    if not os.path.isfile(config_path):
+        raise ValueError(f"{directory}: no {CONFIG_NAME}; expected a directory written by albert_tf "
+                         "(python -m albert_tf.convert, or a run_pretraining output_dir).")
+    config = AlbertConfig.from_json_file(config_path)
+    pretrainer_file = os.path.join(directory, PRETRAINER_WEIGHTS)
+    encoder_file = os.path.join(directory, ENCODER_WEIGHTS)
+    try:
+        if issubclass(cls, AlbertPretrainer):
+            if not os.path.isfile(pretrainer_file):
+                raise ValueError(f"{directory}: no {PRETRAINER_WEIGHTS}" + (
+                    f" (only {ENCODER_WEIGHTS}: the source had no pretraining heads)." if os.path.isfile(encoder_file)
+                    else "."))
+            model = cls(config, **kwargs)
+            model.load_weights(pretrainer_file)
+            return model
+        if os.path.isfile(encoder_file):
+            model = cls(config, **kwargs)
+            model.load_weights(encoder_file)
+            return model
+        if os.path.isfile(pretrainer_file):
+            pretrainer = AlbertPretrainer(config, **kwargs)
+            pretrainer.load_weights(pretrainer_file)
+            return pretrainer.encoder
+        raise ValueError(f"{directory}: neither {ENCODER_WEIGHTS} nor {PRETRAINER_WEIGHTS}.")
+    except ValueError as e:
+        if str(e).startswith(directory):
+            raise
+        raise ValueError(f"{directory}: the weights do not match {CONFIG_NAME} ({e}).") from None
