@@ -85,7 +85,7 @@ def run_once(corpus, spm_model, out_dir, workers):
     _, err = proc.communicate()
     if proc.returncode != 0:
         raise RuntimeError(f"create_pretraining_data failed: {err[-2000:]}")
-    summary = json.load(open(out + ".summary.json"))
+    summary = json.load(open(os.path.join(out_dir, f"summary_bench-w{workers}.tfrecord.json")))
     return {"instances": summary["instances"], "wall_seconds": wall,
             "instances_per_second": summary["instances"] / wall, "peak_rss_mb": peak / 1024}
 

@@ -12,7 +12,7 @@ import tensorflow as tf
 from albert_tf.data.example_codec import feature_lengths
 from albert_tf.data.instances import InstanceOptions, num_to_predict
 from albert_tf.data.tokenization import SentencePieceTokenizer, is_start_piece
-from albert_tf.data.writer import create_pretraining_data
+from albert_tf.data.writer import create_pretraining_data, summary_path_for
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 TOOL = os.path.join(ROOT, "tools", "create_pretraining_data.py")
@@ -44,7 +44,7 @@ def test_eight_features_of_the_release(pretraining_records, records):
     assert all(features[k].WhichOneof("kind") == "int64_list" for k in features if k != "masked_lm_weights")
     data, _ = records
     assert len(data["input_ids"]) == summary["instances"] == sum(summary["output_files"].values())
-    assert os.path.exists(outputs[0] + ".summary.json")
+    assert os.path.exists(summary_path_for(outputs[0])) and summary["summary_file"] == summary_path_for(outputs[0])
     mask = data["input_mask"]
     assert np.all(data["input_ids"][mask == 0] == 0)  # padding id 0
     assert np.all(data["input_ids"][:, 0] == 2)  # [CLS]
@@ -181,12 +181,12 @@ def test_non_utf8_lines_are_skipped_and_counted_or_fatal_when_strict(tmp_path, s
     ok = _run_tool(f"--input_file={corpus}", f"--output_file={out}", f"--spm_model_file={spm_model}",
                    "--max_seq_length=32", "--max_predictions_per_seq=5", "--dupe_factor=1")
     assert ok.returncode == 0, ok.stderr[-1500:]
-    summary = json.load(open(str(out) + ".summary.json"))
+    summary = json.load(open(summary_path_for(str(out))))
     assert summary["non_utf8_lines_skipped"] == 20
     assert summary["non_utf8_line_examples"][0] == f"{corpus}:3"
     assert f"{corpus}:3" in ok.stderr
     os.remove(out)
-    os.remove(str(out) + ".summary.json")
+    os.remove(summary_path_for(str(out)))
     strict = _run_tool(f"--input_file={corpus}", f"--output_file={out}", f"--spm_model_file={spm_model}",
                        "--max_seq_length=32", "--max_predictions_per_seq=5", "--strict_utf8")
     _assert_clean_failure(strict, f"{corpus}:3: not valid UTF-8", tmp_path)
@@ -198,8 +198,9 @@ def test_cli_shards_and_progress(tmp_path, spm_model, sample_corpus):
                        "--max_seq_length=64", "--max_predictions_per_seq=10", "--dupe_factor=1",
                        "--num_output_shards=3")
     assert result.returncode == 0, result.stderr[-1500:]
-    shards = sorted(p.name for p in tmp_path.glob("shard.tfrecord-*-of-00003"))
+    shards = sorted(p.name for p in tmp_path.glob("shard.tfrecord-*"))  # the summary must not match
     assert shards == [f"shard.tfrecord-{i:05d}-of-00003" for i in range(3)]
     assert "documents" in result.stderr and "instances" in result.stderr and "ETA" in result.stderr
+    assert (tmp_path / "summary_shard.tfrecord.json").exists()
     counts = [sum(1 for _ in tf.data.TFRecordDataset(str(tmp_path / s))) for s in shards]
     assert max(counts) - min(counts) <= 1

@@ -7,7 +7,7 @@
 Flags keep the original release's names and defaults; added: --num_workers,
 --num_output_shards, --shuffle_buffer_size, --documents_per_chunk, --strict_utf8 and
 --legacy_single_chunk_random_next. Output: the release's eight features (either tool's
-files feed either trainer) and OUTPUT.summary.json. Exit status 2 on bad input, with
+files feed either trainer) and summary_OUTPUT.json beside it. Exit status 2 on bad input, with
 nothing written.
 """
 
@@ -19,7 +19,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from absl import app, flags  # noqa: E402
 
 from albert_tf.data.instances import InstanceOptions  # noqa: E402
-from albert_tf.data.writer import InputError, create_pretraining_data, expand_input_files, output_paths  # noqa: E402
+from albert_tf.data.writer import (  # noqa: E402
+    InputError, create_pretraining_data, expand_input_files, output_paths, summary_path_for)
 
 
 def define_flags():
@@ -86,7 +87,7 @@ def run(f):
         inputs, outputs, f.spm_model_file, options, do_lower_case=f.do_lower_case,
         dupe_factor=f.dupe_factor, random_seed=f.random_seed, num_workers=f.num_workers,
         shuffle_buffer_size=f.shuffle_buffer_size, documents_per_chunk=f.documents_per_chunk,
-        strict_utf8=f.strict_utf8,
+        strict_utf8=f.strict_utf8, summary_file=summary_path_for(f.output_file.split(",")[0].strip()),
     )
 
 

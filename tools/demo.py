@@ -42,6 +42,7 @@ def hub_forward_pass(export_dir):
     import numpy as np
     import tensorflow as tf
     import tensorflow_hub as hub
+    import tensorflow_text  # noqa: F401  (registers the preprocessing model's ops)
 
     preprocess = hub.KerasLayer(os.path.join(export_dir, "preprocess"))
     encoder = hub.KerasLayer(os.path.join(export_dir, "encoder"), trainable=True)

@@ -11,7 +11,8 @@ inputs and flags give byte-identical files for any `num_workers`. NSP negatives 
 with random_next_sentence or the legacy single-chunk mode) come from the same chunk.
 
 Outputs are written under temporary names and renamed only when everything succeeded;
-a JSON summary is written beside the first output (`<output>.summary.json`).
+a JSON summary is written beside the outputs as `summary_<name>.json` (a name no shard
+glob such as `train.tfrecord-*` matches).
 """
 
 import glob
@@ -166,6 +167,13 @@ class Progress:
               file=self.stream, flush=True)
 
 
+def summary_path_for(output_file):
+    """`dir/train.tfrecord` -> `dir/summary_train.tfrecord.json`: beside the output, but
+    not matched by globs over the outputs."""
+    directory, name = os.path.split(os.path.abspath(output_file))
+    return os.path.join(directory, f"summary_{name}.json")
+
+
 def output_paths(output_file, num_output_shards=1):
     """Comma list of outputs, or one output split into NAME-00000-of-0000N shards."""
     outputs = [p.strip() for p in output_file.split(",") if p.strip()]
@@ -198,6 +206,7 @@ def create_pretraining_data(
     documents_per_chunk=500,
     strict_utf8=False,
     progress_stream=sys.stderr,
+    summary_file=None,
 ):
     """Writes the TFRecords and their summary; returns the summary dict.
 
@@ -212,6 +221,7 @@ def create_pretraining_data(
         documents_per_chunk: documents per unit of work (and NSP negative pool).
         strict_utf8: a non-UTF-8 line is an error instead of being skipped and counted.
         progress_stream: where progress lines go (None: silent).
+        summary_file: where the JSON summary goes (default `summary_path_for(output_files[0])`).
 
     Raises:
         InputError: bad input or settings; nothing is left on disk.
@@ -308,7 +318,7 @@ def create_pretraining_data(
                        dict(do_lower_case=do_lower_case, dupe_factor=dupe_factor, random_seed=random_seed,
                             num_workers=num_workers, shuffle_buffer_size=shuffle_buffer_size,
                             documents_per_chunk=documents_per_chunk, spm_model_file=spm_model_file))
-    summary_path = output_files[0] + ".summary.json"
+    summary_path = summary_file or summary_path_for(output_files[0])
     tmp = summary_path + f".tmp-{os.getpid()}"
     with open(tmp, "w", encoding="utf-8") as f:
         json.dump(summary, f, indent=2, sort_keys=True)
