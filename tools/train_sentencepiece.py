@@ -11,7 +11,6 @@ create_pretraining_data and the exported preprocessing model do. Writes
 MODEL_PREFIX.model and MODEL_PREFIX.vocab atomically.
 """
 
-import glob
 import os
 import sys
 import tempfile
@@ -21,6 +20,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from absl import app, flags  # noqa: E402
 
 from albert_tf.data.tokenization import preprocess_text, strip_machine_paths  # noqa: E402
+from albert_tf.data.writer import expand_input_files  # noqa: E402
 
 
 def define_flags():
@@ -38,22 +38,6 @@ def define_flags():
 
 USER_SYMBOLS = ["(", ")", '"', "-", ".", "\u2013", "\u00a3", "\u20ac"]
 CONTROL_SYMBOLS = ["[CLS]", "[SEP]", "[MASK]"]
-
-
-def expand_inputs(patterns):
-    """Comma-separated files or globs -> sorted list of files; ValueError if none."""
-    files = []
-    for pattern in [p.strip() for p in patterns.split(",") if p.strip()]:
-        matches = sorted(glob.glob(pattern))
-        if not matches:
-            raise ValueError(f"--input_file: {pattern!r} matches no file.")
-        for path in matches:
-            if os.path.isdir(path):
-                raise ValueError(f"--input_file: {path!r} is a directory; name the text files in it.")
-            files.append(path)
-    if not files:
-        raise ValueError("--input_file is empty.")
-    return files
 
 
 def train(files, model_prefix, vocab_size, do_lower_case=True, character_coverage=0.99995,
@@ -106,7 +90,7 @@ def main(argv):
     try:
         if not f.input_file or not f.model_prefix:
             raise ValueError("--input_file and --model_prefix are required.")
-        files = expand_inputs(f.input_file)
+        files = expand_input_files(f.input_file)
         path = train(files, f.model_prefix, f.vocab_size, f.do_lower_case, f.character_coverage,
                      f.model_type, f.input_sentence_size, f.num_threads, f.random_seed)
     except ValueError as e:

@@ -28,6 +28,7 @@ for attention, `encoder/<sub-layer name>/{intermediate,output_dense}/{_kernel,bi
 import keras
 
 from albert_tf.modeling.config import AlbertConfig
+from albert_tf.modeling.pretrained import PretrainedMixin
 from albert_tf.modeling.embeddings import AlbertEmbeddings, truncated_normal
 from albert_tf.modeling.encoder_block import AlbertAttention, AlbertFeedForward
 
@@ -52,7 +53,7 @@ def _deserialize_dtype(dtype):
 
 
 @keras.saving.register_keras_serializable(package="albert_tf")
-class AlbertEncoder(keras.Model):
+class AlbertEncoder(PretrainedMixin, keras.Model):
     """ALBERT encoder: factorized embeddings and a cross-layer shared transformer.
 
     Args:
@@ -171,34 +172,6 @@ class AlbertEncoder(keras.Model):
         # === Config ===
         self.config = config
         self.use_one_hot_embeddings = use_one_hot_embeddings
-
-    def get_config(self):
-        return {
-            "name": self.name,
-            "trainable": self.trainable,
-            "dtype": keras.dtype_policies.serialize(self.dtype_policy),
-            "config": self.config.to_dict(),
-            "use_one_hot_embeddings": self.use_one_hot_embeddings,
-        }
-
-    @classmethod
-    def from_config(cls, config):
-        return cls(**config)
-
-    @classmethod
-    def from_pretrained(cls, directory, **kwargs):
-        """Builds the model from an albert_tf pretrained directory (albert_config.json and
-        Keras weights: `albert_tf.modeling.pretrained`), e.g. a converted release or a
-        run_pretraining output_dir."""
-        from albert_tf.modeling.pretrained import load_pretrained
-
-        return load_pretrained(cls, directory, **kwargs)
-
-    def save_pretrained(self, directory):
-        """Writes albert_config.json and the weights into `directory`."""
-        from albert_tf.modeling.pretrained import save_pretrained
-
-        return save_pretrained(self, directory)
 
 
 def count_parameters(config, with_pooler=True):

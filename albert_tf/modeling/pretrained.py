@@ -17,6 +17,8 @@ pretrainer = AlbertPretrainer.from_pretrained("runs/base")
 
 import os
 
+import keras
+
 from albert_tf.modeling.config import AlbertConfig
 
 CONFIG_NAME = "albert_config.json"
@@ -84,3 +86,34 @@ def load_pretrained(cls, directory, **kwargs):
         if str(e).startswith(directory):
             raise
         raise ValueError(f"{directory}: the weights do not match {CONFIG_NAME} ({e}).") from None
+
+
+class PretrainedMixin:
+    """Config round trip and pretrained directories for AlbertEncoder and AlbertPretrainer.
+
+    `get_config` returns only the constructor arguments (`config` as a dict,
+    `use_one_hot_embeddings`, and Keras' name, trainable, dtype).
+    """
+
+    def get_config(self):
+        return {
+            "name": self.name,
+            "trainable": self.trainable,
+            "dtype": keras.dtype_policies.serialize(self.dtype_policy),
+            "config": self.config.to_dict(),
+            "use_one_hot_embeddings": self.use_one_hot_embeddings,
+        }
+
+    @classmethod
+    def from_config(cls, config):
+        return cls(**config)
+
+    @classmethod
+    def from_pretrained(cls, directory, **kwargs):
+        """Builds the model from an albert_tf pretrained directory, e.g. a converted
+        release or a run_pretraining output_dir."""
+        return load_pretrained(cls, directory, **kwargs)
+
+    def save_pretrained(self, directory):
+        """Writes albert_config.json and the weights into `directory`."""
+        return save_pretrained(self, directory)

@@ -7,12 +7,13 @@ import keras
 
 from albert_tf.modeling import losses
 from albert_tf.modeling.config import AlbertConfig
+from albert_tf.modeling.pretrained import PretrainedMixin
 from albert_tf.modeling.encoder import AlbertEncoder, _deserialize_dtype, encoder_inputs
 from albert_tf.modeling.heads import AlbertMaskedLMHead, AlbertSentenceOrderHead
 
 
 @keras.saving.register_keras_serializable(package="albert_tf")
-class AlbertPretrainer(keras.Model):
+class AlbertPretrainer(PretrainedMixin, keras.Model):
     """ALBERT with its two pretraining heads (masked LM tied to the embeddings, SOP).
 
     Args:
@@ -84,31 +85,3 @@ class AlbertPretrainer(keras.Model):
         # === Config ===
         self.config = config
         self.use_one_hot_embeddings = use_one_hot_embeddings
-
-    def get_config(self):
-        return {
-            "name": self.name,
-            "trainable": self.trainable,
-            "dtype": keras.dtype_policies.serialize(self.dtype_policy),
-            "config": self.config.to_dict(),
-            "use_one_hot_embeddings": self.use_one_hot_embeddings,
-        }
-
-    @classmethod
-    def from_config(cls, config):
-        return cls(**config)
-
-    @classmethod
-    def from_pretrained(cls, directory, **kwargs):
-        """Builds the model from an albert_tf pretrained directory (albert_config.json and
-        Keras weights: `albert_tf.modeling.pretrained`), e.g. a converted release or a
-        run_pretraining output_dir."""
-        from albert_tf.modeling.pretrained import load_pretrained
-
-        return load_pretrained(cls, directory, **kwargs)
-
-    def save_pretrained(self, directory):
-        """Writes albert_config.json and the weights into `directory`."""
-        from albert_tf.modeling.pretrained import save_pretrained
-
-        return save_pretrained(self, directory)
