@@ -117,7 +117,9 @@ def test_sigkill_and_restart_ends_with_the_uninterrupted_weights(pretraining_rec
     outputs, _ = pretraining_records
     common = ("--deterministic", "--num_train_steps=120", "--save_checkpoints_steps=10", "--iterations_per_loop=10",
               "--nodo_eval", "--dynamic_masking")
-    _interrupted_run_matches_whole(outputs, tiny_config_file, tmp_path, common, 30, 120)
+    stdout = _interrupted_run_matches_whole(outputs, tiny_config_file, tmp_path, common, 30, 120)
+    resumed_at = int(stdout.split("resuming from")[1].split("ckpt-")[1].split()[0])
+    assert 30 <= resumed_at < 120  # it really restarted mid-run, from a checkpoint of the killed run
 
 
 def test_records_in_the_release_format_train(pretraining_records, tiny_config_file, tmp_path):
