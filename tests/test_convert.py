@@ -303,3 +303,16 @@ def test_run_directories_and_converted_directories_interoperate(pretraining_reco
     other = make_loop(config=small_config(intermediate_size=48), steps=10)
     with pytest.raises(CheckpointMismatchError, match="does not match the model"):
         load_init_checkpoint(other.model, str(tmp_path / "converted"))
+
+
+def test_from_hugging_face_pytorch_bin_when_torch_is_installed(tmp_path):
+    """pytorch_model.bin needs torch; requirements.txt does not pin it, so CI skips this."""
+    torch = pytest.importorskip("torch")
+    cfg = config()
+    original = randomize(AlbertPretrainer(cfg), seed=9)
+    write_hf_dir(tmp_path / "hf", cfg, {})
+    os.remove(tmp_path / "hf" / "model.safetensors")
+    torch.save({k: torch.from_numpy(v) for k, v in hf_names(original).items()}, tmp_path / "hf" / "pytorch_model.bin")
+    converted = load_source("hf", str(tmp_path / "hf"))
+    for a, b in zip(original.weights, converted.weights):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b), err_msg=a.path)

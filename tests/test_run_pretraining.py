@@ -122,8 +122,9 @@ def test_sigkill_and_restart_ends_with_the_uninterrupted_weights(pretraining_rec
     assert 30 <= resumed_at < 120  # it really restarted mid-run, from a checkpoint of the killed run
 
 
-def test_records_in_the_release_format_train(pretraining_records, tiny_config_file, tmp_path):
-    """Examples serialized by TensorFlow's own protobuf code with the release's eight features."""
+def test_records_in_the_release_format_train_and_export(pretraining_records, tiny_config_file, spm_model, tmp_path):
+    """Examples serialized by TensorFlow's own protobuf code with the release's eight
+    features train; --export_dir then writes the TF-Hub-style SavedModels."""
     outputs, _ = pretraining_records
     path = str(tmp_path / "release.tfrecord")
     int_keys = ("input_ids", "input_mask", "segment_ids", "token_boundary", "masked_lm_positions",
@@ -138,12 +139,29 @@ def test_records_in_the_release_format_train(pretraining_records, tiny_config_fi
             writer.write(tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString())
     out = tmp_path / "run"
     result = subprocess.run(pretrain_cmd([path], out, tiny_config_file, "--num_train_steps=6",
-                                         "--save_checkpoints_steps=6", "--iterations_per_loop=3"),
+                                         "--save_checkpoints_steps=6", "--iterations_per_loop=3",
+                                         f"--export_dir={tmp_path / 'export'}", f"--spm_model_file={spm_model}",
+                                         "--export_seq_length=64"),
                             capture_output=True, text=True, env=ENV, cwd=ROOT, timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
     evaluation = json.load(open(out / "eval_results.json"))
     assert evaluation["global_step"] == 6 and np.isfinite(evaluation["loss"])
     assert (out / "eval_results.txt").exists() and (out / "ckpt-6.index").exists()
+    import tensorflow_text  # noqa: F401  (the preprocessing model's ops)
+
+    encoder = tf.saved_model.load(str(tmp_path / "export" / "encoder"))
+    preprocess = tf.saved_model.load(str(tmp_path / "export" / "preprocess"))
+    outputs = encoder(preprocess(tf.constant(["a sentence to encode"])), training=False)
+    assert outputs["pooled_output"].shape == (1, 32) and outputs["sequence_output"].shape == (1, 64, 32)
+    # the export holds the run's final weights
+    from albert_tf import AlbertConfig, AlbertPretrainer
+
+    trained = AlbertPretrainer(AlbertConfig.from_json_file(tiny_config_file))
+    tf.train.Checkpoint(model=trained).read(str(out / "ckpt-6")).expect_partial()
+    ids = np.array([[2, 40, 41, 42, 3, 0]], "int32")
+    x = {"input_word_ids": ids, "input_mask": (ids > 0).astype("int32"), "input_type_ids": np.zeros_like(ids)}
+    np.testing.assert_allclose(encoder(x, training=False)["pooled_output"],
+                               trained.encoder(x, training=False)["pooled_output"], atol=1e-5)
 
 
 @pytest.mark.parametrize("extra, message", [
