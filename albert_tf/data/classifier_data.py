@@ -1,0 +1,144 @@
+"""Sentence(-pair) classification data: the GLUE tasks in their standard TSV layout.
+
+Task names as the release spells them (case-insensitive): cola, sst-2, mrpc, sts-b, qqp,
+mnli, mismnli, qnli, rte, wnli, plus `tsv` (text_a / text_b / label columns named by
+header). Each reader checks every row: a wrong column count names the file and line, a
+label outside the task's set is an error, an empty file is an error.
+
+Example:
+```python
+task = get_task("MRPC")
+examples = read_examples(task, "glue_data/MRPC", "dev")
+examples[0].text_a, examples[0].text_b, examples[0].label
+```
+"""
+
+import csv
+import dataclasses
+import os
+import sys
+
+
+@dataclasses.dataclass(frozen=True)
+class Example:
+    guid: str
+    text_a: str
+    text_b: object  # str or None
+    label: object  # str (classification), float (regression) or None (test sets)
+
+
+@dataclasses.dataclass(frozen=True)
+class Task:
+    """Where a task's columns are, per split: (text_a, text_b or None, label or None)."""
+
+    name: str
+    labels: tuple  # () for regression
+    metrics: tuple
+    files: dict  # split -> file name
+    columns: dict  # split -> (a, b, label) indexes
+    header: bool = True
+
+    @property
+    def is_regression(self):
+        return not self.labels
+
+
+def _glue(name, labels, metrics, train_cols, dev_cols, test_cols, dev_file="dev.tsv", test_file="test.tsv",
+          header=True):
+    return Task(name, labels, metrics, {"train": "train.tsv", "dev": dev_file, "test": test_file},
+                {"train": train_cols, "dev": dev_cols, "test": test_cols}, header)
+
+
+TASKS = {
+    "cola": _glue("cola", ("0", "1"), ("matthews_corrcoef", "accuracy"), (3, None, 1), (3, None, 1), (1, None, None),
+                  header=False),
+    "sst-2": _glue("sst-2", ("0", "1"), ("accuracy",), (0, None, 1), (0, None, 1), (1, None, None)),
+    "mrpc": _glue("mrpc", ("0", "1"), ("accuracy", "f1"), (3, 4, 0), (3, 4, 0), (3, 4, None)),
+    "sts-b": _glue("sts-b", (), ("pearson", "spearman"), (7, 8, 9), (7, 8, 9), (7, 8, None)),
+    "qqp": _glue("qqp", ("0", "1"), ("accuracy", "f1"), (3, 4, 5), (3, 4, 5), (1, 2, None)),
+    "mnli": _glue("mnli", ("contradiction", "entailment", "neutral"), ("accuracy",), (8, 9, -1), (8, 9, -1),
+                  (8, 9, None), dev_file="dev_matched.tsv", test_file="test_matched.tsv"),
+    "mismnli": _glue("mismnli", ("contradiction", "entailment", "neutral"), ("accuracy",), (8, 9, -1), (8, 9, -1),
+                     (8, 9, None), dev_file="dev_mismatched.tsv", test_file="test_mismatched.tsv"),
+    "qnli": _glue("qnli", ("entailment", "not_entailment"), ("accuracy",), (1, 2, 3), (1, 2, 3), (1, 2, None)),
+    "rte": _glue("rte", ("entailment", "not_entailment"), ("accuracy",), (1, 2, 3), (1, 2, 3), (1, 2, None)),
+    "wnli": _glue("wnli", ("0", "1"), ("accuracy",), (1, 2, 3), (1, 2, 3), (1, 2, None)),
+}
+# the directory names of download_glue_data.py
+GLUE_DIRS = {"cola": "CoLA", "sst-2": "SST-2", "mrpc": "MRPC", "sts-b": "STS-B", "qqp": "QQP", "mnli": "MNLI",
+             "mismnli": "MNLI", "qnli": "QNLI", "rte": "RTE", "wnli": "WNLI"}
+
+
+class DataError(ValueError):
+    """Bad classification data; the message names the file and line."""
+
+
+def get_task(name, labels=None, text_a_column="text_a", text_b_column="text_b", label_column="label"):
+    """A task by its release name (case-insensitive), or the generic `tsv` task.
+
+    For `tsv`, columns are found by header name; `labels` (a list) makes it a
+    classification task, None a regression task.
+    """
+    key = name.lower()
+    if key == "tsv":
+        return ("tsv", tuple(str(l) for l in labels) if labels else (), text_a_column, text_b_column, label_column)
+    if key not in TASKS:
+        raise ValueError(f"--task_name={name!r} is not one of {', '.join(TASKS)}, tsv.")
+    return TASKS[key]
+
+
+def _rows(path):
+    if not os.path.isfile(path):
+        raise DataError(f"{path}: no such file.")
+    csv.field_size_limit(sys.maxsize)
+    with open(path, encoding="utf-8", newline="") as f:
+        rows = list(csv.reader(f, delimiter="\t", quotechar=None))
+    if not rows or (len(rows) == 1 and not any(rows[0])):
+        raise DataError(f"{path}: the file is empty.")
+    return rows
+
+
+def _label(task_labels, value, path, line, regression):
+    if regression:
+        try:
+            return float(value)
+        except ValueError:
+            raise DataError(f"{path}:{line}: label {value!r} is not a number (regression task).") from None
+    if value not in task_labels:
+        raise DataError(f"{path}:{line}: label {value!r} is not one of {', '.join(task_labels)}.")
+    return value
+
+
+def read_examples(task, data_dir, split):
+    """Reads `split` (train, dev, test) of `task` from `data_dir`; returns Examples."""
+    if isinstance(task, tuple):  # the generic tsv task
+        _, labels, a_name, b_name, label_name = task
+        path = os.path.join(data_dir, f"{split}.tsv")
+        rows = _rows(path)
+        header = rows[0]
+        if a_name not in header:
+            raise DataError(f"{path}:1: no column {a_name!r} in the header ({', '.join(header)}).")
+        a = header.index(a_name)
+        b = header.index(b_name) if b_name and b_name in header else None
+        y = header.index(label_name) if label_name in header else None
+        if y is None and split != "test":
+            raise DataError(f"{path}:1: no label column {label_name!r} in the header.")
+        width, body, first_line = len(header), rows[1:], 2
+        regression, task_labels = not labels, labels
+    else:
+        path = os.path.join(data_dir, task.files[split])
+        rows = _rows(path)
+        a, b, y = task.columns[split]
+        body, first_line = (rows[1:], 2) if (task.header or split == "test") else (rows, 1)
+        width = len(rows[0]) if (task.header or split == "test") else 4
+        regression, task_labels = task.is_regression, task.labels
+    if not body:
+        raise DataError(f"{path}: no example after the header.")
+    examples = []
+    for offset, row in enumerate(body):
+        line = first_line + offset
+        if len(row) != width:
+            raise DataError(f"{path}:{line}: {len(row)} columns, expected {width}.")
+        label = None if y is None else _label(task_labels, row[y], path, line, regression)
+        examples.append(Example(f"{split}-{offset}", row[a], row[b] if b is not None else None, label))
+    return examples

@@ -1,0 +1,106 @@
+"""GLUE readers (standard TSV layouts, clear errors) and metrics."""
+
+import os
+
+import numpy as np
+import pytest
+
+from albert_tf.data import classifier_metrics as metrics
+from albert_tf.data.classifier_data import DataError, get_task, read_examples
+
+# Two rows per task in the GLUE distribution's layout (header, columns).
+LAYOUTS = {
+    "cola": ("train.tsv", None, ["gj04\t1\t\tOur friends won't buy this analysis.", "gj04\t0\t*\tThey drank the pub."],
+             ("Our friends won't buy this analysis.", None, "1")),
+    "sst-2": ("dev.tsv", "sentence\tlabel", ["a gorgeous film\t1", "dull and long\t0"], ("a gorgeous film", None, "1")),
+    "mrpc": ("train.tsv", "Quality\t#1 ID\t#2 ID\t#1 String\t#2 String",
+             ["1\t1\t2\tHe said it.\tIt was said by him.", "0\t3\t4\tA cat.\tA dog."],
+             ("He said it.", "It was said by him.", "1")),
+    "sts-b": ("dev.tsv", "index\tgenre\tfilename\tyear\told_index\tsource1\tsource2\tsentence1\tsentence2\tscore",
+              ["0\tmain\tf\t2012\t1\tnone\tnone\tA plane takes off.\tAn air plane is taking off.\t5.000"],
+              ("A plane takes off.", "An air plane is taking off.", 5.0)),
+    "qqp": ("train.tsv", "id\tqid1\tqid2\tquestion1\tquestion2\tis_duplicate",
+            ["1\t1\t2\tHow do I learn?\tHow can I learn?\t1"], ("How do I learn?", "How can I learn?", "1")),
+    "mnli": ("dev_matched.tsv", "\t".join(["index", "promptID", "pairID", "genre", "s1b", "s2b", "s1p", "s2p",
+                                            "sentence1", "sentence2", "label1", "gold_label"]),
+             ["0\t1\t1\tfiction\tb\tb\tp\tp\tThe cat sat.\tA cat is sitting.\tentailment\tentailment"],
+             ("The cat sat.", "A cat is sitting.", "entailment")),
+    "qnli": ("train.tsv", "index\tquestion\tsentence\tlabel", ["0\tWho?\tHe did.\tentailment"],
+             ("Who?", "He did.", "entailment")),
+    "rte": ("dev.tsv", "index\tsentence1\tsentence2\tlabel", ["0\tA man runs.\tA man moves.\tentailment"],
+            ("A man runs.", "A man moves.", "entailment")),
+    "wnli": ("train.tsv", "index\tsentence1\tsentence2\tlabel", ["0\tI saw it.\tIt was seen.\t1"],
+             ("I saw it.", "It was seen.", "1")),
+}
+
+
+def _write(directory, name, header, rows):
+    os.makedirs(directory, exist_ok=True)
+    path = os.path.join(directory, name)
+    with open(path, "w", encoding="utf-8") as f:
+        f.write("".join(line + "\n" for line in ([header] if header else []) + rows))
+    return path
+
+
+@pytest.mark.parametrize("task_name", sorted(LAYOUTS))
+def test_glue_layouts(task_name, tmp_path):
+    file_name, header, rows, expected = LAYOUTS[task_name]
+    _write(tmp_path, file_name, header, rows)
+    split = "train" if file_name == "train.tsv" else "dev"
+    examples = read_examples(get_task(task_name.upper()), str(tmp_path), split)
+    assert len(examples) == len(rows)
+    assert (examples[0].text_a, examples[0].text_b, examples[0].label) == expected
+
+
+def test_mismatched_mnli_reads_its_own_dev_file(tmp_path):
+    _, header, rows, _ = LAYOUTS["mnli"]
+    _write(tmp_path, "dev_mismatched.tsv", header, rows)
+    assert read_examples(get_task("MisMnli"), str(tmp_path), "dev")[0].label == "entailment"
+
+
+def test_errors_name_the_file_and_line(tmp_path):
+    task = get_task("rte")
+    path = _write(tmp_path, "dev.tsv", "index\tsentence1\tsentence2\tlabel",
+                  ["0\tA.\tB.\tentailment", "1\tonly three\tcolumns"])
+    with pytest.raises(DataError, match=rf"{path}:3: 3 columns, expected 4"):
+        read_examples(task, str(tmp_path), "dev")
+    _write(tmp_path, "dev.tsv", "index\tsentence1\tsentence2\tlabel", ["0\tA.\tB.\tentailment", "1\tA.\tB.\tmaybe"])
+    with pytest.raises(DataError, match=r"dev.tsv:3: label 'maybe' is not one of entailment, not_entailment"):
+        read_examples(task, str(tmp_path), "dev")
+    _write(tmp_path, "train.tsv", None, [])
+    with pytest.raises(DataError, match="train.tsv: the file is empty"):
+        read_examples(task, str(tmp_path), "train")
+    _write(tmp_path, "train.tsv", "index\tsentence1\tsentence2\tlabel", [])
+    with pytest.raises(DataError, match="no example after the header"):
+        read_examples(task, str(tmp_path), "train")
+    stsb = _write(tmp_path / "stsb", "dev.tsv", LAYOUTS["sts-b"][1],
+                  ["0\tmain\tf\t2012\t1\tnone\tnone\tA.\tB.\thigh"])
+    with pytest.raises(DataError, match=rf"{stsb}:2: label 'high' is not a number"):
+        read_examples(get_task("sts-b"), str(tmp_path / "stsb"), "dev")
+    with pytest.raises(ValueError, match="--task_name='glue' is not one of"):
+        get_task("glue")
+
+
+def test_generic_tsv_task(tmp_path):
+    _write(tmp_path, "train.tsv", "id\tquestion\tanswer\tjudgement", ["7\tWhy?\tBecause.\tgood", "8\tHow?\tSo.\tbad"])
+    task = get_task("tsv", labels=["good", "bad"], text_a_column="question", text_b_column="answer",
+                    label_column="judgement")
+    examples = read_examples(task, str(tmp_path), "train")
+    assert [(e.text_a, e.text_b, e.label) for e in examples] == [("Why?", "Because.", "good"), ("How?", "So.", "bad")]
+    with pytest.raises(DataError, match="no column 'sentence' in the header"):
+        read_examples(get_task("tsv", labels=["good"], text_a_column="sentence"), str(tmp_path), "train")
+
+
+def test_metrics_hand_computed():
+    predictions = np.array([1, 1, 0, 0, 1, 0, 1, 1])
+    labels = np.array([1, 0, 0, 1, 1, 0, 1, 0])
+    # tp 3, fp 2, tn 2, fn 1
+    assert metrics.accuracy(predictions, labels) == pytest.approx(5 / 8)
+    assert metrics.f1(predictions, labels) == pytest.approx(2 * 3 / (2 * 3 + 2 + 1))
+    assert metrics.matthews_corrcoef(predictions, labels) == pytest.approx((3 * 2 - 2 * 1) / np.sqrt(5 * 4 * 4 * 3))
+    x, y = [1.0, 2.0, 2.0, 3.0], [1.0, 3.0, 2.0, 4.0]
+    assert metrics.pearson(x, y) == pytest.approx(np.corrcoef(x, y)[0, 1])
+    # ranks with ties: x -> 1, 2.5, 2.5, 4; y -> 1, 3, 2, 4
+    assert metrics.spearman(x, y) == pytest.approx(np.corrcoef([1, 2.5, 2.5, 4], [1, 3, 2, 4])[0, 1])
+    assert metrics.compute(("accuracy", "f1"), predictions, labels) == {
+        "accuracy": pytest.approx(0.625), "f1": pytest.approx(6 / 9)}
