@@ -12,7 +12,6 @@ import os
 import shutil
 import tempfile
 
-import numpy as np
 import tensorflow as tf
 
 from albert_tf.modeling.pretrained import PRETRAINER_WEIGHTS, save_pretrained
@@ -142,8 +141,3 @@ def random_states(model):
             state = generator.state
             states.append(getattr(state, "value", state))
     return states
-
-
-def variables_equal(a, b):
-    """True when two lists of variables hold identical values."""
-    return len(a) == len(b) and all(np.array_equal(np.asarray(x), np.asarray(y)) for x, y in zip(a, b))
