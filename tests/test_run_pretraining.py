@@ -119,7 +119,9 @@ def test_sigkill_and_restart_ends_with_the_uninterrupted_weights(pretraining_rec
               "--nodo_eval", "--dynamic_masking")
     stdout = _interrupted_run_matches_whole(outputs, tiny_config_file, tmp_path, common, 30, 120)
     resumed_at = int(stdout.split("resuming from")[1].split("ckpt-")[1].split()[0])
-    assert 30 <= resumed_at < 120  # it really restarted mid-run, from a checkpoint of the killed run
+    # it restarted mid-run from a checkpoint of the killed run (ckpt-30's files can exist
+    # before the manager records it, so a kill in between resumes from ckpt-20)
+    assert 20 <= resumed_at < 120
 
 
 def test_records_in_the_release_format_train_and_export(pretraining_records, tiny_config_file, spm_model, tmp_path):
