@@ -48,11 +48,9 @@ def run(f):
 
 def main(argv):
     del argv
-    from albert_tf.training.checkpoints import CheckpointMismatchError
-
     try:
         run(flags.FLAGS)
-    except (ValueError, CheckpointMismatchError) as e:
+    except ValueError as e:  # includes CheckpointMismatchError
         print(f"export_tfhub: error: {e}", file=sys.stderr)
         return 2
     return 0

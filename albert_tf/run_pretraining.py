@@ -205,17 +205,11 @@ def _write_eval_results(output_dir, metrics):
 
 def main(argv):
     del argv
-    try:
-        check_flags(flags.FLAGS)  # before any TensorFlow import: bad flags fail at once
-    except ValueError as e:
-        print(f"run_pretraining: error: {e}", file=sys.stderr)
-        return 2
-    from albert_tf.training.checkpoints import CheckpointMismatchError
-    from albert_tf.training.loop import TrainingDivergedError
+    from albert_tf.training.errors import TrainingDivergedError
 
     try:
         run(flags.FLAGS)
-    except (ValueError, CheckpointMismatchError) as e:
+    except ValueError as e:  # includes CheckpointMismatchError
         print(f"run_pretraining: error: {e}", file=sys.stderr)
         return 2
     except TrainingDivergedError as e:

@@ -280,16 +280,11 @@ def test_run_directories_and_converted_directories_interoperate(pretraining_reco
     """A run_pretraining output_dir loads with from_pretrained; a converted directory is an
     init_checkpoint."""
     from albert_tf.training.checkpoints import CheckpointMismatchError, load_init_checkpoint
-    from test_training import make_loop, small_config
-    from albert_tf.training.checkpoints import TrainingCheckpoints
-    from albert_tf.training.loop import MetricsLogger, run_training
-    from test_training import iterator_for
+    from test_training import make_loop, small_config, train_small
 
     outputs, _ = pretraining_records
-    loop = make_loop(steps=10)
     run = tmp_path / "run"
-    checkpoints = TrainingCheckpoints(str(run), loop.model, loop.optimizer, 2)
-    run_training(loop, iterator_for(outputs), checkpoints, MetricsLogger(str(run), 10, stream=sys.stderr), 10, 5, 5)
+    loop = train_small(outputs, run, steps=10, iterations=5, save_every=5)[0]
     loaded = AlbertPretrainer.from_pretrained(run)
     for a, b in zip(loop.model.weights, loaded.weights):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))

@@ -33,13 +33,20 @@ def iterator_for(records, batch=16, seed=1):
     return iter(tf.distribute.get_strategy().experimental_distribute_dataset(ds))
 
 
+def train_small(records, out_dir, steps, iterations, save_every, keep=2, stop_after=None):
+    """A small loop trained for `steps` with checkpoints and logs in out_dir; returns
+    (loop, iterator, checkpoints, logger) so a test can go on with them."""
+    loop = make_loop(steps=steps)
+    iterator = iterator_for(records)
+    checkpoints = TrainingCheckpoints(str(out_dir), loop.model, loop.optimizer, keep)
+    logger = MetricsLogger(str(out_dir), steps, stream=sys.stderr)
+    run_training(loop, iterator, checkpoints, logger, steps, iterations, save_every, stop_after_steps=stop_after)
+    return loop, iterator, checkpoints, logger
+
+
 def test_loss_falls_over_a_few_hundred_steps(pretraining_records, tmp_path):
     outputs, _ = pretraining_records
-    loop = make_loop(steps=300)
-    iterator = iterator_for(outputs)
-    checkpoints = TrainingCheckpoints(str(tmp_path), loop.model, loop.optimizer, 2)
-    logger = MetricsLogger(str(tmp_path), 300, stream=sys.stderr)
-    run_training(loop, iterator, checkpoints, logger, 300, 50, 150)
+    train_small(outputs, tmp_path, steps=300, iterations=50, save_every=150)
     rows = [json.loads(l) for l in open(tmp_path / "metrics.jsonl")]
     assert [r["step"] for r in rows] == [50, 100, 150, 200, 250, 300]
     assert set(rows[0]) == {"step", "loss", "masked_lm_loss", "masked_lm_accuracy", "sentence_order_loss",
@@ -81,11 +88,8 @@ def test_gradients_are_clipped_to_global_norm_one(pretraining_records):
 
 def test_nan_loss_stops_and_keeps_the_last_good_checkpoint(pretraining_records, tmp_path):
     outputs, _ = pretraining_records
-    loop = make_loop(steps=100)
-    iterator = iterator_for(outputs)
-    checkpoints = TrainingCheckpoints(str(tmp_path), loop.model, loop.optimizer, 5)
-    logger = MetricsLogger(str(tmp_path), 100, stream=sys.stderr)
-    run_training(loop, iterator, checkpoints, logger, 100, 10, 10, stop_after_steps=20)
+    loop, iterator, checkpoints, logger = train_small(outputs, tmp_path, steps=100, iterations=10, save_every=10,
+                                                      keep=5, stop_after=20)
     good = checkpoints.manager.latest_checkpoint
     assert good.endswith("ckpt-20")
     kernel = loop.model.encoder.pooler.kernel
@@ -98,10 +102,7 @@ def test_nan_loss_stops_and_keeps_the_last_good_checkpoint(pretraining_records, 
 
 def test_init_checkpoint_loads_or_fails_loudly(pretraining_records, tmp_path):
     outputs, _ = pretraining_records
-    loop = make_loop(steps=20)
-    checkpoints = TrainingCheckpoints(str(tmp_path / "a"), loop.model, loop.optimizer, 2)
-    run_training(loop, iterator_for(outputs), checkpoints, MetricsLogger(str(tmp_path / "a"), 20, stream=sys.stderr),
-                 20, 10, 10)
+    loop = train_small(outputs, tmp_path / "a", steps=20, iterations=10, save_every=10)[0]
     fresh = make_loop(steps=20)
     prefix = load_init_checkpoint(fresh.model, str(tmp_path / "a"))
     assert prefix.endswith("ckpt-20")

@@ -77,10 +77,6 @@ def run(f):
         random_next_sentence=f.random_next_sentence,
         legacy_single_chunk_random_next=f.legacy_single_chunk_random_next,
     )
-    try:
-        options.validate()
-    except ValueError as e:
-        raise InputError(str(e)) from None
     inputs = expand_input_files(f.input_file)
     outputs = output_paths(f.output_file, f.num_output_shards)
     return create_pretraining_data(

@@ -11,9 +11,10 @@ import shutil
 import numpy as np
 
 from albert_tf.convert import hf, keras_hub, tf1
-from albert_tf.convert.rename import ConversionError, match_shapes, model_variables, rename
+from albert_tf.convert.rename import ConversionError, assign_to_model, model_variables, rename
 from albert_tf.modeling.config import AlbertConfig
 from albert_tf.modeling.encoder import AlbertEncoder
+from albert_tf.modeling.pretrained import PRETRAINER_WEIGHTS
 from albert_tf.modeling.pretrainer import AlbertPretrainer
 
 SOURCES = ("tf1", "hf", "keras_hub", "albert_tf")
@@ -24,15 +25,6 @@ FIXED_IDS = (2, 31, 51, 99, 7, 3)
 
 def _build(config, with_heads):
     return AlbertPretrainer(config) if with_heads else AlbertEncoder(config)
-
-
-def _assign(model, source, table, skip=()):
-    """Renames and checks everything before assigning anything."""
-    variables = model_variables(model)
-    values = match_shapes(rename(source, table, skip), {p: v.shape for p, v in variables.items()})
-    for path, value in values.items():
-        variables[path].assign(value.astype(variables[path].dtype))
-    return model
 
 
 def load_source(source, path, config=None):
@@ -54,24 +46,24 @@ def load_source(source, path, config=None):
             config = AlbertConfig.from_json_file(candidate)
         values = tf1.read_tf1(path)
         model = _build(config, tf1.has_heads(values))
-        return _assign(model, values, tf1.FROM_TF1, tf1.SKIP)
+        assign_to_model(model, values, tf1.FROM_TF1, tf1.SKIP)
+        return model
     if source == "hf":
         if not os.path.isdir(path):
             raise ValueError(f"--input={path}: a Hugging Face model is a directory (config.json + weights).")
         config = config or AlbertConfig.from_dict(hf.read_config(path), source=os.path.join(path, "config.json"))
         values = hf.read_weights(path)
         model = _build(config, hf.has_heads(values))
-        return _assign(model, values, hf.FROM_HF, hf.SKIP)
+        assign_to_model(model, values, hf.FROM_HF, hf.SKIP)
+        return model
     if source == "keras_hub":
         backbone = keras_hub.backbone_from_file(path, config)
         model = AlbertEncoder(config or keras_hub.config_of_backbone(backbone))
         keras_hub.load_keras_hub_backbone(backbone, model)
         return model
     if source == "albert_tf":
-        try:
-            return AlbertPretrainer.from_pretrained(path)
-        except ValueError:
-            return AlbertEncoder.from_pretrained(path)
+        with_heads = os.path.isfile(os.path.join(path, PRETRAINER_WEIGHTS))
+        return (AlbertPretrainer if with_heads else AlbertEncoder).from_pretrained(path)
     raise ValueError(f"--from must be one of {', '.join(SOURCES)}, got {source!r}.")
 
 

@@ -53,7 +53,6 @@ def load_pretrained(cls, directory, **kwargs):
     Raises:
         ValueError: naming the directory and what is missing or does not match.
     """
-    from albert_tf.modeling.encoder import AlbertEncoder
     from albert_tf.modeling.pretrainer import AlbertPretrainer
 
     directory = os.fspath(directory)
@@ -64,28 +63,25 @@ def load_pretrained(cls, directory, **kwargs):
     config = AlbertConfig.from_json_file(config_path)
     pretrainer_file = os.path.join(directory, PRETRAINER_WEIGHTS)
     encoder_file = os.path.join(directory, ENCODER_WEIGHTS)
+    has_pretrainer, has_encoder = os.path.isfile(pretrainer_file), os.path.isfile(encoder_file)
+    if issubclass(cls, AlbertPretrainer):
+        if not has_pretrainer:
+            raise ValueError(f"{directory}: no {PRETRAINER_WEIGHTS}" + (
+                f" (only {ENCODER_WEIGHTS}: the source had no pretraining heads)." if has_encoder else "."))
+        return _load(cls(config, **kwargs), pretrainer_file, directory)
+    if has_encoder:
+        return _load(cls(config, **kwargs), encoder_file, directory)
+    if has_pretrainer:  # an encoder out of a pretrainer's weights
+        return _load(AlbertPretrainer(config, **kwargs), pretrainer_file, directory).encoder
+    raise ValueError(f"{directory}: neither {ENCODER_WEIGHTS} nor {PRETRAINER_WEIGHTS}.")
+
+
+def _load(model, weights_file, directory):
     try:
-        if issubclass(cls, AlbertPretrainer):
-            if not os.path.isfile(pretrainer_file):
-                raise ValueError(f"{directory}: no {PRETRAINER_WEIGHTS}" + (
-                    f" (only {ENCODER_WEIGHTS}: the source had no pretraining heads)." if os.path.isfile(encoder_file)
-                    else "."))
-            model = cls(config, **kwargs)
-            model.load_weights(pretrainer_file)
-            return model
-        if os.path.isfile(encoder_file):
-            model = cls(config, **kwargs)
-            model.load_weights(encoder_file)
-            return model
-        if os.path.isfile(pretrainer_file):
-            pretrainer = AlbertPretrainer(config, **kwargs)
-            pretrainer.load_weights(pretrainer_file)
-            return pretrainer.encoder
-        raise ValueError(f"{directory}: neither {ENCODER_WEIGHTS} nor {PRETRAINER_WEIGHTS}.")
+        model.load_weights(weights_file)
     except ValueError as e:
-        if str(e).startswith(directory):
-            raise
         raise ValueError(f"{directory}: the weights do not match {CONFIG_NAME} ({e}).") from None
+    return model
 
 
 class PretrainedMixin:

@@ -15,10 +15,7 @@ import tempfile
 import tensorflow as tf
 
 from albert_tf.modeling.pretrained import PRETRAINER_WEIGHTS, save_pretrained
-
-
-class CheckpointMismatchError(ValueError):
-    """init_checkpoint does not match the model; the message lists every difference."""
+from albert_tf.training.errors import CheckpointMismatchError  # noqa: F401  (re-exported)
 
 
 def _latest(path):
@@ -120,7 +117,7 @@ class TrainingCheckpoints:
 
     def save(self, step):
         path = self.manager.save(checkpoint_number=int(step))
-        if self.is_chief and hasattr(self.model, "save_pretrained"):
+        if self.is_chief:
             # the newest weights also as an albert_tf pretrained directory (from_pretrained)
             save_pretrained(self.model, self.output_dir)
         if self._temp_dir:

@@ -20,16 +20,13 @@ import tensorflow as tf
 
 from albert_tf.modeling import losses
 from albert_tf.modeling.pretrainer import AlbertPretrainer
+from albert_tf.training.errors import TrainingDivergedError
 from albert_tf.training.optimizer import create_optimizer
 from albert_tf.training.schedules import WarmupPolynomialDecay
 
 MODEL_INPUTS = ("input_word_ids", "input_mask", "input_type_ids", "masked_lm_positions")
 TERMS = ("mlm_nll_sum", "mlm_correct_sum", "mlm_weight_sum", "sop_nll_sum", "sop_correct_sum", "sop_count")
 METRIC_KEYS = ("loss", "masked_lm_loss", "masked_lm_accuracy", "sentence_order_loss", "sentence_order_accuracy")
-
-
-class TrainingDivergedError(RuntimeError):
-    """The loss became NaN or infinite."""
 
 
 def metrics_from_totals(totals):
