@@ -35,8 +35,9 @@ class Task:
     labels: tuple  # () for regression
     metrics: tuple
     files: dict  # split -> file name
-    columns: dict  # split -> (a, b, label) indexes
+    columns: dict  # split -> (a, b, label) indexes; for `tsv`: header names (a, b, label)
     header: bool = True
+    by_name: bool = False  # `tsv`: columns are found by header name, in {split}.tsv
 
     @property
     def is_regression(self):
@@ -76,12 +77,17 @@ class DataError(ValueError):
 def get_task(name, labels=None, text_a_column="text_a", text_b_column="text_b", label_column="label"):
     """A task by its release name (case-insensitive), or the generic `tsv` task.
 
-    For `tsv`, columns are found by header name; `labels` (a list) makes it a
-    classification task, None a regression task.
+    For `tsv`, columns are found by header name in `{split}.tsv`; `labels` (a list)
+    makes it a classification task (metric: accuracy), None a regression task
+    (Pearson, Spearman).
     """
     key = name.lower()
     if key == "tsv":
-        return ("tsv", tuple(str(l) for l in labels) if labels else (), text_a_column, text_b_column, label_column)
+        labels = tuple(str(l) for l in labels) if labels else ()
+        names = (text_a_column, text_b_column or None, label_column)
+        return Task("tsv", labels, ("accuracy",) if labels else ("pearson", "spearman"),
+                    {s: f"{s}.tsv" for s in ("train", "dev", "test")}, {s: names for s in ("train", "dev", "test")},
+                    by_name=True)
     if key not in TASKS:
         raise ValueError(f"--task_name={name!r} is not one of {', '.join(TASKS)}, tsv.")
     return TASKS[key]
@@ -111,10 +117,10 @@ def _label(task_labels, value, path, line, regression):
 
 def read_examples(task, data_dir, split):
     """Reads `split` (train, dev, test) of `task` from `data_dir`; returns Examples."""
-    if isinstance(task, tuple):  # the generic tsv task
-        _, labels, a_name, b_name, label_name = task
-        path = os.path.join(data_dir, f"{split}.tsv")
-        rows = _rows(path)
+    path = os.path.join(data_dir, task.files[split])
+    rows = _rows(path)
+    if task.by_name:  # the generic tsv task
+        a_name, b_name, label_name = task.columns[split]
         header = rows[0]
         if a_name not in header:
             raise DataError(f"{path}:1: no column {a_name!r} in the header ({', '.join(header)}).")
@@ -124,14 +130,11 @@ def read_examples(task, data_dir, split):
         if y is None and split != "test":
             raise DataError(f"{path}:1: no label column {label_name!r} in the header.")
         width, body, first_line = len(header), rows[1:], 2
-        regression, task_labels = not labels, labels
     else:
-        path = os.path.join(data_dir, task.files[split])
-        rows = _rows(path)
         a, b, y = task.columns[split]
         body, first_line = (rows[1:], 2) if (task.header or split == "test") else (rows, 1)
         width = len(rows[0]) if (task.header or split == "test") else 4
-        regression, task_labels = task.is_regression, task.labels
+    regression, task_labels = task.is_regression, task.labels
     if not body:
         raise DataError(f"{path}: no example after the header.")
     examples = []

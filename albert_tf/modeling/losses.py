@@ -111,3 +111,20 @@ def sentence_order_loss(sop_logits, sentence_order_labels):
 def sentence_order_accuracy(sop_logits, sentence_order_labels):
     t = sentence_order_terms(sop_logits, sentence_order_labels)
     return ops.divide_no_nan(t["correct_sum"], t["count"])
+
+
+def classifier_nll(logits, labels):
+    """Per-example loss of a fine-tuned classifier, as the release's run_classifier.
+
+    Args:
+        logits: float [B, C]; C = 1 is regression.
+        labels: int [B] class ids, or float [B] targets for regression.
+
+    Returns:
+        float [B]: cross-entropy of the softmax, or squared error for regression.
+    """
+    logits = ops.cast(logits, "float32")
+    if logits.shape[-1] == 1:
+        return ops.square(ops.squeeze(logits, -1) - ops.cast(labels, "float32"))
+    ids = ops.reshape(ops.cast(labels, "int32"), (-1, 1))
+    return -ops.squeeze(ops.take_along_axis(ops.log_softmax(logits, axis=-1), ids, axis=-1), -1)

@@ -1,0 +1,103 @@
+"""The fine-tuned classifier as one SavedModel that takes raw strings.
+
+    model = tf.saved_model.load("runs/mrpc/export")      # after `import tensorflow_text`
+    model(text_a=tf.constant(["..."]), text_b=tf.constant(["..."]))
+
+Root `__call__(text_a [B], text_b [B])` (text_b only for sentence-pair tasks) and the
+same as the `serving_default` signature. Outputs: classification -> `logits` [B, C],
+`probabilities` [B, C], `label_id` int32 [B], `label` string [B] (the task's label
+names); regression -> `score` [B]. Tokenization is the preprocessing model's (the one
+the classifier was trained with), inside the SavedModel together with its SentencePiece
+asset. `dropout` is off: the classifier runs with training=False. Loading needs
+`import tensorflow_text` first (it registers the SentencePiece ops).
+"""
+
+import json
+import os
+import shutil
+
+import tensorflow as tf
+
+from albert_tf.data.classifier_pipeline import pack
+
+
+class ClassifierModule(tf.train.Checkpoint):
+    """Root object of the classifier SavedModel.
+
+    Args:
+        preprocess: the preprocessing object (loaded `preprocess/` SavedModel or a
+            PreprocessModule).
+        classifier: the fine-tuned AlbertClassifier.
+        seq_length: T used for packing.
+        labels: the task's label names; empty for regression.
+        pair: whether the task has a second text (text_b).
+    """
+
+    def __init__(self, preprocess, classifier, seq_length, labels=(), pair=False):
+        super().__init__()
+        self.preprocess = preprocess
+        self.classifier = classifier
+        self._seq_length = int(seq_length)
+        self._labels = list(labels)
+        self._pair = bool(pair)
+        self.variables = [getattr(v, "value", v) for v in classifier.weights]
+        if self._labels:
+            self._label_names = tf.constant(self._labels)
+        string = tf.TensorSpec([None], tf.string)
+        specs = {"text_a": tf.TensorSpec([None], tf.string, name="text_a")}
+        if self._pair:
+            specs["text_b"] = tf.TensorSpec([None], tf.string, name="text_b")
+        fn = self._call_pair if self._pair else self._call_single
+        self.__call__ = tf.function(fn, input_signature=[string, string] if self._pair else [string])
+        self._signature_fn = tf.function(fn, input_signature=list(specs.values()))
+
+    def _outputs(self, text_a, text_b):
+        inputs = pack(self.preprocess, text_a, text_b, self._seq_length)
+        logits = tf.cast(self.classifier(inputs, training=False), tf.float32)
+        if not self._labels:
+            return {"score": tf.squeeze(logits, -1)}
+        label_id = tf.argmax(logits, axis=-1, output_type=tf.int32)
+        return {"logits": logits, "probabilities": tf.nn.softmax(logits, axis=-1), "label_id": label_id,
+                "label": tf.gather(self._label_names, label_id)}
+
+    def _call_single(self, text_a):
+        return self._outputs(text_a, None)
+
+    def _call_pair(self, text_a, text_b):
+        return self._outputs(text_a, text_b)
+
+    def signatures(self):
+        return {"serving_default": self._signature_fn.get_concrete_function()}
+
+
+def export_classifier(preprocess, classifier, export_dir, seq_length, labels=(), pair=False, task_name=""):
+    """Writes the classifier SavedModel to export_dir atomically (temporary name, rename).
+
+    Also writes `export_dir/classifier_info.json` (task, labels, seq_length, inputs).
+
+    Returns:
+        export_dir.
+    """
+    export_dir = os.path.abspath(export_dir)
+    os.makedirs(os.path.dirname(export_dir), exist_ok=True)
+    tmp = f"{export_dir}.tmp-{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    try:
+        module = ClassifierModule(preprocess, classifier, seq_length, labels, pair)
+        tf.saved_model.save(module, tmp, signatures=module.signatures())
+        info = {"task_name": task_name, "labels": list(labels), "regression": not labels,
+                "seq_length": int(seq_length), "inputs": ["text_a", "text_b"] if pair else ["text_a"]}
+        with open(os.path.join(tmp, "classifier_info.json"), "w", encoding="utf-8") as f:
+            json.dump(info, f, indent=2)
+            f.write("\n")
+        old = None
+        if os.path.exists(export_dir):
+            old = f"{export_dir}.old-{os.getpid()}"
+            os.replace(export_dir, old)
+        os.replace(tmp, export_dir)
+        if old:
+            shutil.rmtree(old, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return export_dir

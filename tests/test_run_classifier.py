@@ -1,0 +1,216 @@
+"""run_classifier: GLUE layouts, both starting points, best checkpoint, predictions, the
+raw-string export, resume, and clear errors for bad input."""
+
+import csv
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+import tensorflow_text  # noqa: F401  (the preprocessing model's ops)
+
+ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=ROOT)
+TOPICS = os.path.join(ROOT, "notebooks", "data", "docstring_topics")
+SEQ = 32
+
+
+def _topic_rows(split):
+    with open(os.path.join(TOPICS, f"{split}.tsv"), encoding="utf-8", newline="") as f:
+        return list(csv.reader(f, delimiter="\t", quotechar=None))[1:]
+
+
+def _write(path, lines):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w", encoding="utf-8") as f:
+        f.write("".join(line + "\n" for line in lines))
+    return path
+
+
+@pytest.fixture(scope="module")
+def starting_points(spm_model, tmp_path_factory):
+    """A tiny random ALBERT as an export (encoder/ + preprocess/) and as a pretrained dir."""
+    from albert_tf import AlbertConfig, AlbertPretrainer
+    from albert_tf.export.exporter import export_tfhub
+
+    base = tmp_path_factory.mktemp("classifier_start")
+    config = AlbertConfig.from_preset("albert_tiny").replace(vocab_size=3000)
+    model = AlbertPretrainer(config)
+    pretrained = model.save_pretrained(str(base / "pretrained"))
+    hub = export_tfhub(model, spm_model, str(base / "hub"), seq_length=SEQ)
+    return {"hub": hub, "pretrained": pretrained, "spm": spm_model}
+
+
+@pytest.fixture(scope="module")
+def cola_dir(tmp_path_factory):
+    """CoLA layout (no header; source, label, star, sentence): "is it about networking?"."""
+    d = str(tmp_path_factory.mktemp("cola"))
+    rows = _topic_rows("train")
+    train = [f"src\t{int(label == 'networking')}\t\t{text}" for text, label in rows[:96]]
+    _write(os.path.join(d, "train.tsv"), train)
+    _write(os.path.join(d, "dev.tsv"), train[:48])  # dev = part of train: training must fit it
+    _write(os.path.join(d, "test.tsv"), ["index\tsentence"] + [f"{i}\t{text}" for i, (text, _) in
+                                                                enumerate(rows[200:210])])
+    return d
+
+
+@pytest.fixture(scope="module")
+def stsb_dir(tmp_path_factory):
+    """STS-B layout (10 columns with header; score 5 when both sentences share a topic)."""
+    d = str(tmp_path_factory.mktemp("stsb"))
+    rows = _topic_rows("dev")
+    header = "index\tgenre\tfilename\tyear\told_index\tsource1\tsource2\tsentence1\tsentence2\tscore"
+    pairs = [f"{i}\tmain\tf\t2026\t{i}\ts1\ts2\t{a}\t{b}\t{5.0 if la == lb else 0.0:.3f}"
+             for i, ((a, la), (b, lb)) in enumerate(zip(rows[:64], rows[64:128]))]
+    _write(os.path.join(d, "train.tsv"), [header] + pairs[:48])
+    _write(os.path.join(d, "dev.tsv"), [header] + pairs[48:])
+    return d
+
+
+def classifier_cmd(*args):
+    return [sys.executable, "-m", "albert_tf.run_classifier", f"--max_seq_length={SEQ}", "--train_batch_size=16",
+            "--eval_batch_size=16", "--predict_batch_size=4", *args]
+
+
+def _jsonl(path):
+    with open(path) as f:
+        return [json.loads(line) for line in f]
+
+
+def _tsv(path):
+    with open(path, encoding="utf-8") as f:
+        return [line.rstrip("\n").split("\t") for line in f][1:]
+
+
+def test_cola_from_the_export_best_checkpoint_predictions_and_raw_string_export(starting_points, cola_dir,
+                                                                                 tmp_path):
+    out, export = str(tmp_path / "run"), str(tmp_path / "classifier")
+    result = subprocess.run(
+        classifier_cmd("--task_name=CoLA", f"--data_dir={cola_dir}", f"--output_dir={out}",
+                       f"--albert_hub_module_handle={starting_points['hub']}", "--do_train", "--do_eval",
+                       "--do_predict", "--learning_rate=2e-3", "--train_step=60", "--warmup_step=6",
+                       "--save_checkpoints_steps=20", "--iterations_per_loop=10", "--keep_checkpoint_max=1",
+                       f"--export_dir={export}"),
+        capture_output=True, text=True, env=ENV, cwd=ROOT, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "ETA" in result.stdout and "best dev matthews_corrcoef" in result.stdout
+
+    records = _jsonl(os.path.join(out, "metrics.jsonl"))
+    train = [r for r in records if r["split"] == "train"]
+    dev = [r for r in records if r["split"] == "dev"]
+    assert [r["step"] for r in train] == [10, 20, 30, 40, 50, 60]
+    assert [r["step"] for r in dev] == [20, 40, 60]
+    assert train[-1]["loss"] < train[0]["loss"]  # it learns
+    assert train[0]["learning_rate"] > train[-1]["learning_rate"]  # linear decay after warmup
+
+    # the best dev checkpoint is kept even when newer ones pushed it out of keep_checkpoint_max
+    summary = json.load(open(os.path.join(out, "eval_results.json")))
+    best = max(dev, key=lambda r: (r["matthews_corrcoef"], -r["step"]))
+    assert summary["best_step"] == best["step"] and summary["metric"] == "matthews_corrcoef"
+    assert summary["matthews_corrcoef"] == pytest.approx(best["matthews_corrcoef"])
+    assert set(summary["majority_baseline"]) == {"matthews_corrcoef", "accuracy"}
+    assert tf.train.latest_checkpoint(os.path.join(out, "best")).endswith(f"ckpt-{best['step']}")
+    assert tf.train.latest_checkpoint(out).endswith("ckpt-60")
+    assert len(tf.train.get_checkpoint_state(out).all_model_checkpoint_paths) == 1
+    assert os.path.getsize(os.path.join(out, "training_curves.png")) > 10_000
+
+    dev_rows = _tsv(os.path.join(out, "dev_predictions.tsv"))
+    assert len(dev_rows) == 48 and {r[2] for r in dev_rows} <= {"0", "1"}
+    accuracy = np.mean([r[2] == r[3] for r in dev_rows])
+    assert accuracy == pytest.approx(summary["accuracy"])
+    test_rows = _tsv(os.path.join(out, "test_results.tsv"))
+    assert [r[0] for r in test_rows] == [str(i) for i in range(10)]
+
+    # the export takes raw strings and reproduces the best checkpoint's dev predictions
+    model = tf.saved_model.load(export)
+    sentences = [line.split("\t")[3] for line in open(os.path.join(cola_dir, "dev.tsv"), encoding="utf-8")
+                 .read().splitlines()]
+    outputs = model(tf.constant(sentences))
+    assert [x.decode() for x in outputs["label"].numpy()] == [r[2] for r in dev_rows]
+    np.testing.assert_array_equal(outputs["logits"].numpy(), model(tf.constant(sentences))["logits"].numpy())
+    serving = model.signatures["serving_default"](text_a=tf.constant(sentences[:3]))
+    np.testing.assert_allclose(serving["probabilities"].numpy().sum(-1), 1.0, rtol=1e-5)
+    info = json.load(open(os.path.join(export, "classifier_info.json")))
+    assert info["labels"] == ["0", "1"] and info["inputs"] == ["text_a"] and info["seq_length"] == SEQ
+
+
+def test_sts_b_regression_from_an_albert_tf_checkpoint_in_process(starting_points, stsb_dir, tmp_path):
+    from absl import flags
+
+    from albert_tf import run_classifier
+
+    values = flags.FlagValues()
+    run_classifier.define_flags(values)
+    values([
+        "run_classifier", "--task_name=sts-b", f"--data_dir={stsb_dir}", f"--output_dir={tmp_path / 'run'}",
+        f"--init_checkpoint={starting_points['pretrained']}", f"--spm_model_file={starting_points['spm']}",
+        f"--max_seq_length={SEQ}", "--do_train", "--do_eval", "--train_batch_size=8", "--eval_batch_size=8",
+        "--train_step=12", "--save_checkpoints_steps=6", "--iterations_per_loop=6", "--learning_rate=1e-3",
+        f"--export_dir={tmp_path / 'export'}"])
+    results = run_classifier.run(values, stream=open(os.devnull, "w"))
+    assert results["final_step"] == 12 and results["labels"] == []
+    summary = results["eval"]
+    assert {"pearson", "spearman", "loss"} <= set(summary) and summary["metric"] == "pearson"
+    assert -1 <= summary["pearson"] <= 1
+    rows = _tsv(os.path.join(tmp_path / "run", "dev_predictions.tsv"))
+    assert len(rows) == 16 and all(float(r[2]) == pytest.approx(float(r[2])) for r in rows)
+
+    model = tf.saved_model.load(str(tmp_path / "export"))
+    dev = [line.split("\t") for line in open(os.path.join(stsb_dir, "dev.tsv"), encoding="utf-8")
+           .read().splitlines()[1:]]
+    scores = model(tf.constant([r[7] for r in dev]), tf.constant([r[8] for r in dev]))["score"].numpy()
+    np.testing.assert_allclose(scores, [float(r[2]) for r in rows], atol=1e-5)
+
+    # a second run with more steps resumes from the newest checkpoint
+    values["train_step"].value = 18
+    values["export_dir"].value = None
+    buffer = _Capture()
+    assert run_classifier.run(values, stream=buffer)["final_step"] == 18, buffer.text
+    assert "resuming from" in buffer.text and "ckpt-12" in buffer.text
+
+
+class _Capture:
+    def __init__(self):
+        self.text = ""
+
+    def write(self, s):
+        self.text += s
+
+    def flush(self):
+        pass
+
+
+@pytest.mark.parametrize("files, extra, message", [
+    ({"train.tsv": ["src\t1\t\tfine", "src\t0\tonly three"]}, [], r"train.tsv:2: 3 columns, expected 4"),
+    ({"train.tsv": ["src\t1\t\tfine", "src\tyes\t\tbad label"]}, [], r"train.tsv:2: label 'yes' is not one of 0, 1"),
+    ({"train.tsv": []}, [], r"train.tsv: the file is empty"),
+    ({"train.tsv": ["src\t1\t\tfine"]}, ["--task_name=glue"], r"--task_name='glue' is not one of cola, sst-2"),
+    ({"train.tsv": ["src\t1\t\tfine"]}, ["--albert_hub_module_handle=/nonexistent"], r"no encoder/saved_model.pb"),
+])
+def test_bad_input_names_the_file_and_line(tmp_path, spm_model, files, extra, message):
+    for name, lines in files.items():
+        _write(str(tmp_path / "data" / name), lines)
+    args = ["--task_name=cola", f"--data_dir={tmp_path / 'data'}", f"--output_dir={tmp_path / 'out'}",
+            f"--spm_model_file={spm_model}", f"--albert_config_file={os.path.join(ROOT, 'configs', 'albert_demo.json')}",
+            "--do_train", *extra]
+    result = subprocess.run(classifier_cmd(*args), capture_output=True, text=True, env=ENV, cwd=ROOT, timeout=120)
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert "Traceback" not in result.stderr
+    import re
+
+    assert re.search(message, result.stderr), result.stderr
+    assert not os.path.exists(tmp_path / "out")  # nothing written for bad input
+
+
+def test_shipped_topic_task_is_balanced_and_disjoint():
+    from albert_tf.data.classifier_data import get_task, read_examples
+
+    task = get_task("tsv", labels=["networking", "numbers", "text", "concurrency"], text_a_column="sentence")
+    train, dev = read_examples(task, TOPICS, "train"), read_examples(task, TOPICS, "dev")
+    for examples, per_class in ((train, 448), (dev, 112)):
+        counts = {label: sum(e.label == label for e in examples) for label in task.labels}
+        assert set(counts.values()) == {per_class}
+    assert not {e.text_a for e in train} & {e.text_a for e in dev}

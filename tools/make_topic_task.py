@@ -1,0 +1,131 @@
+"""Writes the labelled task shipped with the repo: the topic of a Python docstring sentence.
+
+    python tools/make_topic_task.py --output_dir=notebooks/data/docstring_topics
+
+Four balanced classes of real English sentences from the docstrings of the Python 3.11
+standard library (read with `ast`, nothing imported), labelled by the modules they
+document:
+
+    networking   http, urllib, email, smtplib, ftplib, imaplib, poplib, socket, ssl, ...
+    numbers      decimal, fractions, statistics, random, numbers, datetime, calendar, ...
+    text         re, string, textwrap, difflib, codecs, html, gettext, json, csv, ...
+    concurrency  asyncio, concurrent, multiprocessing, threading, queue, subprocess, ...
+
+Output: `train.tsv` and `dev.tsv` with the header `sentence<TAB>label`, the layout of
+`run_classifier --task_name=tsv --text_a_column=sentence`. Sentences are deduplicated,
+each class is capped at --per_class sentences (chosen by a hash of the text, so the
+output does not depend on file order), and the dev split is chosen by the same hash, so
+no sentence is in both files. Available offline on any machine with Python 3.11.
+"""
+
+import ast
+import os
+import sys
+import sysconfig
+import zlib
+
+from absl import app, flags
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from make_sample_corpus import docstring_sentences  # noqa: E402
+
+TOPICS = {
+    "networking": ("http", "urllib", "email", "smtplib.py", "ftplib.py", "imaplib.py", "poplib.py", "socket.py",
+                   "ssl.py", "xmlrpc", "socketserver.py", "mailbox.py", "nntplib.py", "wsgiref", "ipaddress.py"),
+    "numbers": ("decimal.py", "_pydecimal.py", "fractions.py", "statistics.py", "random.py", "numbers.py",
+                "datetime.py", "calendar.py", "colorsys.py"),
+    "text": ("re", "string.py", "textwrap.py", "difflib.py", "codecs.py", "html", "gettext.py", "json", "csv.py",
+             "locale.py", "stringprep.py", "shlex.py", "tokenize.py"),
+    "concurrency": ("asyncio", "concurrent", "multiprocessing", "threading.py", "queue.py", "subprocess.py",
+                    "sched.py", "selectors.py"),
+}
+LABELS = tuple(TOPICS)
+
+
+def define_flags():
+    """Defines this tool's flags (only when run as a script, so it can be imported)."""
+    flags.DEFINE_string("output_dir", "notebooks/data/docstring_topics", "Where to write train.tsv and dev.tsv.")
+    flags.DEFINE_integer("per_class", 560, "Sentences per class (train + dev).")
+    flags.DEFINE_float("dev_fraction", 0.2, "Share of each class in dev.tsv.")
+
+
+def _files(stdlib, name):
+    path = os.path.join(stdlib, name)
+    if name.endswith(".py"):
+        return [path] if os.path.isfile(path) else []
+    found = []
+    for dirpath, dirnames, filenames in os.walk(path):
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith("test") and d != "__pycache__")
+        found.extend(os.path.join(dirpath, f) for f in sorted(filenames) if f.endswith(".py"))
+    return found
+
+
+def topic_sentences(topic, stdlib=None):
+    """The distinct docstring sentences (5 to 40 words) of a topic's modules, sorted."""
+    stdlib = stdlib or sysconfig.get_paths()["stdlib"]
+    sentences = set()
+    for name in TOPICS[topic]:
+        for path in _files(stdlib, name):
+            with open(path, encoding="utf-8") as f:
+                tree = ast.parse(f.read(), path)
+            for node in ast.walk(tree):
+                if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+                    doc = ast.get_docstring(node)
+                    for sentence in docstring_sentences(doc) if doc else ():
+                        if 5 <= len(sentence.split()) <= 40:
+                            sentences.add(" ".join(sentence.split()))
+    return sorted(sentences)
+
+
+def _hash(text):
+    return zlib.crc32(text.encode("utf-8"))
+
+
+def make_task(per_class=560, dev_fraction=0.2):
+    """-> (train rows, dev rows) of (sentence, label); ValueError if a class is too small."""
+    seen, train, dev = set(), [], []
+    for topic in LABELS:
+        sentences = [s for s in topic_sentences(topic) if s not in seen]
+        if len(sentences) < per_class:
+            raise ValueError(f"topic {topic!r} has {len(sentences)} sentences, fewer than --per_class={per_class}.")
+        chosen = sorted(sentences, key=lambda s: (_hash(s), s))[:per_class]
+        seen.update(chosen)
+        n_dev = int(round(per_class * dev_fraction))
+        by_split = sorted(chosen, key=lambda s: (_hash("dev:" + s), s))
+        dev.extend((s, topic) for s in by_split[:n_dev])
+        train.extend((s, topic) for s in by_split[n_dev:])
+    # interleave the classes in a fixed pseudo-random order
+    return sorted(train, key=lambda r: _hash(r[0])), sorted(dev, key=lambda r: _hash(r[0]))
+
+
+def write_tsv(path, rows):
+    tmp = f"{path}.tmp-{os.getpid()}"
+    with open(tmp, "w", encoding="utf-8", newline="") as f:
+        f.write("sentence\tlabel\n")
+        for sentence, label in rows:
+            f.write(f"{sentence}\t{label}\n")
+    os.replace(tmp, path)
+
+
+def main(argv):
+    del argv
+    f = flags.FLAGS
+    if not 0 < f.dev_fraction < 1 or f.per_class < 10:
+        print("make_topic_task: error: need 0 < --dev_fraction < 1 and --per_class >= 10.", file=sys.stderr)
+        return 2
+    try:
+        train, dev = make_task(f.per_class, f.dev_fraction)
+    except ValueError as e:
+        print(f"make_topic_task: error: {e}", file=sys.stderr)
+        return 2
+    os.makedirs(f.output_dir, exist_ok=True)
+    write_tsv(os.path.join(f.output_dir, "train.tsv"), train)
+    write_tsv(os.path.join(f.output_dir, "dev.tsv"), dev)
+    print(f"wrote {f.output_dir}/train.tsv ({len(train)} rows) and dev.tsv ({len(dev)} rows); "
+          f"labels: {', '.join(LABELS)}")
+    return 0
+
+
+if __name__ == "__main__":
+    define_flags()
+    app.run(main)
