@@ -201,8 +201,8 @@ def write_predictions(path, examples, predictions, labels, with_gold):
     _write_atomic(path, "\n".join(lines) + "\n")
 
 
-def plot_curves(records, path, metric):
-    """Train loss and the dev metric against the step, as a PNG."""
+def plot_curves(records, path, metric, baseline=None):
+    """Train loss and the dev metric (beside the majority-class baseline) against the step, as a PNG."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -215,6 +215,8 @@ def plot_curves(records, path, metric):
     if dev:
         axes[0].plot([r["step"] for r in dev], [r["loss"] for r in dev], "o-", label="dev loss")
         axes[1].plot([r["step"] for r in dev], [r[metric] for r in dev], "o-", label=f"dev {metric}")
+    if baseline is not None:
+        axes[1].axhline(baseline, color="gray", linestyle="--", label="majority baseline")
     axes[0].set_title("loss")
     axes[1].set_title(f"dev {metric}")
     for ax in axes:
@@ -328,7 +330,8 @@ def run(f, stream=sys.stdout):
         results["eval"] = summary
     records = _read_jsonl(metrics_path)
     if records:
-        results["curves"] = plot_curves(records, os.path.join(f.output_dir, "training_curves.png"), key)
+        baseline = results["eval"]["majority_baseline"][key] if "eval" in results else None
+        results["curves"] = plot_curves(records, os.path.join(f.output_dir, "training_curves.png"), key, baseline)
     if f.do_predict:
         logits, _ = predict(splits["test"], f.predict_batch_size)
         path = os.path.join(f.output_dir, "test_results.tsv")

@@ -80,3 +80,17 @@ def pretraining_records(sample_corpus, spm_model, tmp_path_factory):
         [sample_corpus], outputs, spm_model, InstanceOptions(max_seq_length=128),
         dupe_factor=2, num_workers=1, progress_stream=None)
     return outputs, summary
+
+
+@pytest.fixture(scope="session")
+def tiny_export(spm_model, tmp_path_factory):
+    """A tiny random ALBERT (albert_tiny, vocab 3000) as an export (encoder/ + preprocess/,
+    seq 32) and as an albert_tf pretrained directory, for the fine-tuning tests."""
+    from albert_tf import AlbertConfig, AlbertPretrainer
+    from albert_tf.export.exporter import export_tfhub
+
+    base = tmp_path_factory.mktemp("tiny_export")
+    model = AlbertPretrainer(AlbertConfig.from_preset("albert_tiny").replace(vocab_size=3000))
+    pretrained = model.save_pretrained(str(base / "pretrained"))
+    hub = export_tfhub(model, spm_model, str(base / "hub"), seq_length=32)
+    return {"hub": hub, "pretrained": pretrained, "spm": spm_model}

@@ -31,20 +31,6 @@ def _write(path, lines):
 
 
 @pytest.fixture(scope="module")
-def starting_points(spm_model, tmp_path_factory):
-    """A tiny random ALBERT as an export (encoder/ + preprocess/) and as a pretrained dir."""
-    from albert_tf import AlbertConfig, AlbertPretrainer
-    from albert_tf.export.exporter import export_tfhub
-
-    base = tmp_path_factory.mktemp("classifier_start")
-    config = AlbertConfig.from_preset("albert_tiny").replace(vocab_size=3000)
-    model = AlbertPretrainer(config)
-    pretrained = model.save_pretrained(str(base / "pretrained"))
-    hub = export_tfhub(model, spm_model, str(base / "hub"), seq_length=SEQ)
-    return {"hub": hub, "pretrained": pretrained, "spm": spm_model}
-
-
-@pytest.fixture(scope="module")
 def cola_dir(tmp_path_factory):
     """CoLA layout (no header; source, label, star, sentence): "is it about networking?"."""
     d = str(tmp_path_factory.mktemp("cola"))
@@ -85,12 +71,12 @@ def _tsv(path):
         return [line.rstrip("\n").split("\t") for line in f][1:]
 
 
-def test_cola_from_the_export_best_checkpoint_predictions_and_raw_string_export(starting_points, cola_dir,
+def test_cola_from_the_export_best_checkpoint_predictions_and_raw_string_export(tiny_export, cola_dir,
                                                                                  tmp_path):
     out, export = str(tmp_path / "run"), str(tmp_path / "classifier")
     result = subprocess.run(
         classifier_cmd("--task_name=CoLA", f"--data_dir={cola_dir}", f"--output_dir={out}",
-                       f"--albert_hub_module_handle={starting_points['hub']}", "--do_train", "--do_eval",
+                       f"--albert_hub_module_handle={tiny_export['hub']}", "--do_train", "--do_eval",
                        "--do_predict", "--learning_rate=2e-3", "--train_step=60", "--warmup_step=6",
                        "--save_checkpoints_steps=20", "--iterations_per_loop=10", "--keep_checkpoint_max=1",
                        f"--export_dir={export}"),
@@ -137,7 +123,7 @@ def test_cola_from_the_export_best_checkpoint_predictions_and_raw_string_export(
     assert info["labels"] == ["0", "1"] and info["inputs"] == ["text_a"] and info["seq_length"] == SEQ
 
 
-def test_sts_b_regression_from_an_albert_tf_checkpoint_in_process(starting_points, stsb_dir, tmp_path):
+def test_sts_b_regression_from_an_albert_tf_checkpoint_in_process(tiny_export, stsb_dir, tmp_path):
     from absl import flags
 
     from albert_tf import run_classifier
@@ -146,7 +132,7 @@ def test_sts_b_regression_from_an_albert_tf_checkpoint_in_process(starting_point
     run_classifier.define_flags(values)
     values([
         "run_classifier", "--task_name=sts-b", f"--data_dir={stsb_dir}", f"--output_dir={tmp_path / 'run'}",
-        f"--init_checkpoint={starting_points['pretrained']}", f"--spm_model_file={starting_points['spm']}",
+        f"--init_checkpoint={tiny_export['pretrained']}", f"--spm_model_file={tiny_export['spm']}",
         f"--max_seq_length={SEQ}", "--do_train", "--do_eval", "--train_batch_size=8", "--eval_batch_size=8",
         "--train_step=12", "--save_checkpoints_steps=6", "--iterations_per_loop=6", "--learning_rate=1e-3",
         f"--export_dir={tmp_path / 'export'}"])
@@ -214,3 +200,30 @@ def test_shipped_topic_task_is_balanced_and_disjoint():
         counts = {label: sum(e.label == label for e in examples) for label in task.labels}
         assert set(counts.values()) == {per_class}
     assert not {e.text_a for e in train} & {e.text_a for e in dev}
+
+
+def test_fine_tuning_loop_mirrored_two_cpus_matches_one_device():
+    """The classifier's gradients are summed over replicas before clipping (not averaged
+    or left per replica): 2 replicas x 4 examples train exactly as 1 x 8."""
+    result = subprocess.run([sys.executable, os.path.join(ROOT, "tests", "distributed_helpers.py"),
+                             "finetune_mirrored_vs_one_device"], capture_output=True, text=True, env=ENV,
+                            timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    data = json.loads(result.stdout.strip().splitlines()[-1])
+    assert data["mirrored"]["replicas"] == 2 and data["one_device"]["replicas"] == 1
+    np.testing.assert_allclose(data["mirrored"]["losses"], data["one_device"]["losses"], atol=1e-5, rtol=0)
+    assert data["mirrored"]["losses"][-1] < data["mirrored"]["losses"][0]
+
+
+def test_make_topic_task_is_balanced_disjoint_and_deterministic():
+    sys.path.insert(0, os.path.join(ROOT, "tools"))
+    import make_topic_task
+
+    train, dev = make_topic_task.make_task(per_class=40, dev_fraction=0.25)
+    assert len(train) == 4 * 30 and len(dev) == 4 * 10
+    assert {label for _, label in dev} == set(make_topic_task.LABELS)
+    assert not {s for s, _ in train} & {s for s, _ in dev}
+    assert all("\t" not in s and "\n" not in s for s, _ in train + dev)
+    assert make_topic_task.make_task(per_class=40, dev_fraction=0.25) == (train, dev)
+    with pytest.raises(ValueError, match="fewer than --per_class"):
+        make_topic_task.make_task(per_class=100_000)

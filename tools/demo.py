@@ -2,11 +2,13 @@
 
     python tools/demo.py --output_dir=demo_output
 
-Steps so far: sample corpus -> SentencePiece -> pretraining TFRecords (MLM + SOP) ->
-a tf.data batch with dynamic masking -> pretraining (configs/demo.flags) with loss
-curves -> TF-Hub-style export -> the exported encoder run through hub.KerasLayer on a
-real sentence -> the parameter table. Each step prints what it did and how long it took;
-results are written under --output_dir.
+Steps: sample corpus -> SentencePiece -> pretraining TFRecords (MLM + SOP) -> a tf.data
+batch with dynamic masking -> pretraining (configs/demo.flags) with loss curves ->
+TF-Hub-style export -> the exported encoder run through hub.KerasLayer on a real sentence
+-> fine-tuning through hub.KerasLayer (notebooks/finetune_with_hub.ipynb, executed) on the
+shipped docstring-topics task -> fine-tuning with run_classifier (Keras 3) and its
+raw-string classifier export -> the parameter table. Each step prints what it did and how
+long it took; results are written under --output_dir.
 """
 
 import os
@@ -25,6 +27,16 @@ def define_flags():
     flags.DEFINE_string("output_dir", "demo_output", "Where the demo writes its files.")
     flags.DEFINE_integer("vocab_size", 5000, "SentencePiece vocabulary of the demo.")
     flags.DEFINE_integer("pretrain_steps", 800, "Pretraining steps (configs/demo.flags has 800).")
+    flags.DEFINE_integer("finetune_epochs", 6, "Epochs of the notebook's hub.KerasLayer fine-tuning.")
+    flags.DEFINE_integer("classifier_steps", 400, "run_classifier training steps.")
+
+
+NOTEBOOK = os.path.join(ROOT, "notebooks", "finetune_with_hub.ipynb")
+TOPICS = os.path.join(ROOT, "notebooks", "data", "docstring_topics")
+TOPIC_LABELS = "networking,numbers,text,concurrency"
+NEW_SENTENCES = ["Open a connection to the host and send the request headers.",
+                 "Return the median of the numeric data.",
+                 "Start a pool of worker processes and wait for the results."]
 
 
 SENTENCE = "Return the first release in which this feature was recognized."
@@ -58,6 +70,51 @@ def hub_forward_pass(export_dir):
     print(f"      pooled_output[0, :4] = [{first}]")
 
 
+def run_notebook(export_dir, out, epochs):
+    """Executes the fine-tuning notebook on the demo export, printing its output live."""
+    import json
+    import logging
+
+    import nbformat
+    from nbclient import NotebookClient
+
+    logging.getLogger("traitlets").setLevel(logging.WARNING)  # nbclient's "Executing notebook..." line
+
+    class LiveClient(NotebookClient):
+        def output(self, outs, msg, display_id, cell_index):
+            if msg["msg_type"] == "stream" and msg["content"]["name"] == "stdout":
+                for line in msg["content"]["text"].splitlines():
+                    if line.strip():
+                        print(f"      {line}", flush=True)
+            return super().output(outs, msg, display_id, cell_index)
+
+    finetune_dir = os.path.join(out, "finetune_hub")
+    os.environ.update(ALBERT_EXPORT_DIR=export_dir, ALBERT_OUTPUT_DIR=finetune_dir, ALBERT_EPOCHS=str(epochs),
+                      ALBERT_DATA_DIR=TOPICS)
+    nb = nbformat.read(NOTEBOOK, as_version=4)
+    LiveClient(nb, timeout=1800, kernel_name="python3", resources={"metadata": {"path": os.path.dirname(NOTEBOOK)}}
+               ).execute()
+    nbformat.write(nb, os.path.join(out, "finetune_with_hub.ipynb"))
+    with open(os.path.join(finetune_dir, "finetune_results.json")) as f:
+        results = json.load(f)
+    print(f"      => dev accuracy {results['dev_accuracy']:.4f} beside the majority-class baseline "
+          f"{results['majority_baseline']:.4f}; executed notebook {out}/finetune_with_hub.ipynb, curves "
+          f"{finetune_dir}/finetune_curves.png")
+    return results
+
+
+def classify_new_sentences(export_dir):
+    """The run_classifier export: raw strings in, labels out."""
+    import tensorflow as tf
+    import tensorflow_text  # noqa: F401  (registers the SentencePiece ops)
+
+    model = tf.saved_model.load(export_dir)
+    outputs = model(tf.constant(NEW_SENTENCES))
+    for sentence, label, probabilities in zip(NEW_SENTENCES, outputs["label"].numpy(),
+                                              outputs["probabilities"].numpy()):
+        print(f"      {label.decode():>12} {probabilities.max():.2f}  {sentence}")
+
+
 def read_batch(pattern, vocab_size, spm_model):
     """Reads one batch through the tf.data pipeline, re-masked in the graph."""
     from albert_tf.data.pipeline import DynamicMasking, pretraining_dataset
@@ -78,7 +135,7 @@ def main(argv):
     del argv
     out = os.path.abspath(flags.FLAGS.output_dir)
     os.makedirs(out, exist_ok=True)
-    total = 8
+    total = 10
     start = time.time()
     corpus = os.path.join(out, "sample_corpus.txt")
     _step(1, total, "sample corpus from installed Python docstrings",
@@ -104,9 +161,35 @@ def main(argv):
           ["tools/plot_metrics.py", f"--run_dir={run_dir}", f"--output={os.path.join(out, 'pretraining_curves.png')}"])
     print(f"\n[7/{total}] the exported encoder through hub.KerasLayer on a real sentence", flush=True)
     hub_forward_pass(export_dir)
-    _step(8, total, "parameter table (paper Tables 1 and 5)",
+    print(f"\n[8/{total}] fine-tuning through hub.KerasLayer (tf_keras): notebooks/finetune_with_hub.ipynb on the "
+          "docstring-topics task", flush=True)
+    step_start = time.time()
+    run_notebook(export_dir, out, flags.FLAGS.finetune_epochs)
+    print(f"      done in {time.time() - step_start:.1f}s", flush=True)
+    classifier_dir = os.path.join(out, "classifier")
+    _step(9, total, "fine-tuning with run_classifier (Keras 3) from the export, best dev checkpoint, raw-string export",
+          ["-m", "albert_tf.run_classifier", "--task_name=tsv", f"--labels={TOPIC_LABELS}",
+           "--text_a_column=sentence", f"--data_dir={TOPICS}", f"--albert_hub_module_handle={export_dir}",
+           f"--output_dir={classifier_dir}", "--do_train", "--do_eval", "--max_seq_length=64",
+           "--train_batch_size=32", "--eval_batch_size=64", "--learning_rate=5e-4",
+           f"--train_step={flags.FLAGS.classifier_steps}", f"--warmup_step={flags.FLAGS.classifier_steps // 10}",
+           "--save_checkpoints_steps=100", "--iterations_per_loop=50", "--keep_checkpoint_max=2",
+           f"--export_dir={os.path.join(classifier_dir, 'export')}"])
+    _print_classifier_summary(classifier_dir)
+    classify_new_sentences(os.path.join(classifier_dir, "export"))
+    _step(10, total, "parameter table (paper Tables 1 and 5)",
           ["-m", "albert_tf.param_table", f"--output_dir={out}"])
     print(f"\ndemo finished in {time.time() - start:.0f}s; files in {out}")
+
+
+def _print_classifier_summary(classifier_dir):
+    import json
+
+    with open(os.path.join(classifier_dir, "eval_results.json")) as f:
+        summary = json.load(f)
+    print(f"      => dev accuracy {summary['accuracy']:.4f} (best, step {summary['best_step']}) beside the "
+          f"majority-class baseline {summary['majority_baseline']['accuracy']:.4f}; curves "
+          f"{classifier_dir}/training_curves.png")
 
 
 if __name__ == "__main__":

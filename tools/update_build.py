@@ -24,6 +24,8 @@ THIRD_PARTY = {
     "keras": "keras",
     "keras_hub": "keras-hub",
     "matplotlib": "matplotlib",
+    "nbclient": "nbclient",
+    "nbformat": "nbformat",
     "numpy": "numpy",
     "pytest": "pytest",
     "safetensors": "safetensors",
@@ -33,6 +35,10 @@ THIRD_PARTY = {
     "tensorflow_text": "tensorflow-text",
     "tf_keras": "tf-keras",
 }
+# imported only when present (not in requirements.txt): torch reads pytorch_model.bin files
+OPTIONAL = {"torch"}
+# packages needed at run time beside an import: nbclient starts an ipykernel kernel
+RUNTIME_EXTRAS = {"nbclient": ("ipykernel",)}
 SUPPORT = ("tests/conftest.py", "tests/harness.py", "tests/bazel_pytest_main.py")
 
 
@@ -67,13 +73,24 @@ def _imports(path):
     return names, has_main
 
 
+def _local_modules():
+    """Script modules imported by their siblings (tools/, tests/, benchmarks/ are on sys.path there)."""
+    return {os.path.basename(p)[: -len(".py")] for folder in ("tools", "tests", "benchmarks")
+            for p in _python_files(folder)}
+
+
 def _deps(path, libraries):
     names, _ = _imports(path)
     internal, external = set(), set()
+    local = _local_modules()
     for name in names:
         top = name.split(".")[0]
         if top in THIRD_PARTY:
             external.add(THIRD_PARTY[top])
+            external.update(RUNTIME_EXTRAS.get(top, ()))
+        elif top not in sys.stdlib_module_names and top not in local and top not in OPTIONAL and top != "albert_tf":
+            raise ValueError(f"{path} imports {top!r}, which is neither the standard library, albert_tf nor a "
+                             "package in THIRD_PARTY: add it to requirements.txt and THIRD_PARTY.")
         elif top == "albert_tf":
             # the longest module prefix that is a library of ours
             parts = name.split(".")
@@ -134,7 +151,7 @@ def generate():
             "py_test", target_name(path)[len("tests_"):], [path, "tests/bazel_pytest_main.py"],
             _deps(path, libraries),
             ['main = "tests/bazel_pytest_main.py"', f'args = ["$(location {path})"]',
-             'data = glob(["configs/**", "tools/**", "albert_tf/**"])'],
+             'data = glob(["configs/**", "tools/**", "albert_tf/**", "notebooks/**"])'],
         )]
     return "\n".join(blocks) + "\n"
 
