@@ -311,10 +311,11 @@ def run(f, stream=sys.stdout):
                 if f.do_eval:
                     evaluate(step)
     results["final_step"] = loop.step  # before the best checkpoint is restored below
-    if f.do_eval:
-        if checkpoints.best is None:  # no training here: evaluate the starting (or resumed) model
-            evaluate(loop.step)
+    if f.do_eval and checkpoints.best is None:  # no training here: evaluate the starting (or resumed) model
+        evaluate(loop.step)
+    if checkpoints.best is not None:  # predictions and the export come from the best dev checkpoint
         checkpoints.restore_best()
+    if f.do_eval:
         best = checkpoints.best
         logits, _ = predict(splits["dev"], f.eval_batch_size)
         write_predictions(os.path.join(f.output_dir, "dev_predictions.tsv"), splits["dev"],
