@@ -11,7 +11,7 @@ EXPORT_PATH/preprocess (strings -> encoder inputs).
 import os
 import sys
 
-from absl import app, flags
+from absl import app, flags, logging
 
 
 def define_flags():
@@ -48,6 +48,8 @@ def run(f):
 
 def main(argv):
     del argv
+    if not flags.FLAGS["verbosity"].present:
+        logging.set_verbosity(logging.WARNING)  # TensorFlow's SavedModel writer logs at INFO
     try:
         run(flags.FLAGS)
     except ValueError as e:  # includes CheckpointMismatchError

@@ -144,8 +144,8 @@ def run(f):
         num_train_steps=f.num_train_steps, num_warmup_steps=f.num_warmup_steps,
         start_warmup_step=f.start_warmup_step, poly_power=f.poly_power, jit_compile=f.jit_compile,
         use_one_hot_embeddings=f.use_one_hot_embeddings, dtype_policy=f.dtype_policy)
-    logging.info("strategy %s with %d replicas; global batch %d", type(strategy).__name__,
-                 strategy.num_replicas_in_sync, f.train_batch_size)
+    print(f"strategy {type(strategy).__name__} with {strategy.num_replicas_in_sync} replicas; global batch "
+          f"{f.train_batch_size}", flush=True)
     results = {}
     # Only the default strategy's iterator can be checkpointed; under the others the input
     # position is restored by skipping the batches already consumed.
@@ -205,6 +205,8 @@ def _write_eval_results(output_dir, metrics):
 
 def main(argv):
     del argv
+    if not flags.FLAGS["verbosity"].present:
+        logging.set_verbosity(logging.WARNING)  # TensorFlow's saver logs every write at INFO
     from albert_tf.training.errors import TrainingDivergedError
 
     try:
