@@ -8,10 +8,9 @@ Keras 3 with albert_tf.export.keras3.EncoderTFSMLayer or keras.layers.TFSMLayer)
 EXPORT_PATH/preprocess (strings -> encoder inputs).
 """
 
-import os
-import sys
+from absl import flags
 
-from absl import app, flags, logging
+from albert_tf.cli import run_entry_point, start
 
 
 def define_flags():
@@ -48,17 +47,8 @@ def run(f):
 
 def main(argv):
     del argv
-    if not flags.FLAGS["verbosity"].present:
-        logging.set_verbosity(logging.WARNING)  # TensorFlow's SavedModel writer logs at INFO
-    try:
-        run(flags.FLAGS)
-    except ValueError as e:  # includes CheckpointMismatchError
-        print(f"export_tfhub: error: {e}", file=sys.stderr)
-        return 2
-    return 0
+    return run_entry_point("export_tfhub", run)
 
 
 if __name__ == "__main__":
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-    define_flags()
-    app.run(main)
+    start(define_flags, main)

@@ -25,7 +25,9 @@ import os
 import sys
 import time
 
-from absl import app, flags, logging
+from absl import flags
+
+from albert_tf.cli import run_entry_point, start
 
 
 def define_flags(flag_values=None):
@@ -248,6 +250,7 @@ def run(f, stream=sys.stdout):
     from albert_tf.training.distribution import get_strategy
     from albert_tf.training.finetuning import FineTuningCheckpoints, FineTuningLoop, predictions_from_logits
     from albert_tf.modeling.losses import classifier_nll
+    from albert_tf.training.errors import TrainingDivergedError
 
     keras.utils.set_random_seed(f.random_seed)
     strategy = get_strategy(f.strategy)
@@ -297,7 +300,9 @@ def run(f, stream=sys.stdout):
             loss = loop.train(iterator, n)
             step = loop.step
             if not math.isfinite(loss):
-                raise FloatingPointError(f"the training loss became {loss} at step {step}; lower --learning_rate.")
+                raise TrainingDivergedError(
+                    f"the training loss became {loss} between steps {step - n} and {step}; stopped without saving. "
+                    f"Last good checkpoint: {checkpoints.manager.latest_checkpoint or 'none'}. Lower --learning_rate.")
             elapsed = time.time() - start
             rate = (step - first_step) * f.train_batch_size / max(elapsed, 1e-9)
             eta = (f.train_step - step) * f.train_batch_size / max(rate, 1e-9)
@@ -372,20 +377,8 @@ def _majority_baseline(splits, labels, metric_names):
 
 def main(argv):
     del argv
-    if not flags.FLAGS["verbosity"].present:
-        logging.set_verbosity(logging.WARNING)  # TensorFlow's saver logs every write at INFO
-    try:
-        run(flags.FLAGS)
-    except ValueError as e:  # bad flags, DataError (file:line), CheckpointMismatchError
-        print(f"run_classifier: error: {e}", file=sys.stderr)
-        return 2
-    except FloatingPointError as e:
-        print(f"run_classifier: stopped: {e}", file=sys.stderr)
-        return 1
-    return 0
+    return run_entry_point("run_classifier", run)
 
 
 if __name__ == "__main__":
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-    define_flags()
-    app.run(main)
+    start(define_flags, main)

@@ -14,9 +14,10 @@ model is exported at the end as albert_tf.export_tfhub does.
 
 import json
 import os
-import sys
 
-from absl import app, flags, logging
+from absl import flags
+
+from albert_tf.cli import run_entry_point, start
 
 
 def define_flags():
@@ -205,22 +206,8 @@ def _write_eval_results(output_dir, metrics):
 
 def main(argv):
     del argv
-    if not flags.FLAGS["verbosity"].present:
-        logging.set_verbosity(logging.WARNING)  # TensorFlow's saver logs every write at INFO
-    from albert_tf.training.errors import TrainingDivergedError
-
-    try:
-        run(flags.FLAGS)
-    except ValueError as e:  # includes CheckpointMismatchError
-        print(f"run_pretraining: error: {e}", file=sys.stderr)
-        return 2
-    except TrainingDivergedError as e:
-        print(f"run_pretraining: stopped: {e}", file=sys.stderr)
-        return 1
-    return 0
+    return run_entry_point("run_pretraining", run)
 
 
 if __name__ == "__main__":
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-    define_flags()
-    app.run(main)
+    start(define_flags, main)

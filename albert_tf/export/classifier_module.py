@@ -14,11 +14,11 @@ asset. `dropout` is off: the classifier runs with training=False. Loading needs
 
 import json
 import os
-import shutil
 
 import tensorflow as tf
 
 from albert_tf.data.classifier_pipeline import pack
+from albert_tf.export.exporter import atomic_directory
 
 
 class ClassifierModule(tf.train.Checkpoint):
@@ -78,11 +78,7 @@ def export_classifier(preprocess, classifier, export_dir, seq_length, labels=(),
     Returns:
         export_dir.
     """
-    export_dir = os.path.abspath(export_dir)
-    os.makedirs(os.path.dirname(export_dir), exist_ok=True)
-    tmp = f"{export_dir}.tmp-{os.getpid()}"
-    shutil.rmtree(tmp, ignore_errors=True)
-    try:
+    with atomic_directory(export_dir) as tmp:
         module = ClassifierModule(preprocess, classifier, seq_length, labels, pair)
         tf.saved_model.save(module, tmp, signatures=module.signatures())
         info = {"task_name": task_name, "labels": list(labels), "regression": not labels,
@@ -90,14 +86,4 @@ def export_classifier(preprocess, classifier, export_dir, seq_length, labels=(),
         with open(os.path.join(tmp, "classifier_info.json"), "w", encoding="utf-8") as f:
             json.dump(info, f, indent=2)
             f.write("\n")
-        old = None
-        if os.path.exists(export_dir):
-            old = f"{export_dir}.old-{os.getpid()}"
-            os.replace(export_dir, old)
-        os.replace(tmp, export_dir)
-        if old:
-            shutil.rmtree(old, ignore_errors=True)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    return export_dir
+    return os.path.abspath(export_dir)

@@ -6,6 +6,7 @@ leaves a half-written export. Assets (the SentencePiece model, albert_config.jso
 copied inside; no path of the exporting machine is stored in saved_model.pb.
 """
 
+import contextlib
 import os
 import shutil
 import tempfile
@@ -33,12 +34,7 @@ def export_tfhub(pretrainer, spm_model_file, export_path, with_mlm=True, seq_len
     """
     if not os.path.isfile(spm_model_file):
         raise ValueError(f"--spm_model_file {spm_model_file!r} does not exist.")
-    export_path = os.path.abspath(export_path)
-    parent = os.path.dirname(export_path)
-    os.makedirs(parent, exist_ok=True)
-    tmp = f"{export_path}.tmp-{os.getpid()}"
-    shutil.rmtree(tmp, ignore_errors=True)
-    try:
+    with atomic_directory(export_path) as tmp:
         with tempfile.TemporaryDirectory() as scratch:
             # assets get stable names inside the SavedModel whatever the source paths are
             config_path = os.path.join(scratch, "albert_config.json")
@@ -51,14 +47,27 @@ def export_tfhub(pretrainer, spm_model_file, export_path, with_mlm=True, seq_len
             tf.saved_model.save(encoder, os.path.join(tmp, "encoder"), signatures=encoder.trace())
             preprocess = PreprocessModule(spm_copy, do_lower_case=do_lower_case, seq_length=seq_length)
             tf.saved_model.save(preprocess, os.path.join(tmp, "preprocess"), signatures=preprocess.trace())
+    return os.path.abspath(export_path)
+
+
+@contextlib.contextmanager
+def atomic_directory(path):
+    """Yields a temporary sibling of `path` to fill; on success it replaces `path` (an
+    existing directory is renamed away first, then removed), on any error it is deleted
+    and `path` is left as it was."""
+    path = os.path.abspath(path)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    tmp = f"{path}.tmp-{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    try:
+        yield tmp
         old = None
-        if os.path.exists(export_path):
-            old = f"{export_path}.old-{os.getpid()}"
-            os.replace(export_path, old)
-        os.replace(tmp, export_path)
+        if os.path.exists(path):
+            old = f"{path}.old-{os.getpid()}"
+            os.replace(path, old)
+        os.replace(tmp, path)
         if old:
             shutil.rmtree(old, ignore_errors=True)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    return export_path
