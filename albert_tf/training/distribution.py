@@ -44,3 +44,21 @@ def is_chief(strategy):
         return True
     task_type, task_id = resolver.task_type, resolver.task_id
     return task_type is None or task_type == "chief" or (task_type == "worker" and task_id == 0)
+
+
+def check_global_batch(strategy, global_batch_size, flag="--train_batch_size"):
+    """Raises ValueError unless the global batch splits evenly over the strategy's replicas."""
+    replicas = strategy.num_replicas_in_sync
+    if int(global_batch_size) % replicas:
+        raise ValueError(f"{flag}={global_batch_size} is not divisible by the {replicas} replicas of the strategy.")
+
+
+def sum_and_clip(gradients, clip_norm):
+    """In replica context: this replica's gradients summed over all replicas, then clipped
+    to global norm `clip_norm` (the release's clipping, which albert_tf's optimizers
+    expect: they do not all-reduce again)."""
+    ctx = tf.distribute.get_replica_context()
+    if ctx.num_replicas_in_sync > 1:
+        gradients = ctx.all_reduce(tf.distribute.ReduceOp.SUM, gradients)
+    clipped, _ = tf.clip_by_global_norm(gradients, clip_norm)
+    return clipped

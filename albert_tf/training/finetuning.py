@@ -17,6 +17,7 @@ import numpy as np
 import tensorflow as tf
 
 from albert_tf.modeling.losses import classifier_nll
+from albert_tf.training.distribution import check_global_batch, sum_and_clip
 from albert_tf.training.optimizer import create_optimizer
 from albert_tf.training.schedules import WarmupPolynomialDecay
 
@@ -42,10 +43,7 @@ class FineTuningLoop:
         self.model = model
         self.global_batch_size = int(global_batch_size)
         self.clip_norm = float(clip_norm)
-        replicas = strategy.num_replicas_in_sync
-        if self.global_batch_size % replicas:
-            raise ValueError(f"--train_batch_size={global_batch_size} is not divisible by the "
-                             f"{replicas} replicas of the strategy.")
+        check_global_batch(strategy, global_batch_size)
         with strategy.scope():
             self.schedule = WarmupPolynomialDecay(learning_rate, num_train_steps, num_warmup_steps)
             self.optimizer = create_optimizer(optimizer, self.schedule)
@@ -58,17 +56,12 @@ class FineTuningLoop:
         return int(self.optimizer.iterations.numpy())
 
     def _replica_step(self, inputs, labels):
-        ctx = tf.distribute.get_replica_context()
         variables = self.model.trainable_variables
         with tf.GradientTape() as tape:
             nll = classifier_nll(self.model(inputs, training=True), labels)  # [B]
             loss_sum = tf.reduce_sum(nll)
             loss = loss_sum / float(self.global_batch_size)
-        grads = tape.gradient(loss, variables)
-        if ctx.num_replicas_in_sync > 1:
-            grads = ctx.all_reduce(tf.distribute.ReduceOp.SUM, grads)
-        grads, _ = tf.clip_by_global_norm(grads, self.clip_norm)
-        self.optimizer.apply(grads, variables)
+        self.optimizer.apply(sum_and_clip(tape.gradient(loss, variables), self.clip_norm), variables)
         return loss_sum
 
     def _train_loop(self, iterator, steps):

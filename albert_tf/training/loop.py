@@ -20,6 +20,7 @@ import tensorflow as tf
 
 from albert_tf.modeling import losses
 from albert_tf.modeling.pretrainer import AlbertPretrainer
+from albert_tf.training.distribution import check_global_batch, sum_and_clip
 from albert_tf.training.errors import TrainingDivergedError
 from albert_tf.training.optimizer import create_optimizer
 from albert_tf.training.schedules import WarmupPolynomialDecay
@@ -71,10 +72,7 @@ class PretrainingLoop:
         self.global_batch_size = int(global_batch_size)
         self.clip_norm = float(clip_norm)
         self.jit_compile = bool(jit_compile)
-        replicas = strategy.num_replicas_in_sync
-        if self.global_batch_size % replicas:
-            raise ValueError(f"--train_batch_size={global_batch_size} is not divisible by the "
-                             f"{replicas} replicas of the strategy.")
+        check_global_batch(strategy, global_batch_size)
         with strategy.scope():
             self.model = AlbertPretrainer(config, use_one_hot_embeddings=use_one_hot_embeddings,
                                           dtype=None if dtype_policy == "float32" else dtype_policy)
@@ -114,10 +112,7 @@ class PretrainingLoop:
         if many:
             weight = ctx.all_reduce(tf.distribute.ReduceOp.SUM, weight)
         grads, terms = self._gradients_fn(batch, weight)
-        if many:
-            grads = ctx.all_reduce(tf.distribute.ReduceOp.SUM, grads)
-        grads, _ = tf.clip_by_global_norm(grads, self.clip_norm)
-        self.optimizer.apply(grads, self.model.trainable_variables)
+        self.optimizer.apply(sum_and_clip(grads, self.clip_norm), self.model.trainable_variables)
         return terms
 
     def _train_loop(self, iterator, steps):
