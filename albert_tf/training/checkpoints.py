@@ -87,9 +87,12 @@ class TrainingCheckpoints:
         keep_checkpoint_max: checkpoints kept.
         is_chief: whether this worker writes to output_dir.
         iterator: optional input iterator to save the input position.
+        write_pretrained: also write the model as an albert_tf pretrained directory
+            (AlbertEncoder / AlbertPretrainer) with each save.
     """
 
-    def __init__(self, output_dir, model, optimizer, keep_checkpoint_max=5, is_chief=True, iterator=None):
+    def __init__(self, output_dir, model, optimizer, keep_checkpoint_max=5, is_chief=True, iterator=None,
+                 write_pretrained=True):
         items = {"model": model, "optimizer": optimizer}
         states = random_states(model)
         if states:
@@ -103,6 +106,7 @@ class TrainingCheckpoints:
         self.model = model
         self.output_dir = output_dir
         self.is_chief = is_chief
+        self.write_pretrained = write_pretrained
         directory = output_dir if is_chief else tempfile.mkdtemp(prefix="albert_tf_worker_ckpt_")
         self._temp_dir = None if is_chief else directory
         self.manager = tf.train.CheckpointManager(
@@ -117,7 +121,7 @@ class TrainingCheckpoints:
 
     def save(self, step):
         path = self.manager.save(checkpoint_number=int(step))
-        if self.is_chief:
+        if self.is_chief and self.write_pretrained:
             # the newest weights also as an albert_tf pretrained directory (from_pretrained)
             save_pretrained(self.model, self.output_dir)
         if self._temp_dir:

@@ -17,6 +17,7 @@ import numpy as np
 import tensorflow as tf
 
 from albert_tf.modeling.losses import classifier_nll
+from albert_tf.training.checkpoints import TrainingCheckpoints
 from albert_tf.training.distribution import check_global_batch, sum_and_clip
 from albert_tf.training.optimizer import create_optimizer
 from albert_tf.training.schedules import WarmupPolynomialDecay
@@ -91,8 +92,9 @@ def predictions_from_logits(logits):
     return logits[:, 0] if logits.shape[-1] == 1 else np.argmax(logits, axis=-1)
 
 
-class FineTuningCheckpoints:
-    """`ckpt-N` in output_dir (resume) and the best one by dev metric in output_dir/best.
+class FineTuningCheckpoints(TrainingCheckpoints):
+    """`ckpt-N` in output_dir (resume, with the dropout RNG state) and the best one by dev
+    metric in output_dir/best.
 
     Args:
         output_dir: the run directory.
@@ -101,9 +103,7 @@ class FineTuningCheckpoints:
     """
 
     def __init__(self, output_dir, model, optimizer, keep_checkpoint_max=5):
-        self.checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer)
-        self.manager = tf.train.CheckpointManager(self.checkpoint, output_dir, max_to_keep=keep_checkpoint_max,
-                                                  checkpoint_name="ckpt")
+        super().__init__(output_dir, model, optimizer, keep_checkpoint_max, write_pretrained=False)
         self.best_dir = os.path.join(output_dir, BEST_DIR)
         self.best_manager = tf.train.CheckpointManager(self.checkpoint, self.best_dir, max_to_keep=1,
                                                        checkpoint_name="ckpt")
@@ -116,21 +116,12 @@ class FineTuningCheckpoints:
         with open(path, encoding="utf-8") as f:
             return json.load(f)
 
-    def restore_latest(self):
-        path = self.manager.latest_checkpoint
-        if path:
-            self.checkpoint.restore(path).assert_existing_objects_matched()
-        return path
-
     def restore_best(self):
         """Restores the best checkpoint (if any); returns its path or None."""
         path = self.best_manager.latest_checkpoint
         if path:
             self.checkpoint.restore(path).assert_existing_objects_matched()
         return path
-
-    def save(self, step):
-        return self.manager.save(checkpoint_number=int(step))
 
     def offer(self, step, metrics, key):
         """Keeps the model as the best checkpoint if metrics[key] beats the best so far.
