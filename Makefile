@@ -9,12 +9,13 @@ export TF_CPP_MIN_LOG_LEVEL ?= 3
 
 .PHONY: venv test demo build clean
 
-$(STAMP): requirements.txt
+$(STAMP): requirements.txt pyproject.toml
 	@$(PYTHON) -c 'import sys; assert sys.version_info[:2] == (3, 11), "albert_tf needs Python 3.11 (found %s); set PYTHON=/path/to/python3.11" % sys.version.split()[0]'
 	@test -x $(VPY) || $(PYTHON) -m venv $(VENV)
 	$(VPY) -m pip install --quiet --upgrade pip
 	$(VPY) -m pip install --quiet -r requirements.txt
-	@cp requirements.txt $(STAMP)
+	$(VPY) -m pip install --quiet --no-deps --no-build-isolation -e .
+	@cat requirements.txt pyproject.toml > $(STAMP)
 
 venv: $(STAMP)
 

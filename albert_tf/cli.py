@@ -1,41 +1,94 @@
-"""What every albert_tf entry point does around its `run(FLAGS)`.
+"""What every albert_tf entry point (run_*, export_tfhub, convert, param_table, tools/)
+does around its work: one style, one error convention.
 
+    def run(f):                       # f: the parsed absl FLAGS; nothing below sees it
+        ...
     if __name__ == "__main__":
-        start(define_flags, main)          # main(argv) returns run_entry_point("name", run)
+        cli.main("run_pretraining", define_flags, run)
 
-Exit status 2 with `name: error: ...` for bad flags or input (every ValueError: flag
-checks, DataError with file:line, CheckpointMismatchError), 1 with `name: stopped: ...`
-when training diverged, 0 otherwise; never a traceback for bad input. TensorFlow's INFO
-logging (every checkpoint and SavedModel write) is off unless --verbosity is given.
+`main` quiets TensorFlow's C++ and INFO logs (unless --verbosity is given), defines the
+flags, parses them (flag files with --flagfile) and calls `run(FLAGS)`. Exit status:
+- 2 with `name: error: ...` for bad flags or input: every ValueError (flag checks,
+  DataError with file:line, CheckpointMismatchError, ConversionError) and OSError (a
+  path that is a file, unwritable or unreadable: the path is named), never a traceback;
+- 1 with `name: stopped: ...` when training diverged;
+- 130 with `name: interrupted ...` on Ctrl-C (what was written is complete; a training
+  run resumes from its newest checkpoint when started again);
+- 0 otherwise (or what `run` returns when it returns an int).
 """
 
 import os
 import sys
 
+_EPILOGUE = {}
 
-def run_entry_point(name, run):
+
+def _describe_os_error(e):
+    path = e.filename if e.filename is not None else ""
+    what = e.strerror or str(e)
+    if path:
+        extra = f" -> {e.filename2}" if getattr(e, "filename2", None) else ""
+        return f"{path}{extra}: {what}. Check that the path exists, is of the right kind and is writable."
+    return what
+
+
+def run_entry_point(name, run, flag_values=None):
     """Runs `run(FLAGS)`; returns the exit status (see module docstring)."""
     from absl import flags, logging
 
     from albert_tf.training.errors import TrainingDivergedError
 
-    if not flags.FLAGS["verbosity"].present:
+    fv = flags.FLAGS if flag_values is None else flag_values
+    if "verbosity" in fv and not fv["verbosity"].present:
         logging.set_verbosity(logging.WARNING)
     try:
-        run(flags.FLAGS)
+        status = run(fv)
     except ValueError as e:
         print(f"{name}: error: {e}", file=sys.stderr)
+        return 2
+    except OSError as e:
+        print(f"{name}: error: {_describe_os_error(e)}", file=sys.stderr)
         return 2
     except TrainingDivergedError as e:
         print(f"{name}: stopped: {e}", file=sys.stderr)
         return 1
-    return 0
+    except KeyboardInterrupt:
+        print(f"{name}: interrupted. Everything already written is complete; run the same command again to "
+              "resume from the newest checkpoint (training commands).", file=sys.stderr)
+        return 130
+    return status if isinstance(status, int) else 0
 
 
-def start(define_flags, main):
-    """Quiet TensorFlow's C++ logs, define the flags, parse them and call `main`."""
+def main(name, define_flags, run):
+    """The `if __name__ == "__main__"` body of every entry point: quiet logs, define the
+    flags, parse them and exit with run_entry_point's status."""
     from absl import app
 
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     define_flags()
-    app.run(main)
+    app.run(lambda argv: _main(name, run, argv))
+
+
+def _main(name, run, argv):
+    if len(argv) > 1:
+        print(f"{name}: error: unexpected arguments {argv[1:]}; every option is a --flag (see --helpfull).",
+              file=sys.stderr)
+        return 2
+    return run_entry_point(name, run)
+
+
+def console_script(module, name=None):
+    """The function a pyproject console script calls: runs `module`'s entry point."""
+    import importlib
+
+    mod = importlib.import_module(module)
+    return main(name or module.rsplit(".", 1)[-1], mod.define_flags, mod.run)
+
+
+def start(define_flags, main_fn):
+    """Older form kept for entry points not yet moved to `main` (same behaviour)."""
+    from absl import app
+
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    define_flags()
+    app.run(main_fn)

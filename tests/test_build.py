@@ -74,11 +74,13 @@ def test_a_missing_module_is_detected(tmp_path, monkeypatch):
 
 # Data flows one way; a room may import only the rooms listed for it.
 ALLOWED_ROOMS = {
-    "modeling": set(),
-    "data": set(),
-    "training": {"modeling", "data"},
-    "convert": {"modeling", "training"},
-    "export": {"modeling", "data", "training", "convert"},
+    "storage": set(),
+    "modeling": {"storage"},
+    "data": {"storage"},
+    "training": {"storage", "modeling", "data"},
+    "convert": {"storage", "modeling"},
+    "export": {"storage", "modeling", "data"},
+    "tasks": {"storage", "modeling", "data", "training", "export"},
 }
 
 

@@ -17,7 +17,7 @@ The root subclasses tf.train.Checkpoint: tf.Module's `variables` is a read-only 
 
 import tensorflow as tf
 
-from albert_tf.training.checkpoints import random_states
+from albert_tf.storage.checkpoints import random_states
 
 INPUT_NAMES = ("input_word_ids", "input_mask", "input_type_ids")
 

@@ -15,67 +15,14 @@ import tempfile
 import tensorflow as tf
 
 from albert_tf.modeling.pretrained import PRETRAINER_WEIGHTS, save_pretrained
-from albert_tf.training.errors import CheckpointMismatchError  # noqa: F401  (re-exported)
-
-
-def _latest(path):
-    """A checkpoint prefix from a prefix, a directory (latest in it) or None."""
-    if tf.io.gfile.isdir(path):
-        return tf.train.latest_checkpoint(path)
-    if tf.io.gfile.exists(path + ".index"):
-        return path
-    return None
-
-
-def _model_variable_names(model):
-    """name -> shape of the model's entries in a `tf.train.Checkpoint(model=model)`."""
-    with tempfile.TemporaryDirectory() as tmp:
-        prefix = tf.train.Checkpoint(model=model).write(os.path.join(tmp, "probe"))
-        return {n: tuple(s) for n, s in tf.train.list_variables(prefix) if n.endswith("VARIABLE_VALUE")}
+from albert_tf.storage.checkpoints import load_init_checkpoint as _load, random_states
+from albert_tf.storage.report import CheckpointMismatchError  # noqa: F401  (re-exported)
 
 
 def load_init_checkpoint(model, init_checkpoint):
-    """Loads `model` (an AlbertPretrainer) from a training checkpoint (file prefix or run
-    directory) or from an albert_tf pretrained directory (python -m albert_tf.convert).
-
-    Every model variable must be present with its shape; optimizer slots, step and
-    input position in the checkpoint are ignored.
-
-    Raises:
-        CheckpointMismatchError: missing file, or missing/unexpected/misshaped variables.
-    """
-    prefix = _latest(init_checkpoint)
-    weights = os.path.join(init_checkpoint, PRETRAINER_WEIGHTS)
-    if prefix is None and os.path.isfile(weights):
-        try:
-            model.load_weights(weights)
-        except ValueError as e:
-            raise CheckpointMismatchError(f"--init_checkpoint={init_checkpoint} does not match the model: {e}") from None
-        return weights
-    if prefix is None:
-        raise CheckpointMismatchError(
-            f"--init_checkpoint={init_checkpoint}: no checkpoint there (expected a ckpt-N prefix or a "
-            "directory holding one).")
-    expected = _model_variable_names(model)
-    found = {n: tuple(s) for n, s in tf.train.list_variables(prefix)
-             if n.startswith("model/") and n.endswith("VARIABLE_VALUE")}
-    missing = sorted(set(expected) - set(found))
-    unexpected = sorted(set(found) - set(expected))
-    wrong = sorted(f"{n}: checkpoint {found[n]}, model {expected[n]}"
-                   for n in set(found) & set(expected) if found[n] != expected[n])
-    if missing or unexpected or wrong:
-        def clean(names):
-            return [n.replace("/.ATTRIBUTES/VARIABLE_VALUE", "") for n in names]
-        parts = [f"--init_checkpoint={prefix} does not match the model:"]
-        if missing:
-            parts.append(f"  missing from the checkpoint ({len(missing)}): " + ", ".join(clean(missing)))
-        if unexpected:
-            parts.append(f"  not in the model ({len(unexpected)}): " + ", ".join(clean(unexpected)))
-        if wrong:
-            parts.append(f"  shape mismatches ({len(wrong)}): " + ", ".join(clean(wrong)))
-        raise CheckpointMismatchError("\n".join(parts))
-    tf.train.Checkpoint(model=model).read(prefix).expect_partial().assert_existing_objects_matched()
-    return prefix
+    """Loads `model` (an AlbertPretrainer) from a training checkpoint (prefix or run
+    directory) or an albert_tf pretrained directory; see storage.checkpoints."""
+    return _load(model, init_checkpoint, weights_file_names=(PRETRAINER_WEIGHTS,))
 
 
 class TrainingCheckpoints:
@@ -132,13 +79,3 @@ class TrainingCheckpoints:
     def close(self):
         if self._temp_dir:
             shutil.rmtree(self._temp_dir, ignore_errors=True)
-
-
-def random_states(model):
-    """The state variables of every Keras SeedGenerator in `model` (dropout), in layer order."""
-    states = []
-    for layer in model._flatten_layers(include_self=True, recursive=True):
-        for generator in getattr(layer, "_seed_generators", []):
-            state = generator.state
-            states.append(getattr(state, "value", state))
-    return states

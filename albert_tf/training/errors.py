@@ -2,8 +2,7 @@
 before anything heavy is imported)."""
 
 
-class CheckpointMismatchError(ValueError):
-    """init_checkpoint does not match the model; the message lists every difference."""
+from albert_tf.storage.report import CheckpointMismatchError  # noqa: F401  (re-exported)
 
 
 class TrainingDivergedError(RuntimeError):

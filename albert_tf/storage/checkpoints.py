@@ -1,0 +1,112 @@
+"""Reading checkpoints: finding the newest prefix, listing variables, and loading a model
+from an init_checkpoint with the one matching report (`albert_tf.storage.report`).
+
+Shared by training (resume, init_checkpoint), export (export_tfhub) and convert (TF1
+checkpoints), which is why it lives below all three.
+"""
+
+import os
+import re
+import tempfile
+
+import tensorflow as tf
+
+from albert_tf.storage.report import CheckpointMismatchError, MatchReport
+
+_STEP = re.compile(r"-(\d+)\.index$")
+_VALUE = "/.ATTRIBUTES/VARIABLE_VALUE"
+
+
+def latest_prefix(path):
+    """A checkpoint prefix from `path`: the prefix itself, or for a directory the one its
+    `checkpoint` file names, else the highest-numbered `*-N.index` in it (ckpt-10000 over
+    ckpt-9, not the alphabetically last). None when there is none."""
+    path = os.fspath(path)
+    if tf.io.gfile.exists(path + ".index"):
+        return path
+    if not tf.io.gfile.isdir(path):
+        return None
+    named = tf.train.latest_checkpoint(path)
+    if named:
+        return named
+    candidates = []
+    for name in tf.io.gfile.listdir(path):
+        if name.endswith(".index"):
+            m = _STEP.search(name)
+            candidates.append((int(m.group(1)) if m else -1, name))
+    if not candidates:
+        return None
+    steps = [c for c in candidates if c[0] >= 0]
+    if not steps and len(candidates) > 1:
+        raise CheckpointMismatchError(
+            f"{path} holds several checkpoints without step numbers and no `checkpoint` file: "
+            + ", ".join(sorted(n for _, n in candidates)) + ". Name the one to use (its prefix, without .index).")
+    _, best = max(candidates)
+    return os.path.join(path, best[: -len(".index")])
+
+
+def list_variables(prefix):
+    """{name: shape} of every variable in the checkpoint at `prefix`."""
+    return {n: tuple(s) for n, s in tf.train.list_variables(prefix)}
+
+
+def object_variables(prefix, root):
+    """{name: shape} of the variables under object `root` of an object-based checkpoint
+    (e.g. root "model"), names without the `/.ATTRIBUTES/VARIABLE_VALUE` suffix."""
+    out = {}
+    for n, s in list_variables(prefix).items():
+        if n.startswith(root + "/") and n.endswith(_VALUE):
+            out[n[: -len(_VALUE)]] = tuple(s)
+    return out
+
+
+def model_variables(model, root="model"):
+    """{name: shape} that `tf.train.Checkpoint(root=model)` writes for `model`."""
+    with tempfile.TemporaryDirectory() as tmp:
+        prefix = tf.train.Checkpoint(**{root: model}).write(os.path.join(tmp, "probe"))
+        return object_variables(prefix, root)
+
+
+def load_init_checkpoint(model, init_checkpoint, flag="--init_checkpoint", weights_file_names=()):
+    """Loads `model` from a training checkpoint (a prefix or a run directory) or from an
+    albert_tf pretrained directory holding one of `weights_file_names` (Keras
+    `.weights.h5`). Every model variable must be present with its shape (the report lists
+    what is not); optimizer slots, the step and the input position are ignored.
+
+    Returns:
+        The path that was read.
+
+    Raises:
+        CheckpointMismatchError: no checkpoint there, or variables that do not match.
+    """
+    init_checkpoint = os.fspath(init_checkpoint)
+    prefix = latest_prefix(init_checkpoint)
+    if prefix is None:
+        for name in weights_file_names:
+            weights = os.path.join(init_checkpoint, name)
+            if os.path.isfile(weights):
+                try:
+                    model.load_weights(weights)
+                except ValueError as e:
+                    raise CheckpointMismatchError(f"{flag}={weights} does not match the model: {e}") from None
+                return weights
+        raise CheckpointMismatchError(
+            f"{flag}={init_checkpoint}: no checkpoint there (expected a ckpt-N prefix, a directory holding one"
+            + (", or a directory with " + " or ".join(weights_file_names) if weights_file_names else "") + ").")
+    expected = model_variables(model)
+    found = object_variables(prefix, "model")
+    MatchReport.compare(expected, found, f"{flag}={prefix}").raise_if_mismatched()
+    tf.train.Checkpoint(model=model).read(prefix).expect_partial().assert_existing_objects_matched()
+    return prefix
+
+
+def random_states(model):
+    """The state variables of every Keras SeedGenerator in `model` (dropout), in layer
+    order. TF checkpoint tracking does not reach them, so checkpoints save them
+    explicitly; without them a resumed run would draw other dropout masks."""
+    states = []
+    for layer in model._flatten_layers(include_self=True, recursive=True):
+        for generator in getattr(layer, "_seed_generators", []):
+            state = generator.state
+            states.append(getattr(state, "value", state))
+    return states
