@@ -8,14 +8,19 @@ Keras 3 with albert_tf.export.keras3.EncoderTFSMLayer or keras.layers.TFSMLayer)
 EXPORT_PATH/preprocess (strings -> encoder inputs).
 """
 
+import os
+
 from absl import flags
 
-from albert_tf.cli import run_entry_point, start
+from albert_tf import cli
+
+PRETRAINED_WEIGHTS = ("pretrainer.weights.h5",)
 
 
 def define_flags():
     flags.DEFINE_string("albert_config_file", None, "albert_config.json of the model.")
-    flags.DEFINE_string("checkpoint", None, "A run_pretraining checkpoint (ckpt-N prefix) or its output_dir.")
+    flags.DEFINE_string("checkpoint", None, "A run_pretraining checkpoint (ckpt-N prefix), its output_dir, or an "
+                        "albert_tf pretrained directory (pretrainer.weights.h5, e.g. from albert_tf.convert).")
     flags.DEFINE_string("spm_model_file", None, "The SentencePiece model the data was made with.")
     flags.DEFINE_string("export_path", None, "Output directory (gets encoder/ and preprocess/).")
     flags.DEFINE_bool("with_mlm", True, "Add the .mlm sub-object (masked_lm_positions -> mlm_logits).")
@@ -24,31 +29,44 @@ def define_flags():
 
 
 def run(f):
-    for name in ("albert_config_file", "checkpoint", "spm_model_file", "export_path"):
-        if not getattr(f, name):
+    albert_config_file, checkpoint, spm_model_file, export_path = (
+        f.albert_config_file, f.checkpoint, f.spm_model_file, f.export_path)
+    with_mlm, seq_length, do_lower_case = f.with_mlm, f.seq_length, f.do_lower_case
+    for name, value in (("albert_config_file", albert_config_file), ("checkpoint", checkpoint),
+                        ("spm_model_file", spm_model_file), ("export_path", export_path)):
+        if not value:
             raise ValueError(f"--{name} is required.")
-    if f.seq_length < 8:
-        raise ValueError(f"--seq_length must be at least 8, got {f.seq_length}.")
+    return export(albert_config_file, checkpoint, spm_model_file, export_path, with_mlm=with_mlm,
+                  seq_length=seq_length, do_lower_case=do_lower_case)
+
+
+def export(albert_config_file, checkpoint, spm_model_file, export_path, with_mlm=True, seq_length=128,
+           do_lower_case=True):
+    """Loads `checkpoint` into an AlbertPretrainer of `albert_config_file` and exports it;
+    returns the export path."""
+    if seq_length < 8:
+        raise ValueError(f"--seq_length must be at least 8, got {seq_length}.")
+    if os.path.exists(export_path) and not os.path.isdir(export_path):
+        raise NotADirectoryError(f"--export_path={export_path} exists and is not a directory; choose another path.")
     from albert_tf.export.exporter import export_tfhub
     from albert_tf.modeling.config import AlbertConfig
     from albert_tf.modeling.pretrainer import AlbertPretrainer
-    from albert_tf.training.checkpoints import load_init_checkpoint
+    from albert_tf.storage.checkpoints import load_init_checkpoint
 
-    config = AlbertConfig.from_json_file(f.albert_config_file)
-    if f.seq_length > config.max_position_embeddings:
-        raise ValueError(f"--seq_length {f.seq_length} exceeds max_position_embeddings {config.max_position_embeddings}.")
+    config = AlbertConfig.from_json_file(albert_config_file)
+    if seq_length > config.max_position_embeddings:
+        raise ValueError(f"--seq_length {seq_length} exceeds max_position_embeddings {config.max_position_embeddings}.")
     pretrainer = AlbertPretrainer(config)
-    prefix = load_init_checkpoint(pretrainer, f.checkpoint)
-    path = export_tfhub(pretrainer, f.spm_model_file, f.export_path, with_mlm=f.with_mlm, seq_length=f.seq_length,
-                        do_lower_case=f.do_lower_case)
-    print(f"exported {prefix} to {path}/encoder and {path}/preprocess")
+    source = load_init_checkpoint(pretrainer, checkpoint, flag="--checkpoint", weights_file_names=PRETRAINED_WEIGHTS)
+    path = export_tfhub(pretrainer, spm_model_file, export_path, with_mlm=with_mlm, seq_length=seq_length,
+                        do_lower_case=do_lower_case)
+    print(f"exported {source} to {path}/encoder and {path}/preprocess")
     return path
 
 
-def main(argv):
-    del argv
-    return run_entry_point("export_tfhub", run)
+def entry():
+    cli.main("export_tfhub", define_flags, run)
 
 
 if __name__ == "__main__":
-    start(define_flags, main)
+    entry()

@@ -13,6 +13,7 @@ import csv
 import os
 import sys
 
+from albert_tf import cli
 from albert_tf.modeling.config import AlbertConfig
 from albert_tf.modeling.encoder import count_parameters
 
@@ -92,34 +93,44 @@ def format_rows(rows):
 
 
 def write_csv(rows, path):
-    """Writes the rows to `path` atomically."""
-    tmp = f"{path}.tmp-{os.getpid()}"
-    with open(tmp, "w", newline="", encoding="utf-8") as f:
+    """Writes the rows to `path` atomically (albert_tf.storage.atomic)."""
+    from albert_tf.storage import atomic
+
+    with atomic.open_file(path, "w") as f:
         writer = csv.DictWriter(f, fieldnames=COLUMNS)
         writer.writeheader()
         writer.writerows(rows)
-    os.replace(tmp, path)
+    return path
 
 
-def main(argv):
-    del argv
+def define_flags():
     from absl import flags
 
-    output_dir = flags.FLAGS.output_dir
+    flags.DEFINE_string("output_dir", "results", "Directory for param_table.csv.")
+
+
+def run(f):
+    return write_table(f.output_dir)
+
+
+def write_table(output_dir, stream=sys.stdout):
+    """Prints both tables, writes output_dir/param_table.csv; returns 0, or 1 when a
+    built count differs from the reference."""
+    if os.path.exists(output_dir) and not os.path.isdir(output_dir):
+        raise NotADirectoryError(f"--output_dir={output_dir} exists and is not a directory.")
     rows = build_rows()
-    print(format_rows(rows))
-    os.makedirs(output_dir, exist_ok=True)
-    path = os.path.join(output_dir, "param_table.csv")
-    write_csv(rows, path)
-    print(f"\nwrote {path}")
+    print(format_rows(rows), file=stream)
+    path = write_csv(rows, os.path.join(output_dir, "param_table.csv"))
+    print(f"\nwrote {path}", file=stream)
     if not all(r["match"] for r in rows):
-        print("error: some built counts differ from the reference", file=sys.stderr)
+        print("param_table: some built counts differ from the reference", file=sys.stderr)
         return 1
     return 0
 
 
-if __name__ == "__main__":
-    from absl import app, flags
+def entry():
+    cli.main("param_table", define_flags, run)
 
-    flags.DEFINE_string("output_dir", "results", "Directory for param_table.csv.")
-    app.run(main)
+
+if __name__ == "__main__":
+    entry()

@@ -12,12 +12,11 @@ TensorBoard (`output_dir/train`, `output_dir/eval`); evaluation results to
 model is exported at the end as albert_tf.export_tfhub does.
 """
 
-import json
 import os
 
 from absl import flags
 
-from albert_tf.cli import run_entry_point, start
+from albert_tf import cli
 
 
 def define_flags():
@@ -98,116 +97,94 @@ def check_flags(f):
         raise ValueError(f"--learning_rate must be positive, got {f.learning_rate}.")
 
 
-def dataset_fn_for(files, global_batch_size, f, config, is_training, resume_step=0):
-    from albert_tf.data.pipeline import DynamicMasking, pretraining_dataset
+def options_from_flags(f, config):
+    """-> (PretrainingOptions, TrainingOptions); checks the inputs (every input shard, the
+    SentencePiece model for --export_dir) before anything is written."""
+    from albert_tf.data.pipeline import DynamicMasking, expand_file_patterns
+    from albert_tf.tasks.pretraining import PretrainingOptions, validate_files
+    from albert_tf.training.driver import TrainingOptions
 
-    masking = None
-    if f.dynamic_masking and is_training:
-        masking = DynamicMasking(vocab_size=config.vocab_size, mask_id=f.vocab_mask_id)
+    input_files = expand_file_patterns(f.input_file) if f.input_file else []
+    eval_files = expand_file_patterns(f.eval_input_file) if f.eval_input_file else input_files
+    validate_files(sorted(set(input_files) | set(eval_files)), f.max_seq_length, f.max_predictions_per_seq)
+    if f.export_dir:
+        _check_spm_model(f.spm_model_file)
+    masking = DynamicMasking(vocab_size=config.vocab_size, mask_id=f.vocab_mask_id) if f.dynamic_masking else None
+    task = PretrainingOptions(
+        config=config, input_files=input_files, eval_files=eval_files, max_seq_length=f.max_seq_length,
+        max_predictions_per_seq=f.max_predictions_per_seq, global_batch_size=f.train_batch_size,
+        deterministic=f.deterministic, random_seed=f.random_seed, shuffle_buffer_size=f.shuffle_buffer_size,
+        dynamic_masking=masking, init_checkpoint=f.init_checkpoint,
+        use_one_hot_embeddings=f.use_one_hot_embeddings, dtype_policy=f.dtype_policy)
+    training = TrainingOptions(
+        output_dir=f.output_dir, train_batch_size=f.train_batch_size, eval_batch_size=f.eval_batch_size,
+        num_train_steps=f.num_train_steps, num_warmup_steps=f.num_warmup_steps,
+        start_warmup_step=f.start_warmup_step, poly_power=f.poly_power, learning_rate=f.learning_rate,
+        optimizer=f.optimizer, save_checkpoints_steps=f.save_checkpoints_steps,
+        keep_checkpoint_max=f.keep_checkpoint_max, iterations_per_loop=f.iterations_per_loop,
+        do_train=f.do_train, do_eval=f.do_eval, evaluate_every_checkpoint=False, max_eval_steps=f.max_eval_steps,
+        jit_compile=f.jit_compile)
+    return task, training
 
-    def dataset_fn(input_context):
-        # batches each input pipeline feeds per step, times the steps already taken
-        per_step = input_context.num_replicas_in_sync // input_context.num_input_pipelines
-        return pretraining_dataset(
-            files, input_context.get_per_replica_batch_size(global_batch_size), f.max_seq_length,
-            f.max_predictions_per_seq, is_training=is_training, input_context=input_context,
-            deterministic=f.deterministic, seed=f.random_seed, shuffle_buffer_size=f.shuffle_buffer_size,
-            dynamic_masking=masking, skip_batches=resume_step * per_step)
 
-    return dataset_fn
+def _check_spm_model(path):
+    import sentencepiece as spm
+
+    if not os.path.isfile(path):
+        raise ValueError(f"--spm_model_file={path} does not exist (needed by --export_dir).")
+    try:
+        spm.SentencePieceProcessor(model_file=path)
+    except (OSError, RuntimeError) as e:
+        raise ValueError(f"--spm_model_file={path} is not a SentencePiece model ({e}).") from None
 
 
 def run(f):
     """Runs training and/or evaluation as the flags say; returns a dict of results."""
     check_flags(f)  # before importing TensorFlow: bad flags fail at once
-    import keras
-    import tensorflow as tf
-
     from albert_tf.modeling.config import AlbertConfig
-    from albert_tf.training.checkpoints import TrainingCheckpoints, load_init_checkpoint
-    from albert_tf.training.distribution import get_strategy, is_chief
-    from albert_tf.training.loop import MetricsLogger, PretrainingLoop, run_training
+    from albert_tf.tasks.pretraining import check_run_config
 
     config = AlbertConfig.from_json_file(f.albert_config_file)
     if f.max_seq_length > config.max_position_embeddings:
         raise ValueError(f"--max_seq_length ({f.max_seq_length}) exceeds max_position_embeddings "
                          f"({config.max_position_embeddings}) of {f.albert_config_file}.")
+    if os.path.exists(f.output_dir) and not os.path.isdir(f.output_dir):
+        raise ValueError(f"--output_dir={f.output_dir} exists and is not a directory.")
+    has_config = check_run_config(f.output_dir, config, f.albert_config_file)
+
+    import keras
+    import tensorflow as tf
+
+    from albert_tf.tasks.pretraining import PretrainingTask
+    from albert_tf.training.distribution import get_strategy, is_chief
+    from albert_tf.training.driver import train_and_evaluate
+
     keras.utils.set_random_seed(f.random_seed)
     if f.deterministic:
         tf.config.experimental.enable_op_determinism()
+    # the strategy first: multi-worker collectives must be configured before any op runs
     strategy = get_strategy(f.strategy, f.tpu)
+    task_options, training = options_from_flags(f, config)
     chief = is_chief(strategy)
-    if chief:
-        tf.io.gfile.makedirs(f.output_dir)
+    if chief and not has_config:
         config.to_json_file(os.path.join(f.output_dir, "albert_config.json"))
-    loop = PretrainingLoop(
-        strategy, config, f.train_batch_size, optimizer=f.optimizer, learning_rate=f.learning_rate,
-        num_train_steps=f.num_train_steps, num_warmup_steps=f.num_warmup_steps,
-        start_warmup_step=f.start_warmup_step, poly_power=f.poly_power, jit_compile=f.jit_compile,
-        use_one_hot_embeddings=f.use_one_hot_embeddings, dtype_policy=f.dtype_policy)
-    print(f"strategy {type(strategy).__name__} with {strategy.num_replicas_in_sync} replicas; global batch "
-          f"{f.train_batch_size}", flush=True)
-    results = {}
-    # Only the default strategy's iterator can be checkpointed; under the others the input
-    # position is restored by skipping the batches already consumed.
-    iterator = None
-    saves_iterator = f.do_train and strategy is tf.distribute.get_strategy()
-
-    def make_iterator(resume_step):
-        fn = dataset_fn_for(f.input_file, f.train_batch_size, f, config, True, resume_step)
-        return iter(strategy.distribute_datasets_from_function(fn))
-
-    if saves_iterator:
-        iterator = make_iterator(0)
-    checkpoints = TrainingCheckpoints(f.output_dir, loop.model, loop.optimizer, f.keep_checkpoint_max,
-                                      is_chief=chief, iterator=iterator)
-    resumed = checkpoints.restore_latest()
-    if f.do_train and not saves_iterator:
-        if resumed and loop.step:
-            print(f"skipping the {loop.step} steps of input already consumed", flush=True)
-        iterator = make_iterator(loop.step if resumed else 0)
-    if resumed:
-        print(f"resuming from {resumed} at step {loop.step}", flush=True)
-    elif f.init_checkpoint:
-        prefix = load_init_checkpoint(loop.model, f.init_checkpoint)
-        print(f"initialised from {prefix}", flush=True)
-    logger = MetricsLogger(f.output_dir, f.num_train_steps, enabled=chief)
-    if f.do_train:
-        results["final_step"] = run_training(loop, iterator, checkpoints, logger, f.num_train_steps,
-                                             f.iterations_per_loop, f.save_checkpoints_steps)
-    if f.do_eval:
-        eval_files = f.eval_input_file or f.input_file
-        eval_ds = strategy.distribute_datasets_from_function(
-            dataset_fn_for(eval_files, f.eval_batch_size, f, config, False))
-        metrics = loop.evaluate(eval_ds, f.max_eval_steps)
-        metrics["global_step"] = loop.step
-        logger.log_eval(loop.step, metrics)
-        if chief:
-            _write_eval_results(f.output_dir, metrics)
-        results["eval"] = metrics
+    outcome = train_and_evaluate(PretrainingTask(task_options), training, strategy, is_chief=chief)
+    results = {"final_step": outcome["final_step"], "initialized_from": outcome["initialized_from"]}
+    if outcome.get("summary"):
+        results["eval"] = outcome["summary"]
     if f.export_dir and chief:
         from albert_tf.export.exporter import export_tfhub
 
-        results["export_dir"] = export_tfhub(loop.model, f.spm_model_file, f.export_dir,
+        model = outcome["trainer"].model
+        results["export_dir"] = export_tfhub(model, f.spm_model_file, f.export_dir,
                                              seq_length=min(f.export_seq_length, config.max_position_embeddings))
         print(f"exported to {results['export_dir']}/encoder and {results['export_dir']}/preprocess", flush=True)
-    checkpoints.close()
     return results
 
 
-def _write_eval_results(output_dir, metrics):
-    for name, text in (("eval_results.json", json.dumps(metrics, indent=2, sort_keys=True) + "\n"),
-                       ("eval_results.txt", "".join(f"{k} = {metrics[k]}\n" for k in sorted(metrics)))):
-        path = os.path.join(output_dir, name)
-        with open(path + ".tmp", "w", encoding="utf-8") as out:
-            out.write(text)
-        os.replace(path + ".tmp", path)
-
-
-def main(argv):
-    del argv
-    return run_entry_point("run_pretraining", run)
+def entry():
+    cli.main("run_pretraining", define_flags, run)
 
 
 if __name__ == "__main__":
-    start(define_flags, main)
+    entry()

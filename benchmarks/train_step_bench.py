@@ -4,7 +4,7 @@
 
 albert_tf: AlbertPretrainer (albert_base, V=30000), batch 8, seq 128, 20 predictions,
 the full step (masked LM + sentence order + release LAMB + global-norm clipping) run by
-`PretrainingLoop`, in graph mode and with XLA. Peer, timed in the same run: keras-hub's
+the training driver's `Trainer` with the pretraining task, in graph mode and with XLA. Peer, timed in the same run: keras-hub's
 AlbertMaskedLM on the same backbone size (masked LM only) with keras.optimizers.Lamb and
 jit_compile=True, trained with train_on_batch. Each variant is timed over --steps steps
 after warm-up, --repeats rounds that interleave the variants (so a drift in the machine's
@@ -84,18 +84,20 @@ def build_albert_tf(config, jit):
     """Returns run(steps) -> seconds for albert_tf's full pretraining step."""
     import tensorflow as tf
 
-    from albert_tf.training.loop import PretrainingLoop
+    from albert_tf.tasks.pretraining import PretrainingOptions, PretrainingTask
+    from albert_tf.training.driver import Trainer, TrainingOptions
 
-    strategy = tf.distribute.get_strategy()
-    loop = PretrainingLoop(strategy, config, BATCH, learning_rate=1e-4, num_train_steps=10_000,
-                           num_warmup_steps=0, jit_compile=jit)
+    task = PretrainingTask(PretrainingOptions(config, [], max_seq_length=SEQ, max_predictions_per_seq=PREDICTIONS,
+                                              global_batch_size=BATCH))
+    trainer = Trainer(task, TrainingOptions("unused", train_batch_size=BATCH, optimizer="lamb", learning_rate=1e-4,
+                                            num_train_steps=10_000, jit_compile=jit))
     data = tf.data.Dataset.from_tensors(random_batch(config.vocab_size)).repeat()
     iterator = iter(data)
-    loop.train(iterator, 2)  # trace and warm up
+    trainer.train(iterator, 2)  # trace and warm up
 
     def run(steps):
         start = time.perf_counter()
-        loop.train(iterator, steps)
+        trainer.train(iterator, steps)
         return time.perf_counter() - start
 
     return run

@@ -1,12 +1,14 @@
-"""Run in a subprocess by tests/test_run_pretraining.py (it needs TensorFlow fresh).
+"""Run in a subprocess by the tests (TensorFlow must start fresh to split the CPU).
 
     python tests/distributed_helpers.py mirrored_vs_one_device RECORDS...
-
     python tests/distributed_helpers.py finetune_mirrored_vs_one_device
+    python tests/distributed_helpers.py fit_mirrored_vs_one_device
 
-Splits the CPU into 2 logical devices, trains the same 5 steps with MirroredStrategy
-(2 replicas x 4 examples) and with one device (8 examples), and prints both loss lists as
-JSON on the last line: the pretraining loop on RECORDS, or the fine-tuning loop.
+Splits the CPU into 2 logical devices and trains the same 5 steps with MirroredStrategy
+(2 replicas x 4 examples) and with one device (8 examples); prints both loss lists as
+JSON on the last line: the driver with the pretraining task on RECORDS, the driver with
+a small classification task, or Keras `model.fit` with albert_tf's LAMB (whose
+gradients must then be summed over the replicas by Keras).
 """
 
 import json
@@ -14,79 +16,140 @@ import os
 import sys
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+
+def _two_cpus():
+    import tensorflow as tf
+
+    cpu = tf.config.list_physical_devices("CPU")[0]
+    tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+    tf.config.experimental.enable_op_determinism()
+    return (("mirrored", tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])),
+            ("one_device", tf.distribute.OneDeviceStrategy("/cpu:0")))
+
+
+def _iterator(trainer, strategy):
+    def dataset_fn(context):
+        return trainer.task.train_dataset(context, context.get_per_replica_batch_size(8), 0)
+
+    return iter(strategy.distribute_datasets_from_function(dataset_fn))
 
 
 def mirrored_vs_one_device(records):
     import keras
-    import tensorflow as tf
 
-    cpu = tf.config.list_physical_devices("CPU")[0]
-    tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
-    tf.config.experimental.enable_op_determinism()
-
+    strategies = _two_cpus()
     from albert_tf import AlbertConfig
-    from albert_tf.data.pipeline import pretraining_dataset
-    from albert_tf.training.loop import PretrainingLoop, metrics_from_totals
+    from albert_tf.modeling.losses import pretraining_metrics
+    from albert_tf.tasks.pretraining import PretrainingOptions, PretrainingTask
+    from albert_tf.training.driver import Trainer, TrainingOptions
 
     config = AlbertConfig.from_preset("albert_tiny").replace(
         vocab_size=3000, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
     results = {}
-    for name, strategy in (("mirrored", tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])),
-                           ("one_device", tf.distribute.OneDeviceStrategy("/cpu:0"))):
+    for name, strategy in strategies:
         keras.utils.set_random_seed(7)
-        loop = PretrainingLoop(strategy, config, 8, learning_rate=0.01, num_train_steps=100, num_warmup_steps=0)
-
-        def dataset_fn(context):
-            return pretraining_dataset(records, context.get_per_replica_batch_size(8), 128, 20,
-                                       deterministic=True, seed=5, shuffle_buffer_size=100)
-
-        iterator = iter(strategy.distribute_datasets_from_function(dataset_fn))
-        losses = [metrics_from_totals(loop.train(iterator, 1))["loss"] for _ in range(5)]
+        task = PretrainingTask(PretrainingOptions(config, records, max_seq_length=128, global_batch_size=8,
+                                                  deterministic=True, random_seed=5, shuffle_buffer_size=100))
+        trainer = Trainer(task, TrainingOptions("unused", train_batch_size=8, optimizer="lamb", learning_rate=0.01,
+                                                num_train_steps=100), strategy)
+        iterator = _iterator(trainer, strategy)
+        losses = [pretraining_metrics(trainer.train(iterator, 1))["loss"] for _ in range(5)]
         results[name] = {"replicas": strategy.num_replicas_in_sync, "losses": losses}
     print(json.dumps(results))
 
 
+class ArrayClassification:
+    """A small classification task on fixed arrays, for the driver under two strategies."""
+
+    @staticmethod
+    def make(config):
+        import numpy as np
+        import tensorflow as tf
+
+        from albert_tf import AlbertEncoder
+        from albert_tf.modeling.classifier import AlbertClassifier
+        from albert_tf.modeling.losses import classifier_nll
+        from albert_tf.training.driver import Task
+
+        rng = np.random.default_rng(3)
+        n, length = 40, 16
+        data = {"input_word_ids": rng.integers(5, config.vocab_size, (n, length)).astype("int32"),
+                "input_mask": np.ones((n, length), "int32"), "input_type_ids": np.zeros((n, length), "int32"),
+                "label": rng.integers(0, 3, n).astype("int32")}
+
+        class Arrays(Task):
+            name = "arrays"
+
+            def build_model(self):
+                return AlbertClassifier(AlbertEncoder(config), 3, dropout=0.0)
+
+            def train_dataset(self, ctx, batch_size, skip):
+                return tf.data.Dataset.from_tensor_slices(data).batch(batch_size, drop_remainder=True).repeat()
+
+            def loss_and_terms(self, model, batch, normalizers, training):
+                nll = classifier_nll(model({k: batch[k] for k in data if k != "label"}, training=training),
+                                     batch["label"])
+                return tf.reduce_sum(nll) / normalizers["examples"], {"nll_sum": tf.reduce_sum(nll),
+                                                                      "count": tf.cast(tf.size(nll), tf.float32)}
+
+            def train_metrics(self, totals):
+                return {"loss": totals["nll_sum"] / totals["count"]}
+
+        return Arrays()
+
+
 def finetune_mirrored_vs_one_device(args):
-    """The fine-tuning loop: 5 steps of a tiny AlbertClassifier, 2 replicas x 4 vs 1 x 8."""
+    """The driver's step on a tiny AlbertClassifier, 2 replicas x 4 vs 1 x 8."""
+    del args
+    import keras
+
+    strategies = _two_cpus()
+    from albert_tf import AlbertConfig
+    from albert_tf.training.driver import Trainer, TrainingOptions
+
+    config = AlbertConfig.from_preset("albert_tiny").replace(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    results = {}
+    for name, strategy in strategies:
+        keras.utils.set_random_seed(7)
+        task = ArrayClassification.make(config)
+        trainer = Trainer(task, TrainingOptions("unused", train_batch_size=8, learning_rate=1e-3, num_train_steps=100),
+                          strategy)
+        iterator = _iterator(trainer, strategy)
+        losses = [task.train_metrics(trainer.train(iterator, 1))["loss"] for _ in range(5)]
+        results[name] = {"replicas": strategy.num_replicas_in_sync, "losses": losses}
+    print(json.dumps(results))
+
+
+def fit_mirrored_vs_one_device(args):
+    """model.fit with albert_tf's LAMB: Keras must sum the replicas' gradients."""
     del args
     import keras
     import numpy as np
-    import tensorflow as tf
 
-    cpu = tf.config.list_physical_devices("CPU")[0]
-    tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
-    tf.config.experimental.enable_op_determinism()
+    strategies = _two_cpus()
+    from albert_tf.training.optimizer import LAMB
 
-    from albert_tf import AlbertConfig, AlbertEncoder
-    from albert_tf.modeling.classifier import AlbertClassifier
-    from albert_tf.training.finetuning import FineTuningLoop
-
-    config = AlbertConfig.from_preset("albert_tiny").replace(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
-    rng = np.random.default_rng(3)
-    n, length = 40, 16
-    inputs = {"input_word_ids": rng.integers(5, config.vocab_size, (n, length)).astype("int32"),
-              "input_mask": np.ones((n, length), "int32"), "input_type_ids": np.zeros((n, length), "int32")}
-    labels = rng.integers(0, 3, n).astype("int32")
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(64, 6)).astype("float32")
+    y = (x @ rng.normal(size=(6, 1))).astype("float32")
     results = {}
-    for name, strategy in (("mirrored", tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])),
-                           ("one_device", tf.distribute.OneDeviceStrategy("/cpu:0"))):
+    for name, strategy in strategies:
         keras.utils.set_random_seed(7)
         with strategy.scope():
-            model = AlbertClassifier(AlbertEncoder(config), 3, dropout=0.0)
-        loop = FineTuningLoop(strategy, model, 8, learning_rate=1e-3, num_train_steps=100)
-
-        def dataset_fn(context):
-            return tf.data.Dataset.from_tensor_slices((inputs, labels)).batch(
-                context.get_per_replica_batch_size(8), drop_remainder=True).repeat()
-
-        iterator = iter(strategy.distribute_datasets_from_function(dataset_fn))
-        losses = [loop.train(iterator, 1) for _ in range(5)]
-        results[name] = {"replicas": strategy.num_replicas_in_sync, "losses": losses}
+            model = keras.Sequential([keras.Input((6,)), keras.layers.Dense(4, activation="tanh"), keras.layers.Dense(1)])
+            # a summed loss makes the replica sum visible: without the all-reduce each
+            # replica would apply only its half of the gradient
+            model.compile(optimizer=LAMB(learning_rate=0.01), loss=keras.losses.MeanSquaredError(reduction="sum"))
+        history = model.fit(x, y, batch_size=8, epochs=1, shuffle=False, verbose=0, steps_per_epoch=5)
+        results[name] = {"replicas": strategy.num_replicas_in_sync,
+                         "losses": [float(v) for v in history.history["loss"]],
+                         "weights": float(sum(np.abs(w).sum() for w in model.get_weights()))}
     print(json.dumps(results))
 
 
 if __name__ == "__main__":
     command, *args = sys.argv[1:]
     {"mirrored_vs_one_device": mirrored_vs_one_device,
-     "finetune_mirrored_vs_one_device": finetune_mirrored_vs_one_device}[command](args)
+     "finetune_mirrored_vs_one_device": finetune_mirrored_vs_one_device,
+     "fit_mirrored_vs_one_device": fit_mirrored_vs_one_device}[command](args)

@@ -28,13 +28,46 @@ def check_config_round_trip(model):
     return rebuilt
 
 
-def check_variable_lengths(model, make_inputs, lengths):
-    """The model runs for every length and each output keeps that length on axis 1."""
+def check_variable_lengths(model, make_inputs, lengths, sequence_keys=("sequence_output", "encoder_outputs"),
+                           atol=1e-5):
+    """The model runs for every length T, and its outputs are consistent across lengths.
+
+    For each T: every output under `sequence_keys` (a tensor or a list of tensors) has
+    shape [B, T, ...] and equals, position for position, the first T positions of the
+    model's output for the same inputs zero-padded (input_mask 0) to the longest length;
+    every other output has the same shape for every T and equals the padded run's.
+
+    Args:
+        model: maps a dict of int [B, T] inputs (with `input_mask`) to a dict of outputs.
+        make_inputs: T -> that dict.
+        lengths: at least two distinct lengths.
+    """
+    lengths = sorted(set(lengths))
+    assert len(lengths) >= 2, "check_variable_lengths needs two lengths or more"
+    longest = lengths[-1]
+    other_shapes = {}
     for length in lengths:
-        outputs = model(make_inputs(length), training=False)
-        seq = outputs.get("sequence_output")
-        if seq is not None:
-            assert seq.shape[1] == length
+        inputs = {k: np.asarray(v) for k, v in make_inputs(length).items()}
+        assert all(v.shape[1] == length for v in inputs.values())
+        padded = {k: np.pad(v, ((0, 0), (0, longest - length))) for k, v in inputs.items()}
+        short = to_numpy(model(inputs, training=False))
+        long = to_numpy(model(padded, training=False))
+        assert set(short) == set(long)
+        checked = 0
+        for key in short:
+            if key in sequence_keys:
+                parts_short, parts_long = keras.tree.flatten(short[key]), keras.tree.flatten(long[key])
+                assert len(parts_short) == len(parts_long) > 0, key
+                for s, l in zip(parts_short, parts_long):
+                    assert s.shape == (l.shape[0], length) + l.shape[2:], (key, length, s.shape)
+                    assert l.shape[1] == longest, (key, l.shape)
+                    np.testing.assert_allclose(s, l[:, :length], atol=atol, rtol=0, err_msg=f"{key}, T={length}")
+                    checked += 1
+            else:
+                other_shapes.setdefault(key, np.shape(short[key]))
+                assert np.shape(short[key]) == other_shapes[key], (key, length)
+                np.testing.assert_allclose(short[key], long[key], atol=atol, rtol=0, err_msg=f"{key}, T={length}")
+        assert checked > 0, f"none of {sequence_keys} among the outputs {sorted(short)}"
 
 
 def check_saved_model_round_trip(model, inputs, tmp_dir):

@@ -45,6 +45,48 @@ def test_reads_original_config_and_reports_legacy_keys_once(tmp_path, caplog):
         assert key in reports[0].getMessage()
 
 
+def test_misspelled_key_is_an_error_naming_file_key_and_known_keys(tmp_path):
+    path = tmp_path / "albert_config.json"
+    values = dict(ORIGINAL_BASE_V2)
+    values["num_hiden_layers"] = values.pop("num_hidden_layers")  # a typo: not a 12-layer default
+    path.write_text(json.dumps(values))
+    with pytest.raises(ValueError) as error:
+        AlbertConfig.from_json_file(path)
+    message = str(error.value)
+    assert message.startswith(f"{path}: unknown key num_hiden_layers;")
+    known = message.split("known keys:")[1]
+    for key in ("num_hidden_layers", "hidden_size", "sharing", "initializer_range"):
+        assert key in known
+    assert "down_scale_factor" in known  # the legacy keys are named as accepted
+
+
+def test_every_unknown_key_is_named(tmp_path):
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps(dict(ORIGINAL_BASE_V2, hiden_size=512, layer_norm_eps=1e-5)))
+    with pytest.raises(ValueError, match=r"c.json: unknown keys hiden_size, layer_norm_eps; known keys: "):
+        AlbertConfig.from_json_file(path)
+    # dicts given to the models are checked the same way
+    with pytest.raises(ValueError, match=r"config: unknown key vocab; known keys: vocab_size, "):
+        AlbertConfig.from_dict(dict(config_lib.PRESETS["albert_tiny"], vocab=10))
+
+
+def test_every_legacy_key_is_accepted_and_ignored():
+    values = dict(config_lib.PRESETS["albert_tiny"], **{k: 0 for k in config_lib.LEGACY_KEYS})
+    assert AlbertConfig.from_dict(values, source="legacy-test") == AlbertConfig.from_preset("albert_tiny")
+
+
+def test_to_json_file_writes_through_atomic(tmp_path, monkeypatch):
+    from albert_tf.storage import atomic
+
+    calls = []
+    real = atomic.write_json
+    monkeypatch.setattr(atomic, "write_json", lambda path, obj, **kw: calls.append(path) or real(path, obj, **kw))
+    path = tmp_path / "new" / "albert_config.json"  # the directory is made too
+    AlbertConfig.from_preset("albert_tiny").to_json_file(path)
+    assert calls == [str(path)]
+    assert json.loads(path.read_text()) == AlbertConfig.from_preset("albert_tiny").to_dict()
+
+
 def test_json_round_trip(tmp_path):
     config = AlbertConfig.from_preset("albert_large").replace(sharing="ffn")
     path = tmp_path / "c.json"

@@ -5,14 +5,16 @@ import os
 import subprocess
 import sys
 
-import keras
 import numpy as np
 import pytest
 import tensorflow as tf
 
 from albert_tf import AlbertConfig, AlbertEncoder, AlbertPretrainer
-from albert_tf.convert.api import convert, load_source, tf1_values
-from albert_tf.convert.rename import ConversionError
+from albert_tf.convert import hf, keras_hub, tf1
+from albert_tf.convert.api import convert, fixed_output, load_source, tf1_values
+from albert_tf.convert.rename import ConversionError, assign_to_model
+from albert_tf.convert.templates import to_regex_table
+from albert_tf.storage.report import CheckpointMismatchError
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=ROOT)
@@ -121,8 +123,10 @@ def test_from_release_tf1_checkpoint(tmp_path, changes, module_prefix):
                              f"--output={tmp_path / 'converted'}"], capture_output=True, text=True, env=ENV,
                             cwd=ROOT, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
-    assert "pooled_output[:5]" in result.stdout and "AlbertPretrainer" in result.stdout
+    assert "AlbertPretrainer" in result.stdout and f"{original.count_params():,} parameters" in result.stdout
     converted = AlbertPretrainer.from_pretrained(tmp_path / "converted")
+    printed = result.stdout.split("pooled_output[:5]")[1].split("[")[-1].split("]")[0]
+    np.testing.assert_allclose([float(v) for v in printed.split(",")], fixed_output(original)[:5], atol=2e-6)
     for a, b in zip(original.weights, converted.weights):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b), err_msg=a.path)
     assert_same_outputs(original, converted, cfg)
@@ -142,6 +146,14 @@ def test_round_trip_albert_tf_tf1_albert_tf_is_exact(tmp_path):
     assert {n: s for n, s in listed.items() if n != "global_step"} == expected
     back, _ = convert("tf1", "albert_tf", str(tmp_path / "tf1" / "model.ckpt"), str(tmp_path / "b"))
     for a, b in zip(original.weights, back.weights):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b), err_msg=a.path)
+    # the written directory is itself an input: its `checkpoint` file names model.ckpt by a
+    # relative path (it was written under a temporary name) and albert_config.json is beside it
+    assert "model.ckpt" in open(tmp_path / "tf1" / "checkpoint").read()
+    assert str(tmp_path) not in open(tmp_path / "tf1" / "checkpoint").read()
+    again = load_source("tf1", str(tmp_path / "tf1"))
+    assert again.config == cfg
+    for a, b in zip(original.weights, again.weights):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b), err_msg=a.path)
 
 
@@ -256,16 +268,24 @@ def test_problems_are_listed_and_nothing_is_written(tmp_path):
     with pytest.raises(ConversionError) as error:
         convert("tf1", "albert_tf", prefix, str(tmp_path / "out"), cfg)
     message = str(error.value)
-    assert "bert/encoder/unexpected_thing" in message  # no rule maps it
+    # one report: the unmapped source variable beside the other differences
+    assert "not in the model (1): bert/encoder/unexpected_thing" in message
+    assert "bert/encoder/unexpected_thing: no rule of the rename table maps it" in message
+    assert "missing from the source (1): pooler/kernel" in message and "shape mismatches (1)" in message
     assert not (tmp_path / "out").exists()
     del broken["bert/encoder/unexpected_thing"]
     prefix = write_release_checkpoint(broken, str(tmp_path / "bad2.ckpt"), slots=False)
     with pytest.raises(ConversionError) as error:
         convert("tf1", "albert_tf", prefix, str(tmp_path / "out"), cfg)
     message = str(error.value)
-    assert "target variables with no source" in message and "pooler/kernel" in message
-    assert "shape mismatches" in message and "(32, 48) -> group_0_inner_group_0_ffn/intermediate/kernel (32, 64)" in message
-    assert not (tmp_path / "out").exists() and not list(tmp_path.glob("out.tmp-*"))
+    assert isinstance(error.value, CheckpointMismatchError)  # the one checkpoint-matching report
+    assert f"--input={prefix} (tf1) does not match the model" in message
+    assert "missing from the source (1): pooler/kernel" in message
+    assert ("shape mismatches (1): group_0_inner_group_0_ffn/intermediate/kernel: source [32, 48], model [32, 64]"
+            in message)
+    assert ("bert/encoder/transformer/group_0/inner_group_0/ffn_1/intermediate/dense/kernel [32, 48], no transform "
+            "-> [32, 48]; target group_0_inner_group_0_ffn/intermediate/kernel [32, 64]") in message
+    assert not (tmp_path / "out").exists() and not [p for p in os.listdir(tmp_path) if ".tmp-" in p]
 
     result = subprocess.run([sys.executable, "-m", "albert_tf.convert", "--from=tf1", f"--input={prefix}",
                              f"--output={tmp_path / 'cli'}"], capture_output=True, text=True, env=ENV, cwd=ROOT,
@@ -276,38 +296,214 @@ def test_problems_are_listed_and_nothing_is_written(tmp_path):
         tf1_values(AlbertEncoder(cfg.replace(sharing="none")))
 
 
-def test_run_directories_and_converted_directories_interoperate(pretraining_records, tmp_path):
-    """A run_pretraining output_dir loads with from_pretrained; a converted directory is an
-    init_checkpoint."""
-    from albert_tf.training.checkpoints import CheckpointMismatchError, load_init_checkpoint
-    from test_training import make_loop, small_config, train_small
+def test_a_converted_directory_is_an_init_checkpoint(tmp_path):
+    """What run_pretraining --init_checkpoint and export_tfhub --checkpoint read
+    (albert_tf.storage.checkpoints.load_init_checkpoint) takes a converted directory."""
+    from albert_tf.storage.checkpoints import load_init_checkpoint
 
-    outputs, _ = pretraining_records
-    run = tmp_path / "run"
-    loop = train_small(outputs, run, steps=10, iterations=5, save_every=5)[0]
-    loaded = AlbertPretrainer.from_pretrained(run)
-    for a, b in zip(loop.model.weights, loaded.weights):
-        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
-
-    converted = randomize(AlbertPretrainer(small_config()), seed=11)
-    converted.save_pretrained(tmp_path / "converted")
-    fresh = make_loop(steps=10)
-    assert load_init_checkpoint(fresh.model, str(tmp_path / "converted")).endswith("pretrainer.weights.h5")
-    for a, b in zip(converted.weights, fresh.model.weights):
-        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
-    other = make_loop(config=small_config(intermediate_size=48), steps=10)
-    with pytest.raises(CheckpointMismatchError, match="does not match the model"):
-        load_init_checkpoint(other.model, str(tmp_path / "converted"))
-
-
-def test_from_hugging_face_pytorch_bin_when_torch_is_installed(tmp_path):
-    """pytorch_model.bin needs torch; requirements.txt does not pin it, so CI skips this."""
-    torch = pytest.importorskip("torch")
     cfg = config()
-    original = randomize(AlbertPretrainer(cfg), seed=9)
-    write_hf_dir(tmp_path / "hf", cfg, {})
-    os.remove(tmp_path / "hf" / "model.safetensors")
-    torch.save({k: torch.from_numpy(v) for k, v in hf_names(original).items()}, tmp_path / "hf" / "pytorch_model.bin")
-    converted = load_source("hf", str(tmp_path / "hf"))
-    for a, b in zip(original.weights, converted.weights):
+    original = randomize(AlbertPretrainer(cfg), seed=11)
+    prefix = write_release_checkpoint(release_names(original), str(tmp_path / "release" / "model.ckpt-3"))
+    convert("tf1", "albert_tf", prefix, str(tmp_path / "converted"), cfg)
+    fresh = AlbertPretrainer(cfg)
+    read = load_init_checkpoint(fresh, str(tmp_path / "converted"), weights_file_names=("pretrainer.weights.h5",))
+    assert read == str(tmp_path / "converted" / "pretrainer.weights.h5")
+    for a, b in zip(original.weights, fresh.weights):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b), err_msg=a.path)
+    with pytest.raises(CheckpointMismatchError, match="does not match the model"):
+        load_init_checkpoint(AlbertPretrainer(cfg.replace(intermediate_size=48)), str(tmp_path / "converted"),
+                             weights_file_names=("pretrainer.weights.h5",))
+
+
+# --- shape changes are named in the tables -------------------------------------------------
+
+
+def _without_transform(table, source_template):
+    """`table` with the transform of the rule for `source_template` removed."""
+    out, hit = [], 0
+    for rule in table:
+        if rule[0] == source_template:
+            assert len(rule) == 3, rule
+            rule, hit = rule[:2], hit + 1
+        out.append(rule)
+    assert hit == 1
+    return tuple(out)
+
+
+def _backbone(cfg):
+    import keras_hub
+
+    return keras_hub.models.AlbertBackbone(
+        vocabulary_size=cfg.vocab_size, num_layers=cfg.num_hidden_layers, num_heads=cfg.num_attention_heads,
+        num_groups=cfg.num_hidden_groups, num_inner_repetitions=cfg.inner_group_num, embedding_dim=cfg.embedding_size,
+        hidden_dim=cfg.hidden_size, intermediate_dim=cfg.intermediate_size, dropout=0.0,
+        max_sequence_length=cfg.max_position_embeddings)
+
+
+def test_every_shape_change_is_a_named_transform_of_the_table():
+    transforms = {rule[2] for table in (hf.HF_ENCODER_TABLE, hf.HF_HEAD_TABLE, keras_hub.KERAS_HUB_TABLE,
+                                        tf1.TF1_TABLE) for rule in table if len(rule) > 2}
+    assert transforms == {"transpose", "merge_heads", "merge_heads_first"}
+    reversed_rules = {r[0]: r[2] for r in keras_hub.ALBERT_TF_TO_KERAS_HUB if len(r) > 2}
+    assert sorted(reversed_rules.values()) == ["split_heads", "split_heads", "split_heads_first"]
+    with pytest.raises(ValueError, match="unknown transform 'reshape'"):
+        to_regex_table((("a", "b", "reshape"),))
+
+
+def test_a_table_with_a_transform_removed_fails_naming_the_variable():
+    cfg = config(num_hidden_groups=1)
+    original = randomize(AlbertPretrainer(cfg), seed=13)
+    values = {k[len("albert."):] if k.startswith("albert.") else k: v for k, v in hf_names(original).items()
+              if not k.startswith("predictions.decoder")}
+    assign_to_model(AlbertPretrainer(cfg), values, hf.FROM_HF, hf.SKIP)  # the real table converts
+
+    # HF: the FFN kernel without its transpose is [I, H] = [64, 32] against [32, 64]
+    ffn = "encoder.albert_layer_groups.{g}.albert_layers.{k}.ffn.weight"
+    table = to_regex_table(_without_transform(hf.HF_ENCODER_TABLE, ffn) + hf.HF_HEAD_TABLE)
+    target = AlbertPretrainer(cfg)
+    before = [np.asarray(v).copy() for v in target.weights]
+    with pytest.raises(ConversionError) as error:
+        assign_to_model(target, values, table, hf.SKIP, label="hf test")
+    message = str(error.value)
+    assert "hf test does not match the model" in message
+    assert ("shape mismatches (1): group_0_inner_group_0_ffn/intermediate/kernel: source [64, 32], model [32, 64]"
+            in message)
+    assert ("encoder.albert_layer_groups.0.albert_layers.0.ffn.weight [64, 32], no transform -> [64, 32]; "
+            "target group_0_inner_group_0_ffn/intermediate/kernel [32, 64]") in message
+    # nothing was assigned
+    assert all(np.array_equal(b, np.asarray(v)) for b, v in zip(before, target.weights))
+
+    # keras-hub: the per-head query kernel [H, N, D] is not reshaped to [H, H] unless the rule says so
+    backbone = randomize(_backbone(cfg), seed=14)
+    source = {v.path: np.asarray(v) for v in backbone.weights}
+    qkv = "group_{g}_inner_layer_{k}/self_attention_layer/{qkv}/kernel"
+    table = to_regex_table(_without_transform(keras_hub.KERAS_HUB_TABLE, qkv))
+    with pytest.raises(ConversionError) as error:
+        assign_to_model(AlbertEncoder(cfg), source, table, label="keras-hub test")
+    message = str(error.value)
+    assert "shape mismatches (3):" in message
+    for name in ("query", "key", "value"):
+        assert (f"group_0_inner_layer_0/self_attention_layer/{name}/kernel [32, 4, 8], no transform -> [32, 4, 8]; "
+                f"target group_0_inner_group_0_attention/{name}/kernel [32, 32]") in message
+    # a wrong transform is no better: transpose cannot make [N, D, H] into [H, H]
+    out = "group_{g}_inner_layer_{k}/self_attention_layer/attention_output/kernel"
+    wrong = tuple(r[:2] + ("transpose",) if r[0] == out else r for r in keras_hub.KERAS_HUB_TABLE)
+    with pytest.raises(ConversionError, match=r"attention_output/kernel \[4, 8, 32\], transform transpose -> "
+                                              r"\[4, 8, 32\]; target group_0_inner_group_0_attention/dense/kernel "
+                                              r"\[32, 32\] \(transpose needs a 2-D array"):
+        assign_to_model(AlbertEncoder(cfg), source, to_regex_table(wrong))
+
+
+def test_keras_hub_table_reversed_splits_the_heads_again():
+    cfg = config(num_hidden_groups=2)
+    backbone = randomize(_backbone(cfg), seed=15)
+    encoder = AlbertEncoder(cfg)
+    keras_hub.load_keras_hub_backbone(backbone, encoder)
+    # merged as the release lays them out: query kernel [H, N*D], output kernel [N*D, H]
+    q = {v.path: np.asarray(v) for v in backbone.weights}["group_1_inner_layer_0/self_attention_layer/query/kernel"]
+    merged = {v.path: np.asarray(v) for v in encoder.weights}["group_1_inner_group_0_attention/query/kernel"]
+    assert q.shape == (32, 4, 8)
+    np.testing.assert_array_equal(merged, q.reshape(32, 32))
+    back = _backbone(cfg)
+    keras_hub.write_keras_hub_backbone(encoder, back)
+    for a, b in zip(backbone.weights, back.weights):
+        assert a.path == b.path
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b), err_msg=a.path)
+
+
+# --- checkpoint choice, atomic output, bad input -------------------------------------------
+
+
+def test_tf1_directory_without_checkpoint_file_takes_the_highest_step(tmp_path):
+    cfg = config()
+    older = randomize(AlbertPretrainer(cfg), seed=21)
+    newer = randomize(AlbertPretrainer(cfg), seed=22)
+    write_release_checkpoint(release_names(newer), str(tmp_path / "release" / "model.ckpt-10000"))
+    write_release_checkpoint(release_names(older), str(tmp_path / "release" / "model.ckpt-9"))
+    os.remove(tmp_path / "release" / "checkpoint")  # the Saver's state file would name the last one written
+    cfg.to_json_file(tmp_path / "release" / "albert_config.json")
+    assert tf1.checkpoint_prefix(str(tmp_path / "release")) == str(tmp_path / "release" / "model.ckpt-10000")
+    model, _ = convert("tf1", "albert_tf", str(tmp_path / "release"), str(tmp_path / "out"))
+    for a, b in zip(newer.weights, model.weights):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b), err_msg=a.path)
+    with pytest.raises(ValueError, match="no TF1 checkpoint"):
+        convert("tf1", "albert_tf", str(tmp_path / "out"), str(tmp_path / "out2"), cfg)
+
+
+def test_a_failed_conversion_leaves_the_old_output_and_no_litter(tmp_path, monkeypatch):
+    cfg = config()
+    first = randomize(AlbertPretrainer(cfg), seed=31)
+    first.save_pretrained(tmp_path / "src")
+    convert("albert_tf", "tf1", str(tmp_path / "src"), str(tmp_path / "out"))
+    old = {name: open(tmp_path / "out" / name, "rb").read() for name in os.listdir(tmp_path / "out")}
+    assert sorted(old) == ["albert_config.json", "checkpoint", "model.ckpt.data-00000-of-00001", "model.ckpt.index"]
+
+    randomize(first, seed=32).save_pretrained(tmp_path / "src")
+    real_write = tf1.write_tf1
+
+    def crashing_write(values, prefix):
+        real_write(values, prefix)  # a complete new checkpoint in the temporary directory ...
+        raise RuntimeError("simulated crash before the config is written")  # ... then the crash
+
+    monkeypatch.setattr(tf1, "write_tf1", crashing_write)
+    with pytest.raises(RuntimeError, match="simulated crash"):
+        convert("albert_tf", "tf1", str(tmp_path / "src"), str(tmp_path / "out"))
+    assert {name: open(tmp_path / "out" / name, "rb").read() for name in os.listdir(tmp_path / "out")} == old
+    assert sorted(os.listdir(tmp_path)) == ["out", "src"]
+    monkeypatch.undo()
+
+    # a mismatch stops before anything is written; the old output still loads as before
+    with pytest.raises(ConversionError):
+        convert("tf1", "albert_tf", str(tmp_path / "out"), str(tmp_path / "out"), cfg.replace(intermediate_size=48))
+    back = load_source("tf1", str(tmp_path / "out"))
+    expected = randomize(AlbertPretrainer(cfg), seed=31)
+    for a, b in zip(expected.weights, back.weights):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b), err_msg=a.path)
+    assert sorted(os.listdir(tmp_path)) == ["out", "src"]
+
+    # an output path that is a file: exit 2 naming it, the file untouched
+    (tmp_path / "afile").write_text("keep me")
+    result = subprocess.run([sys.executable, "-m", "albert_tf.convert", "--from=albert_tf", "--to=tf1",
+                             f"--input={tmp_path / 'src'}", f"--output={tmp_path / 'afile'}"], capture_output=True,
+                            text=True, env=ENV, cwd=ROOT, timeout=300)
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert f"convert: error: {tmp_path / 'afile'} exists and is not a directory" in result.stderr
+    assert "Traceback" not in result.stderr and (tmp_path / "afile").read_text() == "keep me"
+
+
+def test_malformed_or_foreign_configs_are_named(tmp_path):
+    cfg = config()
+    original = randomize(AlbertPretrainer(cfg), seed=41)
+    write_hf_dir(tmp_path / "hf", cfg, hf_names(original.encoder, prefix=""))
+    text = open(tmp_path / "hf" / "config.json").read()
+    broken = text.replace(", ", ",\n").replace('"hidden_size": 32,', '"hidden_size": 32,,')
+    open(tmp_path / "hf" / "config.json", "w").write(broken)
+    line = broken.splitlines().index('"hidden_size": 32,,') + 1
+    with pytest.raises(ValueError) as error:
+        load_source("hf", str(tmp_path / "hf"))
+    assert str(error.value) == (f"{tmp_path / 'hf' / 'config.json'}: not valid JSON: Expecting property name "
+                                f"enclosed in double quotes at line {line}, column 19: \"hidden_size\": 32,,")
+    open(tmp_path / "hf" / "config.json", "w").write(text.replace('"model_type": "albert"', '"model_type": "bert"'))
+    with pytest.raises(ValueError, match=r"config.json: a Hugging Face 'bert' model, not ALBERT"):
+        load_source("hf", str(tmp_path / "hf"))
+    with pytest.raises(ValueError, match=r"config.json: a Hugging Face config \(model_type='bert'\), not a keras-hub "
+                                         r"preset; use --from=hf"):
+        load_source("keras_hub", str(tmp_path / "hf"))
+
+    import keras_hub as kh
+
+    kh.models.BertBackbone(vocabulary_size=50, num_layers=1, num_heads=2, hidden_dim=8, intermediate_dim=16,
+                           max_sequence_length=16).save_to_preset(str(tmp_path / "bert_preset"))
+    with pytest.raises(ValueError) as error:
+        load_source("keras_hub", str(tmp_path / "bert_preset"))
+    assert str(error.value) == (f"{tmp_path / 'bert_preset' / 'config.json'}: a keras-hub BertBackbone preset "
+                                "(keras_hub>BertBackbone), not an AlbertBackbone; --from=keras_hub converts ALBERT "
+                                "backbones only.")
+    preset_config = tmp_path / "bert_preset" / "config.json"
+    open(preset_config, "w").write(open(preset_config).read()[:-20])
+    result = subprocess.run([sys.executable, "-m", "albert_tf.convert", "--from=keras_hub",
+                             f"--input={tmp_path / 'bert_preset'}", f"--output={tmp_path / 'out'}"],
+                            capture_output=True, text=True, env=ENV, cwd=ROOT, timeout=300)
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr[-2000:]
+    assert f"convert: error: {preset_config}: not valid JSON: " in result.stderr
+    assert "at line " in result.stderr and not (tmp_path / "out").exists()

@@ -164,23 +164,73 @@ def test_variable_count_per_sharing_strategy(tiny_config, sharing, embedding_siz
     assert encoder.count_params() == expected == count_parameters(config)
 
 
-def test_all_shared_reuses_one_block(tiny_config):
-    config = tiny_config.replace(num_hidden_groups=1, num_hidden_layers=6)
-    encoder = AlbertEncoder(config)
-    assert [l.name for l in encoder.attention_layers] == ["group_0_inner_group_0_attention"]
-    assert [l.name for l in encoder.ffn_layers] == ["group_0_inner_group_0_ffn"]
+def _copy_shared_into_unshared(shared, unshared):
+    """Gives `unshared` (sharing="none") the weights of `shared` (sharing="all"): every
+    per-layer block a copy of the one shared block."""
+    for name in ("embeddings", "embedding_projection", "pooler"):
+        getattr(unshared, name).set_weights(getattr(shared, name).get_weights())
+    (attention,), (ffn,) = shared.attention_layers, shared.ffn_layers
+    for layer in unshared.attention_layers:
+        layer.set_weights(attention.get_weights())
+    for layer in unshared.ffn_layers:
+        layer.set_weights(ffn.get_weights())
+
+
+def test_all_shared_reuses_one_block_and_accumulates_its_gradient(tiny_config):
+    L = 4
+    config = no_dropout(tiny_config).replace(num_hidden_groups=1, num_hidden_layers=L)
+    shared = AlbertEncoder(config)
+    assert [l.name for l in shared.attention_layers] == ["group_0_inner_group_0_attention"]
+    assert [l.name for l in shared.ffn_layers] == ["group_0_inner_group_0_ffn"]
     # the single block is called once per layer in the graph
-    assert len(encoder.attention_layers[0]._inbound_nodes) == 6
-    assert len(encoder.ffn_layers[0]._inbound_nodes) == 6
-    # and its gradient collects all six applications: zeroing the block's output
-    # projection changes every layer's output
+    assert len(shared.attention_layers[0]._inbound_nodes) == L
+    assert len(shared.ffn_layers[0]._inbound_nodes) == L
+
+    # the same network unrolled: L unshared blocks, each a copy of the shared one
+    unshared = AlbertEncoder(config.replace(sharing="none"))
+    assert len(unshared.attention_layers) == len(unshared.ffn_layers) == L
+    _copy_shared_into_unshared(shared, unshared)
     inputs = random_inputs(config)
-    before = to_numpy(encoder(inputs))["encoder_outputs"]
-    kernel = encoder.ffn_layers[0].output_dense.kernel
-    kernel.assign(kernel * 2.0)
-    after = to_numpy(encoder(inputs))["encoder_outputs"]
-    for b, a in zip(before, after):
-        assert np.abs(a - b).max() > 1e-4
+    assert_all_close(shared(inputs), unshared(inputs), atol=1e-5)
+
+    rng = np.random.default_rng(0)
+    probe_seq = rng.normal(size=(3, 12, 32)).astype("float32")
+    probe_pooled = rng.normal(size=(3, 32)).astype("float32")
+
+    def gradients(encoder, layers):
+        variables = [layer.trainable_weights for layer in layers]
+        with tf.GradientTape() as tape:
+            out = encoder(inputs, training=True)
+            loss = tf.reduce_sum(out["sequence_output"] * probe_seq) + tf.reduce_sum(out["pooled_output"] * probe_pooled)
+        flat = tape.gradient(loss, [v for vs in variables for v in vs])
+        grads, i = [], 0
+        for vs in variables:
+            grads.append([tf.convert_to_tensor(g).numpy() for g in flat[i : i + len(vs)]])
+            i += len(vs)
+        return grads
+
+    for kind in ("attention_layers", "ffn_layers"):
+        (shared_grads,) = gradients(shared, getattr(shared, kind))
+        per_layer = gradients(unshared, getattr(unshared, kind))
+        names = [v.path.split("/", 1)[1] for v in getattr(shared, kind)[0].trainable_weights]
+        assert len(shared_grads) == len(names) > 0
+        for i, (name, g) in enumerate(zip(names, shared_grads)):
+            contributions = [grads[i] for grads in per_layer]
+            assert len(contributions) == L
+            total = np.sum(contributions, axis=0)
+            if name == "key/bias":
+                # adds the same score to every key of a query: softmax ignores it, so its
+                # gradient is zero up to rounding, in both encoders
+                largest = max(np.abs(x).max() for x in shared_grads)
+                assert np.abs(g).max() < 1e-6 * largest and np.abs(total).max() < 1e-6 * largest
+                continue
+            # every application contributes, and not the same amount
+            assert all(np.abs(c).max() > 0 for c in contributions), (kind, name)
+            assert np.abs(contributions[0] - contributions[-1]).max() > 1e-3 * np.abs(total).max(), (kind, name)
+            # the shared variable's gradient is the sum over the L applications
+            scale = np.abs(total).max()
+            np.testing.assert_allclose(g, total, atol=1e-4 * scale, rtol=1e-3, err_msg=f"{kind} {name}")
+            assert np.abs(g - contributions[-1]).max() > 1e-2 * scale, (kind, name)
 
 
 def test_grouped_sharing_routes_layers_like_the_release(tiny_config):

@@ -10,7 +10,7 @@ import tensorflow as tf
 import tensorflow_text  # noqa: F401  (registers the ops of the preprocessing model)
 
 from albert_tf import AlbertConfig, AlbertPretrainer
-from albert_tf.data.tokenization import SentencePieceTokenizer
+from albert_tf.data.tokenization import SentencePieceTokenizer, strip_machine_paths
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=ROOT)
@@ -94,6 +94,8 @@ def test_assets_and_no_machine_paths(exported, spm_model):
     assets = sorted(os.listdir(os.path.join(encoder_dir, "assets")))
     assert assets == ["albert_config.json", "spm.model"]
     assert AlbertConfig.from_json_file(os.path.join(encoder_dir, "assets", "albert_config.json")) == exported["config"]
+    with open(spm_model, "rb") as f:
+        assert open(os.path.join(encoder_dir, "assets", "spm.model"), "rb").read() == strip_machine_paths(f.read())
     for name in ("encoder", "preprocess"):
         pb = open(os.path.join(exported["path"], name, "saved_model.pb"), "rb").read()
         for path in (str(exported["base"]), os.path.dirname(spm_model), "/tmp/"):
@@ -199,12 +201,23 @@ def test_tfsm_layer_inference_and_adam_fine_tuning(exported):
     assert sum(not np.array_equal(b, a) for b, a in zip(before, after)) == len(before)
 
 
+def _tree(path):
+    """relative path -> bytes of every file under `path`."""
+    out = {}
+    for directory, _, files in os.walk(path):
+        for name in files:
+            full = os.path.join(directory, name)
+            out[os.path.relpath(full, path)] = open(full, "rb").read()
+    return out
+
+
 def test_export_is_atomic(exported, spm_model, monkeypatch):
     from albert_tf.export import exporter
 
     target = str(exported["base"] / "atomic")
     exporter.export_tfhub(exported["model"], spm_model, target, seq_length=SEQ)
-    first = sorted(os.listdir(target))
+    first = _tree(target)
+    assert {"encoder/saved_model.pb", "preprocess/saved_model.pb"} <= set(first)
     real_save = tf.saved_model.save
     calls = []
 
@@ -217,9 +230,34 @@ def test_export_is_atomic(exported, spm_model, monkeypatch):
     monkeypatch.setattr(exporter.tf.saved_model, "save", failing_save)
     with pytest.raises(RuntimeError, match="simulated crash"):
         exporter.export_tfhub(exported["model"], spm_model, target, seq_length=SEQ)
-    assert len(calls) == 2
-    assert sorted(os.listdir(target)) == first  # the previous export is intact
-    assert not [p for p in os.listdir(exported["base"]) if ".tmp-" in p]
+    assert len(calls) == 2 and not calls[0].startswith(target + os.sep)  # written beside, not into, the target
+    assert _tree(target) == first  # the previous export is intact, byte for byte
+    assert not [p for p in os.listdir(exported["base"]) if ".tmp-" in p or ".old-" in p]
+    monkeypatch.undo()
+    obj = tf.saved_model.load(os.path.join(target, "encoder"))
+    inputs = _inputs(exported["config"])
+    np.testing.assert_allclose(obj(inputs, training=False)["pooled_output"],
+                               exported["model"].encoder(inputs, training=False)["pooled_output"], atol=1e-5)
+
+
+def test_export_from_a_pretrained_directory(exported, spm_model, tmp_path):
+    """--checkpoint may be an albert_tf pretrained directory (pretrainer.weights.h5, e.g. a
+    converted release): loaded through storage.checkpoints.load_init_checkpoint."""
+    from albert_tf.export_tfhub import export
+
+    model = AlbertPretrainer(exported["config"])
+    rng = np.random.default_rng(3)
+    for v in model.weights:
+        v.assign(np.asarray(v) + rng.normal(scale=0.01, size=v.shape).astype("float32"))
+    model.save_pretrained(str(tmp_path / "pretrained"))
+    path = export(exported["config_file"], str(tmp_path / "pretrained"), spm_model, str(tmp_path / "hub"),
+                  with_mlm=False, seq_length=SEQ)
+    assert path == str(tmp_path / "hub")
+    obj = tf.saved_model.load(os.path.join(path, "encoder"))
+    inputs = _inputs(exported["config"])
+    np.testing.assert_allclose(obj(inputs, training=False)["pooled_output"],
+                               model.encoder(inputs, training=False)["pooled_output"], atol=1e-5)
+    assert not hasattr(obj, "mlm")
 
 
 def test_cli_errors(exported, spm_model, tmp_path):
@@ -231,11 +269,19 @@ def test_cli_errors(exported, spm_model, tmp_path):
         ([f"--albert_config_file={other_file}", f"--checkpoint={exported['run_dir']}", f"--spm_model_file={spm_model}",
           f"--export_path={tmp_path}/x"], "shape mismatches"),
         ([f"--albert_config_file={exported['config_file']}", f"--checkpoint={tmp_path}/none",
-          f"--spm_model_file={spm_model}", f"--export_path={tmp_path}/x"], "no checkpoint there"),
+          f"--spm_model_file={spm_model}", f"--export_path={tmp_path}/x"],
+         f"--checkpoint={tmp_path}/none: no checkpoint there"),
+        ([f"--albert_config_file={exported['config_file']}", f"--checkpoint={exported['run_dir']}",
+          f"--spm_model_file={spm_model}", f"--export_path={tmp_path}/afile"],
+         f"--export_path={tmp_path}/afile exists and is not a directory"),
+        ([f"--albert_config_file={tmp_path}/missing.json", f"--checkpoint={exported['run_dir']}",
+          f"--spm_model_file={spm_model}", f"--export_path={tmp_path}/x"], f"{tmp_path}/missing.json"),
     ]
+    (tmp_path / "afile").write_text("keep me")
     for args, message in cases:
         result = subprocess.run([sys.executable, "-m", "albert_tf.export_tfhub", *args], capture_output=True,
                                 text=True, env=ENV, cwd=ROOT, timeout=300)
-        assert result.returncode == 2 and message in result.stderr, result.stderr[-2000:]
+        assert result.returncode == 2 and "export_tfhub: error: " in result.stderr, result.stderr[-2000:]
+        assert message in result.stderr, result.stderr[-2000:]
         assert "Traceback" not in result.stderr
-    assert not (tmp_path / "x").exists()
+    assert not (tmp_path / "x").exists() and (tmp_path / "afile").read_text() == "keep me"

@@ -1,4 +1,5 @@
-"""The pretraining loop in-process: learning, clipping, NaN stop, init_checkpoint, XLA."""
+"""The training driver in-process, with the pretraining task: learning, logs and curves,
+clipping, NaN stop, init_checkpoint, XLA, bf16, evaluation coverage, resume checks."""
 
 import json
 import os
@@ -9,11 +10,11 @@ import pytest
 import tensorflow as tf
 
 from albert_tf import AlbertConfig
-from albert_tf.data.pipeline import pretraining_dataset
-from albert_tf.training.checkpoints import CheckpointMismatchError, TrainingCheckpoints, load_init_checkpoint
-from albert_tf.training.loop import MetricsLogger, PretrainingLoop, TrainingDivergedError, run_training
-
-TOOLS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools")
+from albert_tf.modeling.losses import pretraining_metrics
+from albert_tf.tasks.pretraining import PretrainingOptions, PretrainingTask
+from albert_tf.training.checkpoints import CheckpointMismatchError, load_init_checkpoint
+from albert_tf.training.driver import Trainer, TrainingOptions, pad_batch, train_and_evaluate
+from albert_tf.training.errors import TrainingDivergedError
 
 
 def small_config(**changes):
@@ -22,137 +23,232 @@ def small_config(**changes):
     return AlbertConfig.from_preset("albert_tiny").replace(**values)
 
 
-def make_loop(config=None, batch=16, steps=300, lr=0.005, **kwargs):
-    strategy = tf.distribute.get_strategy()
-    return PretrainingLoop(strategy, config or small_config(), batch, learning_rate=lr, num_train_steps=steps,
-                           num_warmup_steps=steps // 10, **kwargs)
+def make_task(records, config=None, batch=16, eval_records=None, **kwargs):
+    return PretrainingTask(PretrainingOptions(config or small_config(), list(records), eval_files=eval_records,
+                                              max_seq_length=128, global_batch_size=batch, deterministic=True,
+                                              random_seed=1, shuffle_buffer_size=2000, **kwargs))
 
 
-def iterator_for(records, batch=16, seed=1):
-    ds = pretraining_dataset(records, batch, 128, 20, deterministic=True, seed=seed, shuffle_buffer_size=2000)
-    return iter(tf.distribute.get_strategy().experimental_distribute_dataset(ds))
+def make_options(out_dir="unused", batch=16, steps=300, lr=0.005, **kwargs):
+    values = dict(output_dir=str(out_dir), train_batch_size=batch, eval_batch_size=batch, num_train_steps=steps,
+                  num_warmup_steps=steps // 10, learning_rate=lr, optimizer="lamb", save_checkpoints_steps=steps,
+                  iterations_per_loop=10, max_eval_steps=None)
+    values.update(kwargs)
+    return TrainingOptions(**values)
 
 
-def train_small(records, out_dir, steps, iterations, save_every, keep=2, stop_after=None):
-    """A small loop trained for `steps` with checkpoints and logs in out_dir; returns
-    (loop, iterator, checkpoints, logger) so a test can go on with them."""
-    loop = make_loop(steps=steps)
-    iterator = iterator_for(records)
-    checkpoints = TrainingCheckpoints(str(out_dir), loop.model, loop.optimizer, keep)
-    logger = MetricsLogger(str(out_dir), steps, stream=sys.stderr)
-    run_training(loop, iterator, checkpoints, logger, steps, iterations, save_every, stop_after_steps=stop_after)
-    return loop, iterator, checkpoints, logger
+def make_trainer(records, config=None, batch=16, steps=300, lr=0.005, dtype_policy="float32", **kwargs):
+    task = make_task(records, config, batch, dtype_policy=dtype_policy)
+    return Trainer(task, make_options(batch=batch, steps=steps, lr=lr, **kwargs))
 
 
-def test_loss_falls_over_a_few_hundred_steps(pretraining_records, tmp_path):
+def iterator_for(trainer):
+    strategy = trainer.strategy
+    return iter(strategy.distribute_datasets_from_function(
+        lambda ctx: trainer.task.train_dataset(ctx, ctx.get_per_replica_batch_size(trainer.global_batch_size), 0)))
+
+
+def test_loss_falls_and_the_run_leaves_metrics_tensorboard_and_curves(pretraining_records, tmp_path):
     outputs, _ = pretraining_records
-    train_small(outputs, tmp_path, steps=300, iterations=50, save_every=150)
-    rows = [json.loads(l) for l in open(tmp_path / "metrics.jsonl")]
-    assert [r["step"] for r in rows] == [50, 100, 150, 200, 250, 300]
-    assert set(rows[0]) == {"step", "loss", "masked_lm_loss", "masked_lm_accuracy", "sentence_order_loss",
-                            "sentence_order_accuracy", "learning_rate", "examples_per_second"}
-    first, last = rows[0], rows[-1]
-    assert last["masked_lm_loss"] < first["masked_lm_loss"] - 1.0, (first, last)
-    assert last["masked_lm_accuracy"] > first["masked_lm_accuracy"]
-    assert sorted(p.name for p in tmp_path.glob("ckpt-*.index")) == ["ckpt-150.index", "ckpt-300.index"]
-    # TensorBoard summaries carry the losses, accuracies, learning rate and throughput
+    task = make_task(outputs)
+    options = make_options(tmp_path, steps=300, iterations_per_loop=50, save_checkpoints_steps=100, max_eval_steps=4)
+    result = train_and_evaluate(task, options, stream=sys.stderr)
+    assert result["final_step"] == 300 and result["initialized_from"] == "random"
+    records = [json.loads(line) for line in open(tmp_path / "metrics.jsonl")]
+    train = [r for r in records if r["split"] == "train"]
+    assert [r["step"] for r in train] == [50, 100, 150, 200, 250, 300]
+    assert train[-1]["masked_lm_loss"] < train[0]["masked_lm_loss"] - 0.5, train
+    assert train[-1]["masked_lm_accuracy"] > train[0]["masked_lm_accuracy"]
+    evaluation = json.load(open(tmp_path / "eval_results.json"))
+    assert evaluation["global_step"] == 300 and evaluation["steps"] == 4 and evaluation["examples"] == 64
+    assert evaluation["initialized_from"] == "random"
+    assert abs(evaluation["masked_lm_loss"] - train[-1]["masked_lm_loss"]) < 1.0
     tags = set()
     for event_file in (tmp_path / "train").glob("events.out.tfevents.*"):
         for event in tf.compat.v1.train.summary_iterator(str(event_file)):
             tags.update(v.tag for v in event.summary.value)
     assert {"loss", "masked_lm_accuracy", "sentence_order_loss", "learning_rate", "examples_per_second"} <= tags
-
-    # the curves tool draws them
-    sys.path.insert(0, TOOLS)
-    import plot_metrics
-
-    png = plot_metrics.plot(plot_metrics.read_metrics(str(tmp_path / "metrics.jsonl")), str(tmp_path / "c.png"))
+    png = tmp_path / "training_curves.png"
     assert open(png, "rb").read(8) == b"\x89PNG\r\n\x1a\n" and os.path.getsize(png) > 10_000
+    assert sorted(p.name for p in tmp_path.glob("ckpt-*.index")) == ["ckpt-100.index", "ckpt-200.index",
+                                                                      "ckpt-300.index"]
+    assert not [p for p in os.listdir(tmp_path) if ".tmp-" in p]
+    # the run directory is also an albert_tf pretrained directory holding the final weights
+    from albert_tf import AlbertEncoder, AlbertPretrainer
+
+    model = result["trainer"].model
+    loaded = AlbertPretrainer.from_pretrained(str(tmp_path))
+    assert len(loaded.weights) == len(model.weights)
+    for a, b in zip(loaded.weights, model.weights, strict=True):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    encoder = AlbertEncoder.from_pretrained(str(tmp_path))
+    np.testing.assert_array_equal(np.asarray(encoder.embeddings.word_embeddings),
+                                  np.asarray(model.encoder.embeddings.word_embeddings))
 
 
-def test_gradients_are_clipped_to_global_norm_one(pretraining_records):
+@pytest.mark.parametrize("clip_norm", [0.1, 1000.0])
+def test_the_driver_clips_gradients_to_its_global_norm(pretraining_records, clip_norm):
     outputs, _ = pretraining_records
-    loop = make_loop(lr=0.0)  # learning rate 0: only the optimizer slots move
-    batch = next(iter(pretraining_dataset(outputs, 16, 128, 20, is_training=False)))
-    loop._replica_step(batch)
+    trainer = make_trainer(outputs, lr=0.0, clip_norm=clip_norm)  # lr 0: only the optimizer slots move
+    batch = next(iter(trainer.task.train_dataset(None, 16, 0)))
+    weight = tf.reduce_sum(batch["masked_lm_weights"])
+    raw, _ = trainer._gradients(batch, {"mlm_weight": weight})
+    raw_norm = float(tf.linalg.global_norm(raw))
+    trainer.train(iter(tf.data.Dataset.from_tensors(batch).repeat()), 1)
     # with m0 = 0 the first moment after one step is (1 - b1) * clipped gradient
-    m = [np.asarray(v) / 0.1 for v in loop.optimizer._m]
+    m = [np.asarray(v) / 0.1 for v in trainer.optimizer._m]
     norm = np.sqrt(sum((x.astype(np.float64) ** 2).sum() for x in m))
-    assert norm == pytest.approx(1.0, rel=1e-4)  # raw gradients of a fresh model are far larger
-    small = [np.array([3.0, 4.0]) * 0.01]
-    clipped, raw_norm = tf.clip_by_global_norm([tf.constant(g) for g in small], 1.0)
-    np.testing.assert_allclose(clipped[0].numpy(), [0.03, 0.04])
-    clipped, _ = tf.clip_by_global_norm([tf.constant([3.0, 4.0])], 1.0)
-    np.testing.assert_allclose(clipped[0].numpy(), [0.6, 0.8])
+    assert 0.1 < raw_norm < 1000.0
+    assert norm == pytest.approx(min(raw_norm, clip_norm), rel=1e-4)
 
 
-def test_nan_loss_stops_and_keeps_the_last_good_checkpoint(pretraining_records, tmp_path):
+def test_nan_loss_stops_and_keeps_the_last_good_checkpoint(pretraining_records, tmp_path, monkeypatch):
     outputs, _ = pretraining_records
-    loop, iterator, checkpoints, logger = train_small(outputs, tmp_path, steps=100, iterations=10, save_every=10,
-                                                      keep=5, stop_after=20)
-    good = checkpoints.manager.latest_checkpoint
-    assert good.endswith("ckpt-20")
-    kernel = loop.model.encoder.pooler.kernel
-    kernel.assign(np.full(kernel.shape, np.nan, "float32"))
-    with pytest.raises(TrainingDivergedError, match=r"the loss became nan .*ckpt-20"):
-        run_training(loop, iterator, checkpoints, logger, 100, 10, 10)
-    assert checkpoints.manager.latest_checkpoint == good
+    options = make_options(tmp_path, steps=100, save_checkpoints_steps=10, do_eval=False)
+    first = train_and_evaluate(make_task(outputs), options, stream=sys.stderr, stop_after_steps=20)
+    assert first["final_step"] == 20
+    # resume from ckpt-20 with a poisoned weight: the next 10 steps diverge
+    from albert_tf.training.checkpoints import TrainingCheckpoints
+
+    restore = TrainingCheckpoints.restore_latest
+
+    def restore_then_poison(self):
+        path = restore(self)
+        kernel = self.model.encoder.pooler.kernel
+        kernel.assign(np.full(kernel.shape, np.nan, "float32"))
+        return path
+
+    monkeypatch.setattr(TrainingCheckpoints, "restore_latest", restore_then_poison)
+    with pytest.raises(TrainingDivergedError, match=r"the loss became nan between steps 20 and 30.*ckpt-20"):
+        train_and_evaluate(make_task(outputs), options, stream=sys.stderr)
     assert sorted(p.name for p in tmp_path.glob("ckpt-*.index")) == ["ckpt-10.index", "ckpt-20.index"]
 
 
 def test_init_checkpoint_loads_or_fails_loudly(pretraining_records, tmp_path):
     outputs, _ = pretraining_records
-    loop = train_small(outputs, tmp_path / "a", steps=20, iterations=10, save_every=10)[0]
-    fresh = make_loop(steps=20)
-    prefix = load_init_checkpoint(fresh.model, str(tmp_path / "a"))
+    options = make_options(tmp_path / "a", steps=20, save_checkpoints_steps=10, do_eval=False)
+    trained = train_and_evaluate(make_task(outputs), options, stream=sys.stderr)["trainer"].model
+    fresh = make_trainer(outputs, steps=20).model
+    prefix = load_init_checkpoint(fresh, str(tmp_path / "a"))
     assert prefix.endswith("ckpt-20")
-    for a, b in zip(loop.model.weights, fresh.model.weights):
+    assert len(trained.weights) == len(fresh.weights)
+    for a, b in zip(trained.weights, fresh.weights, strict=True):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
 
     with pytest.raises(CheckpointMismatchError, match="no checkpoint there"):
-        load_init_checkpoint(fresh.model, str(tmp_path / "missing"))
-    other = make_loop(config=small_config(intermediate_size=48, num_hidden_groups=1), steps=20)
+        load_init_checkpoint(fresh, str(tmp_path / "missing"))
+    other = make_trainer(outputs, config=small_config(intermediate_size=48, num_hidden_groups=1), steps=20).model
     with pytest.raises(CheckpointMismatchError) as error:
-        load_init_checkpoint(other.model, str(tmp_path / "a"))
+        load_init_checkpoint(other, str(tmp_path / "a"))
     message = str(error.value)
     assert "shape mismatches" in message and "group_0_inner_group_0_ffn/intermediate/_kernel" in message
     assert "not in the model" in message and "group_1_inner_group_0_attention" in message
+    # a new run through the driver records where it started
+    result = train_and_evaluate(make_task(outputs, init_checkpoint=str(tmp_path / "a")),
+                                make_options(tmp_path / "b", steps=2, save_checkpoints_steps=2, max_eval_steps=1),
+                                stream=sys.stderr)
+    assert result["initialized_from"].endswith("ckpt-20")
+    assert json.load(open(tmp_path / "b" / "eval_results.json"))["initialized_from"].endswith("ckpt-20")
 
 
-def test_full_train_step_compiles_with_xla_on_static_shapes(pretraining_records):
+def test_the_drivers_xla_step_compiles_and_matches_the_graph_step(pretraining_records):
     outputs, _ = pretraining_records
-    loop = make_loop(jit_compile=True, use_one_hot_embeddings=True)
-    ds = pretraining_dataset(outputs, 16, 128, 20)
+    compiled = make_trainer(outputs, jit_compile=True, lr=0.001)
+    plain = make_trainer(outputs, jit_compile=False, lr=0.001)
+    plain.model.set_weights(compiled.model.get_weights())
+    ds = compiled.task.train_dataset(None, 16, 0)
     for spec in ds.element_spec.values():
         assert spec.shape.is_fully_defined(), spec  # static shapes, as a TPU requires
         assert spec.dtype != tf.string
     batch = next(iter(ds))
-    # the whole step (forward, backward, clipping, optimizer update) as one XLA program
-    full_step = tf.function(loop._replica_step, jit_compile=True)
-    hlo = full_step.experimental_get_compiler_ir(batch)(stage="hlo")
+    # the driver's own gradient pass is the XLA program
+    hlo = compiled._gradients_fn.experimental_get_compiler_ir(batch, {"mlm_weight": tf.constant(1.0)})(stage="hlo")
     assert "HloModule" in hlo
-    before = loop.step
-    full_step(batch)
-    assert loop.step == before + 1
-    before = loop.step
-    loop.train(iter(ds), 2)
-    assert loop.step == before + 2
+    losses = {}
+    for name, trainer in (("xla", compiled), ("graph", plain)):
+        iterator = iterator_for(trainer)
+        losses[name] = [pretraining_metrics(trainer.train(iterator, 2))["loss"] for _ in range(2)]
+        assert trainer.step == 4
+    np.testing.assert_allclose(losses["xla"], losses["graph"], rtol=2e-3)
 
 
-def test_mixed_bfloat16_policy_trains(pretraining_records):
+def test_mixed_bfloat16_trains_like_float32_with_float32_variables(pretraining_records):
     outputs, _ = pretraining_records
-    loop = make_loop(dtype_policy="mixed_bfloat16", steps=10)
-    assert loop.model.encoder.embeddings.compute_dtype == "bfloat16"
-    assert loop.model.encoder.embeddings.word_embeddings.dtype == "float32"
-    from albert_tf.training.loop import metrics_from_totals
+    mixed = make_trainer(outputs, dtype_policy="mixed_bfloat16", steps=30, lr=0.002)
+    full = make_trainer(outputs, steps=30, lr=0.002)
+    full.model.set_weights(mixed.model.get_weights())
+    assert mixed.model.encoder.embeddings.compute_dtype == "bfloat16"
+    assert all(v.dtype == "float32" for v in mixed.model.weights)
+    assert all(v.dtype == "float32" for v in mixed.optimizer.variables if v is not mixed.optimizer.iterations)
+    curves = {}
+    for name, trainer in (("mixed", mixed), ("full", full)):
+        iterator = iterator_for(trainer)
+        curves[name] = [pretraining_metrics(trainer.train(iterator, 5))["loss"] for _ in range(4)]
+    assert curves["mixed"][-1] < curves["mixed"][0]
+    np.testing.assert_allclose(curves["mixed"], curves["full"], rtol=0.02)
 
-    metrics = metrics_from_totals(loop.train(iterator_for(outputs), 3))
-    assert np.isfinite(metrics["loss"])
+
+def test_evaluation_covers_every_example_and_refuses_an_empty_set(pretraining_records, tmp_path):
+    outputs, _ = pretraining_records
+    small = str(tmp_path / "small.tfrecord")
+    with tf.io.TFRecordWriter(small) as writer:
+        for raw in tf.data.TFRecordDataset(outputs[0]).take(5):
+            writer.write(raw.numpy())
+    trainer = make_trainer(outputs, batch=16, eval_batch_size=16)
+    trainer.task.options.eval_files = [small]
+    metrics = trainer.evaluate()
+    # 5 examples, fewer than one batch: all of them count, the 11 padding rows none
+    assert metrics["examples"] == 5 and metrics["steps"] == 1
+    assert metrics["masked_lm_loss"] > 5.0 and metrics["sentence_order_accuracy"] in (0.0, 0.2, 0.4, 0.6, 0.8, 1.0)
+    single = make_trainer(outputs, batch=16, eval_batch_size=1)
+    single.model.set_weights(trainer.model.get_weights())
+    single.task.options.eval_files = [small]
+    one_by_one = single.evaluate()
+    assert one_by_one["examples"] == 5 and one_by_one["steps"] == 5
+    for key in ("masked_lm_loss", "masked_lm_accuracy", "sentence_order_loss", "sentence_order_accuracy"):
+        assert metrics[key] == pytest.approx(one_by_one[key], rel=1e-5, abs=1e-6), key
+    empty = str(tmp_path / "empty.tfrecord")
+    tf.io.TFRecordWriter(empty).close()
+    trainer.task.options.eval_files = [empty]
+    with pytest.raises(ValueError, match="empty.tfrecord: holds no record"):
+        trainer.evaluate()
+    trainer.task.options.eval_files = [small]
+    nothing = trainer.task.eval_dataset(16).take(0)
+    with pytest.raises(ValueError, match="the evaluation set holds no example"):
+        trainer.per_example_outputs(nothing, 16)
 
 
-def test_batch_must_divide_over_replicas():
+def test_pad_batch_marks_padding_with_zero_weight():
+    batch = {"a": tf.constant([[1, 2], [3, 4]]), "b": tf.constant([0.5, 1.5])}
+    padded = pad_batch(batch, 4)
+    np.testing.assert_array_equal(padded["a"].numpy(), [[1, 2], [3, 4], [0, 0], [0, 0]])
+    np.testing.assert_array_equal(padded["example_weight"].numpy(), [1, 1, 0, 0])
+    assert padded["b"].shape == (4,)
+
+
+def test_resume_refuses_a_checkpoint_without_what_the_run_saves(pretraining_records, tmp_path):
+    outputs, _ = pretraining_records
+    trainer = make_trainer(outputs, steps=10)
+    # a checkpoint holding only model and optimizer, as older versions wrote
+    manager = tf.train.CheckpointManager(tf.train.Checkpoint(model=trainer.model, optimizer=trainer.optimizer),
+                                         str(tmp_path), max_to_keep=1, checkpoint_name="ckpt")
+    manager.save(checkpoint_number=5)
+    options = make_options(tmp_path, steps=10, save_checkpoints_steps=5, do_eval=False)
+    with pytest.raises(ValueError, match=r"cannot resume from .*ckpt-5: it holds no iterator.*another --output_dir"):
+        train_and_evaluate(make_task(outputs), options, stream=sys.stderr)
+    # and a run directory of another model names the variables that differ
+    other = tmp_path / "other"
+    train_and_evaluate(make_task(outputs), make_options(other, steps=5, save_checkpoints_steps=5, do_eval=False),
+                       stream=sys.stderr)
+    with pytest.raises(CheckpointMismatchError, match=r"shape mismatches .*\n.*config\) changed"):
+        train_and_evaluate(make_task(outputs, config=small_config(intermediate_size=48)),
+                           make_options(other, steps=10, save_checkpoints_steps=5, do_eval=False), stream=sys.stderr)
+
+
+def test_batch_must_divide_over_replicas(pretraining_records):
     class Fake:
         num_replicas_in_sync = 3
 
+    outputs, _ = pretraining_records
     with pytest.raises(ValueError, match="not divisible by the 3 replicas"):
-        PretrainingLoop(Fake(), small_config(), 16)
+        Trainer(make_task(outputs), make_options(), Fake())

@@ -11,10 +11,9 @@ otherwise the full list of missing, unexpected and misshaped variables is printe
 The tool then prints pooled_output of a fixed id sequence for comparison with the source.
 """
 
-import os
-import sys
+from absl import flags
 
-from absl import app, flags
+from albert_tf import cli
 
 
 def define_flags():
@@ -25,29 +24,26 @@ def define_flags():
     flags.DEFINE_string("albert_config_file", None, "albert_config.json (needed where the source carries no config).")
 
 
-def main(argv):
-    del argv
-    f = flags.FLAGS
-    source = f["from"].value
-    try:
-        if not source or not f.input or not f.output:
-            raise ValueError("--from, --input and --output are required.")
-        from albert_tf.convert.api import FIXED_IDS, convert, fixed_output
-        from albert_tf.modeling.config import AlbertConfig
+def run(f):
+    source, target, input_path, output = f["from"].value, f["to"].value, f["input"].value, f["output"].value
+    albert_config_file = f["albert_config_file"].value
+    if not source or not input_path or not output:
+        raise ValueError("--from, --input and --output are required.")
+    from albert_tf.convert.api import convert, fixed_ids, fixed_output
+    from albert_tf.modeling.config import AlbertConfig
 
-        config = AlbertConfig.from_json_file(f.albert_config_file) if f.albert_config_file else None
-        model, output = convert(source, f.to, f.input, f.output, config)
-    except ValueError as e:  # ConversionError is a ValueError
-        print(f"convert: error: {e}", file=sys.stderr)
-        return 2
-    kind = type(model).__name__
+    config = AlbertConfig.from_json_file(albert_config_file) if albert_config_file else None
+    model, written = convert(source, target, input_path, output, config)
     values = ", ".join(f"{v:+.6f}" for v in fixed_output(model)[:5])
-    print(f"converted {f.input} ({source}) -> {output} ({f.to}) as {kind}, {model.count_params():,} parameters")
-    print(f"pooled_output[:5] for ids {list(FIXED_IDS)}: [{values}]")
+    print(f"converted {input_path} ({source}) -> {written} ({target}) as {type(model).__name__}, "
+          f"{model.count_params():,} parameters")
+    print(f"pooled_output[:5] for ids {list(fixed_ids(model.config))}: [{values}]")
     return 0
 
 
+def entry():
+    cli.main("convert", define_flags, run)
+
+
 if __name__ == "__main__":
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-    define_flags()
-    app.run(main)
+    entry()

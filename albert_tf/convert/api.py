@@ -6,16 +6,16 @@ full list of problems and nothing written) and assigned; the target is then writ
 """
 
 import os
-import shutil
 
 import numpy as np
 
 from albert_tf.convert import hf, keras_hub, tf1
-from albert_tf.convert.rename import ConversionError, assign_to_model, model_variables, rename
+from albert_tf.convert.rename import ConversionError, apply_transforms, assign_to_model, model_variables, rename
 from albert_tf.modeling.config import AlbertConfig
 from albert_tf.modeling.encoder import AlbertEncoder
 from albert_tf.modeling.pretrained import PRETRAINER_WEIGHTS
 from albert_tf.modeling.pretrainer import AlbertPretrainer
+from albert_tf.storage import atomic
 
 SOURCES = ("tf1", "hf", "keras_hub", "albert_tf")
 TARGETS = ("albert_tf", "tf1")
@@ -38,15 +38,17 @@ def load_source(source, path, config=None):
         config: AlbertConfig; required for tf1 (TF1 checkpoints carry none) unless the
             directory holds albert_config.json, and for a keras_hub .weights.h5.
     """
+    label = f"--input={path} ({source})"
     if source == "tf1":
+        prefix = tf1.checkpoint_prefix(path)
         if config is None:
-            candidate = os.path.join(path if os.path.isdir(path) else os.path.dirname(path), "albert_config.json")
+            candidate = os.path.join(os.path.dirname(prefix), "albert_config.json")
             if not os.path.isfile(candidate):
                 raise ValueError("--from=tf1 needs --albert_config_file (TF1 checkpoints carry no config).")
             config = AlbertConfig.from_json_file(candidate)
-        values = tf1.read_tf1(path)
+        values = tf1.read_tf1(prefix)
         model = _build(config, tf1.has_heads(values))
-        assign_to_model(model, values, tf1.FROM_TF1, tf1.SKIP)
+        assign_to_model(model, values, tf1.FROM_TF1, tf1.SKIP, label=f"--input={prefix} (tf1)")
         return model
     if source == "hf":
         if not os.path.isdir(path):
@@ -54,12 +56,12 @@ def load_source(source, path, config=None):
         config = config or AlbertConfig.from_dict(hf.read_config(path), source=os.path.join(path, "config.json"))
         values = hf.read_weights(path)
         model = _build(config, hf.has_heads(values))
-        assign_to_model(model, values, hf.FROM_HF, hf.SKIP)
+        assign_to_model(model, values, hf.FROM_HF, hf.SKIP, label=label)
         return model
     if source == "keras_hub":
         backbone = keras_hub.backbone_from_file(path, config)
         model = AlbertEncoder(config or keras_hub.config_of_backbone(backbone))
-        keras_hub.load_keras_hub_backbone(backbone, model)
+        keras_hub.load_keras_hub_backbone(backbone, model, label=label)
         return model
     if source == "albert_tf":
         with_heads = os.path.isfile(os.path.join(path, PRETRAINER_WEIGHTS))
@@ -71,30 +73,24 @@ def tf1_values(model):
     """The release's TF1 name -> array for an albert_tf model."""
     tf1.check_tf1_layout(model.config)
     source = {path: np.asarray(v) for path, v in model_variables(model).items()}
-    return {name: value for name, (_, value) in rename(source, tf1.TO_TF1).items()}
+    return apply_transforms(rename(source, tf1.TO_TF1))
 
 
 def write_target(model, target, output):
-    """Writes `model` as `target` into the directory `output`, atomically."""
+    """Writes `model` as `target` into the directory `output`, atomically: everything is
+    written into a temporary sibling (`albert_tf.storage.atomic.output_dir`) that
+    replaces `output` only when complete; on any error an existing `output` stays as it
+    was and the temporary is removed."""
+    if target not in TARGETS:
+        raise ValueError(f"--to must be one of {', '.join(TARGETS)}, got {target!r}.")
     output = os.path.abspath(output)
-    tmp = f"{output}.tmp-{os.getpid()}"
-    shutil.rmtree(tmp, ignore_errors=True)
-    try:
+    values = tf1_values(model) if target == "tf1" else None  # checked before anything is written
+    with atomic.output_dir(output) as tmp:
         if target == "albert_tf":
             model.save_pretrained(tmp)
-        elif target == "tf1":
-            values = tf1_values(model)
-            os.makedirs(tmp)
+        else:
             tf1.write_tf1(values, os.path.join(tmp, "model.ckpt"))
             model.config.to_json_file(os.path.join(tmp, "albert_config.json"))
-        else:
-            raise ValueError(f"--to must be one of {', '.join(TARGETS)}, got {target!r}.")
-        if os.path.exists(output):
-            shutil.rmtree(output)
-        os.replace(tmp, output)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     return output
 
 
@@ -106,13 +102,19 @@ def convert(source, target, input_path, output_path, config=None):
     return model, write_target(model, target, output_path)
 
 
+def fixed_ids(config):
+    """FIXED_IDS, each clipped to the vocabulary (tiny test models have fewer ids)."""
+    return tuple(min(i, config.vocab_size - 1) for i in FIXED_IDS)
+
+
 def fixed_output(model):
-    """pooled_output of FIXED_IDS (to compare with the source framework)."""
+    """pooled_output of `fixed_ids(model.config)` (to compare with the source framework)."""
     encoder = model.encoder if isinstance(model, AlbertPretrainer) else model
-    ids = np.array([FIXED_IDS], "int32")
+    ids = np.array([fixed_ids(model.config)], "int32")
     outputs = encoder({"input_word_ids": ids, "input_mask": np.ones_like(ids), "input_type_ids": np.zeros_like(ids)},
                       training=False)
     return np.asarray(outputs["pooled_output"])[0]
 
 
-__all__ = ["convert", "load_source", "write_target", "fixed_output", "ConversionError", "SOURCES", "TARGETS"]
+__all__ = ["convert", "load_source", "write_target", "fixed_output", "fixed_ids", "ConversionError", "SOURCES",
+           "TARGETS"]

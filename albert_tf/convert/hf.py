@@ -1,17 +1,20 @@
 """Hugging Face ALBERT (AlbertModel, AlbertForPreTraining) <-> albert_tf.
 
-Reads a model directory: config.json and model.safetensors (NumPy only, no torch), or
-pytorch_model.bin when torch is installed. torch Linear weights are [out, in] and are
-transposed; the SOP classifier's [2, H] weight already has the release's layout. The
-decoder of the masked-LM head is tied to the word embeddings and is checked, not copied.
+Reads a model directory: config.json and model.safetensors or pytorch_model.bin, both
+with NumPy only (no torch: `torch_checkpoint` reads the .bin zip archive and refuses any
+pickled object but tensors). torch Linear weights are [out, in]: their rules name the
+`transpose` transform; the SOP classifier's [2, H] weight already has the release's
+layout. The decoder of the masked-LM head is tied to the word embeddings and is checked,
+not copied.
 """
 
-import json
 import os
 
 import numpy as np
 
+from albert_tf.convert import read_json
 from albert_tf.convert.templates import to_regex_table
+from albert_tf.convert.torch_checkpoint import read_state_dict
 
 _L = "encoder.albert_layer_groups.{g}.albert_layers.{k}"
 _G = "group_{g}_inner_group_{k}"
@@ -66,7 +69,9 @@ def read_config(directory):
     path = os.path.join(directory, "config.json")
     if not os.path.isfile(path):
         raise ValueError(f"--input={directory}: no config.json (a Hugging Face model directory has one).")
-    hf = json.load(open(path, encoding="utf-8"))
+    hf = read_json(path)
+    if hf.get("model_type", "albert") != "albert":
+        raise ValueError(f"{path}: a Hugging Face {hf['model_type']!r} model, not ALBERT (model_type 'albert').")
     missing = [k for k in CONFIG_KEYS + ("hidden_act",) if k not in hf]
     if missing:
         raise ValueError(f"{path}: missing keys {', '.join(missing)}.")
@@ -86,16 +91,15 @@ def read_weights(directory):
     safetensors_path = os.path.join(directory, "model.safetensors")
     torch_path = os.path.join(directory, "pytorch_model.bin")
     if os.path.isfile(safetensors_path):
+        from safetensors import SafetensorError
         from safetensors.numpy import load_file
 
-        raw = load_file(safetensors_path)
-    elif os.path.isfile(torch_path):
         try:
-            import torch
-        except ImportError:
-            raise ValueError(f"{torch_path} needs torch to read; install torch, or save the model as "
-                             "model.safetensors (save_pretrained(..., safe_serialization=True)).") from None
-        raw = {k: v.detach().cpu().numpy() for k, v in torch.load(torch_path, map_location="cpu").items()}
+            raw = load_file(safetensors_path)
+        except SafetensorError as e:
+            raise ValueError(f"{safetensors_path}: cannot be read as safetensors ({e}).") from None
+    elif os.path.isfile(torch_path):
+        raw = read_state_dict(torch_path)
     else:
         raise ValueError(f"--input={directory}: neither model.safetensors nor pytorch_model.bin.")
     values = {(k[len("albert."):] if k.startswith("albert.") else k): v for k, v in raw.items()}

@@ -1,31 +1,42 @@
 """keras-hub AlbertBackbone <-> AlbertEncoder: a rename table on Keras variable paths.
 
-keras-hub keeps attention kernels per head ([H, N, D], bias [N, D], output [N, D, H]);
-`match_shapes` merges those axes into the release's [H, H] / [H] layout.
+keras-hub keeps attention kernels per head (query/key/value kernel [H, N, D], bias
+[N, D], output kernel [N, D, H]); the table names the transforms that merge those axes
+into the release's [H, H] / [H] layout (`merge_heads`, `merge_heads_first`) and the
+reversed table splits them again.
 """
 
+import os
+
+from albert_tf.convert import read_json
 from albert_tf.convert.rename import assign_to_model
+from albert_tf.convert.templates import reverse, to_regex_table
 
-_G = r"group_(\d+)_inner_layer_(\d+)"
-_T = r"group_\1_inner_group_\2"
+_K = "group_{g}_inner_layer_{k}"
+_G = "group_{g}_inner_group_{k}"
 
-KERAS_HUB_TO_ALBERT_TF = (
-    (r"token_embedding/embeddings", "embeddings/word_embeddings"),
-    (r"position_embedding/embeddings", "embeddings/position_embeddings"),
-    (r"segment_embedding/embeddings", "embeddings/token_type_embeddings"),
-    (r"embeddings_layer_norm/(gamma|beta)", r"embeddings/LayerNorm/\1"),
-    (r"embedding_projection/(kernel|bias)", r"embedding_hidden_mapping_in/\1"),
-    (_G + r"/self_attention_layer/(query|key|value)/(kernel|bias)", _T + r"_attention/\3/\4"),
-    (_G + r"/self_attention_layer/attention_output/(kernel|bias)", _T + r"_attention/dense/\3"),
-    (_G + r"/self_attention_layer_norm/(gamma|beta)", _T + r"_attention/LayerNorm/\3"),
-    (_G + r"/feedforward_intermediate_dense/(kernel|bias)", _T + r"_ffn/intermediate/\3"),
-    (_G + r"/feedforward_output_dense/(kernel|bias)", _T + r"_ffn/output_dense/\3"),
-    (_G + r"/feedforward_layer_norm/(gamma|beta)", _T + r"_ffn/LayerNorm/\3"),
-    (r"pooled_dense/(kernel|bias)", r"pooler/\1"),
+KERAS_HUB_TABLE = (
+    ("token_embedding/embeddings", "embeddings/word_embeddings"),
+    ("position_embedding/embeddings", "embeddings/position_embeddings"),
+    ("segment_embedding/embeddings", "embeddings/token_type_embeddings"),
+    ("embeddings_layer_norm/{ln}", "embeddings/LayerNorm/{ln}"),
+    ("embedding_projection/{var}", "embedding_hidden_mapping_in/{var}"),
+    (_K + "/self_attention_layer/{qkv}/kernel", _G + "_attention/{qkv}/kernel", "merge_heads"),
+    (_K + "/self_attention_layer/{qkv}/bias", _G + "_attention/{qkv}/bias", "merge_heads"),
+    (_K + "/self_attention_layer/attention_output/kernel", _G + "_attention/dense/kernel", "merge_heads_first"),
+    (_K + "/self_attention_layer/attention_output/bias", _G + "_attention/dense/bias"),
+    (_K + "/self_attention_layer_norm/{ln}", _G + "_attention/LayerNorm/{ln}"),
+    (_K + "/feedforward_intermediate_dense/{var}", _G + "_ffn/intermediate/{var}"),
+    (_K + "/feedforward_output_dense/{var}", _G + "_ffn/output_dense/{var}"),
+    (_K + "/feedforward_layer_norm/{ln}", _G + "_ffn/LayerNorm/{ln}"),
+    ("pooled_dense/{var}", "pooler/{var}"),
 )
+KERAS_HUB_TO_ALBERT_TF = to_regex_table(KERAS_HUB_TABLE)
+ALBERT_TF_TO_KERAS_HUB = to_regex_table(reverse(KERAS_HUB_TABLE))
+BACKBONE_CLASS = "AlbertBackbone"
 
 
-def load_keras_hub_backbone(backbone, encoder):
+def load_keras_hub_backbone(backbone, encoder, label="the keras-hub backbone"):
     """Copies an in-memory keras-hub AlbertBackbone's weights into `encoder`.
 
     Raises:
@@ -35,25 +46,59 @@ def load_keras_hub_backbone(backbone, encoder):
         The assigned target paths.
     """
     source = {v.path: v.numpy() for v in backbone.weights}
-    return assign_to_model(encoder, source, KERAS_HUB_TO_ALBERT_TF)
+    return assign_to_model(encoder, source, KERAS_HUB_TO_ALBERT_TF, label=label)
+
+
+def write_keras_hub_backbone(encoder, backbone, label="the albert_tf encoder"):
+    """Copies an AlbertEncoder's weights into a keras-hub AlbertBackbone of the same
+    shape (the reversed table: heads split again). Returns the assigned paths."""
+    source = {v.path: v.numpy() for v in encoder.weights}
+    return assign_to_model(backbone, source, ALBERT_TF_TO_KERAS_HUB, label=label)
+
+
+def backbone_kwargs(saved, config_path):
+    """The AlbertBackbone constructor arguments of a keras-hub preset config.json.
+
+    Raises:
+        ValueError: naming `config_path` and what it holds when it is not an
+            AlbertBackbone (another keras-hub model, a Hugging Face config, ...).
+    """
+    if "class_name" in saved:
+        found = saved.get("class_name")
+        if found != BACKBONE_CLASS:
+            registered = saved.get("registered_name") or saved.get("module") or ""
+            raise ValueError(f"{config_path}: a keras-hub {found} preset" + (f" ({registered})" if registered else "")
+                             + f", not an {BACKBONE_CLASS}; --from=keras_hub converts ALBERT backbones only.")
+        kwargs = saved.get("config")
+        if not isinstance(kwargs, dict):
+            raise ValueError(f"{config_path}: an {BACKBONE_CLASS} preset without its \"config\" object.")
+    elif "model_type" in saved:
+        raise ValueError(f"{config_path}: a Hugging Face config (model_type={saved['model_type']!r}), not a keras-hub "
+                         "preset; use --from=hf for a Hugging Face model directory.")
+    else:
+        kwargs = saved
+    return {k: v for k, v in kwargs.items() if k not in ("name", "trainable", "dtype")}
 
 
 def backbone_from_file(path, config=None):
     """A keras-hub AlbertBackbone from a preset directory (config.json + model.weights.h5)
     or from a `.weights.h5` file plus an AlbertConfig describing it."""
-    import json
-    import os
-
     import keras_hub
 
     if os.path.isdir(path):
         config_path = os.path.join(path, "config.json")
         weights_path = os.path.join(path, "model.weights.h5")
-        if not (os.path.isfile(config_path) and os.path.isfile(weights_path)):
-            raise ValueError(f"--input={path}: a keras-hub preset directory holds config.json and model.weights.h5.")
-        saved = json.load(open(config_path, encoding="utf-8"))
-        backbone = keras_hub.models.AlbertBackbone(**{k: v for k, v in saved.get("config", saved).items()
-                                                      if k not in ("name", "trainable", "dtype")})
+        if not os.path.isfile(config_path):
+            raise ValueError(f"--input={path}: no config.json (a keras-hub preset directory holds config.json and "
+                             "model.weights.h5).")
+        kwargs = backbone_kwargs(read_json(config_path), config_path)
+        if not os.path.isfile(weights_path):
+            raise ValueError(f"--input={path}: no model.weights.h5 beside config.json.")
+        try:
+            backbone = keras_hub.models.AlbertBackbone(**kwargs)
+        except (TypeError, ValueError) as e:
+            raise ValueError(f"{config_path}: not the arguments of an {BACKBONE_CLASS} ({e}); found keys "
+                             f"{', '.join(sorted(kwargs))}.") from None
     else:
         if not path.endswith(".weights.h5") or not os.path.isfile(path):
             raise ValueError(f"--input={path}: expected a keras-hub preset directory or a .weights.h5 file.")

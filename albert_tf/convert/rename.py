@@ -1,37 +1,133 @@
-"""Applies a rename table (regex -> template) to a set of named arrays, strictly.
+"""Applies a rename table to a set of named arrays, strictly.
+
+A table is a sequence of rules `(pattern, template)` or `(pattern, template, transform)`:
+the first pattern that fully matches a source name gives the target name, and
+`transform` names the one shape change that rule makes (`TRANSFORMS`: transpose, merge or
+split attention heads). There is no other shape change: an array whose shape still differs
+from its target after its rule's transform is reported, never reshaped to fit, so a
+forgotten transpose or head merge stops the conversion instead of producing a wrong model.
 
 Every target variable must be assigned exactly once: missing, unexpected, duplicated or
-wrongly shaped variables stop the conversion with the full list, before anything is
-assigned or written.
+wrongly shaped variables stop the conversion with the full list (the one checkpoint
+report, `albert_tf.storage.report.MatchReport`), before anything is assigned or written.
 """
 
+import dataclasses
 import re
 
 import numpy as np
 
-
-class ConversionError(ValueError):
-    """A conversion that would not assign every target variable exactly once."""
+from albert_tf.storage.report import CheckpointMismatchError, MatchReport
 
 
-def rename(source, table, skip=()):
-    """Renames `source` arrays through `table`.
+class ConversionError(CheckpointMismatchError):
+    """A conversion that would not assign every target variable exactly once with its
+    shape (a CheckpointMismatchError, hence a ValueError)."""
 
-    Args:
-        source: dict name -> array.
-        table: sequence of `(pattern, template)` or `(pattern, template, transform)`; the
-            first pattern that fully matches a name gives the target name
-            `re.sub(pattern, template, name)`; transform "transpose" transposes the array
-            (torch Linear weights are [out, in]).
-        skip: patterns of source names to drop silently (optimizer slots, global_step).
 
-    Returns:
-        dict target name -> (source name, array).
+class _NotApplicable(Exception):
+    """A transform does not apply to the array's shape (reported as a shape mismatch)."""
 
-    Raises:
-        ConversionError: listing source names no rule matches and targets hit twice.
+
+def _transpose(array, target_shape):
+    if array.ndim != 2:
+        raise _NotApplicable(f"transpose needs a 2-D array, got {list(array.shape)}")
+    return array.T
+
+
+def _merge_last_two(array, target_shape):
+    if array.ndim < 2:
+        raise _NotApplicable(f"merge_heads needs at least 2 axes, got {list(array.shape)}")
+    return array.reshape(array.shape[:-2] + (array.shape[-2] * array.shape[-1],))
+
+
+def _split_last(array, target_shape):
+    if target_shape is None or len(target_shape) < 2:
+        raise _NotApplicable("split_heads takes the head axes from a target of at least 2 axes")
+    heads, size = target_shape[-2:]
+    if array.ndim < 1 or array.shape[:-1] != tuple(target_shape[:-2]) or array.shape[-1] != heads * size:
+        raise _NotApplicable(f"split_heads cannot split {list(array.shape)} into {list(target_shape)}")
+    return array.reshape(array.shape[:-1] + (heads, size))
+
+
+def _merge_first_two(array, target_shape):
+    if array.ndim < 2:
+        raise _NotApplicable(f"merge_heads_first needs at least 2 axes, got {list(array.shape)}")
+    return array.reshape((array.shape[0] * array.shape[1],) + array.shape[2:])
+
+
+def _split_first(array, target_shape):
+    if target_shape is None or len(target_shape) < 2:
+        raise _NotApplicable("split_heads_first takes the head axes from a target of at least 2 axes")
+    heads, size = target_shape[:2]
+    if array.ndim < 1 or array.shape[1:] != tuple(target_shape[2:]) or array.shape[0] != heads * size:
+        raise _NotApplicable(f"split_heads_first cannot split {list(array.shape)} into {list(target_shape)}")
+    return array.reshape((heads, size) + array.shape[1:])
+
+
+@dataclasses.dataclass(frozen=True)
+class Transform:
+    """A named shape change of a rename rule.
+
+    Attributes:
+        name: the name used in tables.
+        description: what it does, with the layouts it is for.
+        inverse: the name of the transform that undoes it (for reversed tables).
+        apply: fn(array, target_shape or None) -> array; target_shape is needed only by
+            the splits (the head count and size come from it).
     """
-    compiled = [(re.compile(rule[0]), rule[1], rule[2] if len(rule) > 2 else None) for rule in table]
+
+    name: str
+    description: str
+    inverse: str
+    apply: object
+
+
+TRANSFORMS = {t.name: t for t in (
+    Transform("transpose", "[out, in] <-> [in, out]: torch Linear weights against Keras kernels",
+              "transpose", _transpose),
+    Transform("merge_heads", "[..., N, D] -> [..., N*D]: keras-hub per-head query/key/value kernels "
+              "[H, N, D] and biases [N, D] -> [H, H] and [H]", "split_heads", _merge_last_two),
+    Transform("split_heads", "[..., N*D] -> [..., N, D] (N, D from the target): inverse of merge_heads",
+              "merge_heads", _split_last),
+    Transform("merge_heads_first", "[N, D, ...] -> [N*D, ...]: keras-hub attention output kernel "
+              "[N, D, H] -> [H, H]", "split_heads_first", _merge_first_two),
+    Transform("split_heads_first", "[N*D, ...] -> [N, D, ...] (N, D from the target): inverse of "
+              "merge_heads_first", "merge_heads_first", _split_first),
+)}
+
+
+def check_transform(name):
+    """Returns `name` when it is None or a known transform; raises ValueError otherwise."""
+    if name is not None and name not in TRANSFORMS:
+        raise ValueError(f"unknown transform {name!r} in the rename table (known: {', '.join(sorted(TRANSFORMS))}).")
+    return name
+
+
+def inverse_transform(name):
+    """The transform undoing `name` (None for None)."""
+    return None if check_transform(name) is None else TRANSFORMS[name].inverse
+
+
+@dataclasses.dataclass(frozen=True)
+class Renamed:
+    """One source array on its way to a target: where it came from and its rule's transform."""
+
+    source_name: str
+    array: object
+    transform: str = None
+
+
+def _compile(table):
+    compiled = []
+    for rule in table:
+        transform = check_transform(rule[2] if len(rule) > 2 else None)
+        compiled.append((re.compile(rule[0]), rule[1], transform))
+    return compiled
+
+
+def _rename(source, table, skip=()):
+    compiled = _compile(table)
     skipped = [re.compile(p) for p in skip]
     out, unmatched, duplicated = {}, [], []
     for name in sorted(source):
@@ -41,35 +137,87 @@ def rename(source, table, skip=()):
             if pattern.fullmatch(name):
                 target = pattern.sub(template, name)
                 if target in out:
-                    duplicated.append(f"{out[target][0]} and {name} -> {target}")
-                array = source[name]
-                if transform == "transpose":
-                    array = np.asarray(array).T
-                elif transform is not None:
-                    raise ValueError(f"unknown transform {transform!r} in the rename table")
-                out[target] = (name, array)
+                    duplicated.append(f"{out[target].source_name} and {name} -> {target}")
+                out[target] = Renamed(name, source[name], transform)
                 break
         else:
             unmatched.append(name)
-    problems = []
-    if unmatched:
-        problems.append("source variables no rule maps:\n  " + "\n  ".join(unmatched))
+    return out, unmatched, duplicated
+
+
+def _duplicates_error(duplicated):
+    return ConversionError("target variables assigned twice (the rename table maps two sources to one name):\n  "
+                           + "\n  ".join(duplicated))
+
+
+def rename(source, table, skip=()):
+    """Renames `source` arrays through `table` (transforms are applied later, by
+    `match_shapes` or `apply_transforms`).
+
+    Args:
+        source: dict name -> array.
+        table: sequence of `(pattern, template[, transform])`; the first pattern that
+            fully matches a name gives the target name `re.sub(pattern, template, name)`;
+            `transform` is a name in TRANSFORMS.
+        skip: patterns of source names to drop silently (optimizer slots, global_step).
+
+    Returns:
+        dict target name -> Renamed(source name, array, transform).
+
+    Raises:
+        ConversionError: listing source names no rule matches and targets hit twice.
+        ValueError: a rule names an unknown transform.
+    """
+    out, unmatched, duplicated = _rename(source, table, skip)
     if duplicated:
-        problems.append("target variables assigned twice:\n  " + "\n  ".join(duplicated))
-    if problems:
-        raise ConversionError("\n".join(problems))
+        raise _duplicates_error(duplicated)
+    if unmatched:
+        raise ConversionError("source variables no rule maps:\n  " + "\n  ".join(unmatched))
     return out
 
 
-def match_shapes(renamed, target_shapes):
-    """Checks names and shapes against the target; reshapes when only the layout differs.
+def _apply(renamed, target_shape):
+    """(array after the rule's transform, None) or (the untouched array, why not)."""
+    array = np.asarray(renamed.array)
+    if renamed.transform is None:
+        return array, None
+    try:
+        return TRANSFORMS[renamed.transform].apply(array, target_shape), None
+    except _NotApplicable as e:
+        return array, str(e)
 
-    A source array is reshaped (C order) to the target shape when both hold the same
-    number of values, e.g. keras-hub's per-head query kernel [H, N, D] -> [H, H].
+
+def apply_transforms(renamed):
+    """dict target -> array after each rule's transform, for targets without a model to
+    check against (e.g. writing the release's TF1 names).
+
+    Raises:
+        ConversionError: a transform does not apply (e.g. a split without target shape).
+    """
+    values, problems = {}, []
+    for target, item in sorted(renamed.items()):
+        array, why = _apply(item, None)
+        if why:
+            problems.append(f"{item.source_name} {list(np.shape(item.array))} -> {target}: {why}")
+        values[target] = array
+    if problems:
+        raise ConversionError("transforms that do not apply:\n  " + "\n  ".join(problems))
+    return values
+
+
+def match_shapes(renamed, target_shapes, source="the source", unmatched=None):
+    """Applies each rule's named transform and checks names and shapes against the target.
+
+    Nothing is reshaped beyond the named transform: a shape that still differs is a
+    mismatch. The report is `MatchReport` (target names), followed by where each
+    difference comes from (source name, source shape, transform).
 
     Args:
         renamed: output of `rename`.
         target_shapes: dict target name -> shape tuple.
+        source: what was read, for the report's first line (e.g. "--input=x (hf)").
+        unmatched: dict name -> array of source variables no rule maps (reported as
+            not in the model).
 
     Returns:
         dict target name -> np.ndarray of the target's shape.
@@ -77,29 +225,34 @@ def match_shapes(renamed, target_shapes):
     Raises:
         ConversionError: listing missing, unexpected and wrongly shaped variables.
     """
-    missing = sorted(set(target_shapes) - set(renamed))
-    unexpected = sorted(f"{renamed[t][0]} -> {t}" for t in set(renamed) - set(target_shapes))
-    wrong, values = [], {}
-    for target in sorted(set(renamed) & set(target_shapes)):
-        source_name, array = renamed[target]
-        array = np.asarray(array)
-        shape = tuple(int(d) for d in target_shapes[target])
-        if array.shape != shape:
-            if array.size != int(np.prod(shape)):
-                wrong.append(f"{source_name} {array.shape} -> {target} {shape}")
-                continue
-            array = array.reshape(shape)
-        values[target] = array
-    problems = []
-    if missing:
-        problems.append("target variables with no source:\n  " + "\n  ".join(missing))
-    if unexpected:
-        problems.append("source variables with no target:\n  " + "\n  ".join(unexpected))
-    if wrong:
-        problems.append("shape mismatches:\n  " + "\n  ".join(wrong))
-    if problems:
-        raise ConversionError("\n".join(problems))
-    return values
+    target_shapes = {t: tuple(int(d) for d in s) for t, s in target_shapes.items()}
+    values, found, why_not, details = {}, {}, {}, []
+    for target, item in renamed.items():
+        array, why = _apply(item, target_shapes.get(target))
+        values[target], found[target] = array, array.shape
+        if why:
+            why_not[target] = why
+    for name, array in (unmatched or {}).items():
+        found[name] = np.shape(array)
+    report = MatchReport.compare(target_shapes, found, source)
+    if report.ok:
+        return values
+    for name in report.unexpected:
+        if name in renamed:
+            item = renamed[name]
+            details.append(f"{item.source_name} {list(np.shape(item.array))} -> {name}: the model has no such variable")
+        else:
+            details.append(f"{name}: no rule of the rename table maps it")
+    for name, got, want in report.mismatched:
+        item = renamed[name]
+        step = f"transform {item.transform}" if item.transform else "no transform"
+        line = (f"{item.source_name} {list(np.shape(item.array))}, {step} -> {list(got)}; "
+                f"target {name} {list(want)}")
+        details.append(line + (f" ({why_not[name]})" if name in why_not else ""))
+    message = report.format()
+    if details:
+        message += "\n  where the differences come from:\n    " + "\n    ".join(details)
+    raise ConversionError(message)
 
 
 def model_variables(model):
@@ -110,10 +263,24 @@ def model_variables(model):
     return variables
 
 
-def assign_to_model(model, source, table, skip=()):
-    """Renames, checks, then assigns `source` arrays to `model`'s variables (by path)."""
+def convert_arrays(source, table, target_shapes, skip=(), label="the source"):
+    """Renames `source` through `table`, applies the named transforms and checks the
+    result against `target_shapes`; returns dict target name -> array.
+
+    Raises:
+        ConversionError: everything that does not match, in one report.
+    """
+    renamed, unmatched, duplicated = _rename(source, table, skip)
+    if duplicated:
+        raise _duplicates_error(duplicated)
+    return match_shapes(renamed, target_shapes, label, {n: source[n] for n in unmatched})
+
+
+def assign_to_model(model, source, table, skip=(), label="the source"):
+    """Renames, transforms, checks, then assigns `source` arrays to `model`'s variables
+    (by Keras path). Nothing is assigned unless everything matches."""
     variables = model_variables(model)
-    values = match_shapes(rename(source, table, skip), {p: v.shape for p, v in variables.items()})
+    values = convert_arrays(source, table, {p: v.shape for p, v in variables.items()}, skip, label)
     for path, value in values.items():
-        variables[path].assign(value.astype(variables[path].dtype))
+        variables[path].assign(np.asarray(value).astype(variables[path].dtype))
     return sorted(values)

@@ -1,12 +1,15 @@
 """Bidirectional rename tables: `{field}` templates instead of one-way regexes.
 
 A table is a tuple of `(source_template, target_template[, transform])`. A template is a
-variable name with fields such as `{g}`; `FIELDS` gives what each field matches. The
-same table converts forwards (`to_regex_table`) and backwards (`reverse`), so a
-converter and its inverse cannot drift apart.
+variable name with fields such as `{g}`; `FIELDS` gives what each field matches;
+`transform` names the rule's one shape change (`albert_tf.convert.rename.TRANSFORMS`).
+The same table converts forwards (`to_regex_table`) and backwards (`reverse`, which puts
+each transform's inverse in its place), so a converter and its inverse cannot drift apart.
 """
 
 import re
+
+from albert_tf.convert.rename import check_transform, inverse_transform
 
 FIELDS = {
     "g": r"\d+",
@@ -17,6 +20,12 @@ FIELDS = {
     "ln": "gamma|beta",
     "head": "output_weights|output_bias",
 }
+
+
+def _transform(rule):
+    if len(rule) > 3 or (len(rule) == 3 and rule[2] is None):
+        raise ValueError(f"a rule is (source, target) or (source, target, transform), got {rule!r}")
+    return check_transform(rule[2]) if len(rule) == 3 else None
 
 
 def _regex(template):
@@ -37,9 +46,12 @@ def _substitution(template):
 
 def to_regex_table(table):
     """A template table -> the `(pattern, replacement[, transform])` table of `rename`."""
-    return tuple((_regex(rule[0]), _substitution(rule[1])) + tuple(rule[2:]) for rule in table)
+    return tuple((_regex(rule[0]), _substitution(rule[1])) + ((_transform(rule),) if _transform(rule) else ())
+                 for rule in table)
 
 
 def reverse(table):
-    """The inverse table (transposes are their own inverse)."""
-    return tuple((rule[1], rule[0]) + tuple(rule[2:]) for rule in table)
+    """The inverse table: sides swapped, each transform replaced by its inverse
+    (transpose by itself, merge_heads by split_heads, ...)."""
+    return tuple((rule[1], rule[0]) + ((inverse_transform(_transform(rule)),) if _transform(rule) else ())
+                 for rule in table)

@@ -11,6 +11,7 @@ import numpy as np
 import tensorflow as tf
 
 from albert_tf.convert.templates import reverse, to_regex_table
+from albert_tf.storage.checkpoints import latest_prefix
 
 _T = "bert/encoder/transformer/group_{g}/inner_group_{k}"
 _G = "group_{g}_inner_group_{k}"
@@ -37,18 +38,15 @@ SKIP = (r".*/adam_[mv]", r"global_step", r".*/(Adam|Momentum|lamb)(_\d+)?")
 
 
 def checkpoint_prefix(path):
-    """A checkpoint prefix from a prefix or a directory (its latest checkpoint)."""
-    if os.path.isdir(path):
-        prefix = tf.train.latest_checkpoint(path)
-        if prefix is None:
-            indexes = sorted(f for f in os.listdir(path) if f.endswith(".index"))
-            prefix = os.path.join(path, indexes[-1][: -len(".index")]) if indexes else None
-        if prefix is None:
+    """A checkpoint prefix from a prefix or a directory: the one its `checkpoint` file
+    names, else the highest step (model.ckpt-10000 over model.ckpt-9), as
+    `albert_tf.storage.checkpoints.latest_prefix`."""
+    prefix = latest_prefix(path)
+    if prefix is None:
+        if os.path.isdir(path):
             raise ValueError(f"--input={path}: no TF1 checkpoint (*.index) in this directory.")
-        return prefix
-    if not tf.io.gfile.exists(path + ".index"):
         raise ValueError(f"--input={path}: no checkpoint ({path}.index does not exist).")
-    return path
+    return prefix
 
 
 def read_tf1(path):
@@ -73,7 +71,9 @@ def write_tf1(values, prefix):
         variables = [tf.compat.v1.get_variable(name, initializer=np.asarray(value), trainable=True)
                      for name, value in sorted(values.items())]
         step = tf.compat.v1.train.get_or_create_global_step()
-        saver = tf.compat.v1.train.Saver(variables + [step])
+        # relative paths in the `checkpoint` file: the directory is written under a
+        # temporary name and renamed
+        saver = tf.compat.v1.train.Saver(variables + [step], save_relative_paths=True)
         with tf.compat.v1.Session(graph=graph) as session:
             session.run(tf.compat.v1.global_variables_initializer())
             return saver.save(session, prefix, write_meta_graph=False)

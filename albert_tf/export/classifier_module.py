@@ -12,13 +12,12 @@ asset. `dropout` is off: the classifier runs with training=False. Loading needs
 `import tensorflow_text` first (it registers the SentencePiece ops).
 """
 
-import json
 import os
 
 import tensorflow as tf
 
 from albert_tf.data.classifier_pipeline import pack
-from albert_tf.export.exporter import atomic_directory
+from albert_tf.storage import atomic
 
 
 class ClassifierModule(tf.train.Checkpoint):
@@ -71,19 +70,18 @@ class ClassifierModule(tf.train.Checkpoint):
 
 
 def export_classifier(preprocess, classifier, export_dir, seq_length, labels=(), pair=False, task_name=""):
-    """Writes the classifier SavedModel to export_dir atomically (temporary name, rename).
+    """Writes the classifier SavedModel to export_dir atomically
+    (`albert_tf.storage.atomic.output_dir`: a temporary sibling renamed into place).
 
     Also writes `export_dir/classifier_info.json` (task, labels, seq_length, inputs).
 
     Returns:
         export_dir.
     """
-    with atomic_directory(export_dir) as tmp:
+    with atomic.output_dir(export_dir) as tmp:
         module = ClassifierModule(preprocess, classifier, seq_length, labels, pair)
         tf.saved_model.save(module, tmp, signatures=module.signatures())
         info = {"task_name": task_name, "labels": list(labels), "regression": not labels,
                 "seq_length": int(seq_length), "inputs": ["text_a", "text_b"] if pair else ["text_a"]}
-        with open(os.path.join(tmp, "classifier_info.json"), "w", encoding="utf-8") as f:
-            json.dump(info, f, indent=2)
-            f.write("\n")
+        atomic.write_json(os.path.join(tmp, "classifier_info.json"), info, sort_keys=False)
     return os.path.abspath(export_dir)

@@ -1,14 +1,13 @@
 """Writes EXPORT_PATH/encoder and EXPORT_PATH/preprocess, atomically.
 
-Both SavedModels are written under `EXPORT_PATH.tmp-<pid>` and renamed into place only
-when both are complete (an existing export is replaced the same way), so a crash never
-leaves a half-written export. Assets (the SentencePiece model, albert_config.json) are
-copied inside; no path of the exporting machine is stored in saved_model.pb.
+Both SavedModels are written into a temporary sibling of EXPORT_PATH
+(`albert_tf.storage.atomic.output_dir`) that replaces it only when both are complete (an
+existing export is put aside first and removed after), so a crash never leaves a
+half-written export. Assets (the SentencePiece model, albert_config.json) are copied
+inside; no path of the exporting machine is stored in saved_model.pb.
 """
 
-import contextlib
 import os
-import shutil
 import tempfile
 
 import tensorflow as tf
@@ -16,6 +15,7 @@ import tensorflow as tf
 from albert_tf.data.tokenization import strip_machine_paths
 from albert_tf.export.encoder_module import EncoderModule
 from albert_tf.export.preprocess_module import PreprocessModule
+from albert_tf.storage import atomic
 
 
 def export_tfhub(pretrainer, spm_model_file, export_path, with_mlm=True, seq_length=128, do_lower_case=True):
@@ -34,7 +34,7 @@ def export_tfhub(pretrainer, spm_model_file, export_path, with_mlm=True, seq_len
     """
     if not os.path.isfile(spm_model_file):
         raise ValueError(f"--spm_model_file {spm_model_file!r} does not exist.")
-    with atomic_directory(export_path) as tmp:
+    with atomic.output_dir(export_path) as tmp:
         with tempfile.TemporaryDirectory() as scratch:
             # assets get stable names inside the SavedModel whatever the source paths are
             config_path = os.path.join(scratch, "albert_config.json")
@@ -48,26 +48,3 @@ def export_tfhub(pretrainer, spm_model_file, export_path, with_mlm=True, seq_len
             preprocess = PreprocessModule(spm_copy, do_lower_case=do_lower_case, seq_length=seq_length)
             tf.saved_model.save(preprocess, os.path.join(tmp, "preprocess"), signatures=preprocess.trace())
     return os.path.abspath(export_path)
-
-
-@contextlib.contextmanager
-def atomic_directory(path):
-    """Yields a temporary sibling of `path` to fill; on success it replaces `path` (an
-    existing directory is renamed away first, then removed), on any error it is deleted
-    and `path` is left as it was."""
-    path = os.path.abspath(path)
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    tmp = f"{path}.tmp-{os.getpid()}"
-    shutil.rmtree(tmp, ignore_errors=True)
-    try:
-        yield tmp
-        old = None
-        if os.path.exists(path):
-            old = f"{path}.old-{os.getpid()}"
-            os.replace(path, old)
-        os.replace(tmp, path)
-        if old:
-            shutil.rmtree(old, ignore_errors=True)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise

@@ -13,6 +13,9 @@ group `int(i / num_hidden_layers * num_hidden_groups)` and applies that group's
 `inner_group_num` blocks in order. A shared sub-layer is keyed by (group, inner); an
 unshared one by (layer, inner).
 
+A key that is neither a field nor one of the release's `LEGACY_KEYS` (accepted, ignored)
+is an error naming the file, so a misspelled key never falls back to a default model.
+
 Example:
 ```python
 config = AlbertConfig.from_preset("albert_base")
@@ -27,6 +30,8 @@ import dataclasses
 import json
 import logging
 import os
+
+from albert_tf.storage import atomic
 
 logger = logging.getLogger("albert_tf")
 
@@ -167,23 +172,32 @@ class AlbertConfig:
     # --- (de)serialization --------------------------------------------------------------
     @classmethod
     def from_dict(cls, values, source="config"):
-        """Builds a config from a dict of original keys; legacy keys are reported once."""
+        """Builds a config from a dict of original keys.
+
+        The release's legacy keys (`LEGACY_KEYS`, without effect in the released models)
+        are accepted and reported once per source. Any other key that is not a field is
+        an error: a misspelled key must not silently give a default model.
+
+        Raises:
+            ValueError: naming `source` (the file), the unknown keys and the known ones.
+        """
         if isinstance(values, AlbertConfig):
             return copy.deepcopy(values)
         if not isinstance(values, dict):
             raise ValueError(f"{source}: expected a JSON object, got {type(values).__name__}.")
-        known = {f.name for f in dataclasses.fields(cls)}
+        known = [f.name for f in dataclasses.fields(cls)]
+        unknown = sorted(str(k) for k in values if k not in known and k not in LEGACY_KEYS)
+        if unknown:
+            raise ValueError(
+                f"{source}: unknown key{'s' if len(unknown) > 1 else ''} {', '.join(unknown)}; "
+                f"known keys: {', '.join(known)} (and the release's legacy keys, ignored: "
+                f"{', '.join(LEGACY_KEYS)})."
+            )
+        legacy = tuple(k for k in sorted(values) if k in LEGACY_KEYS and (source, k) not in _reported_legacy_keys)
+        if legacy:
+            _reported_legacy_keys.update((source, k) for k in legacy)
+            logger.warning("%s: ignoring legacy keys without effect: %s", source, ", ".join(legacy))
         kwargs = {k: v for k, v in values.items() if k in known}
-        ignored = sorted(k for k in values if k not in known)
-        new = tuple(k for k in ignored if (source, k) not in _reported_legacy_keys)
-        if new:
-            _reported_legacy_keys.update((source, k) for k in new)
-            legacy = [k for k in new if k in LEGACY_KEYS]
-            other = [k for k in new if k not in LEGACY_KEYS]
-            if legacy:
-                logger.warning("%s: ignoring legacy keys without effect: %s", source, ", ".join(legacy))
-            if other:
-                logger.warning("%s: ignoring unknown keys: %s", source, ", ".join(other))
         try:
             return cls(**kwargs)
         except ValueError as e:
@@ -206,13 +220,8 @@ class AlbertConfig:
         return cls.from_dict(values, source=path)
 
     def to_json_file(self, path):
-        """Writes the config atomically (temporary name, then rename)."""
-        path = os.fspath(path)
-        tmp = f"{path}.tmp-{os.getpid()}"
-        with open(tmp, "w", encoding="utf-8") as f:
-            json.dump(self.to_dict(), f, indent=2, sort_keys=True)
-            f.write("\n")
-        os.replace(tmp, path)
+        """Writes the config as JSON, atomically (`albert_tf.storage.atomic`)."""
+        return atomic.write_json(os.fspath(path), self.to_dict(), indent=2, sort_keys=True)
 
     @classmethod
     def from_preset(cls, name):

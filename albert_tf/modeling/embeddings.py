@@ -12,7 +12,16 @@ LAYER_NORM_EPSILON = 1e-12
 
 
 def truncated_normal(stddev):
-    """The release's initializer: truncated normal (2 stddev cut), mean 0."""
+    """A new instance of the release's initializer: truncated normal (2 stddev cut), mean 0.
+
+    Call it once per weight, never share the result. A Keras 3 initializer returns the
+    same values on every call: `TruncatedNormal(seed=None)` picks an integer seed when it
+    is constructed (from Python's `random`, which `keras.utils.set_random_seed` seeds) and
+    uses it for every draw. One instance shared by two weights makes the second a copy
+    (or a slice) of the first. A fresh instance per weight gives every weight its own
+    seed, so: the same `set_random_seed(s)` followed by the same model construction
+    builds identical weights, and another seed builds other weights.
+    """
     return keras.initializers.TruncatedNormal(mean=0.0, stddev=stddev)
 
 
@@ -82,19 +91,21 @@ class AlbertEmbeddings(keras.layers.Layer):
         self.dropout_layer = keras.layers.Dropout(dropout, dtype=self.dtype_policy)
 
     def build(self, input_shape=None):
-        init = truncated_normal(self.initializer_range)
+        # one initializer instance (one seed) per table: see `truncated_normal`
         self.word_embeddings = self.add_weight(
-            name="word_embeddings", shape=(self.vocab_size, self.embedding_size), initializer=init
+            name="word_embeddings",
+            shape=(self.vocab_size, self.embedding_size),
+            initializer=truncated_normal(self.initializer_range),
         )
         self.position_embeddings = self.add_weight(
             name="position_embeddings",
             shape=(self.max_position_embeddings, self.embedding_size),
-            initializer=init,
+            initializer=truncated_normal(self.initializer_range),
         )
         self.token_type_embeddings = self.add_weight(
             name="token_type_embeddings",
             shape=(self.type_vocab_size, self.embedding_size),
-            initializer=init,
+            initializer=truncated_normal(self.initializer_range),
         )
         self.layer_norm.build((None, None, self.embedding_size))
         self.built = True

@@ -28,9 +28,9 @@ for attention, `encoder/<sub-layer name>/{intermediate,output_dense}/{_kernel,bi
 import keras
 
 from albert_tf.modeling.config import AlbertConfig
-from albert_tf.modeling.pretrained import PretrainedMixin
 from albert_tf.modeling.embeddings import AlbertEmbeddings, truncated_normal
 from albert_tf.modeling.encoder_block import AlbertAttention, AlbertFeedForward
+from albert_tf.modeling.pretrained import ENCODER_WEIGHTS, PretrainedMixin
 
 INPUT_NAMES = ("input_word_ids", "input_mask", "input_type_ids")
 
@@ -79,6 +79,9 @@ class AlbertEncoder(PretrainedMixin, keras.Model):
     outputs["pooled_output"].shape  # (1, 32)
     ```
     """
+
+    # its file in a pretrained directory (`save_pretrained` / `from_pretrained`)
+    WEIGHTS_FILE = ENCODER_WEIGHTS
 
     def __init__(self, config, use_one_hot_embeddings=False, dtype=None, **kwargs):
         config = AlbertConfig.from_dict(config)

@@ -99,7 +99,7 @@ class AlbertAttention(keras.layers.Layer):
         self.initializer_range = initializer_range
         self.head_size = hidden_size // num_attention_heads
 
-        def dense(name):
+        def dense(name):  # a new initializer (own seed) per kernel
             return keras.layers.Dense(
                 hidden_size,
                 kernel_initializer=truncated_normal(initializer_range),
@@ -205,16 +205,19 @@ class AlbertFeedForward(keras.layers.Layer):
         self.hidden_dropout_prob = hidden_dropout_prob
         self.initializer_range = initializer_range
 
-        init = truncated_normal(initializer_range)
+        # one initializer instance (one seed) per kernel: see `truncated_normal`
         self.intermediate = keras.layers.Dense(
             intermediate_size,
             activation=get_activation(hidden_act),
-            kernel_initializer=init,
+            kernel_initializer=truncated_normal(initializer_range),
             dtype=self.dtype_policy,
             name="intermediate",
         )
         self.output_dense = keras.layers.Dense(
-            hidden_size, kernel_initializer=init, dtype=self.dtype_policy, name="output_dense"
+            hidden_size,
+            kernel_initializer=truncated_normal(initializer_range),
+            dtype=self.dtype_policy,
+            name="output_dense",
         )
         self.layer_norm = keras.layers.LayerNormalization(
             epsilon=LAYER_NORM_EPSILON, dtype=self.dtype_policy, name="LayerNorm"

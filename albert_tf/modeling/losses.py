@@ -1,116 +1,149 @@
-"""The original pretraining losses and metrics, shared by training and evaluation.
+"""The pretraining loss and metrics (one definition, used by training and evaluation),
+and the fine-tuning loss.
 
-    masked_lm_loss    = sum(w * nll) / (sum(w) + 1e-5)   over masked_lm_weights w
+The release's formulas:
+
+    masked_lm_loss      = sum(w * nll) / (sum(w) + 1e-5)   over masked_lm_weights w
+    masked_lm_accuracy  = sum(w * [argmax == id]) / sum(w)
     sentence_order_loss = mean cross-entropy
-    loss              = masked_lm_loss + sentence_order_loss
+    sentence_order_accuracy = mean [argmax == label]
+    loss                = masked_lm_loss + sentence_order_loss
 
-Each ratio is also available as its (numerator, denominator) terms, so a distributed
-loop can sum both across replicas before dividing and get the global-batch value.
+Everything is computed from six sums, `PRETRAINING_TERMS`, so a distributed loop or an
+evaluation can add them over replicas, steps or examples and divide once:
 
-Shape legend: B batch, P predictions per sequence, V vocabulary size.
+    terms = pretraining_terms(mlm_logits, sop_logits, ids, weights, labels)   # keras.ops
+    loss = pretraining_loss(terms, mlm_weight_total, global_batch_size)      # to minimize
+    metrics = pretraining_metrics(summed_terms)                              # floats
+
+Shape legend: B batch, P predictions per sequence, V vocabulary size, C classes.
 """
 
 from keras import ops
 
 MLM_LOSS_EPSILON = 1e-5
 
+PRETRAINING_TERMS = (
+    "mlm_nll_sum",
+    "mlm_correct_sum",
+    "mlm_weight_sum",
+    "sop_nll_sum",
+    "sop_correct_sum",
+    "sop_count",
+)
+PRETRAINING_METRICS = (
+    "loss",
+    "masked_lm_loss",
+    "masked_lm_accuracy",
+    "sentence_order_loss",
+    "sentence_order_accuracy",
+)
 
-def _log_softmax(logits):
-    return ops.log_softmax(ops.cast(logits, "float32"), axis=-1)
+
+def _nll_and_correct(logits, labels):
+    """float [..., K] logits, int [...] labels -> float32 nll [...], float32 correct [...]."""
+    log_probs = ops.log_softmax(ops.cast(logits, "float32"), axis=-1)
+    labels = ops.cast(labels, "int32")
+    nll = -ops.squeeze(ops.take_along_axis(log_probs, ops.expand_dims(labels, -1), axis=-1), -1)
+    correct = ops.cast(ops.equal(ops.cast(ops.argmax(log_probs, axis=-1), "int32"), labels), "float32")
+    return nll, correct
 
 
-def masked_lm_terms(mlm_logits, masked_lm_ids, masked_lm_weights):
-    """Sums behind the masked-LM loss and accuracy.
+def _mlm_rows(mlm_logits, masked_lm_ids, masked_lm_weights):
+    """The mlm_* terms of each example: float32 [B] each."""
+    nll, correct = _nll_and_correct(mlm_logits, masked_lm_ids)  # [B, P]
+    weights = ops.cast(masked_lm_weights, "float32")  # [B, P]
+    return {
+        "mlm_nll_sum": ops.sum(weights * nll, axis=-1),
+        "mlm_correct_sum": ops.sum(weights * correct, axis=-1),
+        "mlm_weight_sum": ops.sum(weights, axis=-1),
+    }
+
+
+def _sop_rows(sop_logits, next_sentence_labels):
+    """The sop_* terms of each example: float32 [B] each."""
+    nll, correct = _nll_and_correct(sop_logits, ops.reshape(next_sentence_labels, (-1,)))  # [B]
+    return {"sop_nll_sum": nll, "sop_correct_sum": correct, "sop_count": ops.ones_like(nll)}
+
+
+def pretraining_terms(mlm_logits, sop_logits, masked_lm_ids, masked_lm_weights, next_sentence_labels,
+                      per_example=False):
+    """The six sums behind the pretraining loss and metrics, for one batch.
 
     Args:
         mlm_logits: float [B, P, V].
+        sop_logits: float [B, 2].
         masked_lm_ids: int [B, P] target ids.
         masked_lm_weights: float [B, P], 1 for real predictions, 0 for padding.
+        next_sentence_labels: int [B] or [B, 1] sentence-order labels (the TFRecord key).
+        per_example: bool. False: float32 scalars summed over the batch. True: float32
+            [B], each example's own sums (`sop_count` 1 per example), for an evaluation
+            that drops padding examples before summing.
 
     Returns:
-        dict of scalars: `nll_sum` = sum(w * nll), `correct_sum` = sum(w * [argmax == id]),
-        `weight_sum` = sum(w).
+        dict over `PRETRAINING_TERMS`: `mlm_nll_sum` = sum(w * nll), `mlm_correct_sum` =
+        sum(w * [argmax == id]), `mlm_weight_sum` = sum(w), `sop_nll_sum` = sum(nll),
+        `sop_correct_sum` = sum([argmax == label]), `sop_count` = number of examples.
     """
-    log_probs = _log_softmax(mlm_logits)
-    ids = ops.expand_dims(ops.cast(masked_lm_ids, "int32"), -1)
-    nll = -ops.squeeze(ops.take_along_axis(log_probs, ids, axis=-1), -1)  # [B, P]
-    weights = ops.cast(masked_lm_weights, "float32")
-    correct = ops.cast(ops.equal(ops.argmax(log_probs, axis=-1), ops.squeeze(ids, -1)), "float32")
-    return {
-        "nll_sum": ops.sum(weights * nll),
-        "correct_sum": ops.sum(weights * correct),
-        "weight_sum": ops.sum(weights),
-    }
+    per_row = {**_mlm_rows(mlm_logits, masked_lm_ids, masked_lm_weights),
+               **_sop_rows(sop_logits, next_sentence_labels)}
+    if per_example:
+        return per_row
+    return {k: ops.sum(per_row[k]) for k in PRETRAINING_TERMS}
 
 
-def sentence_order_terms(sop_logits, sentence_order_labels):
-    """Sums behind the SOP loss and accuracy.
+def pretraining_loss(terms, mlm_weight_total, global_batch_size):
+    """This replica's share of the release's loss over the global batch.
+
+        terms["mlm_nll_sum"] / (mlm_weight_total + MLM_LOSS_EPSILON)
+            + terms["sop_nll_sum"] / global_batch_size
+
+    Summed over the replicas it is exactly `masked_lm_loss + sentence_order_loss` of the
+    whole global batch (one replica: of the batch).
 
     Args:
-        sop_logits: float [B, 2].
-        sentence_order_labels: int [B] or [B, 1] (the TFRecord's `next_sentence_labels`).
+        terms: this replica's `pretraining_terms` (scalars).
+        mlm_weight_total: float scalar, sum of masked_lm_weights over the global batch.
+        global_batch_size: int, examples over all replicas.
 
     Returns:
-        dict of scalars `nll_sum`, `correct_sum`, `count`.
+        float32 scalar.
     """
-    labels = ops.reshape(ops.cast(sentence_order_labels, "int32"), (-1, 1))
-    log_probs = _log_softmax(sop_logits)
-    nll = -ops.squeeze(ops.take_along_axis(log_probs, labels, axis=-1), -1)
-    correct = ops.cast(ops.equal(ops.argmax(log_probs, axis=-1), ops.squeeze(labels, -1)), "float32")
-    return {
-        "nll_sum": ops.sum(nll),
-        "correct_sum": ops.sum(correct),
-        "count": ops.cast(ops.shape(nll)[0], "float32"),
-    }
+    mlm_weight_total = ops.cast(mlm_weight_total, "float32")
+    return (terms["mlm_nll_sum"] / (mlm_weight_total + MLM_LOSS_EPSILON)
+            + terms["sop_nll_sum"] / float(global_batch_size))
 
 
-def metrics_from_terms(mlm, sop):
-    """The four reported metrics and the total loss from (possibly all-reduced) terms."""
-    masked_lm_loss = mlm["nll_sum"] / (mlm["weight_sum"] + MLM_LOSS_EPSILON)
-    sentence_order_loss = ops.divide_no_nan(sop["nll_sum"], sop["count"])
+def _ratio(numerator, denominator):
+    # An empty total (no masked predictions, no examples) reports 0, not NaN: as the
+    # release's tf.metrics.mean / accuracy (div_no_nan) on zero weight.
+    return numerator / denominator if denominator > 0 else 0.0
+
+
+def pretraining_metrics(totals):
+    """The reported metrics from summed terms.
+
+    Args:
+        totals: dict over `PRETRAINING_TERMS` (summed over any number of batches,
+            replicas or examples): scalars, tensors or NumPy values.
+
+    Returns:
+        dict over `PRETRAINING_METRICS` of Python floats: masked_lm_loss = nll_sum /
+        (weight_sum + 1e-5) (the release's loss), masked_lm_accuracy = correct_sum /
+        weight_sum, sentence_order_loss = sop_nll_sum / sop_count, sentence_order_accuracy
+        = sop_correct_sum / sop_count, loss = masked_lm_loss + sentence_order_loss. A zero
+        weight_sum or sop_count gives 0.0 for the ratios over it (not NaN).
+    """
+    t = {k: float(ops.convert_to_numpy(totals[k])) for k in PRETRAINING_TERMS}
+    masked_lm_loss = t["mlm_nll_sum"] / (t["mlm_weight_sum"] + MLM_LOSS_EPSILON)
+    sentence_order_loss = _ratio(t["sop_nll_sum"], t["sop_count"])
     return {
         "loss": masked_lm_loss + sentence_order_loss,
         "masked_lm_loss": masked_lm_loss,
-        "masked_lm_accuracy": ops.divide_no_nan(mlm["correct_sum"], mlm["weight_sum"]),
+        "masked_lm_accuracy": _ratio(t["mlm_correct_sum"], t["mlm_weight_sum"]),
         "sentence_order_loss": sentence_order_loss,
-        "sentence_order_accuracy": ops.divide_no_nan(sop["correct_sum"], sop["count"]),
+        "sentence_order_accuracy": _ratio(t["sop_correct_sum"], t["sop_count"]),
     }
-
-
-def pretraining_metrics(outputs, batch):
-    """Loss and metrics of one batch.
-
-    Args:
-        outputs: the pretrainer's dict (`mlm_logits`, `sop_logits`).
-        batch: dict with `masked_lm_ids`, `masked_lm_weights`, `next_sentence_labels`.
-
-    Returns:
-        dict of scalars: loss, masked_lm_loss, masked_lm_accuracy, sentence_order_loss,
-        sentence_order_accuracy.
-    """
-    mlm = masked_lm_terms(outputs["mlm_logits"], batch["masked_lm_ids"], batch["masked_lm_weights"])
-    sop = sentence_order_terms(outputs["sop_logits"], batch["next_sentence_labels"])
-    return metrics_from_terms(mlm, sop)
-
-
-def masked_lm_loss(mlm_logits, masked_lm_ids, masked_lm_weights):
-    t = masked_lm_terms(mlm_logits, masked_lm_ids, masked_lm_weights)
-    return t["nll_sum"] / (t["weight_sum"] + MLM_LOSS_EPSILON)
-
-
-def masked_lm_accuracy(mlm_logits, masked_lm_ids, masked_lm_weights):
-    t = masked_lm_terms(mlm_logits, masked_lm_ids, masked_lm_weights)
-    return ops.divide_no_nan(t["correct_sum"], t["weight_sum"])
-
-
-def sentence_order_loss(sop_logits, sentence_order_labels):
-    t = sentence_order_terms(sop_logits, sentence_order_labels)
-    return ops.divide_no_nan(t["nll_sum"], t["count"])
-
-
-def sentence_order_accuracy(sop_logits, sentence_order_labels):
-    t = sentence_order_terms(sop_logits, sentence_order_labels)
-    return ops.divide_no_nan(t["correct_sum"], t["count"])
 
 
 def classifier_nll(logits, labels):

@@ -8,6 +8,12 @@ Keras `.weights.h5` is backend-neutral, so loading needs Keras only. run_pretrai
 writes pretrainer.weights.h5 beside its checkpoints, so a run's output_dir is such a
 directory too; tools/convert writes them from TF1, Hugging Face and keras-hub weights.
 
+Each model class names its own weights file (`WEIGHTS_FILE`), and a class whose weights
+hold another model names it in `SUBMODELS` (attribute -> that model's `WEIGHTS_FILE`):
+`AlbertPretrainer.SUBMODELS = {"encoder": ENCODER_WEIGHTS}` lets an encoder load out of
+pretrainer.weights.h5. Classes register themselves by subclassing `PretrainedMixin`, so
+this module imports neither the encoder nor the pretrainer.
+
 Example:
 ```python
 encoder = AlbertEncoder.from_pretrained("converted/albert_base")
@@ -20,60 +26,76 @@ import os
 import keras
 
 from albert_tf.modeling.config import AlbertConfig
+from albert_tf.storage import atomic
 
 CONFIG_NAME = "albert_config.json"
 PRETRAINER_WEIGHTS = "pretrainer.weights.h5"
 ENCODER_WEIGHTS = "encoder.weights.h5"
 
+# WEIGHTS_FILE -> the first PretrainedMixin subclass that declared it.
+_CLASSES = {}
 
-def _write_weights(model, path):
-    tmp = path[: -len(".weights.h5")] + f".tmp-{os.getpid()}.weights.h5"
-    model.save_weights(tmp)
-    os.replace(tmp, path)
+
+def _weights_file(cls_or_model):
+    name = getattr(cls_or_model, "WEIGHTS_FILE", None)
+    if not name:
+        raise TypeError(f"{type(cls_or_model).__name__}: no WEIGHTS_FILE; expected a PretrainedMixin model "
+                        "(AlbertEncoder or AlbertPretrainer).")
+    return name
 
 
 def save_pretrained(model, directory):
-    """Writes `model` (AlbertEncoder or AlbertPretrainer) and its config into `directory`.
+    """Writes `model` (AlbertEncoder or AlbertPretrainer) and its config into `directory`:
+    albert_config.json and the model's `WEIGHTS_FILE`.
 
-    Files are written under temporary names and renamed, so a reader never sees a half
-    file.
+    Each file is written through `albert_tf.storage.atomic` (temporary name, then
+    rename), so a reader never sees a half file.
     """
-    from albert_tf.modeling.pretrainer import AlbertPretrainer
-
-    os.makedirs(directory, exist_ok=True)
+    directory = os.fspath(directory)
+    name = _weights_file(model)
     model.config.to_json_file(os.path.join(directory, CONFIG_NAME))
-    name = PRETRAINER_WEIGHTS if isinstance(model, AlbertPretrainer) else ENCODER_WEIGHTS
-    _write_weights(model, os.path.join(directory, name))
+    with atomic.output_path(os.path.join(directory, name)) as tmp:
+        model.save_weights(tmp)
     return directory
 
 
+def _containers_of(weights_file):
+    """(container class, attribute) pairs whose weights hold a `weights_file` model."""
+    return [(container, attribute) for container in _CLASSES.values()
+            for attribute, held in container.SUBMODELS.items() if held == weights_file]
+
+
 def load_pretrained(cls, directory, **kwargs):
-    """Builds `cls` (AlbertEncoder or AlbertPretrainer) from a pretrained directory.
+    """Builds `cls` (AlbertEncoder or AlbertPretrainer) from a pretrained directory: from
+    its own `WEIGHTS_FILE`, else out of the weights of a model holding it (an encoder out
+    of pretrainer.weights.h5).
 
     Raises:
         ValueError: naming the directory and what is missing or does not match.
     """
-    from albert_tf.modeling.pretrainer import AlbertPretrainer
-
     directory = os.fspath(directory)
+    own = _weights_file(cls)
     config_path = os.path.join(directory, CONFIG_NAME)
     if not os.path.isfile(config_path):
         raise ValueError(f"{directory}: no {CONFIG_NAME}; expected a directory written by albert_tf "
                          "(python -m albert_tf.convert, or a run_pretraining output_dir).")
     config = AlbertConfig.from_json_file(config_path)
-    pretrainer_file = os.path.join(directory, PRETRAINER_WEIGHTS)
-    encoder_file = os.path.join(directory, ENCODER_WEIGHTS)
-    has_pretrainer, has_encoder = os.path.isfile(pretrainer_file), os.path.isfile(encoder_file)
-    if issubclass(cls, AlbertPretrainer):
-        if not has_pretrainer:
-            raise ValueError(f"{directory}: no {PRETRAINER_WEIGHTS}" + (
-                f" (only {ENCODER_WEIGHTS}: the source had no pretraining heads)." if has_encoder else "."))
-        return _load(cls(config, **kwargs), pretrainer_file, directory)
-    if has_encoder:
-        return _load(cls(config, **kwargs), encoder_file, directory)
-    if has_pretrainer:  # an encoder out of a pretrainer's weights
-        return _load(AlbertPretrainer(config, **kwargs), pretrainer_file, directory).encoder
-    raise ValueError(f"{directory}: neither {ENCODER_WEIGHTS} nor {PRETRAINER_WEIGHTS}.")
+
+    def present(name):
+        return os.path.isfile(os.path.join(directory, name))
+
+    if present(own):
+        return _load(cls(config, **kwargs), os.path.join(directory, own), directory)
+    for container, attribute in _containers_of(own):
+        if present(container.WEIGHTS_FILE):
+            model = _load(container(config, **kwargs), os.path.join(directory, container.WEIGHTS_FILE), directory)
+            return getattr(model, attribute)
+    held = [name for name in getattr(cls, "SUBMODELS", {}).values() if present(name)]
+    if held:
+        raise ValueError(f"{directory}: no {own} (only {', '.join(held)}: the source had no "
+                         f"{cls.EXTRA_PARTS}).")
+    sources = [own] + [container.WEIGHTS_FILE for container, _ in _containers_of(own)]
+    raise ValueError(f"{directory}: {'neither ' if len(sources) > 1 else 'no '}{' nor '.join(sources)}.")
 
 
 def _load(model, weights_file, directory):
@@ -87,9 +109,25 @@ def _load(model, weights_file, directory):
 class PretrainedMixin:
     """Config round trip and pretrained directories for AlbertEncoder and AlbertPretrainer.
 
+    Class attributes a model sets:
+        WEIGHTS_FILE: str. Its file in a pretrained directory, e.g. "encoder.weights.h5".
+        SUBMODELS: dict. Attribute -> `WEIGHTS_FILE` of a PretrainedMixin model it holds
+            (and whose weights its own file therefore contains).
+        EXTRA_PARTS: str. What it holds beyond its SUBMODELS, for error messages.
+
     `get_config` returns only the constructor arguments (`config` as a dict,
     `use_one_hot_embeddings`, and Keras' name, trainable, dtype).
     """
+
+    WEIGHTS_FILE = None
+    SUBMODELS = {}
+    EXTRA_PARTS = "weights"
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        name = cls.__dict__.get("WEIGHTS_FILE")
+        if name:
+            _CLASSES.setdefault(name, cls)
 
     def get_config(self):
         return {
@@ -111,5 +149,5 @@ class PretrainedMixin:
         return load_pretrained(cls, directory, **kwargs)
 
     def save_pretrained(self, directory):
-        """Writes albert_config.json and the weights into `directory`."""
+        """Writes albert_config.json and the weights (`WEIGHTS_FILE`) into `directory`."""
         return save_pretrained(self, directory)

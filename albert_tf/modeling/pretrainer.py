@@ -5,11 +5,10 @@ Shape legend: B batch, T sequence length, P predictions per sequence, V vocabula
 
 import keras
 
-from albert_tf.modeling import losses
 from albert_tf.modeling.config import AlbertConfig
-from albert_tf.modeling.pretrained import PretrainedMixin
 from albert_tf.modeling.encoder import AlbertEncoder, _deserialize_dtype, encoder_inputs
 from albert_tf.modeling.heads import AlbertMaskedLMHead, AlbertSentenceOrderHead
+from albert_tf.modeling.pretrained import ENCODER_WEIGHTS, PRETRAINER_WEIGHTS, PretrainedMixin
 
 
 @keras.saving.register_keras_serializable(package="albert_tf")
@@ -26,8 +25,8 @@ class AlbertPretrainer(PretrainedMixin, keras.Model):
 
     Outputs: dict `mlm_logits` [B, P, V], `sop_logits` [B, 2].
 
-    Losses and metrics: `AlbertPretrainer.compute_metrics(outputs, batch)` (=
-    `albert_tf.modeling.losses.pretraining_metrics`), used by training and evaluation.
+    Losses and metrics: `albert_tf.modeling.losses` (`pretraining_terms`,
+    `pretraining_loss`, `pretraining_metrics`), used by training and evaluation.
 
     Example:
     ```python
@@ -42,7 +41,10 @@ class AlbertPretrainer(PretrainedMixin, keras.Model):
     ```
     """
 
-    compute_metrics = staticmethod(losses.pretraining_metrics)
+    # its file in a pretrained directory; the encoder's weights are inside it
+    WEIGHTS_FILE = PRETRAINER_WEIGHTS
+    SUBMODELS = {"encoder": ENCODER_WEIGHTS}
+    EXTRA_PARTS = "pretraining heads"
 
     def __init__(self, config, use_one_hot_embeddings=False, dtype=None, **kwargs):
         config = AlbertConfig.from_dict(config)

@@ -1,1 +1,2 @@
-"""Training: optimizers, schedules, distribution, the pretraining loop, checkpoints."""
+"""Training: the one driver every command runs through (driver), optimizers, schedules,
+distribution, checkpoints and what a run reports (reporting)."""

@@ -1,22 +1,31 @@
-"""Checkpoints that survive: CheckpointManager in output_dir, resume, strict init_checkpoint.
+"""Checkpoints that survive: CheckpointManager in output_dir, exact resume, the best
+checkpoint by dev metric, strict init_checkpoint.
 
-A training checkpoint (`output_dir/ckpt-N`, N = global step) holds `model` (the
-AlbertPretrainer), `optimizer` (slots and iterations = global step), `random_states`
-(dropout RNG) and, when given, `iterator` (the input position). With each checkpoint the
-chief also writes `output_dir/albert_config.json` and `pretrainer.weights.h5`, so a run
-directory loads with `AlbertPretrainer.from_pretrained(output_dir)`. Under multi-worker training every worker saves (the
-collective needs them all), the non-chief ones to a temporary directory that is removed.
+A training checkpoint (`output_dir/ckpt-N`, N = global step) holds `model`, `optimizer`
+(slots and iterations = global step), `random_states` (dropout RNG) and, when given,
+`iterator` (the input position). `output_dir/best/ckpt-N` is the checkpoint with the best
+dev metric so far, described by `best/best_metrics.json`; `output_dir/run_info.json`
+records where the run's weights started. Under multi-worker training every worker saves
+(the collective needs them all), the non-chief ones to a temporary directory that is
+removed.
 """
 
+import json
 import os
 import shutil
 import tempfile
 
 import tensorflow as tf
 
-from albert_tf.modeling.pretrained import PRETRAINER_WEIGHTS, save_pretrained
-from albert_tf.storage.checkpoints import load_init_checkpoint as _load, random_states
-from albert_tf.storage.report import CheckpointMismatchError  # noqa: F401  (re-exported)
+from albert_tf.modeling.pretrained import PRETRAINER_WEIGHTS
+from albert_tf.storage import atomic
+from albert_tf.storage.checkpoints import list_variables, load_init_checkpoint as _load, model_variables, \
+    object_variables, random_states
+from albert_tf.storage.report import CheckpointMismatchError, MatchReport
+
+BEST_DIR = "best"
+BEST_METRICS = "best_metrics.json"
+RUN_INFO = "run_info.json"
 
 
 def load_init_checkpoint(model, init_checkpoint):
@@ -34,12 +43,12 @@ class TrainingCheckpoints:
         keep_checkpoint_max: checkpoints kept.
         is_chief: whether this worker writes to output_dir.
         iterator: optional input iterator to save the input position.
-        write_pretrained: also write the model as an albert_tf pretrained directory
-            (AlbertEncoder / AlbertPretrainer) with each save.
+        keep_best: also keep the best checkpoint by a dev metric in output_dir/best.
+        on_save: called (chief only) after each save.
     """
 
     def __init__(self, output_dir, model, optimizer, keep_checkpoint_max=5, is_chief=True, iterator=None,
-                 write_pretrained=True):
+                 keep_best=False, on_save=None):
         items = {"model": model, "optimizer": optimizer}
         states = random_states(model)
         if states:
@@ -49,28 +58,77 @@ class TrainingCheckpoints:
             items["random_states"].states = states
         if iterator is not None:
             items["iterator"] = iterator
+        self.items = items
         self.checkpoint = tf.train.Checkpoint(**items)
         self.model = model
         self.output_dir = output_dir
         self.is_chief = is_chief
-        self.write_pretrained = write_pretrained
+        self.on_save = on_save
         directory = output_dir if is_chief else tempfile.mkdtemp(prefix="albert_tf_worker_ckpt_")
         self._temp_dir = None if is_chief else directory
         self.manager = tf.train.CheckpointManager(
             self.checkpoint, directory, max_to_keep=keep_checkpoint_max, checkpoint_name="ckpt")
+        self.keep_best = keep_best
+        self.best = None
+        if keep_best:
+            self.best_dir = os.path.join(output_dir, BEST_DIR)
+            self.best_manager = tf.train.CheckpointManager(self.checkpoint, self.best_dir, max_to_keep=1,
+                                                           checkpoint_name="ckpt")
+            self.best = self._read_best()
+
+    # --- resume ------------------------------------------------------------------------
 
     def restore_latest(self):
-        """Restores the newest checkpoint of output_dir; returns its path or None."""
+        """Restores the newest checkpoint of output_dir; returns its path or None.
+
+        Raises:
+            ValueError: the checkpoint lacks objects this run saves (written by another
+                version or another command) or its model does not match (named).
+        """
         path = self.manager.latest_checkpoint
-        if path:
-            self.checkpoint.restore(path).assert_existing_objects_matched()
+        if not path:
+            return None
+        self.check_resumable(path)
+        self.checkpoint.restore(path).assert_existing_objects_matched()
         return path
+
+    def check_resumable(self, prefix):
+        names = list_variables(prefix)
+        roots = {n.split("/", 1)[0] for n in names}
+        fresh = (f"To start a new run, use another --output_dir or remove the ckpt-* files (and checkpoint) "
+                 f"from {self.output_dir}.")
+        missing = sorted(set(self.items) - roots)
+        if missing:
+            raise ValueError(
+                f"cannot resume from {prefix}: it holds no {', '.join(missing)} (this run also saves "
+                f"{', '.join(missing)}: it was written by another albert_tf version or command, so the run could "
+                f"not continue exactly). {fresh}")
+        report = MatchReport.compare(model_variables(self.model), object_variables(prefix, "model"),
+                                     f"the checkpoint to resume ({prefix})")
+        if not report.ok:
+            raise CheckpointMismatchError(report.format(limit=20) + f"\nThe model (its config) changed. {fresh}")
+        if "random_states" in self.items:
+            found = len([n for n in names if n.startswith("random_states/") and n.endswith("VARIABLE_VALUE")])
+            if found != len(self.items["random_states"].states):
+                raise ValueError(f"cannot resume from {prefix}: it holds {found} dropout RNG states, the model has "
+                                 f"{len(self.items['random_states'].states)}. {fresh}")
+
+    def read_run_info(self):
+        path = os.path.join(self.output_dir, RUN_INFO)
+        if not os.path.isfile(path):
+            return {}
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+
+    def write_run_info(self, info):
+        atomic.write_json(os.path.join(self.output_dir, RUN_INFO), info)
+
+    # --- saving --------------------------------------------------------------------------
 
     def save(self, step):
         path = self.manager.save(checkpoint_number=int(step))
-        if self.is_chief and self.write_pretrained:
-            # the newest weights also as an albert_tf pretrained directory (from_pretrained)
-            save_pretrained(self.model, self.output_dir)
+        if self.is_chief and self.on_save is not None:
+            self.on_save()
         if self._temp_dir:
             shutil.rmtree(self._temp_dir, ignore_errors=True)
             os.makedirs(self._temp_dir, exist_ok=True)
@@ -79,3 +137,36 @@ class TrainingCheckpoints:
     def close(self):
         if self._temp_dir:
             shutil.rmtree(self._temp_dir, ignore_errors=True)
+
+    # --- best checkpoint -----------------------------------------------------------------
+
+    def _read_best(self):
+        path = os.path.join(self.best_dir, BEST_METRICS)
+        if not (os.path.isfile(path) and self.best_manager.latest_checkpoint):
+            return None
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+
+    def offer_best(self, step, metrics, key):
+        """Keeps the model as the best checkpoint if metrics[key] beats the best so far
+        (chief writes). Returns True when it became the best."""
+        if key not in metrics:
+            raise ValueError(f"the best-checkpoint metric {key!r} is not among the eval metrics {sorted(metrics)}.")
+        if self.best is not None and not metrics[key] > self.best["metrics"][key]:
+            return False
+        if self.is_chief:
+            self.best_manager.save(checkpoint_number=int(step))
+            checkpoint = os.path.basename(self.best_manager.latest_checkpoint)
+        else:
+            checkpoint = f"ckpt-{int(step)}"
+        self.best = {"step": int(step), "metric": key, "metrics": dict(metrics), "checkpoint": checkpoint}
+        if self.is_chief:
+            atomic.write_json(os.path.join(self.best_dir, BEST_METRICS), self.best)
+        return True
+
+    def restore_best(self):
+        """Restores the best checkpoint (if any); returns its path or None."""
+        path = self.best_manager.latest_checkpoint if self.keep_best else None
+        if path:
+            self.checkpoint.restore(path).assert_existing_objects_matched()
+        return path

@@ -13,10 +13,12 @@ Variables whose full path matches LayerNorm, layer_norm or bias are excluded fro
 weight decay and from the trust ratio. Slots are named `adam_m` and `adam_v`, as the
 release's.
 
-Gradients reach `apply` already summed over replicas and clipped by the training loop
-(`albert_tf.training.loop`): Keras would clip each replica's gradients before its own
-all-reduce, which is not the global-norm clipping of the release. These optimizers
-therefore do not all-reduce again.
+The training driver (`albert_tf.training.driver`) sums gradients over replicas and clips
+them to the global norm itself (Keras would clip each replica's gradients before its own
+all-reduce, which is not the release's clipping), then calls `apply_summed`, which skips
+Keras' all-reduce. Everywhere else (`apply`, `apply_gradients`, `model.fit`) these
+optimizers all-reduce like any Keras optimizer, so under MirroredStrategy the replicas'
+gradients are summed.
 """
 
 import re
@@ -107,9 +109,20 @@ class _ReleaseOptimizer(keras.optimizers.Optimizer):
         children.pop("_trainable_variables", None)
         return children
 
+    _gradients_summed = False
+
+    def apply_summed(self, grads, trainable_variables=None):
+        """`apply` for gradients already summed over replicas (the driver's step)."""
+        self._gradients_summed = True
+        try:
+            return self.apply(grads, trainable_variables)
+        finally:
+            self._gradients_summed = False
+
     def _all_reduce_sum_gradients(self, grads_and_vars):
-        # The training loop already summed the gradients over replicas (see module doc).
-        return list(grads_and_vars)
+        if self._gradients_summed:  # see module doc
+            return list(grads_and_vars)
+        return super()._all_reduce_sum_gradients(grads_and_vars)
 
     def get_config(self):
         config = super().get_config()

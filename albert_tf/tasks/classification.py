@@ -1,0 +1,353 @@
+"""The classification task: GLUE (and any TSV) classification and regression, for
+`python -m albert_tf.run_classifier`.
+
+As the release's run_classifier: dropout 0.1 on `pooled_output`, a dense `output` layer,
+cross-entropy (squared error for regression) averaged over the global batch, the
+release's AdamW with linear warmup and linear decay. The model starts from an export
+(`encoder/` through EncoderTFSMLayer, tokenization from its `preprocess/` SavedModel) or
+from an albert_tf checkpoint (AlbertEncoder and an in-memory PreprocessModule), so
+training and the exported classifier tokenize identically. Everything else (strategy,
+optimizer, checkpoints and resume, best dev checkpoint, TensorBoard, curves, progress)
+is the driver's.
+
+Shape legend: B batch, T max_seq_length, C classes (1 for regression).
+"""
+
+import dataclasses
+import os
+import sys
+
+import numpy as np
+import tensorflow as tf
+
+from albert_tf.data.classifier_data import get_task, read_examples
+from albert_tf.data.classifier_metrics import compute
+from albert_tf.data.classifier_pipeline import label_ids, pack
+from albert_tf.modeling.losses import classifier_nll
+from albert_tf.storage import atomic
+from albert_tf.training.driver import EXAMPLE_INDEX, Task, TrainingOptions, train_and_evaluate
+from albert_tf.training.distribution import get_strategy
+
+ENCODER_INPUTS = ("input_word_ids", "input_mask", "input_type_ids")
+
+
+@dataclasses.dataclass
+class ClassificationOptions:
+    """Everything run_classifier's flags say about the task (see its --help)."""
+
+    task_name: str
+    data_dir: str
+    output_dir: str
+    albert_hub_module_handle: str = None
+    init_checkpoint: str = None
+    albert_config_file: str = None
+    spm_model_file: str = None
+    do_lower_case: bool = True
+    max_seq_length: int = 512
+    do_train: bool = False
+    do_eval: bool = False
+    do_predict: bool = False
+    predict_batch_size: int = 8
+    classifier_dropout: float = 0.1
+    text_a_column: str = "text_a"
+    text_b_column: str = "text_b"
+    label_column: str = "label"
+    labels: list = None
+    random_seed: int = 12345
+    strategy: str = "default"
+    export_dir: str = None
+
+
+def config_file_for(o):
+    """The albert_config.json to use: --albert_config_file, or the one in an
+    --init_checkpoint directory; None when neither."""
+    if o.albert_config_file:
+        return o.albert_config_file
+    if o.init_checkpoint:
+        candidate = os.path.join(o.init_checkpoint, "albert_config.json")
+        if os.path.isfile(candidate):
+            return candidate
+    return None
+
+
+def check_options(o):
+    """Raises ValueError for bad combinations or missing inputs, naming the flags; runs
+    before anything is written."""
+    from albert_tf.modeling.config import AlbertConfig
+
+    for name in ("task_name", "data_dir", "output_dir"):
+        if not getattr(o, name):
+            raise ValueError(f"--{name} is required.")
+    get_task(o.task_name)  # names the valid tasks
+    if not (o.do_train or o.do_eval or o.do_predict):
+        raise ValueError("at least one of --do_train, --do_eval and --do_predict must be true.")
+    if o.albert_hub_module_handle and o.init_checkpoint:
+        raise ValueError("give --albert_hub_module_handle or --init_checkpoint, not both.")
+    if os.path.exists(o.output_dir) and not os.path.isdir(o.output_dir):
+        raise ValueError(f"--output_dir={o.output_dir} exists and is not a directory.")
+    if o.max_seq_length < 3:
+        raise ValueError(f"--max_seq_length={o.max_seq_length} leaves no room for [CLS] text [SEP].")
+    if not 0 <= o.classifier_dropout < 1:
+        raise ValueError(f"--classifier_dropout must be in [0, 1), got {o.classifier_dropout}.")
+    if o.labels and o.task_name.lower() != "tsv":
+        raise ValueError(f"--labels is only for --task_name=tsv; {o.task_name} has its own label set.")
+    if o.albert_hub_module_handle:
+        for sub in ("encoder", "preprocess"):
+            if not os.path.isfile(os.path.join(o.albert_hub_module_handle, sub, "saved_model.pb")):
+                raise ValueError(f"--albert_hub_module_handle={o.albert_hub_module_handle}: no {sub}/saved_model.pb; "
+                                 "expected the directory written by albert_tf.export_tfhub (encoder/ and preprocess/).")
+        config_path = os.path.join(o.albert_hub_module_handle, "encoder", "assets", "albert_config.json")
+        source = f"--albert_hub_module_handle={o.albert_hub_module_handle}"
+    else:
+        if not o.spm_model_file:
+            raise ValueError("--spm_model_file is required without --albert_hub_module_handle.")
+        if not os.path.isfile(o.spm_model_file):
+            raise ValueError(f"--spm_model_file={o.spm_model_file} does not exist.")
+        config_path = config_file_for(o)
+        if not config_path:
+            raise ValueError("--albert_config_file is required (or an --init_checkpoint directory holding "
+                             "albert_config.json).")
+        source = config_path
+    if os.path.isfile(config_path):
+        positions = AlbertConfig.from_json_file(config_path).max_position_embeddings
+        if o.max_seq_length > positions:
+            raise ValueError(f"--max_seq_length ({o.max_seq_length}) exceeds max_position_embeddings ({positions}) "
+                             f"of {source}; use --max_seq_length={positions} or less.")
+    elif not o.albert_hub_module_handle:
+        raise ValueError(f"--albert_config_file={config_path} does not exist.")
+
+
+class ClassificationTask(Task):
+    """A classifier (or regressor) on the ALBERT encoder (see module docstring).
+
+    Args:
+        options: ClassificationOptions.
+        splits: dict split -> list of classifier_data.Example (read and checked already).
+        labels: the task's label names; empty for regression.
+        metric_names: the task's metrics; the first picks the best checkpoint.
+        global_batch_size: G of training.
+    """
+
+    # tokenization calls the preprocessing SavedModel (stateful): a resumed run skips the
+    # batches already consumed (the shuffle is seeded, so the rest is the same)
+    checkpointable_input = False
+
+    def __init__(self, options, task_def, splits, global_batch_size):
+        self.options = options
+        self.task_def = task_def
+        self.name = task_def.name
+        self.splits = splits
+        self.labels = list(task_def.labels)
+        self.metric_names = list(task_def.metrics)
+        self.best_metric = self.metric_names[0]
+        self.global_batch_size = int(global_batch_size)
+        self.pair = any(e.text_b is not None for split in splits.values() for e in split)
+        self.progress_metrics = (("loss", "loss"),) + ((("accuracy", "acc"),) if self.labels else ())
+        self.preprocess = None
+        self._pretrainer = None
+
+    @property
+    def num_classes(self):
+        return len(self.labels) or 1
+
+    # --- model -------------------------------------------------------------------------
+
+    def build_model(self):
+        import tensorflow_text  # noqa: F401  (registers the preprocessing model's ops)
+
+        from albert_tf.modeling.classifier import AlbertClassifier
+
+        o = self.options
+        if o.albert_hub_module_handle:
+            from albert_tf.export.keras3 import EncoderTFSMLayer
+
+            self.preprocess = tf.saved_model.load(os.path.join(o.albert_hub_module_handle, "preprocess"))
+            encoder = EncoderTFSMLayer(os.path.join(o.albert_hub_module_handle, "encoder"), trainable=True)
+            return AlbertClassifier(encoder, self.num_classes, dropout=o.classifier_dropout)
+
+        from albert_tf.export.preprocess_module import PreprocessModule
+        from albert_tf.modeling.config import AlbertConfig
+        from albert_tf.modeling.pretrainer import AlbertPretrainer
+
+        config = AlbertConfig.from_json_file(config_file_for(o))
+        self.preprocess = PreprocessModule(o.spm_model_file, do_lower_case=o.do_lower_case, seq_length=o.max_seq_length)
+        self._pretrainer = AlbertPretrainer(config)
+        return AlbertClassifier(self._pretrainer.encoder, self.num_classes, dropout=o.classifier_dropout,
+                                initializer_range=config.initializer_range)
+
+    def initialize(self, model):
+        o = self.options
+        if o.albert_hub_module_handle:
+            return os.path.abspath(o.albert_hub_module_handle)
+        if o.init_checkpoint:
+            from albert_tf.training.checkpoints import load_init_checkpoint
+
+            return load_init_checkpoint(self._pretrainer, o.init_checkpoint)
+        print("WARNING: no --init_checkpoint and no --albert_hub_module_handle: fine-tuning starts from random "
+              "weights (eval_results.json records initialized_from: random).", file=sys.stderr, flush=True)
+        return "random"
+
+    # --- data ----------------------------------------------------------------------------
+
+    def _columns(self, examples):
+        columns = {"text_a": np.array([e.text_a for e in examples], dtype=object),
+                   "label": label_ids(examples, self.labels),
+                   EXAMPLE_INDEX: np.arange(len(examples), dtype=np.int32)}
+        if self.pair:
+            columns["text_b"] = np.array([e.text_b or "" for e in examples], dtype=object)
+        return columns
+
+    def _to_features(self, batch):
+        features = pack(self.preprocess, batch["text_a"], batch.get("text_b"), self.options.max_seq_length)
+        features["label"] = batch["label"]
+        features[EXAMPLE_INDEX] = batch[EXAMPLE_INDEX]
+        return features
+
+    def train_dataset(self, input_context, batch_size, skip_batches):
+        examples = self.splits["train"]
+        ds = tf.data.Dataset.from_tensor_slices(self._columns(examples))
+        if input_context is not None and input_context.num_input_pipelines > 1:
+            ds = ds.shard(input_context.num_input_pipelines, input_context.input_pipeline_id)
+        ds = ds.shuffle(len(examples), seed=self.options.random_seed, reshuffle_each_iteration=True).repeat()
+        ds = ds.batch(batch_size, drop_remainder=True)
+        if skip_batches:
+            ds = ds.skip(skip_batches)  # the shuffle is seeded: the rest is what the first run saw
+        return ds.map(self._to_features, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
+
+    def split_dataset(self, split, batch_size):
+        """One ordered pass over a split (the last batch may be partial)."""
+        ds = tf.data.Dataset.from_tensor_slices(self._columns(self.splits[split])).batch(batch_size)
+        return ds.map(self._to_features, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
+
+    def eval_dataset(self, batch_size):
+        return self.split_dataset("dev", batch_size) if "dev" in self.splits else None
+
+    # --- loss and metrics ----------------------------------------------------------------
+
+    def loss_and_terms(self, model, batch, normalizers, training):
+        logits = model({k: batch[k] for k in ENCODER_INPUTS}, training=training)
+        nll = classifier_nll(logits, batch["label"])  # [B]
+        terms = {"nll_sum": tf.reduce_sum(nll), "count": tf.cast(tf.size(nll), tf.float32)}
+        if self.labels:
+            correct = tf.equal(tf.argmax(logits, -1, output_type=tf.int32), tf.cast(batch["label"], tf.int32))
+            terms["correct_sum"] = tf.reduce_sum(tf.cast(correct, tf.float32))
+        return terms["nll_sum"] / normalizers["examples"], terms
+
+    def train_metrics(self, totals):
+        count = max(totals["count"], 1.0)
+        metrics = {"loss": totals["nll_sum"] / count}
+        if "correct_sum" in totals:
+            metrics["accuracy"] = totals["correct_sum"] / count
+        return metrics
+
+    def eval_outputs(self, model, batch):
+        logits = tf.cast(model({k: batch[k] for k in ENCODER_INPUTS}, training=False), tf.float32)
+        return {"logits": logits, "label": batch["label"], "nll": classifier_nll(logits, batch["label"])}
+
+    def predictions(self, logits):
+        """[N, C] -> class ids [N]; [N, 1] (regression) -> scores [N]."""
+        return logits[:, 0] if logits.shape[-1] == 1 else np.argmax(logits, axis=-1)
+
+    def eval_metrics(self, outputs):
+        metrics = compute(self.metric_names, self.predictions(outputs["logits"]), outputs["label"])
+        metrics["loss"] = float(np.mean(outputs["nll"]))
+        return metrics
+
+    def majority_baseline(self):
+        """The dev metrics of always predicting the most frequent training label (the
+        training mean for regression)."""
+        source = self.splits.get("train") or self.splits["dev"]
+        dev_gold = label_ids(self.splits["dev"], self.labels)
+        train_gold = label_ids(source, self.labels)
+        if self.labels:
+            constant = int(max(range(len(self.labels)), key=lambda i: (int((train_gold == i).sum()), -i)))
+        else:
+            constant = float(train_gold.mean())
+        return compute(self.metric_names, [constant] * len(dev_gold), dev_gold)
+
+    def results_extras(self):
+        extras = {"labels": self.labels}
+        if "dev" in self.splits:
+            extras["majority_baseline"] = self.majority_baseline()
+        return extras
+
+
+def write_predictions(path, examples, predictions, labels, with_gold):
+    """TSV of index, guid, prediction (label name or score) and, for dev, the gold label."""
+    def show(value):
+        return labels[int(value)] if labels else f"{float(value):.6f}"
+
+    lines = ["index\tguid\tprediction" + ("\tlabel" if with_gold else "")]
+    for i, (example, value) in enumerate(zip(examples, predictions, strict=True)):
+        row = [str(i), example.guid, show(value)]
+        if with_gold:
+            row.append(str(example.label))
+        lines.append("\t".join(row))
+    atomic.write_text(path, "\n".join(lines) + "\n")
+
+
+def run(o, training, stream=sys.stdout):
+    """Trains, evaluates, predicts and exports as the options say.
+
+    Args:
+        o: ClassificationOptions.
+        training: TrainingOptions (batch sizes, schedule, checkpoints, ...).
+
+    Returns:
+        dict: task, labels, final_step, eval (dev summary), test_results, export_dir,
+        curves, initialized_from.
+    """
+    check_options(o)
+    task_def = get_task(o.task_name, labels=o.labels, text_a_column=o.text_a_column, text_b_column=o.text_b_column,
+                        label_column=o.label_column)
+    # read (and check) every split first: a bad file fails before anything is written
+    wanted = [name for name, on in (("train", o.do_train), ("dev", o.do_eval), ("test", o.do_predict)) if on]
+    splits = {name: read_examples(task_def, o.data_dir, name) for name in wanted}
+
+    import keras
+
+    keras.utils.set_random_seed(o.random_seed)
+    strategy = get_strategy(o.strategy)
+    training = dataclasses.replace(training, output_dir=o.output_dir, do_train=o.do_train, do_eval=o.do_eval,
+                                   evaluate_every_checkpoint=True, keep_best=True, optimizer=training.optimizer)
+    task = ClassificationTask(o, task_def, splits, training.train_batch_size)
+    if o.do_train:
+        n = len(splits["train"])
+        print(f"task {task.name}: {len(task.labels) or 'regression'}{' labels' if task.labels else ''}; "
+              f"training {n} examples, batch {training.train_batch_size}, {training.num_train_steps} steps "
+              f"({training.num_train_steps * training.train_batch_size / n:.1f} epochs), {training.optimizer} "
+              f"lr {training.learning_rate:g}, warmup {training.num_warmup_steps}", file=stream, flush=True)
+    outcome = train_and_evaluate(task, training, strategy, stream=stream)
+    trainer = outcome["trainer"]
+    results = {"task": task.name, "labels": task.labels, "final_step": outcome["final_step"],
+               "initialized_from": outcome["initialized_from"]}
+    if "summary" in outcome:
+        results["eval"] = outcome["summary"]
+        summary = outcome["summary"]
+        if outcome["best"] is not None:
+            print(f"best dev {task.best_metric} {summary[task.best_metric]:.4f} at step {summary['best_step']} "
+                  f"({summary['checkpoint']})", file=stream, flush=True)
+    if "curves" in outcome:
+        results["curves"] = outcome["curves"]
+
+    def predict(split, batch_size):
+        outputs = trainer.per_example_outputs(task.split_dataset(split, batch_size), batch_size)
+        return task.predictions(outputs["logits"])
+
+    # predictions and the export come from the best dev checkpoint (restored by the driver)
+    if o.do_eval:
+        write_predictions(os.path.join(o.output_dir, "dev_predictions.tsv"), splits["dev"],
+                          predict("dev", training.eval_batch_size), task.labels, with_gold=True)
+    if o.do_predict:
+        path = os.path.join(o.output_dir, "test_results.tsv")
+        write_predictions(path, splits["test"], predict("test", o.predict_batch_size), task.labels, with_gold=False)
+        print(f"wrote {path} ({len(splits['test'])} predictions)", file=stream, flush=True)
+        results["test_results"] = path
+    if o.export_dir:
+        from albert_tf.export.classifier_module import export_classifier
+
+        results["export_dir"] = export_classifier(task.preprocess, trainer.model, o.export_dir, o.max_seq_length,
+                                                  task.labels, task.pair, task.name)
+        print(f"exported the classifier (raw strings in) to {results['export_dir']}", file=stream, flush=True)
+    return results
+

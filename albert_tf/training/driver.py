@@ -1,0 +1,443 @@
+"""The one training driver: every command (pretraining, classification, and the tasks to
+come) runs through `train_and_evaluate(task, options)`.
+
+A task (see `Task`) brings what differs between commands: its model, its loss and the
+per-replica terms it sums, its metrics, its datasets and where its weights start. The
+driver owns everything else, once:
+
+- the strategy scope, the optimizer and the warmup + polynomial-decay schedule;
+- the train step under any tf.distribute strategy: each replica computes its share of
+  the global-batch loss (normalizers such as the masked-LM weight total are all-reduced
+  first), gradients are summed over replicas, clipped to global norm `clip_norm`, then
+  applied; `iterations_per_loop` steps run inside one tf.function; with `jit_compile`
+  the forward and backward passes are one XLA program;
+- checkpoints (`output_dir/ckpt-N`: model, optimizer slots and step, dropout RNG state,
+  and the input position) and exact resume from the newest one; the best checkpoint by
+  the task's metric in `output_dir/best/`;
+- evaluation over every example (the last batch is padded with zero-weight rows, which
+  no metric sees), after every checkpoint or at the end;
+- the console progress line with rate and ETA, `metrics.jsonl`, TensorBoard
+  (`output_dir/train`, `output_dir/eval`), `training_curves.png`, `eval_results.json`
+  and `.txt`;
+- the NaN stop (TrainingDivergedError, the last good checkpoint kept).
+
+Shape legend: B batch per replica, G global batch.
+"""
+
+import dataclasses
+import math
+import os
+import sys
+import time
+
+import numpy as np
+import tensorflow as tf
+
+from albert_tf.storage import atomic
+from albert_tf.training.checkpoints import TrainingCheckpoints
+from albert_tf.training.distribution import check_global_batch, sum_and_clip
+from albert_tf.training.errors import TrainingDivergedError
+from albert_tf.training.optimizer import create_optimizer
+from albert_tf.training.reporting import MetricsLogger, plot_curves, read_records
+from albert_tf.training.schedules import WarmupPolynomialDecay
+
+EXAMPLE_WEIGHT = "example_weight"
+EXAMPLE_INDEX = "example_index"
+
+
+class Task:
+    """What a command brings to the driver. Subclass and override; see
+    albert_tf/tasks/ for the pretraining and classification tasks.
+
+    Attributes:
+        name: shown in logs.
+        best_metric: eval metric (higher is better) that picks the best checkpoint, or None.
+        progress_metrics: (metric key, console label) pairs for the progress line.
+        checkpointable_input: whether the training iterator can be saved in checkpoints
+            (False when its dataset calls stateful functions, e.g. a loaded SavedModel;
+            a resumed run then skips the batches already consumed instead).
+        initialized_from: set by `initialize` ("random" when nothing was loaded).
+    """
+
+    name = "task"
+    checkpointable_input = True
+    best_metric = None
+    progress_metrics = (("loss", "loss"),)
+    initialized_from = "random"
+
+    def build_model(self):
+        """The Keras model (called inside the strategy scope)."""
+        raise NotImplementedError
+
+    def initialize(self, model):
+        """Loads starting weights for a new run (not on resume); returns where they came
+        from, "random" for none."""
+        return "random"
+
+    def train_dataset(self, input_context, batch_size, skip_batches):
+        """Batches of B examples (dicts of tensors, static shapes), repeating forever,
+        with the first `skip_batches` skipped."""
+        raise NotImplementedError
+
+    def eval_dataset(self, batch_size):
+        """One pass over the evaluation examples in batches of up to `batch_size` (the
+        last may be partial: the driver pads it), or None when there is none."""
+        return None
+
+    def loss_normalizers(self, batch):
+        """Scalars summed over replicas before the loss (default: the example count)."""
+        return {"examples": tf.cast(tf.shape(next(iter(batch.values())))[0], tf.float32)}
+
+    def loss_and_terms(self, model, batch, normalizers, training):
+        """(this replica's share of the global loss, dict of scalar sums for metrics)."""
+        raise NotImplementedError
+
+    def train_metrics(self, totals):
+        """Summed terms of some steps -> reported metrics (Python floats)."""
+        raise NotImplementedError
+
+    def eval_outputs(self, model, batch):
+        """Per-example results [B, ...] of one evaluation batch (dict of tensors)."""
+        raise NotImplementedError
+
+    def eval_metrics(self, outputs):
+        """The metrics of the evaluation set from the concatenated per-example results
+        (numpy arrays, padding rows already removed)."""
+        raise NotImplementedError
+
+    def results_extras(self):
+        """Extra fields for eval_results.json (e.g. a majority-class baseline)."""
+        return {}
+
+    def on_checkpoint(self, model, output_dir):
+        """Called by the chief after each checkpoint (e.g. write a pretrained directory)."""
+
+
+@dataclasses.dataclass
+class TrainingOptions:
+    """How the driver runs a task (entry points fill it from their flags).
+
+    Attributes:
+        output_dir: the run directory (checkpoints, metrics, results).
+        train_batch_size, eval_batch_size: global batches G.
+        num_train_steps, num_warmup_steps, start_warmup_step, poly_power, learning_rate:
+            the release's schedule (linear warmup, then polynomial decay to 0).
+        optimizer: "lamb" or "adamw".
+        clip_norm: global gradient norm after the cross-replica sum.
+        save_checkpoints_steps, keep_checkpoint_max, iterations_per_loop: as the release.
+        do_train, do_eval: what to run.
+        evaluate_every_checkpoint: evaluate after every save (fine-tuning) or only at the
+            end (pretraining, as the release).
+        max_eval_steps: at most this many eval batches (None: every example).
+        keep_best: keep the best checkpoint by task.best_metric in output_dir/best and
+            end with its weights restored.
+        jit_compile: compile forward + backward with XLA.
+        write_curves: write training_curves.png at the end.
+    """
+
+    output_dir: str
+    train_batch_size: int = 32
+    eval_batch_size: int = 8
+    num_train_steps: int = 1000
+    num_warmup_steps: int = 0
+    start_warmup_step: int = 0
+    poly_power: float = 1.0
+    learning_rate: float = 5e-5
+    optimizer: str = "adamw"
+    clip_norm: float = 1.0
+    save_checkpoints_steps: int = 1000
+    keep_checkpoint_max: int = 5
+    iterations_per_loop: int = 100
+    do_train: bool = True
+    do_eval: bool = True
+    evaluate_every_checkpoint: bool = False
+    max_eval_steps: int = None
+    keep_best: bool = False
+    jit_compile: bool = False
+    write_curves: bool = True
+
+
+class Trainer:
+    """The model, optimizer and compiled steps of one task under one strategy.
+
+    Args:
+        task: a `Task`.
+        options: `TrainingOptions`.
+        strategy: a tf.distribute strategy (default: the current one).
+    """
+
+    def __init__(self, task, options, strategy=None):
+        self.task = task
+        self.options = options
+        self.strategy = strategy or tf.distribute.get_strategy()
+        check_global_batch(self.strategy, options.train_batch_size)
+        check_global_batch(self.strategy, options.eval_batch_size, flag="--eval_batch_size")
+        with self.strategy.scope():
+            self.model = task.build_model()
+            self.schedule = WarmupPolynomialDecay(options.learning_rate, options.num_train_steps,
+                                                  options.num_warmup_steps, options.start_warmup_step,
+                                                  options.poly_power)
+            self.optimizer = create_optimizer(options.optimizer, self.schedule)
+            self.optimizer.build(self.model.trainable_variables)
+        self._gradients_fn = (tf.function(self._gradients, jit_compile=True) if options.jit_compile
+                              else self._gradients)
+        self._train_fn = tf.function(self._train_loop)
+        self._eval_fn = tf.function(self._eval_step)
+
+    @property
+    def step(self):
+        return int(self.optimizer.iterations.numpy())
+
+    @property
+    def global_batch_size(self):
+        return int(self.options.train_batch_size)
+
+    # --- training ---------------------------------------------------------------------
+
+    def _gradients(self, batch, normalizers):
+        variables = self.model.trainable_variables
+        with tf.GradientTape() as tape:
+            loss, terms = self.task.loss_and_terms(self.model, batch, normalizers, training=True)
+        return tape.gradient(loss, variables), terms
+
+    def replica_step(self, batch):
+        """One step on this replica's batch (inside strategy.run); returns its terms."""
+        ctx = tf.distribute.get_replica_context()
+        normalizers = {k: tf.cast(v, tf.float32) for k, v in self.task.loss_normalizers(batch).items()}
+        if ctx.num_replicas_in_sync > 1:
+            normalizers = ctx.all_reduce(tf.distribute.ReduceOp.SUM, normalizers)
+        grads, terms = self._gradients_fn(batch, normalizers)
+        self.optimizer.apply_summed(sum_and_clip(grads, self.options.clip_norm), self.model.trainable_variables)
+        return terms
+
+    def _reduced_step(self, iterator):
+        per_replica = self.strategy.run(self.replica_step, args=(next(iterator),))
+        return {k: self.strategy.reduce(tf.distribute.ReduceOp.SUM, v, axis=None) for k, v in per_replica.items()}
+
+    def _train_loop(self, iterator, steps):
+        # the first step gives the terms' structure; the others add to it in a graph loop
+        totals = self._reduced_step(iterator)
+        for _ in tf.range(steps - 1):
+            step_terms = self._reduced_step(iterator)
+            totals = {k: totals[k] + step_terms[k] for k in totals}
+        return totals
+
+    def train(self, iterator, steps):
+        """Runs `steps` (>= 1) steps in one tf.function call; returns the summed terms as floats."""
+        totals = self._train_fn(iterator, tf.constant(int(steps), tf.int32))
+        return {k: float(v) for k, v in totals.items()}
+
+    # --- evaluation and prediction -------------------------------------------------------
+
+    def _eval_step(self, batch):
+        def step(b):
+            outputs = self.task.eval_outputs(self.model, b)
+            outputs[EXAMPLE_WEIGHT] = b[EXAMPLE_WEIGHT]
+            if EXAMPLE_INDEX in b:
+                outputs[EXAMPLE_INDEX] = b[EXAMPLE_INDEX]
+            return outputs
+
+        return self.strategy.run(step, args=(batch,))
+
+    def per_example_outputs(self, dataset, global_batch_size, max_steps=None):
+        """Runs task.eval_outputs over every example of `dataset` (batches of up to G);
+        returns the concatenated numpy outputs without padding rows, in example order
+        when the batches carry `example_index`.
+
+        Raises:
+            ValueError: the dataset holds no example.
+        """
+        padded = dataset.map(lambda b: pad_batch(b, global_batch_size))
+        distributed = self.strategy.experimental_distribute_dataset(padded)
+        chunks = {}
+        steps = 0
+        for batch in distributed:
+            if max_steps is not None and steps >= max_steps:
+                break
+            outputs = self._eval_fn(batch)
+            for k, v in outputs.items():
+                chunks.setdefault(k, []).extend(np.asarray(t) for t in self.strategy.experimental_local_results(v))
+            steps += 1
+        if not steps:
+            raise ValueError("the evaluation set holds no example; check the eval/dev input.")
+        out = {k: np.concatenate(v) for k, v in chunks.items()}
+        keep = out.pop(EXAMPLE_WEIGHT) > 0
+        out = {k: v[keep] for k, v in out.items()}
+        if EXAMPLE_INDEX in out:
+            order = np.argsort(out[EXAMPLE_INDEX], kind="stable")
+            out = {k: v[order] for k, v in out.items()}
+        out["_batches"] = steps
+        return out
+
+    def evaluate(self):
+        """The task's metrics over its evaluation set (`examples` and `steps` added)."""
+        dataset = self.task.eval_dataset(self.options.eval_batch_size)
+        if dataset is None:
+            raise ValueError(f"{self.task.name}: no evaluation data.")
+        outputs = self.per_example_outputs(dataset, self.options.eval_batch_size, self.options.max_eval_steps)
+        steps = outputs.pop("_batches")
+        examples = len(next(iter(outputs.values()))) if outputs else 0
+        metrics = {k: float(v) for k, v in self.task.eval_metrics(outputs).items()}
+        metrics.update(examples=int(examples), steps=int(steps))
+        return metrics
+
+
+def pad_batch(batch, size):
+    """Pads every tensor of a batch dict along axis 0 to `size` rows with zeros and adds
+    `example_weight` (1 for real rows, 0 for padding); shapes become static."""
+    n = tf.shape(next(iter(batch.values())))[0]
+    out = {}
+    for k, v in batch.items():
+        paddings = [[0, size - n]] + [[0, 0]] * (len(v.shape) - 1)
+        padded = tf.pad(v, paddings)
+        padded.set_shape([size] + v.shape[1:].as_list())
+        out[k] = padded
+    weight = tf.concat([tf.ones([n], tf.float32), tf.zeros([size - n], tf.float32)], axis=0)
+    weight.set_shape([size])
+    out[EXAMPLE_WEIGHT] = weight
+    return out
+
+
+def _duration(seconds):
+    if not math.isfinite(seconds):
+        return "?"
+    seconds = int(seconds)
+    h, rest = divmod(seconds, 3600)
+    m, s = divmod(rest, 60)
+    return f"{h}h{m:02d}m" if h else f"{m}m{s:02d}s"
+
+
+def train_and_evaluate(task, options, strategy=None, is_chief=True, stream=sys.stdout,
+                       stop_after_steps=None, write_results=True):
+    """Runs a task: resume or initialize, train with checkpoints and evaluation, write
+    the results. Returns a dict: trainer, final_step, eval (metrics), best (info or None),
+    initialized_from, resumed_from.
+
+    Args:
+        task: a `Task`.
+        options: `TrainingOptions`.
+        strategy: the tf.distribute strategy (default: the current one).
+        is_chief: whether this worker writes output_dir.
+        stream: where progress goes.
+        stop_after_steps: stop early at this step (tests of interruption).
+        write_results: write eval_results.json/.txt after evaluation.
+
+    Raises:
+        TrainingDivergedError: the loss became NaN or infinite (no checkpoint written for it).
+        ValueError: an output_dir whose checkpoints do not fit this run (named).
+    """
+    strategy = strategy or tf.distribute.get_strategy()
+    if is_chief:
+        os.makedirs(options.output_dir, exist_ok=True)
+        atomic.sweep(options.output_dir)
+    trainer = Trainer(task, options, strategy)
+    # Only the default strategy's iterator can be checkpointed; under the others the input
+    # position is restored by skipping the batches already consumed.
+    saves_iterator = (options.do_train and task.checkpointable_input
+                      and strategy is tf.distribute.get_strategy())
+    iterator = None
+
+    def make_iterator(skip_steps):
+        def dataset_fn(ctx):
+            per_step = ctx.num_replicas_in_sync // ctx.num_input_pipelines
+            return task.train_dataset(ctx, ctx.get_per_replica_batch_size(options.train_batch_size),
+                                      skip_steps * per_step)
+
+        return iter(strategy.distribute_datasets_from_function(dataset_fn))
+
+    if saves_iterator:
+        iterator = make_iterator(0)
+    checkpoints = TrainingCheckpoints(options.output_dir, trainer.model, trainer.optimizer,
+                                      options.keep_checkpoint_max, is_chief=is_chief, iterator=iterator,
+                                      keep_best=options.keep_best and task.best_metric is not None,
+                                      on_save=(lambda: task.on_checkpoint(trainer.model, options.output_dir))
+                                      if is_chief else None)
+    resumed = checkpoints.restore_latest()
+    if resumed:
+        task.initialized_from = checkpoints.read_run_info().get("initialized_from", task.initialized_from)
+        print(f"resuming from {resumed} at step {trainer.step}", file=stream, flush=True)
+    else:
+        task.initialized_from = task.initialize(trainer.model)
+        print(f"initialized from {task.initialized_from}", file=stream, flush=True)
+        if is_chief:
+            checkpoints.write_run_info({"initialized_from": task.initialized_from, "task": task.name})
+    if options.do_train and not saves_iterator:
+        if resumed and trainer.step:
+            print(f"skipping the {trainer.step} steps of input already consumed", file=stream, flush=True)
+        iterator = make_iterator(trainer.step if resumed else 0)
+    logger = MetricsLogger(options.output_dir, options.num_train_steps, task.progress_metrics,
+                           enabled=is_chief, stream=stream, fresh=not resumed)
+    print(f"strategy {type(strategy).__name__} with {strategy.num_replicas_in_sync} replicas; global batch "
+          f"{options.train_batch_size}", file=stream, flush=True)
+    results = {"trainer": trainer, "initialized_from": task.initialized_from, "resumed_from": resumed,
+               "best": None, "eval": None}
+
+    def evaluate_now():
+        metrics = trainer.evaluate()
+        metrics["global_step"] = trainer.step
+        best = checkpoints.offer_best(trainer.step, metrics, task.best_metric) if checkpoints.keep_best else False
+        logger.log_eval(trainer.step, metrics, best=best)
+        return metrics
+
+    if options.do_train:
+        step = trainer.step
+        end = options.num_train_steps if stop_after_steps is None else min(options.num_train_steps,
+                                                                           stop_after_steps)
+        first_step, start = step, time.time()
+        while step < end:
+            next_save = (step // options.save_checkpoints_steps + 1) * options.save_checkpoints_steps
+            n = min(options.iterations_per_loop, next_save - step, end - step)
+            t0 = time.time()
+            totals = trainer.train(iterator, n)
+            elapsed = time.time() - t0
+            metrics = task.train_metrics(totals)
+            step = trainer.step
+            if not all(math.isfinite(v) for v in metrics.values()):
+                raise TrainingDivergedError(
+                    f"the loss became {metrics.get('loss')} between steps {step - n} and {step}; stopped without "
+                    f"saving. Last good checkpoint: {checkpoints.manager.latest_checkpoint or 'none'}. Lower "
+                    "--learning_rate or check the data.")
+            rate = n * options.train_batch_size / max(elapsed, 1e-9)
+            overall = (step - first_step) * options.train_batch_size / max(time.time() - start, 1e-9)
+            logger.log_train(step, metrics, float(trainer.schedule(step - 1)), rate,
+                             (options.num_train_steps - step) * options.train_batch_size / max(overall, 1e-9))
+            if step % options.save_checkpoints_steps == 0 or step == options.num_train_steps:
+                checkpoints.save(step)
+                if options.do_eval and options.evaluate_every_checkpoint:
+                    results["eval"] = evaluate_now()
+    results["final_step"] = trainer.step
+    if options.do_eval and (results["eval"] is None or results["eval"]["global_step"] != trainer.step):
+        if not (checkpoints.keep_best and checkpoints.best is not None and not options.do_train):
+            results["eval"] = evaluate_now()
+    if checkpoints.keep_best and checkpoints.best is not None:
+        checkpoints.restore_best()
+        results["best"] = checkpoints.best
+    if results["eval"] is not None or results["best"] is not None:
+        summary = _summary(task, results, checkpoints)
+        results["summary"] = summary
+        if is_chief and write_results:
+            atomic.write_json(os.path.join(options.output_dir, "eval_results.json"), summary)
+            atomic.write_text(os.path.join(options.output_dir, "eval_results.txt"),
+                              "".join(f"{k} = {summary[k]}\n" for k in sorted(summary)))
+    if is_chief and options.write_curves:
+        records = read_records(logger.path)
+        if records:
+            baseline = results.get("summary", {}).get("majority_baseline", {}).get(task.best_metric or "")
+            results["curves"] = plot_curves(records, os.path.join(options.output_dir, "training_curves.png"),
+                                            title=task.name, baseline=baseline, baseline_metric=task.best_metric)
+    checkpoints.close()
+    logger.close()
+    return results
+
+
+def _summary(task, results, checkpoints):
+    if results["best"] is not None:
+        best = results["best"]
+        summary = {**best["metrics"], "best_step": best["step"], "metric": best["metric"],
+                   "checkpoint": os.path.join("best", best["checkpoint"])}
+    else:
+        summary = dict(results["eval"])
+    summary["initialized_from"] = task.initialized_from
+    summary["task"] = task.name
+    summary.update(task.results_extras())
+    return summary

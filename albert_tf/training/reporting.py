@@ -1,0 +1,156 @@
+"""What a run shows and leaves behind: the console progress line, metrics.jsonl,
+TensorBoard summaries and the PNG curves. One writer for every command.
+
+metrics.jsonl holds one JSON record a line: `{"split": "train", "step", <metrics>,
+"learning_rate", "examples_per_second"}` every `iterations_per_loop` steps and
+`{"split": "eval", "step", <metrics>}` after each evaluation.
+"""
+
+import json
+import math
+import os
+import sys
+
+from albert_tf.storage import atomic
+
+METRICS_FILE = "metrics.jsonl"
+
+
+def _duration(seconds):
+    if not math.isfinite(seconds):
+        return "?"
+    seconds = int(seconds)
+    h, rest = divmod(seconds, 3600)
+    m, s = divmod(rest, 60)
+    return f"{h}h{m:02d}m" if h else f"{m}m{s:02d}s"
+
+
+class MetricsLogger:
+    """Console progress, output_dir/metrics.jsonl and TensorBoard (chief only).
+
+    Args:
+        output_dir: the run directory.
+        num_train_steps: for the progress line.
+        progress_metrics: (metric key, console label) pairs shown on the progress line.
+        enabled: False on non-chief workers.
+        stream: the console.
+        fresh: a new run (an old metrics.jsonl is replaced); False when resuming.
+    """
+
+    def __init__(self, output_dir, num_train_steps, progress_metrics=(("loss", "loss"),), enabled=True,
+                 stream=sys.stdout, fresh=True):
+        import tensorflow as tf
+
+        self.enabled = enabled
+        self.num_train_steps = num_train_steps
+        self.progress_metrics = tuple(progress_metrics)
+        self.stream = stream
+        self.path = os.path.join(output_dir, METRICS_FILE)
+        self._tf = tf
+        self.writer = tf.summary.create_file_writer(os.path.join(output_dir, "train")) if enabled else None
+        self.eval_writer = tf.summary.create_file_writer(os.path.join(output_dir, "eval")) if enabled else None
+        if enabled and fresh and os.path.exists(self.path):
+            atomic.write_text(self.path, "")
+
+    def _scalars(self, writer, step, values):
+        with writer.as_default(step=step):
+            for k, v in values.items():
+                if isinstance(v, (int, float)) and k not in ("step", "global_step"):
+                    self._tf.summary.scalar(k, v)
+        writer.flush()
+
+    def log_train(self, step, metrics, learning_rate, examples_per_second, seconds_left):
+        if not self.enabled:
+            return
+        record = {"split": "train", "step": int(step), **metrics, "learning_rate": learning_rate,
+                  "examples_per_second": examples_per_second}
+        atomic.append_line(self.path, json.dumps(record))
+        self._scalars(self.writer, step, {**metrics, "learning_rate": learning_rate,
+                                          "examples_per_second": examples_per_second})
+        shown = "  ".join(f"{label} {metrics[k]:.4f}" for k, label in self.progress_metrics if k in metrics)
+        print(f"step {step}/{self.num_train_steps}  {shown}  lr {learning_rate:.3g}  {examples_per_second:.1f} ex/s  "
+              f"ETA {_duration(seconds_left)}", file=self.stream, flush=True)
+
+    def log_eval(self, step, metrics, best=False):
+        if not self.enabled:
+            return
+        atomic.append_line(self.path, json.dumps({"split": "eval", "step": int(step), **metrics}))
+        self._scalars(self.eval_writer, step, metrics)
+        shown = "  ".join(f"{k} {v:.4f}" for k, v in metrics.items()
+                          if isinstance(v, float) and k not in ("global_step",))
+        print(f"eval at step {step} ({metrics.get('examples', '?')} examples, {metrics.get('steps', '?')} batches): "
+              f"{shown}" + ("  (best so far)" if best else ""), file=self.stream, flush=True)
+
+    def close(self):
+        for writer in (self.writer, self.eval_writer):
+            if writer is not None:
+                writer.close()
+
+
+def read_records(path):
+    """The records of a metrics.jsonl (older files without "split" count as train).
+
+    Raises:
+        ValueError: a line that is not JSON (named by file and line).
+    """
+    if not os.path.exists(path):
+        return []
+    records = []
+    with open(path, encoding="utf-8") as f:
+        for number, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise ValueError(f"{path}:{number}: not a JSON record ({e.msg}).") from None
+            record.setdefault("split", "train")
+            records.append(record)
+    return records
+
+
+NOT_PLOTTED = {"step", "global_step", "split", "examples", "steps", "learning_rate", "examples_per_second"}
+
+
+def plot_curves(records, path, title="", baseline=None, baseline_metric=None):
+    """One panel per metric (train and eval against the step), plus the learning rate;
+    a dashed line for `baseline` on `baseline_metric`. Writes a PNG atomically."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    train = [r for r in records if r["split"] == "train"]
+    evals = [r for r in records if r["split"] == "eval"]
+    keys = []
+    for r in records:
+        for k, v in r.items():
+            if k not in NOT_PLOTTED and isinstance(v, (int, float)) and k not in keys:
+                keys.append(k)
+    keys = sorted(keys, key=lambda k: (k != "loss", "accuracy" in k, k))
+    panels = keys + (["learning_rate"] if any("learning_rate" in r for r in train) else [])
+    if not panels:
+        raise ValueError("no metric to plot in the records.")
+    cols = min(3, len(panels))
+    rows = (len(panels) + cols - 1) // cols
+    fig, axes = plt.subplots(rows, cols, figsize=(4.6 * cols, 3.4 * rows), squeeze=False)
+    for ax, key in zip(axes.flat, panels):
+        for split, points, style in (("train", train, "-"), ("eval", evals, "o-")):
+            xs = [r["step"] for r in points if key in r]
+            if xs:
+                ax.plot(xs, [r[key] for r in points if key in r], style, label=split, markersize=4)
+        if baseline is not None and key == baseline_metric:
+            ax.axhline(baseline, color="gray", linestyle="--", label="majority baseline")
+        ax.set_title(key)
+        ax.set_xlabel("step")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    for ax in list(axes.flat)[len(panels):]:
+        ax.axis("off")
+    if title:
+        fig.suptitle(title)
+    fig.tight_layout()
+    with atomic.output_path(path) as tmp:
+        fig.savefig(tmp, dpi=100, format="png")
+    plt.close(fig)
+    return path
