@@ -203,3 +203,82 @@ def test_resume_without_iterator_checkpoint_skips_consumed_input(pretraining_rec
               "--iterations_per_loop=10", "--nodo_eval")
     stdout = _interrupted_run_matches_whole(outputs, tiny_config_file, tmp_path, common, 20, 100)
     assert "steps of input already consumed" in stdout
+
+
+def test_bad_input_is_found_before_anything_is_written(pretraining_records, tiny_config_file, tmp_path):
+    """Every input shard is checked (not only the first), the SentencePiece model of
+    --export_dir before training, and an output_dir that is a file; nothing is written."""
+    outputs, _ = pretraining_records
+    broken = tmp_path / "broken.tfrecord"
+    with tf.io.TFRecordWriter(str(broken)) as writer:
+        writer.write(tf.train.Example().SerializeToString())
+    not_spm = tmp_path / "not.model"
+    not_spm.write_text("not a model")
+    a_file = tmp_path / "a_file"
+    a_file.write_text("x")
+    cases = [
+        ([*outputs, str(broken)], tmp_path / "r1", [], "broken.tfrecord: missing features"),
+        (outputs, tmp_path / "r2", [f"--export_dir={tmp_path / 'e'}", f"--spm_model_file={not_spm}"],
+         "is not a SentencePiece model"),
+        (outputs, a_file, [], "exists and is not a directory"),
+    ]
+    for records, out, extra, message in cases:
+        result = subprocess.run(pretrain_cmd(records, out, tiny_config_file, "--num_train_steps=2", *extra),
+                                capture_output=True, text=True, env=ENV, cwd=ROOT, timeout=300)
+        assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr[-2000:]
+        assert message in result.stderr, result.stderr[-2000:]
+        assert out == a_file or not out.exists()
+
+
+def test_resuming_with_another_config_is_refused_and_keeps_the_runs_own(pretraining_records, tiny_config_file,
+                                                                        tmp_path):
+    from albert_tf import AlbertConfig
+
+    outputs, _ = pretraining_records
+    out = tmp_path / "run"
+    common = ("--num_train_steps=2", "--save_checkpoints_steps=2", "--nodo_eval")
+    first = subprocess.run(pretrain_cmd(outputs, out, tiny_config_file, *common), capture_output=True, text=True,
+                           env=ENV, cwd=ROOT, timeout=300)
+    assert first.returncode == 0, first.stderr[-2000:]
+    own = (out / "albert_config.json").read_text()
+    other = tmp_path / "other.json"
+    AlbertConfig.from_json_file(tiny_config_file).replace(intermediate_size=48).to_json_file(str(other))
+    second = subprocess.run(pretrain_cmd(outputs, out, other, "--num_train_steps=4", *common[1:]),
+                            capture_output=True, text=True, env=ENV, cwd=ROOT, timeout=300)
+    assert second.returncode == 2 and "Traceback" not in second.stderr
+    assert "differs from the config of the run" in second.stderr and "intermediate_size" in second.stderr
+    assert (out / "albert_config.json").read_text() == own
+    assert json.load(open(out / "run_info.json"))["initialized_from"] == "random"
+
+
+def test_ctrl_c_ends_cleanly_and_the_run_resumes(pretraining_records, tiny_config_file, tmp_path):
+    outputs, _ = pretraining_records
+    out = tmp_path / "run"
+    cmd = pretrain_cmd(outputs, out, tiny_config_file, "--num_train_steps=100000", "--save_checkpoints_steps=5",
+                       "--iterations_per_loop=5", "--nodo_eval")
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV, cwd=ROOT)
+    deadline = time.time() + 300
+    while time.time() < deadline and not list(out.glob("ckpt-*.index")):
+        time.sleep(0.5)
+    proc.send_signal(signal.SIGINT)
+    _, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 130, stderr[-2000:]
+    assert "run_pretraining: interrupted" in stderr and "Traceback" not in stderr
+    assert not [p for p in os.listdir(out) if ".tmp-" in p]
+    resumed = subprocess.run(pretrain_cmd(outputs, out, tiny_config_file, "--num_train_steps=10",
+                                          "--save_checkpoints_steps=5", "--iterations_per_loop=5", "--nodo_eval"),
+                             capture_output=True, text=True, env=ENV, cwd=ROOT, timeout=300)
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    assert "resuming from" in resumed.stdout
+
+
+def test_console_scripts_are_installed_and_share_the_error_convention(tmp_path):
+    """pyproject.toml's console scripts (installed by `make venv` with pip install -e .)."""
+    bindir = os.path.dirname(sys.executable)
+    for script in ("albert-run-pretraining", "albert-run-classifier", "albert-export-tfhub", "albert-convert",
+                   "albert-param-table", "albert-create-pretraining-data"):
+        path = os.path.join(bindir, script)
+        assert os.access(path, os.X_OK), f"{script} is not installed in {bindir}: run `make venv`"
+    result = subprocess.run([os.path.join(bindir, "albert-run-pretraining"), f"--output_dir={tmp_path}"],
+                            capture_output=True, text=True, env=ENV, timeout=120)
+    assert result.returncode == 2 and "run_pretraining: error: --albert_config_file is required" in result.stderr
