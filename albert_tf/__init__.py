@@ -1,11 +1,11 @@
 """albert_tf: ALBERT (Lan et al., 2019) for TensorFlow 2 and Keras 3.
 
-`from albert_tf import AlbertConfig, AlbertEncoder, AlbertPretrainer`. The names are
-resolved lazily so that the data tools (`albert_tf.data`) run without importing Keras
-or TensorFlow.
+`from albert_tf import AlbertConfig, AlbertEncoder, AlbertPretrainer, AlbertForQuestionAnswering`.
+The names are resolved lazily so that the data tools (`albert_tf.data`) run without
+importing Keras or TensorFlow.
 """
 
-__all__ = ["AlbertConfig", "AlbertEncoder", "AlbertPretrainer"]
+__all__ = ["AlbertConfig", "AlbertEncoder", "AlbertPretrainer", "AlbertForQuestionAnswering"]
 __version__ = "0.1.0"
 
 
@@ -22,4 +22,8 @@ def __getattr__(name):
         from albert_tf.modeling.pretrainer import AlbertPretrainer
 
         return AlbertPretrainer
+    if name == "AlbertForQuestionAnswering":
+        from albert_tf.modeling.question_answering import AlbertForQuestionAnswering
+
+        return AlbertForQuestionAnswering
     raise AttributeError(f"module 'albert_tf' has no attribute {name!r}")

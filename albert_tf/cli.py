@@ -75,20 +75,3 @@ def _main(name, run, argv):
               file=sys.stderr)
         return 2
     return run_entry_point(name, run)
-
-
-def console_script(module, name=None):
-    """The function a pyproject console script calls: runs `module`'s entry point."""
-    import importlib
-
-    mod = importlib.import_module(module)
-    return main(name or module.rsplit(".", 1)[-1], mod.define_flags, mod.run)
-
-
-def start(define_flags, main_fn):
-    """Older form kept for entry points not yet moved to `main` (same behaviour)."""
-    from absl import app
-
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-    define_flags()
-    app.run(main_fn)

@@ -60,7 +60,8 @@ def define_flags(flag_values=None):
     flags.DEFINE_float("classifier_dropout", 0.1, "Dropout on pooled_output during training.", **fv)
     flags.DEFINE_string("export_dir", None, "Export the fine-tuned classifier (raw strings in) here at the end.", **fv)
     flags.DEFINE_string("text_a_column", "text_a", "--task_name=tsv: header name of the first text.", **fv)
-    flags.DEFINE_string("text_b_column", "text_b", "--task_name=tsv: header name of the second text (optional).", **fv)
+    flags.DEFINE_string("text_b_column", None, "--task_name=tsv: header name of the second text; empty: single "
+                        "sentences.", **fv)
     flags.DEFINE_string("label_column", "label", "--task_name=tsv: header name of the label.", **fv)
     flags.DEFINE_list("labels", None, "--task_name=tsv: the label values (comma-separated); omit for regression.", **fv)
     flags.DEFINE_string("strategy", "default", "mirrored | one_device | default.", **fv)

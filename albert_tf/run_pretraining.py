@@ -49,7 +49,6 @@ def define_flags():
     flags.DEFINE_bool("use_one_hot_embeddings", False, "One-hot word-embedding lookups (faster on TPUs).")
     flags.DEFINE_bool("deterministic", False, "Deterministic input order and ops (exactly repeatable runs).")
     flags.DEFINE_bool("dynamic_masking", False, "Re-draw the masked-LM masks every epoch in tf.data.")
-    flags.DEFINE_integer("vocab_mask_id", 4, "[MASK] id for --dynamic_masking (2/3/4 = [CLS]/[SEP]/[MASK] in the release).")
     flags.DEFINE_integer("random_seed", 12345, "Seed of initialisation, shuffling and dynamic masking.")
     flags.DEFINE_integer("shuffle_buffer_size", 10000, "Examples in the input shuffle buffer.")
     flags.DEFINE_string("export_dir", None, "Export TF-Hub-style SavedModels here at the end (needs --spm_model_file).")
@@ -100,16 +99,26 @@ def check_flags(f):
 def options_from_flags(f, config):
     """-> (PretrainingOptions, TrainingOptions); checks the inputs (every input shard, the
     SentencePiece model for --export_dir) before anything is written."""
-    from albert_tf.data.pipeline import DynamicMasking, expand_file_patterns
+    from albert_tf.data.files import expand_input_files
+    from albert_tf.data.pipeline import DynamicMasking
+    from albert_tf.data.summary import read_data_summary
     from albert_tf.tasks.pretraining import PretrainingOptions, validate_files
     from albert_tf.training.driver import TrainingOptions
 
-    input_files = expand_file_patterns(f.input_file) if f.input_file else []
-    eval_files = expand_file_patterns(f.eval_input_file) if f.eval_input_file else input_files
+    input_files = expand_input_files(f.input_file) if f.input_file else []
+    eval_files = expand_input_files(f.eval_input_file, flag="--eval_input_file") if f.eval_input_file else input_files
     validate_files(sorted(set(input_files) | set(eval_files)), f.max_seq_length, f.max_predictions_per_seq)
     if f.export_dir:
         _check_spm_model(f.spm_model_file)
-    masking = DynamicMasking(vocab_size=config.vocab_size, mask_id=f.vocab_mask_id) if f.dynamic_masking else None
+    masking = None
+    if f.dynamic_masking and f.do_train:
+        # special ids and masking settings come from the data's summary (written by
+        # create_pretraining_data from its SentencePiece model), never typed again
+        summary = read_data_summary(input_files)
+        if summary.vocab_size > config.vocab_size:
+            raise ValueError(f"the data's SentencePiece model has {summary.vocab_size} pieces, more than vocab_size "
+                             f"{config.vocab_size} of {f.albert_config_file}.")
+        masking = DynamicMasking.from_summary(summary)
     task = PretrainingOptions(
         config=config, input_files=input_files, eval_files=eval_files, max_seq_length=f.max_seq_length,
         max_predictions_per_seq=f.max_predictions_per_seq, global_batch_size=f.train_batch_size,

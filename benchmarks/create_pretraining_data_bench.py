@@ -23,9 +23,8 @@ import sys
 import time
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-sys.path.insert(0, ROOT)
 
-from absl import app, flags  # noqa: E402
+from absl import app, flags
 
 
 def define_flags():
@@ -92,19 +91,18 @@ def run_once(corpus, spm_model, out_dir, workers):
 
 def main(argv):
     del argv
-    sys.path.insert(0, os.path.join(ROOT, "tools"))
-    import make_sample_corpus
-    import train_sentencepiece
+    from albert_tf.data.sample_corpus import write_corpus
+    from albert_tf.data.spm_training import SentencePieceOptions, train_sentencepiece
 
     out_dir = os.path.abspath(flags.FLAGS.output_dir)
     os.makedirs(out_dir, exist_ok=True)
     corpora = {}
     for name, size in (("sample_1x", 1.04), ("sample_10x", 10.4)):
         path = os.path.join(out_dir, f"{name}.txt")
-        make_sample_corpus.write_corpus(path, size)
+        write_corpus(path, size)
         corpora[name] = path
-    spm_model = train_sentencepiece.train([corpora["sample_1x"]], os.path.join(out_dir, "spm"),
-                                          flags.FLAGS.vocab_size, num_threads=2)
+    spm_model = train_sentencepiece([corpora["sample_1x"]], os.path.join(out_dir, "spm"),
+                                    SentencePieceOptions(vocab_size=flags.FLAGS.vocab_size, num_threads=2))
     rows = []
     for name, corpus in corpora.items():
         mb = os.path.getsize(corpus) / 1e6
@@ -124,10 +122,12 @@ def main(argv):
                   f"{row['median_instances_per_second']:>8,.0f}/s ({row['speedup_vs_original']}x the original's "
                   f"{ORIGINAL_INSTANCES_PER_SECOND:.0f}/s), peak RSS {row['median_peak_rss_mb']:,.0f} MB "
                   f"(original {ORIGINAL_PEAK_MB} MB), wall {row['median_wall_seconds']}s", flush=True)
-    with open(os.path.join(out_dir, "results.json"), "w") as f:
-        json.dump({"rows": rows, "original_instances_per_second": ORIGINAL_INSTANCES_PER_SECOND,
-                   "original_peak_rss_mb": ORIGINAL_PEAK_MB}, f, indent=2)
-    with open(os.path.join(out_dir, "results.csv"), "w", newline="") as f:
+    from albert_tf.storage import atomic
+
+    atomic.write_json(os.path.join(out_dir, "results.json"),
+                      {"rows": rows, "original_instances_per_second": ORIGINAL_INSTANCES_PER_SECOND,
+                       "original_peak_rss_mb": ORIGINAL_PEAK_MB})
+    with atomic.open_file(os.path.join(out_dir, "results.csv"), "w") as f:
         writer = csv.DictWriter(f, fieldnames=list(rows[0]))
         writer.writeheader()
         writer.writerows(rows)

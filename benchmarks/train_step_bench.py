@@ -17,7 +17,6 @@ in the same run. Writes results.json and results.csv.
 """
 
 import csv
-import json
 import os
 import statistics
 import sys
@@ -25,7 +24,6 @@ import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-sys.path.insert(0, ROOT)
 
 BATCH, SEQ, PREDICTIONS = 8, 128, 20
 
@@ -176,10 +174,12 @@ def main(argv):
             print(f"{r['variant']:<14} {r['ratio_vs_keras_hub']:.2f}x keras-hub's examples/s")
     out = os.path.join(ROOT, f.output_dir) if not os.path.isabs(f.output_dir) else f.output_dir
     os.makedirs(out, exist_ok=True)
-    with open(os.path.join(out, "results.json"), "w") as fh:
-        json.dump({"matmul_peak_gflops": peak, "training_flops_per_example": flops, "batch": BATCH, "seq": SEQ,
-                   "predictions": PREDICTIONS, "rows": rows}, fh, indent=2)
-    with open(os.path.join(out, "results.csv"), "w", newline="") as fh:
+    from albert_tf.storage import atomic
+
+    atomic.write_json(os.path.join(out, "results.json"),
+                      {"matmul_peak_gflops": peak, "training_flops_per_example": flops, "batch": BATCH, "seq": SEQ,
+                       "predictions": PREDICTIONS, "rows": rows})
+    with atomic.open_file(os.path.join(out, "results.csv"), "w") as fh:
         writer = csv.DictWriter(fh, fieldnames=[k for k in rows[0] if k != "runs"], extrasaction="ignore")
         writer.writeheader()
         writer.writerows(rows)

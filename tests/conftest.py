@@ -40,45 +40,36 @@ def random_inputs(config, batch=3, length=12, seed=0, pad_from=(None, 7, 3)):
     return {"input_word_ids": ids, "input_mask": mask, "input_type_ids": types}
 
 
-TOOLS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools")
-
-
 @pytest.fixture(scope="session")
 def sample_corpus(tmp_path_factory):
     """The built-in sample corpus (1.2 MB of docstring prose), made once per session."""
-    import sys
-
-    sys.path.insert(0, TOOLS)
-    import make_sample_corpus
+    from albert_tf.data.sample_corpus import write_corpus
 
     path = str(tmp_path_factory.mktemp("corpus") / "sample_corpus.txt")
-    make_sample_corpus.write_corpus(path, 1.2)
+    write_corpus(path, 1.2)
     return path
 
 
 @pytest.fixture(scope="session")
 def spm_model(sample_corpus, tmp_path_factory):
     """A 3000-piece SentencePiece model of the sample corpus (the release's recipe)."""
-    import sys
-
-    sys.path.insert(0, TOOLS)
-    import train_sentencepiece
+    from albert_tf.data.spm_training import SentencePieceOptions, train_sentencepiece
 
     prefix = str(tmp_path_factory.mktemp("spm") / "sample")
-    return train_sentencepiece.train([sample_corpus], prefix, vocab_size=3000)
+    return train_sentencepiece([sample_corpus], prefix, SentencePieceOptions(vocab_size=3000))
 
 
 @pytest.fixture(scope="session")
 def pretraining_records(sample_corpus, spm_model, tmp_path_factory):
     """Static-masking TFRecords of the sample corpus at seq 128 (2 shards) and their summary."""
     from albert_tf.data.instances import InstanceOptions
-    from albert_tf.data.writer import create_pretraining_data
+    from albert_tf.data.writer import WriterOptions, write_pretraining_data
 
     out = tmp_path_factory.mktemp("records")
     outputs = [str(out / "train-0.tfrecord"), str(out / "train-1.tfrecord")]
-    summary = create_pretraining_data(
-        [sample_corpus], outputs, spm_model, InstanceOptions(max_seq_length=128),
-        dupe_factor=2, num_workers=1, progress_stream=None)
+    summary = write_pretraining_data([sample_corpus], outputs, spm_model,
+                                     WriterOptions(InstanceOptions(max_seq_length=128), dupe_factor=2),
+                                     progress_stream=None)
     return outputs, summary
 
 

@@ -82,13 +82,48 @@ def test_errors_name_the_file_and_line(tmp_path):
 
 
 def test_generic_tsv_task(tmp_path):
-    _write(tmp_path, "train.tsv", "id\tquestion\tanswer\tjudgement", ["7\tWhy?\tBecause.\tgood", "8\tHow?\tSo.\tbad"])
+    path = _write(tmp_path, "train.tsv", "id\tquestion\tanswer\tjudgement",
+                  ["7\tWhy?\tBecause.\tgood", "8\tHow?\tSo.\tbad"])
     task = get_task("tsv", labels=["good", "bad"], text_a_column="question", text_b_column="answer",
                     label_column="judgement")
     examples = read_examples(task, str(tmp_path), "train")
     assert [(e.text_a, e.text_b, e.label) for e in examples] == [("Why?", "Because.", "good"), ("How?", "So.", "bad")]
-    with pytest.raises(DataError, match="no column 'sentence' in the header"):
+    # no text_b_column (None or ""): single sentences
+    for b in (None, ""):
+        single = get_task("tsv", labels=["good", "bad"], text_a_column="answer", text_b_column=b,
+                          label_column="judgement")
+        assert [(e.text_a, e.text_b) for e in read_examples(single, str(tmp_path), "train")] == [
+            ("Because.", None), ("So.", None)]
+    assert get_task("tsv", labels=["good"]).columns["train"] == ("text_a", None, "label")
+    with pytest.raises(DataError) as e:
         read_examples(get_task("tsv", labels=["good"], text_a_column="sentence"), str(tmp_path), "train")
+    assert str(e.value) == (f"{path}:1: no column 'sentence' in the header (id, question, answer, judgement); "
+                            "check --text_a_column.")
+
+
+def test_a_text_b_column_missing_from_the_header_is_an_error(tmp_path):
+    path = _write(tmp_path, "train.tsv", "sentence\tlabel", ["A cat.\tgood", "A dog.\tbad"])
+    task = get_task("tsv", labels=["good", "bad"], text_a_column="sentence", text_b_column="answer")
+    with pytest.raises(DataError) as e:
+        read_examples(task, str(tmp_path), "train")
+    assert str(e.value) == (f"{path}:1: no column 'answer' in the header (sentence, label); check --text_b_column, "
+                            "or leave it empty for single sentences.")
+    with pytest.raises(DataError) as e:
+        read_examples(get_task("tsv", labels=["good"], text_a_column="sentence", label_column="y"), str(tmp_path),
+                      "train")
+    assert str(e.value) == f"{path}:1: no label column 'y' in the header (sentence, label); check --label_column."
+
+
+def test_non_utf8_tsv_names_the_file_and_line(tmp_path):
+    path = tmp_path / "dev.tsv"
+    path.write_bytes(b"index\tsentence1\tsentence2\tlabel\n0\tA.\tB.\tentailment\n1\tCaf\xe9.\tB.\tentailment\n")
+    with pytest.raises(DataError) as e:
+        read_examples(get_task("rte"), str(tmp_path), "dev")
+    assert str(e.value) == (f"{path}:3: not valid UTF-8 (invalid continuation byte at byte 6 of the line); "
+                            "save the file as UTF-8.")
+    # the same file in UTF-8 reads
+    path.write_bytes(b"index\tsentence1\tsentence2\tlabel\n0\tA.\tB.\tentailment\n1\tCaf\xc3\xa9.\tB.\tentailment\n")
+    assert read_examples(get_task("rte"), str(tmp_path), "dev")[1].text_a == "Caf\u00e9."
 
 
 def test_metrics_hand_computed():

@@ -127,7 +127,7 @@ def test_from_release_tf1_checkpoint(tmp_path, changes, module_prefix):
     converted = AlbertPretrainer.from_pretrained(tmp_path / "converted")
     printed = result.stdout.split("pooled_output[:5]")[1].split("[")[-1].split("]")[0]
     np.testing.assert_allclose([float(v) for v in printed.split(",")], fixed_output(original)[:5], atol=2e-6)
-    for a, b in zip(original.weights, converted.weights):
+    for a, b in zip(original.weights, converted.weights, strict=True):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b), err_msg=a.path)
     assert_same_outputs(original, converted, cfg)
     x = dict(inputs(cfg), masked_lm_positions=np.array([[1, 2], [3, 4]], "int32"))
@@ -145,7 +145,7 @@ def test_round_trip_albert_tf_tf1_albert_tf_is_exact(tmp_path):
     expected = {n: list(v.shape) for n, v in release_names(original).items()}
     assert {n: s for n, s in listed.items() if n != "global_step"} == expected
     back, _ = convert("tf1", "albert_tf", str(tmp_path / "tf1" / "model.ckpt"), str(tmp_path / "b"))
-    for a, b in zip(original.weights, back.weights):
+    for a, b in zip(original.weights, back.weights, strict=True):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b), err_msg=a.path)
     # the written directory is itself an input: its `checkpoint` file names model.ckpt by a
     # relative path (it was written under a temporary name) and albert_config.json is beside it
@@ -153,7 +153,7 @@ def test_round_trip_albert_tf_tf1_albert_tf_is_exact(tmp_path):
     assert str(tmp_path) not in open(tmp_path / "tf1" / "checkpoint").read()
     again = load_source("tf1", str(tmp_path / "tf1"))
     assert again.config == cfg
-    for a, b in zip(original.weights, again.weights):
+    for a, b in zip(original.weights, again.weights, strict=True):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b), err_msg=a.path)
 
 
@@ -218,7 +218,7 @@ def test_from_hugging_face_pretraining_and_model(tmp_path):
     write_hf_dir(tmp_path / "hf_pretraining", cfg, hf_names(original))
     converted = load_source("hf", str(tmp_path / "hf_pretraining"))
     assert isinstance(converted, AlbertPretrainer) and converted.config == cfg
-    for a, b in zip(original.weights, converted.weights):
+    for a, b in zip(original.weights, converted.weights, strict=True):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b), err_msg=a.path)
     assert_same_outputs(original, converted, cfg)
 
@@ -308,7 +308,7 @@ def test_a_converted_directory_is_an_init_checkpoint(tmp_path):
     fresh = AlbertPretrainer(cfg)
     read = load_init_checkpoint(fresh, str(tmp_path / "converted"), weights_file_names=("pretrainer.weights.h5",))
     assert read == str(tmp_path / "converted" / "pretrainer.weights.h5")
-    for a, b in zip(original.weights, fresh.weights):
+    for a, b in zip(original.weights, fresh.weights, strict=True):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b), err_msg=a.path)
     with pytest.raises(CheckpointMismatchError, match="does not match the model"):
         load_init_checkpoint(AlbertPretrainer(cfg.replace(intermediate_size=48)), str(tmp_path / "converted"),
@@ -371,7 +371,7 @@ def test_a_table_with_a_transform_removed_fails_naming_the_variable():
     assert ("encoder.albert_layer_groups.0.albert_layers.0.ffn.weight [64, 32], no transform -> [64, 32]; "
             "target group_0_inner_group_0_ffn/intermediate/kernel [32, 64]") in message
     # nothing was assigned
-    assert all(np.array_equal(b, np.asarray(v)) for b, v in zip(before, target.weights))
+    assert all(np.array_equal(b, np.asarray(v)) for b, v in zip(before, target.weights, strict=True))
 
     # keras-hub: the per-head query kernel [H, N, D] is not reshaped to [H, H] unless the rule says so
     backbone = randomize(_backbone(cfg), seed=14)
@@ -406,7 +406,7 @@ def test_keras_hub_table_reversed_splits_the_heads_again():
     np.testing.assert_array_equal(merged, q.reshape(32, 32))
     back = _backbone(cfg)
     keras_hub.write_keras_hub_backbone(encoder, back)
-    for a, b in zip(backbone.weights, back.weights):
+    for a, b in zip(backbone.weights, back.weights, strict=True):
         assert a.path == b.path
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b), err_msg=a.path)
 
@@ -424,7 +424,7 @@ def test_tf1_directory_without_checkpoint_file_takes_the_highest_step(tmp_path):
     cfg.to_json_file(tmp_path / "release" / "albert_config.json")
     assert tf1.checkpoint_prefix(str(tmp_path / "release")) == str(tmp_path / "release" / "model.ckpt-10000")
     model, _ = convert("tf1", "albert_tf", str(tmp_path / "release"), str(tmp_path / "out"))
-    for a, b in zip(newer.weights, model.weights):
+    for a, b in zip(newer.weights, model.weights, strict=True):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b), err_msg=a.path)
     with pytest.raises(ValueError, match="no TF1 checkpoint"):
         convert("tf1", "albert_tf", str(tmp_path / "out"), str(tmp_path / "out2"), cfg)
@@ -457,7 +457,7 @@ def test_a_failed_conversion_leaves_the_old_output_and_no_litter(tmp_path, monke
         convert("tf1", "albert_tf", str(tmp_path / "out"), str(tmp_path / "out"), cfg.replace(intermediate_size=48))
     back = load_source("tf1", str(tmp_path / "out"))
     expected = randomize(AlbertPretrainer(cfg), seed=31)
-    for a, b in zip(expected.weights, back.weights):
+    for a, b in zip(expected.weights, back.weights, strict=True):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b), err_msg=a.path)
     assert sorted(os.listdir(tmp_path)) == ["out", "src"]
 

@@ -80,7 +80,7 @@ def test_hf_directory_with_only_pytorch_model_bin_converts(tmp_path):
     shutil.copy(source / "config.json", other / "config.json")
     save_file({k: np.ascontiguousarray(hf[k]) for k in hf.files}, str(other / "model.safetensors"))
     again = load_source("hf", str(other))
-    for a, b in zip(model.weights, again.weights):
+    for a, b in zip(model.weights, again.weights, strict=True):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b), err_msg=a.path)
 
 

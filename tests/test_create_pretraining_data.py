@@ -11,8 +11,9 @@ import tensorflow as tf
 
 from albert_tf.data.example_codec import feature_lengths
 from albert_tf.data.instances import InstanceOptions, num_to_predict
+from albert_tf.data.summary import read_data_summary, summary_path_for
 from albert_tf.data.tokenization import SentencePieceTokenizer, is_start_piece
-from albert_tf.data.writer import create_pretraining_data, summary_path_for
+from albert_tf.data.writer import WriterOptions, write_pretraining_data
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 TOOL = os.path.join(ROOT, "tools", "create_pretraining_data.py")
@@ -35,8 +36,9 @@ def records(pretraining_records):
     return read_records(outputs), summary
 
 
-def test_eight_features_of_the_release(pretraining_records, records):
+def test_eight_features_of_the_release(pretraining_records, records, spm_model):
     outputs, summary = pretraining_records
+    tok = SentencePieceTokenizer(spm_model)
     example = tf.train.Example.FromString(next(iter(tf.data.TFRecordDataset(outputs[0]))).numpy())
     features = example.features.feature
     assert sorted(features) == sorted(feature_lengths(128, 20))
@@ -44,10 +46,15 @@ def test_eight_features_of_the_release(pretraining_records, records):
     assert all(features[k].WhichOneof("kind") == "int64_list" for k in features if k != "masked_lm_weights")
     data, _ = records
     assert len(data["input_ids"]) == summary["instances"] == sum(summary["output_files"].values())
-    assert os.path.exists(summary_path_for(outputs[0])) and summary["summary_file"] == summary_path_for(outputs[0])
+    assert summary["summary_file"] == summary_path_for(outputs[0])
+    on_disk = json.load(open(summary_path_for(outputs[0])))
+    assert on_disk == {k: v for k, v in summary.items() if k != "summary_file"}
+    n = len(data["input_ids"])
+    assert on_disk["output_files"] == {outputs[0]: (n + 1) // 2, outputs[1]: n // 2}  # round-robin
+    assert on_disk["special_tokens"] == tok.special_tokens.to_dict()
     mask = data["input_mask"]
-    assert np.all(data["input_ids"][mask == 0] == 0)  # padding id 0
-    assert np.all(data["input_ids"][:, 0] == 2)  # [CLS]
+    assert np.all(data["input_ids"][mask == 0] == tok.pad_id)
+    assert np.all(data["input_ids"][:, 0] == tok.cls_id)
 
 
 def test_statistics_on_the_sample_corpus(records, spm_model):
@@ -93,39 +100,42 @@ def test_statistics_on_the_sample_corpus(records, spm_model):
         assert not np.isin(restored[r, p], [tok.cls_id, tok.sep_id]).any()
 
 
-def test_segments_are_packed_like_the_release(records):
+def test_segments_are_packed_like_the_release(records, spm_model):
     data, _ = records
+    sep_id = SentencePieceTokenizer(spm_model).sep_id
     for r in range(100):
         n = data["input_mask"][r].sum()
         seg = data["segment_ids"][r, :n]
-        sep = np.nonzero(data["input_ids"][r, :n] == 3)[0]
-        restored_sep = sep  # [SEP] is never masked
-        assert restored_sep[-1] == n - 1
-        first_sep = restored_sep[0]
-        assert np.all(seg[: first_sep + 1] == 0) and np.all(seg[first_sep + 1 :] == 1)
+        sep = np.nonzero(data["input_ids"][r, :n] == sep_id)[0]  # [SEP] is never masked
+        assert len(sep) == 2 and sep[-1] == n - 1
+        assert np.all(seg[: sep[0] + 1] == 0) and np.all(seg[sep[0] + 1 :] == 1)
+        assert np.all(data["segment_ids"][r, n:] == 0)
 
 
 def test_byte_identical_for_one_and_two_workers(sample_corpus, spm_model, pretraining_records, tmp_path):
     outputs, summary = pretraining_records
     mine = [str(tmp_path / "w2-0.tfrecord"), str(tmp_path / "w2-1.tfrecord")]
-    create_pretraining_data([sample_corpus], mine, spm_model, InstanceOptions(max_seq_length=128),
-                            dupe_factor=2, num_workers=2, progress_stream=None)
+    again = write_pretraining_data([sample_corpus], mine, spm_model,
+                                   WriterOptions(InstanceOptions(max_seq_length=128), dupe_factor=2, num_workers=2),
+                                   progress_stream=None)
     for a, b in zip(outputs, mine):
         assert open(a, "rb").read() == open(b, "rb").read()
+    assert again["instances"] == summary["instances"] and again["tokens"] == summary["tokens"]
     # and the random_seed does change it
     other = [str(tmp_path / "s.tfrecord")]
-    create_pretraining_data([sample_corpus], other, spm_model, InstanceOptions(max_seq_length=128),
-                            dupe_factor=1, random_seed=7, num_workers=1, progress_stream=None)
+    write_pretraining_data([sample_corpus], other, spm_model,
+                           WriterOptions(InstanceOptions(max_seq_length=128), dupe_factor=1, random_seed=7),
+                           progress_stream=None)
     first = next(iter(tf.data.TFRecordDataset(other))).numpy()
     assert first != next(iter(tf.data.TFRecordDataset(outputs))).numpy()
 
 
 def test_legacy_single_chunk_mode_reproduces_the_release_bias(sample_corpus, spm_model, tmp_path):
     out = [str(tmp_path / "legacy.tfrecord")]
-    summary = create_pretraining_data(
+    summary = write_pretraining_data(
         [sample_corpus], out, spm_model,
-        InstanceOptions(max_seq_length=128, legacy_single_chunk_random_next=True),
-        dupe_factor=3, num_workers=1, progress_stream=None)
+        WriterOptions(InstanceOptions(max_seq_length=128, legacy_single_chunk_random_next=True), dupe_factor=3),
+        progress_stream=None)
     # Significantly above the fair 0.5: more than 4 binomial standard deviations (the share
     # itself moves with the corpus, which is built from the installed packages).
     share, n = summary["sentence_order_label_1_share"], summary["instances"]
@@ -138,7 +148,7 @@ def _run_tool(*args):
 
 def _assert_clean_failure(result, message, directory):
     assert result.returncode == 2, (result.returncode, result.stderr[-1500:])
-    assert message in result.stderr, result.stderr[-1500:]
+    assert result.stderr.strip().splitlines()[-1] == f"create_pretraining_data: error: {message}", result.stderr[-1500:]
     assert "Traceback" not in result.stderr
     leftovers = [p for p in os.listdir(directory) if "out" in p]
     assert not leftovers, leftovers
@@ -150,15 +160,22 @@ def test_bad_inputs_give_clear_errors_and_no_output(tmp_path, spm_model, sample_
     empty.write_text("")
     good = ["--max_seq_length=64", "--dupe_factor=1", f"--spm_model_file={spm_model}"]
     cases = [
-        ([f"--input_file={tmp_path}/missing.txt", f"--output_file={out}", *good], "matches no file"),
-        ([f"--input_file={empty}", f"--output_file={out}", *good], "is empty"),
-        ([f"--input_file={tmp_path}", f"--output_file={out}", *good], "is a directory"),
+        ([f"--input_file={tmp_path}/missing.txt", f"--output_file={out}", *good],
+         f"--input_file: '{tmp_path}/missing.txt' matches no file."),
+        ([f"--input_file={empty}", f"--output_file={out}", *good], f"--input_file: {empty} is empty."),
+        ([f"--input_file={tmp_path}", f"--output_file={out}", *good],
+         f"--input_file: '{tmp_path}' is a directory; name the files in it (e.g. {tmp_path}/*)."),
         ([f"--input_file={sample_corpus}", f"--output_file={out}", "--max_seq_length=7",
-          f"--spm_model_file={spm_model}"], "--max_seq_length must be at least 8"),
+          f"--spm_model_file={spm_model}"], "--max_seq_length must be at least 8, got 7."),
         ([f"--input_file={sample_corpus}", f"--output_file={out}", "--max_seq_length=16",
-          "--max_predictions_per_seq=20", f"--spm_model_file={spm_model}"], "--max_predictions_per_seq (20)"),
+          "--max_predictions_per_seq=20", f"--spm_model_file={spm_model}"],
+         "--max_predictions_per_seq (20) must be between 1 and --max_seq_length (16)."),
         ([f"--input_file={sample_corpus}", f"--output_file={out}", "--max_seq_length=64"],
-         "--spm_model_file is required"),
+         "--spm_model_file is required (tools/train_sentencepiece.py makes one)."),
+        ([f"--input_file={sample_corpus}", f"--output_file={out}", "--do_permutation", *good],
+         "--do_permutation is not supported: the released ALBERT models were trained without it; leave it False."),
+        ([f"--input_file={sample_corpus}", f"--output_file={out}", "--num_output_shards=0", *good],
+         "--num_output_shards must be at least 1, got 0."),
     ]
     for args, message in cases:
         _assert_clean_failure(_run_tool(*args), message, tmp_path)
@@ -169,9 +186,12 @@ def test_spm_model_without_special_pieces_is_refused(tmp_path, sample_corpus):
 
     spm.SentencePieceTrainer.Train(input=sample_corpus, model_prefix=str(tmp_path / "plain"),
                                    vocab_size=500, minloglevel=2)
+    model = f"{tmp_path}/plain.model"
     result = _run_tool(f"--input_file={sample_corpus}", f"--output_file={tmp_path}/out.tfrecord",
-                       f"--spm_model_file={tmp_path}/plain.model", "--max_seq_length=64")
-    _assert_clean_failure(result, "lacks the pieces [CLS], [SEP], [MASK]", tmp_path)
+                       f"--spm_model_file={model}", "--max_seq_length=64")
+    _assert_clean_failure(result, f"spm_model_file {model!r} lacks the pieces <pad>, [CLS], [SEP], [MASK]; train it "
+                          "with tools/train_sentencepiece.py (pad <pad>, unk <unk>, control symbols "
+                          "[CLS],[SEP],[MASK]).", tmp_path)
 
 
 def test_non_utf8_lines_are_skipped_and_counted_or_fatal_when_strict(tmp_path, spm_model):
@@ -192,7 +212,8 @@ def test_non_utf8_lines_are_skipped_and_counted_or_fatal_when_strict(tmp_path, s
     os.remove(summary_path_for(str(out)))
     strict = _run_tool(f"--input_file={corpus}", f"--output_file={out}", f"--spm_model_file={spm_model}",
                        "--max_seq_length=32", "--max_predictions_per_seq=5", "--strict_utf8")
-    _assert_clean_failure(strict, f"{corpus}:3: not valid UTF-8", tmp_path)
+    _assert_clean_failure(strict, f"{corpus}:3: not valid UTF-8 (invalid start byte at byte 10); fix the file or "
+                          "drop --strict_utf8 to skip such lines.", tmp_path)
 
 
 def test_cli_shards_and_progress(tmp_path, spm_model, sample_corpus):
@@ -203,7 +224,12 @@ def test_cli_shards_and_progress(tmp_path, spm_model, sample_corpus):
     assert result.returncode == 0, result.stderr[-1500:]
     shards = sorted(p.name for p in tmp_path.glob("shard.tfrecord-*"))  # the summary must not match
     assert shards == [f"shard.tfrecord-{i:05d}-of-00003" for i in range(3)]
-    assert "documents" in result.stderr and "instances" in result.stderr and "ETA" in result.stderr
-    assert (tmp_path / "summary_shard.tfrecord.json").exists()
+    summary = json.load(open(tmp_path / "summary_shard.tfrecord.json"))
+    progress = [l for l in result.stderr.splitlines() if l.startswith("create_pretraining_data: ")]
+    assert progress[-1].startswith(f"create_pretraining_data: {summary['documents']:,} documents, "
+                                   f"{summary['instances']:,} instances (")
+    assert progress[-1].endswith("100% read, ETA 0s")
     counts = [sum(1 for _ in tf.data.TFRecordDataset(str(tmp_path / s))) for s in shards]
     assert max(counts) - min(counts) <= 1
+    assert summary["output_files"] == {str(tmp_path / s): c for s, c in zip(shards, counts)}
+    assert read_data_summary(str(tmp_path / "shard.tfrecord-*")).masking.max_predictions_per_seq == 10

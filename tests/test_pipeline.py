@@ -5,6 +5,7 @@ import pytest
 import tensorflow as tf
 
 from albert_tf.data.pipeline import DynamicMasking, pretraining_dataset
+from albert_tf.data.summary import read_data_summary
 from albert_tf.data.tokenization import SentencePieceTokenizer
 from test_create_pretraining_data import read_records
 
@@ -51,18 +52,21 @@ def test_files_are_sharded_per_input_pipeline(pretraining_records):
 
 def test_deterministic_mode_repeats_exactly(pretraining_records):
     outputs, _ = pretraining_records
-    make = lambda: pretraining_dataset(outputs, 8, 128, 20, deterministic=True, seed=3, shuffle_buffer_size=500)
-    a, b = _collect(make(), 5), _collect(make(), 5)
+    make = lambda seed: pretraining_dataset(outputs, 8, 128, 20, deterministic=True, seed=seed, shuffle_buffer_size=500)
+    a, b = _collect(make(3), 5), _collect(make(3), 5)
+    assert a["input_word_ids"].shape == (40, 128)
     for k in a:
         np.testing.assert_array_equal(a[k], b[k])
+    assert not np.array_equal(a["input_word_ids"], _collect(make(4), 5)["input_word_ids"])  # the seed matters
 
 
 def test_spec_mismatch_is_reported_clearly(pretraining_records, tmp_path):
     outputs, _ = pretraining_records
     with pytest.raises(ValueError, match=r"input_ids has 128 values, expected 512 \(--max_seq_length=512\)"):
         pretraining_dataset(outputs, 8, 512, 20)
-    with pytest.raises(ValueError, match="matches no file"):
+    with pytest.raises(ValueError) as e:
         pretraining_dataset(str(tmp_path / "none*.tfrecord"), 8, 128, 20)
+    assert str(e.value) == f"--input_file: '{tmp_path}/none*.tfrecord' matches no file."
     # a file without token_boundary (BERT's format)
     path = str(tmp_path / "bert.tfrecord")
     with tf.io.TFRecordWriter(path) as w:
@@ -75,7 +79,9 @@ def test_spec_mismatch_is_reported_clearly(pretraining_records, tmp_path):
 
 def test_dynamic_masking_statistics_and_new_masks_each_epoch(pretraining_records, spm_model):
     outputs, summary = pretraining_records
-    options = DynamicMasking(vocab_size=3000)
+    options = DynamicMasking.from_summary(read_data_summary(outputs))
+    tok = SentencePieceTokenizer(spm_model)
+    assert options.special_tokens == tok.special_tokens
     ds = pretraining_dataset(outputs, 64, 128, 20, deterministic=True, dynamic_masking=options,
                              shuffle_buffer_size=1000)
     got = _collect(ds, 40)
@@ -84,19 +90,18 @@ def test_dynamic_masking_statistics_and_new_masks_each_epoch(pretraining_records
     ids, pos, lab = got["input_word_ids"], got["masked_lm_positions"], got["masked_lm_ids"]
     at = np.take_along_axis(ids, pos, 1)[w > 0]
     original = lab[w > 0]
-    assert abs(np.mean(at == 4) - 0.8) < 0.02
+    assert abs(np.mean(at == tok.mask_id) - 0.8) < 0.02
     assert abs(np.mean(at == original) - 0.1) < 0.02
     assert np.all(np.diff(pos, axis=1)[w[:, 1:] > 0] > 0)  # sorted
     # whole words: a masked continuation piece follows a masked piece, and a masked
     # piece followed by a continuation piece has that piece masked too
-    tok = SentencePieceTokenizer(spm_model)
     for r in range(200):
         m = w[r] > 0
         restored = ids[r].copy()
         restored[pos[r][m]] = lab[r][m]
         masked = set(pos[r][m].tolist())
         n = int(got["input_mask"][r].sum())
-        starts = [t in (2, 3) or tok.is_word_start(int(t)) for t in restored[:n]]
+        starts = [t in (tok.cls_id, tok.sep_id) or tok.is_word_start(int(t)) for t in restored[:n]]
         for p in masked:
             if not starts[p]:
                 assert p - 1 in masked
@@ -126,9 +131,11 @@ def test_dynamic_masking_statistics_and_new_masks_each_epoch(pretraining_records
 
 def test_skip_batches_resumes_the_same_stream(pretraining_records):
     outputs, _ = pretraining_records
+    masking = DynamicMasking.from_summary(read_data_summary(outputs))
     make = lambda skip: pretraining_dataset(outputs, 8, 128, 20, deterministic=True, seed=9, shuffle_buffer_size=300,
-                                            skip_batches=skip, dynamic_masking=DynamicMasking(vocab_size=3000))
+                                            skip_batches=skip, dynamic_masking=masking)
     whole = _collect(make(0), 7)
     tail = _collect(make(4), 3)
+    assert whole["input_word_ids"].shape == (56, 128) and tail["input_word_ids"].shape == (24, 128)
     for k in whole:
         np.testing.assert_array_equal(whole[k][32:], tail[k])

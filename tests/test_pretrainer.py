@@ -100,7 +100,7 @@ def test_no_keras_metrics_override():
 
 def _same_weights(a, b):
     assert len(a.weights) == len(b.weights)
-    for x, y in zip(a.weights, b.weights):
+    for x, y in zip(a.weights, b.weights, strict=True):
         assert x.path == y.path
         np.testing.assert_array_equal(np.asarray(x), np.asarray(y), err_msg=x.path)
 

@@ -6,37 +6,72 @@ import sys
 
 import pytest
 
+from albert_tf.data.sample_corpus import write_corpus
+from albert_tf.data.spm_training import SentencePieceOptions, train_sentencepiece
 from albert_tf.data.tokenization import SentencePieceTokenizer, preprocess_text
+from albert_tf.data.vocab import SpecialTokens
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-sys.path.insert(0, os.path.join(ROOT, "tools"))
 
-import make_sample_corpus  # noqa: E402
-import train_sentencepiece  # noqa: E402
+
+def _tool(name, *args):
+    return subprocess.run([sys.executable, os.path.join(ROOT, "tools", f"{name}.py"), *args], capture_output=True,
+                          text=True, timeout=300)
 
 
 def test_sample_corpus_is_prose_deterministic_and_large_enough(sample_corpus, tmp_path):
     again = str(tmp_path / "again.txt")
-    make_sample_corpus.write_corpus(again, 1.2)
+    documents, sentences, written = write_corpus(again, 1.2)
     assert open(sample_corpus, "rb").read() == open(again, "rb").read()
-    assert os.path.getsize(sample_corpus) >= 1_200_000
+    assert os.path.getsize(sample_corpus) == written >= 1_200_000
     text = open(sample_corpus, encoding="utf-8").read()
-    documents = [d for d in text.split("\n\n") if d.strip()]
-    assert len(documents) > 1000
+    assert len([d for d in text.split("\n\n") if d.strip()]) == documents > 1000
     lines = [l for l in text.splitlines() if l]
+    assert len(lines) == sentences
     assert sum(len(l.split()) >= 3 for l in lines) == len(lines)
     assert ">>>" not in text
+    assert os.listdir(tmp_path) == ["again.txt"]  # no temporary left
+
+
+def test_sample_corpus_tool(tmp_path):
+    out = tmp_path / "c.txt"
+    result = _tool("make_sample_corpus", f"--output_file={out}", "--size_mb=1")
+    assert result.returncode == 0, result.stderr[-1500:]
+    documents, sentences, written = write_corpus(str(tmp_path / "lib.txt"), 1)
+    assert result.stdout.strip() == f"wrote {out}: {documents} documents, {sentences} sentences, {written / 1e6:.2f} MB"
+    assert out.read_bytes() == (tmp_path / "lib.txt").read_bytes()
+    bad = _tool("make_sample_corpus", f"--output_file={tmp_path}/small.txt", "--size_mb=0.5")
+    assert bad.returncode == 2
+    assert bad.stderr.strip().splitlines()[-1] == "make_sample_corpus: error: --size_mb must be at least 1, got 0.5."
+    assert not (tmp_path / "small.txt").exists()
 
 
 def test_spm_model_follows_the_release_recipe(spm_model):
+    from sentencepiece import sentencepiece_model_pb2
+
     tok = SentencePieceTokenizer(spm_model)
-    assert (tok.pad_id, tok.unk_id, tok.cls_id, tok.sep_id, tok.mask_id) == (0, 1, 2, 3, 4)
+    # the recipe's ids (pad_id=0, unk_id=1, control symbols in order), read from the model
+    assert SpecialTokens.from_sentencepiece(spm_model) == SpecialTokens(
+        pad_id=0, unk_id=1, cls_id=2, sep_id=3, mask_id=4, first_ordinary_id=5, vocab_size=3000)
     assert tok.vocab_size == 3000
     for symbol in ("(", ")", '"', "-", ".", "\u2013", "\u00a3", "\u20ac"):
         assert tok.sp.PieceToId(symbol) != tok.unk_id, symbol
     pieces = tok.tokenize("The Café returns a VALUE.")
     assert pieces[0] == "\u2581the" and all(p == p.lower() for p in pieces)
     assert tok.is_word_start(tok.sp.PieceToId("\u2581the"))
+    proto = sentencepiece_model_pb2.ModelProto()
+    proto.ParseFromString(open(spm_model, "rb").read())
+    assert list(proto.trainer_spec.input) == [] and proto.trainer_spec.model_prefix == ""  # no machine paths
+
+
+def test_spm_tool_writes_the_libraries_model(sample_corpus, spm_model, tmp_path):
+    result = _tool("train_sentencepiece", f"--input_file={sample_corpus}", f"--model_prefix={tmp_path}/tool",
+                   "--vocab_size=3000", "--num_threads=1")
+    assert result.returncode == 0, result.stderr[-1500:]
+    assert result.stdout.strip() == f"wrote {tmp_path}/tool.model (3000 pieces)"
+    assert open(f"{tmp_path}/tool.model", "rb").read() == open(spm_model, "rb").read()
+    assert sorted(os.listdir(tmp_path)) == ["tool.model", "tool.vocab"]  # scratch files removed
+    assert open(f"{tmp_path}/tool.vocab", encoding="utf-8").readline() == "<pad>\t0\n"
 
 
 def test_preprocess_text_strips_accents_and_lowercases():
@@ -48,18 +83,22 @@ def test_spm_tool_errors_are_clear(tmp_path):
     empty = tmp_path / "empty.txt"
     empty.write_text("\n\n")
     cases = [
-        ([f"--input_file={tmp_path}/nothing*.txt"], "matches no file"),
-        ([f"--input_file={tmp_path}"], "is a directory"),
-        ([f"--input_file={empty}"], "hold no text"),
+        ([f"--input_file={tmp_path}/nothing*.txt"], f"--input_file: '{tmp_path}/nothing*.txt' matches no file."),
+        ([f"--input_file={tmp_path}"], f"--input_file: '{tmp_path}' is a directory; name the files in it "
+                                       f"(e.g. {tmp_path}/*)."),
+        ([f"--input_file={empty}"], f"--input_file: {empty} hold no text."),
+        ([], "--input_file and --model_prefix are required."),
     ]
     for args, message in cases:
-        result = subprocess.run(
-            [sys.executable, os.path.join(ROOT, "tools", "train_sentencepiece.py"), *args,
-             f"--model_prefix={tmp_path}/m"], capture_output=True, text=True)
+        result = _tool("train_sentencepiece", *args, f"--model_prefix={tmp_path}/m")
         assert result.returncode == 2, result.stderr
-        assert message in result.stderr
-        assert "Traceback" not in result.stderr
-    assert not list(tmp_path.glob("m.*"))
+        assert result.stderr.strip().splitlines()[-1] == f"train_sentencepiece: error: {message}"
+    assert sorted(os.listdir(tmp_path)) == ["empty.txt"]
+    tiny = tmp_path / "tiny.txt"
+    tiny.write_text("a b c\n")
+    with pytest.raises(ValueError, match="SentencePiece training failed: .* lower --vocab_size"):
+        train_sentencepiece([str(tiny)], str(tmp_path / "tiny"), SentencePieceOptions(vocab_size=5000))
+    assert sorted(os.listdir(tmp_path)) == ["empty.txt", "tiny.txt"]
 
 
 def test_tokenizer_rejects_models_without_special_pieces(tmp_path, sample_corpus):
@@ -67,7 +106,11 @@ def test_tokenizer_rejects_models_without_special_pieces(tmp_path, sample_corpus
 
     spm.SentencePieceTrainer.Train(input=sample_corpus, model_prefix=str(tmp_path / "plain"),
                                    vocab_size=500, minloglevel=2)
-    with pytest.raises(ValueError, match=r"lacks the pieces \[CLS\], \[SEP\], \[MASK\]"):
-        SentencePieceTokenizer(tmp_path / "plain.model")
-    with pytest.raises(ValueError, match="does not exist"):
+    path = str(tmp_path / "plain.model")
+    with pytest.raises(ValueError) as e:
+        SentencePieceTokenizer(path)
+    assert str(e.value) == (f"spm_model_file {path!r} lacks the pieces <pad>, [CLS], [SEP], [MASK]; train it with "
+                            "tools/train_sentencepiece.py (pad <pad>, unk <unk>, control symbols [CLS],[SEP],[MASK]).")
+    with pytest.raises(ValueError) as e:
         SentencePieceTokenizer(tmp_path / "missing.model")
+    assert str(e.value) == f"spm_model_file {str(tmp_path / 'missing.model')!r} does not exist or is not a file."

@@ -210,7 +210,7 @@ def test_evaluation_covers_every_example_and_refuses_an_empty_set(pretraining_re
     empty = str(tmp_path / "empty.tfrecord")
     tf.io.TFRecordWriter(empty).close()
     trainer.task.options.eval_files = [empty]
-    with pytest.raises(ValueError, match="empty.tfrecord: holds no record"):
+    with pytest.raises(ValueError, match="empty.tfrecord (is empty|: holds no record)"):
         trainer.evaluate()
     trainer.task.options.eval_files = [small]
     nothing = trainer.task.eval_dataset(16).take(0)

@@ -1,108 +1,14 @@
-"""Creates ALBERT pretraining TFRecords (masked LM + sentence order) from plain text.
+"""Creates ALBERT pretraining TFRecords from plain text: `albert_tf.create_pretraining_data`.
 
     python tools/create_pretraining_data.py --input_file=corpus.txt \
         --output_file=out/train.tfrecord --spm_model_file=spm.model \
         --max_seq_length=128 --dupe_factor=5 --num_workers=2
 
-Flags keep the original release's names and defaults; added: --num_workers,
---num_output_shards, --shuffle_buffer_size, --documents_per_chunk, --strict_utf8 and
---legacy_single_chunk_random_next. Output: the release's eight features (either tool's
-files feed either trainer) and summary_OUTPUT.json beside it. Exit status 2 on bad input, with
-nothing written.
+The same as `albert-create-pretraining-data` and `python -m albert_tf.create_pretraining_data`
+(flags: see that module, or --helpfull).
 """
 
-import os
-import sys
-
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-
-from absl import app, flags  # noqa: E402
-
-from albert_tf.data.instances import InstanceOptions  # noqa: E402
-from albert_tf.data.writer import (  # noqa: E402
-    InputError, create_pretraining_data, expand_input_files, output_paths, summary_path_for)
-
-
-def define_flags():
-    """Defines this tool's flags (only when run as a script, so it can be imported)."""
-    # --- the original release's flags (names and defaults) ---
-    flags.DEFINE_string("input_file", None, "Input raw text file (or comma-separated list of files or globs).")
-    flags.DEFINE_string("output_file", None, "Output TF example file (or comma-separated list of files).")
-    flags.DEFINE_string("vocab_file", None, "The release's vocabulary file; optional with --spm_model_file "
-                        "(the vocabulary then comes from the SentencePiece model).")
-    flags.DEFINE_string("spm_model_file", None, "The SentencePiece model file.")
-    flags.DEFINE_string("input_file_mode", "r", "The release's file mode flag; input is always read as bytes "
-                        "and decoded as UTF-8.")
-    flags.DEFINE_bool("do_lower_case", True, "Whether to lower case the input text.")
-    flags.DEFINE_bool("do_whole_word_mask", True, "Whether to use whole word masking rather than per-piece masking.")
-    flags.DEFINE_bool("do_permutation", False, "Whether to do the permutation training (not used by the released models).")
-    flags.DEFINE_bool("favor_shorter_ngram", True, "Whether to set higher probabilities for sampling shorter ngrams.")
-    flags.DEFINE_bool("random_next_sentence", False, "Whether to use the sentence that's right before the current "
-                      "sentence as the negative sample for next sentence prediction, rather than using sentences "
-                      "from other random documents (True: BERT's NSP pairs).")
-    flags.DEFINE_integer("max_seq_length", 512, "Maximum sequence length.")
-    flags.DEFINE_integer("ngram", 3, "Maximum number of ngrams to mask.")
-    flags.DEFINE_integer("max_predictions_per_seq", 20, "Maximum number of masked LM predictions per sequence.")
-    flags.DEFINE_integer("random_seed", 12345, "Random seed for data generation.")
-    flags.DEFINE_integer("dupe_factor", 40, "Number of times to duplicate the input data (with different masks).")
-    flags.DEFINE_float("masked_lm_prob", 0.15, "Masked LM probability.")
-    flags.DEFINE_float("short_seq_prob", 0.1, "Probability of creating sequences which are shorter than the maximum length.")
-    # --- added ---
-    flags.DEFINE_integer("num_workers", 1, "Processes creating instances; the output does not depend on it.")
-    flags.DEFINE_integer("num_output_shards", 1, "Split a single --output_file into NAME-0000i-of-0000N shards.")
-    flags.DEFINE_integer("shuffle_buffer_size", 100_000, "Instances held for shuffling before writing.")
-    flags.DEFINE_integer("documents_per_chunk", 500, "Documents per unit of work (also the pool of random documents "
-                         "for NSP negatives).")
-    flags.DEFINE_bool("strict_utf8", False, "Stop at the first non-UTF-8 line instead of skipping and counting it.")
-    flags.DEFINE_bool("legacy_single_chunk_random_next", False, "Reproduce the release: a chunk of one segment gets "
-                      "B from a random other document, labelled 1 (an NSP negative inside SOP data).")
-
-
-
-def run(f):
-    if not f.input_file or not f.output_file:
-        raise InputError("--input_file and --output_file are required.")
-    if not f.spm_model_file:
-        if f.vocab_file:
-            raise InputError("--vocab_file alone (a WordPiece vocabulary) is not supported: ALBERT uses "
-                             "SentencePiece; pass --spm_model_file (tools/train_sentencepiece.py makes one).")
-        raise InputError("--spm_model_file is required (tools/train_sentencepiece.py makes one).")
-    if f.do_permutation:
-        raise InputError("--do_permutation is not supported: the released ALBERT models were trained "
-                         "without it; leave it False.")
-    options = InstanceOptions(
-        max_seq_length=f.max_seq_length, max_predictions_per_seq=f.max_predictions_per_seq,
-        masked_lm_prob=f.masked_lm_prob, short_seq_prob=f.short_seq_prob, ngram=f.ngram,
-        favor_shorter_ngram=f.favor_shorter_ngram, do_whole_word_mask=f.do_whole_word_mask,
-        random_next_sentence=f.random_next_sentence,
-        legacy_single_chunk_random_next=f.legacy_single_chunk_random_next,
-    )
-    inputs = expand_input_files(f.input_file)
-    outputs = output_paths(f.output_file, f.num_output_shards)
-    return create_pretraining_data(
-        inputs, outputs, f.spm_model_file, options, do_lower_case=f.do_lower_case,
-        dupe_factor=f.dupe_factor, random_seed=f.random_seed, num_workers=f.num_workers,
-        shuffle_buffer_size=f.shuffle_buffer_size, documents_per_chunk=f.documents_per_chunk,
-        strict_utf8=f.strict_utf8, summary_file=summary_path_for(f.output_file.split(",")[0].strip()),
-    )
-
-
-def main(argv):
-    del argv
-    try:
-        summary = run(flags.FLAGS)
-    except InputError as e:
-        print(f"create_pretraining_data: error: {e}", file=sys.stderr)
-        return 2
-    print(f"wrote {summary['instances']:,} instances to {', '.join(summary['output_files'])} in "
-          f"{summary['seconds']:.1f}s ({summary['instances_per_second']:,.0f}/s); "
-          f"summary: {summary['summary_file']}")
-    if summary["non_utf8_lines_skipped"]:
-        print(f"skipped {summary['non_utf8_lines_skipped']} non-UTF-8 lines, e.g. "
-              f"{', '.join(summary['non_utf8_line_examples'][:5])}", file=sys.stderr)
-    return 0
-
+from albert_tf.create_pretraining_data import define_flags, entry, run  # noqa: F401
 
 if __name__ == "__main__":
-    define_flags()
-    app.run(main)
+    entry()

@@ -16,10 +16,11 @@ import subprocess
 import sys
 import time
 
-ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-sys.path.insert(0, ROOT)
+from absl import flags
 
-from absl import app, flags  # noqa: E402
+from albert_tf import cli
+
+ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 
 def define_flags():
@@ -115,14 +116,15 @@ def classify_new_sentences(export_dir):
         print(f"      {label.decode():>12} {probabilities.max():.2f}  {sentence}")
 
 
-def read_batch(pattern, vocab_size, spm_model):
+def read_batch(pattern, spm_model):
     """Reads one batch through the tf.data pipeline, re-masked in the graph."""
     from albert_tf.data.pipeline import DynamicMasking, pretraining_dataset
+    from albert_tf.data.summary import read_data_summary
     from albert_tf.data.tokenization import SentencePieceTokenizer
 
     tokenizer = SentencePieceTokenizer(spm_model)
     ds = pretraining_dataset(pattern, batch_size=8, max_seq_length=128, max_predictions_per_seq=20,
-                             dynamic_masking=DynamicMasking(vocab_size=vocab_size))
+                             dynamic_masking=DynamicMasking.from_summary(read_data_summary(pattern)))
     batch = {k: v.numpy() for k, v in next(iter(ds)).items()}
     print("      " + ", ".join(f"{k} {v.shape}" for k, v in batch.items()))
     ids = batch["input_word_ids"][0][: batch["input_mask"][0].sum()]
@@ -131,9 +133,8 @@ def read_batch(pattern, vocab_size, spm_model):
           f"sentence-order label {batch['next_sentence_labels'][0, 0]}")
 
 
-def main(argv):
-    del argv
-    out = os.path.abspath(flags.FLAGS.output_dir)
+def run(f):
+    out = os.path.abspath(f.output_dir)
     os.makedirs(out, exist_ok=True)
     total = 10
     start = time.time()
@@ -141,21 +142,21 @@ def main(argv):
     _step(1, total, "sample corpus from installed Python docstrings",
           ["tools/make_sample_corpus.py", f"--output_file={corpus}"])
     prefix = os.path.join(out, "spm")
-    _step(2, total, f"SentencePiece ({flags.FLAGS.vocab_size} pieces, the release's recipe)",
+    _step(2, total, f"SentencePiece ({f.vocab_size} pieces, the release's recipe)",
           ["tools/train_sentencepiece.py", f"--input_file={corpus}", f"--model_prefix={prefix}",
-           f"--vocab_size={flags.FLAGS.vocab_size}"])
+           f"--vocab_size={f.vocab_size}"])
     records = os.path.join(out, "pretrain", "train.tfrecord")
     _step(3, total, "pretraining TFRecords (seq 128, dupe 2, 2 workers, 4 shards)",
           ["tools/create_pretraining_data.py", f"--input_file={corpus}", f"--output_file={records}",
            f"--spm_model_file={prefix}.model", "--max_seq_length=128", "--max_predictions_per_seq=20",
            "--dupe_factor=2", "--num_workers=2", "--num_output_shards=4"])
     print(f"\n[4/{total}] one tf.data batch with dynamic masking", flush=True)
-    read_batch(records + "-*", flags.FLAGS.vocab_size, prefix + ".model")
+    read_batch(records + "-*", prefix + ".model")
     run_dir = os.path.join(out, "run")
     export_dir = os.path.join(out, "export")
     _step(5, total, "pretraining with LAMB (configs/demo.flags), then export",
           ["-m", "albert_tf.run_pretraining", "--flagfile=configs/demo.flags", f"--input_file={records}-*",
-           f"--output_dir={run_dir}", f"--num_train_steps={flags.FLAGS.pretrain_steps}",
+           f"--output_dir={run_dir}", f"--num_train_steps={f.pretrain_steps}",
            f"--export_dir={export_dir}", f"--spm_model_file={prefix}.model"])
     _step(6, total, "loss and accuracy curves",
           ["tools/plot_metrics.py", f"--run_dir={run_dir}", f"--output={os.path.join(out, 'pretraining_curves.png')}"])
@@ -164,7 +165,7 @@ def main(argv):
     print(f"\n[8/{total}] fine-tuning through hub.KerasLayer (tf_keras): notebooks/finetune_with_hub.ipynb on the "
           "docstring-topics task", flush=True)
     step_start = time.time()
-    run_notebook(export_dir, out, flags.FLAGS.finetune_epochs)
+    run_notebook(export_dir, out, f.finetune_epochs)
     print(f"      done in {time.time() - step_start:.1f}s", flush=True)
     classifier_dir = os.path.join(out, "classifier")
     _step(9, total, "fine-tuning with run_classifier (Keras 3) from the export, best dev checkpoint, raw-string export",
@@ -172,7 +173,7 @@ def main(argv):
            "--text_a_column=sentence", f"--data_dir={TOPICS}", f"--albert_hub_module_handle={export_dir}",
            f"--output_dir={classifier_dir}", "--do_train", "--do_eval", "--max_seq_length=64",
            "--train_batch_size=32", "--eval_batch_size=64", "--learning_rate=5e-4",
-           f"--train_step={flags.FLAGS.classifier_steps}", f"--warmup_step={flags.FLAGS.classifier_steps // 10}",
+           f"--train_step={f.classifier_steps}", f"--warmup_step={f.classifier_steps // 10}",
            "--save_checkpoints_steps=100", "--iterations_per_loop=50", "--keep_checkpoint_max=2",
            f"--export_dir={os.path.join(classifier_dir, 'export')}"])
     _print_classifier_summary(classifier_dir)
@@ -192,7 +193,9 @@ def _print_classifier_summary(classifier_dir):
           f"{classifier_dir}/training_curves.png")
 
 
+def entry():
+    cli.main("demo", define_flags, run)
+
+
 if __name__ == "__main__":
-    define_flags()
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-    app.run(main)
+    entry()

@@ -20,14 +20,14 @@ no sentence is in both files. Available offline on any machine with Python 3.11.
 
 import ast
 import os
-import sys
 import sysconfig
 import zlib
 
-from absl import app, flags
+from absl import flags
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from make_sample_corpus import docstring_sentences  # noqa: E402
+from albert_tf import cli
+from albert_tf.data.sample_corpus import docstring_sentences
+from albert_tf.storage import atomic
 
 TOPICS = {
     "networking": ("http", "urllib", "email", "smtplib.py", "ftplib.py", "imaplib.py", "poplib.py", "socket.py",
@@ -43,7 +43,6 @@ LABELS = tuple(TOPICS)
 
 
 def define_flags():
-    """Defines this tool's flags (only when run as a script, so it can be imported)."""
     flags.DEFINE_string("output_dir", "notebooks/data/docstring_topics", "Where to write train.tsv and dev.tsv.")
     flags.DEFINE_integer("per_class", 560, "Sentences per class (train + dev).")
     flags.DEFINE_float("dev_fraction", 0.2, "Share of each class in dev.tsv.")
@@ -98,34 +97,33 @@ def make_task(per_class=560, dev_fraction=0.2):
     return sorted(train, key=lambda r: _hash(r[0])), sorted(dev, key=lambda r: _hash(r[0]))
 
 
-def write_tsv(path, rows):
-    tmp = f"{path}.tmp-{os.getpid()}"
-    with open(tmp, "w", encoding="utf-8", newline="") as f:
-        f.write("sentence\tlabel\n")
-        for sentence, label in rows:
-            f.write(f"{sentence}\t{label}\n")
-    os.replace(tmp, path)
+def tsv_text(rows):
+    """(sentence, label) rows -> the TSV text with its header."""
+    return "sentence\tlabel\n" + "".join(f"{sentence}\t{label}\n" for sentence, label in rows)
 
 
-def main(argv):
-    del argv
-    f = flags.FLAGS
-    if not 0 < f.dev_fraction < 1 or f.per_class < 10:
-        print("make_topic_task: error: need 0 < --dev_fraction < 1 and --per_class >= 10.", file=sys.stderr)
-        return 2
-    try:
-        train, dev = make_task(f.per_class, f.dev_fraction)
-    except ValueError as e:
-        print(f"make_topic_task: error: {e}", file=sys.stderr)
-        return 2
-    os.makedirs(f.output_dir, exist_ok=True)
-    write_tsv(os.path.join(f.output_dir, "train.tsv"), train)
-    write_tsv(os.path.join(f.output_dir, "dev.tsv"), dev)
-    print(f"wrote {f.output_dir}/train.tsv ({len(train)} rows) and dev.tsv ({len(dev)} rows); "
+def write_task(output_dir, train, dev):
+    """Writes output_dir/train.tsv and dev.tsv, each atomically; returns their paths."""
+    paths = os.path.join(output_dir, "train.tsv"), os.path.join(output_dir, "dev.tsv")
+    for path, rows in zip(paths, (train, dev)):
+        atomic.write_text(path, tsv_text(rows))
+    return paths
+
+
+def run(f):
+    output_dir, per_class, dev_fraction = f.output_dir, f.per_class, f.dev_fraction
+    if not 0 < dev_fraction < 1 or per_class < 10:
+        raise ValueError(f"need 0 < --dev_fraction < 1 and --per_class >= 10 (got {dev_fraction}, {per_class}).")
+    train, dev = make_task(per_class, dev_fraction)
+    write_task(output_dir, train, dev)
+    print(f"wrote {output_dir}/train.tsv ({len(train)} rows) and dev.tsv ({len(dev)} rows); "
           f"labels: {', '.join(LABELS)}")
     return 0
 
 
+def entry():
+    cli.main("make_topic_task", define_flags, run)
+
+
 if __name__ == "__main__":
-    define_flags()
-    app.run(main)
+    entry()

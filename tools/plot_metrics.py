@@ -5,12 +5,14 @@
 
 import json
 import os
-import sys
+
+from absl import flags
+
+from albert_tf import cli
+from albert_tf.storage import atomic
 
 
 def define_flags():
-    from absl import flags
-
     flags.DEFINE_string("run_dir", None, "A run_pretraining --output_dir (holding metrics.jsonl).")
     flags.DEFINE_string("output", None, "PNG path (default RUN_DIR/curves.png).")
 
@@ -56,34 +58,28 @@ def plot(rows, output, title=""):
     if title:
         fig.suptitle(title)
     fig.tight_layout()
-    tmp = output + ".tmp.png"
-    fig.savefig(tmp, dpi=100)
-    plt.close(fig)
-    os.replace(tmp, output)
+    try:
+        with atomic.output_path(output) as tmp:
+            fig.savefig(tmp, dpi=100, format="png")
+    finally:
+        plt.close(fig)
     return output
 
 
-def main(argv):
-    del argv
-    from absl import flags
-
-    f = flags.FLAGS
+def run(f):
     if not f.run_dir:
-        print("plot_metrics: error: --run_dir is required.", file=sys.stderr)
-        return 2
-    try:
-        rows = read_metrics(os.path.join(f.run_dir, "metrics.jsonl"))
-    except ValueError as e:
-        print(f"plot_metrics: error: {e}", file=sys.stderr)
-        return 2
-    output = f.output or os.path.join(f.run_dir, "curves.png")
-    plot(rows, output, title=os.path.basename(os.path.normpath(f.run_dir)))
+        raise ValueError("--run_dir is required.")
+    run_dir = f.run_dir
+    output = f.output or os.path.join(run_dir, "curves.png")
+    rows = read_metrics(os.path.join(run_dir, "metrics.jsonl"))
+    plot(rows, output, title=os.path.basename(os.path.normpath(run_dir)))
     print(f"wrote {output} ({len(rows)} logged steps)")
     return 0
 
 
-if __name__ == "__main__":
-    from absl import app
+def entry():
+    cli.main("plot_metrics", define_flags, run)
 
-    define_flags()
-    app.run(main)
+
+if __name__ == "__main__":
+    entry()

@@ -45,7 +45,8 @@ SUPPORT = ("tests/conftest.py", "tests/harness.py", "tests/bazel_pytest_main.py"
 def _python_files(folder, root=ROOT):
     out = []
     for dirpath, dirnames, filenames in os.walk(os.path.join(root, folder)):
-        dirnames[:] = sorted(d for d in dirnames if not d.startswith((".", "__")) and d != "data")
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith((".", "__"))
+                             and os.path.relpath(os.path.join(dirpath, d), root) != os.path.join("tests", "data"))
         out += [os.path.relpath(os.path.join(dirpath, f), root) for f in sorted(filenames) if f.endswith(".py")]
     return out
 
@@ -157,10 +158,16 @@ def generate(root=ROOT):
     return "\n".join(blocks) + "\n"
 
 
-def main(argv):
+def define_flags():
+    from absl import flags
+
+    flags.DEFINE_bool("check", False, "Exit 1 when BUILD is stale instead of rewriting it.")
+
+
+def run(f):
     text = generate()
     path = os.path.join(ROOT, "BUILD")
-    if "--check" in argv:
+    if f.check:
         current = open(path, encoding="utf-8").read() if os.path.exists(path) else ""
         if current != text:
             print("BUILD is stale: run `python tools/update_build.py`", file=sys.stderr)
@@ -173,5 +180,11 @@ def main(argv):
     return 0
 
 
+def entry():
+    from albert_tf import cli
+
+    cli.main("update_build", define_flags, run)
+
+
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    entry()

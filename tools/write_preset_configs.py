@@ -4,30 +4,37 @@
 """
 
 import os
-import sys
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from absl import flags
 
-from absl import app, flags  # noqa: E402
-
-from albert_tf.modeling.config import PRESETS, AlbertConfig  # noqa: E402
+from albert_tf import cli
 
 
 def define_flags():
-    """Defines this tool's flags (only when run as a script, so it can be imported)."""
     flags.DEFINE_string("output_dir", "configs", "Where to write the preset JSON files.")
 
 
+def write_presets(output_dir):
+    """Writes OUTPUT_DIR/<preset>.json (atomically, AlbertConfig.to_json_file); returns the paths."""
+    from albert_tf.modeling.config import PRESETS, AlbertConfig
 
-def main(argv):
-    del argv
-    os.makedirs(flags.FLAGS.output_dir, exist_ok=True)
+    paths = []
     for name in sorted(PRESETS):
-        path = os.path.join(flags.FLAGS.output_dir, f"{name}.json")
+        path = os.path.join(output_dir, f"{name}.json")
         AlbertConfig.from_preset(name).to_json_file(path)
+        paths.append(path)
+    return paths
+
+
+def run(f):
+    for path in write_presets(f.output_dir):
         print(f"wrote {path}")
+    return 0
+
+
+def entry():
+    cli.main("write_preset_configs", define_flags, run)
 
 
 if __name__ == "__main__":
-    define_flags()
-    app.run(main)
+    entry()

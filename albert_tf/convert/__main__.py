@@ -1,5 +1,9 @@
 """Converts ALBERT weights between the original TF1 release, Hugging Face, keras-hub and albert_tf.
 
+Pretrained models, bare encoders and SQuAD models convert alike: a release checkpoint
+from run_squad_v1.py / run_squad_v2.py, or a Hugging Face AlbertForQuestionAnswering
+directory, becomes an albert_tf AlbertForQuestionAnswering directory (and back to tf1).
+
     python -m albert_tf.convert --from=tf1 --to=albert_tf --input=albert_base/model.ckpt-best \
         --albert_config_file=albert_base/albert_config.json --output=converted/albert_base
     python -m albert_tf.convert --from=hf --to=albert_tf --input=hf/albert-base-v2 --output=converted/base
@@ -8,7 +12,8 @@
 
 Nothing is written unless every target variable is assigned exactly once with its shape;
 otherwise the full list of missing, unexpected and misshaped variables is printed (exit 2).
-The tool then prints pooled_output of a fixed id sequence for comparison with the source.
+The tool then prints pooled_output of a fixed id sequence for comparison with the source
+(and, for a SQuAD model, its head's start_logits (v1) or cls_logits (v2)).
 """
 
 from absl import flags
@@ -29,7 +34,7 @@ def run(f):
     albert_config_file = f["albert_config_file"].value
     if not source or not input_path or not output:
         raise ValueError("--from, --input and --output are required.")
-    from albert_tf.convert.api import convert, fixed_ids, fixed_output
+    from albert_tf.convert.api import convert, fixed_head_output, fixed_ids, fixed_output
     from albert_tf.modeling.config import AlbertConfig
 
     config = AlbertConfig.from_json_file(albert_config_file) if albert_config_file else None
@@ -38,6 +43,10 @@ def run(f):
     print(f"converted {input_path} ({source}) -> {written} ({target}) as {type(model).__name__}, "
           f"{model.count_params():,} parameters")
     print(f"pooled_output[:5] for ids {list(fixed_ids(model.config))}: [{values}]")
+    head = fixed_head_output(model)
+    if head is not None:
+        name, array = head
+        print(f"{name}[:5] for the same ids: [{', '.join(f'{v:+.6f}' for v in array[:5])}]")
     return 0
 
 

@@ -3,8 +3,13 @@
 Every conversion goes through an albert_tf model: the source is renamed with its table,
 checked (every target variable assigned exactly once, shapes matching; otherwise the
 full list of problems and nothing written) and assigned; the target is then written.
+
+The albert_tf model is the one the source's variables make: AlbertEncoder,
+AlbertPretrainer, or AlbertForQuestionAnswering (version "v1" from the release's
+run_squad_v1.py or Hugging Face's AlbertForQuestionAnswering, "v2" from run_squad_v2.py).
 """
 
+import logging
 import os
 
 import numpy as np
@@ -15,7 +20,10 @@ from albert_tf.modeling.config import AlbertConfig
 from albert_tf.modeling.encoder import AlbertEncoder
 from albert_tf.modeling.pretrained import PRETRAINER_WEIGHTS
 from albert_tf.modeling.pretrainer import AlbertPretrainer
+from albert_tf.modeling.question_answering import QUESTION_ANSWERING_WEIGHTS, AlbertForQuestionAnswering
 from albert_tf.storage import atomic
+
+logger = logging.getLogger("albert_tf")
 
 SOURCES = ("tf1", "hf", "keras_hub", "albert_tf")
 TARGETS = ("albert_tf", "tf1")
@@ -23,13 +31,19 @@ TARGETS = ("albert_tf", "tf1")
 FIXED_IDS = (2, 31, 51, 99, 7, 3)
 
 
-def _build(config, with_heads):
-    return AlbertPretrainer(config) if with_heads else AlbertEncoder(config)
+def _build(config, kind):
+    """The albert_tf model of a source's `model_kind`."""
+    if kind == "pretrainer":
+        return AlbertPretrainer(config)
+    if kind in ("squad_v1", "squad_v2"):
+        return AlbertForQuestionAnswering(config, version=kind[len("squad_"):])
+    return AlbertEncoder(config)
 
 
 def load_source(source, path, config=None):
-    """Reads `path` as `source` into an albert_tf model (AlbertPretrainer when the source
-    has the pretraining heads, else AlbertEncoder).
+    """Reads `path` as `source` into an albert_tf model: AlbertPretrainer when the source
+    has the pretraining heads, AlbertForQuestionAnswering when it has a SQuAD head, else
+    AlbertEncoder.
 
     Args:
         source: one of SOURCES.
@@ -47,7 +61,7 @@ def load_source(source, path, config=None):
                 raise ValueError("--from=tf1 needs --albert_config_file (TF1 checkpoints carry no config).")
             config = AlbertConfig.from_json_file(candidate)
         values = tf1.read_tf1(prefix)
-        model = _build(config, tf1.has_heads(values))
+        model = _build(config, tf1.model_kind(values))
         assign_to_model(model, values, tf1.FROM_TF1, tf1.SKIP, label=f"--input={prefix} (tf1)")
         return model
     if source == "hf":
@@ -55,7 +69,16 @@ def load_source(source, path, config=None):
             raise ValueError(f"--input={path}: a Hugging Face model is a directory (config.json + weights).")
         config = config or AlbertConfig.from_dict(hf.read_config(path), source=os.path.join(path, "config.json"))
         values = hf.read_weights(path)
-        model = _build(config, hf.has_heads(values))
+        kind = hf.model_kind(values)
+        if "AlbertForQuestionAnswering" in hf.read_architectures(path) and kind != "squad_v1":
+            raise ValueError(f"--input={path}: config.json names AlbertForQuestionAnswering but the weights "
+                             "have no qa_outputs.weight / qa_outputs.bias.")
+        if kind == "squad_v1":
+            values, added = hf.add_absent_qa_pooler(values, config.hidden_size)
+            if added:
+                logger.warning("%s: no pooler (Hugging Face's AlbertForQuestionAnswering has none); the "
+                               "converted pooler is zeros (%s).", label, ", ".join(added))
+        model = _build(config, kind)
         assign_to_model(model, values, hf.FROM_HF, hf.SKIP, label=label)
         return model
     if source == "keras_hub":
@@ -64,6 +87,8 @@ def load_source(source, path, config=None):
         keras_hub.load_keras_hub_backbone(backbone, model, label=label)
         return model
     if source == "albert_tf":
+        if os.path.isfile(os.path.join(path, QUESTION_ANSWERING_WEIGHTS)):
+            return AlbertForQuestionAnswering.from_pretrained(path)
         with_heads = os.path.isfile(os.path.join(path, PRETRAINER_WEIGHTS))
         return (AlbertPretrainer if with_heads else AlbertEncoder).from_pretrained(path)
     raise ValueError(f"--from must be one of {', '.join(SOURCES)}, got {source!r}.")
@@ -107,14 +132,31 @@ def fixed_ids(config):
     return tuple(min(i, config.vocab_size - 1) for i in FIXED_IDS)
 
 
+def _fixed_inputs(config):
+    ids = np.array([fixed_ids(config)], "int32")
+    return {"input_word_ids": ids, "input_mask": np.ones_like(ids), "input_type_ids": np.zeros_like(ids)}
+
+
 def fixed_output(model):
     """pooled_output of `fixed_ids(model.config)` (to compare with the source framework)."""
-    encoder = model.encoder if isinstance(model, AlbertPretrainer) else model
-    ids = np.array([fixed_ids(model.config)], "int32")
-    outputs = encoder({"input_word_ids": ids, "input_mask": np.ones_like(ids), "input_type_ids": np.zeros_like(ids)},
-                      training=False)
+    encoder = model.encoder if isinstance(model, (AlbertPretrainer, AlbertForQuestionAnswering)) else model
+    outputs = encoder(_fixed_inputs(model.config), training=False)
     return np.asarray(outputs["pooled_output"])[0]
 
 
-__all__ = ["convert", "load_source", "write_target", "fixed_output", "fixed_ids", "ConversionError", "SOURCES",
-           "TARGETS"]
+def fixed_head_output(model):
+    """For an AlbertForQuestionAnswering: (name, values) of its head on
+    `fixed_ids(model.config)`: v1 start_logits [T], v2 cls_logits [1] (None when T is
+    below start_n_top or end_n_top); None for other models."""
+    if not isinstance(model, AlbertForQuestionAnswering):
+        return None
+    inputs = _fixed_inputs(model.config)
+    if model.version == "v1":
+        return "start_logits", np.asarray(model(inputs, training=False)["start_logits"])[0]
+    if inputs["input_word_ids"].shape[1] < max(model.start_n_top, model.end_n_top):
+        return None
+    return "cls_logits", np.asarray(model(inputs, training=False)["cls_logits"])
+
+
+__all__ = ["convert", "load_source", "write_target", "fixed_output", "fixed_head_output", "fixed_ids",
+           "ConversionError", "SOURCES", "TARGETS"]

@@ -1,4 +1,4 @@
-"""Hugging Face ALBERT (AlbertModel, AlbertForPreTraining) <-> albert_tf.
+"""Hugging Face ALBERT (AlbertModel, AlbertForPreTraining, AlbertForQuestionAnswering) <-> albert_tf.
 
 Reads a model directory: config.json and model.safetensors or pytorch_model.bin, both
 with NumPy only (no torch: `torch_checkpoint` reads the .bin zip archive and refuses any
@@ -6,6 +6,13 @@ pickled object but tensors). torch Linear weights are [out, in]: their rules nam
 `transpose` transform; the SOP classifier's [2, H] weight already has the release's
 layout. The decoder of the masked-LM head is tied to the word embeddings and is checked,
 not copied.
+
+AlbertForQuestionAnswering's `qa_outputs` (weight [2, H], bias [2]) holds the numbers of
+the release's cls/squad/output_weights and output_bias (the v1 head). Hugging Face builds
+that model without a pooler (`AlbertModel(config, add_pooling_layer=False)`); older
+versions saved one. An albert_tf encoder has a pooler, so a QA source without one gets
+`ABSENT_QA_POOLER`: zeros, named here and reported (pooled_output is then 0; the QA
+outputs do not use it).
 """
 
 import os
@@ -52,7 +59,14 @@ HF_HEAD_TABLE = (
     ("sop_classifier.classifier.weight", "seq_relationship/output_weights"),
     ("sop_classifier.classifier.bias", "seq_relationship/output_bias"),
 )
-FROM_HF = to_regex_table(HF_ENCODER_TABLE + HF_HEAD_TABLE)
+HF_QA_TABLE = (
+    ("qa_outputs.weight", "squad/output_weights"),  # torch [out=2, in=H]: the release's layout
+    ("qa_outputs.bias", "squad/output_bias"),
+)
+FROM_HF = to_regex_table(HF_ENCODER_TABLE + HF_HEAD_TABLE + HF_QA_TABLE)
+# what AlbertForQuestionAnswering lacks, and the value it gets (H = hidden_size)
+ABSENT_QA_POOLER = {"pooler.weight": lambda h: np.zeros((h, h), "float32"),
+                    "pooler.bias": lambda h: np.zeros((h,), "float32")}
 TIED = ("predictions.decoder.weight", "predictions.decoder.bias")
 SKIP = (r"embeddings\.position_ids",)
 
@@ -115,4 +129,37 @@ def read_weights(directory):
 
 
 def has_heads(names):
-    return any(n.startswith(("predictions.", "sop_classifier.")) for n in names)
+    return model_kind(names) == "pretrainer"
+
+
+def model_kind(names):
+    """"encoder", "pretrainer" or "squad_v1" (AlbertForQuestionAnswering) from the
+    weight names (without the `albert.` prefix).
+
+    Raises:
+        ValueError: heads of more than one model.
+    """
+    kinds = [kind for kind, prefixes in (("pretrainer", ("predictions.", "sop_classifier.")),
+                                         ("squad_v1", ("qa_outputs.",)))
+             if any(n.startswith(prefixes) for n in names)]
+    if len(kinds) > 1:
+        raise ValueError(f"the weights hold the heads of several models ({', '.join(kinds)}); expected one.")
+    return kinds[0] if kinds else "encoder"
+
+
+def read_architectures(directory):
+    """config.json's `architectures` (e.g. ["AlbertForQuestionAnswering"]), [] when absent."""
+    value = read_json(os.path.join(directory, "config.json")).get("architectures") or []
+    return [str(a) for a in value] if isinstance(value, list) else [str(value)]
+
+
+def add_absent_qa_pooler(values, hidden_size):
+    """For an AlbertForQuestionAnswering source without pooler weights: `values` with
+    ABSENT_QA_POOLER added, and the names added (none when both pooler weights are
+    there; when only one is, nothing is added and the conversion reports the other)."""
+    if any(name in values for name in ABSENT_QA_POOLER):
+        return values, []
+    values = dict(values)
+    for name, make in ABSENT_QA_POOLER.items():
+        values[name] = make(hidden_size)
+    return values, sorted(ABSENT_QA_POOLER)

@@ -1,4 +1,9 @@
-"""The original release's TF1 checkpoints <-> albert_tf (shared/ALBERT_REFERENCE.md section 3).
+"""The original release's TF1 checkpoints <-> albert_tf (shared/ALBERT_REFERENCE.md sections 3, 9).
+
+A checkpoint is read as the model its variables belong to (`model_kind`): the encoder
+alone (bert/...), the pretrainer (cls/predictions, cls/seq_relationship), or a SQuAD
+fine-tuned model: run_squad_v1.py (cls/squad/...) or run_squad_v2.py (start_logits/,
+end_logits/, answer_class/ at the top level, as squad_utils.create_v2_model scopes them).
 
 Reading skips optimizer slots (`adam_m`, `adam_v`) and `global_step` and strips the
 `module/` prefix of TF1 hub modules. Writing produces a name-based checkpoint with the
@@ -32,8 +37,18 @@ TF1_TABLE = (
     ("cls/predictions/output_bias", "predictions/output_bias"),
     ("cls/seq_relationship/{head}", "seq_relationship/{head}"),
 )
-FROM_TF1 = to_regex_table(TF1_TABLE)
-TO_TF1 = to_regex_table(reverse(TF1_TABLE))
+# squad_utils.create_v1_model and create_v2_model (albert_tf.modeling.qa_heads)
+TF1_QA_TABLE = (
+    ("cls/squad/{head}", "squad/{head}"),
+    ("start_logits/dense/{var}", "squad_v2/start_logits_dense/{var}"),
+    ("end_logits/dense_0/{var}", "squad_v2/end_logits_dense_0/{var}"),
+    ("end_logits/LayerNorm/{ln}", "squad_v2/end_logits_LayerNorm/{ln}"),
+    ("end_logits/dense_1/{var}", "squad_v2/end_logits_dense_1/{var}"),
+    ("answer_class/dense_0/{var}", "squad_v2/answer_class_dense_0/{var}"),
+    ("answer_class/dense_1/kernel", "squad_v2/answer_class_dense_1/kernel"),
+)
+FROM_TF1 = to_regex_table(TF1_TABLE + TF1_QA_TABLE)
+TO_TF1 = to_regex_table(reverse(TF1_TABLE + TF1_QA_TABLE))
 SKIP = (r".*/adam_[mv]", r"global_step", r".*/(Adam|Momentum|lamb)(_\d+)?")
 
 
@@ -61,7 +76,29 @@ def read_tf1(path):
 
 
 def has_heads(names):
-    return any(n.startswith("cls/") for n in names)
+    """Whether the pretraining heads are there."""
+    return model_kind(names) == "pretrainer"
+
+
+# model kind -> the prefixes of its head's variables
+HEAD_PREFIXES = {
+    "pretrainer": ("cls/predictions/", "cls/seq_relationship/"),
+    "squad_v1": ("cls/squad/",),
+    "squad_v2": ("start_logits/", "end_logits/", "answer_class/"),
+}
+
+
+def model_kind(names):
+    """"encoder", "pretrainer", "squad_v1" or "squad_v2": the model whose head variables
+    `names` hold.
+
+    Raises:
+        ValueError: heads of more than one model.
+    """
+    kinds = [kind for kind, prefixes in HEAD_PREFIXES.items() if any(n.startswith(prefixes) for n in names)]
+    if len(kinds) > 1:
+        raise ValueError(f"the checkpoint holds the heads of several models ({', '.join(kinds)}); expected one.")
+    return kinds[0] if kinds else "encoder"
 
 
 def write_tf1(values, prefix):

@@ -1,1 +1,3 @@
-"""Data: text normalisation and SentencePiece, pretraining instances, tf.data input."""
+"""Data: text normalisation and SentencePiece (tokenization, vocab, spm_training), the
+sample corpus, input file globs (files), pretraining instances and TFRecords (instances,
+example_codec, writer, summary), tf.data input (pipeline) and classification data."""

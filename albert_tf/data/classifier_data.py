@@ -15,6 +15,7 @@ examples[0].text_a, examples[0].text_b, examples[0].label
 
 import csv
 import dataclasses
+import io
 import os
 import sys
 
@@ -74,12 +75,13 @@ class DataError(ValueError):
     """Bad classification data; the message names the file and line."""
 
 
-def get_task(name, labels=None, text_a_column="text_a", text_b_column="text_b", label_column="label"):
+def get_task(name, labels=None, text_a_column="text_a", text_b_column=None, label_column="label"):
     """A task by its release name (case-insensitive), or the generic `tsv` task.
 
     For `tsv`, columns are found by header name in `{split}.tsv`; `labels` (a list)
     makes it a classification task (metric: accuracy), None a regression task
-    (Pearson, Spearman).
+    (Pearson, Spearman). `text_b_column` None or "": single sentences; a name: sentence
+    pairs, and a header without that column is an error.
     """
     key = name.lower()
     if key == "tsv":
@@ -93,12 +95,24 @@ def get_task(name, labels=None, text_a_column="text_a", text_b_column="text_b", 
     return TASKS[key]
 
 
+def _decode(path, data):
+    """UTF-8 bytes -> text; DataError naming the file and line of the first bad byte."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data.count(b"\n", 0, e.start) + 1
+        column = e.start - (data.rfind(b"\n", 0, e.start) + 1) + 1
+        raise DataError(f"{path}:{line}: not valid UTF-8 ({e.reason} at byte {column} of the line); "
+                        "save the file as UTF-8.") from None
+
+
 def _rows(path):
     if not os.path.isfile(path):
         raise DataError(f"{path}: no such file.")
     csv.field_size_limit(sys.maxsize)
-    with open(path, encoding="utf-8", newline="") as f:
-        rows = list(csv.reader(f, delimiter="\t", quotechar=None))
+    with open(path, "rb") as f:
+        text = _decode(path, f.read())
+    rows = list(csv.reader(io.StringIO(text, newline=""), delimiter="\t", quotechar=None))
     if not rows or (len(rows) == 1 and not any(rows[0])):
         raise DataError(f"{path}: the file is empty.")
     return rows
@@ -122,13 +136,18 @@ def read_examples(task, data_dir, split):
     if task.by_name:  # the generic tsv task
         a_name, b_name, label_name = task.columns[split]
         header = rows[0]
+        columns = ", ".join(header)
         if a_name not in header:
-            raise DataError(f"{path}:1: no column {a_name!r} in the header ({', '.join(header)}).")
+            raise DataError(f"{path}:1: no column {a_name!r} in the header ({columns}); check --text_a_column.")
+        if b_name and b_name not in header:
+            raise DataError(f"{path}:1: no column {b_name!r} in the header ({columns}); check --text_b_column, "
+                            "or leave it empty for single sentences.")
         a = header.index(a_name)
-        b = header.index(b_name) if b_name and b_name in header else None
+        b = header.index(b_name) if b_name else None
         y = header.index(label_name) if label_name in header else None
         if y is None and split != "test":
-            raise DataError(f"{path}:1: no label column {label_name!r} in the header.")
+            raise DataError(f"{path}:1: no label column {label_name!r} in the header ({columns}); "
+                            "check --label_column.")
         width, body, first_line = len(header), rows[1:], 2
     else:
         a, b, y = task.columns[split]

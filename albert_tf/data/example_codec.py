@@ -3,7 +3,8 @@
 Eight features per tf.train.Example (T = max_seq_length, P = max_predictions_per_seq):
 int64 input_ids[T], input_mask[T], segment_ids[T], token_boundary[T],
 masked_lm_positions[P], masked_lm_ids[P], next_sentence_labels[1]; float
-masked_lm_weights[P]. Padding id 0.
+masked_lm_weights[P]. input_ids are padded with the model's pad id; every other
+feature with 0 (masked_lm_ids too: their weight is 0).
 
 `encode_example` writes the protobuf wire format directly (packed varints and
 little-endian floats), which TensorFlow parses like any serialized Example; worker
@@ -39,11 +40,18 @@ def _varint(value):
 
 
 class ExampleEncoder:
-    """Serializes padded instances; varints of ids below `max_id` come from a table."""
+    """Serializes padded instances; varints of ids below `max_id` come from a table.
 
-    def __init__(self, max_seq_length, max_predictions_per_seq, max_id=1 << 16):
+    Args:
+        max_seq_length, max_predictions_per_seq: T and P.
+        pad_id: the id input_ids are padded with (`SpecialTokens.pad_id`).
+        max_id: ids below it are encoded from a precomputed table (the vocabulary size).
+    """
+
+    def __init__(self, max_seq_length, max_predictions_per_seq, pad_id, max_id=1 << 16):
         self.max_seq_length = max_seq_length
         self.max_predictions_per_seq = max_predictions_per_seq
+        self.pad_id = pad_id
         self._table = [_varint(i) for i in range(max(max_id, max_seq_length) + 1)]
         self._keys = {name: _varint(len(name)) + name.encode() for name in FEATURE_NAMES}
 
@@ -77,7 +85,7 @@ class ExampleEncoder:
         m = len(instance.masked_lm_positions)
         pad_p = [0] * (P - m)
         features = b"".join((
-            self._int64("input_ids", instance.input_ids + pad_t),
+            self._int64("input_ids", instance.input_ids + [self.pad_id] * (T - n)),
             self._int64("input_mask", [1] * n + pad_t),
             self._int64("segment_ids", instance.segment_ids + pad_t),
             self._int64("token_boundary", instance.token_boundary + pad_t),

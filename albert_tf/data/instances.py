@@ -1,6 +1,6 @@
 """Pretraining instances from tokenized documents: SOP/NSP pairs and n-gram masking.
 
-Pure Python (no TensorFlow): workers of tools/create_pretraining_data.py run it.
+Pure Python (no TensorFlow): worker processes of create_pretraining_data run it.
 Follows the original release (shared/ALBERT_REFERENCE.md section 4) with its two bugs
 fixed:
 
@@ -10,7 +10,7 @@ fixed:
 - Every random draw comes from the `random.Random` passed in (the release drew n-gram
   lengths from the unseeded global NumPy RNG, so its output was not reproducible).
 
-Ids: pad 0, and the tokenizer's [CLS], [SEP], [MASK] ids.
+Ids: those of the SentencePiece model (`albert_tf.data.vocab.SpecialTokens`).
 """
 
 import dataclasses
@@ -116,20 +116,18 @@ class InstanceMaker:
 
     Args:
         options: `InstanceOptions`.
-        vocab_size: int. Random replacements are drawn from the ordinary ids
-            [first_normal_id, vocab_size).
-        cls_id, sep_id, mask_id: special ids.
+        special_tokens: `SpecialTokens` of the SentencePiece model: [CLS], [SEP], [MASK]
+            ids; random replacements are drawn from the ordinary ids
+            [first_ordinary_id, vocab_size).
         word_start: sequence of bool per id: the piece begins a word.
-        first_normal_id: the first id that is not a special piece.
     """
 
-    def __init__(self, options, vocab_size, cls_id, sep_id, mask_id, word_start, first_normal_id=5):
+    def __init__(self, options, special_tokens, word_start):
         options.validate()
         self.options = options
-        self.vocab_size = vocab_size
-        self.cls_id, self.sep_id, self.mask_id = cls_id, sep_id, mask_id
+        self.special_tokens = special_tokens
+        self.cls_id, self.sep_id, self.mask_id = special_tokens.cls_id, special_tokens.sep_id, special_tokens.mask_id
         self.word_start = word_start
-        self.first_normal_id = first_normal_id
         self.ngrams = list(range(1, options.ngram + 1))
         self.weights = ngram_weights(options.ngram, options.favor_shorter_ngram)
         self.cumulative = [sum(self.weights[: i + 1]) for i in range(len(self.weights))]
@@ -272,7 +270,7 @@ class InstanceMaker:
             elif rng.random() < 0.5:
                 stats.kept += 1
             else:
-                ids[p] = rng.randint(self.first_normal_id, self.vocab_size - 1)
+                ids[p] = rng.randint(self.special_tokens.first_ordinary_id, self.special_tokens.vocab_size - 1)
                 stats.replaced_random += 1
         stats.masked += len(chosen)
         return boundary, chosen, labels

@@ -21,37 +21,34 @@ import dataclasses
 import tensorflow as tf
 
 from albert_tf.data.example_codec import FEATURE_NAMES, feature_lengths
+from albert_tf.data.files import expand_input_files
 from albert_tf.data.instances import ngram_weights
+from albert_tf.data.vocab import SpecialTokens
 
 
 @dataclasses.dataclass(frozen=True)
 class DynamicMasking:
-    """Settings of in-graph re-masking (defaults: the release's spm ids and flags)."""
+    """Settings of in-graph re-masking: the ids and masking settings the files were
+    written with, from their data summary (`DynamicMasking.from_summary`).
 
-    vocab_size: int
-    masked_lm_prob: float = 0.15
-    ngram: int = 3
-    favor_shorter_ngram: bool = True
-    do_whole_word_mask: bool = True
-    cls_id: int = 2
-    sep_id: int = 3
-    mask_id: int = 4
-    first_normal_id: int = 5
+    Attributes:
+        special_tokens: `SpecialTokens`: [CLS]/[SEP] are never masked, [MASK] replaces,
+            random replacements come from [first_ordinary_id, vocab_size).
+        masked_lm_prob, ngram, favor_shorter_ngram, do_whole_word_mask: as
+            create_pretraining_data's flags.
+    """
 
+    special_tokens: SpecialTokens
+    masked_lm_prob: float
+    ngram: int
+    favor_shorter_ngram: bool
+    do_whole_word_mask: bool
 
-def expand_file_patterns(file_patterns):
-    """Comma-separated globs (or a list) -> sorted files; ValueError naming an empty glob."""
-    if isinstance(file_patterns, str):
-        file_patterns = [p.strip() for p in file_patterns.split(",") if p.strip()]
-    files = []
-    for pattern in file_patterns:
-        matches = sorted(tf.io.gfile.glob(pattern))
-        if not matches:
-            raise ValueError(f"input_file: {pattern!r} matches no file.")
-        files.extend(matches)
-    if not files:
-        raise ValueError("input_file is empty.")
-    return files
+    @classmethod
+    def from_summary(cls, summary):
+        """From a `DataSummary` (`read_data_summary(files)`): the same ids and settings."""
+        m = summary.masking
+        return cls(summary.special_tokens, m.masked_lm_prob, m.ngram, m.favor_shorter_ngram, m.do_whole_word_mask)
 
 
 def validate_first_record(path, max_seq_length, max_predictions_per_seq):
@@ -104,12 +101,12 @@ def _restore_original_ids(f):
 
 def remask(features, seed, options, max_predictions_per_seq):
     """Draws new masks for one parsed example (see module docstring). `seed`: int32 [2]."""
-    o = options
+    o, tokens = options, options.special_tokens
     P = max_predictions_per_seq
     ids = _restore_original_ids(features)
     T = tf.shape(ids)[0]
     real = features["input_mask"] > 0
-    special = tf.logical_or(tf.equal(ids, o.cls_id), tf.equal(ids, o.sep_id))
+    special = tf.logical_or(tf.equal(ids, tokens.cls_id), tf.equal(ids, tokens.sep_id))
     candidate = tf.logical_and(real, tf.logical_not(special))
     if o.do_whole_word_mask:
         start = tf.logical_and(candidate, features["token_boundary"] > 0)
@@ -157,9 +154,9 @@ def remask(features, seed, options, max_predictions_per_seq):
     positions = tf.cast(tf.where(chosen)[:, 0], tf.int32)[:P]
     labels = tf.gather(ids, positions)
     u = tf.random.stateless_uniform([T], seeds[2])
-    random_ids = tf.random.stateless_uniform([T], seeds[3], minval=o.first_normal_id, maxval=o.vocab_size,
-                                             dtype=tf.int32)
-    replacement = tf.where(u < 0.8, o.mask_id, tf.where(u < 0.9, ids, random_ids))
+    random_ids = tf.random.stateless_uniform([T], seeds[3], minval=tokens.first_ordinary_id,
+                                             maxval=tokens.vocab_size, dtype=tf.int32)
+    replacement = tf.where(u < 0.8, tokens.mask_id, tf.where(u < 0.9, ids, random_ids))
     new_ids = tf.where(chosen, replacement, ids)
     m = tf.shape(positions)[0]
     pad = [[0, P - m]]
@@ -209,14 +206,15 @@ def pretraining_dataset(
         seed: seed of the shuffles and of dynamic masking.
         shuffle_buffer_size: examples in the shuffle buffer.
         cycle_length: files read in parallel.
-        dynamic_masking: `DynamicMasking` to re-draw masks on every read, or None.
+        dynamic_masking: `DynamicMasking` to re-draw masks on every read (its ids and
+            settings from the files' summary: `DynamicMasking.from_summary`), or None.
         skip_batches: batches to skip first (resuming where a distributed iterator
             cannot be checkpointed; in deterministic mode the rest is identical).
 
     Returns:
         A `tf.data.Dataset` of batches (see module docstring).
     """
-    files = expand_file_patterns(file_patterns)
+    files = expand_input_files(file_patterns)
     deterministic = bool(deterministic) or not is_training  # eval reads in file order
     validate_first_record(files[0], max_seq_length, max_predictions_per_seq)
     ds = tf.data.Dataset.from_tensor_slices(files)

@@ -9,7 +9,8 @@ to ", strips accents (NFKD, drop combining marks) and, with `lower`, lower-cases
 import os
 import unicodedata
 
-SPECIAL_PIECES = ("[CLS]", "[SEP]", "[MASK]")
+from albert_tf.data.vocab import PIECES, SpecialTokens
+
 WORD_START = "\u2581"  # SentencePiece's word-start marker
 _PUNCTUATION = set('!"#$%&\'()*+,-./:;?@[\\]^_`{|}~') | {"\u20ac", "\u00a3", "\u2013"}
 _PLAIN = set("abcdefghijklmnopqrstuvwxyz0123456789")
@@ -55,12 +56,14 @@ class SentencePieceTokenizer:
     """A SentencePiece model with the release's special pieces.
 
     Args:
-        model_file: path of a `.model` file with [CLS], [SEP], [MASK] pieces and
-            pad id 0.
+        model_file: path of a `.model` file with the pieces <pad>, <unk>, [CLS], [SEP],
+            [MASK] (any ids: they are looked up by name, `SpecialTokens`).
         do_lower_case: bool. Lower-case before encoding (must match training).
 
     Attributes:
-        vocab_size, pad_id, unk_id, cls_id, sep_id, mask_id.
+        special_tokens: `SpecialTokens` of the model.
+        vocab_size, pad_id, unk_id, cls_id, sep_id, mask_id: the same ids.
+        word_start: list of bool per id, `is_start_piece` of its piece.
 
     Example:
     ```python
@@ -82,18 +85,11 @@ class SentencePieceTokenizer:
             self.sp.Load(model_file)
         except (OSError, RuntimeError) as e:
             raise ValueError(f"spm_model_file {model_file!r} is not a SentencePiece model ({e}).") from None
-        self.vocab_size = self.sp.GetPieceSize()
-        missing = [p for p in SPECIAL_PIECES if self.sp.PieceToId(p) == self.sp.unk_id()]
-        if missing:
-            raise ValueError(
-                f"spm_model_file {model_file!r} lacks the pieces {', '.join(missing)}; train it with "
-                "tools/train_sentencepiece.py (control symbols [CLS],[SEP],[MASK])."
-            )
-        if self.sp.pad_id() != 0:
-            raise ValueError(f"spm_model_file {model_file!r} has pad id {self.sp.pad_id()}, expected 0.")
-        self.pad_id = 0
-        self.unk_id = self.sp.unk_id()
-        self.cls_id, self.sep_id, self.mask_id = (self.sp.PieceToId(p) for p in SPECIAL_PIECES)
+        self.special_tokens = SpecialTokens.from_processor(self.sp, model_file)
+        t = self.special_tokens
+        self.vocab_size = t.vocab_size
+        self.pad_id, self.unk_id, self.cls_id, self.sep_id, self.mask_id = (
+            t.pad_id, t.unk_id, t.cls_id, t.sep_id, t.mask_id)
         self.word_start = [is_start_piece(self.sp.IdToPiece(i)) for i in range(self.vocab_size)]
 
     def tokenize(self, text):

@@ -1,56 +1,86 @@
 """Streaming create_pretraining_data: text files -> shuffled, sharded TFRecords.
 
-Memory stays bounded whatever the corpus size: documents are read as a stream, cut
-into work chunks of `documents_per_chunk` documents, turned into serialized instances
-by worker processes (at most 2 chunks per worker in flight), and written through a
-bounded shuffle buffer to the output shards round-robin.
+    options = WriterOptions(instance=InstanceOptions(max_seq_length=128), dupe_factor=5)
+    summary = write_pretraining_data(["corpus.txt"], ["out/train.tfrecord"], "spm.model", options)
+
+Memory stays bounded whatever the corpus size: documents are read as a stream
+(`read_documents`), cut into work chunks of `documents_per_chunk` documents
+(`document_chunks`), turned into serialized instances (`ChunkWorker`, in this process or
+in worker processes with at most 2 chunks per worker in flight: `chunk_records`), and
+written through a bounded shuffle buffer to the output shards round-robin
+(`ShuffledShards`).
 
 Determinism: chunk c draws from `random.Random(f"{random_seed}:{c}")` only, and the main
 process consumes chunks in order and shuffles with its own seeded RNG, so the same
-inputs and flags give byte-identical files for any `num_workers`. NSP negatives (only
+inputs and options give byte-identical files for any `num_workers`. NSP negatives (only
 with random_next_sentence or the legacy single-chunk mode) come from the same chunk.
 
-Outputs are written under temporary names and renamed only when everything succeeded;
-a JSON summary is written beside the outputs as `summary_<name>.json` (a name no shard
-glob such as `train.tfrecord-*` matches).
+Ids (pad, [CLS], [SEP], [MASK], the ordinary range) come from the SentencePiece model
+(`SpecialTokens`). Outputs appear only when everything succeeded
+(`albert_tf.storage.atomic`); the JSON summary goes beside them as
+`summary_<name>.json` (`albert_tf.data.summary`).
 """
 
-import glob
-import json
+import contextlib
+import dataclasses
 import multiprocessing
 import os
+import queue
 import random
 import sys
 import time
+import traceback
 
 from albert_tf.data.example_codec import ExampleEncoder
+from albert_tf.data.files import InputError
 from albert_tf.data.instances import InstanceMaker, InstanceOptions, MaskingStats, num_to_predict
+from albert_tf.data.summary import describe_data, summary_path_for
 from albert_tf.data.tokenization import SentencePieceTokenizer
+from albert_tf.storage import atomic
 
 
-class InputError(ValueError):
-    """Bad input or flags; the message names the file, line or flag."""
+@dataclasses.dataclass(frozen=True)
+class WriterOptions:
+    """Settings of create_pretraining_data besides the file names.
+
+    Attributes:
+        instance: `InstanceOptions` (sequence length, masking, sentence order).
+        do_lower_case, dupe_factor, random_seed: as the release's flags.
+        num_workers: processes creating instances (0 or 1: in this process); the output
+            does not depend on it.
+        shuffle_buffer_size: instances held for shuffling before writing.
+        documents_per_chunk: documents per unit of work (and NSP negative pool).
+        strict_utf8: a non-UTF-8 line is an error instead of being skipped and counted.
+    """
+
+    instance: InstanceOptions = dataclasses.field(default_factory=InstanceOptions)
+    do_lower_case: bool = True
+    dupe_factor: int = 40
+    random_seed: int = 12345
+    num_workers: int = 1
+    shuffle_buffer_size: int = 100_000
+    documents_per_chunk: int = 500
+    strict_utf8: bool = False
+
+    def validate(self):
+        """InputError naming the flag for a value out of range."""
+        try:
+            self.instance.validate()
+        except ValueError as e:
+            raise InputError(str(e)) from None
+        if self.dupe_factor < 1:
+            raise InputError(f"--dupe_factor must be at least 1, got {self.dupe_factor}.")
+        if self.shuffle_buffer_size < 1 or self.documents_per_chunk < 1:
+            raise InputError("--shuffle_buffer_size and --documents_per_chunk must be positive.")
+
+    def settings(self):
+        """Flat dict of every setting, for the summary."""
+        flat = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "instance"}
+        flat.update(dataclasses.asdict(self.instance))
+        return flat
 
 
 # --- input -------------------------------------------------------------------------------
-def expand_input_files(patterns):
-    """Comma-separated files or globs -> files; InputError for nothing, a directory, empty."""
-    files = []
-    for pattern in [p.strip() for p in patterns.split(",") if p.strip()]:
-        matches = sorted(glob.glob(pattern))
-        if not matches:
-            raise InputError(f"--input_file: {pattern!r} matches no file.")
-        for path in matches:
-            if os.path.isdir(path):
-                raise InputError(f"--input_file: {path!r} is a directory; name the text files in it.")
-            files.append(path)
-    if not files:
-        raise InputError("--input_file is empty.")
-    if all(os.path.getsize(f) == 0 for f in files):
-        raise InputError(f"--input_file: {', '.join(files)} {'is' if len(files) == 1 else 'are'} empty.")
-    return files
-
-
 class BadLines:
     """Non-UTF-8 lines: counted, the first few kept as file:line."""
 
@@ -91,7 +121,8 @@ def read_documents(files, bad_lines, progress=None):
             yield document
 
 
-def _chunks(documents, size):
+def document_chunks(documents, size):
+    """Groups a stream of documents into lists of `size` (the last may be shorter)."""
     chunk = []
     for document in documents:
         chunk.append(document)
@@ -102,48 +133,178 @@ def _chunks(documents, size):
         yield chunk
 
 
-# --- work (runs in worker processes) -----------------------------------------------------
-_state = {}
+# --- work --------------------------------------------------------------------------------
+@dataclasses.dataclass
+class Counts:
+    """What a chunk (or the whole run) produced, for the summary."""
+
+    documents: int = 0
+    instances: int = 0
+    tokens: int = 0
+    label_1: int = 0
+    expected_predictions: int = 0
+    stats: MaskingStats = None
+
+    def add(self, other):
+        for f in ("documents", "instances", "tokens", "label_1", "expected_predictions"):
+            setattr(self, f, getattr(self, f) + getattr(other, f))
+        self.stats.add(other.stats)
 
 
-def _init_worker(spm_model_file, do_lower_case, options):
-    tokenizer = SentencePieceTokenizer(spm_model_file, do_lower_case=do_lower_case)
-    _state["tokenizer"] = tokenizer
-    _state["maker"] = InstanceMaker(
-        options, tokenizer.vocab_size, tokenizer.cls_id, tokenizer.sep_id, tokenizer.mask_id,
-        tokenizer.word_start, first_normal_id=5,
-    )
-    _state["encoder"] = ExampleEncoder(options.max_seq_length, options.max_predictions_per_seq,
-                                       max_id=tokenizer.vocab_size)
+class ChunkWorker:
+    """Turns a chunk of documents (lists of sentence strings) into serialized Examples.
+
+    Args:
+        spm_model_file: the SentencePiece model.
+        options: `WriterOptions`.
+    """
+
+    def __init__(self, spm_model_file, options):
+        self.options = options
+        self.tokenizer = SentencePieceTokenizer(spm_model_file, do_lower_case=options.do_lower_case)
+        tokens = self.tokenizer.special_tokens
+        self.maker = InstanceMaker(options.instance, tokens, self.tokenizer.word_start)
+        self.encoder = ExampleEncoder(options.instance.max_seq_length, options.instance.max_predictions_per_seq,
+                                      pad_id=tokens.pad_id, max_id=tokens.vocab_size)
+
+    def records(self, chunk_index, texts):
+        """-> (list of serialized Examples, Counts) of chunk `chunk_index`."""
+        o = self.options.instance
+        documents = []
+        for text in texts:
+            segments = [ids for ids in self.tokenizer.encode_batch(text) if ids]
+            if segments:
+                documents.append(segments)
+        rng = random.Random(f"{self.options.random_seed}:{chunk_index}")
+        counts = Counts(documents=len(texts), stats=MaskingStats.empty(o.ngram))
+        records = []
+        for _ in range(self.options.dupe_factor):
+            for index in range(len(documents)):
+                for instance in self.maker.from_document(documents, index, rng, counts.stats):
+                    records.append(self.encoder.encode(instance))
+                    n = len(instance.input_ids)
+                    counts.tokens += n
+                    counts.label_1 += instance.next_sentence_label
+                    counts.expected_predictions += num_to_predict(n, o.max_predictions_per_seq, o.masked_lm_prob)
+        counts.instances = len(records)
+        return records, counts
 
 
-def _process_chunk(task):
-    """(chunk_index, documents, random_seed, dupe_factor) -> (records, counters)."""
-    chunk_index, texts, random_seed, dupe_factor = task
-    tokenizer, maker, encoder = _state["tokenizer"], _state["maker"], _state["encoder"]
-    options = maker.options
-    documents = []
-    for text in texts:
-        segments = [ids for ids in tokenizer.encode_batch(text) if ids]
-        if segments:
-            documents.append(segments)
-    rng = random.Random(f"{random_seed}:{chunk_index}")
-    stats = MaskingStats.empty(options.ngram)
-    records, tokens, positives, expected = [], 0, 0, 0
-    for _ in range(dupe_factor):
-        for index in range(len(documents)):
-            for instance in maker.from_document(documents, index, rng, stats):
-                records.append(encoder.encode(instance))
-                n = len(instance.input_ids)
-                tokens += n
-                positives += instance.next_sentence_label
-                expected += num_to_predict(n, options.max_predictions_per_seq, options.masked_lm_prob)
-    counters = {"documents": len(texts), "instances": len(records), "tokens": tokens,
-                "label_1": positives, "expected_predictions": expected, "stats": stats}
-    return records, counters
+def _worker_process(spm_model_file, options, tasks, results):
+    """Body of a worker process: one ChunkWorker answers (index, texts) tasks until None."""
+    index = None
+    try:
+        worker = ChunkWorker(spm_model_file, options)
+        for index, texts in iter(tasks.get, None):
+            results.put((index, worker.records(index, texts), None))
+    except BaseException:  # noqa: BLE001 - reported to the main process, which raises
+        results.put((index, None, traceback.format_exc()))
 
 
-# --- orchestration -----------------------------------------------------------------------
+def _records_in_workers(chunks, spm_model_file, options):
+    """`chunk_records` with `options.num_workers` spawned processes (results in order)."""
+    context = multiprocessing.get_context("spawn")
+    tasks, results = context.Queue(), context.Queue()
+    processes = [context.Process(target=_worker_process, args=(spm_model_file, options, tasks, results),
+                                 daemon=True) for _ in range(options.num_workers)]
+    for p in processes:
+        p.start()
+    done, sent, next_index, finished = {}, 0, 0, False
+
+    def next_result():
+        while next_index not in done:
+            try:
+                index, payload, error = results.get(timeout=1.0)
+            except queue.Empty:
+                dead = [p.exitcode for p in processes if p.exitcode not in (None, 0)]
+                if dead:
+                    raise RuntimeError(f"a create_pretraining_data worker process died (exit code {dead[0]}); "
+                                       "out of memory? Lower --num_workers or --documents_per_chunk.") from None
+                continue
+            if error is not None:
+                raise RuntimeError(f"create_pretraining_data worker failed on chunk {index}:\n{error}")
+            done[index] = payload
+        return done.pop(next_index)
+
+    try:
+        for index, texts in enumerate(chunks):
+            tasks.put((index, texts))
+            sent += 1
+            while sent - next_index >= 2 * options.num_workers:
+                yield next_result()
+                next_index += 1
+        while next_index < sent:
+            yield next_result()
+            next_index += 1
+        finished = True
+    finally:
+        if finished:
+            for _ in processes:
+                tasks.put(None)
+            for p in processes:
+                p.join(timeout=10)
+        for p in processes:
+            if p.is_alive():
+                p.terminate()
+                p.join()
+        tasks.cancel_join_thread()
+
+
+def chunk_records(chunks, spm_model_file, options):
+    """Yields (records, Counts) per chunk of documents, in chunk order: in this process
+    (num_workers 0 or 1) or in `options.num_workers` processes (at most 2 chunks each in
+    flight; they never import TensorFlow)."""
+    if options.num_workers <= 1:
+        worker = ChunkWorker(spm_model_file, options)
+        for index, texts in enumerate(chunks):
+            yield worker.records(index, texts)
+    else:
+        yield from _records_in_workers(chunks, spm_model_file, options)
+
+
+# --- output ------------------------------------------------------------------------------
+class ShuffledShards:
+    """A bounded shuffle buffer in front of TFRecord writers used round-robin.
+
+    Records enter a buffer of `buffer_size`; once it is full each new record replaces a
+    random one, which is written. `finish` shuffles and writes the rest.
+    """
+
+    def __init__(self, paths, buffer_size, rng):
+        import tensorflow as tf  # only the writer needs it: workers stay TensorFlow-free
+
+        self.writers = [tf.io.TFRecordWriter(p) for p in paths]
+        self.per_file = [0] * len(paths)
+        self.buffer_size = buffer_size
+        self.rng = rng
+        self.buffer = []
+        self.written = 0
+
+    def _write(self, record):
+        shard = self.written % len(self.writers)
+        self.writers[shard].write(record)
+        self.per_file[shard] += 1
+        self.written += 1
+
+    def add(self, record):
+        if len(self.buffer) < self.buffer_size:
+            self.buffer.append(record)
+            return
+        j = self.rng.randrange(len(self.buffer))
+        self.buffer[j], record = record, self.buffer[j]
+        self._write(record)
+
+    def finish(self):
+        self.rng.shuffle(self.buffer)
+        for record in self.buffer:
+            self._write(record)
+        self.buffer.clear()
+
+    def close(self):
+        for w in self.writers:
+            w.close()
+
+
 class Progress:
     """Prints documents, instances, rate and ETA every `every` seconds."""
 
@@ -167,13 +328,6 @@ class Progress:
               file=self.stream, flush=True)
 
 
-def summary_path_for(output_file):
-    """`dir/train.tfrecord` -> `dir/summary_train.tfrecord.json`: beside the output, but
-    not matched by globs over the outputs."""
-    directory, name = os.path.split(os.path.abspath(output_file))
-    return os.path.join(directory, f"summary_{name}.json")
-
-
 def output_paths(output_file, num_output_shards=1):
     """Comma list of outputs, or one output split into NAME-00000-of-0000N shards."""
     outputs = [p.strip() for p in output_file.split(",") if p.strip()]
@@ -186,165 +340,81 @@ def output_paths(output_file, num_output_shards=1):
             raise InputError("--num_output_shards needs a single --output_file name.")
         outputs = [f"{outputs[0]}-{i:05d}-of-{num_output_shards:05d}" for i in range(num_output_shards)]
     for path in outputs:
-        parent = os.path.dirname(os.path.abspath(path))
         if os.path.isdir(path):
             raise InputError(f"--output_file: {path!r} is a directory.")
-        os.makedirs(parent, exist_ok=True)
     return outputs
 
 
-def create_pretraining_data(
-    input_files,
-    output_files,
-    spm_model_file,
-    options,
-    do_lower_case=True,
-    dupe_factor=40,
-    random_seed=12345,
-    num_workers=1,
-    shuffle_buffer_size=100_000,
-    documents_per_chunk=500,
-    strict_utf8=False,
-    progress_stream=sys.stderr,
-    summary_file=None,
-):
-    """Writes the TFRecords and their summary; returns the summary dict.
+def write_pretraining_data(input_files, output_files, spm_model_file, options, progress_stream=sys.stderr,
+                           summary_file=None):
+    """Writes the TFRecords and their summary; returns the summary dict (plus
+    "summary_file", where it was written).
 
     Args:
         input_files: list of text files (one sentence per line, blank line between documents).
         output_files: list of TFRecord paths; instances go round-robin after shuffling.
-        spm_model_file: SentencePiece model with [CLS], [SEP], [MASK].
-        options: `InstanceOptions`.
-        do_lower_case, dupe_factor, random_seed: as the release's flags.
-        num_workers: processes creating instances (0 or 1: in this process).
-        shuffle_buffer_size: instances held for shuffling before writing.
-        documents_per_chunk: documents per unit of work (and NSP negative pool).
-        strict_utf8: a non-UTF-8 line is an error instead of being skipped and counted.
+        spm_model_file: SentencePiece model with <pad>, <unk>, [CLS], [SEP], [MASK].
+        options: `WriterOptions`.
         progress_stream: where progress lines go (None: silent).
         summary_file: where the JSON summary goes (default `summary_path_for(output_files[0])`).
 
     Raises:
-        InputError: bad input or settings; nothing is left on disk.
+        InputError: bad input or settings; no output is left on disk.
     """
+    options.validate()
     try:
-        options.validate()
-    except ValueError as e:
+        special_tokens = SentencePieceTokenizer(spm_model_file, options.do_lower_case).special_tokens
+    except ValueError as e:  # fail fast, clearly
         raise InputError(str(e)) from None
-    if dupe_factor < 1:
-        raise InputError(f"--dupe_factor must be at least 1, got {dupe_factor}.")
-    if shuffle_buffer_size < 1 or documents_per_chunk < 1:
-        raise InputError("--shuffle_buffer_size and --documents_per_chunk must be positive.")
-    try:
-        SentencePieceTokenizer(spm_model_file, do_lower_case)  # fail fast, clearly
-    except ValueError as e:
-        raise InputError(str(e)) from None
-
-    import tensorflow as tf  # only the writer needs it: workers stay TensorFlow-free
 
     start = time.time()
     progress = Progress(sum(os.path.getsize(f) for f in input_files), progress_stream)
-    bad_lines = BadLines(strict_utf8)
-    tmp_paths = [f"{p}.tmp-{os.getpid()}" for p in output_files]
-    writers = [tf.io.TFRecordWriter(p) for p in tmp_paths]
-    per_file = [0] * len(output_files)
-    totals = {"documents": 0, "instances": 0, "tokens": 0, "label_1": 0, "expected_predictions": 0}
-    stats = MaskingStats.empty(options.ngram)
-    shuffle_rng = random.Random(f"{random_seed}:shuffle")
-    buffer, written = [], 0
-
-    def write(record):
-        nonlocal written
-        shard = written % len(writers)
-        writers[shard].write(record)
-        per_file[shard] += 1
-        written += 1
-
-    def consume(records, counters):
-        for key in totals:
-            totals[key] += counters[key]
-        stats.add(counters["stats"])
-        for record in records:
-            if len(buffer) < shuffle_buffer_size:
-                buffer.append(record)
-                continue
-            j = shuffle_rng.randrange(len(buffer))
-            buffer[j], record = record, buffer[j]
-            write(record)
-        progress.maybe_print(totals["documents"], totals["instances"])
-
-    tasks = (
-        (index, chunk, random_seed, dupe_factor)
-        for index, chunk in enumerate(_chunks(read_documents(input_files, bad_lines, progress), documents_per_chunk))
-    )
-    init_args = (spm_model_file, do_lower_case, options)
-    try:
-        if num_workers <= 1:
-            _init_worker(*init_args)
-            for task in tasks:
-                consume(*_process_chunk(task))
-        else:
-            context = multiprocessing.get_context("spawn")
-            with context.Pool(num_workers, initializer=_init_worker, initargs=init_args) as pool:
-                pending = []
-                for task in tasks:
-                    pending.append(pool.apply_async(_process_chunk, (task,)))
-                    while len(pending) >= 2 * num_workers:
-                        consume(*pending.pop(0).get())
-                for result in pending:
-                    consume(*result.get())
-        shuffle_rng.shuffle(buffer)
-        for record in buffer:
-            write(record)
-        buffer.clear()
-        for w in writers:
-            w.close()
-        if totals["instances"] == 0:
+    bad_lines = BadLines(options.strict_utf8)
+    totals = Counts(stats=MaskingStats.empty(options.instance.ngram))
+    chunks = document_chunks(read_documents(input_files, bad_lines, progress), options.documents_per_chunk)
+    with contextlib.ExitStack() as stack:
+        temporaries = [stack.enter_context(atomic.output_path(p)) for p in output_files]
+        shards = ShuffledShards(temporaries, options.shuffle_buffer_size,
+                                random.Random(f"{options.random_seed}:shuffle"))
+        stack.callback(shards.close)  # closed before the renames (and before removal on errors)
+        for records, counts in chunk_records(chunks, spm_model_file, options):
+            totals.add(counts)
+            for record in records:
+                shards.add(record)
+            progress.maybe_print(totals.documents, totals.instances)
+        shards.finish()
+        if totals.instances == 0:
             raise InputError(
                 f"--input_file: {', '.join(input_files)} gave no instances (no document with at least "
                 "two tokens of valid text).")
-        for tmp, final in zip(tmp_paths, output_files):
-            os.replace(tmp, final)
-    except BaseException:
-        for w in writers:
-            w.close()
-        for tmp in tmp_paths:
-            if os.path.exists(tmp):
-                os.remove(tmp)
-        raise
-
     elapsed = time.time() - start
-    progress.maybe_print(totals["documents"], totals["instances"], force=True)
-    summary = _summary(totals, stats, per_file, output_files, input_files, bad_lines, elapsed, options,
-                       dict(do_lower_case=do_lower_case, dupe_factor=dupe_factor, random_seed=random_seed,
-                            num_workers=num_workers, shuffle_buffer_size=shuffle_buffer_size,
-                            documents_per_chunk=documents_per_chunk, spm_model_file=spm_model_file))
+    progress.maybe_print(totals.documents, totals.instances, force=True)
+    summary = summarize(totals, shards.per_file, output_files, input_files, bad_lines, elapsed,
+                        dict(options.settings(), spm_model_file=spm_model_file))
+    summary.update(describe_data(special_tokens, options.instance, spm_model_file))
     summary_path = summary_file or summary_path_for(output_files[0])
-    tmp = summary_path + f".tmp-{os.getpid()}"
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(summary, f, indent=2, sort_keys=True)
-        f.write("\n")
-    os.replace(tmp, summary_path)
-    summary["summary_file"] = summary_path
-    return summary
+    atomic.write_json(summary_path, summary)
+    return dict(summary, summary_file=summary_path)
 
 
 def _share(part, whole):
     return part / whole if whole else 0.0
 
 
-def _summary(totals, stats, per_file, output_files, input_files, bad_lines, elapsed, options, settings):
-    n = totals["instances"]
+def summarize(totals, per_file, output_files, input_files, bad_lines, elapsed, settings):
+    """The summary's counts and shares (`describe_data` adds the ids and masking settings)."""
+    n, stats = totals.instances, totals.stats
     drawn = sum(stats.ngram_drawn)
     applied = sum(stats.ngram_applied)
     return {
         "instances": n,
-        "documents": totals["documents"],
-        "tokens": totals["tokens"],
+        "documents": totals.documents,
+        "tokens": totals.tokens,
         "masked_lm_predictions": stats.masked,
-        "masked_share": _share(stats.masked, totals["tokens"]),
+        "masked_share": _share(stats.masked, totals.tokens),
         "mean_predictions_per_instance": _share(stats.masked, n),
-        "expected_predictions_per_instance": _share(totals["expected_predictions"], n),
-        "sentence_order_label_1_share": _share(totals["label_1"], n),
+        "expected_predictions_per_instance": _share(totals.expected_predictions, n),
+        "sentence_order_label_1_share": _share(totals.label_1, n),
         "replacement_shares": {
             "mask": _share(stats.replaced_by_mask, stats.masked),
             "kept": _share(stats.kept, stats.masked),
@@ -358,5 +428,5 @@ def _summary(totals, stats, per_file, output_files, input_files, bad_lines, elap
         "instances_per_second": round(_share(n, elapsed), 1),
         "input_files": input_files,
         "output_files": {p: c for p, c in zip(output_files, per_file)},
-        "settings": dict(settings, **{k: getattr(options, k) for k in options.__dataclass_fields__}),
+        "settings": settings,
     }

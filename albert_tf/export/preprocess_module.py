@@ -15,7 +15,7 @@ registers the ops), as for every TF Hub preprocessing model.
 import tensorflow as tf
 import tensorflow_text as tf_text
 
-from albert_tf.data.tokenization import SPECIAL_PIECES
+from albert_tf.data.vocab import SpecialTokens
 
 # Python's str.split() whitespace, as RE2 classes.
 _WHITESPACE = r"[\s\p{Z}\x{1c}-\x{1f}\x{85}]+"
@@ -44,14 +44,10 @@ class PreprocessModule(tf.train.Checkpoint):
 
     def __init__(self, spm_model_file, do_lower_case=True, seq_length=128):
         super().__init__()
-        import sentencepiece as spm
-
-        processor = spm.SentencePieceProcessor()
-        processor.Load(spm_model_file)
-        ids = [processor.PieceToId(p) for p in SPECIAL_PIECES]
-        if any(i == processor.unk_id() for i in ids):
-            raise ValueError(f"{spm_model_file} lacks [CLS], [SEP] or [MASK].")
-        self._cls_id, self._sep_id, self._mask_id = ids
+        # the ids come from the model itself (a ValueError names a missing piece)
+        special = SpecialTokens.from_sentencepiece(spm_model_file)
+        self._cls_id, self._sep_id, self._mask_id, self._pad_id = (special.cls_id, special.sep_id, special.mask_id,
+                                                                   special.pad_id)
         self._lower = bool(do_lower_case)
         self._seq_length = int(seq_length)
         self.sp_model_file = tf.saved_model.Asset(spm_model_file)
@@ -69,7 +65,7 @@ class PreprocessModule(tf.train.Checkpoint):
         trimmed = tf_text.RoundRobinTrimmer(max_seq_length=seq_length - specials).trim(segments)
         ids, types = tf_text.combine_segments(trimmed, start_of_sequence_id=self._cls_id,
                                               end_of_segment_id=self._sep_id)
-        word_ids, mask = tf_text.pad_model_inputs(ids, max_seq_length=seq_length)
+        word_ids, mask = tf_text.pad_model_inputs(ids, max_seq_length=seq_length, pad_value=self._pad_id)
         type_ids, _ = tf_text.pad_model_inputs(types, max_seq_length=seq_length)
         return {"input_word_ids": tf.cast(word_ids, tf.int32), "input_mask": tf.cast(mask, tf.int32),
                 "input_type_ids": tf.cast(type_ids, tf.int32)}

@@ -50,7 +50,7 @@ class ClassificationOptions:
     predict_batch_size: int = 8
     classifier_dropout: float = 0.1
     text_a_column: str = "text_a"
-    text_b_column: str = "text_b"
+    text_b_column: str = None
     label_column: str = "label"
     labels: list = None
     random_seed: int = 12345

@@ -298,15 +298,6 @@ def pad_batch(batch, size):
     return out
 
 
-def _duration(seconds):
-    if not math.isfinite(seconds):
-        return "?"
-    seconds = int(seconds)
-    h, rest = divmod(seconds, 3600)
-    m, s = divmod(rest, 60)
-    return f"{h}h{m:02d}m" if h else f"{m}m{s:02d}s"
-
-
 def train_and_evaluate(task, options, strategy=None, is_chief=True, stream=sys.stdout,
                        stop_after_steps=None, write_results=True):
     """Runs a task: resume or initialize, train with checkpoints and evaluation, write

@@ -1,0 +1,83 @@
+"""The one way input file names are expanded: comma-separated files or globs -> files.
+
+Used by create_pretraining_data (text), train_sentencepiece (text) and the pretraining
+input pipeline (TFRecords). Local paths use the standard library (TensorFlow is not
+imported, so worker processes and the text tools stay TensorFlow-free); paths with a
+URL scheme (gs://, s3://, hdfs://) go through `tf.io.gfile`.
+
+    expand_input_files("data/a.txt,data/shard-*")        # ['data/a.txt', 'data/shard-00000', ...]
+    expand_input_files(["x.tfrecord"], flag="--eval_input_file")
+"""
+
+import glob
+import os
+
+
+class InputError(ValueError):
+    """Bad input or flags; the message names the flag and the file, pattern or line."""
+
+
+def _is_remote(path):
+    return "://" in path
+
+
+def _glob(pattern):
+    if _is_remote(pattern):
+        import tensorflow as tf
+
+        return sorted(tf.io.gfile.glob(pattern))
+    if os.path.exists(pattern):  # a literal name (even one holding [ or *)
+        return [pattern]
+    return sorted(glob.glob(pattern))
+
+
+def _isdir(path):
+    if _is_remote(path):
+        import tensorflow as tf
+
+        return tf.io.gfile.isdir(path)
+    return os.path.isdir(path)
+
+
+def _size(path):
+    if _is_remote(path):
+        import tensorflow as tf
+
+        return tf.io.gfile.stat(path).length
+    return os.path.getsize(path)
+
+
+def split_patterns(patterns):
+    """"a, b*" or ["a", "b*"] -> ["a", "b*"] (blank entries dropped)."""
+    if isinstance(patterns, (str, os.PathLike)):
+        patterns = os.fspath(patterns).split(",")
+    return [os.fspath(p).strip() for p in patterns if os.fspath(p).strip()]
+
+
+def expand_input_files(patterns, flag="--input_file"):
+    """Comma-separated files or globs (or a list of them) -> the files, each pattern's
+    matches sorted, patterns in the order given.
+
+    Raises InputError (a ValueError) naming `flag` and the pattern or file when: no
+    pattern is given; a pattern matches nothing; a match is a directory; two patterns
+    match the same file (it would be read twice); every file is empty.
+    """
+    names = split_patterns(patterns)
+    if not names:
+        raise InputError(f"{flag} is empty: name one or more files or globs.")
+    files, matched_by = [], {}
+    for pattern in names:
+        matches = _glob(pattern)
+        if not matches:
+            raise InputError(f"{flag}: {pattern!r} matches no file.")
+        for path in matches:
+            if _isdir(path):
+                raise InputError(f"{flag}: {path!r} is a directory; name the files in it (e.g. {path}/*).")
+            if path in matched_by:
+                raise InputError(f"{flag}: {path!r} is matched by both {matched_by[path]!r} and {pattern!r}; "
+                                 "name each file once.")
+            matched_by[path] = pattern
+            files.append(path)
+    if all(_size(f) == 0 for f in files):
+        raise InputError(f"{flag}: {', '.join(files)} {'is' if len(files) == 1 else 'are'} empty.")
+    return files

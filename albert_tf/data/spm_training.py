@@ -1,0 +1,93 @@
+"""Training a SentencePiece model, by default with the ALBERT release's recipe.
+
+    path = train_sentencepiece(["corpus.txt"], "data/spm", SentencePieceOptions(vocab_size=8000))
+
+Recipe (shared/ALBERT_REFERENCE.md section 4): unigram, pad_id=0, unk_id=1, bos/eos off,
+control symbols [CLS],[SEP],[MASK] (so ids 2, 3, 4), user symbols ( ) " - . – £ €,
+character_coverage 0.99995. `pad_id`, `unk_id` and the order of `control_symbols` can
+be changed: every consumer reads the ids from the model (`SpecialTokens`). Text goes
+through `preprocess_text` first (accents stripped; lower-cased with do_lower_case),
+exactly as create_pretraining_data and the exported preprocessing model do.
+"""
+
+import contextlib
+import dataclasses
+import os
+
+from albert_tf.data.files import InputError
+from albert_tf.data.tokenization import preprocess_text, strip_machine_paths
+from albert_tf.storage import atomic
+
+USER_SYMBOLS = ("(", ")", '"', "-", ".", "\u2013", "\u00a3", "\u20ac")
+CONTROL_SYMBOLS = ("[CLS]", "[SEP]", "[MASK]")
+
+
+@dataclasses.dataclass(frozen=True)
+class SentencePieceOptions:
+    """SentencePiece trainer settings (defaults: the release's recipe, 30000 pieces)."""
+
+    vocab_size: int = 30000
+    do_lower_case: bool = True
+    character_coverage: float = 0.99995
+    model_type: str = "unigram"
+    input_sentence_size: int = 10_000_000
+    num_threads: int = 1
+    random_seed: int = 12345
+    pad_id: int = 0
+    unk_id: int = 1
+    control_symbols: tuple = CONTROL_SYMBOLS
+    user_symbols: tuple = USER_SYMBOLS
+
+
+def _write_normalized(files, path, do_lower_case):
+    """Writes the normalised lines of `files` to `path`; returns how many."""
+    lines = 0
+    with open(path, "w", encoding="utf-8") as out:
+        for name in files:
+            with open(name, encoding="utf-8", errors="replace") as f:
+                for line in f:
+                    line = preprocess_text(line, lower=do_lower_case)
+                    if line:
+                        out.write(line + "\n")
+                        lines += 1
+    return lines
+
+
+def train_sentencepiece(files, model_prefix, options):
+    """Trains on `files` and writes MODEL_PREFIX.model and MODEL_PREFIX.vocab (each
+    atomically; the model without this machine's paths). Returns the .model path.
+
+    Raises InputError when the files hold no text or SentencePiece refuses the settings.
+    """
+    import sentencepiece as spm
+
+    # Scratch files get atomic's temporary names beside the output: a killed run's
+    # leftovers are swept by the next atomic write into the directory.
+    normalized = atomic.temporary_name(f"{model_prefix}.normalized.txt")
+    scratch_prefix = atomic.temporary_name(model_prefix)
+    scratch = [normalized, f"{scratch_prefix}.model", f"{scratch_prefix}.vocab"]
+    os.makedirs(os.path.dirname(os.path.abspath(model_prefix)), exist_ok=True)
+    try:
+        if _write_normalized(files, normalized, options.do_lower_case) == 0:
+            raise InputError(f"--input_file: {', '.join(files)} hold no text.")
+        spm.set_random_generator_seed(options.random_seed)
+        try:
+            spm.SentencePieceTrainer.Train(
+                input=normalized, model_prefix=scratch_prefix, vocab_size=options.vocab_size,
+                model_type=options.model_type, character_coverage=options.character_coverage,
+                pad_id=options.pad_id, unk_id=options.unk_id, bos_id=-1, eos_id=-1,
+                control_symbols=list(options.control_symbols), user_defined_symbols=list(options.user_symbols),
+                input_sentence_size=options.input_sentence_size, shuffle_input_sentence=True,
+                num_threads=options.num_threads, normalization_rule_name="nmt_nfkc", minloglevel=2,
+            )
+        except RuntimeError as e:
+            raise InputError(f"SentencePiece training failed: {e}. With a small corpus, lower --vocab_size.") from None
+        with open(f"{scratch_prefix}.model", "rb") as f:
+            atomic.write_bytes(f"{model_prefix}.model", strip_machine_paths(f.read()))
+        with open(f"{scratch_prefix}.vocab", "rb") as f:
+            atomic.write_bytes(f"{model_prefix}.vocab", f.read())
+    finally:
+        for path in scratch:
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(path)
+    return f"{model_prefix}.model"

@@ -1,0 +1,194 @@
+"""The data summary create_pretraining_data writes beside its TFRecords, and reading it back.
+
+`dir/train.tfrecord` (or its shards `train.tfrecord-0000i-of-0000N`) gets
+`dir/summary_train.tfrecord.json`: a name no glob over the outputs matches. Besides
+counts and shares it records what a reader of the files must agree with:
+
+    "special_tokens": {"pad_id", "unk_id", "cls_id", "sep_id", "mask_id",
+                       "first_ordinary_id", "vocab_size"}      (SpecialTokens)
+    "masking": {"max_predictions_per_seq", "masked_lm_prob", "do_whole_word_mask",
+                "ngram", "favor_shorter_ngram"}                 (MaskingSettings)
+    "max_seq_length", "spm_model_sha256",
+    "output_files": {path: instances}
+
+`read_data_summary(files)` finds the summary of every file (a summary_*.json beside it
+whose output_files names it) and returns what they agree on:
+
+    summary = read_data_summary(["out/train.tfrecord-00000-of-00002", ...])
+    summary.special_tokens.mask_id, summary.masking.masked_lm_prob
+"""
+
+import dataclasses
+import hashlib
+import json
+import os
+
+from albert_tf.data.files import InputError, expand_input_files
+from albert_tf.data.vocab import SpecialTokens
+
+SUMMARY_PREFIX = "summary_"
+
+
+def summary_path_for(output_file):
+    """`dir/train.tfrecord` -> `dir/summary_train.tfrecord.json`: beside the output, but
+    not matched by globs over the outputs."""
+    directory, name = os.path.split(os.path.abspath(output_file))
+    return os.path.join(directory, f"{SUMMARY_PREFIX}{name}.json")
+
+
+@dataclasses.dataclass(frozen=True)
+class MaskingSettings:
+    """The masking settings the files were written with (create_pretraining_data's flags)."""
+
+    max_predictions_per_seq: int
+    masked_lm_prob: float
+    do_whole_word_mask: bool
+    ngram: int
+    favor_shorter_ngram: bool
+
+    @classmethod
+    def from_instance_options(cls, options):
+        return cls(**{f.name: getattr(options, f.name) for f in dataclasses.fields(cls)})
+
+    def to_dict(self):
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, values, source):
+        names = [f.name for f in dataclasses.fields(cls)]
+        missing = [n for n in names if n not in values]
+        if missing:
+            raise InputError(f"{source}: masking lacks {', '.join(missing)}.")
+        return cls(**{n: values[n] for n in names})
+
+
+@dataclasses.dataclass(frozen=True)
+class DataSummary:
+    """What a set of pretraining TFRecord files was written with.
+
+    Attributes:
+        special_tokens: `SpecialTokens` of the SentencePiece model.
+        masking: `MaskingSettings`.
+        max_seq_length: T of the files.
+        spm_model_sha256: SHA-256 of the SentencePiece model file.
+        summary_files: the summary JSON files read (sorted).
+    """
+
+    special_tokens: SpecialTokens
+    masking: MaskingSettings
+    max_seq_length: int
+    spm_model_sha256: str
+    summary_files: tuple = ()
+
+    @property
+    def vocab_size(self):
+        return self.special_tokens.vocab_size
+
+    def description(self):
+        """The summary fields that files read together must share."""
+        return {"special_tokens": self.special_tokens.to_dict(), "masking": self.masking.to_dict(),
+                "max_seq_length": self.max_seq_length, "spm_model_sha256": self.spm_model_sha256}
+
+
+def file_sha256(path):
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def describe_data(special_tokens, instance_options, spm_model_file):
+    """The summary entries a reader needs (see module docstring), as a dict."""
+    return DataSummary(special_tokens, MaskingSettings.from_instance_options(instance_options),
+                       instance_options.max_seq_length, file_sha256(spm_model_file)).description()
+
+
+def _gfile(path):
+    if "://" in path:
+        import tensorflow as tf
+
+        return tf.io.gfile
+    return None
+
+
+def _summaries_in(directory):
+    """{summary path: parsed JSON} for the summary_*.json files of `directory`."""
+    gfile = _gfile(directory)
+    names = gfile.listdir(directory) if gfile else os.listdir(directory or ".")
+    found = {}
+    for name in sorted(names):
+        if not (name.startswith(SUMMARY_PREFIX) and name.endswith(".json")):
+            continue
+        path = os.path.join(directory, name)
+        try:
+            if gfile:
+                with gfile.GFile(path) as f:
+                    text = f.read()
+            else:
+                with open(path, encoding="utf-8") as f:
+                    text = f.read()
+            data = json.loads(text)
+        except (UnicodeDecodeError, json.JSONDecodeError) as e:
+            raise InputError(f"{path}: not a JSON data summary ({e}).") from None
+        if isinstance(data, dict) and isinstance(data.get("output_files"), dict):
+            found[path] = data
+    return found
+
+
+def _parse(path, data):
+    if "special_tokens" not in data or "masking" not in data:
+        raise InputError(f"{path}: this summary predates the recording of special token ids and masking "
+                         "settings; create the data again with create_pretraining_data.")
+    try:
+        return DataSummary(SpecialTokens.from_dict(data["special_tokens"], path),
+                           MaskingSettings.from_dict(data["masking"], path),
+                           int(data["max_seq_length"]), str(data["spm_model_sha256"]), (path,))
+    except (KeyError, TypeError, ValueError) as e:
+        raise InputError(f"{path}: broken data summary ({e}).") from None
+
+
+def _differences(a, b):
+    da, db = a.description(), b.description()
+    out = []
+    for key in da:
+        if isinstance(da[key], dict):
+            out += [f"{key}.{k} {da[key][k]!r} vs {db[key][k]!r}" for k in da[key] if da[key][k] != db[key][k]]
+        elif da[key] != db[key]:
+            out.append(f"{key} {da[key]!r} vs {db[key]!r}")
+    return out
+
+
+def read_data_summary(input_files, flag="--input_file"):
+    """The `DataSummary` of a set of pretraining TFRecord files (a list, or comma-separated
+    files or globs).
+
+    Raises InputError (a ValueError) naming the file when no summary_*.json beside a file
+    lists it, when a summary lacks the special tokens (older data), or when the files'
+    summaries disagree (another SentencePiece model, other masking settings or length).
+    """
+    files = expand_input_files(input_files, flag=flag)
+    by_directory = {}
+    chosen = []  # (file, DataSummary)
+    for path in files:
+        directory, name = os.path.split(path)
+        if directory not in by_directory:
+            by_directory[directory] = _summaries_in(directory)
+        listing = [(s, data) for s, data in by_directory[directory].items()
+                   if name in {os.path.basename(k) for k in data["output_files"]}]
+        if not listing:
+            raise InputError(
+                f"{flag}: {path} has no data summary: no {SUMMARY_PREFIX}*.json beside it lists it. "
+                "create_pretraining_data writes summary_<output>.json beside its outputs; keep it with them.")
+        for summary_path, data in listing:
+            chosen.append((path, _parse(summary_path, data)))
+    first_file, first = chosen[0]
+    for path, summary in chosen[1:]:
+        differences = _differences(first, summary)
+        if differences:
+            raise InputError(
+                f"{flag}: {first_file} ({first.summary_files[0]}) and {path} ({summary.summary_files[0]}) were "
+                f"written differently: {'; '.join(differences)}. Read files of one SentencePiece model and one "
+                "set of masking settings together.")
+    paths = tuple(sorted({s.summary_files[0] for _, s in chosen}))
+    return dataclasses.replace(first, summary_files=paths)

@@ -1,0 +1,225 @@
+"""AlbertForQuestionAnswering: an ALBERT encoder with the release's SQuAD v1.1 or 2.0 head.
+
+Shape legend: B batch, T sequence length, H hidden size, k1 = start_n_top, k2 = end_n_top.
+
+Pretrained directory (`save_pretrained` / `from_pretrained`):
+
+    DIR/albert_config.json
+    DIR/question_answering.json           version, start_n_top, end_n_top, dropout_prob
+    DIR/question_answering.weights.h5     encoder and head
+
+`from_pretrained` of a directory holding only encoder.weights.h5 or pretrainer.weights.h5
+(a converted release, a run_pretraining output_dir) builds a new head on the loaded
+encoder, so fine-tuning starts from there.
+
+Example:
+```python
+from albert_tf import AlbertForQuestionAnswering
+model = AlbertForQuestionAnswering.from_pretrained("converted/albert_base")   # new v1 head
+out = model({"input_word_ids": ids, "input_mask": mask, "input_type_ids": types})
+out["start_logits"].shape  # (B, T)
+```
+"""
+
+import json
+import logging
+import os
+
+import keras
+from keras import ops
+
+from albert_tf.modeling import pretrained
+from albert_tf.modeling.config import AlbertConfig
+from albert_tf.modeling.encoder import INPUT_NAMES, AlbertEncoder
+from albert_tf.modeling.qa_heads import VERSIONS, SquadV1Head, SquadV2Head
+from albert_tf.storage import atomic
+
+logger = logging.getLogger("albert_tf")
+
+QUESTION_ANSWERING_WEIGHTS = "question_answering.weights.h5"
+QUESTION_ANSWERING_SETTINGS = "question_answering.json"
+HEAD_SETTINGS = ("version", "start_n_top", "end_n_top", "dropout_prob")
+
+
+@keras.saving.register_keras_serializable(package="albert_tf")
+class AlbertForQuestionAnswering(pretrained.PretrainedMixin, keras.Model):
+    """ALBERT with a SQuAD head: "v1" (linear start/end, run_squad_v1.py) or "v2"
+    (XLNet-style start, end and answerability, run_squad_v2.py).
+
+    Args:
+        encoder: an `AlbertEncoder`, or an `AlbertConfig` (or a dict of its keys) to
+            build a new one.
+        version: "v1" or "v2".
+        start_n_top: int. v2 only: starts kept in inference (release: 5).
+        end_n_top: int. v2 only: ends kept per start in inference (release: 5).
+        dropout_prob: float. v2 only: dropout in the answer-class branch (release: 0.1).
+            The encoder's own dropout comes from its config.
+
+    Inputs: dict of int32 [B, T] `input_word_ids`, `input_mask`, `input_type_ids`; v2
+    also reads `p_mask` [B, T] (1 where no answer may start or end: question,
+    separators, padding; when absent only padding is masked; positions with
+    input_mask 0 are always masked) and, in training, `start_positions` [B]. Other
+    keys are ignored, so one batch feeds both versions.
+
+    Outputs:
+        v1: dict `start_logits`, `end_logits` float32 [B, T].
+        v2 training (`training=True`): `start_log_probs` [B, T], `end_log_probs`
+            [B, T] (end conditioned on the gold start), `cls_logits` [B].
+        v2 inference: `start_top_log_probs` [B, k1], `start_top_index` [B, k1],
+            `end_top_log_probs` [B, k1*k2], `end_top_index` [B, k1*k2], `cls_logits` [B].
+
+    Losses: `albert_tf.modeling.qa_heads.squad_v1_loss` and `squad_v2_loss`.
+
+    Variable paths: the encoder's (`AlbertEncoder`), then `squad/output_weights`,
+    `squad/output_bias` (v1) or `squad_v2/...` (v2; `albert_tf.modeling.qa_heads`).
+
+    Example:
+    ```python
+    model = AlbertForQuestionAnswering(AlbertConfig.from_preset("albert_tiny"))
+    out = model({
+        "input_word_ids": np.array([[2, 15, 27, 3, 0]], "int32"),
+        "input_mask": np.array([[1, 1, 1, 1, 0]], "int32"),
+        "input_type_ids": np.zeros((1, 5), "int32"),
+    })
+    out["start_logits"].shape  # (1, 5)
+    ```
+    """
+
+    # its file in a pretrained directory; the head's settings are in question_answering.json
+    WEIGHTS_FILE = QUESTION_ANSWERING_WEIGHTS
+    EXTRA_PARTS = "SQuAD head"
+
+    def __init__(self, encoder, version="v1", start_n_top=5, end_n_top=5, dropout_prob=0.1, **kwargs):
+        if version not in VERSIONS:
+            raise ValueError(f"version must be one of {', '.join(VERSIONS)}, got {version!r}.")
+        kwargs.setdefault("name", "albert_for_question_answering")
+        super().__init__(**kwargs)
+        if not isinstance(encoder, keras.layers.Layer):
+            encoder = AlbertEncoder(AlbertConfig.from_dict(encoder), name="encoder")
+        if not isinstance(getattr(encoder, "config", None), AlbertConfig):
+            raise TypeError(f"encoder must be an AlbertEncoder (or an AlbertConfig), got {type(encoder).__name__}.")
+
+        # === Layers ===
+        self.encoder = encoder
+        hidden_size = encoder.config.hidden_size
+        initializer_range = encoder.config.initializer_range
+        if version == "v1":
+            self.head = SquadV1Head(hidden_size, initializer_range=initializer_range, name="squad")
+        else:
+            self.head = SquadV2Head(hidden_size, start_n_top=start_n_top, end_n_top=end_n_top,
+                                    dropout_prob=dropout_prob, initializer_range=initializer_range, name="squad_v2")
+        # built here, outside any name scope: the head's paths are `squad/...`, `squad_v2/...`
+        self.head.build((None, None, hidden_size))
+        self.built = True
+
+        # === Config ===
+        self.version = version
+        self.start_n_top = int(start_n_top)
+        self.end_n_top = int(end_n_top)
+        self.dropout_prob = float(dropout_prob)
+
+    @property
+    def config(self):
+        """The encoder's AlbertConfig."""
+        return self.encoder.config
+
+    def build(self, input_shape=None):
+        # every weight exists from __init__ on
+        self.built = True
+
+    def call(self, inputs, training=None):
+        missing = [name for name in INPUT_NAMES if name not in inputs]
+        if missing:
+            raise ValueError(f"AlbertForQuestionAnswering: missing inputs {', '.join(missing)} "
+                             f"(got {', '.join(sorted(inputs))}).")
+        encoded = self.encoder({name: inputs[name] for name in INPUT_NAMES}, training=training)
+        sequence_output = encoded["sequence_output"]  # [B, T, H]
+        if self.version == "v1":
+            return self.head(sequence_output)
+        padding = 1.0 - ops.cast(inputs["input_mask"], "float32")  # [B, T]
+        p_mask = inputs.get("p_mask")
+        p_mask = padding if p_mask is None else ops.maximum(ops.cast(p_mask, "float32"), padding)
+        return self.head(sequence_output, p_mask, inputs.get("start_positions"), training=training)
+
+    def head_settings(self):
+        """The constructor arguments beside the encoder (question_answering.json)."""
+        return {"version": self.version, "start_n_top": self.start_n_top, "end_n_top": self.end_n_top,
+                "dropout_prob": self.dropout_prob}
+
+    def get_config(self):
+        return {
+            "name": self.name,
+            "trainable": self.trainable,
+            "encoder": keras.saving.serialize_keras_object(self.encoder),
+            **self.head_settings(),
+        }
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        encoder = config["encoder"]
+        if isinstance(encoder, dict) and "class_name" in encoder:
+            config["encoder"] = keras.saving.deserialize_keras_object(encoder)
+        return cls(**config)
+
+    def save_pretrained(self, directory):
+        """Writes albert_config.json, question_answering.json and
+        question_answering.weights.h5 into `directory` (each atomically)."""
+        directory = os.fspath(directory)
+        atomic.write_json(os.path.join(directory, QUESTION_ANSWERING_SETTINGS), self.head_settings())
+        return pretrained.save_pretrained(self, directory)
+
+    @classmethod
+    def from_pretrained(cls, directory, version=None, start_n_top=None, end_n_top=None, dropout_prob=None):
+        """Builds the model from an albert_tf pretrained directory.
+
+        With question_answering.weights.h5 there: that model (arguments given here
+        override question_answering.json, except a different `version`, an error).
+        Otherwise the encoder of encoder.weights.h5 or pretrainer.weights.h5 with a new
+        head (`version` default "v1").
+
+        Raises:
+            ValueError: naming the directory and what is missing or does not match.
+        """
+        directory = os.fspath(directory)
+        overrides = {k: v for k, v in dict(start_n_top=start_n_top, end_n_top=end_n_top,
+                                            dropout_prob=dropout_prob).items() if v is not None}
+        weights = os.path.join(directory, cls.WEIGHTS_FILE)
+        config_path = os.path.join(directory, pretrained.CONFIG_NAME)
+        if not os.path.isfile(weights):
+            encoder_sources = (pretrained.ENCODER_WEIGHTS, pretrained.PRETRAINER_WEIGHTS)
+            if os.path.isfile(config_path) and not any(os.path.isfile(os.path.join(directory, name))
+                                                       for name in encoder_sources):
+                raise ValueError(f"{directory}: none of {cls.WEIGHTS_FILE}, {', '.join(encoder_sources)}.")
+            encoder = AlbertEncoder.from_pretrained(directory)
+            logger.info("%s: no %s; a new SQuAD %s head on the pretrained encoder.", directory, cls.WEIGHTS_FILE,
+                        version or "v1")
+            return cls(encoder, version=version or "v1", **overrides)
+        settings = _read_settings(directory)
+        if version is not None and version != settings["version"]:
+            raise ValueError(f"{directory}: holds a SQuAD {settings['version']} head, not {version}.")
+        settings.update(overrides)
+        if not os.path.isfile(config_path):
+            raise ValueError(f"{directory}: no {pretrained.CONFIG_NAME}; expected a directory written by albert_tf.")
+        model = cls(AlbertConfig.from_json_file(config_path), **settings)
+        try:
+            model.load_weights(weights)
+        except ValueError as e:
+            raise ValueError(f"{directory}: the weights do not match {pretrained.CONFIG_NAME} and "
+                             f"{QUESTION_ANSWERING_SETTINGS} ({e}).") from None
+        return model
+
+
+def _read_settings(directory):
+    path = os.path.join(directory, QUESTION_ANSWERING_SETTINGS)
+    if not os.path.isfile(path):
+        raise ValueError(f"{directory}: {QUESTION_ANSWERING_WEIGHTS} without {QUESTION_ANSWERING_SETTINGS} "
+                         "(which names the head's version).")
+    try:
+        with open(path, encoding="utf-8") as f:
+            settings = json.load(f)
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{path}: not valid JSON: {e}.") from None
+    if not isinstance(settings, dict) or set(settings) != set(HEAD_SETTINGS):
+        raise ValueError(f"{path}: expected exactly the keys {', '.join(HEAD_SETTINGS)}.")
+    return settings

@@ -1,0 +1,79 @@
+"""The small tools (plot_metrics, make_topic_task, write_preset_configs): one CLI style
+(`name: error: ...`, exit status 2, no traceback) and atomic output."""
+
+import collections
+import json
+import os
+import struct
+import subprocess
+import sys
+
+ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+
+def _tool(name, *args):
+    return subprocess.run([sys.executable, os.path.join(ROOT, "tools", f"{name}.py"), *args], capture_output=True,
+                          text=True, timeout=300)
+
+
+def _last_error_line(result):
+    assert "Traceback" not in result.stderr, result.stderr[-2000:]
+    return result.stderr.strip().splitlines()[-1]
+
+
+def test_plot_metrics_draws_a_png_and_names_broken_lines(tmp_path):
+    rows = [{"step": s, "loss": 9.0 - s, "masked_lm_loss": 8.0 - s, "sentence_order_loss": 0.7,
+             "masked_lm_accuracy": 0.1 * s, "sentence_order_accuracy": 0.5, "learning_rate": 1e-4 * s}
+            for s in (1, 2, 3)]
+    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    result = _tool("plot_metrics", f"--run_dir={tmp_path}")
+    assert result.returncode == 0, result.stderr[-1500:]
+    png = tmp_path / "curves.png"
+    assert result.stdout.strip() == f"wrote {png} (3 logged steps)"
+    data = png.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    assert struct.unpack(">II", data[16:24]) == (1500, 400)  # figsize 15x4 at 100 dpi
+    assert sorted(os.listdir(tmp_path)) == ["curves.png", "metrics.jsonl"]  # no temporary left
+
+    (tmp_path / "metrics.jsonl").write_text(json.dumps(rows[0]) + "\n{broken\n")
+    broken = _tool("plot_metrics", f"--run_dir={tmp_path}", f"--output={tmp_path}/other.png")
+    assert broken.returncode == 2
+    assert _last_error_line(broken) == (f"plot_metrics: error: {tmp_path}/metrics.jsonl:2: not JSON "
+                                        "(Expecting property name enclosed in double quotes).")
+    assert not (tmp_path / "other.png").exists()
+    missing = _tool("plot_metrics")
+    assert missing.returncode == 2 and _last_error_line(missing) == "plot_metrics: error: --run_dir is required."
+
+
+def test_make_topic_task_writes_balanced_tsv_files(tmp_path):
+    out = tmp_path / "topics"
+    result = _tool("make_topic_task", f"--output_dir={out}", "--per_class=40", "--dev_fraction=0.25")
+    assert result.returncode == 0, result.stderr[-1500:]
+    assert result.stdout.strip() == (f"wrote {out}/train.tsv (120 rows) and dev.tsv (40 rows); "
+                                     "labels: networking, numbers, text, concurrency")
+    assert sorted(os.listdir(out)) == ["dev.tsv", "train.tsv"]
+    splits = {}
+    for split in ("train", "dev"):
+        lines = (out / f"{split}.tsv").read_text(encoding="utf-8").splitlines()
+        assert lines[0] == "sentence\tlabel"
+        splits[split] = [tuple(line.split("\t")) for line in lines[1:]]
+    assert collections.Counter(label for _, label in splits["train"]) == {
+        "networking": 30, "numbers": 30, "text": 30, "concurrency": 30}
+    assert collections.Counter(label for _, label in splits["dev"]) == {
+        "networking": 10, "numbers": 10, "text": 10, "concurrency": 10}
+    assert not {s for s, _ in splits["train"]} & {s for s, _ in splits["dev"]}
+    bad = _tool("make_topic_task", f"--output_dir={tmp_path}/bad", "--per_class=5")
+    assert bad.returncode == 2
+    assert _last_error_line(bad) == ("make_topic_task: error: need 0 < --dev_fraction < 1 and --per_class >= 10 "
+                                     "(got 0.2, 5).")
+    assert not (tmp_path / "bad").exists()
+
+
+def test_write_preset_configs_matches_the_shipped_configs(tmp_path):
+    result = _tool("write_preset_configs", f"--output_dir={tmp_path}")
+    assert result.returncode == 0, result.stderr[-1500:]
+    names = sorted(os.listdir(tmp_path))
+    assert result.stdout.splitlines() == [f"wrote {tmp_path}/{n}" for n in names]
+    assert "albert_base.json" in names and "albert_tiny.json" in names
+    for name in names:
+        assert (tmp_path / name).read_bytes() == open(os.path.join(ROOT, "configs", name), "rb").read(), name

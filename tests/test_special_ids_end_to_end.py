@@ -1,0 +1,78 @@
+"""Special token ids come from the SentencePiece model, end to end: a model whose ids all
+differ from the release's ([MASK] 1, [SEP] 2, [CLS] 3, <pad> 6, first ordinary id 7)
+goes through create_pretraining_data -> run_pretraining (dynamic masking from the data
+summary) -> export -> run_classifier from the export."""
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=ROOT)
+TOPICS = os.path.join(ROOT, "notebooks", "data", "docstring_topics")
+
+
+def _run(args, timeout=600):
+    result = subprocess.run([sys.executable, "-m", *args], capture_output=True, text=True, env=ENV, cwd=ROOT,
+                            timeout=timeout)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return result
+
+
+def test_data_pretraining_and_fine_tuning_with_other_special_ids(sample_corpus, tmp_path):
+    from test_data_special_ids import UNUSUAL_TOKENS, make_data_with_unusual_ids
+
+    from albert_tf import AlbertConfig
+    from albert_tf.data.pipeline import DynamicMasking, pretraining_dataset
+    from albert_tf.data.summary import read_data_summary
+
+    data = make_data_with_unusual_ids(sample_corpus, str(tmp_path / "data"), dupe_factor=1)
+    summary = read_data_summary(data["files"])
+    assert summary.special_tokens == UNUSUAL_TOKENS
+    # the dynamic masking the trainer builds from the summary writes the model's [MASK]
+    masking = DynamicMasking.from_summary(summary)
+    batch = next(iter(pretraining_dataset(data["files"], 32, 128, 20, dynamic_masking=masking, seed=3)))
+    ids, weights = batch["input_word_ids"].numpy(), batch["masked_lm_weights"].numpy()
+    positions = batch["masked_lm_positions"].numpy()
+    masked = np.take_along_axis(ids, positions, 1)[weights > 0]
+    assert (masked == UNUSUAL_TOKENS.mask_id).mean() > 0.6  # 80% of picks become [MASK] (id 1)
+    assert np.all(ids[:, 0] == UNUSUAL_TOKENS.cls_id)
+    assert not np.isin(masked, [0, 2, 3, 6]).any()  # never a control piece as a random replacement
+
+    config = str(tmp_path / "albert_config.json")
+    AlbertConfig.from_preset("albert_tiny").replace(vocab_size=summary.vocab_size).to_json_file(config)
+    run, export = tmp_path / "run", tmp_path / "export"
+    _run(["albert_tf.run_pretraining", f"--input_file={','.join(data['files'])}", f"--output_dir={run}",
+          f"--albert_config_file={config}", "--max_seq_length=128", "--max_predictions_per_seq=20",
+          "--train_batch_size=8", "--eval_batch_size=8", "--num_train_steps=4", "--num_warmup_steps=1",
+          "--save_checkpoints_steps=4", "--iterations_per_loop=2", "--max_eval_steps=2", "--dynamic_masking",
+          f"--export_dir={export}", f"--spm_model_file={data['spm_model']}", "--export_seq_length=32"])
+    evaluation = json.load(open(run / "eval_results.json"))
+    assert evaluation["global_step"] == 4 and evaluation["examples"] == 16
+
+    # the exported preprocessing model packs with the model's own ids
+    import tensorflow_text  # noqa: F401
+
+    preprocess = tf.saved_model.load(str(export / "preprocess"))
+    packed = preprocess(tf.constant(["Return the value of the named attribute."]))
+    word_ids, mask = packed["input_word_ids"].numpy()[0], packed["input_mask"].numpy()[0]
+    n = int(mask.sum())
+    assert word_ids[0] == UNUSUAL_TOKENS.cls_id and word_ids[n - 1] == UNUSUAL_TOKENS.sep_id
+    assert np.all(word_ids[n:] == UNUSUAL_TOKENS.pad_id) and n < len(word_ids)
+
+    out = tmp_path / "classifier"
+    _run(["albert_tf.run_classifier", "--task_name=tsv", "--labels=networking,numbers,text,concurrency",
+          "--text_a_column=sentence", f"--data_dir={TOPICS}", f"--albert_hub_module_handle={export}",
+          f"--output_dir={out}", "--do_train", "--do_eval", "--max_seq_length=32", "--train_batch_size=16",
+          "--eval_batch_size=64", "--train_step=4", "--save_checkpoints_steps=4", "--iterations_per_loop=2"])
+    result = json.load(open(out / "eval_results.json"))
+    assert result["examples"] == 448 and result["initialized_from"] == str(export)
+    assert result["best_step"] == 4
+    rows = [line.split("\t") for line in open(out / "dev_predictions.tsv", encoding="utf-8").read().splitlines()[1:]]
+    assert len(rows) == 448 and {r[2] for r in rows} <= {"networking", "numbers", "text", "concurrency"}
+    assert result["accuracy"] == pytest.approx(np.mean([r[2] == r[3] for r in rows]))
