@@ -16,30 +16,7 @@ from albert_tf.convert.rename import ConversionError, assign_to_model
 from albert_tf.convert.templates import to_regex_table
 from albert_tf.storage.report import CheckpointMismatchError
 
-ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=ROOT)
-
-
-def config(**changes):
-    values = dict(vocab_size=500, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
-    values.update(changes)
-    return AlbertConfig.from_preset("albert_tiny").replace(**values)
-
-
-def inputs(cfg, seed=0):
-    rng = np.random.default_rng(seed)
-    ids = rng.integers(5, cfg.vocab_size, (2, 12)).astype("int32")
-    mask = np.ones((2, 12), "int32")
-    mask[1, 8:] = 0
-    return {"input_word_ids": ids, "input_mask": mask, "input_type_ids": np.zeros((2, 12), "int32")}
-
-
-def randomize(model, seed=1):
-    """Known, non-default weights everywhere (biases and LayerNorms included)."""
-    rng = np.random.default_rng(seed)
-    for v in model.weights:
-        v.assign(rng.normal(scale=0.05, size=v.shape).astype("float32") + (1.0 if "gamma" in v.path else 0.0))
-    return model
+from convert_helpers import ENV, ROOT, config, inputs, randomize, write_release_checkpoint  # noqa: F401
 
 
 def release_names(model):
@@ -81,23 +58,6 @@ def release_names(model):
             raise AssertionError(p)
         names.setdefault(name, np.asarray(v))
     return names
-
-
-def write_release_checkpoint(values, prefix, module_prefix=False, slots=True):
-    """A TF1 checkpoint as the release wrote it: tf.compat.v1 variables, LAMB slots, global_step."""
-    graph = tf.Graph()
-    with graph.as_default():
-        variables = []
-        for name, value in sorted(values.items()):
-            full = ("module/" if module_prefix else "") + name
-            variables.append(tf.compat.v1.get_variable(full, initializer=value))
-            if slots:
-                variables.append(tf.compat.v1.get_variable(full + "/adam_m", initializer=np.zeros_like(value)))
-                variables.append(tf.compat.v1.get_variable(full + "/adam_v", initializer=np.zeros_like(value)))
-        variables.append(tf.compat.v1.train.get_or_create_global_step())
-        with tf.compat.v1.Session(graph=graph) as session:
-            session.run(tf.compat.v1.global_variables_initializer())
-            return tf.compat.v1.train.Saver(variables).save(session, prefix, write_meta_graph=False)
 
 
 def assert_same_outputs(a, b, cfg, atol=0.0):

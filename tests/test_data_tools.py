@@ -29,16 +29,17 @@ def test_plot_metrics_draws_a_png_and_names_broken_lines(tmp_path):
     result = _tool("plot_metrics", f"--run_dir={tmp_path}")
     assert result.returncode == 0, result.stderr[-1500:]
     png = tmp_path / "curves.png"
-    assert result.stdout.strip() == f"wrote {png} (3 logged steps)"
+    assert result.stdout.strip() == f"wrote {png} (3 logged records)"
     data = png.read_bytes()
     assert data[:8] == b"\x89PNG\r\n\x1a\n"
-    assert struct.unpack(">II", data[16:24]) == (1500, 400)  # figsize 15x4 at 100 dpi
+    # 5 metrics and the learning rate: 6 panels of 4.6 x 3.4 inches in 3 columns, at 100 dpi
+    assert struct.unpack(">II", data[16:24]) == (1380, 680)
     assert sorted(os.listdir(tmp_path)) == ["curves.png", "metrics.jsonl"]  # no temporary left
 
     (tmp_path / "metrics.jsonl").write_text(json.dumps(rows[0]) + "\n{broken\n")
     broken = _tool("plot_metrics", f"--run_dir={tmp_path}", f"--output={tmp_path}/other.png")
     assert broken.returncode == 2
-    assert _last_error_line(broken) == (f"plot_metrics: error: {tmp_path}/metrics.jsonl:2: not JSON "
+    assert _last_error_line(broken) == (f"plot_metrics: error: {tmp_path}/metrics.jsonl:2: not a JSON record "
                                         "(Expecting property name enclosed in double quotes).")
     assert not (tmp_path / "other.png").exists()
     missing = _tool("plot_metrics")

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 from conftest import random_inputs
+from convert_helpers import RELEASE_V2_HEAD
 from harness import check_config_round_trip, check_saved_model_round_trip, check_variable_lengths, to_numpy
 
 from albert_tf import AlbertConfig, AlbertEncoder, AlbertForQuestionAnswering, AlbertPretrainer
@@ -48,21 +49,6 @@ def qa_inputs(config, length=12, seed=0, question=(1, 2, 3)):
 
 
 # --- the release's names ---------------------------------------------------------------
-
-
-RELEASE_V2_HEAD = {  # release name -> (SquadV2Head attribute, variable), from squad_utils.create_v2_model
-    "start_logits/dense/kernel": ("start_dense", "kernel"),
-    "start_logits/dense/bias": ("start_dense", "bias"),
-    "end_logits/dense_0/kernel": ("end_dense_0", "kernel"),
-    "end_logits/dense_0/bias": ("end_dense_0", "bias"),
-    "end_logits/LayerNorm/gamma": ("end_layer_norm", "gamma"),
-    "end_logits/LayerNorm/beta": ("end_layer_norm", "beta"),
-    "end_logits/dense_1/kernel": ("end_dense_1", "kernel"),
-    "end_logits/dense_1/bias": ("end_dense_1", "bias"),
-    "answer_class/dense_0/kernel": ("answer_dense_0", "kernel"),
-    "answer_class/dense_0/bias": ("answer_dense_0", "bias"),
-    "answer_class/dense_1/kernel": ("answer_dense_1", "kernel"),
-}
 
 
 def release_head_values(head):

@@ -115,13 +115,13 @@ def _interrupted_run_matches_whole(records, config, tmp_path, common, kill_at, f
 def test_sigkill_and_restart_ends_with_the_uninterrupted_weights(pretraining_records, tiny_config_file, tmp_path):
     """Default strategy: the input position is in the checkpoint (dropout and dynamic masking on)."""
     outputs, _ = pretraining_records
-    common = ("--deterministic", "--num_train_steps=120", "--save_checkpoints_steps=10", "--iterations_per_loop=10",
+    common = ("--deterministic", "--num_train_steps=60", "--save_checkpoints_steps=10", "--iterations_per_loop=10",
               "--nodo_eval", "--dynamic_masking")
-    stdout = _interrupted_run_matches_whole(outputs, tiny_config_file, tmp_path, common, 30, 120)
+    stdout = _interrupted_run_matches_whole(outputs, tiny_config_file, tmp_path, common, 30, 60)
     resumed_at = int(stdout.split("resuming from")[1].split("ckpt-")[1].split()[0])
     # it restarted mid-run from a checkpoint of the killed run (ckpt-30's files can exist
     # before the manager records it, so a kill in between resumes from ckpt-20)
-    assert 20 <= resumed_at < 120
+    assert 20 <= resumed_at < 60
 
 
 def test_records_in_the_release_format_train_and_export(pretraining_records, tiny_config_file, spm_model, tmp_path):
@@ -199,9 +199,9 @@ def test_bad_init_checkpoint_and_strategy_fail_cleanly(pretraining_records, tiny
 def test_resume_without_iterator_checkpoint_skips_consumed_input(pretraining_records, tiny_config_file, tmp_path):
     """one_device's distributed iterator cannot be checkpointed: resume fast-forwards the input."""
     outputs, _ = pretraining_records
-    common = ("--deterministic", "--strategy=one_device", "--num_train_steps=100", "--save_checkpoints_steps=10",
+    common = ("--deterministic", "--strategy=one_device", "--num_train_steps=50", "--save_checkpoints_steps=10",
               "--iterations_per_loop=10", "--nodo_eval")
-    stdout = _interrupted_run_matches_whole(outputs, tiny_config_file, tmp_path, common, 20, 100)
+    stdout = _interrupted_run_matches_whole(outputs, tiny_config_file, tmp_path, common, 20, 50)
     assert "steps of input already consumed" in stdout
 
 
@@ -275,7 +275,8 @@ def test_ctrl_c_ends_cleanly_and_the_run_resumes(pretraining_records, tiny_confi
 def test_console_scripts_are_installed_and_share_the_error_convention(tmp_path):
     """pyproject.toml's console scripts (installed by `make venv` with pip install -e .)."""
     bindir = os.path.dirname(sys.executable)
-    for script in ("albert-run-pretraining", "albert-run-classifier", "albert-export-tfhub", "albert-convert",
+    for script in ("albert-run-pretraining", "albert-run-classifier", "albert-run-squad-v1", "albert-run-squad-v2",
+                   "albert-export-tfhub", "albert-convert",
                    "albert-param-table", "albert-create-pretraining-data"):
         path = os.path.join(bindir, script)
         assert os.access(path, os.X_OK), f"{script} is not installed in {bindir}: run `make venv`"

@@ -46,7 +46,9 @@ SENTENCE = "Return the first release in which this feature was recognized."
 def _step(number, total, title, argv):
     print(f"\n[{number}/{total}] {title}", flush=True)
     start = time.time()
-    subprocess.run([sys.executable, *argv], cwd=ROOT, check=True)
+    result = subprocess.run([sys.executable, *argv], cwd=ROOT)
+    if result.returncode:
+        sys.exit(f"demo: step {number} failed with exit status {result.returncode}; its output is above.")
     print(f"      done in {time.time() - start:.1f}s", flush=True)
 
 

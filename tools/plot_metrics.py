@@ -1,79 +1,37 @@
-"""Draws the loss and accuracy curves of a run (output_dir/metrics.jsonl) to PNG.
+"""Draws the curves of a run (output_dir/metrics.jsonl of any albert_tf command) to PNG:
+one panel per metric, train and eval against the step, and the learning rate. The
+training driver writes the same picture as output_dir/training_curves.png at the end of
+a run; this tool draws it at any time (e.g. during a run).
 
     python tools/plot_metrics.py --run_dir=runs/base [--output=runs/base/curves.png]
 """
 
-import json
 import os
 
 from absl import flags
 
 from albert_tf import cli
-from albert_tf.storage import atomic
 
 
 def define_flags():
-    flags.DEFINE_string("run_dir", None, "A run_pretraining --output_dir (holding metrics.jsonl).")
+    flags.DEFINE_string("run_dir", None, "An output_dir of run_pretraining, run_classifier, ... (holding metrics.jsonl).")
     flags.DEFINE_string("output", None, "PNG path (default RUN_DIR/curves.png).")
 
 
-def read_metrics(path):
-    """metrics.jsonl -> list of dicts; ValueError naming the file and line when broken."""
-    if not os.path.isfile(path):
-        raise ValueError(f"{path} does not exist: is --run_dir a run_pretraining output_dir?")
-    rows = []
-    with open(path, encoding="utf-8") as f:
-        for number, line in enumerate(f, 1):
-            if line.strip():
-                try:
-                    rows.append(json.loads(line))
-                except json.JSONDecodeError as e:
-                    raise ValueError(f"{path}:{number}: not JSON ({e.msg}).") from None
-    if not rows:
-        raise ValueError(f"{path} holds no logged step yet.")
-    return rows
-
-
-def plot(rows, output, title=""):
-    """Writes a 3-panel PNG (losses, accuracies, learning rate) atomically."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    steps = [r["step"] for r in rows]
-    fig, axes = plt.subplots(1, 3, figsize=(15, 4))
-    for key in ("loss", "masked_lm_loss", "sentence_order_loss"):
-        axes[0].plot(steps, [r[key] for r in rows], label=key)
-    axes[0].set_title("losses")
-    for key in ("masked_lm_accuracy", "sentence_order_accuracy"):
-        axes[1].plot(steps, [r[key] for r in rows], label=key)
-    axes[1].set_title("accuracies")
-    axes[2].plot(steps, [r["learning_rate"] for r in rows], label="learning_rate")
-    axes[2].set_title("learning rate")
-    for ax in axes:
-        ax.set_xlabel("step")
-        ax.legend()
-        ax.grid(alpha=0.3)
-    if title:
-        fig.suptitle(title)
-    fig.tight_layout()
-    try:
-        with atomic.output_path(output) as tmp:
-            fig.savefig(tmp, dpi=100, format="png")
-    finally:
-        plt.close(fig)
-    return output
-
-
 def run(f):
+    from albert_tf.training.reporting import METRICS_FILE, plot_curves, read_records
+
     if not f.run_dir:
         raise ValueError("--run_dir is required.")
-    run_dir = f.run_dir
-    output = f.output or os.path.join(run_dir, "curves.png")
-    rows = read_metrics(os.path.join(run_dir, "metrics.jsonl"))
-    plot(rows, output, title=os.path.basename(os.path.normpath(run_dir)))
-    print(f"wrote {output} ({len(rows)} logged steps)")
+    path = os.path.join(f.run_dir, METRICS_FILE)
+    if not os.path.isfile(path):
+        raise ValueError(f"{path} does not exist: is --run_dir the output_dir of a run?")
+    records = read_records(path)
+    if not records:
+        raise ValueError(f"{path} holds no logged step yet.")
+    output = f.output or os.path.join(f.run_dir, "curves.png")
+    plot_curves(records, output, title=os.path.basename(os.path.normpath(f.run_dir)))
+    print(f"wrote {output} ({len(records)} logged records)")
     return 0
 
 

@@ -48,3 +48,32 @@ def export_tfhub(pretrainer, spm_model_file, export_path, with_mlm=True, seq_len
             preprocess = PreprocessModule(spm_copy, do_lower_case=do_lower_case, seq_length=seq_length)
             tf.saved_model.save(preprocess, os.path.join(tmp, "preprocess"), signatures=preprocess.trace())
     return os.path.abspath(export_path)
+
+
+def load_encoder(export_path):
+    """An AlbertEncoder (Keras 3, any head can sit on it) holding the weights of an
+    albert_tf export: `export_path` is the export directory (with `encoder/`) or its
+    `encoder/` SavedModel. The config comes from the export's assets; the weights are read
+    from its variables with the one matching report, so a foreign SavedModel is refused
+    with the differences named.
+
+    Raises:
+        ValueError: not an albert_tf encoder export (named), or variables that differ.
+    """
+    from albert_tf.modeling.config import AlbertConfig
+    from albert_tf.modeling.encoder import AlbertEncoder
+    from albert_tf.storage.checkpoints import model_variables, object_variables
+    from albert_tf.storage.report import MatchReport
+
+    directory = os.path.join(export_path, "encoder") if os.path.isdir(os.path.join(export_path, "encoder")) \
+        else export_path
+    config_file = os.path.join(directory, "assets", "albert_config.json")
+    prefix = os.path.join(directory, "variables", "variables")
+    if not (os.path.isfile(config_file) and tf.io.gfile.exists(prefix + ".index")):
+        raise ValueError(f"{export_path}: not an albert_tf encoder export (expected encoder/assets/albert_config.json "
+                         "and encoder/variables/, as written by albert_tf.export_tfhub).")
+    encoder = AlbertEncoder(AlbertConfig.from_json_file(config_file))
+    MatchReport.compare(model_variables(encoder, root="_encoder"), object_variables(prefix, "_encoder"),
+                        f"the encoder export {directory}").raise_if_mismatched()
+    tf.train.Checkpoint(_encoder=encoder).read(prefix).expect_partial().assert_existing_objects_matched()
+    return encoder

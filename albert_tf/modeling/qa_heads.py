@@ -247,15 +247,17 @@ def _gold_nll(log_probs, positions):
     return -ops.squeeze(ops.take_along_axis(ops.cast(log_probs, "float32"), positions, axis=1), 1)
 
 
-def squad_v1_loss(start_logits, end_logits, start_positions, end_positions):
+def squad_v1_loss(start_logits, end_logits, start_positions, end_positions, per_example=False):
     """The release's v1 loss: (mean start CE + mean end CE) / 2.
 
     Args:
         start_logits, end_logits: float [B, T].
         start_positions, end_positions: int [B].
+        per_example: return each example's (start CE + end CE) / 2, float32 [B], whose
+            mean is the loss (a distributed step sums them over the global batch).
 
     Returns:
-        float32 scalar.
+        float32 scalar (or [B] with per_example).
 
     Example:
     ```python
@@ -264,10 +266,11 @@ def squad_v1_loss(start_logits, end_logits, start_positions, end_positions):
     """
     start = _gold_nll(ops.log_softmax(ops.cast(start_logits, "float32"), axis=-1), start_positions)
     end = _gold_nll(ops.log_softmax(ops.cast(end_logits, "float32"), axis=-1), end_positions)
-    return (ops.mean(start) + ops.mean(end)) / 2.0
+    rows = (start + end) / 2.0
+    return rows if per_example else ops.mean(rows)
 
 
-def squad_v2_loss(outputs, start_positions, end_positions, is_impossible):
+def squad_v2_loss(outputs, start_positions, end_positions, is_impossible, per_example=False):
     """The release's v2 loss on the head's training outputs:
     (mean start NLL + mean end NLL) / 2 + 0.5 * mean sigmoid CE(cls_logits, is_impossible).
 
@@ -276,14 +279,16 @@ def squad_v2_loss(outputs, start_positions, end_positions, is_impossible):
             (SquadV2Head or AlbertForQuestionAnswering(version="v2") with training=True).
         start_positions, end_positions: int [B] (0, the [CLS] position, when impossible).
         is_impossible: [B], 1 for unanswerable.
+        per_example: return each example's share, float32 [B], whose mean is the loss.
 
     Returns:
-        float32 scalar.
+        float32 scalar (or [B] with per_example).
     """
-    start = ops.mean(_gold_nll(outputs["start_log_probs"], start_positions))
-    end = ops.mean(_gold_nll(outputs["end_log_probs"], end_positions))
+    start = _gold_nll(outputs["start_log_probs"], start_positions)
+    end = _gold_nll(outputs["end_log_probs"], end_positions)
     logits = ops.cast(outputs["cls_logits"], "float32")
     labels = ops.cast(ops.reshape(is_impossible, (-1,)), "float32")
     # stable sigmoid cross-entropy: max(x, 0) - x z + log(1 + exp(-|x|))
     answer = ops.maximum(logits, 0.0) - logits * labels + ops.log1p(ops.exp(-ops.abs(logits)))
-    return (start + end) * 0.5 + 0.5 * ops.mean(answer)
+    rows = (start + end) * 0.5 + 0.5 * answer
+    return rows if per_example else ops.mean(rows)

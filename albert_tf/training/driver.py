@@ -207,7 +207,11 @@ class Trainer:
         if ctx.num_replicas_in_sync > 1:
             normalizers = ctx.all_reduce(tf.distribute.ReduceOp.SUM, normalizers)
         grads, terms = self._gradients_fn(batch, normalizers)
-        self.optimizer.apply_summed(sum_and_clip(grads, self.options.clip_norm), self.model.trainable_variables)
+        # variables the task's loss does not reach (e.g. the pooler under a SQuAD head)
+        # get no gradient: they are left out of the sum, the clipping and the update
+        pairs = [(g, v) for g, v in zip(grads, self.model.trainable_variables) if g is not None]
+        clipped = sum_and_clip([g for g, _ in pairs], self.options.clip_norm)
+        self.optimizer.apply_summed(clipped, [v for _, v in pairs])
         return terms
 
     def _reduced_step(self, iterator):

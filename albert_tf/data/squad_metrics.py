@@ -1,0 +1,324 @@
+"""SQuAD metrics: our implementation of the rules of the official evaluation scripts
+(SQuAD v1.1 `evaluate-v1.1.py`, SQuAD v2.0 `evaluate-v2.0.py`). Pure Python, no TensorFlow.
+
+Questions are a list of dicts, one per question (`questions_from_squad_json` makes it from
+an official SQuAD file):
+
+    {"id": "q1", "answers": ["Denver Broncos", "the Broncos"], "is_impossible": False}
+    {"id": "q2", "answers": [], "is_impossible": True}       # v2.0: unanswerable
+
+Predictions are `{qid: text}`; in v2.0 the empty string means "no answer".
+
+    evaluate_v1(questions, predictions)          -> {"exact_match", "f1", "total", "missing"}
+    evaluate_v2(questions, predictions, null_odds=None, null_threshold=1.0)
+        -> {"exact", "f1", "total", "HasAns_*", "NoAns_*", ["best_exact", "best_exact_thresh",
+            "best_f1", "best_f1_thresh" when null_odds is given]}
+
+Rules (as the official scripts):
+- normalize: lower case, remove ASCII punctuation (`string.punctuation`), remove the words
+  a / an / the, collapse whitespace. Exact match compares normalized strings; F1 counts the
+  common normalized tokens (a multiset) -> precision, recall, harmonic mean. The score of a
+  question is the maximum over its gold answers.
+- v1.1: a question missing from the predictions scores 0 (the official script prints
+  "Unanswered question ... will receive score 0."; here `missing` counts them and
+  `missing_prediction_ids` names them). F1 of two texts that normalize to nothing is 0.
+- v2.0: gold answers that normalize to "" are dropped; a question without gold answers
+  (unanswerable) has the single gold answer "", and F1 of "" against "" is 1, of "" against
+  a non-empty text 0. A question has an answer when its `answers` list is non-empty (the
+  official `make_qid_to_has_ans`). With `null_odds` ({qid: score}, higher = more likely
+  unanswerable; the official `na_probs`), a question whose score is > `null_threshold` counts
+  as predicted "no answer"; `best_*` come from the official `find_best_thresh` sweep (qids
+  sorted by score; the threshold starts at 0.0 with every question counted as "no answer",
+  as the official code does even when the scores are logits). HasAns_/NoAns_ keys only when
+  such questions exist. Unlike v1.1, the official v2.0 script cannot score a missing
+  prediction (it crashes): here that is a ValueError.
+"""
+
+import collections
+import re
+import string
+
+_ARTICLES = re.compile(r"\b(a|an|the)\b", re.UNICODE)
+_PUNCTUATION = frozenset(string.punctuation)
+
+
+def normalize_answer(text):
+    """Lower case, ASCII punctuation removed, articles (a/an/the) removed, whitespace collapsed.
+
+    Args:
+        text: str.
+    Returns:
+        str, e.g. "The  Big, red Dog!" -> "big red dog".
+    """
+    text = text.lower()
+    text = "".join(ch for ch in text if ch not in _PUNCTUATION)
+    text = _ARTICLES.sub(" ", text)
+    return " ".join(text.split())
+
+
+def answer_tokens(text):
+    """The normalized tokens of `text` ([] for "").
+
+    Args:
+        text: str.
+    Returns:
+        list of str.
+    """
+    return normalize_answer(text).split() if text else []
+
+
+def exact_match(prediction, gold):
+    """1 when `prediction` and `gold` normalize to the same string, else 0.
+
+    Args:
+        prediction, gold: str.
+    Returns:
+        int, 0 or 1.
+    """
+    return int(normalize_answer(prediction) == normalize_answer(gold))
+
+
+def token_f1(prediction, gold):
+    """Token F1 of the v2.0 script: 1 when both texts have no tokens, 0 when only one has none.
+
+    Args:
+        prediction, gold: str.
+    Returns:
+        float in [0, 1].
+    """
+    pred_tokens, gold_tokens = answer_tokens(prediction), answer_tokens(gold)
+    if not pred_tokens or not gold_tokens:
+        return float(pred_tokens == gold_tokens)
+    return _overlap_f1(pred_tokens, gold_tokens)
+
+
+def token_f1_v1(prediction, gold):
+    """Token F1 of the v1.1 script: as `token_f1` but 0 whenever there is no common token
+    (so two texts that both normalize to "" score 0).
+
+    Args:
+        prediction, gold: str.
+    Returns:
+        float in [0, 1].
+    """
+    return _overlap_f1(answer_tokens(prediction), answer_tokens(gold))
+
+
+def _overlap_f1(pred_tokens, gold_tokens):
+    common = collections.Counter(pred_tokens) & collections.Counter(gold_tokens)
+    same = sum(common.values())
+    if same == 0:
+        return 0.0
+    precision = same / len(pred_tokens)
+    recall = same / len(gold_tokens)
+    return 2 * precision * recall / (precision + recall)
+
+
+def max_over_gold(metric, prediction, golds):
+    """The best score of `prediction` against any gold answer.
+
+    Args:
+        metric: callable (prediction, gold) -> number.
+        prediction: str.
+        golds: non-empty list of str.
+    Returns:
+        the maximum of metric(prediction, gold) over `golds`.
+    """
+    if not golds:
+        raise ValueError("max_over_gold needs at least one gold answer.")
+    return max(metric(prediction, gold) for gold in golds)
+
+
+def questions_from_squad_json(dataset):
+    """The questions of an official SQuAD file, in file order.
+
+    Args:
+        dataset: the parsed JSON, {"version", "data": [{"title", "paragraphs": [{"context",
+            "qas": [{"id", "question", "answers": [{"text", "answer_start"}], ...}]}]}]},
+            or its "data" list.
+    Returns:
+        list of {"id": str, "answers": [str, ...], "is_impossible": bool}; `is_impossible` is
+        `not answers`, the official v2.0 `make_qid_to_has_ans` rule (the file's own
+        "is_impossible" flag is not consulted, as in the official script).
+    """
+    articles = dataset["data"] if isinstance(dataset, dict) else dataset
+    questions = []
+    for article in articles:
+        for paragraph in article["paragraphs"]:
+            for qa in paragraph["qas"]:
+                answers = [a["text"] for a in qa.get("answers", [])]
+                questions.append({"id": qa["id"], "answers": answers, "is_impossible": not answers})
+    _check_questions(questions)
+    return questions
+
+
+def _check_questions(questions):
+    seen = set()
+    for q in questions:
+        for key in ("id", "answers"):
+            if key not in q:
+                raise ValueError(f"question {q!r} has no {key!r}.")
+        if q["id"] in seen:
+            raise ValueError(f"question id {q['id']!r} appears twice.")
+        seen.add(q["id"])
+        if "is_impossible" in q and bool(q["is_impossible"]) != (not q["answers"]):
+            raise ValueError(f"question {q['id']!r}: is_impossible={q['is_impossible']} but it has "
+                             f"{len(q['answers'])} answers (unanswerable questions have none).")
+
+
+def missing_prediction_ids(questions, predictions):
+    """The ids of `questions` that `predictions` lacks, in question order.
+
+    Args:
+        questions: list of question dicts (module docstring).
+        predictions: {qid: str}.
+    Returns:
+        list of str.
+    """
+    return [q["id"] for q in questions if q["id"] not in predictions]
+
+
+def evaluate_v1(questions, predictions):
+    """SQuAD v1.1 exact match and F1 in percent; a missing prediction scores 0.
+
+    Args:
+        questions: list of question dicts (module docstring), N of them.
+        predictions: {qid: str}.
+    Returns:
+        {"exact_match": float, "f1": float (both 100 * mean over the N questions),
+         "total": N, "missing": number of questions without a prediction}.
+    """
+    _check_questions(questions)
+    if not questions:
+        raise ValueError("evaluate_v1 needs at least one question.")
+    em = f1 = 0.0
+    missing = 0
+    for q in questions:
+        if q["id"] not in predictions:
+            missing += 1
+            continue
+        prediction = predictions[q["id"]]
+        em += max_over_gold(exact_match, prediction, q["answers"])
+        f1 += max_over_gold(token_f1_v1, prediction, q["answers"])
+    total = len(questions)
+    return {"exact_match": 100.0 * em / total, "f1": 100.0 * f1 / total, "total": total, "missing": missing}
+
+
+def raw_scores_v2(questions, predictions):
+    """Per-question exact match and F1 of the v2.0 script, before any null threshold.
+
+    Args:
+        questions: list of question dicts (module docstring).
+        predictions: {qid: str} with every question's id ("" = no answer).
+    Returns:
+        (exact {qid: int}, f1 {qid: float}).
+    """
+    missing = missing_prediction_ids(questions, predictions)
+    if missing:
+        raise ValueError(f"{len(missing)} of {len(questions)} questions have no prediction "
+                         f"(first: {missing[:3]}); the v2.0 rules need one per question ('' = no answer).")
+    exact, f1 = {}, {}
+    for q in questions:
+        golds = [a for a in q["answers"] if normalize_answer(a)] or [""]
+        prediction = predictions[q["id"]]
+        exact[q["id"]] = max_over_gold(exact_match, prediction, golds)
+        f1[q["id"]] = max_over_gold(token_f1, prediction, golds)
+    return exact, f1
+
+
+def apply_null_odds_threshold(scores, null_odds, has_answer, null_threshold):
+    """Scores after the null threshold: a question with null odds > threshold counts as
+    predicted "no answer" (1 when it has none, else 0).
+
+    Args:
+        scores: {qid: number}.
+        null_odds: {qid: float} covering `scores`.
+        has_answer: {qid: bool}.
+        null_threshold: float.
+    Returns:
+        {qid: float}.
+    """
+    return {qid: (float(not has_answer[qid]) if null_odds[qid] > null_threshold else s)
+            for qid, s in scores.items()}
+
+
+def best_null_threshold(predictions, scores, null_odds, has_answer):
+    """The official `find_best_thresh`: the threshold on null odds that maximizes the
+    total score, found by sweeping the questions in increasing null odds.
+
+    Starts with every question counted as "no answer" (score = number of unanswerable
+    questions, threshold 0.0); at each question (in increasing null odds) that question
+    switches to its prediction: + its score when it has an answer, - 1 when it has none
+    and the prediction is not "", + 0 otherwise; a strictly better total takes that
+    question's null odds as the threshold.
+
+    Args:
+        predictions: {qid: str}.
+        scores: {qid: number} (exact or F1 before thresholding).
+        null_odds: {qid: float}.
+        has_answer: {qid: bool}.
+    Returns:
+        (best score in percent of len(scores), threshold).
+    """
+    current = best = sum(1 for qid in has_answer if not has_answer[qid])
+    threshold = 0.0
+    for qid in sorted(null_odds, key=lambda k: null_odds[k]):
+        if qid not in scores:
+            continue
+        if has_answer[qid]:
+            current += scores[qid]
+        elif predictions[qid]:
+            current -= 1
+        if current > best:
+            best, threshold = current, null_odds[qid]
+    return 100.0 * best / len(scores), threshold
+
+
+def _summary(exact, f1, qids):
+    total = len(qids)
+    return {"exact": 100.0 * sum(exact[k] for k in qids) / total,
+            "f1": 100.0 * sum(f1[k] for k in qids) / total,
+            "total": total}
+
+
+def evaluate_v2(questions, predictions, null_odds=None, null_threshold=1.0):
+    """SQuAD v2.0 metrics as the official script (`--na-prob-file`, `--na-prob-thresh`).
+
+    Args:
+        questions: list of question dicts (module docstring), N of them.
+        predictions: {qid: str} for every question; "" = no answer.
+        null_odds: optional {qid: float} for every question, higher = more likely
+            unanswerable (null_odds.json); without it every question's odds are 0.0.
+        null_threshold: a question whose null odds are > this counts as "no answer"
+            (official default 1.0).
+    Returns:
+        {"exact", "f1" (percent), "total": N,
+         "HasAns_exact", "HasAns_f1", "HasAns_total" (when some question has an answer),
+         "NoAns_exact", "NoAns_f1", "NoAns_total" (when some question has none),
+         "best_exact", "best_exact_thresh", "best_f1", "best_f1_thresh" (only with null_odds)}.
+    """
+    _check_questions(questions)
+    if not questions:
+        raise ValueError("evaluate_v2 needs at least one question.")
+    exact_raw, f1_raw = raw_scores_v2(questions, predictions)
+    if null_odds is None:
+        odds = {q["id"]: 0.0 for q in questions}
+    else:
+        lacking = [q["id"] for q in questions if q["id"] not in null_odds]
+        if lacking:
+            raise ValueError(f"null_odds lacks {len(lacking)} questions (first: {lacking[:3]}).")
+        odds = {q["id"]: float(null_odds[q["id"]]) for q in questions}
+    has_answer = {q["id"]: bool(q["answers"]) for q in questions}
+    exact = apply_null_odds_threshold(exact_raw, odds, has_answer, null_threshold)
+    f1 = apply_null_odds_threshold(f1_raw, odds, has_answer, null_threshold)
+    qids = [q["id"] for q in questions]
+    result = _summary(exact, f1, qids)
+    for prefix, wanted in (("HasAns", True), ("NoAns", False)):
+        subset = [k for k in qids if has_answer[k] == wanted]
+        if subset:
+            result.update({f"{prefix}_{key}": value for key, value in _summary(exact, f1, subset).items()})
+    if null_odds is not None:
+        result["best_exact"], result["best_exact_thresh"] = best_null_threshold(predictions, exact_raw, odds,
+                                                                                has_answer)
+        result["best_f1"], result["best_f1_thresh"] = best_null_threshold(predictions, f1_raw, odds, has_answer)
+    return result

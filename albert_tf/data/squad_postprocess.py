@@ -1,0 +1,398 @@
+"""SQuAD post-processing: the model's outputs on every window of a question -> its n-best
+answer texts, predictions.json, nbest_predictions.json and (v2.0) null_odds.json. NumPy only.
+
+A question's context is cut into windows (features); each window is a dict:
+
+    common keys
+      "qid":                  the question id (str)
+      "token_spans":          list [T]: for each position of the window the character span
+                              (start, end), end exclusive, of its token in the original
+                              context, or None for [CLS], question, [SEP] and padding tokens
+      "token_is_max_context": bool [T] (or the release's {position: bool} dict): whether this
+                              window is the token's max-context window (release
+                              `_check_is_max_context`); only such positions may start a span
+    v1.1 head (SquadV1Head: one logit per position)
+      "start_logits", "end_logits":  float [T]
+    v2.0 head (XLNet style, SquadV2Head at inference; k1 = start_n_top, k2 = end_n_top)
+      "start_top_index" int [k1], "start_top_log_probs" float [k1]
+      "end_top_index" int [k1*k2] or [k1, k2] (the ends of start i at [i*k2, (i+1)*k2)),
+      "end_top_log_probs" float, same shape
+      "cls_logits":           float (higher = more likely unanswerable)
+
+and `contexts` maps each qid to its context string. (The token_spans and
+token_is_max_context of albert_tf.data.squad_data's features have this form.) A span (start position s, end position
+e) is a candidate when both positions are context tokens, s is a max-context position,
+e >= s and e - s + 1 <= max_answer_length (tokens). Its text is
+`context[span(s).start:span(e).end]` with surrounding whitespace stripped (as the release),
+so the characters of the original context are kept (several spaces, accents, "1,000").
+Score = start score + end score.
+
+What the release (squad_utils.accumulate_predictions_v1/_v2, write_predictions_v1/_v2) does,
+and what this module does:
+- v1 candidates: the release pairs the n_best_size highest start logits with the
+  n_best_size highest end logits over *all* positions and then drops invalid pairs; here the
+  top n_best_size are taken among the valid positions only (valid starts, context ends), so
+  question, special or padding tokens never crowd out real candidates. Ties: lower position
+  first, as the release's stable sort.
+- v2 candidates: the head's top start_n_top starts x top end_n_top ends per start, filtered
+  as above (the release exactly).
+- Averaging: the release keeps a list of (start, end) scores per (window, span) and averages
+  it; each list holds one entry in practice (each pair is produced once per window) and a
+  token is a max-context position in one window only, so a span is a candidate in at most
+  one window. Here the scores of one character span are averaged over all windows where it
+  is a candidate (identical to the release for release-made windows; it only matters when a
+  caller marks a token max-context in several windows).
+- n-best: candidates sorted by score (stable), the first occurrence of each text kept (the
+  release's `seen_predictions`), the first n_best_size; probability = softmax over their
+  scores. No candidate at all: v1 gives the release's nonce {"text": "empty"} with scores
+  0; v2 gives {"text": ""} with scores -1e6.
+- v1 prediction = the first n-best text.
+- v2: the null score of a question is the minimum `cls_logits` over its windows (release;
+  null_odds.json holds it). The release's first pass writes the best n-best text for every
+  question (no threshold); the official evaluator then thresholds with null_odds and
+  finds best_f1_thresh; the release then rewrites predictions.json with "" where
+  null_odds >= best_f1_thresh. `apply_null_threshold` uses the evaluator's rule instead
+  (null_odds > threshold), so the rewritten predictions score exactly best_f1 under
+  squad_metrics.evaluate_v2 (the release's >= also blanks the question sitting at the
+  threshold). Flow:
+
+    out = predict_v2(windows, contexts)                      # predictions: best span texts
+    metrics = squad_metrics.evaluate_v2(questions, out["predictions"], out["null_odds"])
+    final = apply_null_threshold(out["predictions"], out["null_odds"], metrics["best_f1_thresh"])
+"""
+
+import os
+
+import numpy as np
+
+from albert_tf.storage import atomic
+
+
+def _positions(window, index):
+    """(token_spans, in_context bool [T], may_start bool [T]) of a window."""
+    spans = window["token_spans"]
+    length = len(spans)
+    in_context = np.array([s is not None for s in spans], dtype=bool)
+    flags = window["token_is_max_context"]
+    if isinstance(flags, dict):
+        max_context = np.array([bool(flags.get(p, False)) for p in range(length)], dtype=bool)
+    else:
+        max_context = np.asarray(flags, dtype=bool).reshape(-1)
+        if max_context.shape[0] != length:
+            raise ValueError(f"window {index} (qid {window['qid']!r}): token_is_max_context has "
+                             f"{max_context.shape[0]} positions, token_spans {length}.")
+    return spans, in_context, in_context & max_context
+
+
+def _top_positions(logits, allowed, k):
+    """The k allowed positions with the highest logits, best first (ties: lower position)."""
+    positions = np.flatnonzero(allowed)
+    order = np.argsort(-logits[positions], kind="stable")
+    return positions[order[:k]]
+
+
+def candidates_v1(window, n_best_size=20, max_answer_length=30, index=0):
+    """The candidate spans of one window of a v1.1 head.
+
+    Args:
+        window: dict with "qid", "token_spans" [T], "token_is_max_context" [T],
+            "start_logits" [T], "end_logits" [T] (module docstring).
+        n_best_size: starts and ends considered (each).
+        max_answer_length: longest span in tokens.
+        index: the window's number, for error messages.
+    Returns:
+        list of (char_start, char_end, start_score, end_score), best start first.
+    """
+    spans, in_context, may_start = _positions(window, index)
+    start_logits = np.asarray(window["start_logits"], np.float64).reshape(-1)
+    end_logits = np.asarray(window["end_logits"], np.float64).reshape(-1)
+    if start_logits.shape[0] != len(spans) or end_logits.shape[0] != len(spans):
+        raise ValueError(f"window {index} (qid {window['qid']!r}): start/end logits have "
+                         f"{start_logits.shape[0]}/{end_logits.shape[0]} positions, token_spans {len(spans)}.")
+    found = []
+    for s in _top_positions(start_logits, may_start, n_best_size):
+        for e in _top_positions(end_logits, in_context, n_best_size):
+            if e < s or e - s + 1 > max_answer_length:
+                continue
+            found.append((spans[s][0], spans[e][1], float(start_logits[s]), float(end_logits[e])))
+    return found
+
+
+def candidates_v2(window, max_answer_length=30, index=0):
+    """The candidate spans of one window of the XLNet-style v2.0 head.
+
+    Args:
+        window: dict with "qid", "token_spans" [T], "token_is_max_context" [T],
+            "start_top_index" [k1], "start_top_log_probs" [k1], "end_top_index" and
+            "end_top_log_probs" [k1*k2] or [k1, k2] (module docstring).
+        max_answer_length: longest span in tokens.
+        index: the window's number, for error messages.
+    Returns:
+        list of (char_start, char_end, start_log_prob, end_log_prob) in the head's order.
+    """
+    spans, in_context, may_start = _positions(window, index)
+    length = len(spans)
+    start_index = np.asarray(window["start_top_index"]).reshape(-1)
+    start_log_probs = np.asarray(window["start_top_log_probs"], np.float64).reshape(-1)
+    k1 = start_index.shape[0]
+    end_index = np.asarray(window["end_top_index"]).reshape(k1, -1)
+    end_log_probs = np.asarray(window["end_top_log_probs"], np.float64).reshape(k1, -1)
+    if start_log_probs.shape[0] != k1 or end_log_probs.shape != end_index.shape:
+        raise ValueError(f"window {index} (qid {window['qid']!r}): top index and log-prob shapes differ.")
+    found = []
+    for i in range(k1):
+        s = int(start_index[i])
+        if not 0 <= s < length or not may_start[s]:
+            continue
+        for j in range(end_index.shape[1]):
+            e = int(end_index[i, j])
+            if not 0 <= e < length or not in_context[e] or e < s or e - s + 1 > max_answer_length:
+                continue
+            found.append((spans[s][0], spans[e][1], float(start_log_probs[i]), float(end_log_probs[i, j])))
+    return found
+
+
+def _question_order(windows, contexts):
+    order = []
+    seen = set()
+    for i, window in enumerate(windows):
+        qid = window["qid"]
+        if qid not in contexts:
+            raise ValueError(f"window {i}: qid {qid!r} has no context.")
+        if qid not in seen:
+            seen.add(qid)
+            order.append(qid)
+    lacking = [qid for qid in contexts if qid not in seen]
+    if lacking:
+        raise ValueError(f"{len(lacking)} questions have no window (first: {lacking[:3]}).")
+    return order
+
+
+def softmax(scores):
+    """Softmax of a list of scores (empty -> []).
+
+    Args:
+        scores: list of float [N].
+    Returns:
+        list of float [N] summing to 1.
+    """
+    if not len(scores):
+        return []
+    x = np.asarray(scores, np.float64)
+    e = np.exp(x - x.max())
+    return [float(p) for p in e / e.sum()]
+
+
+def _strip_span(context, start, end):
+    """Narrows [start, end) so that context[start:end] has no surrounding whitespace."""
+    while start < end and context[start].isspace():
+        start += 1
+    while end > start and context[end - 1].isspace():
+        end -= 1
+    return start, end
+
+
+def nbest_from_candidates(candidates, context, n_best_size=20, score_names=("start_logit", "end_logit"),
+                          fallback_text="empty", fallback_score=0.0):
+    """One question's n-best list from the candidates of all its windows.
+
+    Args:
+        candidates: list of (char_start, char_end, start_score, end_score), windows in order.
+        context: the question's context string.
+        n_best_size: length of the list at most.
+        score_names: the names of the start and end scores in the entries.
+        fallback_text, fallback_score: the single entry when there is no candidate.
+    Returns:
+        list of {"text", "probability", <start name>, <end name>, "char_start", "char_end"},
+        best first; context[char_start:char_end] == text (None offsets for the fallback).
+    """
+    start_name, end_name = score_names
+    merged = {}
+    for char_start, char_end, start_score, end_score in candidates:
+        if not 0 <= char_start < char_end <= len(context):
+            continue
+        total = merged.setdefault((char_start, char_end), [0.0, 0.0, 0])
+        total[0] += start_score
+        total[1] += end_score
+        total[2] += 1
+    averaged = [(start / n, end / n, span) for span, (start, end, n) in merged.items()]
+    averaged.sort(key=lambda x: x[0] + x[1], reverse=True)
+    entries, seen = [], set()
+    for start_score, end_score, (char_start, char_end) in averaged:
+        if len(entries) >= n_best_size:
+            break
+        char_start, char_end = _strip_span(context, char_start, char_end)
+        text = context[char_start:char_end]
+        if not text or text in seen:
+            continue
+        seen.add(text)
+        entries.append({"text": text, start_name: start_score, end_name: end_score,
+                        "char_start": char_start, "char_end": char_end})
+    if not entries:
+        entries.append({"text": fallback_text, start_name: fallback_score, end_name: fallback_score,
+                        "char_start": None, "char_end": None})
+    for entry, p in zip(entries, softmax([e[start_name] + e[end_name] for e in entries])):
+        entry["probability"] = p
+    return entries
+
+
+def nbest_v1(windows, contexts, n_best_size=20, max_answer_length=30):
+    """The n-best answers of every question from a v1.1 head.
+
+    Args:
+        windows: list of v1 window dicts (module docstring), any order, all questions mixed.
+        contexts: {qid: context string}; every qid needs at least one window.
+        n_best_size: candidates per window (starts and ends) and entries per question.
+        max_answer_length: longest span in tokens.
+    Returns:
+        {qid: [{"text", "probability", "start_logit", "end_logit", "char_start", "char_end"}]}
+        in order of first appearance in `windows`; the logits are averaged over the windows
+        where the span is a candidate.
+    """
+    order = _question_order(windows, contexts)
+    found = {qid: [] for qid in order}
+    for i, window in enumerate(windows):
+        found[window["qid"]].extend(candidates_v1(window, n_best_size, max_answer_length, i))
+    return {qid: nbest_from_candidates(found[qid], contexts[qid], n_best_size) for qid in order}
+
+
+def nbest_v2(windows, contexts, n_best_size=20, max_answer_length=30):
+    """The n-best answers of every question from the XLNet-style v2.0 head.
+
+    Args:
+        windows: list of v2 window dicts (module docstring).
+        contexts: {qid: context string}; every qid needs at least one window.
+        n_best_size: entries per question.
+        max_answer_length: longest span in tokens.
+    Returns:
+        {qid: [{"text", "probability", "start_log_prob", "end_log_prob", "char_start",
+        "char_end"}]}; without candidates the single entry {"text": ""} with log-probs -1e6.
+    """
+    order = _question_order(windows, contexts)
+    found = {qid: [] for qid in order}
+    for i, window in enumerate(windows):
+        found[window["qid"]].extend(candidates_v2(window, max_answer_length, i))
+    return {qid: nbest_from_candidates(found[qid], contexts[qid], n_best_size,
+                                       score_names=("start_log_prob", "end_log_prob"), fallback_text="",
+                                       fallback_score=-1e6)
+            for qid in order}
+
+
+def null_odds_v2(windows):
+    """Each question's null score: the minimum cls_logits over its windows (release).
+
+    Args:
+        windows: list of v2 window dicts with "qid" and "cls_logits" (scalar).
+    Returns:
+        {qid: float}.
+    """
+    odds = {}
+    for window in windows:
+        value = float(np.asarray(window["cls_logits"]).reshape(()))
+        odds[window["qid"]] = min(odds.get(window["qid"], value), value)
+    return odds
+
+
+def predictions_from_nbest(nbest):
+    """The first text of every n-best list.
+
+    Args:
+        nbest: {qid: [entry, ...]}.
+    Returns:
+        {qid: str}.
+    """
+    return {qid: entries[0]["text"] for qid, entries in nbest.items()}
+
+
+def apply_null_threshold(predictions, null_odds, threshold):
+    """Predictions with "" where the null odds are > threshold (the evaluator's rule; the
+    release's rewrite uses >=, see the module docstring).
+
+    Args:
+        predictions: {qid: str}.
+        null_odds: {qid: float} covering predictions.
+        threshold: float, e.g. evaluate_v2(...)["best_f1_thresh"].
+    Returns:
+        {qid: str}.
+    """
+    return {qid: ("" if null_odds[qid] > threshold else text) for qid, text in predictions.items()}
+
+
+def predict_v1(windows, contexts, n_best_size=20, max_answer_length=30):
+    """v1.1 post-processing.
+
+    Args: as nbest_v1.
+    Returns:
+        {"predictions": {qid: text}, "nbest": {qid: [entry, ...]}}.
+    """
+    nbest = nbest_v1(windows, contexts, n_best_size, max_answer_length)
+    return {"predictions": predictions_from_nbest(nbest), "nbest": nbest}
+
+
+def predict_v2(windows, contexts, n_best_size=20, max_answer_length=30, null_threshold=None):
+    """v2.0 post-processing.
+
+    Args:
+        windows, contexts, n_best_size, max_answer_length: as nbest_v2.
+        null_threshold: None (the release's first pass: every question gets its best span
+            text) or a float (apply_null_threshold).
+    Returns:
+        {"predictions": {qid: text}, "nbest": {qid: [entry, ...]}, "null_odds": {qid: float}}.
+    """
+    nbest = nbest_v2(windows, contexts, n_best_size, max_answer_length)
+    null_odds = null_odds_v2(windows)
+    predictions = predictions_from_nbest(nbest)
+    if null_threshold is not None:
+        predictions = apply_null_threshold(predictions, null_odds, null_threshold)
+    return {"predictions": predictions, "nbest": nbest, "null_odds": null_odds}
+
+
+def no_answer_share(null_odds, threshold=0.0):
+    """How many questions the v2.0 head calls unanswerable: null odds > threshold. With this
+    head the null odds are the answerability logit alone (sigmoid(0) = 0.5), so threshold
+    0.0 asks "does the head think it more likely unanswerable?". A share near 1 on a set
+    with answerable questions is the release's known all-no-answer collapse (F1 ~ 50).
+
+    Args:
+        null_odds: {qid: float}.
+        threshold: float.
+    Returns:
+        {"questions": N, "no_answer": count, "share": count / N (0.0 when N = 0),
+         "threshold": threshold}.
+    """
+    count = sum(1 for value in null_odds.values() if value > threshold)
+    total = len(null_odds)
+    return {"questions": total, "no_answer": count, "share": count / total if total else 0.0,
+            "threshold": float(threshold)}
+
+
+def write_predictions_json(path, predictions):
+    """Writes predictions.json ({qid: text}, question order) atomically; returns path."""
+    return atomic.write_json(path, predictions, sort_keys=False)
+
+
+def write_nbest_json(path, nbest):
+    """Writes nbest_predictions.json ({qid: [entry, ...]}) atomically; returns path."""
+    return atomic.write_json(path, nbest, sort_keys=False)
+
+
+def write_null_odds_json(path, null_odds):
+    """Writes null_odds.json ({qid: float}) atomically; returns path."""
+    return atomic.write_json(path, null_odds, sort_keys=False)
+
+
+def write_prediction_files(output_dir, result):
+    """Writes predictions.json, nbest_predictions.json and (when `result` has null_odds)
+    null_odds.json into output_dir.
+
+    Args:
+        output_dir: directory (created when missing).
+        result: predict_v1 or predict_v2 output.
+    Returns:
+        list of the paths written.
+    """
+    paths = [write_predictions_json(os.path.join(output_dir, "predictions.json"), result["predictions"]),
+             write_nbest_json(os.path.join(output_dir, "nbest_predictions.json"), result["nbest"])]
+    if "null_odds" in result:
+        paths.append(write_null_odds_json(os.path.join(output_dir, "null_odds.json"), result["null_odds"]))
+    return paths

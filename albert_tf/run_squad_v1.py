@@ -1,0 +1,150 @@
+"""Fine-tunes ALBERT on SQuAD v1.1 and predicts (run_squad_v2 is the same for SQuAD 2.0).
+
+    python -m albert_tf.run_squad_v1 --albert_config_file=converted/albert_base/albert_config.json \
+        --spm_model_file=converted/albert_base/30k-clean.model --init_checkpoint=converted/albert_base \
+        --train_file=train-v1.1.json --predict_file=dev-v1.1.json --output_dir=runs/squad1 \
+        --do_train --do_predict --max_seq_length=384 --train_batch_size=48 --learning_rate=5e-5 \
+        --num_train_epochs=2
+
+Flags keep the release's names. Starting weights: --init_checkpoint (a run_pretraining
+output_dir, a ckpt-N prefix, a converted pretrained directory, or a directory holding
+question_answering.weights.h5 such as a converted release SQuAD checkpoint or
+AlbertForQuestionAnswering.save_pretrained's), or --albert_hub_module_handle (an albert_tf
+export: encoder/ with its config and SentencePiece model). A given start that cannot be
+read or does not match is an error; neither: a WARNING and initialized_from "random".
+
+Feature files (the release's names): --train_feature_file (default
+output_dir/train.tf_record) and --predict_feature_file (default
+output_dir/predict.tf_record) are TFRecords with a `<file>.json` sidecar recording the
+settings, tokenizer and input that made them; they are reused only when all match.
+--predict_feature_left_file is accepted for compatibility and unused: the release
+pickled the prediction features' post-processing fields there; here they are in
+`<predict_feature_file>.spans.json` beside the records.
+
+Output in --output_dir: ckpt-N checkpoints (a run resumes from the newest; --do_predict
+alone predicts with it), metrics.jsonl, TensorBoard (train/), training_curves.png,
+predictions.json, nbest_predictions.json, (v2) null_odds.json and
+predictions_best_f1_thresh.json, and, when --predict_file holds answers,
+eval_results.json / .txt with the official metrics.
+"""
+
+import sys
+
+from absl import flags
+
+from albert_tf import cli
+
+
+def define_flags(flag_values=None, version="v1"):
+    """The release's run_squad_v1 (version "v1") or run_squad_v2 ("v2") flags, plus
+    --strategy, --random_seed and --keep_checkpoint_max."""
+    fv = {"flag_values": flags.FLAGS if flag_values is None else flag_values}
+    flags.DEFINE_string("albert_config_file", None, "The albert_config.json of the pre-trained model.", **fv)
+    flags.DEFINE_string("vocab_file", None, "Accepted for compatibility; unused (the SentencePiece model is the "
+                        "vocabulary).", **fv)
+    flags.DEFINE_string("spm_model_file", None, "The SentencePiece model of the pre-trained model (default with "
+                        "--albert_hub_module_handle: the export's).", **fv)
+    flags.DEFINE_string("output_dir", None, "Checkpoints, predictions and metrics go here.", **fv)
+    flags.DEFINE_string("train_file", None, "SQuAD JSON for training.", **fv)
+    flags.DEFINE_string("predict_file", None, "SQuAD JSON for predictions (with answers: also the metrics).", **fv)
+    flags.DEFINE_string("train_feature_file", None, "Training features cache (default output_dir/train.tf_record).",
+                        **fv)
+    flags.DEFINE_string("predict_feature_file", None,
+                        "Prediction features cache (default output_dir/predict.tf_record).", **fv)
+    flags.DEFINE_string("predict_feature_left_file", None,
+                        "Accepted for compatibility; unused: the post-processing fields the release pickled here "
+                        "are in <predict_feature_file>.spans.json.", **fv)
+    flags.DEFINE_string("init_checkpoint", None, "Starting weights: run_pretraining output_dir, ckpt-N prefix, "
+                        "converted pretrained directory, or a directory with question_answering.weights.h5.", **fv)
+    flags.DEFINE_string("albert_hub_module_handle", None, "An albert_tf export (encoder/) to start from.", **fv)
+    flags.DEFINE_bool("do_lower_case", True, "Lower-case the input (must match pretraining).", **fv)
+    flags.DEFINE_integer("max_seq_length", 384, "Maximum total input length in pieces.", **fv)
+    flags.DEFINE_integer("doc_stride", 128, "Stride between context windows, in pieces.", **fv)
+    flags.DEFINE_integer("max_query_length", 64, "The question keeps at most this many pieces.", **fv)
+    flags.DEFINE_bool("do_train", False, "Whether to run training.", **fv)
+    flags.DEFINE_bool("do_predict", False, "Whether to predict on --predict_file.", **fv)
+    flags.DEFINE_integer("train_batch_size", 48, "Total batch size for training.", **fv)
+    flags.DEFINE_integer("predict_batch_size", 8, "Total batch size for predictions.", **fv)
+    flags.DEFINE_float("learning_rate", 5e-5, "The initial learning rate for AdamW.", **fv)
+    flags.DEFINE_float("num_train_epochs", 3.0, "Training epochs over the training features.", **fv)
+    flags.DEFINE_float("warmup_proportion", 0.1, "Share of the steps with linear learning-rate warmup.", **fv)
+    flags.DEFINE_integer("save_checkpoints_steps", 1000, "How often to save a checkpoint.", **fv)
+    flags.DEFINE_integer("keep_checkpoint_max", 5, "How many checkpoints to keep.", **fv)
+    flags.DEFINE_integer("iterations_per_loop", 1000, "Steps per tf.function call (and per progress line).", **fv)
+    flags.DEFINE_integer("n_best_size", 20, "n-best predictions per question in nbest_predictions.json.", **fv)
+    flags.DEFINE_integer("max_answer_length", 30, "Longest answer in pieces.", **fv)
+    flags.DEFINE_bool("use_tpu", False, "Train on a TPU (--tpu_name): the driver's tpu strategy.", **fv)
+    flags.DEFINE_string("tpu_name", None, "The TPU name or grpc:// address (with --use_tpu).", **fv)
+    flags.DEFINE_string("tpu_zone", None, "Accepted for compatibility; unused (the TPU resolver finds it).", **fv)
+    flags.DEFINE_string("gcp_project", None, "Accepted for compatibility; unused.", **fv)
+    flags.DEFINE_string("master", None, "Accepted for compatibility; with --use_tpu and no --tpu_name, the TPU "
+                        "address.", **fv)
+    flags.DEFINE_integer("num_tpu_cores", 8, "Accepted for compatibility; the strategy counts the cores.", **fv)
+    flags.DEFINE_string("strategy", "default", "mirrored | one_device | default (ignored with --use_tpu).", **fv)
+    flags.DEFINE_integer("random_seed", 12345, "Seed of the head initialisation, dropout and shuffling.", **fv)
+    if version == "v2":
+        flags.DEFINE_integer("start_n_top", 5, "Starts kept by the v2 head at inference.", **fv)
+        flags.DEFINE_integer("end_n_top", 5, "Ends kept per start by the v2 head at inference.", **fv)
+        flags.DEFINE_float("dropout_prob", 0.1, "Dropout in the v2 answer-class branch.", **fv)
+
+
+STRATEGIES = ("mirrored", "one_device", "default")
+POSITIVE = ("train_batch_size", "predict_batch_size", "save_checkpoints_steps", "keep_checkpoint_max",
+            "iterations_per_loop")
+
+
+def check_flags(f):
+    """Flag values alone; the task checks its inputs in tasks.squad.check_options."""
+    for name in POSITIVE:
+        if getattr(f, name) <= 0:
+            raise ValueError(f"--{name} must be positive, got {getattr(f, name)}.")
+    if f.learning_rate <= 0:
+        raise ValueError(f"--learning_rate must be positive, got {f.learning_rate}.")
+    if f.strategy not in STRATEGIES:
+        raise ValueError(f"--strategy must be one of {', '.join(STRATEGIES)}, got {f.strategy!r}.")
+    if f.use_tpu and not (f.tpu_name or f.master):
+        raise ValueError("--use_tpu needs --tpu_name (or --master).")
+
+
+def options_from_flags(f, version):
+    """-> (SquadOptions, TrainingOptions)."""
+    from albert_tf.tasks.squad import SquadOptions
+    from albert_tf.training.driver import TrainingOptions
+
+    v2 = version == "v2"
+    task = SquadOptions(
+        version=version, output_dir=f.output_dir, train_file=f.train_file, predict_file=f.predict_file,
+        train_feature_file=f.train_feature_file, predict_feature_file=f.predict_feature_file,
+        predict_feature_left_file=f.predict_feature_left_file, albert_config_file=f.albert_config_file,
+        spm_model_file=f.spm_model_file, init_checkpoint=f.init_checkpoint,
+        albert_hub_module_handle=f.albert_hub_module_handle, do_lower_case=f.do_lower_case,
+        max_seq_length=f.max_seq_length, doc_stride=f.doc_stride, max_query_length=f.max_query_length,
+        do_train=f.do_train, do_predict=f.do_predict, train_batch_size=f.train_batch_size,
+        predict_batch_size=f.predict_batch_size, num_train_epochs=f.num_train_epochs,
+        warmup_proportion=f.warmup_proportion, n_best_size=f.n_best_size, max_answer_length=f.max_answer_length,
+        start_n_top=f.start_n_top if v2 else 5, end_n_top=f.end_n_top if v2 else 5,
+        dropout_prob=f.dropout_prob if v2 else 0.1, random_seed=f.random_seed,
+        strategy="tpu" if f.use_tpu else f.strategy, tpu_name=(f.tpu_name or f.master) if f.use_tpu else None)
+    training = TrainingOptions(
+        output_dir=f.output_dir, train_batch_size=f.train_batch_size, eval_batch_size=f.predict_batch_size,
+        learning_rate=f.learning_rate, optimizer="adamw", save_checkpoints_steps=f.save_checkpoints_steps,
+        keep_checkpoint_max=f.keep_checkpoint_max, iterations_per_loop=f.iterations_per_loop)
+    return task, training
+
+
+def run(f, stream=sys.stdout, version="v1"):
+    """Trains and predicts as the flags say; returns a dict of results."""
+    check_flags(f)
+    task, training = options_from_flags(f, version)
+    from albert_tf.tasks import squad
+
+    squad.check_options(task)  # before TensorFlow starts: bad input fails at once
+    return squad.run(task, training, stream=stream)
+
+
+def entry():
+    cli.main("run_squad_v1", define_flags, run)
+
+
+if __name__ == "__main__":
+    entry()

@@ -1,0 +1,447 @@
+"""The SQuAD task (v1.1 and v2.0): for `python -m albert_tf.run_squad_v1` / `run_squad_v2`.
+
+As the release's run_squad_v1.py / run_squad_v2.py: windowed features ([CLS] question [SEP]
+context [SEP], albert_tf.data.squad_data, cached as TFRecords beside a settings sidecar and
+rebuilt when the settings, tokenizer or input change), the v1 linear start/end head or the
+v2 XLNet-style head (albert_tf.modeling.question_answering), the release's losses averaged
+over the global batch, AdamW with linear warmup and decay, num_train_steps =
+int(train features / train_batch_size * num_train_epochs). Training runs through the
+driver (checkpoints, resume, TensorBoard, curves, NaN stop); prediction runs after
+training from the final weights (or, with --do_predict alone, from the newest checkpoint
+of output_dir) and writes predictions.json, nbest_predictions.json, (v2) null_odds.json
+and, when the predict file holds answers, the official metrics in eval_results.json.
+
+Shape legend: B batch, T max_seq_length, k1 start_n_top, k2 end_n_top.
+"""
+
+import dataclasses
+import json
+import os
+import sys
+
+import numpy as np
+import tensorflow as tf
+
+from albert_tf.storage import atomic
+from albert_tf.training.driver import EXAMPLE_INDEX, Task, train_and_evaluate
+
+ENCODER_INPUTS = ("input_word_ids", "input_mask", "input_type_ids")
+VERSIONS = ("v1", "v2")
+NO_ANSWER_WARNING_SHARE = 0.95
+
+
+@dataclasses.dataclass
+class SquadOptions:
+    """Everything run_squad_v1/_v2's flags say about the task (see their --help)."""
+
+    version: str
+    output_dir: str
+    train_file: str = None
+    predict_file: str = None
+    train_feature_file: str = None
+    predict_feature_file: str = None
+    predict_feature_left_file: str = None
+    albert_config_file: str = None
+    spm_model_file: str = None
+    init_checkpoint: str = None
+    albert_hub_module_handle: str = None
+    do_lower_case: bool = True
+    max_seq_length: int = 384
+    doc_stride: int = 128
+    max_query_length: int = 64
+    do_train: bool = False
+    do_predict: bool = False
+    train_batch_size: int = 48
+    predict_batch_size: int = 8
+    num_train_epochs: float = 3.0
+    warmup_proportion: float = 0.1
+    n_best_size: int = 20
+    max_answer_length: int = 30
+    start_n_top: int = 5
+    end_n_top: int = 5
+    dropout_prob: float = 0.1
+    random_seed: int = 12345
+    strategy: str = "default"
+    tpu_name: str = None
+
+    @property
+    def train_features_path(self):
+        return self.train_feature_file or os.path.join(self.output_dir, "train.tf_record")
+
+    @property
+    def predict_features_path(self):
+        return self.predict_feature_file or os.path.join(self.output_dir, "predict.tf_record")
+
+
+def config_file_for(o):
+    """The albert_config.json: --albert_config_file, the export's, or the one in an
+    --init_checkpoint directory; None when none."""
+    if o.albert_config_file:
+        return o.albert_config_file
+    if o.albert_hub_module_handle:
+        return os.path.join(o.albert_hub_module_handle, "encoder", "assets", "albert_config.json")
+    if o.init_checkpoint and os.path.isdir(o.init_checkpoint):
+        candidate = os.path.join(o.init_checkpoint, "albert_config.json")
+        if os.path.isfile(candidate):
+            return candidate
+    return None
+
+
+def spm_file_for(o):
+    """--spm_model_file, else the SentencePiece model inside an --albert_hub_module_handle export."""
+    if o.spm_model_file:
+        return o.spm_model_file
+    if o.albert_hub_module_handle:
+        candidate = os.path.join(o.albert_hub_module_handle, "encoder", "assets", "spm.model")
+        if os.path.isfile(candidate):
+            return candidate
+    return None
+
+
+def check_options(o):
+    """Raises ValueError for bad combinations or missing inputs, naming the flags; runs
+    before anything is written."""
+    from albert_tf.modeling.config import AlbertConfig
+
+    if o.version not in VERSIONS:
+        raise ValueError(f"version must be one of {', '.join(VERSIONS)}, got {o.version!r}.")
+    if not o.output_dir:
+        raise ValueError("--output_dir is required.")
+    if os.path.exists(o.output_dir) and not os.path.isdir(o.output_dir):
+        raise ValueError(f"--output_dir={o.output_dir} exists and is not a directory.")
+    if not (o.do_train or o.do_predict):
+        raise ValueError("at least one of --do_train and --do_predict must be true.")
+    if o.do_train and not o.train_file:
+        raise ValueError("--do_train needs --train_file (a SQuAD JSON file).")
+    if o.do_predict and not o.predict_file:
+        raise ValueError("--do_predict needs --predict_file (a SQuAD JSON file).")
+    for flag, path, on in (("train_file", o.train_file, o.do_train), ("predict_file", o.predict_file, o.do_predict)):
+        if on and not os.path.isfile(path):
+            raise ValueError(f"--{flag}={path} does not exist or is not a file.")
+    if o.albert_hub_module_handle and o.init_checkpoint:
+        raise ValueError("give --albert_hub_module_handle or --init_checkpoint, not both.")
+    if o.albert_hub_module_handle:
+        config = os.path.join(o.albert_hub_module_handle, "encoder", "assets", "albert_config.json")
+        if not os.path.isfile(config):
+            raise ValueError(f"--albert_hub_module_handle={o.albert_hub_module_handle}: no encoder/assets/"
+                             "albert_config.json; expected the directory written by albert_tf.export_tfhub.")
+    spm = spm_file_for(o)
+    if not spm:
+        raise ValueError("--spm_model_file is required (the SentencePiece model of the pretrained model).")
+    if not os.path.isfile(spm):
+        raise ValueError(f"--spm_model_file={spm} does not exist.")
+    config_path = config_file_for(o)
+    if not config_path:
+        raise ValueError("--albert_config_file is required (or an --init_checkpoint directory holding "
+                         "albert_config.json, or --albert_hub_module_handle).")
+    if not os.path.isfile(config_path):
+        raise ValueError(f"--albert_config_file={config_path} does not exist.")
+    positions = AlbertConfig.from_json_file(config_path).max_position_embeddings
+    if o.max_seq_length > positions:
+        raise ValueError(f"--max_seq_length ({o.max_seq_length}) exceeds max_position_embeddings ({positions}) of "
+                         f"{config_path}; use --max_seq_length={positions} or less.")
+    if o.max_seq_length - o.max_query_length - 3 < 1:
+        raise ValueError(f"--max_seq_length ({o.max_seq_length}) must exceed --max_query_length "
+                         f"({o.max_query_length}) + 3 to leave room for the context.")
+    for name in ("max_seq_length", "doc_stride", "max_query_length", "train_batch_size", "predict_batch_size",
+                 "n_best_size", "max_answer_length"):
+        if getattr(o, name) <= 0:
+            raise ValueError(f"--{name} must be positive, got {getattr(o, name)}.")
+    if o.num_train_epochs <= 0:
+        raise ValueError(f"--num_train_epochs must be positive, got {o.num_train_epochs}.")
+    if not 0 <= o.warmup_proportion <= 1:
+        raise ValueError(f"--warmup_proportion must be in [0, 1], got {o.warmup_proportion}.")
+    if o.version == "v2":
+        for name in ("start_n_top", "end_n_top"):
+            if getattr(o, name) <= 0:
+                raise ValueError(f"--{name} must be positive, got {getattr(o, name)}.")
+            if getattr(o, name) > o.max_seq_length:
+                raise ValueError(f"--{name} ({getattr(o, name)}) exceeds --max_seq_length ({o.max_seq_length}).")
+        if not 0 <= o.dropout_prob < 1:
+            raise ValueError(f"--dropout_prob must be in [0, 1), got {o.dropout_prob}.")
+    for flag, path in (("train_feature_file", o.train_feature_file), ("predict_feature_file", o.predict_feature_file)):
+        if path and os.path.isdir(path):
+            raise ValueError(f"--{flag}={path} is a directory; give a file path.")
+
+
+def _feature_columns(arrays, with_labels):
+    """features_to_arrays / read_feature_arrays layout -> the model's input names."""
+    columns = {"input_word_ids": arrays["input_ids"], "input_mask": arrays["input_mask"],
+               "input_type_ids": arrays["segment_ids"], "p_mask": arrays["p_mask"]}
+    if with_labels:
+        columns.update(start_positions=arrays["start_positions"], end_positions=arrays["end_positions"],
+                       is_impossible=arrays["is_impossible"])
+    return {k: np.asarray(v, np.int32) for k, v in columns.items()}
+
+
+class SquadTask(Task):
+    """SQuAD v1.1 / v2.0 fine-tuning (see module docstring).
+
+    Args:
+        options: SquadOptions.
+        train_arrays: {name: array} of the training features (read_feature_arrays), or None.
+    """
+
+    # the training input is from_tensor_slices of numpy arrays: the iterator is checkpointed
+    checkpointable_input = True
+
+    def __init__(self, options, train_arrays=None):
+        self.options = options
+        self.name = f"squad_{options.version}"
+        self.train_arrays = train_arrays
+        self._pretrainer = None
+
+    # --- model -------------------------------------------------------------------------
+
+    def build_model(self):
+        from albert_tf.modeling.question_answering import AlbertForQuestionAnswering
+
+        o = self.options
+        head = dict(version=o.version, start_n_top=o.start_n_top, end_n_top=o.end_n_top, dropout_prob=o.dropout_prob)
+        if o.albert_hub_module_handle:
+            from albert_tf.export.exporter import load_encoder
+
+            return AlbertForQuestionAnswering(load_encoder(o.albert_hub_module_handle), **head)
+        from albert_tf.modeling.config import AlbertConfig
+        from albert_tf.modeling.pretrainer import AlbertPretrainer
+
+        config = AlbertConfig.from_json_file(config_file_for(o))
+        self._pretrainer = AlbertPretrainer(config)
+        return AlbertForQuestionAnswering(self._pretrainer.encoder, **head)
+
+    def initialize(self, model):
+        o = self.options
+        if o.albert_hub_module_handle:
+            return os.path.abspath(o.albert_hub_module_handle)
+        if o.init_checkpoint:
+            from albert_tf.modeling.question_answering import QUESTION_ANSWERING_WEIGHTS, _read_settings
+
+            weights = os.path.join(o.init_checkpoint, QUESTION_ANSWERING_WEIGHTS)
+            if os.path.isdir(o.init_checkpoint) and os.path.isfile(weights):
+                settings = _read_settings(o.init_checkpoint)
+                if settings["version"] != o.version:
+                    raise ValueError(f"--init_checkpoint={o.init_checkpoint} holds a SQuAD {settings['version']} head; "
+                                     f"this is run_squad_{o.version}.")
+                try:
+                    model.load_weights(weights)
+                except ValueError as e:
+                    raise ValueError(f"--init_checkpoint={weights} does not match the model ({e}).") from None
+                return os.path.abspath(weights)
+            from albert_tf.training.checkpoints import load_init_checkpoint
+
+            return load_init_checkpoint(self._pretrainer, o.init_checkpoint)
+        print("WARNING: no --init_checkpoint and no --albert_hub_module_handle: fine-tuning starts from random "
+              "weights (eval_results.json records initialized_from: random).", file=sys.stderr, flush=True)
+        return "random"
+
+    # --- data ----------------------------------------------------------------------------
+
+    def train_dataset(self, input_context, batch_size, skip_batches):
+        columns = _feature_columns(self.train_arrays, with_labels=True)
+        n = len(columns["input_word_ids"])
+        ds = tf.data.Dataset.from_tensor_slices(columns)
+        if input_context is not None and input_context.num_input_pipelines > 1:
+            ds = ds.shard(input_context.num_input_pipelines, input_context.input_pipeline_id)
+        ds = ds.shuffle(n, seed=self.options.random_seed, reshuffle_each_iteration=True).repeat()
+        ds = ds.batch(batch_size, drop_remainder=True)
+        if skip_batches:
+            ds = ds.skip(skip_batches)
+        return ds.prefetch(tf.data.AUTOTUNE)
+
+    def predict_dataset(self, features, batch_size):
+        """One ordered, finite pass over prediction features (the last batch may be partial)."""
+        from albert_tf.data.squad_data import features_to_arrays
+
+        columns = _feature_columns(features_to_arrays(features), with_labels=False)
+        columns[EXAMPLE_INDEX] = np.arange(len(features), dtype=np.int32)
+        return tf.data.Dataset.from_tensor_slices(columns).batch(batch_size)
+
+    # --- loss and metrics ----------------------------------------------------------------
+
+    def loss_and_terms(self, model, batch, normalizers, training):
+        from albert_tf.modeling.qa_heads import squad_v1_loss, squad_v2_loss
+
+        inputs = {k: batch[k] for k in ENCODER_INPUTS}
+        if self.options.version == "v1":
+            out = model(inputs, training=training)
+            rows = squad_v1_loss(out["start_logits"], out["end_logits"], batch["start_positions"],
+                                 batch["end_positions"], per_example=True)
+        else:
+            inputs.update(p_mask=batch["p_mask"], start_positions=batch["start_positions"])
+            out = model(inputs, training=training)
+            rows = squad_v2_loss(out, batch["start_positions"], batch["end_positions"], batch["is_impossible"],
+                                 per_example=True)
+        total = tf.reduce_sum(rows)
+        terms = {"loss_sum": total, "count": tf.cast(tf.size(rows), tf.float32)}
+        return total / normalizers["examples"], terms
+
+    def train_metrics(self, totals):
+        return {"loss": totals["loss_sum"] / max(totals["count"], 1.0)}
+
+    def eval_outputs(self, model, batch):
+        inputs = {k: batch[k] for k in ENCODER_INPUTS}
+        if self.options.version == "v2":
+            inputs["p_mask"] = batch["p_mask"]
+        out = model(inputs, training=False)
+        return {k: (tf.cast(v, tf.float32) if v.dtype.is_floating else v) for k, v in out.items()}
+
+    def eval_metrics(self, outputs):
+        return {}
+
+    # --- prediction ----------------------------------------------------------------------
+
+    def windows(self, features, outputs):
+        """Features + the model's per-feature outputs -> squad_postprocess windows."""
+        keys = [k for k in outputs if k not in (EXAMPLE_INDEX, "_batches")]
+        windows = []
+        for k, feature in enumerate(features):
+            window = feature.as_window()
+            for key in keys:
+                window[key] = outputs[key][k]
+            windows.append(window)
+        return windows
+
+    def predict(self, trainer, features, examples, predict_file, stream=sys.stdout):
+        """Runs the model over the prediction features and writes predictions.json,
+        nbest_predictions.json, (v2) null_odds.json and, when `predict_file` holds
+        answers, the official metrics (returned; None otherwise)."""
+        from albert_tf.data import squad_metrics, squad_postprocess
+
+        o = self.options
+        outputs = trainer.per_example_outputs(self.predict_dataset(features, o.predict_batch_size),
+                                              o.predict_batch_size)
+        outputs.pop("_batches", None)
+        if len(outputs[EXAMPLE_INDEX]) != len(features):
+            raise RuntimeError(f"prediction gave {len(outputs[EXAMPLE_INDEX])} outputs for {len(features)} features.")
+        windows = self.windows(features, outputs)
+        contexts = {e.qas_id: e.context_text for e in examples}
+        if o.version == "v1":
+            result = squad_postprocess.predict_v1(windows, contexts, o.n_best_size, o.max_answer_length)
+        else:
+            result = squad_postprocess.predict_v2(windows, contexts, o.n_best_size, o.max_answer_length)
+        # questions whose every window was dropped still get an (empty) prediction
+        for e in examples:
+            if e.qas_id not in result["predictions"]:
+                result["predictions"][e.qas_id] = ""
+                result["nbest"][e.qas_id] = [{"text": "", "probability": 1.0}]
+                if "null_odds" in result:
+                    result["null_odds"][e.qas_id] = 0.0
+        paths = squad_postprocess.write_prediction_files(o.output_dir, result)
+        print(f"wrote {', '.join(paths)} ({len(result['predictions'])} questions, {len(features)} windows)",
+              file=stream, flush=True)
+        with open(predict_file, encoding="utf-8") as f:
+            dataset = json.load(f)
+        questions = squad_metrics.questions_from_squad_json(dataset)
+        if not any(q["answers"] for q in questions):
+            print(f"{predict_file} holds no answers: no metrics.", file=stream, flush=True)
+            return None, result
+        if o.version == "v1":
+            metrics = squad_metrics.evaluate_v1(questions, result["predictions"])
+        else:
+            metrics = squad_metrics.evaluate_v2(questions, result["predictions"], result["null_odds"])
+            share = squad_postprocess.no_answer_share(result["null_odds"], 0.0)
+            metrics["no_answer_share"] = share["share"]
+            metrics["no_answer_questions"] = share["no_answer"]
+            answerable = sum(1 for q in questions if q["answers"])
+            if answerable and share["share"] >= NO_ANSWER_WARNING_SHARE:
+                print(f"WARNING: the v2 head calls {share['no_answer']} of {share['questions']} questions "
+                      f"unanswerable (null odds > 0) though {answerable} have answers: the known all-no-answer "
+                      "collapse (F1 ~ 50). Check --init_checkpoint, --learning_rate and the training length.",
+                      file=sys.stderr, flush=True)
+            thresholded = squad_postprocess.apply_null_threshold(result["predictions"], result["null_odds"],
+                                                                 metrics["best_f1_thresh"])
+            squad_postprocess.write_predictions_json(
+                os.path.join(o.output_dir, "predictions_best_f1_thresh.json"), thresholded)
+        return metrics, result
+
+
+def _examples(path, is_training, version):
+    from albert_tf.data.squad_data import read_squad_examples
+
+    return read_squad_examples(path, is_training, version)
+
+
+def run(o, training, stream=sys.stdout):
+    """Trains and predicts as the options say.
+
+    Args:
+        o: SquadOptions (check_options passed).
+        training: TrainingOptions (batch size, learning rate, checkpoints, ...); the
+            number of steps and warmup are computed here from the training features.
+
+    Returns:
+        dict: final_step, initialized_from, num_train_features, num_train_steps,
+        predictions (path), metrics (or None).
+    """
+    from albert_tf.data.squad_data import FeatureSettings, load_or_build_features, read_feature_arrays
+    from albert_tf.data.tokenization import SentencePieceTokenizer
+    from albert_tf.training.distribution import get_strategy
+
+    check_options(o)
+    # read (and check) the input before anything is written
+    if o.do_train:
+        _examples(o.train_file, True, o.version)
+    if o.do_predict:
+        _examples(o.predict_file, False, o.version)
+    tokenizer = SentencePieceTokenizer(spm_file_for(o), do_lower_case=o.do_lower_case)
+
+    import keras
+
+    keras.utils.set_random_seed(o.random_seed)
+    strategy = get_strategy(o.strategy, tpu=o.tpu_name)
+    os.makedirs(o.output_dir, exist_ok=True)
+    results = {}
+    train_arrays = None
+    steps, warmup = 1, 0
+    if o.do_train:
+        settings = FeatureSettings(o.max_seq_length, o.doc_stride, o.max_query_length, True, o.version)
+        cache = load_or_build_features(o.train_file, o.train_features_path, tokenizer, settings)
+        print(f"training features {cache.feature_file}: {cache.num_features} ({cache.reason})", file=stream,
+              flush=True)
+        if not cache.num_features:
+            raise ValueError(f"--train_file={o.train_file} gave no training features.")
+        train_arrays = read_feature_arrays(cache.feature_file)
+        steps = int(cache.num_features / training.train_batch_size * o.num_train_epochs)
+        if steps < 1:
+            raise ValueError(f"{cache.num_features} training features / --train_batch_size="
+                             f"{training.train_batch_size} x --num_train_epochs={o.num_train_epochs} is no step.")
+        warmup = int(steps * o.warmup_proportion)
+        results.update(num_train_features=cache.num_features, num_train_steps=steps)
+        print(f"squad {o.version}: {cache.num_features} features, batch {training.train_batch_size}, {steps} steps "
+              f"({o.num_train_epochs:g} epochs), lr {training.learning_rate:g}, warmup {warmup}", file=stream,
+              flush=True)
+    predict_cache = None
+    if o.do_predict:
+        settings = FeatureSettings(o.max_seq_length, o.doc_stride, o.max_query_length, False, o.version)
+        predict_cache = load_or_build_features(o.predict_file, o.predict_features_path, tokenizer, settings)
+        print(f"prediction features {predict_cache.feature_file}: {predict_cache.num_features} "
+              f"({predict_cache.reason})", file=stream, flush=True)
+        if not predict_cache.num_features:
+            raise ValueError(f"--predict_file={o.predict_file} gave no features.")
+    training = dataclasses.replace(training, output_dir=o.output_dir, do_train=o.do_train, do_eval=False,
+                                   num_train_steps=steps if o.do_train else max(training.num_train_steps, 1),
+                                   num_warmup_steps=warmup, evaluate_every_checkpoint=False, keep_best=False,
+                                   eval_batch_size=o.predict_batch_size)
+    task = SquadTask(o, train_arrays)
+    outcome = train_and_evaluate(task, training, strategy, stream=stream)
+    trainer = outcome["trainer"]
+    results.update(final_step=outcome["final_step"], initialized_from=outcome["initialized_from"])
+    if not o.do_predict:
+        return results
+    if not outcome["resumed_from"] and not o.do_train:
+        print(f"WARNING: --do_predict without --do_train and no checkpoint in {o.output_dir}: predicting with the "
+              f"starting weights ({outcome['initialized_from']}).", file=sys.stderr, flush=True)
+    metrics, _ = task.predict(trainer, predict_cache.features, predict_cache.examples, o.predict_file, stream=stream)
+    results["predictions"] = os.path.join(o.output_dir, "predictions.json")
+    results["metrics"] = metrics
+    if metrics is not None:
+        summary = {k: (float(v) if isinstance(v, (float, np.floating)) else v) for k, v in metrics.items()}
+        summary.update(initialized_from=outcome["initialized_from"], global_step=outcome["final_step"],
+                       task=task.name, predict_file=os.path.abspath(o.predict_file))
+        atomic.write_json(os.path.join(o.output_dir, "eval_results.json"), summary)
+        atomic.write_text(os.path.join(o.output_dir, "eval_results.txt"),
+                          "".join(f"{k} = {summary[k]}\n" for k in sorted(summary)))
+        keys = ("exact_match", "f1") if o.version == "v1" else ("exact", "f1", "best_exact", "best_f1",
+                                                                  "no_answer_share")
+        print("eval: " + ", ".join(f"{k} {summary[k]:.4f}" for k in keys), file=stream, flush=True)
+    return results

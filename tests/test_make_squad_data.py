@@ -1,0 +1,149 @@
+"""tools/make_squad_data.py: valid, deterministic SQuAD v1.1 / v2.0 files from docstrings,
+with answer offsets that are exact in contexts full of hard strings."""
+
+import importlib.util
+import json
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+from albert_tf.data import squad_metrics
+
+ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+
+@pytest.fixture(scope="module")
+def tool():
+    spec = importlib.util.spec_from_file_location("make_squad_data", os.path.join(ROOT, "tools", "make_squad_data.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def entries(tool):
+    return tool.docstring_entries()
+
+
+def _qas(dataset):
+    for article in dataset["data"]:
+        for paragraph in article["paragraphs"]:
+            for qa in paragraph["qas"]:
+                yield paragraph["context"], qa
+
+
+def test_docstring_entries_are_real_return_sentences(entries):
+    assert len(entries) > 200
+    names = [e["name"] for e in entries]
+    assert names == sorted(set(names))
+    for e in entries:
+        first = e["sentences"][0]
+        assert re.match(r"Returns? ", first) and first.endswith(".")
+        assert first == first[:e["answer_offset"]] + e["answer"] + "."
+
+
+@pytest.mark.parametrize("version", ["1.1", "2.0"])
+def test_both_versions_are_valid_squad_files(tool, entries, version):
+    dataset = tool.make_dataset(version, 90, seed=7, max_context_chars=600, entries=entries)
+    assert dataset["version"] == ("1.1" if version == "1.1" else "v2.0")
+    assert tool.check_dataset(dataset)[1] == 90
+    ids = [qa["id"] for _, qa in _qas(dataset)]
+    assert len(ids) == len(set(ids)) == 90
+    impossible = 0
+    for article in dataset["data"]:
+        assert set(article) == {"title", "paragraphs"}
+        for paragraph in article["paragraphs"]:
+            assert set(paragraph) == {"context", "qas"} and len(paragraph["context"]) <= 600
+    for context, qa in _qas(dataset):
+        if version == "1.1":
+            assert set(qa) == {"id", "question", "answers"} and len(qa["answers"]) == 1
+        else:
+            assert qa["is_impossible"] == (not qa["answers"])
+            assert ("plausible_answers" in qa) == qa["is_impossible"]
+            impossible += qa["is_impossible"]
+        for answer in qa["answers"] + qa.get("plausible_answers", []):
+            assert set(answer) == {"text", "answer_start"}
+            start = answer["answer_start"]
+            assert context[start:start + len(answer["text"])] == answer["text"]
+        # learnable: the function asked about is named in the context, the answer follows a fixed cue
+        name = re.search(r"(\S+)\(\)", qa["question"]).group(1)
+        if qa["answers"]:
+            answer = qa["answers"][0]
+            head = context[:answer["answer_start"]]
+            assert f"{name}(): " in head
+            assert head.endswith(("Return ", "Returns ", "handles up to ", "reviewed by "))
+        elif qa["question"].startswith("What does"):
+            assert f"{name}()" not in context
+    if version == "2.0":
+        assert 0.2 <= impossible / 90 <= 0.5
+    # the metrics read it, and the gold answers score 100
+    questions = squad_metrics.questions_from_squad_json(dataset)
+    gold = {q["id"]: (q["answers"][0] if q["answers"] else "") for q in questions}
+    if version == "1.1":
+        assert squad_metrics.evaluate_v1(questions, gold)["exact_match"] == 100.0
+    else:
+        assert squad_metrics.evaluate_v2(questions, gold)["f1"] == 100.0
+
+
+def test_the_same_seed_gives_the_same_file(tool, entries):
+    first = tool.make_dataset("2.0", 40, seed=5, max_context_chars=500, entries=entries)
+    assert tool.make_dataset("2.0", 40, seed=5, max_context_chars=500, entries=entries) == first
+    assert tool.make_dataset("2.0", 40, seed=6, max_context_chars=500, entries=entries) != first
+    assert tool.make_dataset("2.0", 40, seed=5, max_context_chars=500) == first  # entries read again
+
+
+def test_contexts_and_answers_hold_the_hard_strings(tool, entries):
+    dataset = tool.make_dataset("1.1", 200, seed=1, max_context_chars=700, entries=entries)
+    contexts = [p["context"] for a in dataset["data"] for p in a["paragraphs"]]
+    answers = [qa["answers"][0]["text"] for _, qa in _qas(dataset)]
+    assert any("1,000" in c for c in contexts)
+    for strings in (contexts, answers):
+        assert any("  " in s for s in strings)                       # several spaces
+        assert any(re.search(r"\d,\d{3}", s) for s in strings)        # digits with commas
+        assert any(any(ord(ch) > 127 for ch in s) for s in strings)   # accented letters
+    assert any("  " in a and any(ord(ch) > 127 for ch in a) for a in answers)  # e.g. "José  Núñez"
+
+
+def test_splits_share_no_function_and_contexts_fit(tool, entries):
+    def names(split):
+        dataset = tool.make_dataset("1.1", 150, seed=2, max_context_chars=400, split=split, entries=entries)
+        assert all(len(p["context"]) <= 400 for a in dataset["data"] for p in a["paragraphs"])
+        return {re.search(r"(\S+)\(\)", qa["question"]).group(1) for _, qa in _qas(dataset)}
+
+    train, dev = names("train"), names("dev")
+    assert train and dev and not train & dev
+    with pytest.raises(ValueError, match="max_context_chars >= 200"):
+        tool.make_dataset("1.1", 10, seed=0, max_context_chars=100, entries=entries)
+
+
+def test_check_dataset_rejects_a_wrong_offset_and_duplicate_ids(tool, entries):
+    dataset = tool.make_dataset("2.0", 12, seed=0, max_context_chars=600, entries=entries)
+    qas = dataset["data"][0]["paragraphs"][0]["qas"]
+    answerable = next(qa for qa in qas if qa["answers"])
+    answerable["answers"][0]["answer_start"] += 1
+    with pytest.raises(ValueError, match="is not at"):
+        tool.check_dataset(dataset)
+    answerable["answers"][0]["answer_start"] -= 1
+    qas.append(dict(qas[0]))
+    with pytest.raises(ValueError, match="appears twice"):
+        tool.check_dataset(dataset)
+
+
+def test_command_line(tmp_path):
+    out = tmp_path / "squad" / "dev-v2.0.json"
+    cmd = [sys.executable, os.path.join(ROOT, "tools", "make_squad_data.py")]
+    result = subprocess.run([*cmd, f"--output_file={out}", "--version=2.0", "--num_questions=25", "--seed=4"],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr[-1500:]
+    dataset = json.loads(out.read_text(encoding="utf-8"))
+    paragraphs = sum(len(a["paragraphs"]) for a in dataset["data"])
+    impossible = sum(not qa["answers"] for _, qa in _qas(dataset))
+    assert result.stdout.strip() == (f"wrote {out}: SQuAD 2.0, {paragraphs} paragraphs, 25 questions "
+                                     f"({impossible} unanswerable)")
+    assert os.listdir(out.parent) == ["dev-v2.0.json"]
+    missing = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert missing.returncode == 2 and "Traceback" not in missing.stderr
+    assert missing.stderr.strip().splitlines()[-1] == "make_squad_data: error: --output_file is required."

@@ -1,0 +1,320 @@
+"""Writes a tiny SQuAD-format file (v1.1 or v2.0) from Python standard-library docstrings.
+
+    python tools/make_squad_data.py --output_file=data/squad_tiny/train-v1.1.json --version=1.1 \\
+        --num_questions=400 --seed=1 --split=train
+    python tools/make_squad_data.py --output_file=data/squad_tiny/dev-v2.0.json --version=2.0 --split=dev
+
+Nothing comes from SQuAD. The text is real: public functions of a fixed list of Python
+3.11 standard-library modules (read with `ast`, nothing imported) whose docstring starts
+with "Return(s) ...". A paragraph (context) describes a few of them, one entry each:
+
+    textwrap.dedent(): Return ... . <up to two more docstring sentences> [It handles up to
+    1,000 items per call.] [It was reviewed by Zoë   Müller.]
+
+The bracketed sentences are synthetic and carry the strings that make character
+alignment hard: digits with commas ("1,000", "1,000,000"), accented names (some with
+several spaces inside), and entries are sometimes joined by two spaces. Questions come
+from three templates, each with a learnable pattern (find the entry named in the
+question, take the words after a fixed cue):
+
+    What does <name>() return?               -> the docstring's words after "Return(s)"
+    How many items does <name>() handle per call?  -> "12,500"
+    Who reviewed <name>()?                   -> "José  Núñez"
+
+v2.0 adds unanswerable questions (about a third): the same templates about a function of
+another paragraph (not in this context), or asking a count / reviewer of an entry that
+has none; their `plausible_answers` is the span of this context that the same template
+answers for another entry (the answer a careless reader would give), so every
+answer_start indexes this context. Every answer_start is checked
+(`context[answer_start:].startswith(text)`) and ids are unique.
+
+Deterministic for a given --seed and Python version. --split=train|dev keeps ~80% / ~20%
+of the functions (by a hash of their names), so two files made with different splits
+share no function; --split=all uses every function.
+
+Layout (as the official files): {"version": "1.1" | "v2.0", "data": [{"title",
+"paragraphs": [{"context", "qas": [{"id", "question", "answers": [{"text",
+"answer_start"}], v2.0 only: "is_impossible", and for unanswerable ones
+"plausible_answers": [{"text", "answer_start"}]}]}]}]}.
+"""
+
+import ast
+import os
+import random
+import re
+import sysconfig
+import zlib
+
+from absl import flags
+
+from albert_tf import cli
+from albert_tf.data.sample_corpus import docstring_sentences
+from albert_tf.storage import atomic
+
+MODULES = (
+    "_pydecimal.py", "abc.py", "argparse.py", "ast.py", "asyncio/base_events.py", "asyncio/events.py",
+    "asyncio/tasks.py", "base64.py", "bisect.py", "bz2.py", "calendar.py", "cmd.py", "code.py", "codecs.py",
+    "collections/__init__.py", "colorsys.py", "configparser.py", "contextlib.py", "copy.py", "csv.py",
+    "dataclasses.py", "datetime.py", "difflib.py", "dis.py", "doctest.py", "email/header.py",
+    "email/message.py", "email/utils.py", "enum.py", "filecmp.py", "fnmatch.py", "fractions.py", "ftplib.py",
+    "functools.py", "genericpath.py", "getpass.py", "gettext.py", "glob.py", "gzip.py", "hashlib.py",
+    "heapq.py", "hmac.py", "html/__init__.py", "http/client.py", "http/cookies.py", "http/server.py",
+    "imaplib.py", "importlib/metadata/__init__.py", "inspect.py", "io.py", "ipaddress.py", "json/encoder.py",
+    "linecache.py", "locale.py", "logging/__init__.py", "lzma.py", "mailbox.py", "mimetypes.py", "netrc.py",
+    "nntplib.py", "numbers.py", "operator.py", "os.py", "pathlib.py", "pickle.py", "platform.py", "plistlib.py",
+    "poplib.py", "posixpath.py", "pprint.py", "profile.py", "pstats.py", "pydoc.py", "queue.py", "quopri.py",
+    "random.py", "reprlib.py", "sched.py", "secrets.py", "selectors.py", "shlex.py", "shutil.py", "smtplib.py",
+    "socket.py", "sqlite3/__init__.py", "ssl.py", "stat.py", "statistics.py", "string.py", "struct.py",
+    "subprocess.py", "sysconfig.py", "tarfile.py", "tempfile.py", "textwrap.py", "threading.py", "timeit.py",
+    "tokenize.py", "trace.py", "traceback.py", "tracemalloc.py", "types.py", "typing.py", "unittest/case.py",
+    "urllib/parse.py", "urllib/request.py", "uuid.py", "wave.py", "weakref.py", "webbrowser.py",
+    "xml/dom/minidom.py", "xml/etree/ElementTree.py", "zipfile.py", "zipimport.py",
+)
+COUNTS = (1000, 1500, 2048, 4096, 10000, 12500, 65536, 100000, 250000, 1000000)
+REVIEWERS = ("José Núñez", "Zoë Müller", "François Dupré", "Chloé Lefèvre", "Björn Ångström", "Renée Côté",
+             "Søren Kjær", "Ana Gonçalves", "Łukasz Wójcik", "Mária Horváth", "Jürgen Groß", "Inés Peña")
+FIRST_SENTENCE = re.compile(r"^(Returns? )(?P<answer>.+)\.$")
+ANSWER_CHARS = re.compile(r"^[A-Za-z0-9 ,'-]+$")
+EXTRA_CHARS = 110  # room kept in a context for the synthetic sentences of an entry
+
+
+def define_flags():
+    flags.DEFINE_string("output_file", None, "Where to write the SQuAD JSON file.")
+    flags.DEFINE_enum("version", "1.1", ["1.1", "2.0"], "SQuAD format: 1.1 (all answerable) or 2.0.")
+    flags.DEFINE_integer("num_questions", 200, "Questions in the file.")
+    flags.DEFINE_integer("seed", 12345, "Random seed; the same seed gives the same file.")
+    flags.DEFINE_integer("max_context_chars", 600, "Longest context in characters (at least 200).")
+    flags.DEFINE_enum("split", "all", ["all", "train", "dev"],
+                      "Which functions to use: all, or the ~80% train / ~20% dev share (disjoint).")
+
+
+def _module_name(relative_path):
+    name = relative_path[:-3].replace("/", ".")
+    return name[: -len(".__init__")] if name.endswith(".__init__") else name
+
+
+def _functions(tree):
+    """(qualified name inside the module, node) of public functions and methods."""
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef) and not node.name.startswith("_"):
+            yield node.name, node
+        elif isinstance(node, ast.ClassDef) and not node.name.startswith("_"):
+            for item in node.body:
+                if isinstance(item, ast.FunctionDef) and not item.name.startswith("_"):
+                    yield f"{node.name}.{item.name}", item
+
+
+def docstring_entries(stdlib=None):
+    """The functions of MODULES whose docstring's first sentence is "Return(s) <answer>.".
+
+    Args:
+        stdlib: the standard library directory (default: this Python's).
+    Returns:
+        list of {"name": "textwrap.dedent", "sentences": [first, up to two more],
+        "answer": the words after "Return(s) " without the final period,
+        "answer_offset": where the answer starts in the first sentence}, sorted by name,
+        one per name.
+    """
+    stdlib = stdlib or sysconfig.get_paths()["stdlib"]
+    entries = {}
+    for relative in MODULES:
+        path = os.path.join(stdlib, relative)
+        if not os.path.isfile(path):
+            continue
+        with open(path, encoding="utf-8") as f:
+            tree = ast.parse(f.read(), path)
+        for name, node in _functions(tree):
+            doc = ast.get_docstring(node)
+            sentences = docstring_sentences(doc) if doc else []
+            match = FIRST_SENTENCE.match(sentences[0]) if sentences else None
+            if not match or not ANSWER_CHARS.match(match["answer"]) or not 2 <= len(match["answer"].split()) <= 12:
+                continue
+            if "  " in sentences[0]:
+                continue
+            extra = [s for s in sentences[1:3]
+                     if len(s) <= 160 and ":" not in s and "\t" not in s and "  " not in s]
+            full_name = f"{_module_name(relative)}.{name}"
+            entries.setdefault(full_name, {"name": full_name, "sentences": [sentences[0], *extra],
+                                           "answer": match["answer"], "answer_offset": match.start("answer")})
+    return [entries[k] for k in sorted(entries)]
+
+
+def in_split(name, split):
+    """Whether function `name` belongs to `split` ("all", "train": ~80%, "dev": ~20%)."""
+    if split == "all":
+        return True
+    is_dev = zlib.crc32(name.encode("utf-8")) % 5 == 0
+    return is_dev == (split == "dev")
+
+
+def _entry_text(entry, rng):
+    """One entry's text and the spans (start, text) of its answers: {"return", "count", "reviewer"}."""
+    text = f"{entry['name']}(): "
+    spans = {"return": (len(text) + entry["answer_offset"], entry["answer"])}
+    text += " ".join(entry["sentences"])
+    if rng.random() < 0.5:
+        count = f"{rng.choice(COUNTS):,}"
+        text += " It handles up to "
+        spans["count"] = (len(text), count)
+        text += f"{count} items per call."
+    if rng.random() < 0.5:
+        first, last = rng.choice(REVIEWERS).split(" ")
+        reviewer = first + " " * rng.choice((1, 1, 2, 3)) + last
+        text += " It was reviewed by "
+        spans["reviewer"] = (len(text), reviewer)
+        text += f"{reviewer}."
+    return text, spans
+
+
+QUESTIONS = {
+    "return": "What does {}() return?",
+    "count": "How many items does {}() handle per call?",
+    "reviewer": "Who reviewed {}()?",
+}
+
+
+def _paragraph(entries, rng, max_context_chars):
+    """Packs entries into one context; returns (context, [(name, spans with absolute starts)])."""
+    context, described = "", []
+    for entry in entries:
+        text, spans = _entry_text(entry, rng)
+        separator = "" if not context else rng.choice((" ", " ", "  "))
+        if context and len(context) + len(separator) + len(text) > max_context_chars:
+            break
+        context += separator
+        described.append((entry["name"], {kind: (len(context) + start, answer)
+                                          for kind, (start, answer) in spans.items()}))
+        context += text
+    return context, described
+
+
+def _answer(start, text):
+    return {"text": text, "answer_start": start}
+
+
+def _questions(described, others, rng, version, per_paragraph):
+    """The (question, answers, plausible) of one paragraph; `others`: names not in it."""
+    answerable = [(name, kind, span) for name, spans in described for kind, span in spans.items()]
+    rng.shuffle(answerable)
+    made = [(QUESTIONS[kind].format(name), [_answer(*span)], None) for name, kind, span in answerable]
+    if version == "2.0":
+        impossible = []
+        for kind in QUESTIONS:
+            having = [spans[kind] for _, spans in described if kind in spans]
+            if not having:
+                continue
+            lacking = [name for name, spans in described if kind not in spans]
+            stranger = rng.choice(others)
+            impossible.append((QUESTIONS[kind].format(stranger), [], [_answer(*rng.choice(having))]))
+            if lacking:
+                impossible.append((QUESTIONS[kind].format(rng.choice(lacking)), [], [_answer(*rng.choice(having))]))
+        rng.shuffle(impossible)
+        n_impossible = max(1, per_paragraph // 3)
+        made = made[: per_paragraph - n_impossible] + impossible[:n_impossible]
+        rng.shuffle(made)
+    return made[:per_paragraph]
+
+
+def make_dataset(version, num_questions, seed, max_context_chars, split="all", entries=None):
+    """A SQuAD-format dataset of `num_questions` questions (module docstring).
+
+    Args:
+        version: "1.1" or "2.0".
+        num_questions: questions in all, >= 1.
+        seed: int; the same arguments give the same dataset.
+        max_context_chars: longest context, >= 200.
+        split: "all", "train" or "dev" (in_split).
+        entries: docstring_entries() output (read from the standard library when None).
+    Returns:
+        the JSON-ready dict {"version", "data": [...]}; check_dataset passes on it.
+    """
+    if version not in ("1.1", "2.0"):
+        raise ValueError(f"--version must be 1.1 or 2.0, got {version!r}.")
+    if num_questions < 1 or max_context_chars < 200:
+        raise ValueError(f"need --num_questions >= 1 and --max_context_chars >= 200 "
+                         f"(got {num_questions}, {max_context_chars}).")
+    entries = docstring_entries() if entries is None else entries
+    pool = [e for e in entries if in_split(e["name"], split)
+            and len(e["name"]) + 3 + len(" ".join(e["sentences"])) + EXTRA_CHARS <= max_context_chars]
+    if len(pool) < 8:
+        raise ValueError(f"only {len(pool)} docstring entries fit --max_context_chars={max_context_chars} "
+                         f"and --split={split}; need at least 8.")
+    rng = random.Random(seed)
+    order, articles, total = [], [], 0
+    while total < num_questions:
+        if len(order) < 5:
+            refill = list(pool)
+            rng.shuffle(refill)
+            order.extend(refill)
+        size = rng.randint(2, 5)
+        chosen = list({e["name"]: e for e in order[:size]}.values())  # a refill may repeat a name
+        order = order[size:]
+        context, described = _paragraph(chosen, rng, max_context_chars)
+        names = {name for name, _ in described}
+        others = [e["name"] for e in pool if e["name"] not in names and e["name"] not in context]
+        per_paragraph = min(rng.randint(2, 4), num_questions - total)
+        made = _questions(described, others, rng, version, per_paragraph)
+        p = len(articles)
+        qas = []
+        for j, (question, answers, plausible) in enumerate(made):
+            qa = {"id": f"s{seed}-p{p:05d}-q{j}", "question": question, "answers": answers}
+            if version == "2.0":
+                qa["is_impossible"] = not answers
+                if plausible:
+                    qa["plausible_answers"] = plausible
+            qas.append(qa)
+        total += len(qas)
+        articles.append({"title": described[0][0].rsplit(".", 1)[0], "paragraphs": [{"context": context, "qas": qas}]})
+    dataset = {"version": "1.1" if version == "1.1" else "v2.0", "data": articles}
+    check_dataset(dataset)
+    return dataset
+
+
+def check_dataset(dataset):
+    """Raises ValueError unless every answer and plausible answer indexes its text in its
+    context exactly, ids are unique, and v1.1 questions all have an answer.
+
+    Args:
+        dataset: a SQuAD-format dict.
+    Returns:
+        (paragraphs, questions, unanswerable) counts.
+    """
+    seen, paragraphs, unanswerable = set(), 0, 0
+    for article in dataset["data"]:
+        for paragraph in article["paragraphs"]:
+            paragraphs += 1
+            context = paragraph["context"]
+            for qa in paragraph["qas"]:
+                if qa["id"] in seen:
+                    raise ValueError(f"question id {qa['id']!r} appears twice.")
+                seen.add(qa["id"])
+                if not qa["answers"]:
+                    unanswerable += 1
+                    if dataset["version"] == "1.1" or not qa.get("is_impossible"):
+                        raise ValueError(f"question {qa['id']!r} has no answer.")
+                for answer in qa["answers"] + qa.get("plausible_answers", []):
+                    start, text = answer["answer_start"], answer["text"]
+                    if not text or context[start:start + len(text)] != text:
+                        raise ValueError(f"question {qa['id']!r}: {text!r} is not at {start} of its context.")
+    return paragraphs, len(seen), unanswerable
+
+
+def run(f):
+    output_file, version, num_questions = f.output_file, f.version, f.num_questions
+    seed, max_context_chars, split = f.seed, f.max_context_chars, f.split
+    if not output_file:
+        raise ValueError("--output_file is required.")
+    dataset = make_dataset(version, num_questions, seed, max_context_chars, split)
+    paragraphs, questions, unanswerable = check_dataset(dataset)
+    atomic.write_json(output_file, dataset, indent=None, sort_keys=False)
+    print(f"wrote {output_file}: SQuAD {version}, {paragraphs} paragraphs, {questions} questions "
+          f"({unanswerable} unanswerable)")
+    return 0
+
+
+def entry():
+    cli.main("make_squad_data", define_flags, run)
+
+
+if __name__ == "__main__":
+    entry()
