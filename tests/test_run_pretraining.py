@@ -149,7 +149,7 @@ def test_records_in_the_release_format_train_and_export(pretraining_records, tin
     evaluation = json.load(open(out / "eval_results.json"))
     # the evaluation ran: --max_eval_steps=3 batches of --eval_batch_size=8 examples
     assert evaluation["global_step"] == 6 and evaluation["steps"] == 3 and evaluation["examples"] == 24
-    assert 0 < evaluation["masked_lm_loss"] < 20 and 0 <= evaluation["masked_lm_accuracy"] <= 1
+    assert 0 < evaluation["masked_lm_loss"] < 20
     assert evaluation["loss"] == pytest.approx(evaluation["masked_lm_loss"] + evaluation["sentence_order_loss"])
     assert "global_step = 6\n" in (out / "eval_results.txt").read_text() and (out / "ckpt-6.index").exists()
     import tensorflow_text  # noqa: F401  (the preprocessing model's ops)

@@ -25,6 +25,7 @@ from albert_tf.data.classifier_metrics import compute
 from albert_tf.data.classifier_pipeline import label_ids, pack
 from albert_tf.modeling.losses import classifier_nll
 from albert_tf.storage import atomic
+from albert_tf.tasks.common import config_file_for
 from albert_tf.training.driver import EXAMPLE_INDEX, Task, TrainingOptions, train_and_evaluate
 from albert_tf.training.distribution import get_strategy
 
@@ -56,18 +57,6 @@ class ClassificationOptions:
     random_seed: int = 12345
     strategy: str = "default"
     export_dir: str = None
-
-
-def config_file_for(o):
-    """The albert_config.json to use: --albert_config_file, or the one in an
-    --init_checkpoint directory; None when neither."""
-    if o.albert_config_file:
-        return o.albert_config_file
-    if o.init_checkpoint:
-        candidate = os.path.join(o.init_checkpoint, "albert_config.json")
-        if os.path.isfile(candidate):
-            return candidate
-    return None
 
 
 def check_options(o):

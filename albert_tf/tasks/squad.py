@@ -23,6 +23,7 @@ import numpy as np
 import tensorflow as tf
 
 from albert_tf.storage import atomic
+from albert_tf.tasks.common import config_file_for
 from albert_tf.training.driver import EXAMPLE_INDEX, Task, train_and_evaluate
 
 ENCODER_INPUTS = ("input_word_ids", "input_mask", "input_type_ids")
@@ -71,20 +72,6 @@ class SquadOptions:
     @property
     def predict_features_path(self):
         return self.predict_feature_file or os.path.join(self.output_dir, "predict.tf_record")
-
-
-def config_file_for(o):
-    """The albert_config.json: --albert_config_file, the export's, or the one in an
-    --init_checkpoint directory; None when none."""
-    if o.albert_config_file:
-        return o.albert_config_file
-    if o.albert_hub_module_handle:
-        return os.path.join(o.albert_hub_module_handle, "encoder", "assets", "albert_config.json")
-    if o.init_checkpoint and os.path.isdir(o.init_checkpoint):
-        candidate = os.path.join(o.init_checkpoint, "albert_config.json")
-        if os.path.isfile(candidate):
-            return candidate
-    return None
 
 
 def spm_file_for(o):

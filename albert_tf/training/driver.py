@@ -24,6 +24,7 @@ driver owns everything else, once:
 Shape legend: B batch per replica, G global batch.
 """
 
+import abc
 import dataclasses
 import math
 import os
@@ -45,7 +46,7 @@ EXAMPLE_WEIGHT = "example_weight"
 EXAMPLE_INDEX = "example_index"
 
 
-class Task:
+class Task(abc.ABC):
     """What a command brings to the driver. Subclass and override; see
     albert_tf/tasks/ for the pretraining and classification tasks.
 
@@ -65,19 +66,19 @@ class Task:
     progress_metrics = (("loss", "loss"),)
     initialized_from = "random"
 
+    @abc.abstractmethod
     def build_model(self):
         """The Keras model (called inside the strategy scope)."""
-        raise NotImplementedError
 
     def initialize(self, model):
         """Loads starting weights for a new run (not on resume); returns where they came
         from, "random" for none."""
         return "random"
 
+    @abc.abstractmethod
     def train_dataset(self, input_context, batch_size, skip_batches):
         """Batches of B examples (dicts of tensors, static shapes), repeating forever,
         with the first `skip_batches` skipped."""
-        raise NotImplementedError
 
     def eval_dataset(self, batch_size):
         """One pass over the evaluation examples in batches of up to `batch_size` (the
@@ -88,22 +89,22 @@ class Task:
         """Scalars summed over replicas before the loss (default: the example count)."""
         return {"examples": tf.cast(tf.shape(next(iter(batch.values())))[0], tf.float32)}
 
+    @abc.abstractmethod
     def loss_and_terms(self, model, batch, normalizers, training):
         """(this replica's share of the global loss, dict of scalar sums for metrics)."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def train_metrics(self, totals):
         """Summed terms of some steps -> reported metrics (Python floats)."""
-        raise NotImplementedError
 
     def eval_outputs(self, model, batch):
         """Per-example results [B, ...] of one evaluation batch (dict of tensors)."""
-        raise NotImplementedError
+        raise TypeError(f"task {self.name} does not evaluate (no eval_outputs); run it with do_eval off.")
 
     def eval_metrics(self, outputs):
         """The metrics of the evaluation set from the concatenated per-example results
         (numpy arrays, padding rows already removed)."""
-        raise NotImplementedError
+        raise TypeError(f"task {self.name} does not evaluate (no eval_metrics); run it with do_eval off.")
 
     def results_extras(self):
         """Extra fields for eval_results.json (e.g. a majority-class baseline)."""
