@@ -20,7 +20,7 @@ $(STAMP): requirements.txt pyproject.toml
 venv: $(STAMP)
 
 test: $(STAMP)
-	$(VPY) -m pytest tests
+	$(VPY) -m pytest -n 2 --dist loadscope tests
 
 demo: $(STAMP)
 	$(VPY) tools/demo.py --output_dir=demo_output
