@@ -58,7 +58,6 @@ ones) and says why it rebuilt.
 
 import dataclasses
 import difflib
-import hashlib
 import json
 import logging
 import os
@@ -69,6 +68,7 @@ import unicodedata
 import numpy as np
 
 from albert_tf.data.example_codec import ExampleEncoder
+from albert_tf.data.summary import file_sha256
 from albert_tf.data.tokenization import preprocess_text
 from albert_tf.storage import atomic
 
@@ -868,14 +868,6 @@ def spans_path(feature_file):
     return os.fspath(feature_file) + ".spans.json"
 
 
-def _sha256(path):
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
 def feature_file_settings(settings, tokenizer, input_file):
     """The record of what makes a feature file: settings, tokenizer, input file."""
     settings.validate()
@@ -891,12 +883,12 @@ def feature_file_settings(settings, tokenizer, input_file):
         "is_training": bool(settings.is_training),
         "version": _normalize_version(settings.version, input_file),
         "do_lower_case": bool(tokenizer.do_lower_case),
-        "spm_model_sha256": _sha256(tokenizer.model_file),
+        "spm_model_sha256": file_sha256(tokenizer.model_file),
         "special_tokens": tokenizer.special_tokens.to_dict(),
         "input_file": os.path.abspath(input_file),
         "input_size": stat.st_size,
         "input_mtime": stat.st_mtime,
-        "input_sha256": _sha256(input_file),
+        "input_sha256": file_sha256(input_file),
     }
 
 
