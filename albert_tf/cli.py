@@ -20,9 +20,6 @@ flags, parses them (flag files with --flagfile) and calls `run(FLAGS)`. Exit sta
 import os
 import sys
 
-_EPILOGUE = {}
-
-
 def _describe_os_error(e):
     path = e.filename if e.filename is not None else ""
     what = e.strerror or str(e)

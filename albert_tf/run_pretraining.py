@@ -102,14 +102,15 @@ def options_from_flags(f, config):
     from albert_tf.data.files import expand_input_files
     from albert_tf.data.pipeline import DynamicMasking
     from albert_tf.data.summary import read_data_summary
+    from albert_tf.data.vocab import SpecialTokens
     from albert_tf.tasks.pretraining import PretrainingOptions, validate_files
     from albert_tf.training.driver import TrainingOptions
 
     input_files = expand_input_files(f.input_file) if f.input_file else []
     eval_files = expand_input_files(f.eval_input_file, flag="--eval_input_file") if f.eval_input_file else input_files
     validate_files(sorted(set(input_files) | set(eval_files)), f.max_seq_length, f.max_predictions_per_seq)
-    if f.export_dir:
-        _check_spm_model(f.spm_model_file)
+    if f.export_dir:  # the exported preprocessing model embeds it: check it before training
+        SpecialTokens.from_sentencepiece(f.spm_model_file)
     masking = None
     if f.dynamic_masking and f.do_train:
         # special ids and masking settings come from the data's summary (written by
@@ -134,17 +135,6 @@ def options_from_flags(f, config):
         do_train=f.do_train, do_eval=f.do_eval, evaluate_every_checkpoint=False, max_eval_steps=f.max_eval_steps,
         jit_compile=f.jit_compile)
     return task, training
-
-
-def _check_spm_model(path):
-    import sentencepiece as spm
-
-    if not os.path.isfile(path):
-        raise ValueError(f"--spm_model_file={path} does not exist (needed by --export_dir).")
-    try:
-        spm.SentencePieceProcessor(model_file=path)
-    except (OSError, RuntimeError) as e:
-        raise ValueError(f"--spm_model_file={path} is not a SentencePiece model ({e}).") from None
 
 
 def run(f):

@@ -40,6 +40,17 @@ def random_inputs(config, batch=3, length=12, seed=0, pad_from=(None, 7, 3)):
     return {"input_word_ids": ids, "input_mask": mask, "input_type_ids": types}
 
 
+def load_tool(name):
+    """A script of tools/ imported as a module (tools/ is not a package)."""
+    import importlib.util
+
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools", f"{name}.py")
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 @pytest.fixture(scope="session")
 def sample_corpus(tmp_path_factory):
     """The built-in sample corpus (1.2 MB of docstring prose), made once per session."""

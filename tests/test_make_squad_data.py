@@ -1,7 +1,6 @@
 """tools/make_squad_data.py: valid, deterministic SQuAD v1.1 / v2.0 files from docstrings,
 with answer offsets that are exact in contexts full of hard strings."""
 
-import importlib.util
 import json
 import os
 import re
@@ -9,6 +8,7 @@ import subprocess
 import sys
 
 import pytest
+from conftest import load_tool
 
 from albert_tf.data import squad_metrics
 
@@ -17,10 +17,7 @@ ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)),
 
 @pytest.fixture(scope="module")
 def tool():
-    spec = importlib.util.spec_from_file_location("make_squad_data", os.path.join(ROOT, "tools", "make_squad_data.py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_tool("make_squad_data")
 
 
 @pytest.fixture(scope="module")

@@ -9,6 +9,7 @@ import sys
 
 import numpy as np
 import pytest
+from conftest import load_tool
 import tensorflow as tf
 import tensorflow_text  # noqa: F401  (the preprocessing model's ops)
 
@@ -247,9 +248,7 @@ def test_driver_mirrored_two_cpus_matches_one_device_for_a_classifier():
 
 
 def test_make_topic_task_is_balanced_disjoint_and_deterministic():
-    sys.path.insert(0, os.path.join(ROOT, "tools"))
-    import make_topic_task
-
+    make_topic_task = load_tool("make_topic_task")
     train, dev = make_topic_task.make_task(per_class=40, dev_fraction=0.25)
     assert len(train) == 4 * 30 and len(dev) == 4 * 10
     assert {label for _, label in dev} == set(make_topic_task.LABELS)

@@ -2,29 +2,22 @@
 reproduces the predictions from the checkpoint, v2 writes null odds and every official
 key, and bad input exits with status 2 without writing anything."""
 
-import importlib.util
 import json
 import os
 import subprocess
 import sys
 
 import pytest
+from conftest import load_tool
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=ROOT)
 SEQ = 128
 
 
-def _tool():
-    spec = importlib.util.spec_from_file_location("make_squad_data", os.path.join(ROOT, "tools", "make_squad_data.py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 @pytest.fixture(scope="module")
 def squad_files(tmp_path_factory):
-    tool = _tool()
+    tool = load_tool("make_squad_data")
     entries = tool.docstring_entries()
     d = tmp_path_factory.mktemp("squad")
     paths = {}

@@ -1,4 +1,5 @@
-"""tf.data for fine-tuning: classification Examples -> batches of encoder inputs and labels.
+"""Fine-tuning inputs shared by the classification task and the exported classifier:
+label ids and in-graph packing of raw strings into encoder inputs.
 
 Tokenization and packing run in the graph through a preprocessing object with the TF-Hub
 preprocessing interface (`.tokenize(strings)` -> ragged ids, `.bert_pack_inputs(segments,
@@ -36,42 +37,3 @@ def pack(preprocess, text_a, text_b, seq_length):
         tensor.set_shape([None, seq_length])
         out[name] = tensor
     return out
-
-
-def classifier_dataset(examples, preprocess, seq_length, batch_size, labels=(), is_training=False, seed=12345,
-                       input_context=None):
-    """A dataset of (inputs dict [B, T], labels [B]) batches.
-
-    Args:
-        examples: list of `albert_tf.data.classifier_data.Example`.
-        preprocess: the preprocessing object (see module docstring).
-        seq_length: T.
-        batch_size: B (per input pipeline).
-        labels: the task's label list; empty for regression.
-        is_training: shuffle, repeat forever and drop the last partial batch.
-        seed: shuffle seed.
-        input_context: tf.distribute.InputContext; each pipeline then reads its shard.
-
-    Returns:
-        tf.data.Dataset. Evaluation datasets keep the order of `examples` and their
-        last partial batch.
-    """
-    pair = any(e.text_b is not None for e in examples)
-    columns = {
-        "text_a": np.array([e.text_a for e in examples], dtype=object),
-        "label": label_ids(examples, labels),
-    }
-    if pair:
-        columns["text_b"] = np.array([e.text_b or "" for e in examples], dtype=object)
-    ds = tf.data.Dataset.from_tensor_slices(columns)
-    if input_context is not None and input_context.num_input_pipelines > 1:
-        ds = ds.shard(input_context.num_input_pipelines, input_context.input_pipeline_id)
-    if is_training:
-        ds = ds.shuffle(len(examples), seed=seed, reshuffle_each_iteration=True).repeat()
-    ds = ds.batch(batch_size, drop_remainder=is_training)
-
-    def to_inputs(batch):
-        inputs = pack(preprocess, batch["text_a"], batch.get("text_b"), seq_length)
-        return inputs, batch["label"]
-
-    return ds.map(to_inputs, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)

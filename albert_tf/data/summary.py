@@ -24,7 +24,7 @@ import json
 import os
 
 from albert_tf.data.files import InputError, expand_input_files
-from albert_tf.data.vocab import SpecialTokens
+from albert_tf.data.vocab import SpecialTokens, dataclass_values
 
 SUMMARY_PREFIX = "summary_"
 
@@ -55,11 +55,7 @@ class MaskingSettings:
 
     @classmethod
     def from_dict(cls, values, source):
-        names = [f.name for f in dataclasses.fields(cls)]
-        missing = [n for n in names if n not in values]
-        if missing:
-            raise InputError(f"{source}: masking lacks {', '.join(missing)}.")
-        return cls(**{n: values[n] for n in names})
+        return cls(**dataclass_values(cls, values, source, "masking"))
 
 
 @dataclasses.dataclass(frozen=True)

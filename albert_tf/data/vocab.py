@@ -18,6 +18,16 @@ import os
 PIECES = {"pad_id": "<pad>", "unk_id": "<unk>", "cls_id": "[CLS]", "sep_id": "[SEP]", "mask_id": "[MASK]"}
 
 
+def dataclass_values(cls, values, source, what):
+    """The fields of dataclass `cls` read from dict `values` (a JSON record); ValueError
+    naming `source` and `what` when a field is missing."""
+    names = [f.name for f in dataclasses.fields(cls)]
+    missing = [n for n in names if n not in values]
+    if missing:
+        raise ValueError(f"{source}: {what} lacks {', '.join(missing)}.")
+    return {n: values[n] for n in names}
+
+
 @dataclasses.dataclass(frozen=True)
 class SpecialTokens:
     """Ids of <pad>, <unk>, [CLS], [SEP], [MASK] and the range of ordinary ids.
@@ -80,8 +90,4 @@ class SpecialTokens:
     @classmethod
     def from_dict(cls, values, source):
         """The inverse of to_dict; ValueError naming `source` when a field is missing."""
-        names = [f.name for f in dataclasses.fields(cls)]
-        missing = [n for n in names if n not in values]
-        if missing:
-            raise ValueError(f"{source}: special_tokens lacks {', '.join(missing)}.")
-        return cls(**{n: int(values[n]) for n in names})
+        return cls(**{n: int(v) for n, v in dataclass_values(cls, values, source, "special_tokens").items()})

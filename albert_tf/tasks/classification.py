@@ -25,7 +25,7 @@ from albert_tf.data.classifier_metrics import compute
 from albert_tf.data.classifier_pipeline import label_ids, pack
 from albert_tf.modeling.losses import classifier_nll
 from albert_tf.storage import atomic
-from albert_tf.tasks.common import config_file_for
+from albert_tf.tasks.common import config_file_for, random_start, training_batches
 from albert_tf.training.driver import EXAMPLE_INDEX, Task, TrainingOptions, train_and_evaluate
 from albert_tf.training.distribution import get_strategy
 
@@ -111,17 +111,16 @@ class ClassificationTask(Task):
 
     Args:
         options: ClassificationOptions.
+        task_def: classifier_data.Task (its labels, empty for regression, and metrics, the
+            first of which picks the best checkpoint).
         splits: dict split -> list of classifier_data.Example (read and checked already).
-        labels: the task's label names; empty for regression.
-        metric_names: the task's metrics; the first picks the best checkpoint.
-        global_batch_size: G of training.
     """
 
     # tokenization calls the preprocessing SavedModel (stateful): a resumed run skips the
     # batches already consumed (the shuffle is seeded, so the rest is the same)
     checkpointable_input = False
 
-    def __init__(self, options, task_def, splits, global_batch_size):
+    def __init__(self, options, task_def, splits):
         self.options = options
         self.task_def = task_def
         self.name = task_def.name
@@ -129,7 +128,6 @@ class ClassificationTask(Task):
         self.labels = list(task_def.labels)
         self.metric_names = list(task_def.metrics)
         self.best_metric = self.metric_names[0]
-        self.global_batch_size = int(global_batch_size)
         self.pair = any(e.text_b is not None for split in splits.values() for e in split)
         self.progress_metrics = (("loss", "loss"),) + ((("accuracy", "acc"),) if self.labels else ())
         self.preprocess = None
@@ -172,9 +170,7 @@ class ClassificationTask(Task):
             from albert_tf.training.checkpoints import load_init_checkpoint
 
             return load_init_checkpoint(self._pretrainer, o.init_checkpoint)
-        print("WARNING: no --init_checkpoint and no --albert_hub_module_handle: fine-tuning starts from random "
-              "weights (eval_results.json records initialized_from: random).", file=sys.stderr, flush=True)
-        return "random"
+        return random_start()
 
     # --- data ----------------------------------------------------------------------------
 
@@ -193,14 +189,8 @@ class ClassificationTask(Task):
         return features
 
     def train_dataset(self, input_context, batch_size, skip_batches):
-        examples = self.splits["train"]
-        ds = tf.data.Dataset.from_tensor_slices(self._columns(examples))
-        if input_context is not None and input_context.num_input_pipelines > 1:
-            ds = ds.shard(input_context.num_input_pipelines, input_context.input_pipeline_id)
-        ds = ds.shuffle(len(examples), seed=self.options.random_seed, reshuffle_each_iteration=True).repeat()
-        ds = ds.batch(batch_size, drop_remainder=True)
-        if skip_batches:
-            ds = ds.skip(skip_batches)  # the shuffle is seeded: the rest is what the first run saw
+        ds = training_batches(self._columns(self.splits["train"]), input_context, batch_size,
+                              self.options.random_seed, skip_batches)
         return ds.map(self._to_features, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
 
     def split_dataset(self, split, batch_size):
@@ -298,8 +288,8 @@ def run(o, training, stream=sys.stdout):
     keras.utils.set_random_seed(o.random_seed)
     strategy = get_strategy(o.strategy)
     training = dataclasses.replace(training, output_dir=o.output_dir, do_train=o.do_train, do_eval=o.do_eval,
-                                   evaluate_every_checkpoint=True, keep_best=True, optimizer=training.optimizer)
-    task = ClassificationTask(o, task_def, splits, training.train_batch_size)
+                                   evaluate_every_checkpoint=True, keep_best=True)
+    task = ClassificationTask(o, task_def, splits)
     if o.do_train:
         n = len(splits["train"])
         print(f"task {task.name}: {len(task.labels) or 'regression'}{' labels' if task.labels else ''}; "

@@ -23,7 +23,7 @@ import numpy as np
 import tensorflow as tf
 
 from albert_tf.storage import atomic
-from albert_tf.tasks.common import config_file_for
+from albert_tf.tasks.common import config_file_for, random_start, training_batches
 from albert_tf.training.driver import EXAMPLE_INDEX, Task, train_and_evaluate
 
 ENCODER_INPUTS = ("input_word_ids", "input_mask", "input_type_ids")
@@ -217,23 +217,13 @@ class SquadTask(Task):
             from albert_tf.training.checkpoints import load_init_checkpoint
 
             return load_init_checkpoint(self._pretrainer, o.init_checkpoint)
-        print("WARNING: no --init_checkpoint and no --albert_hub_module_handle: fine-tuning starts from random "
-              "weights (eval_results.json records initialized_from: random).", file=sys.stderr, flush=True)
-        return "random"
+        return random_start()
 
     # --- data ----------------------------------------------------------------------------
 
     def train_dataset(self, input_context, batch_size, skip_batches):
-        columns = _feature_columns(self.train_arrays, with_labels=True)
-        n = len(columns["input_word_ids"])
-        ds = tf.data.Dataset.from_tensor_slices(columns)
-        if input_context is not None and input_context.num_input_pipelines > 1:
-            ds = ds.shard(input_context.num_input_pipelines, input_context.input_pipeline_id)
-        ds = ds.shuffle(n, seed=self.options.random_seed, reshuffle_each_iteration=True).repeat()
-        ds = ds.batch(batch_size, drop_remainder=True)
-        if skip_batches:
-            ds = ds.skip(skip_batches)
-        return ds.prefetch(tf.data.AUTOTUNE)
+        return training_batches(_feature_columns(self.train_arrays, with_labels=True), input_context, batch_size,
+                                self.options.random_seed, skip_batches).prefetch(tf.data.AUTOTUNE)
 
     def predict_dataset(self, features, batch_size):
         """One ordered, finite pass over prediction features (the last batch may be partial)."""

@@ -304,7 +304,7 @@ def pad_batch(batch, size):
 
 
 def train_and_evaluate(task, options, strategy=None, is_chief=True, stream=sys.stdout,
-                       stop_after_steps=None, write_results=True):
+                       stop_after_steps=None):
     """Runs a task: resume or initialize, train with checkpoints and evaluation, write
     the results. Returns a dict: trainer, final_step, eval (metrics), best (info or None),
     initialized_from, resumed_from.
@@ -316,7 +316,6 @@ def train_and_evaluate(task, options, strategy=None, is_chief=True, stream=sys.s
         is_chief: whether this worker writes output_dir.
         stream: where progress goes.
         stop_after_steps: stop early at this step (tests of interruption).
-        write_results: write eval_results.json/.txt after evaluation.
 
     Raises:
         TrainingDivergedError: the loss became NaN or infinite (no checkpoint written for it).
@@ -402,16 +401,19 @@ def train_and_evaluate(task, options, strategy=None, is_chief=True, stream=sys.s
                 if options.do_eval and options.evaluate_every_checkpoint:
                     results["eval"] = evaluate_now()
     results["final_step"] = trainer.step
-    if options.do_eval and (results["eval"] is None or results["eval"]["global_step"] != trainer.step):
-        if not (checkpoints.keep_best and checkpoints.best is not None and not options.do_train):
-            results["eval"] = evaluate_now()
+    # a final evaluation, unless the last checkpoint's evaluation was of these weights or a
+    # run that does not train holds its best checkpoint's metrics already
+    evaluated = results["eval"] is not None and results["eval"]["global_step"] == trainer.step
+    have_best = checkpoints.keep_best and checkpoints.best is not None and not options.do_train
+    if options.do_eval and not (evaluated or have_best):
+        results["eval"] = evaluate_now()
     if checkpoints.keep_best and checkpoints.best is not None:
         checkpoints.restore_best()
         results["best"] = checkpoints.best
     if results["eval"] is not None or results["best"] is not None:
-        summary = _summary(task, results, checkpoints)
+        summary = _summary(task, results)
         results["summary"] = summary
-        if is_chief and write_results:
+        if is_chief:
             atomic.write_json(os.path.join(options.output_dir, "eval_results.json"), summary)
             atomic.write_text(os.path.join(options.output_dir, "eval_results.txt"),
                               "".join(f"{k} = {summary[k]}\n" for k in sorted(summary)))
@@ -426,7 +428,7 @@ def train_and_evaluate(task, options, strategy=None, is_chief=True, stream=sys.s
     return results
 
 
-def _summary(task, results, checkpoints):
+def _summary(task, results):
     if results["best"] is not None:
         best = results["best"]
         summary = {**best["metrics"], "best_step": best["step"], "metric": best["metric"],
