@@ -25,7 +25,9 @@ Output in --output_dir: ckpt-N checkpoints (a run resumes from the newest; --do_
 alone predicts with it), metrics.jsonl, TensorBoard (train/), training_curves.png,
 predictions.json, nbest_predictions.json, (v2) null_odds.json and
 predictions_best_f1_thresh.json, and, when --predict_file holds answers,
-eval_results.json / .txt with the official metrics.
+eval_results.json / .txt with the official metrics. With --export_dir, a SavedModel that
+answers raw (question, context) strings (albert_tf.export.qa_module: answer, score,
+character span; v2 also no_answer_score), with qa_info.json beside it.
 """
 
 import sys
@@ -73,6 +75,8 @@ def define_flags(flag_values=None, version="v1"):
     flags.DEFINE_integer("iterations_per_loop", 1000, "Steps per tf.function call (and per progress line).", **fv)
     flags.DEFINE_integer("n_best_size", 20, "n-best predictions per question in nbest_predictions.json.", **fv)
     flags.DEFINE_integer("max_answer_length", 30, "Longest answer in pieces.", **fv)
+    flags.DEFINE_string("export_dir", None, "Export the fine-tuned model here at the end: a SavedModel that takes "
+                        "raw strings (question, context) and returns the answer text, score and character span.", **fv)
     flags.DEFINE_bool("use_tpu", False, "Train on a TPU (--tpu_name): the driver's tpu strategy.", **fv)
     flags.DEFINE_string("tpu_name", None, "The TPU name or grpc:// address (with --use_tpu).", **fv)
     flags.DEFINE_string("tpu_zone", None, "Accepted for compatibility; unused (the TPU resolver finds it).", **fv)
@@ -124,7 +128,8 @@ def options_from_flags(f, version):
         warmup_proportion=f.warmup_proportion, n_best_size=f.n_best_size, max_answer_length=f.max_answer_length,
         start_n_top=f.start_n_top if v2 else 5, end_n_top=f.end_n_top if v2 else 5,
         dropout_prob=f.dropout_prob if v2 else 0.1, random_seed=f.random_seed,
-        strategy="tpu" if f.use_tpu else f.strategy, tpu_name=(f.tpu_name or f.master) if f.use_tpu else None)
+        strategy="tpu" if f.use_tpu else f.strategy, tpu_name=(f.tpu_name or f.master) if f.use_tpu else None,
+        export_dir=f.export_dir)
     training = TrainingOptions(
         output_dir=f.output_dir, train_batch_size=f.train_batch_size, eval_batch_size=f.predict_batch_size,
         learning_rate=f.learning_rate, optimizer="adamw", save_checkpoints_steps=f.save_checkpoints_steps,

@@ -40,6 +40,71 @@ def config_file(tmp_path_factory):
     return path
 
 
+# loads a QA export in a fresh process and answers every question of a SQuAD file
+ANSWER = r"""
+import json, sys
+import tensorflow as tf, tensorflow_text  # noqa: F401 (registers the SentencePiece ops)
+qa = tf.saved_model.load(sys.argv[1])
+data = json.load(open(sys.argv[2], encoding="utf-8"))
+rows = [(q["id"], q["question"], p["context"]) for a in data["data"] for p in a["paragraphs"] for q in p["qas"]]
+rows.append(("empty-context", "Anything?", ""))
+out = qa.signatures["serving_default"](question=tf.constant([r[1] for r in rows]),
+                                       context=tf.constant([r[2] for r in rows]))
+answers = {}
+for i, (qid, _, _) in enumerate(rows):
+    answers[qid] = {k: (v[i].numpy().decode("utf-8") if v.dtype == tf.string else v[i].numpy().item())
+                    for k, v in out.items()}
+json.dump(answers, sys.stdout)
+"""
+
+
+def _long_contexts(path, out_path, version):
+    """The questions of `path` with odd characters and whitespace runs around their
+    contexts, several contexts joined into one: each context needs several windows."""
+    with open(path, encoding="utf-8") as f:
+        data = json.load(f)
+    prefix = "Ｃａｆé  ``naïve''\u200b 1,000 ﬁx —\n\n   "
+    paragraphs = [p for a in data["data"] for p in a["paragraphs"]][:12]
+    filler = " ".join(p["context"] for p in paragraphs[:3])
+    for p in paragraphs:
+        shift = len(prefix) + len(filler) + 1
+        p["context"] = prefix + filler + " " + p["context"] + "  \t end"
+        for q in p["qas"]:
+            for a in q.get("answers", []) + q.get("plausible_answers", []):
+                a["answer_start"] += shift
+    data["data"] = [{"title": "long", "paragraphs": paragraphs}]
+    with open(out_path, "w", encoding="utf-8") as f:
+        json.dump(data, f, ensure_ascii=False)
+    return out_path
+
+
+def _check_export(export_dir, predict_file, output_dir, version):
+    """The export, loaded in a fresh process, gives the first n-best answer of the run's
+    nbest_predictions.json (text and character span) for every question; v2 also its null
+    odds; an empty context gets no answer."""
+    result = subprocess.run([sys.executable, "-c", ANSWER, str(export_dir), str(predict_file)], capture_output=True,
+                            text=True, env=ENV, cwd=ROOT, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    answers = json.loads(result.stdout)
+    empty = answers.pop("empty-context")
+    assert {k: empty[k] for k in ("answer", "start", "end", "score")} == {"answer": "", "start": -1, "end": -1,
+                                                                         "score": -1e6}
+    nbest = json.load(open(os.path.join(output_dir, "nbest_predictions.json"), encoding="utf-8"))
+    assert set(answers) == set(nbest)
+    for qid, got in answers.items():
+        best = nbest[qid][0]
+        assert (got["answer"], got["start"], got["end"]) == (best["text"], best["char_start"], best["char_end"]), qid
+        scores = ("start_logit", "end_logit") if version == "v1" else ("start_log_prob", "end_log_prob")
+        assert got["score"] == pytest.approx(best[scores[0]] + best[scores[1]], abs=1e-4)
+    if version == "v2":
+        odds = json.load(open(os.path.join(output_dir, "null_odds.json"), encoding="utf-8"))
+        for qid, got in answers.items():
+            assert got["no_answer_score"] == pytest.approx(odds[qid], abs=1e-4)
+    info = json.load(open(os.path.join(export_dir, "qa_info.json"), encoding="utf-8"))
+    assert info["version"] == version and info["max_seq_length"] == SEQ and info["doc_stride"] == 64
+    return answers
+
+
 def _flags(module, args):
     from absl import flags
 
@@ -64,7 +129,7 @@ def test_v1_learns_the_training_set_and_predict_only_reproduces_it(squad_files, 
     values = _flags(run_squad_v1, args + ["--do_train", "--do_predict", "--train_batch_size=16",
                                           "--learning_rate=3e-3", "--num_train_epochs=150",
                                           "--warmup_proportion=0.1", "--save_checkpoints_steps=100000",
-                                          "--iterations_per_loop=50"])
+                                          "--iterations_per_loop=50", f"--export_dir={out / 'export'}"])
     results = run_squad_v1.run(values, stream=open(os.devnull, "w"))
     assert "WARNING: no --init_checkpoint" in capfd.readouterr().err
     metrics = results["metrics"]
@@ -85,6 +150,21 @@ def test_v1_learns_the_training_set_and_predict_only_reproduces_it(squad_files, 
     assert json.load(open(out / "predictions.json")) == predictions
     assert again["metrics"]["exact_match"] == metrics["exact_match"]
 
+    # the QA SavedModel (raw strings in), exported at the end of training, answers as the run did
+    answers = _check_export(out / "export", squad_files["v1"], out, "v1")
+    assert sum(answers[qid]["answer"] == text for qid, text in predictions.items()) == len(predictions)
+
+    # long contexts (several windows each, odd characters): predict-only and a fresh export
+    # from the same output_dir agree question by question
+    long_file = _long_contexts(squad_files["v1"], tmp_path / "long-v1.json", "v1")
+    values = _flags(run_squad_v1, _common(spm_model, config_file, out, long_file)[:-1] + [
+        "--n_best_size=5", "--do_predict", f"--export_dir={out / 'export_long'}",
+        f"--predict_feature_file={tmp_path / 'long.tf_record'}"])
+    run_squad_v1.run(values, stream=open(os.devnull, "w"))
+    windows = json.load(open(f"{tmp_path / 'long.tf_record'}.json"))["num_features"]
+    assert windows >= 2 * 12, windows
+    _check_export(out / "export_long", long_file, out, "v1")
+
 
 def test_v2_writes_null_odds_and_every_official_key(squad_files, spm_model, config_file, tmp_path):
     from albert_tf import run_squad_v2
@@ -92,7 +172,7 @@ def test_v2_writes_null_odds_and_every_official_key(squad_files, spm_model, conf
     out = tmp_path / "v2"
     values = _flags(run_squad_v2, _common(spm_model, config_file, out, squad_files["v2"]) + [
         "--do_train", "--do_predict", "--train_batch_size=8", "--learning_rate=1e-3", "--num_train_epochs=2",
-        "--start_n_top=3", "--end_n_top=3", "--iterations_per_loop=10"])
+        "--start_n_top=3", "--end_n_top=3", "--iterations_per_loop=10", f"--export_dir={out / 'export'}"])
     results = run_squad_v2.run(values, stream=open(os.devnull, "w"))
     metrics = results["metrics"]
     for key in ("exact", "f1", "total", "HasAns_exact", "HasAns_f1", "HasAns_total", "NoAns_exact", "NoAns_f1",
@@ -103,6 +183,9 @@ def test_v2_writes_null_odds_and_every_official_key(squad_files, spm_model, conf
     assert set(null_odds) == set(predictions) and len(predictions) == metrics["total"]
     summary = json.load(open(out / "eval_results.json"))
     assert summary["initialized_from"] == "random" and summary["best_f1"] == pytest.approx(metrics["best_f1"])
+    _check_export(out / "export", squad_files["v2"], out, "v2")
+    info = json.load(open(out / "export" / "qa_info.json"))
+    assert info["null_threshold"] == pytest.approx(metrics["best_f1_thresh"]) and info["start_n_top"] == 3
 
 
 @pytest.mark.parametrize("case", ["no_predict_file", "bad_json"])

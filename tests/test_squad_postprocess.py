@@ -85,15 +85,16 @@ def test_max_answer_length_question_padding_and_max_context_are_respected():
         "Paulo, the café sold 1,000 crêpes")
 
 
-def test_a_span_seen_in_two_windows_gets_its_scores_averaged():
+def test_a_span_seen_in_two_windows_keeps_its_best_entry_as_the_release():
     # windows over words 0-7 and 4-12 share words 4-7; both (by hand) mark 6 as max context
     first = window("q", words=range(0, 8), start={6: 4.0}, end={7: 2.0}, max_context={0, 1, 2, 3, 4, 5, 6})
     second = window("q", words=range(4, 13), start={6: 2.0, 9: 2.5}, end={7: 0.0, 10: 0.0},
                     max_context={6, 7, 8, 9, 10, 11, 12})
     entries = sp.nbest_v1([first, second], {"q": CONTEXT}, n_best_size=3)["q"]
-    # "1,000 crêpes": (4 + 2) / 2 = 3 start, (2 + 0) / 2 = 1 end -> 4.0 beats "Zoë   Müller" 2.5
+    # one entry per (window, start, end): "1,000 crêpes" 4 + 2 from the first window; the
+    # second window's 2 + 0 is the same text and dropped (not averaged in)
     assert entries[0]["text"] == "1,000 crêpes"
-    assert (entries[0]["start_logit"], entries[0]["end_logit"]) == (3.0, 1.0)
+    assert (entries[0]["start_logit"], entries[0]["end_logit"]) == (4.0, 2.0)
     assert entries[1]["text"] == "Zoë   Müller" and entries[1]["start_logit"] + entries[1]["end_logit"] == 2.5
     # the release's dict form of token_is_max_context gives the same
     for w in (first, second):

@@ -36,12 +36,10 @@ and what this module does:
   first, as the release's stable sort.
 - v2 candidates: the head's top start_n_top starts x top end_n_top ends per start, filtered
   as above (the release exactly).
-- Averaging: the release keeps a list of (start, end) scores per (window, span) and averages
-  it; each list holds one entry in practice (each pair is produced once per window) and a
-  token is a max-context position in one window only, so a span is a candidate in at most
-  one window. Here the scores of one character span are averaged over all windows where it
-  is a candidate (identical to the release for release-made windows; it only matters when a
-  caller marks a token max-context in several windows).
+- One entry per (window, start token, end token), as the release (its accumulate_predictions
+  keys a list of scores by (feature, start, end); each list holds one entry, so its average
+  is that entry). Two token pairs that cover the same characters (a bare "▁" piece before
+  a word starts where the word starts) stay two entries; the n-best keeps the better one.
 - n-best: candidates sorted by score (stable), the first occurrence of each text kept (the
   release's `seen_predictions`), the first n_best_size; probability = softmax over their
   scores. No candidate at all: v1 gives the release's nonce {"text": "empty"} with scores
@@ -207,18 +205,11 @@ def nbest_from_candidates(candidates, context, n_best_size=20, score_names=("sta
         best first; context[char_start:char_end] == text (None offsets for the fallback).
     """
     start_name, end_name = score_names
-    merged = {}
-    for char_start, char_end, start_score, end_score in candidates:
-        if not 0 <= char_start < char_end <= len(context):
-            continue
-        total = merged.setdefault((char_start, char_end), [0.0, 0.0, 0])
-        total[0] += start_score
-        total[1] += end_score
-        total[2] += 1
-    averaged = [(start / n, end / n, span) for span, (start, end, n) in merged.items()]
-    averaged.sort(key=lambda x: x[0] + x[1], reverse=True)
+    ranked = [(start, end, (char_start, char_end)) for char_start, char_end, start, end in candidates
+              if 0 <= char_start < char_end <= len(context)]
+    ranked.sort(key=lambda x: x[0] + x[1], reverse=True)  # stable: ties keep window order
     entries, seen = [], set()
-    for start_score, end_score, (char_start, char_end) in averaged:
+    for start_score, end_score, (char_start, char_end) in ranked:
         if len(entries) >= n_best_size:
             break
         char_start, char_end = _strip_span(context, char_start, char_end)
@@ -246,8 +237,8 @@ def nbest_v1(windows, contexts, n_best_size=20, max_answer_length=30):
         max_answer_length: longest span in tokens.
     Returns:
         {qid: [{"text", "probability", "start_logit", "end_logit", "char_start", "char_end"}]}
-        in order of first appearance in `windows`; the logits are averaged over the windows
-        where the span is a candidate.
+        in order of first appearance in `windows`; a text's logits are those of its best
+        (window, start, end).
     """
     order = _question_order(windows, contexts)
     found = {qid: [] for qid in order}

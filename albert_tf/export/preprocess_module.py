@@ -18,7 +18,7 @@ import tensorflow_text as tf_text
 from albert_tf.data.vocab import SpecialTokens
 
 # Python's str.split() whitespace, as RE2 classes.
-_WHITESPACE = r"[\s\p{Z}\x{1c}-\x{1f}\x{85}]+"
+_WHITESPACE = r"[\s\p{Z}\x{0b}\x{1c}-\x{1f}\x{85}]+"
 
 
 def normalize(text, lower=True):

@@ -64,6 +64,7 @@ class SquadOptions:
     random_seed: int = 12345
     strategy: str = "default"
     tpu_name: str = None
+    export_dir: str = None
 
     @property
     def train_features_path(self):
@@ -96,8 +97,8 @@ def check_options(o):
         raise ValueError("--output_dir is required.")
     if os.path.exists(o.output_dir) and not os.path.isdir(o.output_dir):
         raise ValueError(f"--output_dir={o.output_dir} exists and is not a directory.")
-    if not (o.do_train or o.do_predict):
-        raise ValueError("at least one of --do_train and --do_predict must be true.")
+    if not (o.do_train or o.do_predict or o.export_dir):
+        raise ValueError("at least one of --do_train, --do_predict and --export_dir is needed.")
     if o.do_train and not o.train_file:
         raise ValueError("--do_train needs --train_file (a SQuAD JSON file).")
     if o.do_predict and not o.predict_file:
@@ -149,6 +150,12 @@ def check_options(o):
     for flag, path in (("train_feature_file", o.train_feature_file), ("predict_feature_file", o.predict_feature_file)):
         if path and os.path.isdir(path):
             raise ValueError(f"--{flag}={path} is a directory; give a file path.")
+    if o.export_dir:
+        if os.path.exists(o.export_dir) and not os.path.isdir(o.export_dir):
+            raise ValueError(f"--export_dir={o.export_dir} exists and is not a directory.")
+        if os.path.abspath(o.export_dir) == os.path.abspath(o.output_dir):
+            raise ValueError("--export_dir must differ from --output_dir (the export replaces its directory); "
+                             f"e.g. --export_dir={os.path.join(o.output_dir, 'export')}.")
 
 
 def _feature_columns(arrays, with_labels):
@@ -348,7 +355,7 @@ def run(o, training, stream=sys.stdout):
 
     Returns:
         dict: final_step, initialized_from, num_train_features, num_train_steps,
-        predictions (path), metrics (or None).
+        predictions (path), metrics (or None), export_dir (with --export_dir).
     """
     from albert_tf.data.squad_data import FeatureSettings, load_or_build_features, read_feature_arrays
     from albert_tf.data.tokenization import SentencePieceTokenizer
@@ -403,8 +410,26 @@ def run(o, training, stream=sys.stdout):
     outcome = train_and_evaluate(task, training, strategy, stream=stream)
     trainer = outcome["trainer"]
     results.update(final_step=outcome["final_step"], initialized_from=outcome["initialized_from"])
-    if not o.do_predict:
-        return results
+    if o.do_predict:
+        predict(task, trainer, outcome, predict_cache, results, stream)
+    if o.export_dir:
+        from albert_tf.export.qa_module import export_question_answering
+
+        metrics = results.get("metrics") or {}
+        extra = {"null_threshold": float(metrics.get("best_f1_thresh", 0.0))} if o.version == "v2" else {}
+        results["export_dir"] = export_question_answering(
+            trainer.model, spm_file_for(o), o.export_dir, do_lower_case=o.do_lower_case,
+            max_seq_length=o.max_seq_length, doc_stride=o.doc_stride, max_query_length=o.max_query_length,
+            n_best_size=o.n_best_size, max_answer_length=o.max_answer_length,
+            extra_info=dict(extra, global_step=outcome["final_step"], initialized_from=outcome["initialized_from"]))
+        print(f"exported the QA model (raw question and context in) to {results['export_dir']}", file=stream,
+              flush=True)
+    return results
+
+
+def predict(task, trainer, outcome, predict_cache, results, stream):
+    """Prediction after training: the files, the metrics, eval_results.json."""
+    o = task.options
     if not outcome["resumed_from"] and not o.do_train:
         print(f"WARNING: --do_predict without --do_train and no checkpoint in {o.output_dir}: predicting with the "
               f"starting weights ({outcome['initialized_from']}).", file=sys.stderr, flush=True)
@@ -421,4 +446,3 @@ def run(o, training, stream=sys.stdout):
         keys = ("exact_match", "f1") if o.version == "v1" else ("exact", "f1", "best_exact", "best_f1",
                                                                   "no_answer_share")
         print("eval: " + ", ".join(f"{k} {summary[k]:.4f}" for k in keys), file=stream, flush=True)
-    return results

@@ -1,0 +1,138 @@
+"""In-graph SentencePiece pieces of one string with their character spans in the ORIGINAL text.
+
+The TensorFlow twin of `albert_tf.data.squad_data.tokenize_context` (read its docstring for
+the rules), for SavedModels that take raw text and answer with spans of it:
+
+    tokenizer = tf_text.SentencepieceTokenizer(model=spm_bytes, out_type=tf.int32)
+    ids, starts, ends = context_pieces(tf.constant("Café  über 1,000"), tokenizer, lower=True)
+    # ids [P] exactly `normalize` + SentencePiece; text[starts[k]:ends[k]] is piece k's text
+    # (characters, i.e. Unicode code points, as Python indexes str)
+
+Normalisation is done character by character so that every normalised character keeps the
+[start, end) of the original characters it came from: whitespace runs -> one space (ends
+dropped), `` and '' -> " (left to right, as str.replace), NFKD with \\p{Mn} marks dropped,
+lower-casing (of the whole string; per character where a character lower-cases to several). The
+joined result is the preprocessing model's `normalize(text)`, so the ids are the ones the
+preprocessing SavedModel gives. SentencePiece's byte offsets into that string are mapped
+to normalised characters and then to the original characters; whitespace and control /
+format characters at a piece's edges are left out of its span, and a piece made only of
+them (a bare "▁") gets the empty span at the next solid character.
+
+Everything is plain TensorFlow and tensorflow_text ops (no py_function), so it is saved
+inside a SavedModel and runs in a fresh process after `import tensorflow_text`.
+"""
+
+import tensorflow as tf
+import tensorflow_text as tf_text
+
+# Python's str.isspace() characters, as an RE2 class (one character).
+_SPACE = r"[\s\p{Z}\x{0b}\x{1c}-\x{1f}\x{85}]"
+# what squad_data._is_blank calls blank: isspace or category Cc, Cf, Zs, Zl, Zp
+_BLANK = r"[\s\p{Z}\x{0b}\p{Cc}\p{Cf}\x{1c}-\x{1f}\x{85}]"
+
+
+def _expand(chars, starts, ends, transform):
+    """Applies a per-character string transform and splits the results into characters,
+    each new character inheriting the span of the one it came from."""
+    parts = tf.strings.unicode_split(transform(chars), "UTF-8")  # [N, (k)]
+    lengths = parts.row_lengths()
+    return parts.flat_values, tf.repeat(starts, lengths), tf.repeat(ends, lengths)
+
+
+def _next_true(flags, positions):
+    """For each position p: the first index >= p where `flags` is true (len(flags) if none)."""
+    hits = tf.cast(tf.where(flags)[:, 0], tf.int32)
+    n = tf.size(flags)
+    k = tf.searchsorted(hits, positions, side="left")
+    return tf.gather(tf.concat([hits, [n]], 0), k)
+
+
+def _prev_true(flags, positions):
+    """For each position p: the last index <= p where `flags` is true (-1 if none)."""
+    hits = tf.cast(tf.where(flags)[:, 0], tf.int32)
+    k = tf.searchsorted(hits, positions, side="right") - 1
+    return tf.gather(tf.concat([[-1], hits], 0), k + 1)
+
+
+def _pair_quotes(chars, starts, ends, mark):
+    """`mark mark` -> '"' left to right over runs of `mark` (str.replace's non-overlapping
+    scan); the quote spans both original characters."""
+    n = tf.size(chars)
+    is_mark = tf.equal(chars, mark)
+    prev = tf.concat([[False], is_mark[:-1]], 0)
+    following = tf.concat([is_mark[1:], [False]], 0)
+    run_starts = tf.cast(tf.where(is_mark & ~prev)[:, 0], tf.int32)
+    index = tf.range(n)
+    run_start = tf.gather(tf.concat([[0], run_starts], 0), tf.searchsorted(run_starts, index, side="right"))
+    odd = tf.equal(tf.math.floormod(index - run_start, 2), 1)
+    opens = is_mark & ~odd & following  # even place in the run with a partner after it
+    chars = tf.where(opens, '"', chars)
+    ends = tf.where(opens, tf.concat([ends[1:], [0]], 0), ends)
+    keep = ~(is_mark & odd)
+    return tf.boolean_mask(chars, keep), tf.boolean_mask(starts, keep), tf.boolean_mask(ends, keep)
+
+
+def normalize_with_offsets(text, lower=True):
+    """One string -> (normalised characters [M] string, starts [M], ends [M] int32): the
+    original-character span of each normalised character (see module docstring)."""
+    chars = tf.strings.unicode_split(text, "UTF-8")  # [N]
+    n = tf.size(chars)
+    index = tf.range(n)
+    space = tf.strings.regex_full_match(chars, _SPACE)
+    solid = ~space
+    solid_before = tf.cumsum(tf.cast(solid, tf.int32)) > 0
+    solid_after = tf.reverse(tf.cumsum(tf.reverse(tf.cast(solid, tf.int32), [0])), [0]) > 0
+    first_of_run = space & ~tf.concat([[False], space[:-1]], 0)
+    keep = solid | (first_of_run & solid_before & solid_after)
+    run_end = _next_true(solid, index)  # a kept space spans its whole run
+    chars = tf.where(space, " ", chars)
+    starts = index
+    ends = tf.where(space, run_end, index + 1)
+    chars, starts, ends = (tf.boolean_mask(x, keep) for x in (chars, starts, ends))
+    for mark in ("`", "'"):
+        chars, starts, ends = _pair_quotes(chars, starts, ends, mark)
+    chars, starts, ends = _expand(
+        chars, starts, ends,
+        lambda c: tf.strings.regex_replace(tf_text.normalize_utf8(c, "NFKD"), r"\p{Mn}", ""))
+    if lower:
+        # the whole string (context rules such as the final sigma); the spans per character
+        # when some character lower-cases to several (as squad_data.normalize_with_offsets)
+        whole = tf.strings.unicode_split(tf.strings.lower(tf.strings.reduce_join(chars), encoding="utf-8"), "UTF-8")
+        per_char = _expand(chars, starts, ends, lambda c: tf.strings.lower(c, encoding="utf-8"))
+        same_length = tf.equal(tf.size(whole), tf.size(chars))
+        starts = tf.cond(same_length, lambda: starts, lambda: per_char[1])
+        ends = tf.cond(same_length, lambda: ends, lambda: per_char[2])
+        chars = whole
+    return chars, starts, ends
+
+
+def context_pieces(text, tokenizer, lower=True):
+    """One string -> (ids [P] int32, starts [P] int32, ends [P] int32); spans are character
+    offsets in `text`, [start, end) (module docstring).
+
+    Args:
+        text: scalar string tensor.
+        tokenizer: a tensorflow_text SentencepieceTokenizer (out_type int32).
+        lower: lower-case (the model's do_lower_case).
+    """
+    chars, starts, ends = normalize_with_offsets(text, lower)
+    m = tf.size(chars)
+    byte_starts = tf.concat([[0], tf.cumsum(tf.strings.length(chars))], 0)  # [M + 1]
+    ids, begin, end = tokenizer.tokenize_with_offsets(tf.strings.reduce_join(chars))
+    begin = tf.searchsorted(byte_starts, tf.cast(begin, tf.int32), side="left")  # normalised characters
+    end = tf.searchsorted(byte_starts, tf.cast(end, tf.int32), side="left")
+    blank = tf.strings.regex_full_match(chars, _BLANK)
+    first = _next_true(~blank, begin)
+    has_solid = first < end
+    last = _prev_true(~blank, tf.maximum(end - 1, 0))
+    starts_ext = tf.concat([starts, [0]], 0)
+    ends_ext = tf.concat([ends, [0]], 0)
+    # a piece without a solid character: the empty span at the next solid one (or the tail)
+    last_solid = _prev_true(~blank, [m - 1])[0]
+    tail = tf.where(last_solid >= 0, tf.gather(ends_ext, tf.maximum(last_solid, 0)),
+                    tf.where(m > 0, ends_ext[0], 0))
+    anchor_index = _next_true(~blank, tf.minimum(end, m))
+    anchor = tf.where(anchor_index < m, tf.gather(starts_ext, anchor_index), tail)
+    span_start = tf.where(has_solid, tf.gather(starts_ext, first), anchor)
+    span_end = tf.where(has_solid, tf.gather(ends_ext, tf.maximum(last, 0)), anchor)
+    return tf.cast(ids, tf.int32), span_start, span_end

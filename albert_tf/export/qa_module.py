@@ -1,0 +1,245 @@
+"""The fine-tuned SQuAD model as one SavedModel that takes raw strings.
+
+    import tensorflow_text  # registers the SentencePiece ops
+    qa = tf.saved_model.load("runs/squad1/export")
+    out = qa(question=tf.constant(["Who wrote it?"]), context=tf.constant(["... long text ..."]))
+    out["answer"], out["score"], out["start"], out["end"]      # [B] each
+    # v2 also out["no_answer_score"]: the null odds (null_odds.json's value)
+
+Root `__call__(question [B], context [B])` and the `serving_default` signature return, per
+question:
+  answer           string: context[start:end] (characters of the original context)
+  score            float32: start + end score of the answer (v1: logits; v2: log-probs)
+  start, end       int32: the answer's character span in `context`, end exclusive; -1 when
+                   no span qualifies (then answer is "" and score -1e6)
+  no_answer_score  float32 (v2 only): the minimum answer-class logit over the windows
+                   (higher: more likely unanswerable; compare with the run's
+                   best_f1_thresh, kept in qa_info.json as null_threshold)
+
+Each context is cut into the run's windows ([CLS] question [SEP] window [SEP], doc_stride,
+max_query_length, the max-context rule), the model sees all windows of one question as a
+batch padded only to its longest window, and the best span is chosen over all windows with
+the run's post-processing rules (albert_tf.data.squad_postprocess: n_best_size starts and
+ends among valid positions for v1, the head's top start_n_top x end_n_top for v2,
+max_answer_length, a start only in its max-context window). So `answer` is the first entry
+of nbest_predictions.json for the same question. Character alignment is
+albert_tf.export.aligned_tokens (the in-graph twin of squad_data.tokenize_context). Dropout
+is off (training=False).
+"""
+
+import json
+import os
+import tempfile
+
+import tensorflow as tf
+import tensorflow_text as tf_text
+
+from albert_tf.data.vocab import SpecialTokens
+from albert_tf.export.aligned_tokens import context_pieces
+from albert_tf.export.preprocess_module import normalize
+from albert_tf.storage import atomic
+
+NO_SPAN_SCORE = -1e6
+QA_INFO = "qa_info.json"
+
+
+class QuestionAnsweringModule(tf.train.Checkpoint):
+    """Root object of the QA SavedModel.
+
+    Args:
+        model: a fine-tuned AlbertForQuestionAnswering (v1 or v2 head).
+        spm_model_file: its SentencePiece model (saved as the asset `sp_model_file`).
+        do_lower_case: as in training.
+        max_seq_length, doc_stride, max_query_length: the run's window settings.
+        n_best_size: v1 starts and ends considered per window.
+        max_answer_length: longest answer in pieces.
+    """
+
+    def __init__(self, model, spm_model_file, do_lower_case=True, max_seq_length=384, doc_stride=128,
+                 max_query_length=64, n_best_size=20, max_answer_length=30):
+        super().__init__()
+        special = SpecialTokens.from_sentencepiece(spm_model_file)
+        self._cls_id, self._sep_id, self._pad_id = special.cls_id, special.sep_id, special.pad_id
+        self.model = model
+        self.variables = [getattr(v, "value", v) for v in model.weights]
+        self.sp_model_file = tf.saved_model.Asset(spm_model_file)
+        with open(spm_model_file, "rb") as f:
+            self._tokenizer = tf_text.SentencepieceTokenizer(model=f.read(), out_type=tf.int32)
+        self._lower = bool(do_lower_case)
+        self._max_seq_length = int(max_seq_length)
+        self._doc_stride = int(doc_stride)
+        self._max_query_length = int(max_query_length)
+        self._n_best_size = int(n_best_size)
+        self._max_answer_length = int(max_answer_length)
+        self._v2 = model.version == "v2"
+        string = tf.TensorSpec([None], tf.string)
+        self.__call__ = tf.function(self._answer_batch, input_signature=[string, string])
+        self._signature_fn = tf.function(
+            self._answer_batch, input_signature=[tf.TensorSpec([None], tf.string, name="question"),
+                                                 tf.TensorSpec([None], tf.string, name="context")])
+
+    def signatures(self):
+        return {"serving_default": self._signature_fn.get_concrete_function()}
+
+    # --- one question ------------------------------------------------------------------
+
+    def _windows(self, question, context):
+        """-> model inputs [W, T'] (T' = the longest window), doc index [W, T'] (-1 outside
+        the context), may_start [W, T'], and the context pieces' spans [P]."""
+        query = self._tokenizer.tokenize(normalize(question, self._lower))[:self._max_query_length]
+        ids, span_start, span_end = context_pieces(context, self._tokenizer, self._lower)
+        q = tf.size(query)
+        n = tf.size(ids)
+        # one extra entry each, so that gathers stay in range for an empty context
+        ids = tf.concat([ids, [self._pad_id]], 0)
+        span_start, span_end = tf.concat([span_start, [0]], 0), tf.concat([span_end, [0]], 0)
+        room = self._max_seq_length - q - 3  # max_tokens_for_doc
+        step = tf.minimum(room, self._doc_stride)
+        count = 1 + (tf.maximum(n - room, 0) + step - 1) // step  # the release's doc_spans
+        starts = tf.range(count) * step  # [W]
+        lengths = tf.maximum(tf.minimum(n - starts, room), 0)  # [W]
+        offset = q + 2
+        width = offset + tf.reduce_max(lengths) + 1
+        t = tf.range(width)[None, :]  # [1, T']
+        k = t - offset  # position inside the window's context part
+        in_doc = (k >= 0) & (k < lengths[:, None])  # [W, T']
+        doc_index = tf.where(in_doc, starts[:, None] + k, -1)
+        word = tf.gather(ids, tf.maximum(doc_index, 0))
+        word = tf.where(in_doc, word, self._pad_id)
+        word = tf.where(t == 0, self._cls_id, word)
+        q_pos = (t >= 1) & (t <= q)
+        word = tf.where(q_pos, tf.gather(query, tf.clip_by_value(t - 1, 0, tf.maximum(q - 1, 0))), word)
+        sep = (t == q + 1) | (k == lengths[:, None])
+        word = tf.where(sep, self._sep_id, word)
+        mask = t <= offset + lengths[:, None]
+        type_ids = (k >= 0) & mask
+        # max-context: of the windows holding a piece, the one with the largest
+        # min(left, right) + 0.01 * length (the first on a tie)
+        pos = tf.range(n)[None, :]
+        left = pos - starts[:, None]
+        right = starts[:, None] + lengths[:, None] - 1 - pos
+        score = tf.where((left >= 0) & (right >= 0),
+                         tf.cast(tf.minimum(left, right), tf.float64) + 0.01 * tf.cast(lengths[:, None], tf.float64),
+                         tf.constant(-1.0, tf.float64))  # [W, P]
+        best = tf.reduce_max(score, axis=0, keepdims=True)
+        window = tf.range(count)[:, None]
+        best_window = tf.reduce_min(tf.where(tf.equal(score, best), window, count), axis=0)  # [P]
+        best_window = tf.concat([best_window, [-1]], 0)
+        may_start = in_doc & tf.equal(tf.gather(best_window, tf.maximum(doc_index, 0)), window)
+        inputs = {"input_word_ids": word, "input_mask": tf.cast(mask, tf.int32),
+                  "input_type_ids": tf.cast(type_ids, tf.int32)}
+        if self._v2:
+            inputs["p_mask"] = tf.cast(~(in_doc | (t == 0)), tf.int32)
+        return inputs, doc_index, in_doc, may_start, span_start, span_end
+
+    def _pairs_v1(self, out, in_doc, may_start):
+        """-> start positions, end positions, scores [W, K, K] (invalid: -inf)."""
+        k = tf.minimum(self._n_best_size, tf.shape(in_doc)[1])
+        minus = tf.constant(float("-inf"))
+        start_top, start_at = tf.math.top_k(tf.where(may_start, tf.cast(out["start_logits"], tf.float32), minus), k)
+        end_top, end_at = tf.math.top_k(tf.where(in_doc, tf.cast(out["end_logits"], tf.float32), minus), k)
+        scores = start_top[:, :, None] + end_top[:, None, :]
+        starts = tf.broadcast_to(start_at[:, :, None], tf.shape(scores))
+        ends = tf.broadcast_to(end_at[:, None, :], tf.shape(scores))
+        return starts, ends, scores
+
+    def _pairs_v2(self, out, in_doc, may_start):
+        start_at = out["start_top_index"]  # [W, k1]
+        k1 = tf.shape(start_at)[1]
+        end_at = tf.reshape(out["end_top_index"], [tf.shape(start_at)[0], k1, -1])  # [W, k1, k2]
+        end_lp = tf.reshape(tf.cast(out["end_top_log_probs"], tf.float32), tf.shape(end_at))
+        start_lp = tf.cast(out["start_top_log_probs"], tf.float32)
+        width = tf.shape(in_doc)[1]
+        start_ok = tf.gather(may_start, tf.clip_by_value(start_at, 0, width - 1), batch_dims=1)
+        end_ok = tf.gather(in_doc, tf.clip_by_value(tf.reshape(end_at, [tf.shape(end_at)[0], -1]), 0, width - 1),
+                           batch_dims=1)
+        scores = start_lp[:, :, None] + end_lp
+        scores = tf.where(start_ok[:, :, None] & tf.reshape(end_ok, tf.shape(end_at)), scores, float("-inf"))
+        starts = tf.broadcast_to(start_at[:, :, None], tf.shape(scores))
+        return starts, end_at, scores
+
+    def _answer_one(self, pair):
+        question, context = pair[0], pair[1]
+        inputs, doc_index, in_doc, may_start, span_start, span_end = self._windows(question, context)
+        out = self.model(inputs, training=False)
+        starts, ends, scores = (self._pairs_v2 if self._v2 else self._pairs_v1)(out, in_doc, may_start)
+        count = tf.shape(scores)[0]
+        window = tf.broadcast_to(tf.range(count)[:, None, None], tf.shape(scores))
+        piece_start = _at(doc_index, window, starts)
+        piece_end = _at(doc_index, window, ends)
+        char_start = tf.gather(span_start, tf.maximum(piece_start, 0))
+        char_end = tf.gather(span_end, tf.maximum(piece_end, 0))
+        # as squad_postprocess: same window, both in the context, end >= start, length cap,
+        # a non-empty character span
+        valid = (tf.math.is_finite(scores) & (piece_start >= 0) & (piece_end >= 0) & (ends >= starts)
+                 & (ends - starts + 1 <= self._max_answer_length) & (char_start < char_end))
+        flat_scores = tf.reshape(tf.where(valid, scores, float("-inf")), [-1])
+        best = tf.argmax(tf.cast(tf.equal(flat_scores, tf.reduce_max(flat_scores)), tf.int32), output_type=tf.int32)
+        found = tf.reduce_any(valid)
+        start = tf.where(found, tf.reshape(char_start, [-1])[best], -1)
+        end = tf.where(found, tf.reshape(char_end, [-1])[best], -1)
+        end = _strip_end(context, start, end)
+        answer = tf.where(found, tf.strings.substr(context, tf.maximum(start, 0), tf.maximum(end - start, 0),
+                                                   unit="UTF8_CHAR"), "")
+        result = {"answer": answer, "score": tf.where(found, flat_scores[best], NO_SPAN_SCORE),
+                  "start": start, "end": end}
+        if self._v2:
+            result["no_answer_score"] = tf.reduce_min(tf.cast(out["cls_logits"], tf.float32))
+        return result
+
+    def _answer_batch(self, question, context):
+        signature = {"answer": tf.TensorSpec([], tf.string), "score": tf.TensorSpec([], tf.float32),
+                     "start": tf.TensorSpec([], tf.int32), "end": tf.TensorSpec([], tf.int32)}
+        if self._v2:
+            signature["no_answer_score"] = tf.TensorSpec([], tf.float32)
+        return tf.map_fn(self._answer_one, (question, context), fn_output_signature=signature)
+
+
+def _at(table, rows, columns):
+    """table[rows, columns] elementwise (rows and columns of one shape)."""
+    return tf.gather_nd(table, tf.stack([rows, columns], axis=-1))
+
+
+def _strip_end(context, start, end):
+    """Moves `end` left past whitespace (a span ending on a bare "▁" piece reaches the next
+    word's start); squad_postprocess strips the text the same way."""
+    chars = tf.strings.unicode_split(context, "UTF-8")
+    space = tf.strings.regex_full_match(chars, r"[\s\p{Z}\x{0b}\x{1c}-\x{1f}\x{85}]")
+    solid = tf.cast(tf.where(~space)[:, 0], tf.int32)
+    last = tf.gather(tf.concat([[-1], solid], 0), tf.searchsorted(solid, [end - 1], side="right"))[0]
+    return tf.where(end > start, tf.maximum(last + 1, start), end)
+
+
+def export_question_answering(model, spm_model_file, export_dir, do_lower_case=True, max_seq_length=384,
+                              doc_stride=128, max_query_length=64, n_best_size=20, max_answer_length=30,
+                              extra_info=None):
+    """Writes the QA SavedModel to export_dir atomically (a temporary sibling renamed into
+    place) with `export_dir/qa_info.json` (head version, window and answer settings, the
+    inputs and outputs, and `extra_info`, e.g. the run's null_threshold).
+
+    Returns:
+        export_dir (absolute).
+    """
+    from albert_tf.data.tokenization import strip_machine_paths
+
+    settings = dict(do_lower_case=bool(do_lower_case), max_seq_length=int(max_seq_length), doc_stride=int(doc_stride),
+                    max_query_length=int(max_query_length), n_best_size=int(n_best_size),
+                    max_answer_length=int(max_answer_length))
+    with atomic.output_dir(export_dir) as tmp, tempfile.TemporaryDirectory() as scratch:
+        # the asset gets a stable name and no path of this machine
+        spm_copy = os.path.join(scratch, "spm.model")
+        with open(spm_model_file, "rb") as src, open(spm_copy, "wb") as dst:
+            dst.write(strip_machine_paths(src.read()))
+        module = QuestionAnsweringModule(model, spm_copy, **settings)
+        tf.saved_model.save(module, tmp, signatures=module.signatures())
+        outputs = ["answer", "score", "start", "end"] + (["no_answer_score"] if model.version == "v2" else [])
+        info = {"version": model.version, **settings, **model.head_settings(), "inputs": ["question", "context"],
+                "outputs": outputs, **(extra_info or {})}
+        atomic.write_json(os.path.join(tmp, QA_INFO), info, sort_keys=False)
+    return os.path.abspath(export_dir)
+
+
+def read_info(export_dir):
+    """qa_info.json of a QA export as a dict."""
+    with open(os.path.join(export_dir, QA_INFO), encoding="utf-8") as f:
+        return json.load(f)

@@ -1,0 +1,49 @@
+"""The in-graph context tokenization of the QA SavedModel (albert_tf.export.aligned_tokens)
+gives exactly the ids and character spans of the Python alignment
+(albert_tf.data.squad_data.tokenize_context) on hard strings."""
+
+import pytest
+import tensorflow as tf
+import tensorflow_text as tf_text
+from test_squad_data import HARD
+
+from albert_tf.data import squad_data as sd
+from albert_tf.data.tokenization import SentencePieceTokenizer
+from albert_tf.export.aligned_tokens import context_pieces, normalize_with_offsets
+from albert_tf.export.preprocess_module import normalize
+
+MORE = [
+    "a ``` b '''' c `` ''",  # odd runs of quote marks
+    "x\u000by  \u3000 z\u2028w",  # vertical tab, ideographic space, line separator
+    "",
+    "   ",
+    "日本語のテキスト",
+    "Ǆ ß ﬀ ½ ² ℃ Ⅻ",  # compatibility forms that NFKD expands
+    "\u200b",
+    "trailing \u200b",
+    "e\u0301 decomposed",  # a combining mark of its own
+    "ΟΔΟΣ ΚΑΛΟΣ.",  # final sigma, no character lower-cases to several
+]
+
+
+@pytest.mark.parametrize("lower", [True, False])
+def test_ids_and_spans_equal_the_python_alignment(spm_model, lower):
+    tok = SentencePieceTokenizer(spm_model, do_lower_case=lower)
+    with open(spm_model, "rb") as f:
+        graph_tok = tf_text.SentencepieceTokenizer(model=f.read(), out_type=tf.int32)
+    pieces = tf.function(lambda text: context_pieces(text, graph_tok, lower))
+    for text in HARD + MORE:
+        ids, starts, ends = (t.numpy().tolist() for t in pieces(tf.constant(text)))
+        expected = sd.tokenize_context(text, tok)
+        assert ids == expected.ids.tolist(), text
+        assert list(zip(starts, ends)) == [tuple(s) for s in expected.spans.tolist()], text
+
+
+@pytest.mark.parametrize("lower", [True, False])
+def test_normalized_characters_join_to_the_preprocessing_models_normalize(lower):
+    for text in HARD + MORE:
+        chars, starts, ends = normalize_with_offsets(tf.constant(text), lower)
+        joined = tf.strings.reduce_join(chars).numpy()
+        assert joined == normalize(tf.constant(text), lower).numpy(), text
+        s, e = starts.numpy(), ends.numpy()
+        assert ((0 <= s) & (s < e) & (e <= len(text))).all(), text
