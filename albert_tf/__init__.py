@@ -1,11 +1,13 @@
 """albert_tf: ALBERT (Lan et al., 2019) for TensorFlow 2 and Keras 3.
 
-`from albert_tf import AlbertConfig, AlbertEncoder, AlbertPretrainer, AlbertForQuestionAnswering`.
+`from albert_tf import AlbertConfig, AlbertEncoder, AlbertPretrainer, AlbertForQuestionAnswering,
+AlbertForMultipleChoice`.
 The names are resolved lazily so that the data tools (`albert_tf.data`) run without
 importing Keras or TensorFlow.
 """
 
-__all__ = ["AlbertConfig", "AlbertEncoder", "AlbertPretrainer", "AlbertForQuestionAnswering"]
+__all__ = ["AlbertConfig", "AlbertEncoder", "AlbertPretrainer", "AlbertForQuestionAnswering",
+           "AlbertForMultipleChoice"]
 __version__ = "0.1.0"
 
 
@@ -26,4 +28,8 @@ def __getattr__(name):
         from albert_tf.modeling.question_answering import AlbertForQuestionAnswering
 
         return AlbertForQuestionAnswering
+    if name == "AlbertForMultipleChoice":
+        from albert_tf.modeling.multiple_choice import AlbertForMultipleChoice
+
+        return AlbertForMultipleChoice
     raise AttributeError(f"module 'albert_tf' has no attribute {name!r}")

@@ -206,3 +206,45 @@ def test_bad_input_exits_2_without_writing(case, squad_files, spm_model, config_
     assert "Traceback" not in result.stderr
     assert expected in result.stderr, result.stderr
     assert not out.exists()
+
+
+@pytest.mark.parametrize("start", ["init_checkpoint", "hub"])
+def test_starts_from_a_pretrained_directory_or_an_export(start, squad_files, tiny_export, tmp_path):
+    from albert_tf import run_squad_v1
+
+    out = tmp_path / start
+    given = tiny_export["pretrained"] if start == "init_checkpoint" else tiny_export["hub"]
+    args = [f"--{'init_checkpoint' if start == 'init_checkpoint' else 'albert_hub_module_handle'}={given}",
+            f"--output_dir={out}", f"--train_file={squad_files['v1']}", f"--predict_file={squad_files['v1']}",
+            f"--max_seq_length={SEQ}", "--doc_stride=64", "--max_query_length=32", "--predict_batch_size=32",
+            "--do_train", "--do_predict", "--train_batch_size=32", "--num_train_epochs=0.5"]
+    if start == "init_checkpoint":
+        args.append(f"--spm_model_file={tiny_export['spm']}")  # the export brings its own
+    results = run_squad_v1.run(_flags(run_squad_v1, args), stream=open(os.devnull, "w"))
+    assert results["initialized_from"] != "random"
+    assert os.path.abspath(given) in results["initialized_from"]
+    summary = json.load(open(out / "eval_results.json"))
+    assert summary["initialized_from"] == results["initialized_from"] and summary["global_step"] == 1
+
+
+@pytest.mark.parametrize("case", ["missing", "mismatched"])
+def test_an_unusable_init_checkpoint_is_a_loud_error(case, squad_files, tiny_export, config_file, tmp_path):
+    out = tmp_path / "out"
+    if case == "missing":
+        init, config, expected = tmp_path / "no_such_checkpoint", config_file, "no_such_checkpoint"
+    else:
+        # the tiny pretrained weights under a config with another embedding size
+        with open(config_file, encoding="utf-8") as f:
+            config = json.load(f)
+        config["embedding_size"] = config["embedding_size"] * 2
+        config_path = tmp_path / "other_config.json"
+        config_path.write_text(json.dumps(config), encoding="utf-8")
+        init, config, expected = tiny_export["pretrained"], config_path, "shape mismatches"
+    args = [f"--init_checkpoint={init}", f"--albert_config_file={config}", f"--spm_model_file={tiny_export['spm']}",
+            f"--output_dir={out}", f"--train_file={squad_files['v1']}", "--max_seq_length=128", "--do_train"]
+    result = subprocess.run([sys.executable, "-m", "albert_tf.run_squad_v1", *args], capture_output=True, text=True,
+                            env=ENV, cwd=ROOT, timeout=300)
+    assert result.returncode == 2, result.stderr[-3000:]
+    assert "Traceback" not in result.stderr
+    assert expected in result.stderr, result.stderr[-3000:]
+    assert not (out / "checkpoint").exists() and not (out / "eval_results.json").exists()

@@ -113,6 +113,33 @@ def test_the_report_names_every_difference():
     assert MatchReport.compare({"a": (1,)}, {"a": (1,)}, "src").raise_if_mismatched().ok
 
 
+def test_a_weights_file_is_loaded_only_when_every_variable_matches(tmp_path):
+    import keras
+    import numpy as np
+
+    from albert_tf.storage.weights_file import load_weights_file
+
+    def model(units, extra=False):
+        inputs = keras.Input((3,))
+        x = keras.layers.Dense(units, name="first")(inputs)
+        if extra:
+            x = keras.layers.Dense(2, name="second")(x)
+        return keras.Model(inputs, x)
+
+    source = model(4)
+    path = str(tmp_path / "m.weights.h5")
+    source.save_weights(path)
+    same = model(4)
+    assert load_weights_file(same, path, "--init_checkpoint") == path
+    assert all(np.array_equal(a, b) for a, b in zip(source.get_weights(), same.get_weights()))
+    for other, pattern in ((model(5), r"shape mismatches \(2\): .*layers/dense/vars/0: source \[3, 4\], model \[3, 5\]"),
+                           (model(4, extra=True), r"missing from the source \(2\): layers/dense_1/vars/0")):
+        before = [w.copy() for w in other.get_weights()]
+        with pytest.raises(CheckpointMismatchError, match=pattern):
+            load_weights_file(other, path, "--init_checkpoint")
+        assert all(np.array_equal(a, b) for a, b in zip(before, other.get_weights()))  # nothing half loaded
+
+
 def test_latest_prefix_takes_the_highest_step(tmp_path):
     import tensorflow as tf
 

@@ -1,8 +1,11 @@
 """Converts ALBERT weights between the original TF1 release, Hugging Face, keras-hub and albert_tf.
 
-Pretrained models, bare encoders and SQuAD models convert alike: a release checkpoint
-from run_squad_v1.py / run_squad_v2.py, or a Hugging Face AlbertForQuestionAnswering
-directory, becomes an albert_tf AlbertForQuestionAnswering directory (and back to tf1).
+Pretrained models, bare encoders, SQuAD and multiple-choice models convert alike: a
+release checkpoint from run_squad_v1.py / run_squad_v2.py, or a Hugging Face
+AlbertForQuestionAnswering directory, becomes an albert_tf AlbertForQuestionAnswering
+directory; a release checkpoint from run_race.py, or a Hugging Face
+AlbertForMultipleChoice directory, an albert_tf AlbertForMultipleChoice directory (and
+both back to tf1).
 
     python -m albert_tf.convert --from=tf1 --to=albert_tf --input=albert_base/model.ckpt-best \
         --albert_config_file=albert_base/albert_config.json --output=converted/albert_base
@@ -13,7 +16,8 @@ directory, becomes an albert_tf AlbertForQuestionAnswering directory (and back t
 Nothing is written unless every target variable is assigned exactly once with its shape;
 otherwise the full list of missing, unexpected and misshaped variables is printed (exit 2).
 The tool then prints pooled_output of a fixed id sequence for comparison with the source
-(and, for a SQuAD model, its head's start_logits (v1) or cls_logits (v2)).
+(and, for a SQuAD model, its head's start_logits (v1) or cls_logits (v2); for a
+multiple-choice model, the logit of that sequence as a single option).
 """
 
 from absl import flags

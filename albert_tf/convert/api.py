@@ -5,8 +5,10 @@ checked (every target variable assigned exactly once, shapes matching; otherwise
 full list of problems and nothing written) and assigned; the target is then written.
 
 The albert_tf model is the one the source's variables make: AlbertEncoder,
-AlbertPretrainer, or AlbertForQuestionAnswering (version "v1" from the release's
-run_squad_v1.py or Hugging Face's AlbertForQuestionAnswering, "v2" from run_squad_v2.py).
+AlbertPretrainer, AlbertForQuestionAnswering (version "v1" from the release's
+run_squad_v1.py or Hugging Face's AlbertForQuestionAnswering, "v2" from run_squad_v2.py),
+or AlbertForMultipleChoice (the release's run_race.py or Hugging Face's
+AlbertForMultipleChoice).
 """
 
 import logging
@@ -18,6 +20,7 @@ from albert_tf.convert import hf, keras_hub, tf1
 from albert_tf.convert.rename import ConversionError, apply_transforms, assign_to_model, model_variables, rename
 from albert_tf.modeling.config import AlbertConfig
 from albert_tf.modeling.encoder import AlbertEncoder
+from albert_tf.modeling.multiple_choice import MULTIPLE_CHOICE_WEIGHTS, AlbertForMultipleChoice
 from albert_tf.modeling.pretrained import PRETRAINER_WEIGHTS
 from albert_tf.modeling.pretrainer import AlbertPretrainer
 from albert_tf.modeling.question_answering import QUESTION_ANSWERING_WEIGHTS, AlbertForQuestionAnswering
@@ -37,12 +40,15 @@ def _build(config, kind):
         return AlbertPretrainer(config)
     if kind in ("squad_v1", "squad_v2"):
         return AlbertForQuestionAnswering(config, version=kind[len("squad_"):])
+    if kind == "multiple_choice":
+        return AlbertForMultipleChoice(config)
     return AlbertEncoder(config)
 
 
 def load_source(source, path, config=None):
     """Reads `path` as `source` into an albert_tf model: AlbertPretrainer when the source
-    has the pretraining heads, AlbertForQuestionAnswering when it has a SQuAD head, else
+    has the pretraining heads, AlbertForQuestionAnswering when it has a SQuAD head,
+    AlbertForMultipleChoice when it has the RACE (multiple-choice) head, else
     AlbertEncoder.
 
     Args:
@@ -70,9 +76,7 @@ def load_source(source, path, config=None):
         config = config or AlbertConfig.from_dict(hf.read_config(path), source=os.path.join(path, "config.json"))
         values = hf.read_weights(path)
         kind = hf.model_kind(values)
-        if "AlbertForQuestionAnswering" in hf.read_architectures(path) and kind != "squad_v1":
-            raise ValueError(f"--input={path}: config.json names AlbertForQuestionAnswering but the weights "
-                             "have no qa_outputs.weight / qa_outputs.bias.")
+        hf.check_architectures(path, kind)
         if kind == "squad_v1":
             values, added = hf.add_absent_qa_pooler(values, config.hidden_size)
             if added:
@@ -89,6 +93,8 @@ def load_source(source, path, config=None):
     if source == "albert_tf":
         if os.path.isfile(os.path.join(path, QUESTION_ANSWERING_WEIGHTS)):
             return AlbertForQuestionAnswering.from_pretrained(path)
+        if os.path.isfile(os.path.join(path, MULTIPLE_CHOICE_WEIGHTS)):
+            return AlbertForMultipleChoice.from_pretrained(path)
         with_heads = os.path.isfile(os.path.join(path, PRETRAINER_WEIGHTS))
         return (AlbertPretrainer if with_heads else AlbertEncoder).from_pretrained(path)
     raise ValueError(f"--from must be one of {', '.join(SOURCES)}, got {source!r}.")
@@ -139,18 +145,24 @@ def _fixed_inputs(config):
 
 def fixed_output(model):
     """pooled_output of `fixed_ids(model.config)` (to compare with the source framework)."""
-    encoder = model.encoder if isinstance(model, (AlbertPretrainer, AlbertForQuestionAnswering)) else model
+    encoder = model.encoder if isinstance(model, (AlbertPretrainer, AlbertForQuestionAnswering,
+                                                  AlbertForMultipleChoice)) else model
     outputs = encoder(_fixed_inputs(model.config), training=False)
     return np.asarray(outputs["pooled_output"])[0]
 
 
 def fixed_head_output(model):
-    """For an AlbertForQuestionAnswering: (name, values) of its head on
-    `fixed_ids(model.config)`: v1 start_logits [T], v2 cls_logits [1] (None when T is
-    below start_n_top or end_n_top); None for other models."""
+    """(name, values) of a fine-tuned model's head on `fixed_ids(model.config)`: for an
+    AlbertForQuestionAnswering v1 start_logits [T], v2 cls_logits [1] (None when T is
+    below start_n_top or end_n_top); for an AlbertForMultipleChoice the logits [1] of
+    the ids as the one option of one example (the option's score before the softmax);
+    None for other models."""
+    inputs = _fixed_inputs(model.config)
+    if isinstance(model, AlbertForMultipleChoice):
+        one_option = {name: value[:, None] for name, value in inputs.items()}  # [1, 1, T]
+        return "logits", np.asarray(model(one_option, training=False)["logits"])[0]
     if not isinstance(model, AlbertForQuestionAnswering):
         return None
-    inputs = _fixed_inputs(model.config)
     if model.version == "v1":
         return "start_logits", np.asarray(model(inputs, training=False)["start_logits"])[0]
     if inputs["input_word_ids"].shape[1] < max(model.start_n_top, model.end_n_top):

@@ -1,4 +1,5 @@
-"""Hugging Face ALBERT (AlbertModel, AlbertForPreTraining, AlbertForQuestionAnswering) <-> albert_tf.
+"""Hugging Face ALBERT (AlbertModel, AlbertForPreTraining, AlbertForQuestionAnswering,
+AlbertForMultipleChoice) <-> albert_tf.
 
 Reads a model directory: config.json and model.safetensors or pytorch_model.bin, both
 with NumPy only (no torch: `torch_checkpoint` reads the .bin zip archive and refuses any
@@ -13,6 +14,13 @@ that model without a pooler (`AlbertModel(config, add_pooling_layer=False)`); ol
 versions saved one. An albert_tf encoder has a pooler, so a QA source without one gets
 `ABSENT_QA_POOLER`: zeros, named here and reported (pooled_output is then 0; the QA
 outputs do not use it).
+
+AlbertForMultipleChoice's `classifier` (weight [1, H], bias [1]) holds the numbers of the
+release's RACE head (top-level output_weights, output_bias; albert_tf
+AlbertForMultipleChoice); that model keeps its pooler, which the head reads.
+AlbertForSequenceClassification uses the same `classifier` names ([num_labels, H]) and
+is not converted: `check_architectures` says so when config.json names it (without
+`architectures`, a classifier of more than one label is reported by its shape).
 """
 
 import os
@@ -63,7 +71,11 @@ HF_QA_TABLE = (
     ("qa_outputs.weight", "squad/output_weights"),  # torch [out=2, in=H]: the release's layout
     ("qa_outputs.bias", "squad/output_bias"),
 )
-FROM_HF = to_regex_table(HF_ENCODER_TABLE + HF_HEAD_TABLE + HF_QA_TABLE)
+HF_MC_TABLE = (
+    ("classifier.weight", "multiple_choice/output_weights"),  # torch [out=1, in=H]: the release's layout
+    ("classifier.bias", "multiple_choice/output_bias"),
+)
+FROM_HF = to_regex_table(HF_ENCODER_TABLE + HF_HEAD_TABLE + HF_QA_TABLE + HF_MC_TABLE)
 # what AlbertForQuestionAnswering lacks, and the value it gets (H = hidden_size)
 ABSENT_QA_POOLER = {"pooler.weight": lambda h: np.zeros((h, h), "float32"),
                     "pooler.bias": lambda h: np.zeros((h,), "float32")}
@@ -132,16 +144,26 @@ def has_heads(names):
     return model_kind(names) == "pretrainer"
 
 
+# model kind -> the prefixes of its head's weights, and the architecture that has them
+HEAD_PREFIXES = {
+    "pretrainer": ("predictions.", "sop_classifier."),
+    "squad_v1": ("qa_outputs.",),
+    "multiple_choice": ("classifier.",),
+}
+ARCHITECTURES = {"squad_v1": "AlbertForQuestionAnswering", "multiple_choice": "AlbertForMultipleChoice"}
+HEAD_WEIGHTS = {"squad_v1": "qa_outputs.weight / qa_outputs.bias",
+                "multiple_choice": "classifier.weight / classifier.bias"}
+
+
 def model_kind(names):
-    """"encoder", "pretrainer" or "squad_v1" (AlbertForQuestionAnswering) from the
-    weight names (without the `albert.` prefix).
+    """"encoder", "pretrainer", "squad_v1" (AlbertForQuestionAnswering) or
+    "multiple_choice" (AlbertForMultipleChoice) from the weight names (without the
+    `albert.` prefix).
 
     Raises:
         ValueError: heads of more than one model.
     """
-    kinds = [kind for kind, prefixes in (("pretrainer", ("predictions.", "sop_classifier.")),
-                                         ("squad_v1", ("qa_outputs.",)))
-             if any(n.startswith(prefixes) for n in names)]
+    kinds = [kind for kind, prefixes in HEAD_PREFIXES.items() if any(n.startswith(prefixes) for n in names)]
     if len(kinds) > 1:
         raise ValueError(f"the weights hold the heads of several models ({', '.join(kinds)}); expected one.")
     return kinds[0] if kinds else "encoder"
@@ -151,6 +173,25 @@ def read_architectures(directory):
     """config.json's `architectures` (e.g. ["AlbertForQuestionAnswering"]), [] when absent."""
     value = read_json(os.path.join(directory, "config.json")).get("architectures") or []
     return [str(a) for a in value] if isinstance(value, list) else [str(value)]
+
+
+def check_architectures(directory, kind):
+    """Checks the weights' `kind` against config.json's `architectures`.
+
+    Raises:
+        ValueError: config.json names AlbertForQuestionAnswering or
+            AlbertForMultipleChoice but the weights lack that head, or the weights hold
+            a `classifier` while config.json names another model (e.g.
+            AlbertForSequenceClassification, whose classifier is [num_labels, H]).
+    """
+    architectures = read_architectures(directory)
+    for head_kind, architecture in ARCHITECTURES.items():
+        if architecture in architectures and kind != head_kind:
+            raise ValueError(f"--input={directory}: config.json names {architecture} but the weights have no "
+                             f"{HEAD_WEIGHTS[head_kind]}.")
+    if kind == "multiple_choice" and architectures and ARCHITECTURES[kind] not in architectures:
+        raise ValueError(f"--input={directory}: the weights' {HEAD_WEIGHTS[kind]} are converted as "
+                         f"{ARCHITECTURES[kind]}'s head, but config.json names {', '.join(architectures)}.")
 
 
 def add_absent_qa_pooler(values, hidden_size):

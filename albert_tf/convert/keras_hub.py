@@ -11,6 +11,7 @@ import os
 from albert_tf.convert import read_json
 from albert_tf.convert.rename import assign_to_model
 from albert_tf.convert.templates import reverse, to_regex_table
+from albert_tf.storage.weights_file import load_weights_file
 
 _K = "group_{g}_inner_layer_{k}"
 _G = "group_{g}_inner_group_{k}"
@@ -111,10 +112,7 @@ def backbone_from_file(path, config=None):
             num_groups=config.num_hidden_groups, num_inner_repetitions=config.inner_group_num,
             dropout=config.hidden_dropout_prob, max_sequence_length=config.max_position_embeddings)
         weights_path = path
-    try:
-        backbone.load_weights(weights_path)
-    except ValueError as e:
-        raise ValueError(f"{weights_path}: does not fit the backbone ({e}).") from None
+    load_weights_file(backbone, weights_path, "the keras-hub weights")
     return backbone
 
 

@@ -1,9 +1,13 @@
 """The original release's TF1 checkpoints <-> albert_tf (shared/ALBERT_REFERENCE.md sections 3, 9).
 
 A checkpoint is read as the model its variables belong to (`model_kind`): the encoder
-alone (bert/...), the pretrainer (cls/predictions, cls/seq_relationship), or a SQuAD
+alone (bert/...), the pretrainer (cls/predictions, cls/seq_relationship), a SQuAD
 fine-tuned model: run_squad_v1.py (cls/squad/...) or run_squad_v2.py (start_logits/,
-end_logits/, answer_class/ at the top level, as squad_utils.create_v2_model scopes them).
+end_logits/, answer_class/ at the top level, as squad_utils.create_v2_model scopes them),
+or a RACE fine-tuned model: run_race.py (`output_weights` [1, H] and `output_bias` [1] at
+the top level, as race_utils.create_model makes them; albert_tf AlbertForMultipleChoice).
+The release's GLUE classifier (classifier_utils.create_model) uses the same two top-level
+names with [num_labels, H]: read as a multiple-choice model, its shape is reported.
 
 Reading skips optimizer slots (`adam_m`, `adam_v`) and `global_step` and strips the
 `module/` prefix of TF1 hub modules. Writing produces a name-based checkpoint with the
@@ -47,8 +51,13 @@ TF1_QA_TABLE = (
     ("answer_class/dense_0/{var}", "squad_v2/answer_class_dense_0/{var}"),
     ("answer_class/dense_1/kernel", "squad_v2/answer_class_dense_1/kernel"),
 )
-FROM_TF1 = to_regex_table(TF1_TABLE + TF1_QA_TABLE)
-TO_TF1 = to_regex_table(reverse(TF1_TABLE + TF1_QA_TABLE))
+# race_utils.create_model (albert_tf.modeling.multiple_choice): top-level variables
+TF1_MC_TABLE = (
+    ("output_weights", "multiple_choice/output_weights"),  # [1, H] in both
+    ("output_bias", "multiple_choice/output_bias"),
+)
+FROM_TF1 = to_regex_table(TF1_TABLE + TF1_QA_TABLE + TF1_MC_TABLE)
+TO_TF1 = to_regex_table(reverse(TF1_TABLE + TF1_QA_TABLE + TF1_MC_TABLE))
 SKIP = (r".*/adam_[mv]", r"global_step", r".*/(Adam|Momentum|lamb)(_\d+)?")
 
 
@@ -80,22 +89,32 @@ def has_heads(names):
     return model_kind(names) == "pretrainer"
 
 
-# model kind -> the prefixes of its head's variables
+# model kind -> its head's variables: a scope (ending in "/") or one variable's name
 HEAD_PREFIXES = {
     "pretrainer": ("cls/predictions/", "cls/seq_relationship/"),
     "squad_v1": ("cls/squad/",),
     "squad_v2": ("start_logits/", "end_logits/", "answer_class/"),
+    "multiple_choice": ("output_weights", "output_bias"),
 }
 
 
+def _in_head(name, prefix):
+    """Whether `name` is the head variable `prefix` names (or its optimizer slot), or lies
+    in the scope `prefix` names."""
+    if prefix.endswith("/"):
+        return name.startswith(prefix)
+    return name == prefix or name.startswith(prefix + "/")
+
+
 def model_kind(names):
-    """"encoder", "pretrainer", "squad_v1" or "squad_v2": the model whose head variables
-    `names` hold.
+    """"encoder", "pretrainer", "squad_v1", "squad_v2" or "multiple_choice": the model
+    whose head variables `names` hold.
 
     Raises:
         ValueError: heads of more than one model.
     """
-    kinds = [kind for kind, prefixes in HEAD_PREFIXES.items() if any(n.startswith(prefixes) for n in names)]
+    kinds = [kind for kind, prefixes in HEAD_PREFIXES.items()
+             if any(_in_head(n, p) for n in names for p in prefixes)]
     if len(kinds) > 1:
         raise ValueError(f"the checkpoint holds the heads of several models ({', '.join(kinds)}); expected one.")
     return kinds[0] if kinds else "encoder"

@@ -45,15 +45,15 @@ Windows: max_tokens_for_doc = max_seq_length - len(question pieces) - 3; a windo
 where the previous one started + min(its length, doc_stride) until one reaches the end.
 The question keeps its first max_query_length pieces.
 
-Caching: `write_feature_file` writes a TFRecord of tf.train.Examples (int64 unique_ids[1],
-input_ids, input_mask, segment_ids, p_mask [T], start_positions, end_positions,
-is_impossible [1]; the release's names) without TensorFlow, and then `<file>.json`, a
-sidecar recording the settings, tokenizer (SentencePiece sha256, do_lower_case) and input
-file (sha256, size, mtime) that made it. Prediction files also get `<file>.spans.json` with
-each feature's example mapping, token spans and max-context flags, so a predict-only run
-can post-process without re-tokenizing. `load_or_build_features` reuses a file only when
-the settings, tokenizer and input content all match (the release silently reuses stale
-ones) and says why it rebuilt.
+Caching (the shared machinery of albert_tf.data.feature_cache): `write_feature_file` writes
+a TFRecord of tf.train.Examples (int64 unique_ids[1], input_ids, input_mask, segment_ids,
+p_mask [T], start_positions, end_positions, is_impossible [1]; the release's names)
+without TensorFlow, and then `<file>.json`, a sidecar recording the settings, tokenizer
+(SentencePiece sha256, do_lower_case) and input file (sha256, size, mtime) that made it.
+Prediction files also get `<file>.spans.json` with each feature's example mapping, token
+spans and max-context flags, so a predict-only run can post-process without re-tokenizing.
+`load_or_build_features` reuses a file only when the settings, tokenizer and input content
+all match (the release silently reuses stale ones) and says why it rebuilt.
 """
 
 import dataclasses
@@ -61,20 +61,17 @@ import difflib
 import json
 import logging
 import os
-import struct
-import time
 import unicodedata
 
 import numpy as np
 
-from albert_tf.data.example_codec import ExampleEncoder
-from albert_tf.data.summary import file_sha256
+from albert_tf.data import feature_cache
+from albert_tf.data.feature_cache import crc32c, sidecar_path, tfrecord_frames  # noqa: F401 (public names)
 from albert_tf.data.tokenization import preprocess_text
-from albert_tf.storage import atomic
 
 logger = logging.getLogger("albert_tf")
 
-FEATURE_FORMAT = 1  # bump when the feature layout changes: old caches are rebuilt
+FEATURE_FORMAT = 2  # bump when the feature layout changes: old caches are rebuilt (2: shared sidecar layout)
 FIRST_UNIQUE_ID = 1000000000  # the release's first unique_id
 RECORD_FEATURES = ("unique_ids", "input_ids", "input_mask", "segment_ids", "p_mask", "start_positions",
                    "end_positions", "is_impossible")
@@ -783,89 +780,22 @@ def features_to_arrays(features):
 
 
 # ----------------------------------------------------------------------------------------------------------
-# TFRecord writing without TensorFlow
+# Feature files (the shared machinery of albert_tf.data.feature_cache)
 
 
-def _crc_table():
-    table = []
-    for n in range(256):
-        c = n
-        for _ in range(8):
-            c = (c >> 1) ^ 0x82F63B78 if c & 1 else c >> 1
-        table.append(c)
-    return np.array(table, np.uint32)
+def _record_shapes(settings):
+    T = int(settings["max_seq_length"])
+    return {name: (T,) if name in _PER_POSITION else () for name in RECORD_FEATURES}
 
 
-_CRC_TABLE = _crc_table()
-
-
-def crc32c(chunks):
-    """CRC-32C (Castagnoli) of each bytes object in `chunks` -> uint32 array (vectorised
-    over the chunks, one numpy step per byte position)."""
-    lengths = np.array([len(c) for c in chunks], np.int64)
-    order = np.argsort(-lengths, kind="stable")
-    sorted_lengths = lengths[order]
-    width = int(sorted_lengths[0]) if len(chunks) else 0
-    buf = np.zeros((len(chunks), width), np.uint8)
-    for row, k in enumerate(order):
-        buf[row, :lengths[k]] = np.frombuffer(chunks[k], np.uint8)
-    crc = np.full(len(chunks), 0xFFFFFFFF, np.uint32)
-    active = len(chunks)
-    shift = np.uint32(8)
-    for j in range(width):
-        while active and sorted_lengths[active - 1] <= j:
-            active -= 1
-        c = crc[:active]
-        crc[:active] = _CRC_TABLE[(c ^ buf[:active, j]) & 0xFF] ^ (c >> shift)
-    out = np.empty_like(crc)
-    out[order] = crc ^ np.uint32(0xFFFFFFFF)
-    return out
-
-
-def _masked(crc):
-    crc = crc.astype(np.uint64)
-    return ((((crc >> 15) | (crc << 17)) & 0xFFFFFFFF) + 0xA282EAD8) & 0xFFFFFFFF
-
-
-def tfrecord_frames(records):
-    """Serialized records -> the bytes of a TFRecord file holding them."""
-    headers = [struct.pack("<Q", len(r)) for r in records]
-    header_crc, data_crc = _masked(crc32c(headers)), _masked(crc32c(records))
-    return b"".join(h + struct.pack("<I", int(hc)) + r + struct.pack("<I", int(dc))
-                    for h, hc, r, dc in zip(headers, header_crc, records, data_crc))
-
-
-class _FeatureEncoder(ExampleEncoder):
-    """example_codec's wire format for the SQuAD features."""
-
-    def __init__(self, max_seq_length, pad_id, max_id):
-        super().__init__(max_seq_length, 1, pad_id, max_id)
-        self._keys.update({name: bytes([len(name)]) + name.encode() for name in RECORD_FEATURES})
-
-    def encode_feature(self, f):
-        features = b"".join((
-            self._int64("unique_ids", [int(f.unique_id)]),
-            self._int64("input_ids", f.input_ids.tolist()),
-            self._int64("input_mask", f.input_mask.tolist()),
-            self._int64("segment_ids", f.segment_ids.tolist()),
-            self._int64("p_mask", f.p_mask.tolist()),
-            self._int64("start_positions", [int(f.start_position)]),
-            self._int64("end_positions", [int(f.end_position)]),
-            self._int64("is_impossible", [int(f.is_impossible)]),
-        ))
-        return b"\x0a" + self._varints([len(features)]) + features
-
-
-# ----------------------------------------------------------------------------------------------------------
-# Feature files
-
-
-def sidecar_path(feature_file):
-    return os.fspath(feature_file) + ".json"
+SQUAD_FEATURES = feature_cache.FeatureKind(
+    name="albert_tf squad features", format=FEATURE_FORMAT, shapes=_record_shapes,
+    dtypes={"unique_ids": np.int64}, error=SquadDataError)
+SPANS_SUFFIX = ".spans.json"
 
 
 def spans_path(feature_file):
-    return os.fspath(feature_file) + ".spans.json"
+    return os.fspath(feature_file) + SPANS_SUFFIX
 
 
 def feature_file_settings(settings, tokenizer, input_file):
@@ -874,7 +804,6 @@ def feature_file_settings(settings, tokenizer, input_file):
     input_file = os.fspath(input_file)
     if not os.path.isfile(input_file):
         raise SquadDataError(f"{input_file}: no such file.")
-    stat = os.stat(input_file)
     return {
         "format": FEATURE_FORMAT,
         "max_seq_length": settings.max_seq_length,
@@ -882,139 +811,65 @@ def feature_file_settings(settings, tokenizer, input_file):
         "max_query_length": settings.max_query_length,
         "is_training": bool(settings.is_training),
         "version": _normalize_version(settings.version, input_file),
-        "do_lower_case": bool(tokenizer.do_lower_case),
-        "spm_model_sha256": file_sha256(tokenizer.model_file),
-        "special_tokens": tokenizer.special_tokens.to_dict(),
-        "input_file": os.path.abspath(input_file),
-        "input_size": stat.st_size,
-        "input_mtime": stat.st_mtime,
-        "input_sha256": file_sha256(input_file),
+        **feature_cache.tokenizer_record(tokenizer),
+        **feature_cache.input_record(input_file, SquadDataError),
     }
-
-
-# informational keys: not compared when deciding whether a cache is stale
-_INFORMATIONAL = ("input_file", "input_mtime")
 
 
 def write_feature_file(features, path, settings, extra=None, batch_size=2048):
     """Writes features (an iterable of SquadFeature) to the TFRecord `path`; for prediction
     settings (settings["is_training"] false) also `<path>.spans.json`; then the sidecar
-    `<path>.json` (last, so its presence means the rest is complete). Every file is written
-    through albert_tf.storage.atomic. Returns the sidecar dict.
+    `<path>.json` (feature_cache.write_feature_file: atomic, sidecar last). Returns the
+    sidecar dict.
 
     Args:
         settings: feature_file_settings(...) (any JSON-able dict with "max_seq_length").
         extra: more JSON-able entries for the sidecar (e.g. summaries), or a function
             returning them, called once the features are written.
     """
-    path = os.fspath(path)
-    if os.path.exists(sidecar_path(path)):
-        os.remove(sidecar_path(path))  # a crash below must not leave an old sidecar vouching for new files
     keep_spans = not settings.get("is_training", True)
     columns = {k: [] for k in ("unique_ids", "example_index", "qas_id", "doc_span_index", "doc_start",
                                "context_spans", "context_is_max")}
-    encoder, count = None, 0
-    with atomic.open_file(path, "wb") as f:
-        batch = []
-        for feature in features:
-            if encoder is None:
-                encoder = _FeatureEncoder(feature.max_seq_length, 0, max_id=1 << 16)
-            batch.append(encoder.encode_feature(feature))
-            count += 1
+    encoder = feature_cache.RecordEncoder(RECORD_FEATURES)
+
+    def records():
+        for f in features:
+            yield encoder.encode_int64({
+                "unique_ids": [int(f.unique_id)], "input_ids": f.input_ids, "input_mask": f.input_mask,
+                "segment_ids": f.segment_ids, "p_mask": f.p_mask, "start_positions": [int(f.start_position)],
+                "end_positions": [int(f.end_position)], "is_impossible": [int(f.is_impossible)]})
             if keep_spans:
-                columns["unique_ids"].append(int(feature.unique_id))
-                columns["example_index"].append(int(feature.example_index))
-                columns["qas_id"].append(feature.qas_id)
-                columns["doc_span_index"].append(int(feature.doc_span_index))
-                columns["doc_start"].append(int(feature.doc_start))
-                columns["context_spans"].append(feature.context_spans.reshape(-1).tolist())
-                columns["context_is_max"].append("".join("1" if v else "0" for v in feature.context_is_max))
-            if len(batch) >= batch_size:
-                f.write(tfrecord_frames(batch))
-                batch = []
-        if batch:
-            f.write(tfrecord_frames(batch))
-    sidecar = {"kind": "albert_tf squad features", "format": FEATURE_FORMAT, "settings": settings,
-               "num_features": count, "record_bytes": os.path.getsize(path), "spans_file": None,
-               "created": time.strftime("%Y-%m-%dT%H:%M:%S")}
-    if keep_spans:
-        atomic.write_text(spans_path(path), json.dumps(columns, separators=(",", ":")) + "\n")
-        sidecar["spans_file"] = os.path.basename(spans_path(path))
-        sidecar["spans_bytes"] = os.path.getsize(spans_path(path))
-    sidecar.update((extra() if callable(extra) else extra) or {})
-    atomic.write_json(sidecar_path(path), sidecar)
-    return sidecar
+                columns["unique_ids"].append(int(f.unique_id))
+                columns["example_index"].append(int(f.example_index))
+                columns["qas_id"].append(f.qas_id)
+                columns["doc_span_index"].append(int(f.doc_span_index))
+                columns["doc_start"].append(int(f.doc_start))
+                columns["context_spans"].append(f.context_spans.reshape(-1).tolist())
+                columns["context_is_max"].append("".join("1" if v else "0" for v in f.context_is_max))
+
+    def companions():
+        if not keep_spans:
+            return {}
+        return {SPANS_SUFFIX: json.dumps(columns, separators=(",", ":")) + "\n"}
+
+    return feature_cache.write_feature_file(records(), path, SQUAD_FEATURES, settings, extra=extra,
+                                            companions=companions, batch_size=batch_size)
 
 
 def read_sidecar(path):
     """The sidecar dict of feature file `path`, or None when it is missing or unreadable."""
-    try:
-        with open(sidecar_path(path), encoding="utf-8") as f:
-            sidecar = json.load(f)
-    except (OSError, ValueError):
-        return None
-    return sidecar if isinstance(sidecar, dict) and sidecar.get("kind") == "albert_tf squad features" else None
+    return feature_cache.read_sidecar(path, SQUAD_FEATURES)
 
 
 def check_feature_file(path, settings):
     """(reusable, reason): whether feature file `path` was made with `settings`
     (feature_file_settings) and is complete; reason says what differs."""
-    path = os.fspath(path)
-    if not os.path.exists(path):
-        return False, f"{path} does not exist"
-    sidecar = read_sidecar(path)
-    if sidecar is None:
-        return False, f"{sidecar_path(path)} is missing or unreadable (an interrupted or foreign file)"
-    if sidecar.get("format") != FEATURE_FORMAT:
-        return False, f"feature format {sidecar.get('format')} != {FEATURE_FORMAT}"
-    if os.path.getsize(path) != sidecar.get("record_bytes"):
-        return False, f"{path} has {os.path.getsize(path)} bytes, its sidecar says {sidecar.get('record_bytes')}"
-    if sidecar.get("spans_file"):
-        sp = spans_path(path)
-        if not os.path.exists(sp) or os.path.getsize(sp) != sidecar.get("spans_bytes"):
-            return False, f"{sp} is missing or incomplete"
-    old = sidecar.get("settings") or {}
-    changed = [k for k in sorted(set(old) | set(settings)) if k not in _INFORMATIONAL and old.get(k) != settings.get(k)]
-    if changed:
-        parts = []
-        for k in changed:
-            if k == "input_sha256":
-                parts.append("the input file's content changed (sha256)")
-            elif k == "spm_model_sha256":
-                parts.append("the SentencePiece model changed (sha256)")
-            else:
-                parts.append(f"{k} {old.get(k)!r} -> {settings.get(k)!r}")
-        return False, "; ".join(parts)
-    if old.get("input_mtime") != settings.get("input_mtime"):
-        return True, "reused: settings unchanged; the input's mtime changed but not its content"
-    return True, "reused: settings and input unchanged"
+    return feature_cache.check_feature_file(path, settings, SQUAD_FEATURES)
 
 
 def read_feature_arrays(path):
     """A feature TFRecord -> {name: numpy array} (features_to_arrays' layout). Uses TensorFlow."""
-    import tensorflow as tf
-
-    path = os.fspath(path)
-    sidecar = read_sidecar(path)
-    if sidecar is None:
-        raise SquadDataError(f"{path}: no sidecar {sidecar_path(path)}; rebuild the features.")
-    T = int(sidecar["settings"]["max_seq_length"])
-    spec = {name: tf.io.FixedLenFeature([T] if name in _PER_POSITION else [], tf.int64) for name in RECORD_FEATURES}
-    parts = {name: [] for name in RECORD_FEATURES}
-    dataset = tf.data.TFRecordDataset(path).batch(4096).map(lambda r: tf.io.parse_example(r, spec))
-    try:
-        for batch in dataset.as_numpy_iterator():
-            for name in RECORD_FEATURES:
-                parts[name].append(batch[name])
-    except tf.errors.OpError as e:
-        raise SquadDataError(f"{path}: unreadable feature file ({e.message}); rebuild it.") from None
-    if not parts["input_ids"]:
-        return {name: np.zeros((0, T) if name in _PER_POSITION else (0,), np.int32) for name in RECORD_FEATURES}
-    out = {name: np.concatenate(v).astype(np.int64 if name == "unique_ids" else np.int32) for name, v in parts.items()}
-    if len(out["input_ids"]) != sidecar["num_features"]:
-        raise SquadDataError(f"{path}: {len(out['input_ids'])} records, its sidecar says {sidecar['num_features']}; "
-                             "rebuild it.")
-    return out
+    return feature_cache.read_feature_arrays(path, SQUAD_FEATURES)
 
 
 def read_feature_file(path, settings=None):
@@ -1030,7 +885,7 @@ def read_feature_file(path, settings=None):
     sidecar = read_sidecar(path)
     arrays = read_feature_arrays(path)
     meta = None
-    if sidecar.get("spans_file"):
+    if SPANS_SUFFIX in (sidecar.get("companions") or {}):
         with open(spans_path(path), encoding="utf-8") as f:
             meta = json.load(f)
     out = SquadFeatures()
@@ -1078,7 +933,8 @@ class FeatureCacheResult:
 
 def load_or_build_features(input_file, feature_file, tokenizer, settings, return_features=None):
     """The features of SQuAD file `input_file` under `settings`, from `feature_file` when it
-    was made from the same settings, tokenizer and input content, else built and written.
+    was made from the same settings, tokenizer and input content, else built and written
+    (feature_cache.load_or_build).
 
     Args:
         input_file: the SQuAD JSON.
@@ -1094,25 +950,27 @@ def load_or_build_features(input_file, feature_file, tokenizer, settings, return
     if return_features is None:
         return_features = not settings.is_training
     record = feature_file_settings(settings, tokenizer, input_file)
-    ok, reason = check_feature_file(feature_file, record)
     examples = read_squad_examples(input_file, settings.is_training, settings.version)
-    if ok:
-        sidecar = read_sidecar(feature_file)
-        features = read_feature_file(feature_file) if return_features else None
-        logger.info("%s: %s", feature_file, reason)
-        return FeatureCacheResult(examples, features, sidecar["num_features"], False, reason, feature_file,
-                                  examples.summary.to_dict(), sidecar.get("convert_summary") or {})
-    logger.info("%s: building features (%s).", feature_file, reason)
     summary = ConvertSummary()
-    stream = iter_features(examples, tokenizer, settings.max_seq_length, settings.doc_stride,
-                           settings.max_query_length, settings.is_training, summary=summary)
-    features = None
-    if return_features:
-        features = SquadFeatures(stream)
-        features.summary = summary
-        stream = features
-    sidecar = write_feature_file(stream, feature_file, record,
-                                 extra=lambda: {"read_summary": examples.summary.to_dict(),
-                                                "convert_summary": summary.to_dict()})
-    return FeatureCacheResult(examples, features, sidecar["num_features"], True, reason, feature_file,
-                              examples.summary.to_dict(), summary.to_dict())
+
+    def build():
+        stream = iter_features(examples, tokenizer, settings.max_seq_length, settings.doc_stride,
+                               settings.max_query_length, settings.is_training, summary=summary)
+        features = None
+        if return_features:
+            features = SquadFeatures(stream)
+            features.summary = summary
+            stream = features
+        write_feature_file(stream, feature_file, record,
+                           extra=lambda: {"read_summary": examples.summary.to_dict(),
+                                          "convert_summary": summary.to_dict()})
+        return features
+
+    outcome = feature_cache.load_or_build(feature_file, record, SQUAD_FEATURES, build)
+    if outcome.rebuilt:
+        features, convert_summary = outcome.built, summary.to_dict()
+    else:
+        features = read_feature_file(feature_file) if return_features else None
+        convert_summary = outcome.sidecar.get("convert_summary") or {}
+    return FeatureCacheResult(examples, features, outcome.sidecar["num_features"], outcome.rebuilt, outcome.reason,
+                              feature_file, examples.summary.to_dict(), convert_summary)

@@ -159,5 +159,16 @@ def classifier_nll(logits, labels):
     logits = ops.cast(logits, "float32")
     if logits.shape[-1] == 1:
         return ops.square(ops.squeeze(logits, -1) - ops.cast(labels, "float32"))
+    return softmax_nll(logits, labels)
+
+
+def softmax_nll(logits, labels):
+    """Per-example cross-entropy of the softmax over the last axis.
+
+    Args:
+        logits: float [B, C]; labels: int [B].
+    Returns:
+        float32 [B].
+    """
     ids = ops.reshape(ops.cast(labels, "int32"), (-1, 1))
-    return -ops.squeeze(ops.take_along_axis(ops.log_softmax(logits, axis=-1), ids, axis=-1), -1)
+    return -ops.squeeze(ops.take_along_axis(ops.log_softmax(ops.cast(logits, "float32"), axis=-1), ids, axis=-1), -1)

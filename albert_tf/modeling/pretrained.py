@@ -27,6 +27,7 @@ import keras
 
 from albert_tf.modeling.config import AlbertConfig
 from albert_tf.storage import atomic
+from albert_tf.storage.weights_file import load_weights_file
 
 CONFIG_NAME = "albert_config.json"
 PRETRAINER_WEIGHTS = "pretrainer.weights.h5"
@@ -99,10 +100,7 @@ def load_pretrained(cls, directory, **kwargs):
 
 
 def _load(model, weights_file, directory):
-    try:
-        model.load_weights(weights_file)
-    except ValueError as e:
-        raise ValueError(f"{directory}: the weights do not match {CONFIG_NAME} ({e}).") from None
+    load_weights_file(model, weights_file, f"{directory} (with its {CONFIG_NAME})")
     return model
 
 

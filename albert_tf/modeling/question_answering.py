@@ -33,6 +33,7 @@ from albert_tf.modeling.config import AlbertConfig
 from albert_tf.modeling.encoder import INPUT_NAMES, AlbertEncoder
 from albert_tf.modeling.qa_heads import VERSIONS, SquadV1Head, SquadV2Head
 from albert_tf.storage import atomic
+from albert_tf.storage.weights_file import load_weights_file
 
 logger = logging.getLogger("albert_tf")
 
@@ -202,11 +203,8 @@ class AlbertForQuestionAnswering(pretrained.PretrainedMixin, keras.Model):
         if not os.path.isfile(config_path):
             raise ValueError(f"{directory}: no {pretrained.CONFIG_NAME}; expected a directory written by albert_tf.")
         model = cls(AlbertConfig.from_json_file(config_path), **settings)
-        try:
-            model.load_weights(weights)
-        except ValueError as e:
-            raise ValueError(f"{directory}: the weights do not match {pretrained.CONFIG_NAME} and "
-                             f"{QUESTION_ANSWERING_SETTINGS} ({e}).") from None
+        load_weights_file(model, weights, f"{directory} (with its {pretrained.CONFIG_NAME} and "
+                                          f"{QUESTION_ANSWERING_SETTINGS})")
         return model
 
 

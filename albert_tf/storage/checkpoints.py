@@ -12,6 +12,7 @@ import tempfile
 import tensorflow as tf
 
 from albert_tf.storage.report import CheckpointMismatchError, MatchReport
+from albert_tf.storage.weights_file import load_weights_file
 
 _STEP = re.compile(r"-(\d+)\.index$")
 _VALUE = "/.ATTRIBUTES/VARIABLE_VALUE"
@@ -85,11 +86,7 @@ def load_init_checkpoint(model, init_checkpoint, flag="--init_checkpoint", weigh
         for name in weights_file_names:
             weights = os.path.join(init_checkpoint, name)
             if os.path.isfile(weights):
-                try:
-                    model.load_weights(weights)
-                except ValueError as e:
-                    raise CheckpointMismatchError(f"{flag}={weights} does not match the model: {e}") from None
-                return weights
+                return load_weights_file(model, weights, flag)
         raise CheckpointMismatchError(
             f"{flag}={init_checkpoint}: no checkpoint there (expected a ckpt-N prefix, a directory holding one"
             + (", or a directory with " + " or ".join(weights_file_names) if weights_file_names else "") + ").")

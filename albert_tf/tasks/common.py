@@ -40,3 +40,46 @@ def training_batches(columns, input_context, batch_size, seed, skip_batches):
     ds = ds.shuffle(n, seed=seed, reshuffle_each_iteration=True).repeat()
     ds = ds.batch(batch_size, drop_remainder=True)
     return ds.skip(skip_batches) if skip_batches else ds
+
+
+def encoder_for(o):
+    """(encoder, pretrainer) a fine-tuning model is built on: the encoder of an albert_tf
+    export (--albert_hub_module_handle; pretrainer None) or of a new AlbertPretrainer
+    whose checkpoint --init_checkpoint may fill (`initialize_from`)."""
+    if o.albert_hub_module_handle:
+        from albert_tf.export.exporter import load_encoder
+
+        return load_encoder(o.albert_hub_module_handle), None
+    from albert_tf.modeling.config import AlbertConfig
+    from albert_tf.modeling.pretrainer import AlbertPretrainer
+
+    pretrainer = AlbertPretrainer(AlbertConfig.from_json_file(config_file_for(o)))
+    return pretrainer.encoder, pretrainer
+
+
+def initialize_from(o, model, pretrainer, weights_file, check_directory=None):
+    """Starting weights of a fine-tuning model; returns where they came from.
+
+    --albert_hub_module_handle: already in the encoder (encoder_for). --init_checkpoint:
+    a directory holding `weights_file` (the task's own fine-tuned model, e.g. a converted
+    release checkpoint; `check_directory(dir)` may refuse it first) is loaded whole;
+    anything else is read into `pretrainer` (a run_pretraining output_dir, a ckpt-N
+    prefix, a pretrained directory). Every load goes through the one matching report, so
+    a checkpoint that cannot be read or does not match is an error naming the variables.
+    Neither: a warning and "random".
+    """
+    if o.albert_hub_module_handle:
+        return os.path.abspath(o.albert_hub_module_handle)
+    if o.init_checkpoint:
+        weights = os.path.join(o.init_checkpoint, weights_file)
+        if os.path.isdir(o.init_checkpoint) and os.path.isfile(weights):
+            if check_directory is not None:
+                check_directory(o.init_checkpoint)
+            from albert_tf.storage.weights_file import load_weights_file
+
+            load_weights_file(model, weights, "--init_checkpoint")
+            return os.path.abspath(weights)
+        from albert_tf.training.checkpoints import load_init_checkpoint
+
+        return load_init_checkpoint(pretrainer, o.init_checkpoint)
+    return random_start()

@@ -23,7 +23,7 @@ import numpy as np
 import tensorflow as tf
 
 from albert_tf.storage import atomic
-from albert_tf.tasks.common import config_file_for, random_start, training_batches
+from albert_tf.tasks.common import config_file_for, encoder_for, initialize_from, training_batches
 from albert_tf.training.driver import EXAMPLE_INDEX, Task, train_and_evaluate
 
 ENCODER_INPUTS = ("input_word_ids", "input_mask", "input_type_ids")
@@ -191,40 +191,22 @@ class SquadTask(Task):
         from albert_tf.modeling.question_answering import AlbertForQuestionAnswering
 
         o = self.options
-        head = dict(version=o.version, start_n_top=o.start_n_top, end_n_top=o.end_n_top, dropout_prob=o.dropout_prob)
-        if o.albert_hub_module_handle:
-            from albert_tf.export.exporter import load_encoder
-
-            return AlbertForQuestionAnswering(load_encoder(o.albert_hub_module_handle), **head)
-        from albert_tf.modeling.config import AlbertConfig
-        from albert_tf.modeling.pretrainer import AlbertPretrainer
-
-        config = AlbertConfig.from_json_file(config_file_for(o))
-        self._pretrainer = AlbertPretrainer(config)
-        return AlbertForQuestionAnswering(self._pretrainer.encoder, **head)
+        encoder, self._pretrainer = encoder_for(o)
+        return AlbertForQuestionAnswering(encoder, version=o.version, start_n_top=o.start_n_top,
+                                          end_n_top=o.end_n_top, dropout_prob=o.dropout_prob)
 
     def initialize(self, model):
+        from albert_tf.modeling.question_answering import QUESTION_ANSWERING_WEIGHTS, _read_settings
+
         o = self.options
-        if o.albert_hub_module_handle:
-            return os.path.abspath(o.albert_hub_module_handle)
-        if o.init_checkpoint:
-            from albert_tf.modeling.question_answering import QUESTION_ANSWERING_WEIGHTS, _read_settings
 
-            weights = os.path.join(o.init_checkpoint, QUESTION_ANSWERING_WEIGHTS)
-            if os.path.isdir(o.init_checkpoint) and os.path.isfile(weights):
-                settings = _read_settings(o.init_checkpoint)
-                if settings["version"] != o.version:
-                    raise ValueError(f"--init_checkpoint={o.init_checkpoint} holds a SQuAD {settings['version']} head; "
-                                     f"this is run_squad_{o.version}.")
-                try:
-                    model.load_weights(weights)
-                except ValueError as e:
-                    raise ValueError(f"--init_checkpoint={weights} does not match the model ({e}).") from None
-                return os.path.abspath(weights)
-            from albert_tf.training.checkpoints import load_init_checkpoint
+        def same_version(directory):
+            version = _read_settings(directory)["version"]
+            if version != o.version:
+                raise ValueError(f"--init_checkpoint={directory} holds a SQuAD {version} head; this is "
+                                 f"run_squad_{o.version}.")
 
-            return load_init_checkpoint(self._pretrainer, o.init_checkpoint)
-        return random_start()
+        return initialize_from(o, model, self._pretrainer, QUESTION_ANSWERING_WEIGHTS, same_version)
 
     # --- data ----------------------------------------------------------------------------
 

@@ -45,10 +45,13 @@ class TrainingCheckpoints:
         iterator: optional input iterator to save the input position.
         keep_best: also keep the best checkpoint by a dev metric in output_dir/best.
         on_save: called (chief only) after each save.
+        trains: whether this run trains. One that does not (predict or eval only) also
+            restores a checkpoint without dropout RNG states (written with other dropout
+            settings): they only matter for continuing training exactly.
     """
 
     def __init__(self, output_dir, model, optimizer, keep_checkpoint_max=5, is_chief=True, iterator=None,
-                 keep_best=False, on_save=None):
+                 keep_best=False, on_save=None, trains=True):
         items = {"model": model, "optimizer": optimizer}
         states = random_states(model)
         if states:
@@ -59,6 +62,7 @@ class TrainingCheckpoints:
         if iterator is not None:
             items["iterator"] = iterator
         self.items = items
+        self.trains = trains
         self.checkpoint = tf.train.Checkpoint(**items)
         self.model = model
         self.output_dir = output_dir
@@ -91,15 +95,24 @@ class TrainingCheckpoints:
         self.check_resumable(path)
         # a run that does not train (predict or eval only) holds no input iterator: the
         # checkpoint's is left unread on purpose
-        self.checkpoint.restore(path).assert_existing_objects_matched().expect_partial()
+        self._checkpoint_for(path).restore(path).assert_existing_objects_matched().expect_partial()
         return path
+
+    def _checkpoint_for(self, prefix):
+        """What `prefix` is restored into: everything this run saves, but for a run that
+        does not train and a checkpoint without random_states, the rest alone."""
+        if self.trains or "random_states" not in self.items:
+            return self.checkpoint
+        if any(n.startswith("random_states/") for n in list_variables(prefix)):
+            return self.checkpoint
+        return tf.train.Checkpoint(**{k: v for k, v in self.items.items() if k != "random_states"})
 
     def check_resumable(self, prefix):
         names = list_variables(prefix)
         roots = {n.split("/", 1)[0] for n in names}
         fresh = (f"To start a new run, use another --output_dir or remove the ckpt-* files (and checkpoint) "
                  f"from {self.output_dir}.")
-        missing = sorted(set(self.items) - roots)
+        missing = sorted(set(self.items) - roots - (set() if self.trains else {"random_states"}))
         if missing:
             raise ValueError(
                 f"cannot resume from {prefix}: it holds no {', '.join(missing)} (this run also saves "
@@ -109,7 +122,7 @@ class TrainingCheckpoints:
                                      f"the checkpoint to resume ({prefix})")
         if not report.ok:
             raise CheckpointMismatchError(report.format(limit=20) + f"\nThe model (its config) changed. {fresh}")
-        if "random_states" in self.items:
+        if "random_states" in self.items and (self.trains or "random_states" in roots):
             found = len([n for n in names if n.startswith("random_states/") and n.endswith("VARIABLE_VALUE")])
             if found != len(self.items["random_states"].states):
                 raise ValueError(f"cannot resume from {prefix}: it holds {found} dropout RNG states, the model has "
@@ -170,5 +183,5 @@ class TrainingCheckpoints:
         """Restores the best checkpoint (if any); returns its path or None."""
         path = self.best_manager.latest_checkpoint if self.keep_best else None
         if path:
-            self.checkpoint.restore(path).assert_existing_objects_matched().expect_partial()
+            self._checkpoint_for(path).restore(path).assert_existing_objects_matched().expect_partial()
         return path

@@ -282,7 +282,7 @@ class Trainer:
         outputs = self.per_example_outputs(dataset, self.options.eval_batch_size, self.options.max_eval_steps)
         steps = outputs.pop("_batches")
         examples = len(next(iter(outputs.values()))) if outputs else 0
-        metrics = {k: float(v) for k, v in self.task.eval_metrics(outputs).items()}
+        metrics = {k: (v if isinstance(v, int) else float(v)) for k, v in self.task.eval_metrics(outputs).items()}
         metrics.update(examples=int(examples), steps=int(steps))
         return metrics
 
@@ -345,6 +345,7 @@ def train_and_evaluate(task, options, strategy=None, is_chief=True, stream=sys.s
     checkpoints = TrainingCheckpoints(options.output_dir, trainer.model, trainer.optimizer,
                                       options.keep_checkpoint_max, is_chief=is_chief, iterator=iterator,
                                       keep_best=options.keep_best and task.best_metric is not None,
+                                      trains=options.do_train,
                                       on_save=(lambda: task.on_checkpoint(trainer.model, options.output_dir))
                                       if is_chief else None)
     resumed = checkpoints.restore_latest()

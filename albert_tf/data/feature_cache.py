@@ -1,0 +1,386 @@
+"""Cached feature files of the fine-tuning tasks (SQuAD, multiple choice): one machinery.
+
+A feature file is a TFRecord of tf.train.Examples with int64 features, written without
+TensorFlow (`RecordEncoder`, `tfrecord_frames`), plus `<file>.json`, a sidecar recording
+the settings, tokenizer and input that made it. The sidecar is written last, so its
+presence vouches for a complete file. A kind of feature file (`FeatureKind`) names its
+features and their per-record shapes, so `read_feature_arrays` can read any of them back.
+
+    kind = FeatureKind("albert_tf xyz features", format=1,
+                       shapes=lambda s: {"input_ids": (s["max_seq_length"],), "label_ids": ()})
+    record = {"max_seq_length": 128, **tokenizer_record(tokenizer), **input_record(["train.jsonl"])}
+    outcome = load_or_build("out/train.tfrecord", record, kind,
+                            build=lambda: write_feature_file(serialized_examples, "out/train.tfrecord",
+                                                             kind, record))
+    outcome.rebuilt, outcome.reason          # False, "reused: settings and input unchanged"
+    arrays = read_feature_arrays("out/train.tfrecord", kind)   # {"input_ids": [N, 128], ...}
+
+Reuse rule (`check_feature_file`): the file is reused only when its sidecar is of the same
+kind and format, the record file (and every companion file the sidecar lists) has the
+size the sidecar says, and every settings entry matches: the task's settings, the
+tokenizer (SentencePiece sha256, do_lower_case, special ids) and the input's content
+(sha256; for several files a combined sha256 of their names and contents). The input's
+path and mtime are informational: a moved or touched but unchanged input is reused. The
+reason names what differs ("max_seq_length 128 -> 64", "the input's content changed").
+"""
+
+import dataclasses
+import hashlib
+import json
+import logging
+import os
+import struct
+import time
+
+import numpy as np
+
+from albert_tf.data.example_codec import ExampleEncoder
+from albert_tf.data.summary import file_sha256
+from albert_tf.storage import atomic
+
+logger = logging.getLogger("albert_tf")
+
+# Settings entries that describe but do not decide: a moved or touched input is still the same input.
+INFORMATIONAL = ("input_file", "input_mtime")
+# Settings entries that describe the input's content: a difference in any is one reason.
+INPUT_CONTENT = ("input_sha256", "input_size", "input_files")
+_UINT64 = (1 << 64) - 1
+
+
+class FeatureFileError(ValueError):
+    """A feature file that cannot be used; the message names the file and what to do."""
+
+
+@dataclasses.dataclass(frozen=True)
+class FeatureKind:
+    """One kind of feature file.
+
+    Attributes:
+        name: the sidecar's "kind" (a file of another kind is never reused).
+        format: bump when the layout changes: older files are rebuilt.
+        shapes: settings dict -> {feature name: per-record shape}, in record order; () is
+            one value per record. Records hold each feature flattened (int64 list of the
+            shape's size); `read_feature_arrays` gives it back as [N, *shape].
+        dtypes: {feature name: numpy dtype} for the arrays read back (default int32).
+        error: the ValueError subclass raised for unreadable files of this kind.
+    """
+
+    name: str
+    format: int
+    shapes: object
+    dtypes: dict = dataclasses.field(default_factory=dict)
+    error: type = FeatureFileError
+
+
+# ----------------------------------------------------------------------------------------------------------
+# TFRecord writing without TensorFlow
+
+
+def _crc_table():
+    table = []
+    for n in range(256):
+        c = n
+        for _ in range(8):
+            c = (c >> 1) ^ 0x82F63B78 if c & 1 else c >> 1
+        table.append(c)
+    return np.array(table, np.uint32)
+
+
+_CRC_TABLE = _crc_table()
+
+
+def crc32c(chunks):
+    """CRC-32C (Castagnoli) of each bytes object in `chunks` -> uint32 array (vectorised
+    over the chunks, one numpy step per byte position)."""
+    lengths = np.array([len(c) for c in chunks], np.int64)
+    order = np.argsort(-lengths, kind="stable")
+    sorted_lengths = lengths[order]
+    width = int(sorted_lengths[0]) if len(chunks) else 0
+    buf = np.zeros((len(chunks), width), np.uint8)
+    for row, k in enumerate(order):
+        buf[row, :lengths[k]] = np.frombuffer(chunks[k], np.uint8)
+    crc = np.full(len(chunks), 0xFFFFFFFF, np.uint32)
+    active = len(chunks)
+    shift = np.uint32(8)
+    for j in range(width):
+        while active and sorted_lengths[active - 1] <= j:
+            active -= 1
+        c = crc[:active]
+        crc[:active] = _CRC_TABLE[(c ^ buf[:active, j]) & 0xFF] ^ (c >> shift)
+    out = np.empty_like(crc)
+    out[order] = crc ^ np.uint32(0xFFFFFFFF)
+    return out
+
+
+def _masked(crc):
+    crc = crc.astype(np.uint64)
+    return ((((crc >> 15) | (crc << 17)) & 0xFFFFFFFF) + 0xA282EAD8) & 0xFFFFFFFF
+
+
+def tfrecord_frames(records):
+    """Serialized records -> the bytes of a TFRecord file holding them."""
+    headers = [struct.pack("<Q", len(r)) for r in records]
+    header_crc, data_crc = _masked(crc32c(headers)), _masked(crc32c(records))
+    return b"".join(h + struct.pack("<I", int(hc)) + r + struct.pack("<I", int(dc))
+                    for h, hc, r, dc in zip(headers, header_crc, records, data_crc))
+
+
+class RecordEncoder(ExampleEncoder):
+    """Serializes tf.train.Examples of int64 features (example_codec's wire format).
+
+    Args:
+        names: the feature names, in the order they are written.
+        max_id: varints of values below it come from a table (the vocabulary size).
+
+    `encode_int64({name: ints})` -> bytes; negative values are written as int64 two's
+    complement (TensorFlow reads -1 back as -1).
+    """
+
+    def __init__(self, names, max_id=1 << 16):
+        super().__init__(1, 1, 0, max_id)
+        self.names = tuple(names)
+        self._keys.update({name: self._varints([len(name)]) + name.encode() for name in self.names})
+
+    def encode_int64(self, values):
+        parts = []
+        for name in self.names:
+            v = values[name]
+            v = v.tolist() if isinstance(v, np.ndarray) else list(v)
+            if v and min(v) < 0:
+                v = [x & _UINT64 for x in v]
+            parts.append(self._int64(name, v))
+        features = b"".join(parts)
+        return b"\x0a" + self._varints([len(features)]) + features
+
+
+# ----------------------------------------------------------------------------------------------------------
+# What made a file
+
+
+def tokenizer_record(tokenizer):
+    """The tokenizer's part of a settings record: do_lower_case, the SentencePiece model's
+    sha256 and its special ids."""
+    return {
+        "do_lower_case": bool(tokenizer.do_lower_case),
+        "spm_model_sha256": file_sha256(tokenizer.model_file),
+        "special_tokens": tokenizer.special_tokens.to_dict(),
+    }
+
+
+def input_record(paths, error=FeatureFileError):
+    """The input's part of a settings record.
+
+    Args:
+        paths: one file, or a list of files (e.g. every article file of a RACE split).
+        error: the exception raised (naming the file) when one is missing.
+
+    Returns:
+        {"input_file", "input_size", "input_mtime", "input_sha256"} for one file (its own
+        sha256); for several also "input_files" (their count), with "input_file" their
+        common directory, the sizes summed, the newest mtime, and "input_sha256" the sha256
+        of the lines "<path relative to that directory>\\t<file sha256>\\n" in sorted order
+        (so adding, removing, renaming or editing a file changes it).
+    """
+    single = isinstance(paths, (str, os.PathLike))
+    paths = [os.fspath(paths)] if single else [os.fspath(p) for p in paths]
+    if not paths:
+        raise error("no input file to record; read the input first.")
+    for p in paths:
+        if not os.path.isfile(p):
+            raise error(f"{p}: no such file.")
+    stats = [os.stat(p) for p in paths]
+    if len(paths) == 1:
+        return {"input_file": os.path.abspath(paths[0]), "input_size": stats[0].st_size,
+                "input_mtime": stats[0].st_mtime, "input_sha256": file_sha256(paths[0])}
+    absolute = [os.path.abspath(p) for p in paths]
+    root = os.path.commonpath([os.path.dirname(p) for p in absolute])
+    digest = hashlib.sha256()
+    for rel, p in sorted((os.path.relpath(p, root), p) for p in absolute):
+        digest.update(f"{rel}\t{file_sha256(p)}\n".encode("utf-8"))
+    return {"input_file": root, "input_files": len(paths), "input_size": sum(s.st_size for s in stats),
+            "input_mtime": max(s.st_mtime for s in stats), "input_sha256": digest.hexdigest()}
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Writing, checking, reading
+
+
+def sidecar_path(feature_file):
+    """`<feature_file>.json`: the settings record of a feature file."""
+    return os.fspath(feature_file) + ".json"
+
+
+def write_feature_file(records, path, kind, settings, extra=None, companions=None, batch_size=2048):
+    """Writes serialized tf.train.Examples to the TFRecord `path`, then the companion files,
+    then the sidecar `<path>.json` (last, so its presence means the rest is complete). Every
+    file goes through albert_tf.storage.atomic. Returns the sidecar dict.
+
+    Args:
+        records: iterable of bytes (RecordEncoder.encode_int64); consumed once, streamed.
+        kind: FeatureKind.
+        settings: the settings record (JSON-able dict) `check_feature_file` compares.
+        extra: more JSON-able sidecar entries, or a function returning them (called once
+            the records are written, e.g. for summaries filled while streaming).
+        companions: a function returning {suffix: str or bytes}, called after the
+            records: each is written to `<path><suffix>` and its size recorded, so a
+            missing or truncated companion makes the file stale. Companions an older
+            sidecar listed that are not written again are removed.
+    """
+    path = os.fspath(path)
+    old = read_sidecar(path, kind) or {}
+    if os.path.exists(sidecar_path(path)):
+        os.remove(sidecar_path(path))  # a crash below must not leave an old sidecar vouching for new files
+    count = 0
+    with atomic.open_file(path, "wb") as f:
+        batch = []
+        for record in records:
+            batch.append(record)
+            count += 1
+            if len(batch) >= batch_size:
+                f.write(tfrecord_frames(batch))
+                batch = []
+        if batch:
+            f.write(tfrecord_frames(batch))
+    written = {}
+    for suffix, content in ((companions() if companions else None) or {}).items():
+        if isinstance(content, str):
+            atomic.write_text(path + suffix, content)
+        else:
+            atomic.write_bytes(path + suffix, content)
+        written[suffix] = os.path.getsize(path + suffix)
+    for suffix in (old.get("companions") or {}):
+        if suffix not in written and os.path.exists(path + suffix):
+            os.remove(path + suffix)
+    sidecar = {"kind": kind.name, "format": kind.format, "settings": settings, "num_features": count,
+               "record_bytes": os.path.getsize(path), "companions": written,
+               "created": time.strftime("%Y-%m-%dT%H:%M:%S")}
+    sidecar.update((extra() if callable(extra) else extra) or {})
+    atomic.write_json(sidecar_path(path), sidecar)
+    return sidecar
+
+
+def read_sidecar(path, kind):
+    """The sidecar dict of feature file `path`, or None when it is missing, unreadable or
+    of another kind."""
+    try:
+        with open(sidecar_path(path), encoding="utf-8") as f:
+            sidecar = json.load(f)
+    except (OSError, ValueError):
+        return None
+    return sidecar if isinstance(sidecar, dict) and sidecar.get("kind") == kind.name else None
+
+
+def _describe_change(key, old, new):
+    if key == "spm_model_sha256":
+        return "the SentencePiece model changed (sha256)"
+    return f"{key} {old!r} -> {new!r}"
+
+
+def check_feature_file(path, settings, kind):
+    """(reusable, reason): whether feature file `path` is complete and was made with
+    `settings` (module docstring); reason says what differs, or "reused: ..."."""
+    path = os.fspath(path)
+    if not os.path.exists(path):
+        return False, f"{path} does not exist"
+    sidecar = read_sidecar(path, kind)
+    if sidecar is None:
+        return False, f"{sidecar_path(path)} is missing, unreadable or of another kind (an interrupted or foreign file)"
+    if sidecar.get("format") != kind.format:
+        return False, f"feature format {sidecar.get('format')} != {kind.format}"
+    if os.path.getsize(path) != sidecar.get("record_bytes"):
+        return False, f"{path} has {os.path.getsize(path)} bytes, its sidecar says {sidecar.get('record_bytes')}"
+    for suffix, size in (sidecar.get("companions") or {}).items():
+        if not os.path.exists(path + suffix) or os.path.getsize(path + suffix) != size:
+            return False, f"{path + suffix} is missing or incomplete"
+    old = sidecar.get("settings") or {}
+    keys = sorted(set(old) | set(settings))
+    changed = [k for k in keys if k not in INFORMATIONAL and old.get(k) != settings.get(k)]
+    if changed:
+        parts = [_describe_change(k, old.get(k), settings.get(k)) for k in changed if k not in INPUT_CONTENT]
+        if any(k in INPUT_CONTENT for k in changed):
+            what = "the input's content changed (sha256)"
+            if old.get("input_files") != settings.get("input_files"):
+                what += f"; {old.get('input_files') or 1} -> {settings.get('input_files') or 1} input files"
+            parts.append(what)
+        return False, "; ".join(parts)
+    if old.get("input_mtime") != settings.get("input_mtime"):
+        return True, "reused: settings unchanged; the input's mtime changed but not its content"
+    return True, "reused: settings and input unchanged"
+
+
+@dataclasses.dataclass
+class CacheOutcome:
+    """load_or_build's answer: sidecar (the file's, after a rebuild the new one), rebuilt,
+    reason (why it was rebuilt, or "reused: ..."), built (what `build` returned, None when
+    reused)."""
+
+    sidecar: dict
+    rebuilt: bool
+    reason: str
+    built: object = None
+
+
+def load_or_build(feature_file, settings, kind, build, also_stale=None):
+    """Reuses `feature_file` when `check_feature_file` allows it, else calls `build()`
+    (which writes it with `write_feature_file`) and says why.
+
+    Args:
+        also_stale: optional function sidecar -> reason or None: a task's extra reason to
+            rebuild a file the settings would reuse.
+    Returns:
+        CacheOutcome.
+    """
+    feature_file = os.fspath(feature_file)
+    ok, reason = check_feature_file(feature_file, settings, kind)
+    if ok and also_stale is not None:
+        extra_reason = also_stale(read_sidecar(feature_file, kind))
+        if extra_reason:
+            ok, reason = False, extra_reason
+    if ok:
+        logger.info("%s: %s", feature_file, reason)
+        return CacheOutcome(read_sidecar(feature_file, kind), False, reason)
+    logger.info("%s: building features (%s).", feature_file, reason)
+    built = build()
+    sidecar = read_sidecar(feature_file, kind)
+    if sidecar is None:
+        raise kind.error(f"{feature_file}: the builder wrote no sidecar; it must call write_feature_file.")
+    return CacheOutcome(sidecar, True, reason, built)
+
+
+def read_feature_arrays(path, kind, names=None):
+    """A feature TFRecord -> {name: numpy array [N, *shape]} (shapes from `kind.shapes` of
+    the sidecar's settings). Uses TensorFlow.
+
+    Args:
+        names: the features to return (default: all of the kind's).
+    Raises:
+        kind.error without a sidecar, for a corrupt file or a record count that differs
+        from the sidecar's.
+    """
+    import tensorflow as tf
+
+    path = os.fspath(path)
+    sidecar = read_sidecar(path, kind)
+    if sidecar is None:
+        raise kind.error(f"{path}: no sidecar {sidecar_path(path)} of kind {kind.name!r}; rebuild the features.")
+    shapes = {name: tuple(int(d) for d in shape) for name, shape in kind.shapes(sidecar["settings"]).items()}
+    spec = {name: tf.io.FixedLenFeature([int(np.prod(shape))] if shape else [], tf.int64)
+            for name, shape in shapes.items()}
+    names = tuple(shapes) if names is None else tuple(names)
+    parts = {name: [] for name in names}
+    dataset = tf.data.TFRecordDataset(path).batch(4096).map(lambda r: tf.io.parse_example(r, spec))
+    try:
+        for batch in dataset.as_numpy_iterator():
+            for name in names:
+                parts[name].append(batch[name])
+    except tf.errors.OpError as e:
+        raise kind.error(f"{path}: unreadable feature file ({e.message}); rebuild it.") from None
+    out = {}
+    for name in names:
+        dtype = kind.dtypes.get(name, np.int32)
+        values = np.concatenate(parts[name]) if parts[name] else np.zeros((0,), np.int64)
+        out[name] = values.astype(dtype).reshape((-1, *shapes[name]))
+    count = len(out[names[0]]) if names else 0
+    if names and count != sidecar["num_features"]:
+        raise kind.error(f"{path}: {count} records, its sidecar says {sidecar['num_features']}; rebuild it.")
+    return out

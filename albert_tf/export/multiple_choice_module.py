@@ -1,0 +1,129 @@
+"""The fine-tuned multiple-choice model (RACE) as one SavedModel that takes raw strings.
+
+    import tensorflow_text  # registers the SentencePiece ops
+    mc = tf.saved_model.load("runs/race/export")
+    out = mc(article=tf.constant(["..."]), question=tf.constant(["The text says _ ."]),
+             options=tf.constant([["first", "second", "third", "fourth"]]))
+    out["probabilities"]  # [B, C]; also "logits" [B, C], "choice" int32 [B], "letter" [B] ("A", ...)
+
+Root `__call__(article [B], question [B], options [B, C])` and the `serving_default`
+signature (any C >= 2, the same for the whole request). Inputs are built as in training
+(albert_tf.data.race_data, the release's race_utils): the strings normalised as
+preprocess_text does, "_" in the question replaced by the option (else question + " " +
+option), that part cut to its last max_qa_length pieces, then
+[CLS] article [SEP] question-with-option [SEP] with the article cut to fill
+max_seq_length. Each request is padded only to its longest input, not to max_seq_length
+(padding is masked, so the logits are the same). Dropout is off (training=False).
+"""
+
+import json
+import os
+import tempfile
+
+import tensorflow as tf
+import tensorflow_text as tf_text
+
+from albert_tf.data.vocab import SpecialTokens
+from albert_tf.export.preprocess_module import normalize
+from albert_tf.storage import atomic
+
+MULTIPLE_CHOICE_INFO = "multiple_choice_info.json"
+
+
+class MultipleChoiceModule(tf.train.Checkpoint):
+    """Root object of the multiple-choice SavedModel.
+
+    Args:
+        model: a fine-tuned AlbertForMultipleChoice.
+        spm_model_file: its SentencePiece model (saved as the asset `sp_model_file`).
+        do_lower_case: as in training.
+        max_seq_length, max_qa_length: the run's settings.
+    """
+
+    def __init__(self, model, spm_model_file, do_lower_case=True, max_seq_length=512, max_qa_length=128):
+        super().__init__()
+        special = SpecialTokens.from_sentencepiece(spm_model_file)
+        self._cls_id, self._sep_id, self._pad_id = special.cls_id, special.sep_id, special.pad_id
+        self.model = model
+        self.variables = [getattr(v, "value", v) for v in model.weights]
+        self.sp_model_file = tf.saved_model.Asset(spm_model_file)
+        with open(spm_model_file, "rb") as f:
+            self._tokenizer = tf_text.SentencepieceTokenizer(model=f.read(), out_type=tf.int32)
+        self._lower = bool(do_lower_case)
+        self._max_seq_length = int(max_seq_length)
+        self._max_qa_length = int(max_qa_length)
+        specs = [tf.TensorSpec([None], tf.string, name="article"), tf.TensorSpec([None], tf.string, name="question"),
+                 tf.TensorSpec([None, None], tf.string, name="options")]
+        self.__call__ = tf.function(self._answer, input_signature=specs)
+        self._signature_fn = tf.function(self._answer, input_signature=specs)
+
+    def signatures(self):
+        return {"serving_default": self._signature_fn.get_concrete_function()}
+
+    def _qa_text(self, question, option):
+        """The release's question-with-option, on normalised strings [N]."""
+        parts = tf.strings.split(question, "_")  # [N, (k)]
+        last = tf.ragged.range(parts.row_lengths()) < parts.row_lengths()[:, None] - 1
+        glue = tf.where(last.flat_values, tf.repeat(option, parts.row_lengths()), "")
+        filled = tf.strings.reduce_join(parts.with_flat_values(tf.strings.join([parts.flat_values, glue])), axis=1)
+        has_blank = tf.strings.regex_full_match(question, r"(?s).*_.*")
+        return tf.where(has_blank, filled, tf.strings.join([question, option], separator=" "))
+
+    def inputs(self, article, question, options):
+        """Raw strings -> the model's int32 inputs [B, C, T'] (T' the longest of the request)."""
+        batch, choices = tf.shape(options)[0], tf.shape(options)[1]
+        question = tf.repeat(normalize(question, self._lower), choices)  # [B*C]
+        option = tf.reshape(normalize(options, self._lower), [-1])
+        qa = self._tokenizer.tokenize(normalize(self._qa_text(question, option), self._lower))  # [B*C, (n)]
+        keep = tf.ragged.range(qa.row_lengths()) >= qa.row_lengths()[:, None] - self._max_qa_length
+        qa = tf.ragged.boolean_mask(qa, keep)  # its last max_qa_length pieces
+        text = self._tokenizer.tokenize(normalize(article, self._lower))  # [B, (m)]
+        text = tf.gather(text, tf.repeat(tf.range(batch), choices))
+        room = self._max_seq_length - 3 - tf.cast(qa.row_lengths(), tf.int32)
+        text = tf.ragged.boolean_mask(text, tf.ragged.range(text.row_lengths()) < tf.cast(room, tf.int64)[:, None])
+        ids, types = tf_text.combine_segments([text, qa], start_of_sequence_id=self._cls_id,
+                                              end_of_segment_id=self._sep_id)
+        lengths = ids.row_lengths()
+        width = tf.cast(tf.reduce_max(lengths), tf.int32)
+        shape = [batch, choices, width]
+        return {"input_word_ids": tf.reshape(tf.cast(ids.to_tensor(self._pad_id), tf.int32), shape),
+                "input_mask": tf.reshape(tf.sequence_mask(lengths, width, tf.int32), shape),
+                "input_type_ids": tf.reshape(tf.cast(types.to_tensor(0), tf.int32), shape)}
+
+    def _answer(self, article, question, options):
+        logits = tf.cast(self.model(self.inputs(article, question, options), training=False)["logits"], tf.float32)
+        choice = tf.argmax(logits, axis=-1, output_type=tf.int32)
+        letters = tf.constant([chr(ord("A") + i) for i in range(26)])
+        return {"logits": logits, "probabilities": tf.nn.softmax(logits, axis=-1), "choice": choice,
+                "letter": tf.gather(letters, tf.minimum(choice, 25))}
+
+
+def export_multiple_choice(model, spm_model_file, export_dir, do_lower_case=True, max_seq_length=512,
+                           max_qa_length=128, extra_info=None):
+    """Writes the multiple-choice SavedModel to export_dir atomically (a temporary sibling
+    renamed into place) with `export_dir/multiple_choice_info.json` (settings, inputs,
+    outputs and `extra_info`).
+
+    Returns:
+        export_dir (absolute).
+    """
+    from albert_tf.data.tokenization import strip_machine_paths
+
+    settings = dict(do_lower_case=bool(do_lower_case), max_seq_length=int(max_seq_length),
+                    max_qa_length=int(max_qa_length))
+    with atomic.output_dir(export_dir) as tmp, tempfile.TemporaryDirectory() as scratch:
+        spm_copy = os.path.join(scratch, "spm.model")  # a stable asset name, no path of this machine
+        with open(spm_model_file, "rb") as src, open(spm_copy, "wb") as dst:
+            dst.write(strip_machine_paths(src.read()))
+        module = MultipleChoiceModule(model, spm_copy, **settings)
+        tf.saved_model.save(module, tmp, signatures=module.signatures())
+        info = {**settings, "dropout_prob": model.dropout_prob, "inputs": ["article", "question", "options"],
+                "outputs": ["logits", "probabilities", "choice", "letter"], **(extra_info or {})}
+        atomic.write_json(os.path.join(tmp, MULTIPLE_CHOICE_INFO), info, sort_keys=False)
+    return os.path.abspath(export_dir)
+
+
+def read_info(export_dir):
+    """multiple_choice_info.json of an export as a dict."""
+    with open(os.path.join(export_dir, MULTIPLE_CHOICE_INFO), encoding="utf-8") as f:
+        return json.load(f)

@@ -1,0 +1,312 @@
+"""AlbertForMultipleChoice: an ALBERT encoder with the release's RACE head
+(race_utils.create_model), and its loss.
+
+Shape legend: B batch, C options per example (any number, may differ between batches),
+T sequence length, H hidden size.
+
+Each option is one sequence, [CLS] article [SEP] question-with-option [SEP]. The options
+of a batch are encoded as B*C sequences; each one's pooled output gets one score:
+
+    logits[b, c] = dropout(pooled_output[b, c]) . output_weights[0] + output_bias[0]
+
+and the options compete in a softmax over C (`multiple_choice_loss`).
+
+Variable paths and the release's names (`albert_tf.convert.tf1.TF1_MC_TABLE` maps them;
+Hugging Face's AlbertForMultipleChoice calls them classifier.weight / classifier.bias):
+
+    multiple_choice/output_weights [1, H]      output_weights (top level, beside bert/...)
+    multiple_choice/output_bias [1]            output_bias
+
+Pretrained directory (`save_pretrained` / `from_pretrained`):
+
+    DIR/albert_config.json
+    DIR/multiple_choice.json               dropout_prob
+    DIR/multiple_choice.weights.h5         encoder and head
+
+`from_pretrained` of a directory holding only encoder.weights.h5 or pretrainer.weights.h5
+(a converted release, a run_pretraining output_dir) builds a new head on the loaded
+encoder, so fine-tuning starts from there.
+
+Example:
+```python
+from albert_tf import AlbertForMultipleChoice
+model = AlbertForMultipleChoice.from_pretrained("converted/albert_base")   # new head
+out = model({"input_word_ids": ids, "input_mask": mask, "input_type_ids": types})  # [B, C, T] each
+out["logits"].shape  # (B, C)
+```
+"""
+
+import json
+import logging
+import os
+
+import keras
+from keras import ops
+
+from albert_tf.modeling import pretrained
+from albert_tf.modeling.config import AlbertConfig
+from albert_tf.modeling.embeddings import check_rank, truncated_normal
+from albert_tf.modeling.encoder import INPUT_NAMES, AlbertEncoder
+from albert_tf.modeling.losses import softmax_nll
+from albert_tf.storage import atomic
+from albert_tf.storage.weights_file import load_weights_file
+
+logger = logging.getLogger("albert_tf")
+
+MULTIPLE_CHOICE_WEIGHTS = "multiple_choice.weights.h5"
+MULTIPLE_CHOICE_SETTINGS = "multiple_choice.json"
+HEAD_SETTINGS = ("dropout_prob",)
+
+
+def _check_dropout(dropout_prob):
+    dropout_prob = float(dropout_prob)
+    if not 0.0 <= dropout_prob < 1.0:
+        raise ValueError(f"dropout_prob must be in [0, 1), got {dropout_prob}.")
+    return dropout_prob
+
+
+@keras.saving.register_keras_serializable(package="albert_tf")
+class MultipleChoiceHead(keras.layers.Layer):
+    """The release's RACE head: dropout, then one linear score per option.
+
+    logits = dropout(pooled_output) . output_weights^T + output_bias, squeezed to [B, C]
+
+    Variables as the release's: `output_weights` [1, H] (truncated normal, stddev
+    `initializer_range`, its own initializer instance) and `output_bias` [1] (zeros).
+
+    Args:
+        hidden_size: int. H.
+        dropout_prob: float. Dropout on the pooled output, in training only (release: 0.1).
+        initializer_range: float. Truncated-normal stddev of `output_weights`.
+
+    Call args:
+        pooled_output: float [B, C, H], the encoder's pooled output of every option.
+        training: bool. Dropout on when True.
+
+    Returns:
+        float32 [B, C] logits (computed in float32 whatever the input dtype).
+
+    Example:
+    ```python
+    head = MultipleChoiceHead(8)
+    head(np.ones((2, 4, 8), "float32")).shape  # (2, 4)
+    ```
+    """
+
+    def __init__(self, hidden_size, dropout_prob=0.1, initializer_range=0.02, **kwargs):
+        kwargs.setdefault("name", "multiple_choice")
+        kwargs.setdefault("dtype", "float32")
+        super().__init__(**kwargs)
+        self.hidden_size = int(hidden_size)
+        self.dropout_prob = _check_dropout(dropout_prob)
+        self.initializer_range = float(initializer_range)
+        self.dropout = keras.layers.Dropout(self.dropout_prob, dtype=self.dtype_policy, name="dropout")
+
+    def build(self, input_shape=None):
+        self.output_weights = self.add_weight(
+            name="output_weights", shape=(1, self.hidden_size), initializer=truncated_normal(self.initializer_range)
+        )
+        self.output_bias = self.add_weight(name="output_bias", shape=(1,), initializer="zeros")
+        self.built = True
+
+    def call(self, pooled_output, training=None):
+        check_rank(pooled_output, 3, "pooled_output")
+        x = self.dropout(ops.cast(pooled_output, "float32"), training=training)  # [B, C, H]
+        logits = ops.matmul(x, ops.transpose(self.output_weights)) + self.output_bias  # [B, C, 1]
+        return ops.squeeze(logits, -1)
+
+    def compute_output_shape(self, input_shape):
+        return tuple(input_shape[:2])
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(hidden_size=self.hidden_size, dropout_prob=self.dropout_prob,
+                      initializer_range=self.initializer_range)
+        return config
+
+
+def multiple_choice_loss(logits, labels, per_example=False):
+    """The release's RACE loss: mean over the batch of the cross-entropy of the softmax
+    over the options.
+
+    Args:
+        logits: float [B, C].
+        labels: int [B], the index of the right option.
+        per_example: return each example's cross-entropy, float32 [B], whose mean is the
+            loss (a distributed step sums them over the global batch).
+
+    Returns:
+        float32 scalar (or [B] with per_example).
+
+    Example:
+    ```python
+    multiple_choice_loss(np.zeros((2, 4)), [1, 3])  # log(4) = 1.386
+    ```
+    """
+    rows = softmax_nll(logits, labels)  # [B]
+    return rows if per_example else ops.mean(rows)
+
+
+@keras.saving.register_keras_serializable(package="albert_tf")
+class AlbertForMultipleChoice(pretrained.PretrainedMixin, keras.Model):
+    """ALBERT with the release's multiple-choice (RACE) head: each option's pooled output
+    scored by one linear map, the options of an example compared by a softmax.
+
+    Args:
+        encoder: an `AlbertEncoder`, or an `AlbertConfig` (or a dict of its keys) to
+            build a new one.
+        dropout_prob: float. Dropout on the pooled output before the head, in training
+            only (release: 0.1). The encoder's own dropout comes from its config.
+
+    Inputs: dict of int32 [B, C, T] `input_word_ids`, `input_mask`, `input_type_ids`:
+    option c of example b is the sequence [b, c] ([CLS] article [SEP] question and
+    option [SEP]). C may be any number of options and change between calls. Other keys
+    are ignored.
+
+    Outputs: dict `logits` float32 [B, C] (before the softmax over the options).
+
+    Loss: `multiple_choice_loss(logits, labels)` (labels int [B]).
+
+    Variable paths: the encoder's (`AlbertEncoder`), then `multiple_choice/output_weights`
+    [1, H] and `multiple_choice/output_bias` [1] (the release's top-level
+    `output_weights`, `output_bias`).
+
+    Example:
+    ```python
+    model = AlbertForMultipleChoice(AlbertConfig.from_preset("albert_tiny"))
+    ids = np.array([[[2, 15, 27, 3, 40, 3], [2, 15, 27, 3, 41, 3]]], "int32")  # B=1, C=2, T=6
+    out = model({
+        "input_word_ids": ids,
+        "input_mask": np.ones_like(ids),
+        "input_type_ids": np.array([[[0, 0, 0, 0, 1, 1]] * 2], "int32"),
+    })
+    out["logits"].shape  # (1, 2)
+    ```
+    """
+
+    # its file in a pretrained directory; the head's settings are in multiple_choice.json
+    WEIGHTS_FILE = MULTIPLE_CHOICE_WEIGHTS
+    EXTRA_PARTS = "multiple-choice head"
+
+    def __init__(self, encoder, dropout_prob=0.1, **kwargs):
+        kwargs.setdefault("name", "albert_for_multiple_choice")
+        super().__init__(**kwargs)
+        if not isinstance(encoder, keras.layers.Layer):
+            encoder = AlbertEncoder(AlbertConfig.from_dict(encoder), name="encoder")
+        if not isinstance(getattr(encoder, "config", None), AlbertConfig):
+            raise TypeError(f"encoder must be an AlbertEncoder (or an AlbertConfig), got {type(encoder).__name__}.")
+
+        # === Layers ===
+        self.encoder = encoder
+        hidden_size = encoder.config.hidden_size
+        self.head = MultipleChoiceHead(hidden_size, dropout_prob=dropout_prob,
+                                       initializer_range=encoder.config.initializer_range, name="multiple_choice")
+        # built here, outside any name scope: the head's paths are `multiple_choice/...`
+        self.head.build((None, None, hidden_size))
+        self.built = True
+
+        # === Config ===
+        self.dropout_prob = self.head.dropout_prob
+
+    @property
+    def config(self):
+        """The encoder's AlbertConfig."""
+        return self.encoder.config
+
+    def build(self, input_shape=None):
+        # every weight exists from __init__ on
+        self.built = True
+
+    def call(self, inputs, training=None):
+        missing = [name for name in INPUT_NAMES if name not in inputs]
+        if missing:
+            raise ValueError(f"AlbertForMultipleChoice: missing inputs {', '.join(missing)} "
+                             f"(got {', '.join(sorted(inputs))}).")
+        for name in INPUT_NAMES:
+            shape = tuple(inputs[name].shape)
+            if len(shape) != 3:
+                raise ValueError(f"AlbertForMultipleChoice: `{name}` must have rank 3, [B, C, T] (batch, "
+                                 f"options, tokens), got shape {shape}.")
+        shape = ops.shape(inputs["input_word_ids"])
+        options, length = shape[1], shape[2]
+        flat = {name: ops.reshape(inputs[name], (-1, length)) for name in INPUT_NAMES}  # [B*C, T]
+        pooled = self.encoder(flat, training=training)["pooled_output"]  # [B*C, H]
+        pooled = ops.reshape(pooled, (-1, options, self.config.hidden_size))  # [B, C, H]
+        return {"logits": self.head(pooled, training=training)}  # [B, C]
+
+    def head_settings(self):
+        """The constructor arguments beside the encoder (multiple_choice.json)."""
+        return {"dropout_prob": self.dropout_prob}
+
+    def get_config(self):
+        return {
+            "name": self.name,
+            "trainable": self.trainable,
+            "encoder": keras.saving.serialize_keras_object(self.encoder),
+            **self.head_settings(),
+        }
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        encoder = config["encoder"]
+        if isinstance(encoder, dict) and "class_name" in encoder:
+            config["encoder"] = keras.saving.deserialize_keras_object(encoder)
+        return cls(**config)
+
+    def save_pretrained(self, directory):
+        """Writes albert_config.json, multiple_choice.json and multiple_choice.weights.h5
+        into `directory` (each atomically)."""
+        directory = os.fspath(directory)
+        atomic.write_json(os.path.join(directory, MULTIPLE_CHOICE_SETTINGS), self.head_settings())
+        return pretrained.save_pretrained(self, directory)
+
+    @classmethod
+    def from_pretrained(cls, directory, dropout_prob=None):
+        """Builds the model from an albert_tf pretrained directory.
+
+        With multiple_choice.weights.h5 there: that model (`dropout_prob`, when given,
+        overrides multiple_choice.json). Otherwise the encoder of encoder.weights.h5 or
+        pretrainer.weights.h5 with a new head (`dropout_prob` default 0.1).
+
+        Raises:
+            ValueError: naming the directory and what is missing or does not match
+                (a CheckpointMismatchError listing the variables when the weights file
+                does not fit albert_config.json).
+        """
+        directory = os.fspath(directory)
+        overrides = {} if dropout_prob is None else {"dropout_prob": dropout_prob}
+        weights = os.path.join(directory, cls.WEIGHTS_FILE)
+        config_path = os.path.join(directory, pretrained.CONFIG_NAME)
+        if not os.path.isfile(weights):
+            encoder_sources = (pretrained.ENCODER_WEIGHTS, pretrained.PRETRAINER_WEIGHTS)
+            if os.path.isfile(config_path) and not any(os.path.isfile(os.path.join(directory, name))
+                                                       for name in encoder_sources):
+                raise ValueError(f"{directory}: none of {cls.WEIGHTS_FILE}, {', '.join(encoder_sources)}.")
+            encoder = AlbertEncoder.from_pretrained(directory)
+            logger.info("%s: no %s; a new multiple-choice head on the pretrained encoder.", directory,
+                        cls.WEIGHTS_FILE)
+            return cls(encoder, **overrides)
+        settings = _read_settings(directory)
+        settings.update(overrides)
+        if not os.path.isfile(config_path):
+            raise ValueError(f"{directory}: no {pretrained.CONFIG_NAME}; expected a directory written by albert_tf.")
+        model = cls(AlbertConfig.from_json_file(config_path), **settings)
+        load_weights_file(model, weights, f"{directory} (with its {pretrained.CONFIG_NAME} and "
+                                          f"{MULTIPLE_CHOICE_SETTINGS})")
+        return model
+
+
+def _read_settings(directory):
+    path = os.path.join(directory, MULTIPLE_CHOICE_SETTINGS)
+    if not os.path.isfile(path):
+        raise ValueError(f"{directory}: {MULTIPLE_CHOICE_WEIGHTS} without {MULTIPLE_CHOICE_SETTINGS} "
+                         "(which holds the head's dropout_prob).")
+    try:
+        with open(path, encoding="utf-8") as f:
+            settings = json.load(f)
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{path}: not valid JSON: {e}.") from None
+    if not isinstance(settings, dict) or set(settings) != set(HEAD_SETTINGS):
+        raise ValueError(f"{path}: expected exactly the keys {', '.join(HEAD_SETTINGS)}.")
+    return settings

@@ -1,0 +1,143 @@
+"""Fine-tunes ALBERT on RACE (or users' own multiple-choice data) and evaluates / predicts.
+
+    python -m albert_tf.run_race --data_dir=data --albert_config_file=converted/albert_base/albert_config.json \
+        --spm_model_file=converted/albert_base/30k-clean.model --init_checkpoint=converted/albert_base \
+        --output_dir=runs/race --do_train --do_eval --max_seq_length=512 --max_qa_length=128 \
+        --train_batch_size=32 --learning_rate=1e-5 --train_step=12000 --warmup_step=1000
+
+Flags keep the release's names. --data_dir holds RACE/{train,dev,test}/{middle,high}/ with
+the official download's one JSON article per *.txt, or the release's all.txt (one article
+per line); --task_name=multiple_choice reads --data_dir/{train,dev,test}.jsonl instead
+(context, question, options, answer per line; any number of options from 2, the same in a
+file). --train_file, --eval_file and --predict_file are the feature caches (TFRecords,
+default output_dir/{train,eval,predict}.tf_record) with a `<file>.json` sidecar; they are
+reused only when the settings, tokenizer and input all match.
+
+Starting weights: --init_checkpoint (a run_pretraining output_dir, a ckpt-N prefix, a
+converted pretrained directory, or a directory holding multiple_choice.weights.h5 such as
+a converted release RACE checkpoint), or --albert_hub_module_handle (an albert_tf export).
+A given start that cannot be read or does not match is an error; neither: a WARNING and
+initialized_from "random".
+
+Output in --output_dir: ckpt-N checkpoints (a run resumes from the newest) and best/,
+metrics.jsonl, TensorBoard, training_curves.png, eval_results.json (accuracy,
+accuracy_middle, accuracy_high, counts, initialized_from), dev_predictions.jsonl and
+predictions.jsonl (per question: article id, question index, chosen letter, the option
+probabilities). --export_dir: a SavedModel answering raw (article, question, options).
+"""
+
+import sys
+
+from absl import flags
+
+from albert_tf import cli
+
+STRATEGIES = ("mirrored", "one_device", "default")
+POSITIVE = ("train_batch_size", "eval_batch_size", "predict_batch_size", "save_checkpoints_steps",
+            "num_keep_checkpoint", "iterations_per_loop", "train_step")
+
+
+def define_flags(flag_values=None):
+    """The release's run_race flags, plus --strategy, --random_seed and --export_dir."""
+    fv = {"flag_values": flags.FLAGS if flag_values is None else flag_values}
+    flags.DEFINE_string("data_dir", None, "RACE/{train,dev,test}/{middle,high} lives here (or, for "
+                        "--task_name=multiple_choice, {train,dev,test}.jsonl).", **fv)
+    flags.DEFINE_string("albert_config_file", None, "The albert_config.json of the pre-trained model.", **fv)
+    flags.DEFINE_string("task_name", "race", "race | multiple_choice.", **fv)
+    flags.DEFINE_string("vocab_file", None, "Accepted for compatibility; unused (the SentencePiece model is the "
+                        "vocabulary).", **fv)
+    flags.DEFINE_string("spm_model_file", None, "The SentencePiece model of the pre-trained model (default with "
+                        "--albert_hub_module_handle: the export's).", **fv)
+    flags.DEFINE_string("train_file", None, "Training features cache (default output_dir/train.tf_record).", **fv)
+    flags.DEFINE_string("eval_file", None, "Dev features cache (default output_dir/eval.tf_record).", **fv)
+    flags.DEFINE_string("predict_file", None, "Test features cache (default output_dir/predict.tf_record).", **fv)
+    flags.DEFINE_string("output_dir", None, "Checkpoints, metrics and predictions go here.", **fv)
+    flags.DEFINE_string("init_checkpoint", None, "Starting weights: run_pretraining output_dir, ckpt-N prefix, "
+                        "converted pretrained directory, or a directory with multiple_choice.weights.h5.", **fv)
+    flags.DEFINE_string("albert_hub_module_handle", None, "An albert_tf export (encoder/) to start from.", **fv)
+    flags.DEFINE_bool("do_lower_case", True, "Lower-case the input (must match pretraining).", **fv)
+    flags.DEFINE_float("dropout_prob", 0.1, "Dropout on the pooled output before the option logit.", **fv)
+    flags.DEFINE_integer("max_seq_length", 512, "Maximum total input length in pieces.", **fv)
+    flags.DEFINE_integer("max_qa_length", 128, "The question-with-option part keeps its last this many pieces.",
+                         **fv)
+    flags.DEFINE_integer("num_keep_checkpoint", 5, "How many checkpoints to keep.", **fv)
+    flags.DEFINE_bool("high_only", False, "Only the RACE-H part (high school).", **fv)
+    flags.DEFINE_bool("middle_only", False, "Only the RACE-M part (middle school).", **fv)
+    flags.DEFINE_bool("do_train", False, "Whether to run training.", **fv)
+    flags.DEFINE_bool("do_eval", False, "Whether to evaluate on the dev split (after every checkpoint).", **fv)
+    flags.DEFINE_bool("do_predict", False, "Whether to predict the test split.", **fv)
+    flags.DEFINE_integer("train_batch_size", 32, "Total batch size for training (questions).", **fv)
+    flags.DEFINE_integer("eval_batch_size", 8, "Total batch size for evaluation.", **fv)
+    flags.DEFINE_integer("predict_batch_size", 8, "Total batch size for predictions.", **fv)
+    flags.DEFINE_float("learning_rate", 1e-5, "The initial learning rate for AdamW.", **fv)
+    flags.DEFINE_integer("train_step", 12000, "Training steps.", **fv)
+    flags.DEFINE_integer("warmup_step", 1000, "Steps of linear learning-rate warmup.", **fv)
+    flags.DEFINE_integer("save_checkpoints_steps", 1000, "How often to save (and evaluate) a checkpoint.", **fv)
+    flags.DEFINE_integer("iterations_per_loop", 1000, "Steps per tf.function call (and per progress line).", **fv)
+    flags.DEFINE_string("export_dir", None, "Export the fine-tuned model here at the end: a SavedModel that takes "
+                        "raw strings (article, question, options) and returns the option probabilities.", **fv)
+    flags.DEFINE_bool("use_tpu", False, "Train on a TPU (--tpu_name): the driver's tpu strategy.", **fv)
+    flags.DEFINE_string("tpu_name", None, "The TPU name or grpc:// address (with --use_tpu).", **fv)
+    flags.DEFINE_string("tpu_zone", None, "Accepted for compatibility; unused (the TPU resolver finds it).", **fv)
+    flags.DEFINE_string("gcp_project", None, "Accepted for compatibility; unused.", **fv)
+    flags.DEFINE_string("master", None, "Accepted for compatibility; with --use_tpu and no --tpu_name, the TPU "
+                        "address.", **fv)
+    flags.DEFINE_integer("num_tpu_cores", 8, "Accepted for compatibility; the strategy counts the cores.", **fv)
+    flags.DEFINE_string("strategy", "default", "mirrored | one_device | default (ignored with --use_tpu).", **fv)
+    flags.DEFINE_integer("random_seed", 12345, "Seed of the head initialisation, dropout and shuffling.", **fv)
+
+
+def check_flags(f):
+    """Flag values alone; the task checks its inputs in tasks.race.check_options."""
+    for name in POSITIVE:
+        if getattr(f, name) <= 0:
+            raise ValueError(f"--{name} must be positive, got {getattr(f, name)}.")
+    if f.warmup_step < 0 or f.warmup_step > f.train_step:
+        raise ValueError(f"--warmup_step must be in [0, --train_step={f.train_step}], got {f.warmup_step}.")
+    if f.learning_rate <= 0:
+        raise ValueError(f"--learning_rate must be positive, got {f.learning_rate}.")
+    if f.strategy not in STRATEGIES:
+        raise ValueError(f"--strategy must be one of {', '.join(STRATEGIES)}, got {f.strategy!r}.")
+    if f.use_tpu and not (f.tpu_name or f.master):
+        raise ValueError("--use_tpu needs --tpu_name (or --master).")
+
+
+def options_from_flags(f):
+    """-> (MultipleChoiceOptions, TrainingOptions)."""
+    from albert_tf.tasks.race import MultipleChoiceOptions
+    from albert_tf.training.driver import TrainingOptions
+
+    task = MultipleChoiceOptions(
+        data_dir=f.data_dir, output_dir=f.output_dir, task_name=f.task_name, albert_config_file=f.albert_config_file,
+        spm_model_file=f.spm_model_file, train_file=f.train_file, eval_file=f.eval_file, predict_file=f.predict_file,
+        init_checkpoint=f.init_checkpoint, albert_hub_module_handle=f.albert_hub_module_handle,
+        do_lower_case=f.do_lower_case, dropout_prob=f.dropout_prob, max_seq_length=f.max_seq_length,
+        max_qa_length=f.max_qa_length, high_only=f.high_only, middle_only=f.middle_only, do_train=f.do_train,
+        do_eval=f.do_eval, do_predict=f.do_predict, train_batch_size=f.train_batch_size,
+        eval_batch_size=f.eval_batch_size, predict_batch_size=f.predict_batch_size, random_seed=f.random_seed,
+        strategy="tpu" if f.use_tpu else f.strategy, tpu_name=(f.tpu_name or f.master) if f.use_tpu else None,
+        export_dir=f.export_dir)
+    training = TrainingOptions(
+        output_dir=f.output_dir, train_batch_size=f.train_batch_size, eval_batch_size=f.eval_batch_size,
+        num_train_steps=f.train_step, num_warmup_steps=f.warmup_step, learning_rate=f.learning_rate,
+        optimizer="adamw", save_checkpoints_steps=f.save_checkpoints_steps, keep_checkpoint_max=f.num_keep_checkpoint,
+        iterations_per_loop=f.iterations_per_loop)
+    return task, training
+
+
+def run(f, stream=sys.stdout):
+    """Trains, evaluates, predicts and exports as the flags say; returns a dict of results."""
+    check_flags(f)
+    task, training = options_from_flags(f)
+    from albert_tf.tasks import race
+
+    race.check_options(task)  # before TensorFlow starts: bad input fails at once
+    return race.run(task, training, stream=stream)
+
+
+def entry():
+    cli.main("run_race", define_flags, run)
+
+
+if __name__ == "__main__":
+    entry()

@@ -1,0 +1,59 @@
+"""Loading a Keras `.weights.h5` file with the one matching report.
+
+`model.load_weights` alone names objects, not variables, when shapes differ, and skips a
+container it cannot find with only a UserWarning (those weights keep their fresh values).
+`load_weights_file` first lists what the model would write (by writing it to a temporary
+file) and what the file holds, compares them by name and shape (`MatchReport`: missing,
+unexpected, mis-shaped, each named) and loads only when they agree.
+
+    load_weights_file(model, "pretrained/pretrainer.weights.h5", "--init_checkpoint")
+
+Keras and h5py only (no TensorFlow), so modeling code may use it.
+"""
+
+import os
+import tempfile
+
+import h5py
+
+from albert_tf.storage.report import MatchReport
+
+
+def weights_file_variables(path):
+    """{dataset path: shape} of a Keras `.weights.h5` file, e.g.
+    "layers/albert_encoder/layers/embeddings/vars/0": (30000, 128)."""
+    out = {}
+
+    def visit(name, obj):
+        if isinstance(obj, h5py.Dataset):
+            out[name] = tuple(obj.shape)
+
+    with h5py.File(os.fspath(path), "r") as f:
+        f.visititems(visit)
+    return out
+
+
+def model_weights_variables(model):
+    """{dataset path: shape} that `model.save_weights` writes for `model`."""
+    with tempfile.TemporaryDirectory() as tmp:
+        probe = os.path.join(tmp, "probe.weights.h5")
+        model.save_weights(probe)
+        return weights_file_variables(probe)
+
+
+def load_weights_file(model, path, source):
+    """Loads `path` into `model` when every variable matches by name and shape.
+
+    Args:
+        model: a built Keras model.
+        path: its `.weights.h5` file.
+        source: how the caller names the file in errors (a flag, a directory).
+    Returns:
+        path.
+    Raises:
+        CheckpointMismatchError (a ValueError): the report of what differs.
+    """
+    MatchReport.compare(model_weights_variables(model), weights_file_variables(path),
+                        f"{source} ({path})").raise_if_mismatched()
+    model.load_weights(path)
+    return path

@@ -1,0 +1,358 @@
+"""The multiple-choice task: RACE (and users' own JSON-lines data), for `python -m albert_tf.run_race`.
+
+As the release's run_race.py: per option [CLS] article [SEP] question-with-option [SEP]
+(albert_tf.data.race_data: "_" in the question replaced by the option, else question and
+option joined; that part keeps its last max_qa_length pieces and the article fills the
+rest), AlbertForMultipleChoice (pooled output -> output_weights [1, H], output_bias [1],
+one logit per option, softmax over the options), cross-entropy averaged over the global
+batch, AdamW with train_step steps and warmup_step linear warmup. Features are cached as
+TFRecords (train_file, eval_file, predict_file) with the settings that made them and
+rebuilt when those or the input change. Training, checkpoints, resume, evaluation after
+every checkpoint with the best dev checkpoint kept, TensorBoard, curves and the NaN stop
+are the driver's.
+
+Task names: "race" (data_dir/RACE/{train,dev,test}/{middle,high}: one JSON article per
+*.txt, or the release's all.txt) and "multiple_choice" (data_dir/{train,dev,test}.jsonl:
+context, question, options, answer).
+
+Shape legend: B batch, C options, T max_seq_length.
+"""
+
+import dataclasses
+import json
+import os
+import sys
+
+import numpy as np
+import tensorflow as tf
+
+from albert_tf.modeling.multiple_choice import multiple_choice_loss
+from albert_tf.storage import atomic
+from albert_tf.tasks.common import config_file_for, encoder_for, initialize_from, training_batches
+from albert_tf.training.driver import EXAMPLE_INDEX, Task, train_and_evaluate
+
+ENCODER_INPUTS = ("input_word_ids", "input_mask", "input_type_ids")
+TASK_NAMES = ("race", "multiple_choice")
+LEVELS = ("middle", "high")
+SPLITS = {"train": "train", "dev": "dev", "test": "test"}
+
+
+@dataclasses.dataclass
+class MultipleChoiceOptions:
+    """Everything run_race's flags say about the task (see its --help)."""
+
+    data_dir: str
+    output_dir: str
+    task_name: str = "race"
+    albert_config_file: str = None
+    spm_model_file: str = None
+    train_file: str = None
+    eval_file: str = None
+    predict_file: str = None
+    init_checkpoint: str = None
+    albert_hub_module_handle: str = None
+    do_lower_case: bool = True
+    dropout_prob: float = 0.1
+    max_seq_length: int = 512
+    max_qa_length: int = 128
+    high_only: bool = False
+    middle_only: bool = False
+    do_train: bool = False
+    do_eval: bool = False
+    do_predict: bool = False
+    train_batch_size: int = 32
+    eval_batch_size: int = 8
+    predict_batch_size: int = 8
+    random_seed: int = 12345
+    strategy: str = "default"
+    tpu_name: str = None
+    export_dir: str = None
+
+    def feature_file(self, split):
+        given = {"train": self.train_file, "dev": self.eval_file, "test": self.predict_file}[split]
+        return given or os.path.join(self.output_dir, {"train": "train", "dev": "eval",
+                                                       "test": "predict"}[split] + ".tf_record")
+
+
+def spm_file_for(o):
+    """--spm_model_file, else the SentencePiece model inside an --albert_hub_module_handle export."""
+    if o.spm_model_file:
+        return o.spm_model_file
+    if o.albert_hub_module_handle:
+        candidate = os.path.join(o.albert_hub_module_handle, "encoder", "assets", "spm.model")
+        if os.path.isfile(candidate):
+            return candidate
+    return None
+
+
+def check_options(o):
+    """Raises ValueError for bad combinations or missing inputs, naming the flags; runs
+    before anything is written."""
+    from albert_tf.modeling.config import AlbertConfig
+
+    if o.task_name not in TASK_NAMES:
+        raise ValueError(f"--task_name must be one of {', '.join(TASK_NAMES)}, got {o.task_name!r}.")
+    for name in ("data_dir", "output_dir"):
+        if not getattr(o, name):
+            raise ValueError(f"--{name} is required.")
+    if not os.path.isdir(o.data_dir):
+        raise ValueError(f"--data_dir={o.data_dir} is not a directory.")
+    if os.path.exists(o.output_dir) and not os.path.isdir(o.output_dir):
+        raise ValueError(f"--output_dir={o.output_dir} exists and is not a directory.")
+    if not (o.do_train or o.do_eval or o.do_predict or o.export_dir):
+        raise ValueError("at least one of --do_train, --do_eval, --do_predict and --export_dir is needed.")
+    if o.high_only and o.middle_only:
+        raise ValueError("--high_only and --middle_only exclude each other.")
+    if (o.high_only or o.middle_only) and o.task_name != "race":
+        raise ValueError("--high_only / --middle_only are for --task_name=race.")
+    if o.albert_hub_module_handle and o.init_checkpoint:
+        raise ValueError("give --albert_hub_module_handle or --init_checkpoint, not both.")
+    if o.albert_hub_module_handle:
+        config = os.path.join(o.albert_hub_module_handle, "encoder", "assets", "albert_config.json")
+        if not os.path.isfile(config):
+            raise ValueError(f"--albert_hub_module_handle={o.albert_hub_module_handle}: no encoder/assets/"
+                             "albert_config.json; expected the directory written by albert_tf.export_tfhub.")
+    spm = spm_file_for(o)
+    if not spm:
+        raise ValueError("--spm_model_file is required (the SentencePiece model of the pretrained model).")
+    if not os.path.isfile(spm):
+        raise ValueError(f"--spm_model_file={spm} does not exist.")
+    config_path = config_file_for(o)
+    if not config_path:
+        raise ValueError("--albert_config_file is required (or an --init_checkpoint directory holding "
+                         "albert_config.json, or --albert_hub_module_handle).")
+    if not os.path.isfile(config_path):
+        raise ValueError(f"--albert_config_file={config_path} does not exist.")
+    positions = AlbertConfig.from_json_file(config_path).max_position_embeddings
+    if o.max_seq_length > positions:
+        raise ValueError(f"--max_seq_length ({o.max_seq_length}) exceeds max_position_embeddings ({positions}) of "
+                         f"{config_path}; use --max_seq_length={positions} or less.")
+    for name in ("max_seq_length", "max_qa_length", "train_batch_size", "eval_batch_size", "predict_batch_size"):
+        if getattr(o, name) <= 0:
+            raise ValueError(f"--{name} must be positive, got {getattr(o, name)}.")
+    if o.max_seq_length - o.max_qa_length - 3 < 1:
+        raise ValueError(f"--max_seq_length ({o.max_seq_length}) must exceed --max_qa_length ({o.max_qa_length}) + 3 "
+                         "to leave room for the article.")
+    if not 0 <= o.dropout_prob < 1:
+        raise ValueError(f"--dropout_prob must be in [0, 1), got {o.dropout_prob}.")
+    for flag in ("train_file", "eval_file", "predict_file"):
+        path = getattr(o, flag)
+        if path and os.path.isdir(path):
+            raise ValueError(f"--{flag}={path} is a directory; give a file path (the feature cache).")
+    if o.export_dir:
+        if os.path.exists(o.export_dir) and not os.path.isdir(o.export_dir):
+            raise ValueError(f"--export_dir={o.export_dir} exists and is not a directory.")
+        if os.path.abspath(o.export_dir) == os.path.abspath(o.output_dir):
+            raise ValueError("--export_dir must differ from --output_dir (the export replaces its directory); "
+                             f"e.g. --export_dir={os.path.join(o.output_dir, 'export')}.")
+
+
+def read_split(o, split):
+    """The examples of one split (MultipleChoiceExamples), checked."""
+    from albert_tf.data import race_data
+
+    if o.task_name == "race":
+        return race_data.read_race(o.data_dir, split, high_only=o.high_only, middle_only=o.middle_only)
+    path = os.path.join(o.data_dir, f"{split}.jsonl")
+    if not os.path.isfile(path):
+        raise ValueError(f"--task_name=multiple_choice reads {path}, which does not exist (JSON lines with context, "
+                         "question, options and answer).")
+    return race_data.read_multiple_choice_jsonl(path)
+
+
+def accuracy_by_level(probabilities, labels, levels):
+    """accuracy, accuracy_middle, accuracy_high and their counts (RACE reports all three).
+
+    Args:
+        probabilities: float [N, C]; labels: int [N] (-1: none, not counted); levels: str [N].
+    Returns:
+        dict of floats (accuracy) and ints (count, count_middle, count_high).
+    """
+    predicted = np.argmax(probabilities, axis=-1)
+    labels = np.asarray(labels)
+    levels = np.asarray(levels, dtype=object)
+    known = labels >= 0
+    metrics = {}
+    for suffix, keep in (("", known), *((f"_{level}", known & (levels == level)) for level in LEVELS)):
+        count = int(keep.sum())
+        metrics["accuracy" + suffix] = float((predicted[keep] == labels[keep]).mean()) if count else 0.0
+        metrics["count" + suffix] = count
+    return metrics
+
+
+class MultipleChoiceTask(Task):
+    """RACE / multiple-choice fine-tuning (see module docstring).
+
+    Args:
+        options: MultipleChoiceOptions.
+        splits: {split: MultipleChoiceExamples}.
+        arrays: {split: {name: array}} features of each split (race_data layout).
+    """
+
+    checkpointable_input = True
+    best_metric = "accuracy"
+    progress_metrics = (("loss", "loss"), ("accuracy", "acc"))
+
+    def __init__(self, options, splits, arrays):
+        self.options = options
+        self.name = options.task_name
+        self.splits = splits
+        self.arrays = arrays
+        self._pretrainer = None
+
+    def build_model(self):
+        from albert_tf.modeling.multiple_choice import AlbertForMultipleChoice
+
+        encoder, self._pretrainer = encoder_for(self.options)
+        return AlbertForMultipleChoice(encoder, dropout_prob=self.options.dropout_prob)
+
+    def initialize(self, model):
+        from albert_tf.modeling.multiple_choice import AlbertForMultipleChoice
+
+        return initialize_from(self.options, model, self._pretrainer, AlbertForMultipleChoice.WEIGHTS_FILE)
+
+    # --- data ----------------------------------------------------------------------------
+
+    def columns(self, split, with_index=False):
+        a = self.arrays[split]
+        columns = {"input_word_ids": a["input_ids"], "input_mask": a["input_mask"],
+                   "input_type_ids": a["segment_ids"], "label": np.maximum(a["label_ids"], 0)}
+        columns = {k: np.asarray(v, np.int32) for k, v in columns.items()}
+        if with_index:
+            columns[EXAMPLE_INDEX] = np.arange(len(columns["label"]), dtype=np.int32)
+        return columns
+
+    def train_dataset(self, input_context, batch_size, skip_batches):
+        return training_batches(self.columns("train"), input_context, batch_size, self.options.random_seed,
+                                skip_batches).prefetch(tf.data.AUTOTUNE)
+
+    def split_dataset(self, split, batch_size):
+        """One ordered pass over a split (the last batch may be partial)."""
+        return tf.data.Dataset.from_tensor_slices(self.columns(split, with_index=True)).batch(batch_size)
+
+    def eval_dataset(self, batch_size):
+        return self.split_dataset("dev", batch_size) if "dev" in self.arrays else None
+
+    # --- loss and metrics ----------------------------------------------------------------
+
+    def loss_and_terms(self, model, batch, normalizers, training):
+        logits = model({k: batch[k] for k in ENCODER_INPUTS}, training=training)["logits"]  # [B, C]
+        nll = multiple_choice_loss(logits, batch["label"], per_example=True)
+        correct = tf.equal(tf.argmax(logits, -1, output_type=tf.int32), tf.cast(batch["label"], tf.int32))
+        terms = {"nll_sum": tf.reduce_sum(nll), "count": tf.cast(tf.size(nll), tf.float32),
+                 "correct_sum": tf.reduce_sum(tf.cast(correct, tf.float32))}
+        return terms["nll_sum"] / normalizers["examples"], terms
+
+    def train_metrics(self, totals):
+        count = max(totals["count"], 1.0)
+        return {"loss": totals["nll_sum"] / count, "accuracy": totals["correct_sum"] / count}
+
+    def eval_outputs(self, model, batch):
+        logits = tf.cast(model({k: batch[k] for k in ENCODER_INPUTS}, training=False)["logits"], tf.float32)
+        return {"probabilities": tf.nn.softmax(logits, -1), "label": batch["label"],
+                "nll": multiple_choice_loss(logits, batch["label"], per_example=True)}
+
+    def eval_metrics(self, outputs):
+        examples = self.splits["dev"]
+        index = outputs[EXAMPLE_INDEX]
+        labels = np.array([examples[i].label if examples[i].label is not None else -1 for i in index])
+        metrics = accuracy_by_level(outputs["probabilities"], labels, [examples[i].level for i in index])
+        metrics["loss"] = float(np.mean(outputs["nll"]))
+        return metrics
+
+
+def write_predictions(path, examples, probabilities):
+    """predictions.jsonl: per question its article id, question index, chosen letter, the
+    option probabilities and (when known) the gold letter and level."""
+    lines = []
+    for example, probs in zip(examples, probabilities, strict=True):
+        row = {"id": example.example_id, "question_index": int(example.question_index),
+               "prediction": chr(ord("A") + int(np.argmax(probs))),
+               "probabilities": [round(float(p), 6) for p in probs]}
+        if example.label is not None:
+            row["label"] = chr(ord("A") + int(example.label))
+        if example.level:
+            row["level"] = example.level
+        lines.append(json.dumps(row, ensure_ascii=False))
+    atomic.write_text(path, "".join(line + "\n" for line in lines))
+    return path
+
+
+def run(o, training, stream=sys.stdout):
+    """Trains, evaluates, predicts and exports as the options say.
+
+    Args:
+        o: MultipleChoiceOptions.
+        training: TrainingOptions (steps, warmup, batch sizes, learning rate, checkpoints).
+    Returns:
+        dict: task, final_step, initialized_from, eval (dev summary), predictions (path),
+        export_dir.
+    """
+    from albert_tf.data import race_data
+    from albert_tf.data.tokenization import SentencePieceTokenizer
+    from albert_tf.training.distribution import get_strategy
+
+    check_options(o)
+    wanted = [s for s, on in (("train", o.do_train), ("dev", o.do_eval), ("test", o.do_predict)) if on]
+    splits = {s: read_split(o, s) for s in wanted}  # every input read and checked before any write
+    for split, examples in splits.items():
+        print(f"{split}: {examples.summary.describe()}", file=stream, flush=True)
+        if not len(examples):
+            raise ValueError(f"--data_dir={o.data_dir}: the {split} split has no questions.")
+        if split != "test" and any(e.label is None for e in examples):
+            raise ValueError(f"--data_dir={o.data_dir}: {split} questions need answers "
+                             f"(first without one: {next(e.source for e in examples if e.label is None)}).")
+    tokenizer = SentencePieceTokenizer(spm_file_for(o), do_lower_case=o.do_lower_case)
+    settings = race_data.MultipleChoiceSettings(max_seq_length=o.max_seq_length, max_qa_length=o.max_qa_length)
+
+    import keras
+
+    keras.utils.set_random_seed(o.random_seed)
+    strategy = get_strategy(o.strategy, tpu=o.tpu_name)
+    os.makedirs(o.output_dir, exist_ok=True)
+    arrays = {}
+    for split, examples in splits.items():
+        cache = race_data.load_or_build_features(examples, o.feature_file(split), tokenizer, settings)
+        print(f"{split} features {cache.feature_file}: {cache.num_features} ({cache.reason})", file=stream,
+              flush=True)
+        arrays[split] = cache.arrays
+    training = dataclasses.replace(training, output_dir=o.output_dir, do_train=o.do_train, do_eval=o.do_eval,
+                                   evaluate_every_checkpoint=True, keep_best=True,
+                                   eval_batch_size=o.eval_batch_size)
+    if o.do_train:
+        n = len(splits["train"])
+        print(f"{o.task_name}: {n} training questions, batch {training.train_batch_size}, "
+              f"{training.num_train_steps} steps ({training.num_train_steps * training.train_batch_size / n:.1f} "
+              f"epochs), lr {training.learning_rate:g}, warmup {training.num_warmup_steps}", file=stream, flush=True)
+    task = MultipleChoiceTask(o, splits, arrays)
+    outcome = train_and_evaluate(task, training, strategy, stream=stream)
+    trainer = outcome["trainer"]
+    results = {"task": task.name, "final_step": outcome["final_step"], "initialized_from": outcome["initialized_from"]}
+    if "summary" in outcome:
+        results["eval"] = summary = outcome["summary"]
+        print("eval: " + ", ".join(f"{k} {summary[k]:.4f}" for k in ("accuracy", "accuracy_middle", "accuracy_high")
+                                   if k in summary) + f" ({summary.get('count')} questions)", file=stream, flush=True)
+
+    def probabilities(split, batch_size):
+        return trainer.per_example_outputs(task.split_dataset(split, batch_size), batch_size)["probabilities"]
+
+    # predictions and the export come from the best dev checkpoint (restored by the driver)
+    if o.do_eval:
+        results["dev_predictions"] = write_predictions(os.path.join(o.output_dir, "dev_predictions.jsonl"),
+                                                       splits["dev"], probabilities("dev", o.eval_batch_size))
+    if o.do_predict:
+        path = write_predictions(os.path.join(o.output_dir, "predictions.jsonl"), splits["test"],
+                                 probabilities("test", o.predict_batch_size))
+        results["predictions"] = path
+        print(f"wrote {path} ({len(splits['test'])} questions)", file=stream, flush=True)
+    if o.export_dir:
+        from albert_tf.export.multiple_choice_module import export_multiple_choice
+
+        results["export_dir"] = export_multiple_choice(
+            trainer.model, spm_file_for(o), o.export_dir, do_lower_case=o.do_lower_case,
+            max_seq_length=o.max_seq_length, max_qa_length=o.max_qa_length,
+            extra_info={"task_name": o.task_name, "global_step": outcome["final_step"],
+                        "initialized_from": outcome["initialized_from"]})
+        print(f"exported the multiple-choice model (raw article, question, options in) to {results['export_dir']}",
+              file=stream, flush=True)
+    return results

@@ -1,0 +1,196 @@
+"""run_race: a tiny model learns the synthetic RACE training set (official one-file-per-article
+layout), predict-only from its output_dir reproduces the predictions, the raw-string export
+answers as the run did in a fresh process; the release's all.txt layout and the generic
+multiple-choice JSON lines (3 options) run; bad input exits with status 2 naming the file."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from conftest import load_tool
+
+ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=ROOT)
+SEQ = 128
+
+
+@pytest.fixture(scope="module")
+def race_dirs(tmp_path_factory):
+    """{"files", "all.txt", "jsonl"}: data made by tools/make_race_data.py; "learn" is the files
+    layout with the training set also as the dev set (to measure learning it)."""
+    tool = load_tool("make_race_data")
+    base = tmp_path_factory.mktemp("race")
+    entries = tool.docstring_entries()
+    dirs = {}
+    for layout in ("files", "all.txt", "jsonl"):
+        dirs[layout] = base / layout.replace(".", "_")
+        tool.make_race(dirs[layout], num_articles=6, seed=7, layout=layout, entries=entries)
+    learn = base / "learn" / "RACE"
+    shutil.copytree(dirs["files"] / "RACE" / "train", learn / "train")
+    shutil.copytree(dirs["files"] / "RACE" / "train", learn / "dev")
+    shutil.copytree(dirs["files"] / "RACE" / "test", learn / "test")
+    dirs["learn"] = base / "learn"
+    return dirs
+
+
+@pytest.fixture(scope="module")
+def config_file(tmp_path_factory):
+    with open(os.path.join(ROOT, "configs", "albert_tiny.json"), encoding="utf-8") as f:
+        config = json.load(f)
+    config.update(vocab_size=3000, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    path = str(tmp_path_factory.mktemp("config") / "albert_config.json")
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(config, f)
+    return path
+
+
+def _run(args):
+    from absl import flags
+
+    from albert_tf import run_race
+
+    values = flags.FlagValues()
+    run_race.define_flags(values)
+    values(["run_race"] + args)
+    return run_race.run(values, stream=open(os.devnull, "w"))
+
+
+def _common(data_dir, spm_model, config_file, output_dir):
+    return [f"--data_dir={data_dir}", f"--spm_model_file={spm_model}", f"--albert_config_file={config_file}",
+            f"--output_dir={output_dir}", f"--max_seq_length={SEQ}", "--max_qa_length=32", "--eval_batch_size=16",
+            "--predict_batch_size=16"]
+
+
+def _rows(path):
+    with open(path, encoding="utf-8") as f:
+        return [json.loads(line) for line in f]
+
+
+# loads a multiple-choice export in a fresh process and answers every dev question
+ANSWER = r"""
+import json, sys
+import tensorflow as tf, tensorflow_text  # noqa: F401 (registers the SentencePiece ops)
+from albert_tf.data.race_data import read_race
+model = tf.saved_model.load(sys.argv[1])
+examples = read_race(sys.argv[2], "dev")
+out = model.signatures["serving_default"](article=tf.constant([e.context for e in examples]),
+                                          question=tf.constant([e.question for e in examples]),
+                                          options=tf.constant([list(e.options) for e in examples]))
+json.dump({"probabilities": out["probabilities"].numpy().tolist(),
+           "letter": [x.decode() for x in out["letter"].numpy()]}, sys.stdout)
+"""
+
+
+def test_race_learns_the_training_set_predicts_again_and_exports(race_dirs, spm_model, config_file, tmp_path,
+                                                                capfd):
+    out = tmp_path / "race"
+    common = _common(race_dirs["learn"], spm_model, config_file, out)
+    results = _run(common + ["--do_train", "--do_eval", "--do_predict", "--train_batch_size=16",
+                             "--learning_rate=2e-3", "--train_step=120", "--warmup_step=12",
+                             "--save_checkpoints_steps=60", "--iterations_per_loop=60", "--dropout_prob=0.0",
+                             f"--export_dir={out / 'export'}"])
+    assert "WARNING: no --init_checkpoint" in capfd.readouterr().err
+    summary = json.load(open(out / "eval_results.json"))
+    print("race eval", summary)
+    assert summary["accuracy"] >= 0.9, summary
+    assert summary["count"] == 54 and summary["count_middle"] + summary["count_high"] == 54
+    assert {"accuracy_middle", "accuracy_high"} <= set(summary) and summary["initialized_from"] == "random"
+    assert results["eval"]["accuracy"] == summary["accuracy"]
+
+    test_rows = _rows(out / "predictions.jsonl")
+    assert len(test_rows) == 27
+    for row in test_rows:
+        assert set(row) >= {"id", "question_index", "prediction", "probabilities", "level"}
+        assert len(row["probabilities"]) == 4 and abs(sum(row["probabilities"]) - 1) < 1e-4
+        assert row["prediction"] == "ABCD"[int(np.argmax(row["probabilities"]))]
+    dev_rows = _rows(out / "dev_predictions.jsonl")
+    right = sum(r["prediction"] == r["label"] for r in dev_rows)
+    assert right / len(dev_rows) == pytest.approx(summary["accuracy"])
+
+    # predict-only from the same output_dir: the best checkpoint, the same predictions (with
+    # the default --dropout_prob: a checkpoint without dropout RNG states still predicts)
+    os.remove(out / "predictions.jsonl")
+    again = _run(common + ["--do_predict"])
+    assert again["final_step"] == results["final_step"]
+    assert _rows(out / "predictions.jsonl") == test_rows
+
+    # the export (raw strings in), loaded in a fresh process, gives the run's dev probabilities
+    result = subprocess.run([sys.executable, "-c", ANSWER, str(out / "export"), str(race_dirs["learn"])],
+                            capture_output=True, text=True, env=ENV, cwd=ROOT, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    served = json.loads(result.stdout)
+    np.testing.assert_allclose(served["probabilities"], [r["probabilities"] for r in dev_rows], atol=1e-5)
+    assert served["letter"] == [r["prediction"] for r in dev_rows]
+    info = json.load(open(out / "export" / "multiple_choice_info.json"))
+    assert info["max_seq_length"] == SEQ and info["max_qa_length"] == 32
+
+
+def test_all_txt_layout_and_generic_multiple_choice(race_dirs, spm_model, config_file, tmp_path):
+    # the release's all.txt layout: found, said, and evaluated over every dev question
+    out = tmp_path / "all_txt"
+    _run(_common(race_dirs["all.txt"], spm_model, config_file, out) + [
+        "--do_train", "--do_eval", "--train_step=2", "--warmup_step=0", "--train_batch_size=8",
+        "--iterations_per_loop=2", "--middle_only"])
+    summary = json.load(open(out / "eval_results.json"))
+    dev_rows = _rows(out / "dev_predictions.jsonl")
+    assert summary["count"] == summary["count_middle"] == len(dev_rows) > 0 and summary["count_high"] == 0
+    assert all(r["level"] == "middle" for r in dev_rows)
+
+    # generic JSON lines with three options per question
+    data = tmp_path / "mc3"
+    data.mkdir()
+    for split in ("train", "dev"):
+        lines = []
+        with open(race_dirs["jsonl"] / f"{split}.jsonl", encoding="utf-8") as f:
+            for line in f:
+                row = json.loads(line)
+                answer = "ABCD".index(row["answer"])
+                keep = [answer] + [i for i in range(4) if i != answer][:2]
+                keep.sort()
+                row["options"] = [row["options"][i] for i in keep]
+                row["answer"] = keep.index(answer)  # an index this time, not a letter
+                lines.append(json.dumps(row))
+        (data / f"{split}.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    out = tmp_path / "mc3_out"
+    _run(_common(data, spm_model, config_file, out) + [
+        "--task_name=multiple_choice", "--do_train", "--do_eval", "--train_step=2", "--warmup_step=0",
+        "--train_batch_size=8", "--iterations_per_loop=2"])
+    dev_rows = _rows(out / "dev_predictions.jsonl")
+    assert dev_rows and all(len(r["probabilities"]) == 3 and r["prediction"] in "ABC" for r in dev_rows)
+    assert json.load(open(out / "eval_results.json"))["count"] == len(dev_rows)
+
+
+@pytest.mark.parametrize("case", ["empty_split", "not_json", "bad_answer", "missing_init_checkpoint"])
+def test_bad_input_exits_2_naming_the_file(case, race_dirs, spm_model, config_file, tmp_path):
+    data = tmp_path / "data"
+    shutil.copytree(race_dirs["files"], data)
+    out = tmp_path / "out"
+    args = _common(data, spm_model, config_file, out) + ["--do_train", "--train_step=2", "--warmup_step=0"]
+    middle = data / "RACE" / "train" / "middle"
+    if case == "empty_split":
+        shutil.rmtree(data / "RACE" / "train")
+        (data / "RACE" / "train" / "middle").mkdir(parents=True)
+        (data / "RACE" / "train" / "high").mkdir()
+        expected = "train"
+    elif case == "not_json":
+        (middle / "1.txt").write_text('{"article": "x", "questions": [\n', encoding="utf-8")
+        expected = "1.txt"
+    elif case == "bad_answer":
+        article = json.loads((middle / "2.txt").read_text(encoding="utf-8"))
+        article["answers"][0] = "F"
+        (middle / "2.txt").write_text(json.dumps(article), encoding="utf-8")
+        expected = "2.txt"
+    else:
+        args.append(f"--init_checkpoint={tmp_path / 'no_such_checkpoint'}")
+        expected = "no_such_checkpoint"
+    result = subprocess.run([sys.executable, "-m", "albert_tf.run_race", *args], capture_output=True, text=True,
+                            env=ENV, cwd=ROOT, timeout=300)
+    assert result.returncode == 2, result.stderr[-3000:]
+    assert "Traceback" not in result.stderr
+    assert expected in result.stderr, result.stderr[-3000:]
+    if case != "missing_init_checkpoint":
+        assert not out.exists()  # the input is checked before anything is written

@@ -1,0 +1,288 @@
+"""Writes tiny RACE-layout multiple-choice data from Python standard-library docstrings.
+
+    python tools/make_race_data.py --output_dir=data/race_tiny --num_articles=6 --seed=1
+    python tools/make_race_data.py --output_dir=data/race_tiny --layout=all.txt
+    python tools/make_race_data.py --output_dir=data/mc_tiny --layout=jsonl
+
+Nothing comes from RACE. An article describes a few public standard-library functions
+(make_squad_data.docstring_entries: functions whose docstring starts "Return(s) ..."),
+one entry each, "<name>(): <up to three docstring sentences>"; middle articles have 3
+entries, high ones 4. Questions, both kinds with a pattern a tiny model trained from
+scratch can learn (and memorize on ~50 questions):
+
+    cloze (a "_"):  a sentence of the article with one word (5+ letters) blanked; options:
+                    the word and 3 words of 5+ letters from other articles (never in this one)
+    "Which function returns <the words after "Return(s)">?": options: the entry's name
+                    and 3 other names (of this article first) whose answer differs
+
+Middle articles get 2 of each, high ones 3 cloze and 2 "which". The correct option's
+position comes from shuffled decks of A-D, so every letter is the answer about equally
+often. Functions are split by a
+hash of their names (as make_squad_data's --split: dev ~20%, test ~20%, train the rest),
+so the splits share no function; --num_articles articles per level in train, half as
+many (at least 1) in dev and test. Deterministic for a given --seed and Python version.
+
+Layouts (--layout):
+    files    output_dir/RACE/{train,dev,test}/{middle,high}/<n>.txt, one JSON article per
+             file (the official RACE layout): {"article", "questions", "options",
+             "answers", "id": "<level><n>.txt"}
+    all.txt  output_dir/RACE/{train,dev,test}/{middle,high}/all.txt, one article per line
+             (the release's form); the same articles as `files`
+    jsonl    output_dir/{train,dev,test}.jsonl, one question per line (the generic
+             multiple-choice format): {"id", "context", "question", "options", "answer": letter}
+The RACE directory is replaced as a whole (atomically), so layouts never mix.
+"""
+
+import importlib.util
+import json
+import os
+import random
+import re
+import sys
+import zlib
+
+from absl import flags
+
+from albert_tf import cli
+from albert_tf.storage import atomic
+
+SPLITS = ("train", "dev", "test")
+LEVELS = ("middle", "high")
+LETTERS = "ABCD"
+ENTRIES_PER_ARTICLE = {"middle": 3, "high": 4}
+QUESTIONS_PER_ARTICLE = {"middle": {"cloze": 2, "which": 2}, "high": {"cloze": 3, "which": 2}}
+LAYOUTS = ("files", "all.txt", "jsonl")
+CLOZE_WORD = re.compile(r"^[a-z]{5,}$")
+
+
+def define_flags():
+    flags.DEFINE_string("output_dir", None, "Where to write RACE/ (or the .jsonl files).")
+    flags.DEFINE_integer("num_articles", 6, "Articles per level in train (dev and test: half, at least 1).")
+    flags.DEFINE_integer("seed", 12345, "Random seed; the same seed gives the same data.")
+    flags.DEFINE_enum("layout", "files", list(LAYOUTS),
+                      "files: one JSON article per file; all.txt: one per line; jsonl: generic JSON lines.")
+
+
+def _make_squad_data():
+    """The sibling tool tools/make_squad_data.py (its docstring_entries)."""
+    module = sys.modules.get("make_squad_data")
+    if module is None:
+        path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "make_squad_data.py")
+        spec = importlib.util.spec_from_file_location("make_squad_data", path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    return module
+
+
+def docstring_entries():
+    """make_squad_data.docstring_entries(): [{"name", "sentences", "answer", ...}]."""
+    return _make_squad_data().docstring_entries()
+
+
+def split_of(name):
+    """"dev" (~20%), "test" (~20%) or "train" for function `name` (a hash of the name; dev
+    is make_squad_data's dev share)."""
+    bucket = zlib.crc32(name.encode("utf-8")) % 5
+    return "dev" if bucket == 0 else "test" if bucket == 1 else "train"
+
+
+def _words(text):
+    return {w for w in re.findall(r"[a-z]+", text.lower())}
+
+
+def _entry_text(entry):
+    return f"{entry['name']}(): " + " ".join(entry["sentences"])
+
+
+class _Positions:
+    """Answer positions drawn from shuffled decks of A-D: every letter is the answer about
+    equally often (no majority letter a model could fall back on)."""
+
+    def __init__(self, rng):
+        self.rng, self.deck = rng, []
+
+    def draw(self):
+        if not self.deck:
+            self.deck = list(range(len(LETTERS)))
+            self.rng.shuffle(self.deck)
+        return self.deck.pop()
+
+
+def _with_answer(positions, correct, distractors):
+    """(options, letter) with the correct option at the next drawn position."""
+    position = positions.draw()
+    options = list(distractors)
+    options.insert(position, correct)
+    return options, LETTERS[position]
+
+
+def _cloze_questions(chosen, article, vocabulary, rng, positions, count):
+    sentences = [s for e in chosen for s in e["sentences"] if "_" not in s]
+    candidates = []
+    for sentence in sentences:
+        tokens = sentence.split(" ")
+        words = [w for w in tokens if CLOZE_WORD.match(w) and tokens.count(w) == 1]
+        if words:
+            candidates.append((sentence, tokens, words))
+    rng.shuffle(candidates)
+    present = _words(article)
+    pool = sorted(vocabulary - present)
+    made = []
+    for sentence, tokens, words in candidates[:count]:
+        word = rng.choice(words)
+        question = " ".join("_" if t == word else t for t in tokens)
+        options, letter = _with_answer(positions, word, rng.sample(pool, 3))
+        made.append((question, options, letter))
+    return made
+
+
+def _which_questions(chosen, others, rng, positions, count):
+    made = []
+    asked = list(chosen)
+    rng.shuffle(asked)
+    for entry in asked[:count]:
+        pool = [e for e in chosen if e is not entry] + rng.sample(others, min(len(others), 12))
+        seen, distractors = {entry["name"]}, []
+        for e in pool:
+            if e["name"] not in seen and e["answer"].lower() != entry["answer"].lower():
+                distractors.append(e["name"])
+                seen.add(e["name"])
+            if len(distractors) == 3:
+                break
+        if len(distractors) < 3:
+            raise ValueError(f"too few functions with another answer than {entry['name']}.")
+        options, letter = _with_answer(positions, entry["name"], distractors)
+        made.append((f"Which function returns {entry['answer']}?", options, letter))
+    return made
+
+
+def make_articles(split, level, num_articles, seed, entries=None, stream=None):
+    """`num_articles` RACE articles (dicts) of one split and level (module docstring).
+
+    Args:
+        split: "train", "dev" or "test" (which functions: split_of).
+        level: "middle" or "high".
+        seed: int.
+        entries: docstring_entries() (read from the standard library when None).
+        stream: internal; the split's shuffled entries, shared by its levels.
+    Returns:
+        list of {"article", "questions", "options", "answers", "id"}.
+    """
+    entries = docstring_entries() if entries is None else entries
+    pool = [e for e in entries if split_of(e["name"]) == split]
+    if len(pool) < 12:
+        raise ValueError(f"only {len(pool)} docstring functions in split {split!r}; need at least 12.")
+    rng = random.Random(f"race-{seed}-{split}-{level}")
+    stream = stream if stream is not None else []
+    vocabulary = {w for e in entries for s in e["sentences"] for w in s.split(" ") if CLOZE_WORD.match(w)}
+    positions = _Positions(rng)
+    articles = []
+    for n in range(1, num_articles + 1):
+        size = ENTRIES_PER_ARTICLE[level]
+        if len(stream) < size:
+            refill = list(pool)
+            rng.shuffle(refill)
+            stream.extend(refill)
+        chosen = list({e["name"]: e for e in stream[:size]}.values())
+        del stream[:size]
+        article = " ".join(_entry_text(e) for e in chosen)
+        names = {e["name"] for e in chosen}
+        others = [e for e in pool if e["name"] not in names]
+        counts = QUESTIONS_PER_ARTICLE[level]
+        made = (_cloze_questions(chosen, article, vocabulary, rng, positions, counts["cloze"])
+                + _which_questions(chosen, others, rng, positions, counts["which"]))
+        rng.shuffle(made)
+        articles.append({"article": article, "questions": [q for q, _, _ in made],
+                         "options": [o for _, o, _ in made], "answers": [a for _, _, a in made],
+                         "id": f"{level}{n}.txt"})
+    return articles
+
+
+def articles_per_level(split, num_articles):
+    return num_articles if split == "train" else max(1, num_articles // 2)
+
+
+def make_dataset(num_articles, seed, entries=None):
+    """{split: {level: [article, ...]}} for every split and level."""
+    if num_articles < 1:
+        raise ValueError(f"--num_articles must be >= 1, got {num_articles}.")
+    entries = docstring_entries() if entries is None else entries
+    out = {}
+    for split in SPLITS:
+        stream = []
+        out[split] = {level: make_articles(split, level, articles_per_level(split, num_articles), seed, entries,
+                                           stream) for level in LEVELS}
+    return out
+
+
+def jsonl_lines(articles):
+    """RACE articles -> generic multiple-choice JSON lines (one per question)."""
+    lines = []
+    for a in articles:
+        for question, options, answer in zip(a["questions"], a["options"], a["answers"]):
+            lines.append(json.dumps({"id": a["id"], "context": a["article"], "question": question,
+                                     "options": options, "answer": answer}, ensure_ascii=False))
+    return lines
+
+
+def make_race(output_dir, num_articles=6, seed=12345, layout="files", entries=None):
+    """Writes the data (module docstring) under `output_dir`.
+
+    Args:
+        output_dir: the directory (made when missing).
+        num_articles: articles per level in train (dev, test: half, at least 1).
+        seed: int; the same arguments give the same files.
+        layout: "files", "all.txt" or "jsonl".
+        entries: docstring_entries() output (read from the standard library when None).
+    Returns:
+        {"layout", "paths": [files written], "counts": {split: {level: {"articles", "questions"}}}}.
+    """
+    if layout not in LAYOUTS:
+        raise ValueError(f"--layout must be one of {', '.join(LAYOUTS)}, got {layout!r}.")
+    output_dir = os.fspath(output_dir)
+    dataset = make_dataset(num_articles, seed, entries)
+    counts = {split: {level: {"articles": len(arts), "questions": sum(len(a["questions"]) for a in arts)}
+                      for level, arts in levels.items()} for split, levels in dataset.items()}
+    paths = []
+    if layout == "jsonl":
+        for split, levels in dataset.items():
+            path = os.path.join(output_dir, f"{split}.jsonl")
+            atomic.write_text(path, "\n".join(jsonl_lines([a for lv in LEVELS for a in levels[lv]])) + "\n")
+            paths.append(path)
+        return {"layout": layout, "paths": paths, "counts": counts}
+    race_dir = os.path.join(output_dir, "RACE")
+    with atomic.output_dir(race_dir) as tmp:
+        for split, levels in dataset.items():
+            for level, articles in levels.items():
+                directory = os.path.join(tmp, split, level)
+                os.makedirs(directory)
+                final = os.path.join(race_dir, split, level)
+                if layout == "all.txt":
+                    lines = [json.dumps(a, ensure_ascii=False) for a in articles]
+                    atomic.write_text(os.path.join(directory, "all.txt"), "\n".join(lines) + "\n")
+                    paths.append(os.path.join(final, "all.txt"))
+                else:
+                    for n, article in enumerate(articles, 1):
+                        atomic.write_text(os.path.join(directory, f"{n}.txt"), json.dumps(article, ensure_ascii=False))
+                        paths.append(os.path.join(final, f"{n}.txt"))
+    return {"layout": layout, "paths": paths, "counts": counts}
+
+
+def run(f):
+    if not f.output_dir:
+        raise ValueError("--output_dir is required.")
+    result = make_race(f.output_dir, f.num_articles, f.seed, f.layout)
+    articles = sum(c["articles"] for levels in result["counts"].values() for c in levels.values())
+    per_split = ", ".join(f"{split} {sum(c['questions'] for c in levels.values())}"
+                          for split, levels in result["counts"].items())
+    where = os.path.join(f.output_dir, "RACE") if f.layout != "jsonl" else f.output_dir
+    print(f"wrote {where} ({f.layout}): {articles} articles; questions: {per_split}")
+    return 0
+
+
+def entry():
+    cli.main("make_race_data", define_flags, run)
+
+
+if __name__ == "__main__":
+    entry()
