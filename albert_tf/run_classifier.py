@@ -24,6 +24,7 @@ import sys
 from absl import flags
 
 from albert_tf import cli
+from albert_tf.data.buckets import DEFAULT_BUCKETS
 
 
 def define_flags(flag_values=None):
@@ -47,6 +48,9 @@ def define_flags(flag_values=None):
     flags.DEFINE_bool("do_train", False, "Whether to run training.", **fv)
     flags.DEFINE_bool("do_eval", False, "Whether to run eval on the dev set (every --save_checkpoints_steps).", **fv)
     flags.DEFINE_bool("do_predict", False, "Whether to run the model on the test set.", **fv)
+    flags.DEFINE_string("length_buckets", DEFAULT_BUCKETS, "Batches are padded only to the smallest of these "
+                        "widths (and --max_seq_length) that holds their longest input; `none` pads every batch to "
+                        "--max_seq_length (the release). The results are the same either way.", **fv)
     flags.DEFINE_integer("train_batch_size", 32, "Total batch size for training.", **fv)
     flags.DEFINE_integer("eval_batch_size", 8, "Total batch size for eval.", **fv)
     flags.DEFINE_integer("predict_batch_size", 8, "Total batch size for predict.", **fv)
@@ -99,7 +103,8 @@ def options_from_flags(f):
         max_seq_length=f.max_seq_length, do_train=f.do_train, do_eval=f.do_eval, do_predict=f.do_predict,
         predict_batch_size=f.predict_batch_size, classifier_dropout=f.classifier_dropout,
         text_a_column=f.text_a_column, text_b_column=f.text_b_column, label_column=f.label_column,
-        labels=f.labels, random_seed=f.random_seed, strategy=f.strategy, export_dir=f.export_dir)
+        labels=f.labels, random_seed=f.random_seed, strategy=f.strategy, export_dir=f.export_dir,
+        length_buckets=f.length_buckets)
     training = TrainingOptions(
         output_dir=f.output_dir, train_batch_size=f.train_batch_size, eval_batch_size=f.eval_batch_size,
         num_train_steps=f.train_step, num_warmup_steps=f.warmup_step, learning_rate=f.learning_rate,

@@ -31,6 +31,7 @@ import sys
 from absl import flags
 
 from albert_tf import cli
+from albert_tf.data.buckets import DEFAULT_BUCKETS
 
 STRATEGIES = ("mirrored", "one_device", "default")
 POSITIVE = ("train_batch_size", "eval_batch_size", "predict_batch_size", "save_checkpoints_steps",
@@ -76,6 +77,9 @@ def define_flags(flag_values=None):
     flags.DEFINE_integer("iterations_per_loop", 1000, "Steps per tf.function call (and per progress line).", **fv)
     flags.DEFINE_string("export_dir", None, "Export the fine-tuned model here at the end: a SavedModel that takes "
                         "raw strings (article, question, options) and returns the option probabilities.", **fv)
+    flags.DEFINE_string("length_buckets", DEFAULT_BUCKETS, "Batches are padded only to the smallest of these "
+                        "widths (and --max_seq_length) that holds their longest input; `none` pads every batch to "
+                        "--max_seq_length (the release). The results are the same either way.", **fv)
     flags.DEFINE_bool("use_tpu", False, "Train on a TPU (--tpu_name): the driver's tpu strategy.", **fv)
     flags.DEFINE_string("tpu_name", None, "The TPU name or grpc:// address (with --use_tpu).", **fv)
     flags.DEFINE_string("tpu_zone", None, "Accepted for compatibility; unused (the TPU resolver finds it).", **fv)
@@ -116,7 +120,7 @@ def options_from_flags(f):
         do_eval=f.do_eval, do_predict=f.do_predict, train_batch_size=f.train_batch_size,
         eval_batch_size=f.eval_batch_size, predict_batch_size=f.predict_batch_size, random_seed=f.random_seed,
         strategy="tpu" if f.use_tpu else f.strategy, tpu_name=(f.tpu_name or f.master) if f.use_tpu else None,
-        export_dir=f.export_dir)
+        export_dir=f.export_dir, length_buckets=f.length_buckets)
     training = TrainingOptions(
         output_dir=f.output_dir, train_batch_size=f.train_batch_size, eval_batch_size=f.eval_batch_size,
         num_train_steps=f.train_step, num_warmup_steps=f.warmup_step, learning_rate=f.learning_rate,

@@ -35,6 +35,7 @@ import sys
 from absl import flags
 
 from albert_tf import cli
+from albert_tf.data.buckets import DEFAULT_BUCKETS
 
 
 def define_flags(flag_values=None, version="v1"):
@@ -77,6 +78,9 @@ def define_flags(flag_values=None, version="v1"):
     flags.DEFINE_integer("max_answer_length", 30, "Longest answer in pieces.", **fv)
     flags.DEFINE_string("export_dir", None, "Export the fine-tuned model here at the end: a SavedModel that takes "
                         "raw strings (question, context) and returns the answer text, score and character span.", **fv)
+    flags.DEFINE_string("length_buckets", DEFAULT_BUCKETS, "Batches are padded only to the smallest of these "
+                        "widths (and --max_seq_length) that holds their longest input; `none` pads every batch to "
+                        "--max_seq_length (the release). The results are the same either way.", **fv)
     flags.DEFINE_bool("use_tpu", False, "Train on a TPU (--tpu_name): the driver's tpu strategy.", **fv)
     flags.DEFINE_string("tpu_name", None, "The TPU name or grpc:// address (with --use_tpu).", **fv)
     flags.DEFINE_string("tpu_zone", None, "Accepted for compatibility; unused (the TPU resolver finds it).", **fv)
@@ -129,7 +133,7 @@ def options_from_flags(f, version):
         start_n_top=f.start_n_top if v2 else 5, end_n_top=f.end_n_top if v2 else 5,
         dropout_prob=f.dropout_prob if v2 else 0.1, random_seed=f.random_seed,
         strategy="tpu" if f.use_tpu else f.strategy, tpu_name=(f.tpu_name or f.master) if f.use_tpu else None,
-        export_dir=f.export_dir)
+        export_dir=f.export_dir, length_buckets=f.length_buckets)
     training = TrainingOptions(
         output_dir=f.output_dir, train_batch_size=f.train_batch_size, eval_batch_size=f.predict_batch_size,
         learning_rate=f.learning_rate, optimizer="adamw", save_checkpoints_steps=f.save_checkpoints_steps,

@@ -8,7 +8,9 @@ same as the `serving_default` signature. Outputs: classification -> `logits` [B,
 `probabilities` [B, C], `label_id` int32 [B], `label` string [B] (the task's label
 names); regression -> `score` [B]. Tokenization is the preprocessing model's (the one
 the classifier was trained with), inside the SavedModel together with its SentencePiece
-asset. `dropout` is off: the classifier runs with training=False. Loading needs
+asset. Each request is padded only to the length bucket of its longest input
+(classifier_info.json lists the buckets). `dropout` is off: the classifier runs with
+training=False. Loading needs
 `import tensorflow_text` first (it registers the SentencePiece ops).
 """
 
@@ -30,15 +32,18 @@ class ClassifierModule(tf.train.Checkpoint):
         seq_length: T used for packing.
         labels: the task's label names; empty for regression.
         pair: whether the task has a second text (text_b).
+        widths: the length buckets (albert_tf.data.buckets.bucket_widths): a request is
+            padded to the smallest that holds its longest input; None: seq_length.
     """
 
-    def __init__(self, preprocess, classifier, seq_length, labels=(), pair=False):
+    def __init__(self, preprocess, classifier, seq_length, labels=(), pair=False, widths=None):
         super().__init__()
         self.preprocess = preprocess
         self.classifier = classifier
         self._seq_length = int(seq_length)
         self._labels = list(labels)
         self._pair = bool(pair)
+        self._widths = tuple(widths) if widths else (self._seq_length,)
         self.variables = [getattr(v, "value", v) for v in classifier.weights]
         if self._labels:
             self._label_names = tf.constant(self._labels)
@@ -51,7 +56,7 @@ class ClassifierModule(tf.train.Checkpoint):
         self._signature_fn = tf.function(fn, input_signature=list(specs.values()))
 
     def _outputs(self, text_a, text_b):
-        inputs = pack(self.preprocess, text_a, text_b, self._seq_length)
+        inputs = pack(self.preprocess, text_a, text_b, self._seq_length, self._widths)
         logits = tf.cast(self.classifier(inputs, training=False), tf.float32)
         if not self._labels:
             return {"score": tf.squeeze(logits, -1)}
@@ -69,7 +74,8 @@ class ClassifierModule(tf.train.Checkpoint):
         return {"serving_default": self._signature_fn.get_concrete_function()}
 
 
-def export_classifier(preprocess, classifier, export_dir, seq_length, labels=(), pair=False, task_name=""):
+def export_classifier(preprocess, classifier, export_dir, seq_length, labels=(), pair=False, task_name="",
+                      widths=None):
     """Writes the classifier SavedModel to export_dir atomically
     (`albert_tf.storage.atomic.output_dir`: a temporary sibling renamed into place).
 
@@ -79,9 +85,9 @@ def export_classifier(preprocess, classifier, export_dir, seq_length, labels=(),
         export_dir.
     """
     with atomic.output_dir(export_dir) as tmp:
-        module = ClassifierModule(preprocess, classifier, seq_length, labels, pair)
+        module = ClassifierModule(preprocess, classifier, seq_length, labels, pair, widths)
         tf.saved_model.save(module, tmp, signatures=module.signatures())
         info = {"task_name": task_name, "labels": list(labels), "regression": not labels,
-                "seq_length": int(seq_length), "inputs": ["text_a", "text_b"] if pair else ["text_a"]}
+                "seq_length": int(seq_length), "length_buckets": list(module._widths), "inputs": ["text_a", "text_b"] if pair else ["text_a"]}
         atomic.write_json(os.path.join(tmp, "classifier_info.json"), info, sort_keys=False)
     return os.path.abspath(export_dir)

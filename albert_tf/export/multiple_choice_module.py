@@ -12,8 +12,8 @@ signature (any C >= 2, the same for the whole request). Inputs are built as in t
 preprocess_text does, "_" in the question replaced by the option (else question + " " +
 option), that part cut to its last max_qa_length pieces, then
 [CLS] article [SEP] question-with-option [SEP] with the article cut to fill
-max_seq_length. Each request is padded only to its longest input, not to max_seq_length
-(padding is masked, so the logits are the same). Dropout is off (training=False).
+max_seq_length. Each request is padded only to the length bucket of its longest input,
+not to max_seq_length (padding is masked, so the logits are the same). Dropout is off (training=False).
 """
 
 import json
@@ -23,6 +23,7 @@ import tempfile
 import tensorflow as tf
 import tensorflow_text as tf_text
 
+from albert_tf.data.buckets import width_for
 from albert_tf.data.vocab import SpecialTokens
 from albert_tf.export.preprocess_module import normalize
 from albert_tf.storage import atomic
@@ -38,9 +39,12 @@ class MultipleChoiceModule(tf.train.Checkpoint):
         spm_model_file: its SentencePiece model (saved as the asset `sp_model_file`).
         do_lower_case: as in training.
         max_seq_length, max_qa_length: the run's settings.
+        widths: the length buckets (albert_tf.data.buckets.bucket_widths): a request is
+            padded to the smallest that holds its longest input; None: max_seq_length.
     """
 
-    def __init__(self, model, spm_model_file, do_lower_case=True, max_seq_length=512, max_qa_length=128):
+    def __init__(self, model, spm_model_file, do_lower_case=True, max_seq_length=512, max_qa_length=128,
+                 widths=None):
         super().__init__()
         special = SpecialTokens.from_sentencepiece(spm_model_file)
         self._cls_id, self._sep_id, self._pad_id = special.cls_id, special.sep_id, special.pad_id
@@ -52,6 +56,7 @@ class MultipleChoiceModule(tf.train.Checkpoint):
         self._lower = bool(do_lower_case)
         self._max_seq_length = int(max_seq_length)
         self._max_qa_length = int(max_qa_length)
+        self._widths = tuple(widths) if widths else (self._max_seq_length,)
         specs = [tf.TensorSpec([None], tf.string, name="article"), tf.TensorSpec([None], tf.string, name="question"),
                  tf.TensorSpec([None, None], tf.string, name="options")]
         self.__call__ = tf.function(self._answer, input_signature=specs)
@@ -84,11 +89,15 @@ class MultipleChoiceModule(tf.train.Checkpoint):
         ids, types = tf_text.combine_segments([text, qa], start_of_sequence_id=self._cls_id,
                                               end_of_segment_id=self._sep_id)
         lengths = ids.row_lengths()
-        width = tf.cast(tf.reduce_max(lengths), tf.int32)
+        width = width_for(lengths, self._widths)  # the bucket of the longest input
         shape = [batch, choices, width]
-        return {"input_word_ids": tf.reshape(tf.cast(ids.to_tensor(self._pad_id), tf.int32), shape),
+        def padded(ragged, value):  # [B*C, (n)] -> [B*C, width]
+            dense = tf.cast(ragged.to_tensor(value), tf.int32)
+            return tf.pad(dense, [[0, 0], [0, width - tf.shape(dense)[1]]], constant_values=value)
+
+        return {"input_word_ids": tf.reshape(padded(ids, self._pad_id), shape),
                 "input_mask": tf.reshape(tf.sequence_mask(lengths, width, tf.int32), shape),
-                "input_type_ids": tf.reshape(tf.cast(types.to_tensor(0), tf.int32), shape)}
+                "input_type_ids": tf.reshape(padded(types, 0), shape)}
 
     def _answer(self, article, question, options):
         logits = tf.cast(self.model(self.inputs(article, question, options), training=False)["logits"], tf.float32)
@@ -99,7 +108,7 @@ class MultipleChoiceModule(tf.train.Checkpoint):
 
 
 def export_multiple_choice(model, spm_model_file, export_dir, do_lower_case=True, max_seq_length=512,
-                           max_qa_length=128, extra_info=None):
+                           max_qa_length=128, widths=None, extra_info=None):
     """Writes the multiple-choice SavedModel to export_dir atomically (a temporary sibling
     renamed into place) with `export_dir/multiple_choice_info.json` (settings, inputs,
     outputs and `extra_info`).
@@ -115,9 +124,9 @@ def export_multiple_choice(model, spm_model_file, export_dir, do_lower_case=True
         spm_copy = os.path.join(scratch, "spm.model")  # a stable asset name, no path of this machine
         with open(spm_model_file, "rb") as src, open(spm_copy, "wb") as dst:
             dst.write(strip_machine_paths(src.read()))
-        module = MultipleChoiceModule(model, spm_copy, **settings)
+        module = MultipleChoiceModule(model, spm_copy, widths=widths, **settings)
         tf.saved_model.save(module, tmp, signatures=module.signatures())
-        info = {**settings, "dropout_prob": model.dropout_prob, "inputs": ["article", "question", "options"],
+        info = {**settings, "dropout_prob": model.dropout_prob, "length_buckets": list(module._widths), "inputs": ["article", "question", "options"],
                 "outputs": ["logits", "probabilities", "choice", "letter"], **(extra_info or {})}
         atomic.write_json(os.path.join(tmp, MULTIPLE_CHOICE_INFO), info, sort_keys=False)
     return os.path.abspath(export_dir)

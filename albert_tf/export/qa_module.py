@@ -18,7 +18,7 @@ question:
 
 Each context is cut into the run's windows ([CLS] question [SEP] window [SEP], doc_stride,
 max_query_length, the max-context rule), the model sees all windows of one question as a
-batch padded only to its longest window, and the best span is chosen over all windows with
+batch padded only to the length bucket of its longest window, and the best span is chosen over all windows with
 the run's post-processing rules (albert_tf.data.squad_postprocess: n_best_size starts and
 ends among valid positions for v1, the head's top start_n_top x end_n_top for v2,
 max_answer_length, a start only in its max-context window). So `answer` is the first entry
@@ -34,6 +34,7 @@ import tempfile
 import tensorflow as tf
 import tensorflow_text as tf_text
 
+from albert_tf.data.buckets import width_for
 from albert_tf.data.vocab import SpecialTokens
 from albert_tf.export.aligned_tokens import context_pieces
 from albert_tf.export.preprocess_module import normalize
@@ -53,10 +54,12 @@ class QuestionAnsweringModule(tf.train.Checkpoint):
         max_seq_length, doc_stride, max_query_length: the run's window settings.
         n_best_size: v1 starts and ends considered per window.
         max_answer_length: longest answer in pieces.
+        widths: the length buckets (albert_tf.data.buckets.bucket_widths): a question's
+            windows are padded to the smallest that holds the longest; None: max_seq_length.
     """
 
     def __init__(self, model, spm_model_file, do_lower_case=True, max_seq_length=384, doc_stride=128,
-                 max_query_length=64, n_best_size=20, max_answer_length=30):
+                 max_query_length=64, n_best_size=20, max_answer_length=30, widths=None):
         super().__init__()
         special = SpecialTokens.from_sentencepiece(spm_model_file)
         self._cls_id, self._sep_id, self._pad_id = special.cls_id, special.sep_id, special.pad_id
@@ -72,6 +75,7 @@ class QuestionAnsweringModule(tf.train.Checkpoint):
         self._n_best_size = int(n_best_size)
         self._max_answer_length = int(max_answer_length)
         self._v2 = model.version == "v2"
+        self._widths = tuple(widths) if widths else (self._max_seq_length,)
         string = tf.TensorSpec([None], tf.string)
         self.__call__ = tf.function(self._answer_batch, input_signature=[string, string])
         self._signature_fn = tf.function(
@@ -99,7 +103,7 @@ class QuestionAnsweringModule(tf.train.Checkpoint):
         starts = tf.range(count) * step  # [W]
         lengths = tf.maximum(tf.minimum(n - starts, room), 0)  # [W]
         offset = q + 2
-        width = offset + tf.reduce_max(lengths) + 1
+        width = width_for([offset + tf.reduce_max(lengths) + 1], self._widths)  # the bucket of the longest
         t = tf.range(width)[None, :]  # [1, T']
         k = t - offset  # position inside the window's context part
         in_doc = (k >= 0) & (k < lengths[:, None])  # [W, T']
@@ -212,7 +216,7 @@ def _strip_end(context, start, end):
 
 def export_question_answering(model, spm_model_file, export_dir, do_lower_case=True, max_seq_length=384,
                               doc_stride=128, max_query_length=64, n_best_size=20, max_answer_length=30,
-                              extra_info=None):
+                              widths=None, extra_info=None):
     """Writes the QA SavedModel to export_dir atomically (a temporary sibling renamed into
     place) with `export_dir/qa_info.json` (head version, window and answer settings, the
     inputs and outputs, and `extra_info`, e.g. the run's null_threshold).
@@ -230,10 +234,11 @@ def export_question_answering(model, spm_model_file, export_dir, do_lower_case=T
         spm_copy = os.path.join(scratch, "spm.model")
         with open(spm_model_file, "rb") as src, open(spm_copy, "wb") as dst:
             dst.write(strip_machine_paths(src.read()))
-        module = QuestionAnsweringModule(model, spm_copy, **settings)
+        module = QuestionAnsweringModule(model, spm_copy, widths=widths, **settings)
         tf.saved_model.save(module, tmp, signatures=module.signatures())
         outputs = ["answer", "score", "start", "end"] + (["no_answer_score"] if model.version == "v2" else [])
-        info = {"version": model.version, **settings, **model.head_settings(), "inputs": ["question", "context"],
+        info = {"version": model.version, **settings, **model.head_settings(), "length_buckets": list(module._widths),
+                "inputs": ["question", "context"],
                 "outputs": outputs, **(extra_info or {})}
         atomic.write_json(os.path.join(tmp, QA_INFO), info, sort_keys=False)
     return os.path.abspath(export_dir)

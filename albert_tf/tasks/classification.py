@@ -22,10 +22,11 @@ import tensorflow as tf
 
 from albert_tf.data.classifier_data import get_task, read_examples
 from albert_tf.data.classifier_metrics import compute
-from albert_tf.data.classifier_pipeline import label_ids, pack
+from albert_tf.data.buckets import DEFAULT_BUCKETS, bucket_widths, bucketed_batches
+from albert_tf.data.classifier_pipeline import label_ids, pack, packed_lengths
 from albert_tf.modeling.losses import classifier_nll
 from albert_tf.storage import atomic
-from albert_tf.tasks.common import config_file_for, random_start, training_batches
+from albert_tf.tasks.common import config_file_for, random_start
 from albert_tf.training.driver import EXAMPLE_INDEX, Task, TrainingOptions, train_and_evaluate
 from albert_tf.training.distribution import get_strategy
 
@@ -57,6 +58,7 @@ class ClassificationOptions:
     random_seed: int = 12345
     strategy: str = "default"
     export_dir: str = None
+    length_buckets: str = DEFAULT_BUCKETS
 
 
 def check_options(o):
@@ -76,6 +78,7 @@ def check_options(o):
         raise ValueError(f"--output_dir={o.output_dir} exists and is not a directory.")
     if o.max_seq_length < 3:
         raise ValueError(f"--max_seq_length={o.max_seq_length} leaves no room for [CLS] text [SEP].")
+    bucket_widths(o.max_seq_length, o.length_buckets)  # names a bad --length_buckets
     if not 0 <= o.classifier_dropout < 1:
         raise ValueError(f"--classifier_dropout must be in [0, 1), got {o.classifier_dropout}.")
     if o.labels and o.task_name.lower() != "tsv":
@@ -132,6 +135,7 @@ class ClassificationTask(Task):
         self.progress_metrics = (("loss", "loss"),) + ((("accuracy", "acc"),) if self.labels else ())
         self.preprocess = None
         self._pretrainer = None
+        self._length_cache = {}
 
     @property
     def num_classes(self):
@@ -182,21 +186,36 @@ class ClassificationTask(Task):
             columns["text_b"] = np.array([e.text_b or "" for e in examples], dtype=object)
         return columns
 
+    @property
+    def widths(self):
+        return bucket_widths(self.options.max_seq_length, self.options.length_buckets)
+
     def _to_features(self, batch):
-        features = pack(self.preprocess, batch["text_a"], batch.get("text_b"), self.options.max_seq_length)
+        features = pack(self.preprocess, batch["text_a"], batch.get("text_b"), self.options.max_seq_length,
+                        self.widths)
         features["label"] = batch["label"]
         features[EXAMPLE_INDEX] = batch[EXAMPLE_INDEX]
         return features
 
+    def _lengths(self, split):
+        """Each example's packed length (tokenized once per split)."""
+        if split not in self._length_cache:
+            examples = self.splits[split]
+            self._length_cache[split] = packed_lengths(
+                self.preprocess, [e.text_a for e in examples], [e.text_b or "" for e in examples] if self.pair else None,
+                self.options.max_seq_length)
+        return self._length_cache[split]
+
     def train_dataset(self, input_context, batch_size, skip_batches):
-        ds = training_batches(self._columns(self.splits["train"]), input_context, batch_size,
-                              self.options.random_seed, skip_batches)
-        return ds.map(self._to_features, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
+        return bucketed_batches(self._columns(self.splits["train"]), self._lengths("train"), batch_size, self.widths,
+                                self._to_features, training=True, seed=self.options.random_seed,
+                                input_context=input_context, skip_batches=skip_batches).prefetch(tf.data.AUTOTUNE)
 
     def split_dataset(self, split, batch_size):
-        """One ordered pass over a split (the last batch may be partial)."""
-        ds = tf.data.Dataset.from_tensor_slices(self._columns(self.splits[split])).batch(batch_size)
-        return ds.map(self._to_features, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
+        """One pass over a split by length (example_index restores the order; the last
+        batch may be partial)."""
+        return bucketed_batches(self._columns(self.splits[split]), self._lengths(split), batch_size, self.widths,
+                                self._to_features, training=False).prefetch(tf.data.AUTOTUNE)
 
     def eval_dataset(self, batch_size):
         return self.split_dataset("dev", batch_size) if "dev" in self.splits else None
@@ -326,7 +345,7 @@ def run(o, training, stream=sys.stdout):
         from albert_tf.export.classifier_module import export_classifier
 
         results["export_dir"] = export_classifier(task.preprocess, trainer.model, o.export_dir, o.max_seq_length,
-                                                  task.labels, task.pair, task.name)
+                                                  task.labels, task.pair, task.name, widths=task.widths)
         print(f"exported the classifier (raw strings in) to {results['export_dir']}", file=stream, flush=True)
     return results
 

@@ -1,5 +1,6 @@
 """What the fine-tuning tasks share: where a run's albert_config.json comes from, the
-warning for a random start, and the shuffled training batches over in-memory columns."""
+encoder a model is built on, its starting weights and the warning for a random start.
+(Their batches come from albert_tf.data.buckets.)"""
 
 import os
 import sys
@@ -25,21 +26,6 @@ def random_start():
     print("WARNING: no --init_checkpoint and no --albert_hub_module_handle: fine-tuning starts from random "
           "weights (eval_results.json records initialized_from: random).", file=sys.stderr, flush=True)
     return "random"
-
-
-def training_batches(columns, input_context, batch_size, seed, skip_batches):
-    """Batches of B rows of `columns` (dict of equal-length arrays), shuffled with `seed`
-    and repeated, each input pipeline reading its shard; the first `skip_batches` are
-    skipped (the shuffle is seeded, so a resumed run sees what the first run would have)."""
-    import tensorflow as tf
-
-    ds = tf.data.Dataset.from_tensor_slices(columns)
-    n = len(next(iter(columns.values())))
-    if input_context is not None and input_context.num_input_pipelines > 1:
-        ds = ds.shard(input_context.num_input_pipelines, input_context.input_pipeline_id)
-    ds = ds.shuffle(n, seed=seed, reshuffle_each_iteration=True).repeat()
-    ds = ds.batch(batch_size, drop_remainder=True)
-    return ds.skip(skip_batches) if skip_batches else ds
 
 
 def encoder_for(o):

@@ -26,9 +26,10 @@ import sys
 import numpy as np
 import tensorflow as tf
 
+from albert_tf.data.buckets import DEFAULT_BUCKETS, bucket_widths, bucketed_batches, cut_to_width
 from albert_tf.modeling.multiple_choice import multiple_choice_loss
 from albert_tf.storage import atomic
-from albert_tf.tasks.common import config_file_for, encoder_for, initialize_from, training_batches
+from albert_tf.tasks.common import config_file_for, encoder_for, initialize_from
 from albert_tf.training.driver import EXAMPLE_INDEX, Task, train_and_evaluate
 
 ENCODER_INPUTS = ("input_word_ids", "input_mask", "input_type_ids")
@@ -67,6 +68,7 @@ class MultipleChoiceOptions:
     strategy: str = "default"
     tpu_name: str = None
     export_dir: str = None
+    length_buckets: str = DEFAULT_BUCKETS
 
     def feature_file(self, split):
         given = {"train": self.train_file, "dev": self.eval_file, "test": self.predict_file}[split]
@@ -139,6 +141,7 @@ def check_options(o):
         path = getattr(o, flag)
         if path and os.path.isdir(path):
             raise ValueError(f"--{flag}={path} is a directory; give a file path (the feature cache).")
+    bucket_widths(o.max_seq_length, o.length_buckets)  # names a bad --length_buckets
     if o.export_dir:
         if os.path.exists(o.export_dir) and not os.path.isdir(o.export_dir):
             raise ValueError(f"--export_dir={o.export_dir} exists and is not a directory.")
@@ -213,6 +216,16 @@ class MultipleChoiceTask(Task):
 
     # --- data ----------------------------------------------------------------------------
 
+    @property
+    def widths(self):
+        return bucket_widths(self.options.max_seq_length, self.options.length_buckets)
+
+    def _batches(self, split, batch_size, training, **kwargs):
+        columns = self.columns(split, with_index=not training)
+        lengths = columns["input_mask"].sum(-1).max(-1)  # the longest option of each question
+        return bucketed_batches(columns, lengths, batch_size, self.widths, cut_to_width(ENCODER_INPUTS, self.widths),
+                                training=training, **kwargs)
+
     def columns(self, split, with_index=False):
         a = self.arrays[split]
         columns = {"input_word_ids": a["input_ids"], "input_mask": a["input_mask"],
@@ -223,12 +236,13 @@ class MultipleChoiceTask(Task):
         return columns
 
     def train_dataset(self, input_context, batch_size, skip_batches):
-        return training_batches(self.columns("train"), input_context, batch_size, self.options.random_seed,
-                                skip_batches).prefetch(tf.data.AUTOTUNE)
+        return self._batches("train", batch_size, True, seed=self.options.random_seed, input_context=input_context,
+                             skip_batches=skip_batches).prefetch(tf.data.AUTOTUNE)
 
     def split_dataset(self, split, batch_size):
-        """One ordered pass over a split (the last batch may be partial)."""
-        return tf.data.Dataset.from_tensor_slices(self.columns(split, with_index=True)).batch(batch_size)
+        """One pass over a split by length (example_index restores the order; the last batch
+        may be partial)."""
+        return self._batches(split, batch_size, False)
 
     def eval_dataset(self, batch_size):
         return self.split_dataset("dev", batch_size) if "dev" in self.arrays else None
@@ -351,7 +365,7 @@ def run(o, training, stream=sys.stdout):
         results["export_dir"] = export_multiple_choice(
             trainer.model, spm_file_for(o), o.export_dir, do_lower_case=o.do_lower_case,
             max_seq_length=o.max_seq_length, max_qa_length=o.max_qa_length,
-            extra_info={"task_name": o.task_name, "global_step": outcome["final_step"],
+            widths=bucket_widths(o.max_seq_length, o.length_buckets), extra_info={"task_name": o.task_name, "global_step": outcome["final_step"],
                         "initialized_from": outcome["initialized_from"]})
         print(f"exported the multiple-choice model (raw article, question, options in) to {results['export_dir']}",
               file=stream, flush=True)

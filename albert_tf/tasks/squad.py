@@ -22,11 +22,14 @@ import sys
 import numpy as np
 import tensorflow as tf
 
+from albert_tf.data.buckets import DEFAULT_BUCKETS, bucket_widths, bucketed_batches, cut_to_width
 from albert_tf.storage import atomic
-from albert_tf.tasks.common import config_file_for, encoder_for, initialize_from, training_batches
+from albert_tf.tasks.common import config_file_for, encoder_for, initialize_from
 from albert_tf.training.driver import EXAMPLE_INDEX, Task, train_and_evaluate
 
 ENCODER_INPUTS = ("input_word_ids", "input_mask", "input_type_ids")
+SEQUENCE_INPUTS = ENCODER_INPUTS + ("p_mask",)
+PADDING_LOGIT = -1e9
 VERSIONS = ("v1", "v2")
 NO_ANSWER_WARNING_SHARE = 0.95
 
@@ -65,6 +68,7 @@ class SquadOptions:
     strategy: str = "default"
     tpu_name: str = None
     export_dir: str = None
+    length_buckets: str = DEFAULT_BUCKETS
 
     @property
     def train_features_path(self):
@@ -150,6 +154,7 @@ def check_options(o):
     for flag, path in (("train_feature_file", o.train_feature_file), ("predict_feature_file", o.predict_feature_file)):
         if path and os.path.isdir(path):
             raise ValueError(f"--{flag}={path} is a directory; give a file path.")
+    bucket_widths(o.max_seq_length, o.length_buckets)  # names a bad --length_buckets
     if o.export_dir:
         if os.path.exists(o.export_dir) and not os.path.isdir(o.export_dir):
             raise ValueError(f"--export_dir={o.export_dir} exists and is not a directory.")
@@ -210,17 +215,26 @@ class SquadTask(Task):
 
     # --- data ----------------------------------------------------------------------------
 
+    @property
+    def widths(self):
+        return bucket_widths(self.options.max_seq_length, self.options.length_buckets)
+
     def train_dataset(self, input_context, batch_size, skip_batches):
-        return training_batches(_feature_columns(self.train_arrays, with_labels=True), input_context, batch_size,
-                                self.options.random_seed, skip_batches).prefetch(tf.data.AUTOTUNE)
+        columns = _feature_columns(self.train_arrays, with_labels=True)
+        return bucketed_batches(columns, columns["input_mask"].sum(1), batch_size, self.widths,
+                                cut_to_width(SEQUENCE_INPUTS, self.widths), training=True,
+                                seed=self.options.random_seed, input_context=input_context,
+                                skip_batches=skip_batches).prefetch(tf.data.AUTOTUNE)
 
     def predict_dataset(self, features, batch_size):
-        """One ordered, finite pass over prediction features (the last batch may be partial)."""
+        """One finite pass over prediction features, by length (example_index restores the
+        order; the last batch may be partial)."""
         from albert_tf.data.squad_data import features_to_arrays
 
         columns = _feature_columns(features_to_arrays(features), with_labels=False)
         columns[EXAMPLE_INDEX] = np.arange(len(features), dtype=np.int32)
-        return tf.data.Dataset.from_tensor_slices(columns).batch(batch_size)
+        return bucketed_batches(columns, columns["input_mask"].sum(1), batch_size, self.widths,
+                                cut_to_width(SEQUENCE_INPUTS, self.widths), training=False)
 
     # --- loss and metrics ----------------------------------------------------------------
 
@@ -249,7 +263,13 @@ class SquadTask(Task):
         if self.options.version == "v2":
             inputs["p_mask"] = batch["p_mask"]
         out = model(inputs, training=False)
-        return {k: (tf.cast(v, tf.float32) if v.dtype.is_floating else v) for k, v in out.items()}
+        out = {k: (tf.cast(v, tf.float32) if v.dtype.is_floating else v) for k, v in out.items()}
+        if self.options.version == "v1":
+            # back to [B, T] (the batch was cut to its bucket): padding never holds an answer
+            pad = self.options.max_seq_length - tf.shape(out["start_logits"])[1]
+            for key in ("start_logits", "end_logits"):
+                out[key] = tf.pad(out[key], [[0, 0], [0, pad]], constant_values=PADDING_LOGIT)
+        return out
 
     def eval_metrics(self, outputs):
         return {}
@@ -403,7 +423,7 @@ def run(o, training, stream=sys.stdout):
             trainer.model, spm_file_for(o), o.export_dir, do_lower_case=o.do_lower_case,
             max_seq_length=o.max_seq_length, doc_stride=o.doc_stride, max_query_length=o.max_query_length,
             n_best_size=o.n_best_size, max_answer_length=o.max_answer_length,
-            extra_info=dict(extra, global_step=outcome["final_step"], initialized_from=outcome["initialized_from"]))
+            widths=bucket_widths(o.max_seq_length, o.length_buckets), extra_info=dict(extra, global_step=outcome["final_step"], initialized_from=outcome["initialized_from"]))
         print(f"exported the QA model (raw question and context in) to {results['export_dir']}", file=stream,
               flush=True)
     return results

@@ -1,0 +1,124 @@
+"""Length bucketing for fine-tuning and serving: each batch is padded only to its bucket.
+
+Fine-tuning text is short (a sentence is 10-40 pieces) while max_seq_length is 128-512, so
+padding every example to max_seq_length spends most of the work on padding. Here the
+examples are grouped into a few static widths (`--length_buckets`, default
+16,32,64,128,256,384,512 up to max_seq_length): a batch is cut (or packed) to the smallest
+width that holds its longest example. Padding is masked in attention, so the logits of the
+real positions are the same as with full padding; XLA and TPUs compile one program per
+width and no more.
+
+    widths = bucket_widths(128, "16,32,64")                 # (16, 32, 64, 128)
+    ds = bucketed_batches(columns, lengths, 32, widths, finalize=cut_to_width(("input_word_ids",)),
+                          training=True, seed=1)             # shuffled across buckets, repeats
+    ds = bucketed_batches(columns, lengths, 32, widths, finalize=..., training=False)
+    # one pass, examples sorted by length; `example_index` restores the order
+
+Shape legend: N examples, B batch, T max_seq_length, W a bucket width (<= T).
+"""
+
+import numpy as np
+import tensorflow as tf
+
+DEFAULT_BUCKETS = "16,32,64,128,256,384,512"
+LENGTH = "_length"
+
+
+def bucket_widths(max_seq_length, buckets=DEFAULT_BUCKETS):
+    """The widths a batch may be padded to: those of `buckets` below max_seq_length, then
+    max_seq_length itself.
+
+    Args:
+        max_seq_length: int T.
+        buckets: a comma list of positive ints ("16,32,64"), a sequence of ints, or
+            "none" / "" / None for no bucketing (every batch at T, as the release).
+    Returns:
+        tuple of ints, increasing, ending with T.
+    Raises:
+        ValueError: a value that is not a positive integer (named).
+    """
+    if buckets is None or (isinstance(buckets, str) and buckets.strip().lower() in ("", "none", "off")):
+        return (int(max_seq_length),)
+    items = buckets.split(",") if isinstance(buckets, str) else list(buckets)
+    widths = set()
+    for item in items:
+        try:
+            value = int(str(item).strip())
+        except ValueError:
+            value = 0
+        if value <= 0:
+            raise ValueError(f"--length_buckets: {item!r} is not a positive integer (give e.g. {DEFAULT_BUCKETS}, "
+                             "or none).")
+        if value < max_seq_length:
+            widths.add(value)
+    return tuple(sorted(widths)) + (int(max_seq_length),)
+
+
+def width_for(lengths, widths):
+    """The smallest width >= max(lengths) (an int32 scalar tensor).
+
+    Args:
+        lengths: int [B] real lengths; widths: bucket_widths output.
+    """
+    table = tf.constant(widths, tf.int32)
+    longest = tf.reduce_max(tf.cast(lengths, tf.int32))
+    index = tf.searchsorted(table, tf.reshape(longest, [1]), side="left")[0]
+    return tf.gather(table, tf.minimum(index, len(widths) - 1))
+
+
+def cut_to_width(keys, widths):
+    """A `finalize` for padded columns: cuts the last axis of `keys` to the batch's width.
+
+    Args:
+        keys: names of int columns [B, ..., T] padded to T.
+        widths: bucket_widths output.
+    """
+    def finalize(batch):
+        width = width_for(batch[LENGTH], widths)
+        out = {k: v for k, v in batch.items() if k != LENGTH}
+        for key in keys:
+            out[key] = out[key][..., :width]
+        return out
+
+    return finalize
+
+
+def bucketed_batches(columns, lengths, batch_size, widths, finalize, training, seed=0, input_context=None,
+                     skip_batches=0):
+    """Batches of `columns` grouped by length.
+
+    Args:
+        columns: dict of arrays with N rows (numbers, padded arrays or strings).
+        lengths: int [N], each example's real length (what it needs of the width).
+        batch_size: B.
+        widths: bucket_widths output; one width (T) gives plain batches.
+        finalize: batch dict (with LENGTH [B]) -> model batch (e.g. cut_to_width(...)).
+        training: True: shuffled (seed) and repeated forever, batches of exactly B drawn from
+            one bucket each, buckets interleaved as the shuffled stream fills them. False:
+            one pass sorted by length (then by index; the last batch may be partial).
+        seed: the shuffle's seed (a resumed run skips the batches already consumed and sees
+            what the first run would have).
+        input_context: tf.distribute.InputContext; each input pipeline reads its shard.
+        skip_batches: training batches to skip at the start.
+    Returns:
+        tf.data.Dataset of finalized batches.
+    """
+    lengths = np.asarray(lengths, np.int32)
+    columns = dict(columns, **{LENGTH: lengths})
+    n = len(lengths)
+    if not training:
+        order = np.argsort(lengths, kind="stable")
+        sorted_columns = {k: np.asarray(v)[order] for k, v in columns.items()}
+        return tf.data.Dataset.from_tensor_slices(sorted_columns).batch(batch_size).map(finalize)
+    ds = tf.data.Dataset.from_tensor_slices(columns)
+    if input_context is not None and input_context.num_input_pipelines > 1:
+        ds = ds.shard(input_context.num_input_pipelines, input_context.input_pipeline_id)
+    ds = ds.shuffle(n, seed=seed, reshuffle_each_iteration=True).repeat()
+    if len(widths) == 1:
+        ds = ds.batch(batch_size, drop_remainder=True)
+    else:
+        ds = ds.bucket_by_sequence_length(
+            lambda row: row[LENGTH], bucket_boundaries=[w + 1 for w in widths[:-1]],
+            bucket_batch_sizes=[batch_size] * len(widths), no_padding=True, drop_remainder=True)
+    ds = ds.skip(skip_batches) if skip_batches else ds
+    return ds.map(finalize, num_parallel_calls=tf.data.AUTOTUNE)
