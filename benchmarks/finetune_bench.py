@@ -1,0 +1,828 @@
+"""Fine-tuning, evaluation and serving speed on a real-text task: albert_tf against
+keras-hub and Hugging Face transformers, with and without length bucketing.
+
+    python benchmarks/finetune_bench.py [--repeats=3] [--steps=8] [--calls=100] [--throughput_batches=4] \\
+        [--systems=albert_tf,keras_hub,hf] [--hf_python=benchmarks/.peers-venv/bin/python] \\
+        [--output_dir=results/finetune_bench]
+    python benchmarks/finetune_bench.py --tiny   # smoke test: 2-layer hidden-64 config, 1-2 minutes
+    bash benchmarks/make_peers_venv.sh           # once, for the transformers peer (--systems without hf skips it)
+
+Task: the repo's docstring topic task (notebooks/data/docstring_topics/{train,dev}.tsv:
+real one-sentence docstrings, 4 labels), sentences as they are. Model: configs/albert_base.json
+(vocab_size = the SentencePiece model's: --vocab_size pieces, 30000 by default, trained at
+start on the built-in sample corpus and kept in --output_dir/spm), float32, max_seq_length
+128, batch 32. Random initial weights, nothing downloaded, and the same in every system: one
+albert_tf AlbertClassifier initialized from --seed, copied into each (keras-hub's backbone
+through albert_tf.convert.keras_hub, Hugging Face's state dict through the converter's
+table in albert_tf.convert.hf reversed, the 4-way head beside); the run checks it by
+comparing every system's pieces and initial logits on the first dev sentences with
+albert_tf's (results.json: tokenization_equal_to_albert_tf, initial_logits_max_abs_diff).
+
+Systems (each trained for the same number of steps: --warmup_steps, then --steps per repeat):
+- albert_tf, buckets / no_buckets: the ClassificationTask (classifier dropout 0.1) on the
+  driver's Trainer (the release's AdamW, global-norm clipping 1.0, linear decay to 0), its
+  train_dataset iterated (raw strings tokenized in tf.data by the preprocessing model);
+  length_buckets default ("16,32,...") vs "none" (every batch padded to 128). Evaluation:
+  Trainer.per_example_outputs over the dev split. Requests: the raw-string classifier
+  SavedModel written by export_classifier (buckets as trained) and loaded back with
+  tf.saved_model.load in this process; `model(tf.constant(texts))`.
+- keras_hub: keras_hub.models.AlbertTextClassifier on an AlbertBackbone of the same dims
+  and vocabulary, with its own AlbertTextClassifierPreprocessor (AlbertTokenizer built
+  from the same SentencePiece proto bytes, sequence_length=128: every batch padded to 128,
+  its users' default); compiled with keras.optimizers.AdamW (weight decay 0.01 except
+  bias/gamma/beta, eps 1e-6, global_clipnorm 1.0, the same linear decay) and
+  SparseCategoricalCrossentropy(from_logits=True), jit_compile per --keras_hub_jit_compile
+  ("auto" is what its users get: off on a CPU-only machine). Training:
+  train_on_batch(32 raw strings, labels) (keras-hub tokenizes inside). Evaluation:
+  predict(dev strings, batch_size=32). Requests: the faster of predict_on_batch(strings)
+  and predict(strings), picked in warm-up per request size and named in the results.
+  Strings are lower-cased in Python first (str.lower(), timed), as a user of an uncased
+  vocabulary does: keras-hub's tokenizer does not lower-case, albert_tf's and HF's do.
+- hf: transformers' AlbertForSequenceClassification (PyTorch, CPU) in a separate process
+  (benchmarks/hf_peer.py with --hf_python, default benchmarks/.peers-venv/bin/python made
+  by benchmarks/make_peers_venv.sh), driven in JSON lines so its measurements interleave
+  with the others'; per-batch padding (padding="longest") as its Trainer's collator does.
+  Without that python the peer is skipped with the command that makes it.
+
+Measurements, in --repeats rounds that interleave every system (a drift in the machine's
+speed hits all of them), each round per system: --steps training steps (examples/s),
+one pass over the dev split (examples/s), --calls one-request calls (batch 1, a short dev
+sentence: p50 and p99 latency), --throughput_batches requests of 32 dev sentences
+(examples/s). Medians over the rounds are reported. Warm-up (tracing, first calls) comes
+before the rounds and is not timed. Dev accuracy: after the last round (every system has
+then trained warmup + repeats x steps steps from the same weights, each in its own data
+order); with random initial weights and a short run it may be near chance, which is printed
+plainly.
+
+Writes results.json, results.csv and finetune_bench.png (bar chart) in --output_dir,
+with the CPU model and its bf16 flags from /proc/cpuinfo and the fp32 matmul peak.
+Ratios are albert_tf's speed over the peer's: examples/s over examples/s, and for
+latency the peer's milliseconds over albert_tf's (> 1: albert_tf is faster).
+"""
+
+import csv
+import json
+import os
+import statistics
+import subprocess
+import time
+
+from squad_bench import TINY_CONFIG, cpu_model, sentencepiece_model  # benchmarks/ is on sys.path
+from train_step_bench import matmul_peak_gflops
+
+from albert_tf import cli
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+HERE = os.path.join(ROOT, "benchmarks")
+DATA_DIR = os.path.join(ROOT, "notebooks", "data", "docstring_topics")
+LABELS = ("concurrency", "networking", "numbers", "text")
+DEFAULT_HF_PYTHON = os.path.join(HERE, ".peers-venv", "bin", "python")
+SYSTEMS = ("albert_tf", "keras_hub", "hf")
+# --tiny: values used for the flags not given on the command line
+TINY_DEFAULTS = {"steps": 2, "warmup_steps": 1, "repeats": 2, "calls": 5, "latency_warmup": 2,
+                 "throughput_batches": 1, "vocab_size": 1000, "corpus_mb": 0.3, "max_dev_examples": 64}
+METRICS = (("finetune_examples_per_second", "fine-tuning examples/s", True),
+           ("eval_examples_per_second", "evaluation examples/s", True),
+           ("latency_p50_ms", "1-request latency p50 ms", False),
+           ("latency_p99_ms", "1-request latency p99 ms", False),
+           ("batch32_examples_per_second", "batch-32 request examples/s", True))
+SHORT = {"finetune_examples_per_second": "fine-tune", "eval_examples_per_second": "eval",
+         "latency_p50_ms": "p50", "latency_p99_ms": "p99", "batch32_examples_per_second": "batch"}
+
+
+def define_flags():
+    from absl import flags
+
+    flags.DEFINE_integer("repeats", 3, "Interleaved rounds; the median is reported.")
+    flags.DEFINE_integer("steps", 8, "Timed training steps per round and system.")
+    flags.DEFINE_integer("warmup_steps", 2, "Untimed training steps before the rounds (tracing).")
+    flags.DEFINE_integer("calls", 100, "Timed one-request calls per round and system (p50, p99).")
+    flags.DEFINE_integer("latency_warmup", 10, "Untimed one-request calls before the rounds.")
+    flags.DEFINE_integer("throughput_batches", 4, "Timed requests of --batch_size dev sentences per round and system.")
+    flags.DEFINE_integer("batch_size", 32, "Training, evaluation and request batch size.")
+    flags.DEFINE_integer("max_seq_length", 128, "max_seq_length (keras-hub's sequence_length).")
+    flags.DEFINE_float("learning_rate", 5e-5, "Peak learning rate (linear decay to 0 over all training steps).")
+    flags.DEFINE_integer("seed", 12345, "Seed of every system's initial weights and data order.")
+    flags.DEFINE_integer("vocab_size", 30000, "SentencePiece pieces (albert_base: 30000).")
+    flags.DEFINE_float("corpus_mb", 10.4, "Sample corpus size the SentencePiece model is trained on.")
+    flags.DEFINE_string("data_dir", DATA_DIR, "train.tsv and dev.tsv with columns sentence, label.")
+    flags.DEFINE_integer("max_dev_examples", 0, "Use the first N dev examples (0: all).")
+    flags.DEFINE_list("systems", list(SYSTEMS), "Which of albert_tf, keras_hub, hf to run.")
+    flags.DEFINE_string("hf_python", DEFAULT_HF_PYTHON, "Python of the transformers peer's venv.")
+    flags.DEFINE_bool("jit_compile", False, "albert_tf: compile forward + backward with XLA.")
+    flags.DEFINE_enum("keras_hub_jit_compile", "auto", ["auto", "true", "false"],
+                      "keras-hub compile(jit_compile=...); auto is Keras' default (off on CPU-only machines).")
+    flags.DEFINE_string("output_dir", "results/finetune_bench", "Where results (and the SentencePiece model) go.")
+    flags.DEFINE_bool("tiny", False, "Smoke test: a 2-layer hidden-64 config, few steps and calls, 64 dev "
+                      "examples, a 1000-piece SentencePiece model (flags given explicitly still win).")
+
+
+def cpu_bf16_flags():
+    """The CPU's bf16 / AMX feature flags from /proc/cpuinfo."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    return sorted(x for x in line.split(":", 1)[1].split() if "bf16" in x or x.startswith("amx"))
+    except OSError:
+        pass
+    return []
+
+
+def percentile(values, q):
+    import numpy as np
+
+    return float(np.percentile(np.asarray(values, dtype=float), q))
+
+
+def throughput_texts(texts, k, batch):
+    """The k-th batch-size request: consecutive dev sentences (the same for every system)."""
+    i = (k * batch) % max(len(texts) - batch + 1, 1)
+    return texts[i:i + batch]
+
+
+# --- albert_tf -----------------------------------------------------------------------------
+
+
+class AlbertTfSystem:
+    """ClassificationTask on the driver's Trainer; requests through the exported classifier.
+    Built with `init` (an AlbertClassifier)'s weights; `warm_up` traces, exports and loads."""
+
+    def __init__(self, name, bucketed, ctx, init):
+        import numpy as np
+        import tensorflow as tf
+        import tensorflow_text  # noqa: F401  (the exported classifier's SentencePiece ops)
+
+        from albert_tf.data.buckets import DEFAULT_BUCKETS
+        from albert_tf.data.classifier_data import get_task
+        from albert_tf.tasks.classification import ClassificationOptions, ClassificationTask, check_options
+        from albert_tf.training.driver import Trainer, TrainingOptions
+
+        self.name, self.tf, self.np, self.ctx = name, tf, np, ctx
+        f = ctx.flags
+        run_dir = os.path.join(ctx.out, name)
+        options = ClassificationOptions(
+            task_name="tsv", data_dir=f.data_dir, output_dir=run_dir, albert_config_file=ctx.config_file,
+            spm_model_file=ctx.spm_model, max_seq_length=f.max_seq_length, do_train=True, do_eval=True,
+            text_a_column="sentence", labels=list(LABELS), random_seed=f.seed,
+            length_buckets=DEFAULT_BUCKETS if bucketed else "none")
+        check_options(options)
+        task_def = get_task("tsv", labels=list(LABELS), text_a_column="sentence")
+        self.task = ClassificationTask(options, task_def, {"train": ctx.train_examples, "dev": ctx.dev_examples})
+        self.trainer = Trainer(self.task, TrainingOptions(
+            run_dir, train_batch_size=f.batch_size, eval_batch_size=f.batch_size, optimizer="adamw",
+            learning_rate=f.learning_rate, num_train_steps=ctx.total_steps, num_warmup_steps=0,
+            jit_compile=f.jit_compile, write_curves=False))
+        self.trainer.model.set_weights(init.get_weights())
+        self.widths = self.task.widths
+        self.path = {"train": "Trainer.train(train_dataset iterator)", "eval": "Trainer.per_example_outputs",
+                     "latency": "exported classifier SavedModel __call__",
+                     "batch32": "exported classifier SavedModel __call__"}
+        self.info = {"length_buckets": list(self.widths), "jit_compile": bool(f.jit_compile)}
+
+    def initial_logits(self, texts):
+        from albert_tf.data.classifier_pipeline import pack
+
+        inputs = pack(self.task.preprocess, self.tf.constant(list(texts)), None, self.ctx.flags.max_seq_length,
+                      self.widths)
+        return self.np.asarray(self.trainer.model(inputs, training=False))
+
+    def warm_up(self):
+        from albert_tf.export.classifier_module import export_classifier
+
+        f = self.ctx.flags
+        self.iterator = iter(self.task.train_dataset(None, f.batch_size, 0))
+        start = time.perf_counter()
+        self.trainer.train(self.iterator, f.warmup_steps)
+        self.evaluate()  # traces the eval step for each width
+        warm = time.perf_counter() - start
+        start = time.perf_counter()
+        export_dir = os.path.join(self.ctx.out, f"export_{self.name}")
+        export_classifier(self.task.preprocess, self.trainer.model, export_dir, f.max_seq_length, list(LABELS),
+                          pair=False, task_name="docstring_topics", widths=self.widths)
+        self.served = self.tf.saved_model.load(export_dir)
+        exported = time.perf_counter() - start
+        self.info.update(export_dir=export_dir, warmup_seconds=round(warm, 2),
+                         export_and_load_seconds=round(exported, 2))
+        print(f"{self.name}: buckets {list(self.widths)}; warm-up {warm:.1f}s, export + load {exported:.1f}s",
+              flush=True)
+
+    def tokenize(self, texts):
+        ids = self.task.preprocess.tokenize(self.tf.constant(list(texts)))
+        return [list(map(int, row)) for row in ids.to_list()]
+
+    def train(self, steps):
+        start = time.perf_counter()
+        self.trainer.train(self.iterator, steps)
+        return time.perf_counter() - start
+
+    def evaluate(self):
+        b = self.ctx.flags.batch_size
+        start = time.perf_counter()
+        outputs = self.trainer.per_example_outputs(self.task.split_dataset("dev", b), b)
+        seconds = time.perf_counter() - start
+        accuracy = float(self.np.mean(self.np.argmax(outputs["logits"], -1) == outputs["label"]))
+        return seconds, accuracy
+
+    def request(self, texts):
+        return self.served(self.tf.constant(texts))["label_id"].numpy()
+
+    def warm_requests(self, text, batches):
+        for _ in range(self.ctx.flags.latency_warmup):
+            self.request([text])
+        for texts in batches:
+            self.request(texts)
+
+
+# --- keras-hub -----------------------------------------------------------------------------
+
+
+class KerasHubSystem:
+    """keras_hub.models.AlbertTextClassifier with its own preprocessor, as its users run it."""
+
+    name = "keras_hub"
+
+    def __init__(self, ctx, init):
+        import keras
+        import keras_hub
+        import numpy as np
+
+        from albert_tf.convert.keras_hub import write_keras_hub_backbone
+
+        self.np, self.ctx = np, ctx
+        f, c = ctx.flags, ctx.config
+        with open(ctx.spm_model, "rb") as fh:
+            proto = fh.read()
+        tokenizer = keras_hub.models.AlbertTokenizer(proto=proto)
+        self.tokenizer = tokenizer
+        preprocessor = keras_hub.models.AlbertTextClassifierPreprocessor(tokenizer=tokenizer,
+                                                                          sequence_length=f.max_seq_length)
+        backbone = keras_hub.models.AlbertBackbone(
+            vocabulary_size=c.vocab_size, num_layers=c.num_hidden_layers, num_heads=c.num_attention_heads,
+            embedding_dim=c.embedding_size, hidden_dim=c.hidden_size, intermediate_dim=c.intermediate_size,
+            num_groups=c.num_hidden_groups, num_inner_repetitions=c.inner_group_num,
+            dropout=c.hidden_dropout_prob, max_sequence_length=c.max_position_embeddings)
+        self.model = keras_hub.models.AlbertTextClassifier(backbone=backbone, num_classes=len(LABELS),
+                                                           preprocessor=preprocessor, dropout=0.1)
+        # the same initial weights as albert_tf's (encoder through the converter's table, then the head)
+        write_keras_hub_backbone(init.encoder, backbone)
+        self.model.output_dense.set_weights(init.output_dense.get_weights())
+        schedule = keras.optimizers.schedules.PolynomialDecay(f.learning_rate, ctx.total_steps, 0.0, power=1.0)
+        optimizer = keras.optimizers.AdamW(learning_rate=schedule, weight_decay=0.01, epsilon=1e-6,
+                                           global_clipnorm=1.0)
+        optimizer.exclude_from_weight_decay(var_names=["bias", "gamma", "beta"])
+        jit = {"auto": "auto", "true": True, "false": False}[f.keras_hub_jit_compile]
+        self.model.compile(optimizer=optimizer, loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+                           jit_compile=jit)
+        self.jit_compile = bool(self.model.jit_compile)
+        self.train_text = [e.text_a for e in ctx.train_examples]
+        self.train_label = np.array([LABELS.index(e.label) for e in ctx.train_examples], np.int32)
+        self.dev_text = [e.text_a for e in ctx.dev_examples]
+        self.dev_label = np.array([LABELS.index(e.label) for e in ctx.dev_examples], np.int32)
+        self.rng = np.random.default_rng(f.seed)
+        self.order, self.position = [], 0
+        self.path = {"train": "train_on_batch(raw strings)", "eval": "predict(raw strings, batch_size)"}
+        self.info = {"jit_compile": self.jit_compile,
+                     "padding": f"every batch padded to sequence_length={f.max_seq_length} (its preprocessor)",
+                     "lower_case": "str.lower() in Python before the preprocessor (timed)"}
+
+    def initial_logits(self, texts):
+        return self.np.asarray(self.model.predict_on_batch([t.lower() for t in texts]))
+
+    def warm_up(self):
+        start = time.perf_counter()
+        self.train(self.ctx.flags.warmup_steps)
+        self.evaluate()
+        warm = time.perf_counter() - start
+        self.info["warmup_seconds"] = round(warm, 2)
+        print(f"keras_hub: jit_compile {self.jit_compile}; warm-up {warm:.1f}s", flush=True)
+
+    def tokenize(self, texts):
+        return [list(map(int, self.np.asarray(self.tokenizer(t.lower())))) for t in texts]
+
+    def _next_batch(self):
+        b = self.ctx.flags.batch_size
+        if self.position + b > len(self.order):
+            self.order, self.position = self.rng.permutation(len(self.train_text)), 0
+        idx = self.order[self.position:self.position + b]
+        self.position += b
+        return idx
+
+    def train(self, steps):
+        start = time.perf_counter()
+        for _ in range(steps):
+            idx = self._next_batch()
+            self.model.train_on_batch([self.train_text[i].lower() for i in idx], self.train_label[idx])
+        return time.perf_counter() - start
+
+    def evaluate(self):
+        start = time.perf_counter()
+        logits = self.model.predict([t.lower() for t in self.dev_text], batch_size=self.ctx.flags.batch_size,
+                                    verbose=0)
+        seconds = time.perf_counter() - start
+        return seconds, float(self.np.mean(self.np.argmax(logits, -1) == self.dev_label))
+
+    def _predict_on_batch(self, texts):
+        return self.np.argmax(self.model.predict_on_batch([t.lower() for t in texts]), -1)
+
+    def _predict(self, texts):
+        return self.np.argmax(self.model.predict([t.lower() for t in texts], batch_size=len(texts), verbose=0), -1)
+
+    def warm_requests(self, text, batches):
+        """Warms both request paths and keeps the faster one per request size."""
+        paths = {"predict_on_batch(raw strings)": self._predict_on_batch, "predict(raw strings)": self._predict}
+        chosen = {}
+        for key, sample in (("latency", [[text]] * 3), ("batch32", batches[:2])):
+            best = None
+            for label, fn in paths.items():
+                fn(sample[0])  # trace
+                start = time.perf_counter()
+                for texts in sample:
+                    fn(texts)
+                seconds = time.perf_counter() - start
+                chosen.setdefault(key + "_candidates_seconds", {})[label] = round(seconds / len(sample), 5)
+                if best is None or seconds < best[0]:
+                    best = (seconds, label, fn)
+            self.path[key] = best[1]
+            chosen[key] = best[2]
+        self._latency_fn, self._batch_fn = chosen.pop("latency"), chosen.pop("batch32")
+        for _ in range(self.ctx.flags.latency_warmup):
+            self._latency_fn([text])
+        self.info.update(chosen)
+        print(f"keras_hub requests: batch 1 via {self.path['latency']}, batch {self.ctx.flags.batch_size} via "
+              f"{self.path['batch32']}", flush=True)
+
+    def request(self, texts):
+        return (self._latency_fn if len(texts) == 1 else self._batch_fn)(texts)
+
+
+# --- Hugging Face transformers (separate process) -------------------------------------------
+
+
+class PeerUnavailable(Exception):
+    pass
+
+
+def hf_state_dict(classifier):
+    """AlbertForSequenceClassification's state dict (name -> array) holding an albert_tf
+    AlbertClassifier's weights: the encoder through the converter's Hugging Face table
+    (albert_tf.convert.hf, reversed), the head transposed to torch's [out, in]."""
+    import numpy as np
+
+    from albert_tf.convert import hf
+    from albert_tf.convert.rename import apply_transforms, model_variables, rename
+    from albert_tf.convert.templates import reverse, to_regex_table
+
+    source = {path: np.asarray(v) for path, v in model_variables(classifier.encoder).items()}
+    values = apply_transforms(rename(source, to_regex_table(reverse(hf.HF_ENCODER_TABLE))))
+    state = {f"albert.{k}": np.ascontiguousarray(v, dtype=np.float32) for k, v in values.items()}
+    kernel, bias = classifier.output_dense.get_weights()
+    state["classifier.weight"] = np.ascontiguousarray(kernel.T, dtype=np.float32)
+    state["classifier.bias"] = np.asarray(bias, np.float32)
+    return state
+
+
+class HfSystem:
+    """benchmarks/hf_peer.py in the peers venv, driven in JSON lines."""
+
+    name = "hf"
+
+    def __init__(self, ctx, init):
+        f = ctx.flags
+        self.ctx = ctx
+        python = f.hf_python
+        if not (os.path.isfile(python) and os.access(python, os.X_OK)):
+            raise PeerUnavailable(f"{python} not found: create the peers venv with `bash benchmarks/make_peers_venv.sh` "
+                                  "(or pass --hf_python=/path/to/python with torch, transformers, sentencepiece, "
+                                  "protobuf)")
+        from albert_tf.storage import atomic
+
+        data_json = os.path.join(ctx.out, "hf_data.json")
+        atomic.write_json(data_json, {
+            "labels": list(LABELS),
+            "train": {"text": [e.text_a for e in ctx.train_examples],
+                      "label": [LABELS.index(e.label) for e in ctx.train_examples]},
+            "dev": {"text": [e.text_a for e in ctx.dev_examples],
+                    "label": [LABELS.index(e.label) for e in ctx.dev_examples]}}, indent=None)
+        init_npz = os.path.join(ctx.out, "hf_init.npz")
+        with atomic.open_file(init_npz, "wb", encoding=None) as fh:
+            import numpy as np
+
+            np.savez(fh, **hf_state_dict(init))
+        self.log_path = os.path.join(ctx.out, "hf_peer.log")
+        self.log = open(self.log_path, "w")
+        env = dict(os.environ, HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
+        env.pop("PYTHONPATH", None)
+        self.proc = subprocess.Popen(
+            [python, os.path.join(HERE, "hf_peer.py"), f"--data_json={data_json}", f"--spm_model={ctx.spm_model}",
+             f"--config_json={ctx.config_file}", f"--max_seq_length={f.max_seq_length}",
+             f"--batch_size={f.batch_size}", f"--learning_rate={f.learning_rate}",
+             f"--total_steps={ctx.total_steps}", f"--seed={f.seed}", f"--init_npz={init_npz}"],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log, text=True, env=env)
+        try:
+            ready = self._read()
+            if not ready.get("ready"):
+                raise PeerUnavailable(f"hf_peer.py did not start: {ready}")
+            self.peer_info = self.ask({"cmd": "info", "probe": []})
+        except BaseException:
+            self.close()
+            raise
+        self.path = {"train": "per-batch tokenizer(padding='longest') + AdamW step (torch, CPU)",
+                     "eval": "inference_mode, dev batches padded to their longest",
+                     "latency": "tokenizer + model under inference_mode",
+                     "batch32": "tokenizer + model under inference_mode"}
+        self.info = dict({k: v for k, v in self.peer_info.items() if k != "probe_ids"}, log=self.log_path)
+
+    def initial_logits(self, texts):
+        import numpy as np
+
+        return np.asarray(self.ask({"cmd": "logits", "texts": list(texts)})["logits"])
+
+    def warm_up(self):
+        start = time.perf_counter()
+        self.ask({"cmd": "train", "steps": self.ctx.flags.warmup_steps})
+        self.ask({"cmd": "eval"})
+        warm = time.perf_counter() - start
+        self.info["warmup_seconds"] = round(warm, 2)
+        print(f"hf: transformers {self.peer_info['versions']['transformers']}, torch "
+              f"{self.peer_info['versions']['torch']} ({self.peer_info['threads']} threads, attention "
+              f"{self.peer_info['attn_implementation']}); warm-up {warm:.1f}s", flush=True)
+
+    def _read(self):
+        line = self.proc.stdout.readline()
+        if not line:
+            self.log.flush()
+            with open(self.log_path) as fh:
+                tail = fh.read()[-2000:]
+            raise PeerUnavailable(f"hf_peer.py exited (status {self.proc.poll()}); its log {self.log_path} ends:\n{tail}")
+        return json.loads(line)
+
+    def ask(self, request):
+        self.proc.stdin.write(json.dumps(request) + "\n")
+        self.proc.stdin.flush()
+        reply = self._read()
+        if "error" in reply:
+            raise PeerUnavailable(f"hf_peer.py: {reply['error']} (log: {self.log_path})")
+        return reply
+
+    def tokenize(self, texts):
+        ids = self.ask({"cmd": "info", "probe": list(texts)})["probe_ids"]
+        return [row[1:-1] for row in ids]  # without [CLS] and [SEP]
+
+    def train(self, steps):
+        return self.ask({"cmd": "train", "steps": steps})["seconds"]
+
+    def evaluate(self):
+        reply = self.ask({"cmd": "eval"})
+        return reply["seconds"], reply["accuracy"]
+
+    def warm_requests(self, text, batches):
+        self.ask({"cmd": "latency", "calls": self.ctx.flags.latency_warmup, "text": text})
+        self.ask({"cmd": "throughput", "batches": len(batches)})
+
+    def latency_ms(self, calls, text):
+        return self.ask({"cmd": "latency", "calls": calls, "text": text})["ms"]
+
+    def throughput(self, batches):
+        reply = self.ask({"cmd": "throughput", "batches": batches})
+        return reply["examples"] / reply["seconds"]
+
+    def close(self):
+        """Asks the peer to quit (it also ends when its stdin closes); kills it if it hangs."""
+        try:
+            self.proc.stdin.write(json.dumps({"cmd": "quit"}) + "\n")
+            self.proc.stdin.flush()
+            self.proc.stdin.close()
+        except (OSError, ValueError):  # already gone
+            pass
+        try:
+            self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self.log.close()
+
+
+# --- the run -------------------------------------------------------------------------------
+
+
+class Context:
+    pass
+
+
+def time_latency(system, calls, text):
+    if hasattr(system, "latency_ms"):
+        return system.latency_ms(calls, text)
+    out = []
+    for _ in range(calls):
+        start = time.perf_counter()
+        system.request([text])
+        out.append((time.perf_counter() - start) * 1e3)
+    return out
+
+
+def time_throughput(system, batches, texts, batch):
+    if hasattr(system, "throughput"):
+        return system.throughput(batches)
+    count = 0
+    start = time.perf_counter()
+    for k in range(batches):
+        chunk = throughput_texts(texts, k, batch)
+        system.request(chunk)
+        count += len(chunk)
+    return count / (time.perf_counter() - start)
+
+
+def apply_tiny_defaults(f):
+    if f.tiny:
+        for name, value in TINY_DEFAULTS.items():
+            if not f[name].present:
+                setattr(f, name, value)
+
+
+def plot(rows, path, title):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from albert_tf.storage import atomic
+
+    panels = [(k, label) for k, label, _ in METRICS] + [("dev_accuracy", "dev accuracy")]
+    fig, axes = plt.subplots(2, 3, figsize=(14, 7.5))
+    names = [r["system"] for r in rows]
+    colors = ["#1f77b4", "#aec7e8", "#ff7f0e", "#2ca02c", "#9467bd"][:len(rows)]
+    for ax, (key, label) in zip(axes.flat, panels):
+        values = [r.get(key) if r.get(key) is not None else 0.0 for r in rows]
+        bars = ax.bar(range(len(rows)), values, color=colors)
+        for bar, value in zip(bars, values):
+            ax.annotate(f"{value:.3g}", (bar.get_x() + bar.get_width() / 2, bar.get_height()), ha="center",
+                        va="bottom", fontsize=8)
+        ax.set_xticks(range(len(rows)))
+        ax.set_xticklabels(names, rotation=15, fontsize=8)
+        ax.set_title(label, fontsize=10)
+        ax.grid(axis="y", alpha=0.3)
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    with atomic.output_path(path) as tmp:
+        fig.savefig(tmp, dpi=100, format="png")
+    plt.close(fig)
+    return path
+
+
+def run(f):
+    apply_tiny_defaults(f)
+    for name in ("repeats", "steps", "warmup_steps", "calls", "latency_warmup", "throughput_batches", "batch_size"):
+        if getattr(f, name) < 1:
+            raise ValueError(f"--{name} must be positive.")
+    unknown = [s for s in f.systems if s not in SYSTEMS]
+    if unknown or not f.systems:
+        raise ValueError(f"--systems: {unknown or 'empty'}; choose from {', '.join(SYSTEMS)}.")
+    import keras
+    import numpy as np
+    import tensorflow as tf
+
+    # Seeded once, before any tokenizer exists: tf.random.set_seed (inside set_random_seed)
+    # clears TensorFlow's eager kernel cache, and with it the SentencePiece resources of every
+    # tf_text tokenizer made before (albert_tf's preprocessing and keras-hub's tokenizer alike),
+    # which then fail with "Resource .../SentencepieceOp ... does not exist".
+    keras.utils.set_random_seed(f.seed)
+    from albert_tf.data.classifier_data import get_task, read_examples
+    from albert_tf.data.classifier_pipeline import packed_lengths
+    from albert_tf.data.tokenization import SentencePieceTokenizer
+    from albert_tf.export.preprocess_module import PreprocessModule
+    from albert_tf.modeling.config import AlbertConfig
+    from albert_tf.storage import atomic
+
+    ctx = Context()
+    ctx.flags = f
+    ctx.out = out = f.output_dir if os.path.isabs(f.output_dir) else os.path.join(ROOT, f.output_dir)
+    os.makedirs(out, exist_ok=True)
+
+    # --- inputs ----------------------------------------------------------------------------
+    ctx.spm_model, spm_seconds = sentencepiece_model(out, f.vocab_size, f.corpus_mb)
+    config = AlbertConfig.from_json_file(os.path.join(ROOT, "configs", "albert_base.json"))
+    pre = PreprocessModule(ctx.spm_model, seq_length=f.max_seq_length)
+    vocab = SentencePieceTokenizer(ctx.spm_model).vocab_size
+    config = config.replace(vocab_size=vocab, **(TINY_CONFIG if f.tiny else {}))
+    if f.max_seq_length > config.max_position_embeddings:
+        raise ValueError(f"--max_seq_length={f.max_seq_length} exceeds max_position_embeddings "
+                         f"({config.max_position_embeddings}).")
+    ctx.config = config
+    ctx.config_file = os.path.join(out, "albert_config.json")
+    config.to_json_file(ctx.config_file)
+    task_def = get_task("tsv", labels=list(LABELS), text_a_column="sentence")
+    ctx.train_examples = read_examples(task_def, f.data_dir, "train")
+    ctx.dev_examples = read_examples(task_def, f.data_dir, "dev")
+    if f.max_dev_examples:
+        ctx.dev_examples = ctx.dev_examples[:f.max_dev_examples]
+    ctx.total_steps = f.warmup_steps + f.repeats * f.steps
+    dev_text = [e.text_a for e in ctx.dev_examples]
+    lengths = packed_lengths(pre, dev_text, None, f.max_seq_length)
+    train_lengths = packed_lengths(pre, [e.text_a for e in ctx.train_examples], None, f.max_seq_length)
+    by_length = sorted(range(len(dev_text)), key=lambda i: (lengths[i], i))
+    short = dev_text[by_length[len(by_length) // 4]]  # the 25th-percentile length: a short request
+    short_len = int(lengths[by_length[len(by_length) // 4]])
+    batch_texts = [throughput_texts(dev_text, k, f.batch_size) for k in range(f.throughput_batches)]
+    counts = np.bincount([LABELS.index(e.label) for e in ctx.dev_examples], minlength=len(LABELS))
+    train_counts = np.bincount([LABELS.index(e.label) for e in ctx.train_examples], minlength=len(LABELS))
+    majority = float(counts[int(np.argmax(train_counts))] / max(len(ctx.dev_examples), 1))
+
+    cpu, bf16 = cpu_model(), cpu_bf16_flags()
+    peak = matmul_peak_gflops()
+    print(f"CPU: {cpu}; bf16 flags: {', '.join(bf16) or 'none'}; fp32 matmul peak (n=2048, graph, best of 5): "
+          f"{peak:.1f} GFLOP/s", flush=True)
+    print(f"SentencePiece model {ctx.spm_model}: {vocab} pieces" + (f" (trained in {spm_seconds:.1f}s)" if spm_seconds
+                                                                      else " (reused)"), flush=True)
+    print(f"{'tiny' if f.tiny else 'albert_base'} config (H {config.hidden_size}, L {config.num_hidden_layers}, "
+          f"V {vocab}), max_seq_length {f.max_seq_length}, batch {f.batch_size}; topic task: "
+          f"{len(ctx.train_examples)} train / {len(ctx.dev_examples)} dev sentences, packed length median "
+          f"{statistics.median(train_lengths.tolist()):.0f} (p95 {percentile(train_lengths, 95):.0f}, max "
+          f"{int(train_lengths.max())}); {ctx.total_steps} training steps each "
+          f"({f.warmup_steps} warm-up + {f.repeats} x {f.steps})", flush=True)
+    print(f"one-request text ({short_len} tokens packed): {short!r}", flush=True)
+
+    # --- systems: built from the same initial weights, checked, then warmed up ---------------
+    from albert_tf.data.classifier_pipeline import pack
+    from albert_tf.modeling.classifier import AlbertClassifier
+    from albert_tf.modeling.pretrainer import AlbertPretrainer
+
+    init = AlbertClassifier(AlbertPretrainer(config).encoder, len(LABELS), dropout=0.1,
+                            initializer_range=config.initializer_range)
+    probe = dev_text[:3]
+    reference_ids = [list(map(int, row)) for row in pre.tokenize(tf.constant(probe)).to_list()]
+    reference_logits = np.asarray(init(pack(pre, tf.constant(probe), None, f.max_seq_length), training=False))
+    systems, skipped, peers = [], {}, []
+    if "albert_tf" in f.systems:
+        systems.append(AlbertTfSystem("albert_tf_buckets", True, ctx, init))
+        systems.append(AlbertTfSystem("albert_tf_no_buckets", False, ctx, init))
+    if "keras_hub" in f.systems:
+        systems.append(KerasHubSystem(ctx, init))
+    # every system's tokenization and initial logits of the first dev sentences against albert_tf's
+    tokenization, logits_diff = {}, {}
+
+    def check_start(s):
+        ids = s.tokenize(probe)
+        tokenization[s.name] = ("equal" if ids == reference_ids else "same counts, different pieces"
+                                if [len(x) for x in ids] == [len(x) for x in reference_ids] else "different")
+        logits_diff[s.name] = float(np.max(np.abs(s.initial_logits(probe) - reference_logits)))
+
+    for s in systems:
+        check_start(s)
+    if "hf" in f.systems:
+        try:
+            hf = HfSystem(ctx, init)
+            peers.append(hf)
+            check_start(hf)
+            hf.warm_up()
+            hf.warm_requests(short, batch_texts)
+            systems.append(hf)
+        except PeerUnavailable as e:
+            skipped["hf"] = str(e)
+            print(f"hf: SKIPPED: {e}", flush=True)
+    print("same start, checked on the first dev sentences: " + "; ".join(
+        f"{n}: pieces {tokenization[n]}, initial logits max |diff| {logits_diff[n]:.1e}" for n in tokenization),
+          flush=True)
+    for s in systems:
+        if not isinstance(s, HfSystem):
+            s.warm_up()
+            s.warm_requests(short, batch_texts)
+
+    # --- interleaved rounds ----------------------------------------------------------------
+    record = {s.name: {"finetune": [], "eval": [], "p50": [], "p99": [], "batch32": [], "accuracy": None}
+              for s in systems}
+    try:
+        for r in range(f.repeats):
+            for s in list(systems):
+                rec = record[s.name]
+                try:
+                    rec["finetune"].append(f.steps * f.batch_size / s.train(f.steps))
+                    seconds, accuracy = s.evaluate()
+                    rec["eval"].append(len(ctx.dev_examples) / seconds)
+                    rec["accuracy"] = accuracy
+                    ms = time_latency(s, f.calls, short)
+                    rec["p50"].append(percentile(ms, 50))
+                    rec["p99"].append(percentile(ms, 99))
+                    rec["batch32"].append(time_throughput(s, f.throughput_batches, dev_text, f.batch_size))
+                except PeerUnavailable as e:  # the transformers peer failed: report the others
+                    skipped[s.name] = str(e)
+                    print(f"{s.name}: SKIPPED: {e}", flush=True)
+                    systems.remove(s)
+                    del record[s.name]
+            print(f"round {r + 1}/{f.repeats}: " + "; ".join(
+                f"{n} train {v['finetune'][-1]:.2f}/s eval {v['eval'][-1]:.1f}/s p50 {v['p50'][-1]:.1f}ms "
+                f"b{f.batch_size} {v['batch32'][-1]:.1f}/s" for n, v in record.items()), flush=True)
+    finally:
+        for s in peers:
+            s.close()
+
+    # --- results ---------------------------------------------------------------------------
+    rows = []
+    for s in systems:
+        rec = record[s.name]
+        rows.append({
+            "system": s.name,
+            "finetune_examples_per_second": round(statistics.median(rec["finetune"]), 3),
+            "eval_examples_per_second": round(statistics.median(rec["eval"]), 3),
+            "latency_p50_ms": round(statistics.median(rec["p50"]), 3),
+            "latency_p99_ms": round(statistics.median(rec["p99"]), 3),
+            "batch32_examples_per_second": round(statistics.median(rec["batch32"]), 3),
+            "dev_accuracy": round(rec["accuracy"], 4),
+            "train_path": s.path["train"], "eval_path": s.path["eval"], "latency_path": s.path["latency"],
+            "batch32_path": s.path["batch32"],
+            "runs": {k: [round(x, 3) for x in rec[k]] for k in ("finetune", "eval", "p50", "p99", "batch32")},
+        })
+    by = {r["system"]: r for r in rows}
+
+    def speedup(ours, peer):
+        out_ = {}
+        for key, _, higher in METRICS:
+            a, b = by[ours][key], by[peer][key]
+            out_[key] = round((a / b) if higher else (b / a), 3) if a and b else None
+        return out_
+
+    ratios = {}
+    for ours in ("albert_tf_buckets", "albert_tf_no_buckets"):
+        for peer in ("keras_hub", "hf"):
+            if ours in by and peer in by:
+                ratios[f"{ours}/{peer}"] = speedup(ours, peer)
+    if "albert_tf_buckets" in by and "albert_tf_no_buckets" in by:
+        ratios["albert_tf_buckets/albert_tf_no_buckets"] = speedup("albert_tf_buckets", "albert_tf_no_buckets")
+
+    accuracies = {r["system"]: r["dev_accuracy"] for r in rows}
+    spread = (max(accuracies.values()) - min(accuracies.values())) if accuracies else 0.0
+    near_chance = bool(accuracies) and max(accuracies.values()) < max(majority, 1 / len(LABELS)) + 0.05
+    accuracy = {"dev_accuracy": accuracies, "spread_points": round(100 * spread, 2),
+                "within_1_point": spread <= 0.01, "majority_baseline": round(majority, 4),
+                "chance": 1 / len(LABELS), "near_chance": near_chance, "training_steps": ctx.total_steps}
+
+    # --- print -----------------------------------------------------------------------------
+    print(f"\nmedians of {f.repeats} interleaved rounds ({'tiny' if f.tiny else 'albert_base'}, seq "
+          f"{f.max_seq_length}, batch {f.batch_size}; examples/s unless ms):")
+    print(f"{'system':<22}{'fine-tune':>12}{'eval':>12}{'p50 ms':>10}{'p99 ms':>10}{'batch ' + str(f.batch_size):>12}"
+          f"{'dev acc':>9}")
+    for r in rows:
+        print(f"{r['system']:<22}{r['finetune_examples_per_second']:>12.2f}{r['eval_examples_per_second']:>12.2f}"
+              f"{r['latency_p50_ms']:>10.2f}{r['latency_p99_ms']:>10.2f}{r['batch32_examples_per_second']:>12.2f}"
+              f"{r['dev_accuracy']:>9.4f}")
+    if ratios:
+        print("\nspeed ratios (albert_tf's speed / the other's; latency: the other's ms / albert_tf's; > 1: albert_tf "
+              "faster):")
+        for name, values in ratios.items():
+            print(f"{name:<42}" + "  ".join(f"{SHORT[k]} {'-' if v is None else f'{v:.2f}x'}"
+                                            for k, v in values.items()))
+    print(f"\ndev accuracy after {ctx.total_steps} steps: "
+          + ", ".join(f"{k} {v:.4f}" for k, v in accuracies.items())
+          + f"; spread {100 * spread:.1f} points ({'within' if spread <= 0.01 else 'NOT within'} 1 point); "
+          f"majority baseline {majority:.4f}")
+    if near_chance:
+        print(f"NOTE: every system is near chance (random initial weights, {ctx.total_steps} steps): the accuracy "
+              "comparison says little here; run more steps (--steps, --repeats) for a meaningful one.")
+    for name, why in skipped.items():
+        print(f"{name} skipped: {why}")
+
+    common = {"cpu_model": cpu, "cpu_bf16_flags": bf16, "matmul_peak_gflops": round(peak, 1), "tiny": bool(f.tiny),
+              "repeats": f.repeats, "steps": f.steps, "warmup_steps": f.warmup_steps, "calls": f.calls,
+              "throughput_batches": f.throughput_batches, "batch_size": f.batch_size,
+              "max_seq_length": f.max_seq_length, "vocab_size": vocab}
+    import keras_hub
+
+    results = dict(
+        common, config=config.to_dict(),
+        learning_rate=f.learning_rate, seed=f.seed, training_steps=ctx.total_steps,
+        versions={"tensorflow": tf.__version__, "keras": keras.__version__, "keras_hub": keras_hub.__version__},
+        dataset={"data_dir": f.data_dir, "train_examples": len(ctx.train_examples),
+                 "dev_examples": len(ctx.dev_examples),
+                 "train_packed_length_median": float(statistics.median(train_lengths.tolist())),
+                 "train_packed_length_p95": percentile(train_lengths, 95),
+                 "dev_packed_length_median": float(statistics.median(lengths.tolist()))},
+        latency_text=short, latency_text_tokens=short_len, rows=rows, ratios=ratios, accuracy=accuracy,
+        tokenization_equal_to_albert_tf=tokenization, initial_logits_max_abs_diff=logits_diff,
+        systems={s.name: s.info for s in systems}, skipped=skipped)
+    atomic.write_json(os.path.join(out, "results.json"), results)
+    flat = dict(common, cpu_bf16_flags=" ".join(bf16))
+    csv_rows = [dict(flat, **{k: v for k, v in r.items() if k != "runs"}) for r in rows]
+    for name, values in ratios.items():
+        csv_rows.append(dict(flat, system=f"ratio {name}", **values))
+    fields = []
+    for row in csv_rows:
+        fields.extend(k for k in row if k not in fields)
+    with atomic.open_file(os.path.join(out, "results.csv"), "w") as fh:
+        writer = csv.DictWriter(fh, fieldnames=fields, extrasaction="ignore")
+        writer.writeheader()
+        writer.writerows(csv_rows)
+    png = plot(rows, os.path.join(out, "finetune_bench.png"),
+               f"topic task fine-tuning, {'tiny' if f.tiny else 'albert_base'} config, seq {f.max_seq_length}, batch "
+               f"{f.batch_size}, fp32; {cpu}; medians of {f.repeats} rounds")
+    print(f"wrote {out}/results.json, results.csv and {os.path.basename(png)}")
+    return 0
+
+
+def entry():
+    cli.main("finetune_bench", define_flags, run)
+
+
+if __name__ == "__main__":
+    entry()

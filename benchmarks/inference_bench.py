@@ -1,0 +1,223 @@
+"""Encoder inference speed: albert_tf's exported encoder SavedModel against keras-hub's
+AlbertBackbone of the same dims, at fixed length.
+
+    python benchmarks/inference_bench.py [--repeats=3] [--calls=20] [--batch_size=16] [--seq_length=128] \\
+        [--output_dir=results/inference_bench]
+    python benchmarks/inference_bench.py --tiny   # smoke test: 2-layer hidden-64 config, seconds
+
+albert_tf: an AlbertPretrainer on configs/albert_base.json (vocab_size = the SentencePiece
+model's: --vocab_size pieces, trained at start on the built-in sample corpus and kept in
+--output_dir/spm) with random weights, exported by albert_tf.export.exporter.export_tfhub
+(encoder/ + preprocess/), the encoder loaded back with tf.saved_model.load in this process
+and called three ways: its `serving_default` signature (flat outputs), its root
+`__call__(inputs, training=False)` (the TF-Hub contract), and (for comparison with
+keras-hub's XLA path) its `.serve` wrapped in tf.function(jit_compile=True). keras-hub: AlbertBackbone of the
+same dims and vocabulary holding the same weights (copied with
+albert_tf.convert.keras_hub.write_keras_hub_backbone; the pooled outputs are compared and
+the largest difference reported), called with predict_on_batch (the compiled predict
+function) after compile(jit_compile=False) — what "auto" resolves to on a CPU-only machine —
+and after compile(jit_compile=True) (XLA); the faster is reported as keras-hub's.
+
+Inputs: one batch of --batch_size rows of --seq_length random ids, every position real
+(no padding, no bucketing), the same for every variant; outputs are fetched to NumPy
+(pooled and sequence output) in every variant. Each of --repeats rounds times --calls calls
+of every variant in turn (interleaved, so a drift in the machine's speed hits all); the
+median examples/s is reported, and albert_tf / keras-hub: albert_tf's signature (the
+headline) and its XLA-wrapped .serve, each over keras-hub's faster variant (> 1: albert_tf
+faster). Writes results.json and results.csv in
+--output_dir with the CPU model, its bf16 flags and the fp32 matmul peak.
+"""
+
+import csv
+import os
+import statistics
+import time
+
+from finetune_bench import cpu_bf16_flags  # benchmarks/ is on sys.path
+from squad_bench import TINY_CONFIG, cpu_model, sentencepiece_model
+from train_step_bench import matmul_peak_gflops
+
+from albert_tf import cli
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+TINY_DEFAULTS = {"calls": 3, "warmup_calls": 1, "repeats": 2, "vocab_size": 1000, "corpus_mb": 0.3}
+
+
+def define_flags():
+    from absl import flags
+
+    flags.DEFINE_integer("repeats", 3, "Interleaved rounds; the median is reported.")
+    flags.DEFINE_integer("calls", 20, "Timed calls per round and variant.")
+    flags.DEFINE_integer("warmup_calls", 3, "Untimed calls per variant before the rounds.")
+    flags.DEFINE_integer("batch_size", 16, "Rows per call.")
+    flags.DEFINE_integer("seq_length", 128, "Fixed sequence length (every position real).")
+    flags.DEFINE_integer("seed", 12345, "Seed of the weights and inputs.")
+    flags.DEFINE_integer("vocab_size", 30000, "SentencePiece pieces (albert_base: 30000).")
+    flags.DEFINE_float("corpus_mb", 10.4, "Sample corpus size the SentencePiece model is trained on.")
+    flags.DEFINE_string("output_dir", "results/inference_bench", "Where results (and the export) go.")
+    flags.DEFINE_bool("tiny", False, "Smoke test: a 2-layer hidden-64 config, few calls, a 1000-piece "
+                      "SentencePiece model (flags given explicitly still win).")
+
+
+def run(f):
+    if f.tiny:
+        for name, value in TINY_DEFAULTS.items():
+            if not f[name].present:
+                setattr(f, name, value)
+    for name in ("repeats", "calls", "warmup_calls", "batch_size", "seq_length"):
+        if getattr(f, name) < 1:
+            raise ValueError(f"--{name} must be positive.")
+    import keras
+    import keras_hub
+    import numpy as np
+    import tensorflow as tf
+
+    from albert_tf.convert.keras_hub import write_keras_hub_backbone
+    from albert_tf.data.tokenization import SentencePieceTokenizer
+    from albert_tf.export.exporter import export_tfhub
+    from albert_tf.modeling.config import AlbertConfig
+    from albert_tf.modeling.pretrainer import AlbertPretrainer
+    from albert_tf.storage import atomic
+
+    keras.utils.set_random_seed(f.seed)
+    out = f.output_dir if os.path.isabs(f.output_dir) else os.path.join(ROOT, f.output_dir)
+    os.makedirs(out, exist_ok=True)
+    spm_model, spm_seconds = sentencepiece_model(out, f.vocab_size, f.corpus_mb)
+    vocab = SentencePieceTokenizer(spm_model).vocab_size
+    config = AlbertConfig.from_json_file(os.path.join(ROOT, "configs", "albert_base.json"))
+    config = config.replace(vocab_size=vocab, **(TINY_CONFIG if f.tiny else {}))
+    if f.seq_length > config.max_position_embeddings:
+        raise ValueError(f"--seq_length={f.seq_length} exceeds max_position_embeddings "
+                         f"({config.max_position_embeddings}).")
+    cpu, bf16 = cpu_model(), cpu_bf16_flags()
+    peak = matmul_peak_gflops()
+    print(f"CPU: {cpu}; bf16 flags: {', '.join(bf16) or 'none'}; fp32 matmul peak (n=2048, graph, best of 5): "
+          f"{peak:.1f} GFLOP/s", flush=True)
+    print(f"SentencePiece model {spm_model}: {vocab} pieces" + (f" (trained in {spm_seconds:.1f}s)" if spm_seconds
+                                                                 else " (reused)"), flush=True)
+    B, T = f.batch_size, f.seq_length
+    print(f"{'tiny' if f.tiny else 'albert_base'} config (H {config.hidden_size}, L {config.num_hidden_layers}, "
+          f"V {vocab}); batch {B}, length {T} (no padding, no bucketing), float32", flush=True)
+
+    # --- albert_tf: export, load the encoder SavedModel --------------------------------------
+    pretrainer = AlbertPretrainer(config)
+    rng = np.random.default_rng(f.seed)
+    ids = rng.integers(5, vocab, (B, T)).astype("int32")
+    inputs = {"input_word_ids": tf.constant(ids), "input_mask": tf.ones((B, T), tf.int32),
+              "input_type_ids": tf.zeros((B, T), tf.int32)}
+    pretrainer.encoder(inputs)  # builds the weights
+    start = time.perf_counter()
+    export_dir = export_tfhub(pretrainer, spm_model, os.path.join(out, "export"), seq_length=T)
+    encoder = tf.saved_model.load(os.path.join(export_dir, "encoder"))
+    print(f"export_tfhub + load: {time.perf_counter() - start:.1f}s ({export_dir})", flush=True)
+    signature = encoder.signatures["serving_default"]
+
+    def albert_tf_signature():
+        o = signature(**inputs)
+        return o["pooled_output"].numpy(), o["sequence_output"].numpy()
+
+    def albert_tf_call():
+        o = encoder(inputs, training=False)
+        return o["pooled_output"].numpy(), o["sequence_output"].numpy()
+
+    serve_xla = tf.function(lambda x: encoder.serve(x), jit_compile=True)
+
+    def albert_tf_serve_xla():
+        o = serve_xla(inputs)
+        return o["pooled_output"].numpy(), o["sequence_output"].numpy()
+
+    # --- keras-hub: the same dims and weights -------------------------------------------------
+    def backbone(jit):
+        model = keras_hub.models.AlbertBackbone(
+            vocabulary_size=vocab, num_layers=config.num_hidden_layers, num_heads=config.num_attention_heads,
+            embedding_dim=config.embedding_size, hidden_dim=config.hidden_size,
+            intermediate_dim=config.intermediate_size, num_groups=config.num_hidden_groups,
+            num_inner_repetitions=config.inner_group_num, dropout=config.hidden_dropout_prob,
+            max_sequence_length=config.max_position_embeddings)
+        write_keras_hub_backbone(pretrainer.encoder, model)
+        model.compile(jit_compile=jit)
+        return model
+
+    hub_inputs = {"token_ids": ids, "segment_ids": np.zeros((B, T), "int32"), "padding_mask": np.ones((B, T), "int32")}
+    hub_plain, hub_jit = backbone(False), backbone(True)
+
+    def keras_hub_predict_on_batch():
+        o = hub_plain.predict_on_batch(hub_inputs)
+        return o["pooled_output"], o["sequence_output"]
+
+    def keras_hub_predict_on_batch_jit():
+        o = hub_jit.predict_on_batch(hub_inputs)
+        return o["pooled_output"], o["sequence_output"]
+
+    variants = {
+        "albert_tf_saved_model_signature": (albert_tf_signature, "encoder SavedModel signatures['serving_default']"),
+        "albert_tf_saved_model_call": (albert_tf_call, "encoder SavedModel __call__(inputs, training=False)"),
+        "albert_tf_saved_model_serve_xla": (albert_tf_serve_xla,
+                                            "tf.function(encoder SavedModel .serve, jit_compile=True) (XLA)"),
+        "keras_hub_predict_on_batch": (keras_hub_predict_on_batch, "AlbertBackbone.predict_on_batch, jit_compile=False"),
+        "keras_hub_predict_on_batch_jit": (keras_hub_predict_on_batch_jit,
+                                           "AlbertBackbone.predict_on_batch, jit_compile=True (XLA)"),
+    }
+    pooled = {}
+    for name, (fn, _) in variants.items():
+        for _ in range(f.warmup_calls):
+            pooled[name] = fn()[0]
+    diffs = {name: float(np.max(np.abs(p - pooled["albert_tf_saved_model_signature"]))) for name, p in pooled.items()}
+    print("pooled_output max |diff| against albert_tf's signature: "
+          + ", ".join(f"{n} {d:.1e}" for n, d in diffs.items()), flush=True)
+
+    rates = {name: [] for name in variants}
+    for r in range(f.repeats):
+        for name, (fn, _) in variants.items():
+            start = time.perf_counter()
+            for _ in range(f.calls):
+                fn()
+            rates[name].append(f.calls * B / (time.perf_counter() - start))
+        print(f"round {r + 1}/{f.repeats}: " + ", ".join(f"{n} {v[-1]:.2f}" for n, v in rates.items()), flush=True)
+
+    rows = []
+    for name, (_, path) in variants.items():
+        median = statistics.median(rates[name])
+        rows.append({"variant": name, "system": name.split("_saved")[0].split("_predict")[0], "path": path,
+                     "median_examples_per_second": round(median, 3), "runs": [round(x, 3) for x in rates[name]],
+                     "pooled_output_max_abs_diff": diffs[name]})
+    by = {r["variant"]: r for r in rows}
+    hub_best = max(("keras_hub_predict_on_batch", "keras_hub_predict_on_batch_jit"),
+                   key=lambda n: by[n]["median_examples_per_second"])
+    base = by[hub_best]["median_examples_per_second"]
+    for r in rows:
+        r["ratio_vs_keras_hub_fastest"] = round(r["median_examples_per_second"] / base, 3)
+    ratio = by["albert_tf_saved_model_signature"]["ratio_vs_keras_hub_fastest"]
+    ratio_xla = by["albert_tf_saved_model_serve_xla"]["ratio_vs_keras_hub_fastest"]
+    print(f"\nmedians of {f.repeats} interleaved rounds of {f.calls} calls (batch {B}, length {T}):")
+    for r in rows:
+        print(f"{r['variant']:<36} {r['median_examples_per_second']:10.2f} examples/s  "
+              f"{r['ratio_vs_keras_hub_fastest']:.2f}x keras-hub's fastest  (runs "
+              f"{', '.join(f'{x:.2f}' for x in r['runs'])})")
+    print(f"albert_tf / keras-hub: {ratio:.2f}x (albert_tf's serving signature over keras-hub's {hub_best}); "
+          f"{ratio_xla:.2f}x with albert_tf's .serve under XLA")
+
+    common = {"cpu_model": cpu, "cpu_bf16_flags": " ".join(bf16), "matmul_peak_gflops": round(peak, 1),
+              "tiny": bool(f.tiny), "repeats": f.repeats, "calls": f.calls, "batch_size": B, "seq_length": T,
+              "vocab_size": vocab}
+    atomic.write_json(os.path.join(out, "results.json"), dict(
+        common, cpu_bf16_flags=bf16, config=config.to_dict(), export_dir=export_dir, rows=rows,
+        keras_hub_fastest=hub_best, albert_tf_over_keras_hub=ratio, albert_tf_xla_over_keras_hub=ratio_xla,
+        versions={"tensorflow": tf.__version__, "keras": keras.__version__, "keras_hub": keras_hub.__version__}))
+    with atomic.open_file(os.path.join(out, "results.csv"), "w") as fh:
+        fields = list(common) + [k for k in rows[0] if k != "runs"]
+        writer = csv.DictWriter(fh, fieldnames=fields, extrasaction="ignore")
+        writer.writeheader()
+        writer.writerows(dict(common, **r) for r in rows)
+    print(f"wrote {out}/results.json and results.csv")
+    return 0
+
+
+def entry():
+    cli.main("inference_bench", define_flags, run)
+
+
+if __name__ == "__main__":
+    entry()

@@ -1,0 +1,54 @@
+"""Smoke test of benchmarks/inference_bench.py (--tiny: export, keras-hub, results files)
+and of finetune_bench.py's flag checks.
+
+finetune_bench.py --tiny itself takes 1-2 minutes on two cores (two classifier exports,
+keras-hub and the Hugging Face peer), past this suite's budget for a smoke test; run it by
+hand: `.venv/bin/python benchmarks/finetune_bench.py --tiny --output_dir=/tmp/finetune_bench`.
+"""
+
+import csv
+import json
+import os
+import subprocess
+import sys
+
+ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=ROOT)
+
+
+def _run(script, *args, timeout=300):
+    return subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", script), *args], capture_output=True,
+                          text=True, env=ENV, cwd=ROOT, timeout=timeout)
+
+
+def test_inference_bench_tiny_writes_results(tmp_path):
+    out = tmp_path / "inference"
+    result = _run("inference_bench.py", "--tiny", "--repeats=1", "--calls=2", "--warmup_calls=1",
+                  f"--output_dir={out}")
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-4000:]
+    assert "albert_tf / keras-hub:" in result.stdout
+    with open(out / "results.json") as f:
+        results = json.load(f)
+    for key in ("cpu_model", "cpu_bf16_flags", "matmul_peak_gflops", "rows", "keras_hub_fastest",
+                "albert_tf_over_keras_hub", "albert_tf_xla_over_keras_hub", "batch_size", "seq_length", "config"):
+        assert key in results, key
+    assert (results["batch_size"], results["seq_length"], results["tiny"]) == (16, 128, True)
+    rows = {row["variant"]: row for row in results["rows"]}
+    assert set(rows) == {"albert_tf_saved_model_signature", "albert_tf_saved_model_call",
+                         "albert_tf_saved_model_serve_xla", "keras_hub_predict_on_batch",
+                         "keras_hub_predict_on_batch_jit"}
+    for row in rows.values():
+        assert row["median_examples_per_second"] > 0
+        assert row["pooled_output_max_abs_diff"] < 1e-4  # the same weights give the same outputs
+    with open(out / "results.csv", newline="") as f:
+        table = list(csv.DictReader(f))
+    assert {r["variant"] for r in table} == set(rows)
+    assert {"median_examples_per_second", "ratio_vs_keras_hub_fastest", "cpu_model"} <= set(table[0])
+
+
+def test_finetune_bench_rejects_unknown_systems(tmp_path):
+    result = _run("finetune_bench.py", "--systems=albert_tf,pytorch_lightning", f"--output_dir={tmp_path}",
+                  timeout=120)
+    assert result.returncode == 2
+    assert "--systems" in result.stderr and "pytorch_lightning" in result.stderr
+    assert not os.listdir(tmp_path)
