@@ -154,16 +154,15 @@ def test_v1_learns_the_training_set_and_predict_only_reproduces_it(squad_files, 
     answers = _check_export(out / "export", squad_files["v1"], out, "v1")
     assert sum(answers[qid]["answer"] == text for qid, text in predictions.items()) == len(predictions)
 
-    # long contexts (several windows each, odd characters): predict-only and a fresh export
-    # from the same output_dir agree question by question
+    # long contexts (several windows each, odd characters): predict-only from the same
+    # output_dir and the export agree question by question
     long_file = _long_contexts(squad_files["v1"], tmp_path / "long-v1.json", "v1")
     values = _flags(run_squad_v1, _common(spm_model, config_file, out, long_file)[:-1] + [
-        "--n_best_size=5", "--do_predict", f"--export_dir={out / 'export_long'}",
-        f"--predict_feature_file={tmp_path / 'long.tf_record'}"])
+        "--n_best_size=5", "--do_predict", f"--predict_feature_file={tmp_path / 'long.tf_record'}"])
     run_squad_v1.run(values, stream=open(os.devnull, "w"))
     windows = json.load(open(f"{tmp_path / 'long.tf_record'}.json"))["num_features"]
     assert windows >= 2 * 12, windows
-    _check_export(out / "export_long", long_file, out, "v1")
+    _check_export(out / "export", long_file, out, "v1")
 
 
 def test_v2_writes_null_odds_and_every_official_key(squad_files, spm_model, config_file, tmp_path):
