@@ -72,3 +72,20 @@ def _main(name, run, argv):
               file=sys.stderr)
         return 2
     return run_entry_point(name, run)
+
+
+def define_tpu_flags(flag_values):
+    """The release's TPU flags (use_tpu, tpu_name, tpu_zone, gcp_project, master,
+    num_tpu_cores) and --strategy, for the fine-tuning commands: --use_tpu maps to the
+    driver's tpu strategy (tasks take `strategy="tpu"` and `tpu_name`)."""
+    from absl import flags
+
+    fv = {"flag_values": flag_values}
+    flags.DEFINE_bool("use_tpu", False, "Train on a TPU (--tpu_name): the driver's tpu strategy.", **fv)
+    flags.DEFINE_string("tpu_name", None, "The TPU name or grpc:// address (with --use_tpu).", **fv)
+    flags.DEFINE_string("tpu_zone", None, "Accepted for compatibility; unused (the TPU resolver finds it).", **fv)
+    flags.DEFINE_string("gcp_project", None, "Accepted for compatibility; unused.", **fv)
+    flags.DEFINE_string("master", None, "Accepted for compatibility; with --use_tpu and no --tpu_name, the TPU "
+                        "address.", **fv)
+    flags.DEFINE_integer("num_tpu_cores", 8, "Accepted for compatibility; the strategy counts the cores.", **fv)
+    flags.DEFINE_string("strategy", "default", "mirrored | one_device | default (ignored with --use_tpu).", **fv)

@@ -81,14 +81,7 @@ def define_flags(flag_values=None, version="v1"):
     flags.DEFINE_string("length_buckets", DEFAULT_BUCKETS, "Batches are padded only to the smallest of these "
                         "widths (and --max_seq_length) that holds their longest input; `none` pads every batch to "
                         "--max_seq_length (the release). The results are the same either way.", **fv)
-    flags.DEFINE_bool("use_tpu", False, "Train on a TPU (--tpu_name): the driver's tpu strategy.", **fv)
-    flags.DEFINE_string("tpu_name", None, "The TPU name or grpc:// address (with --use_tpu).", **fv)
-    flags.DEFINE_string("tpu_zone", None, "Accepted for compatibility; unused (the TPU resolver finds it).", **fv)
-    flags.DEFINE_string("gcp_project", None, "Accepted for compatibility; unused.", **fv)
-    flags.DEFINE_string("master", None, "Accepted for compatibility; with --use_tpu and no --tpu_name, the TPU "
-                        "address.", **fv)
-    flags.DEFINE_integer("num_tpu_cores", 8, "Accepted for compatibility; the strategy counts the cores.", **fv)
-    flags.DEFINE_string("strategy", "default", "mirrored | one_device | default (ignored with --use_tpu).", **fv)
+    cli.define_tpu_flags(fv["flag_values"])
     flags.DEFINE_integer("random_seed", 12345, "Seed of the head initialisation, dropout and shuffling.", **fv)
     if version == "v2":
         flags.DEFINE_integer("start_n_top", 5, "Starts kept by the v2 head at inference.", **fv)

@@ -194,3 +194,28 @@ def test_bad_input_exits_2_naming_the_file(case, race_dirs, spm_model, config_fi
     assert expected in result.stderr, result.stderr[-3000:]
     if case != "missing_init_checkpoint":
         assert not out.exists()  # the input is checked before anything is written
+
+
+@pytest.mark.parametrize("command", ["run_race", "run_squad_v1", "run_squad_v2"])
+def test_release_tpu_flags_map_to_the_tpu_strategy(command):
+    import importlib
+
+    from absl import flags
+
+    from albert_tf import run_squad_v1
+
+    module = importlib.import_module(f"albert_tf.{command}")
+
+    def options(args):
+        values = flags.FlagValues()
+        module.define_flags(values)
+        values([command, "--output_dir=x", *args])
+        if command == "run_race":
+            return module.options_from_flags(values)[0]
+        return run_squad_v1.options_from_flags(values, command[-2:])[0]
+
+    task = options(["--use_tpu", "--master=grpc://10.0.0.2:8470", "--tpu_zone=us-central1-b", "--num_tpu_cores=8",
+                    "--gcp_project=p"])
+    assert (task.strategy, task.tpu_name) == ("tpu", "grpc://10.0.0.2:8470")
+    task = options(["--strategy=mirrored"])
+    assert (task.strategy, task.tpu_name) == ("mirrored", None)

@@ -36,8 +36,6 @@ out["logits"].shape  # (B, C)
 ```
 """
 
-import json
-import logging
 import os
 
 import keras
@@ -49,9 +47,7 @@ from albert_tf.modeling.embeddings import check_rank, truncated_normal
 from albert_tf.modeling.encoder import INPUT_NAMES, AlbertEncoder
 from albert_tf.modeling.losses import softmax_nll
 from albert_tf.storage import atomic
-from albert_tf.storage.weights_file import load_weights_file
 
-logger = logging.getLogger("albert_tf")
 
 MULTIPLE_CHOICE_WEIGHTS = "multiple_choice.weights.h5"
 MULTIPLE_CHOICE_SETTINGS = "multiple_choice.json"
@@ -274,39 +270,11 @@ class AlbertForMultipleChoice(pretrained.PretrainedMixin, keras.Model):
                 (a CheckpointMismatchError listing the variables when the weights file
                 does not fit albert_config.json).
         """
-        directory = os.fspath(directory)
-        overrides = {} if dropout_prob is None else {"dropout_prob": dropout_prob}
-        weights = os.path.join(directory, cls.WEIGHTS_FILE)
-        config_path = os.path.join(directory, pretrained.CONFIG_NAME)
-        if not os.path.isfile(weights):
-            encoder_sources = (pretrained.ENCODER_WEIGHTS, pretrained.PRETRAINER_WEIGHTS)
-            if os.path.isfile(config_path) and not any(os.path.isfile(os.path.join(directory, name))
-                                                       for name in encoder_sources):
-                raise ValueError(f"{directory}: none of {cls.WEIGHTS_FILE}, {', '.join(encoder_sources)}.")
-            encoder = AlbertEncoder.from_pretrained(directory)
-            logger.info("%s: no %s; a new multiple-choice head on the pretrained encoder.", directory,
-                        cls.WEIGHTS_FILE)
-            return cls(encoder, **overrides)
-        settings = _read_settings(directory)
-        settings.update(overrides)
-        if not os.path.isfile(config_path):
-            raise ValueError(f"{directory}: no {pretrained.CONFIG_NAME}; expected a directory written by albert_tf.")
-        model = cls(AlbertConfig.from_json_file(config_path), **settings)
-        load_weights_file(model, weights, f"{directory} (with its {pretrained.CONFIG_NAME} and "
-                                          f"{MULTIPLE_CHOICE_SETTINGS})")
-        return model
+        return pretrained.load_head_model(cls, directory, MULTIPLE_CHOICE_SETTINGS,
+                                          lambda: _read_settings(directory), {"dropout_prob": dropout_prob},
+                                          new_head={})
 
 
 def _read_settings(directory):
-    path = os.path.join(directory, MULTIPLE_CHOICE_SETTINGS)
-    if not os.path.isfile(path):
-        raise ValueError(f"{directory}: {MULTIPLE_CHOICE_WEIGHTS} without {MULTIPLE_CHOICE_SETTINGS} "
-                         "(which holds the head's dropout_prob).")
-    try:
-        with open(path, encoding="utf-8") as f:
-            settings = json.load(f)
-    except json.JSONDecodeError as e:
-        raise ValueError(f"{path}: not valid JSON: {e}.") from None
-    if not isinstance(settings, dict) or set(settings) != set(HEAD_SETTINGS):
-        raise ValueError(f"{path}: expected exactly the keys {', '.join(HEAD_SETTINGS)}.")
-    return settings
+    return pretrained.read_head_settings(directory, MULTIPLE_CHOICE_SETTINGS, HEAD_SETTINGS, MULTIPLE_CHOICE_WEIGHTS,
+                                         "the head's dropout_prob")

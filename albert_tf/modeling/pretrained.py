@@ -21,6 +21,8 @@ pretrainer = AlbertPretrainer.from_pretrained("runs/base")
 ```
 """
 
+import json
+import logging
 import os
 
 import keras
@@ -30,6 +32,8 @@ from albert_tf.storage import atomic
 from albert_tf.storage.weights_file import load_weights_file
 
 CONFIG_NAME = "albert_config.json"
+logger = logging.getLogger("albert_tf")
+
 PRETRAINER_WEIGHTS = "pretrainer.weights.h5"
 ENCODER_WEIGHTS = "encoder.weights.h5"
 
@@ -149,3 +153,63 @@ class PretrainedMixin:
     def save_pretrained(self, directory):
         """Writes albert_config.json and the weights (`WEIGHTS_FILE`) into `directory`."""
         return save_pretrained(self, directory)
+
+
+def read_head_settings(directory, settings_name, keys, weights_name, what):
+    """The head settings JSON of a fine-tuned model's directory (e.g. question_answering.json).
+
+    Args:
+        directory: the pretrained directory.
+        settings_name, weights_name: the file names (for the message).
+        keys: the exact keys expected.
+        what: what the settings hold, for the message (e.g. "the head's version").
+    Raises:
+        ValueError: missing, not JSON, or other keys (the path named).
+    """
+    path = os.path.join(directory, settings_name)
+    if not os.path.isfile(path):
+        raise ValueError(f"{directory}: {weights_name} without {settings_name} (which holds {what}).")
+    try:
+        with open(path, encoding="utf-8") as f:
+            settings = json.load(f)
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{path}: not valid JSON: {e}.") from None
+    if not isinstance(settings, dict) or set(settings) != set(keys):
+        raise ValueError(f"{path}: expected exactly the keys {', '.join(keys)}.")
+    return settings
+
+
+def load_head_model(cls, directory, settings_name, settings, overrides, new_head):
+    """A fine-tuned model class's `from_pretrained`: with cls.WEIGHTS_FILE in `directory`,
+    that model (its config, `settings()` updated by `overrides`, the weights through the
+    matching report); otherwise the encoder of encoder.weights.h5 / pretrainer.weights.h5
+    under a new head (`new_head` is the constructor's keyword arguments for it).
+
+    Args:
+        cls: the class (WEIGHTS_FILE, EXTRA_PARTS; built as cls(encoder_or_config, **kwargs)).
+        directory: the pretrained directory.
+        settings_name: the head settings file's name (named in errors).
+        settings: () -> the head settings of the directory (read only when its weights are there).
+        overrides: keyword arguments given to from_pretrained (None values dropped).
+        new_head: keyword arguments for a new head.
+    """
+    from albert_tf.modeling.encoder import AlbertEncoder
+
+    directory = os.fspath(directory)
+    overrides = {k: v for k, v in overrides.items() if v is not None}
+    weights = os.path.join(directory, cls.WEIGHTS_FILE)
+    config_path = os.path.join(directory, CONFIG_NAME)
+    if not os.path.isfile(weights):
+        encoder_sources = (ENCODER_WEIGHTS, PRETRAINER_WEIGHTS)
+        if os.path.isfile(config_path) and not any(os.path.isfile(os.path.join(directory, name))
+                                                   for name in encoder_sources):
+            raise ValueError(f"{directory}: none of {cls.WEIGHTS_FILE}, {', '.join(encoder_sources)}.")
+        encoder = AlbertEncoder.from_pretrained(directory)
+        logger.info("%s: no %s; a new %s on the pretrained encoder.", directory, cls.WEIGHTS_FILE, cls.EXTRA_PARTS)
+        return cls(encoder, **dict(new_head, **overrides))
+    kwargs = dict(settings(), **overrides)
+    if not os.path.isfile(config_path):
+        raise ValueError(f"{directory}: no {CONFIG_NAME}; expected a directory written by albert_tf.")
+    model = cls(AlbertConfig.from_json_file(config_path), **kwargs)
+    load_weights_file(model, weights, f"{directory} (with its {CONFIG_NAME} and {settings_name})")
+    return model

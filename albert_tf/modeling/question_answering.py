@@ -21,8 +21,6 @@ out["start_logits"].shape  # (B, T)
 ```
 """
 
-import json
-import logging
 import os
 
 import keras
@@ -33,9 +31,7 @@ from albert_tf.modeling.config import AlbertConfig
 from albert_tf.modeling.encoder import INPUT_NAMES, AlbertEncoder
 from albert_tf.modeling.qa_heads import VERSIONS, SquadV1Head, SquadV2Head
 from albert_tf.storage import atomic
-from albert_tf.storage.weights_file import load_weights_file
 
-logger = logging.getLogger("albert_tf")
 
 QUESTION_ANSWERING_WEIGHTS = "question_answering.weights.h5"
 QUESTION_ANSWERING_SETTINGS = "question_answering.json"
@@ -183,41 +179,18 @@ class AlbertForQuestionAnswering(pretrained.PretrainedMixin, keras.Model):
             ValueError: naming the directory and what is missing or does not match.
         """
         directory = os.fspath(directory)
-        overrides = {k: v for k, v in dict(start_n_top=start_n_top, end_n_top=end_n_top,
-                                            dropout_prob=dropout_prob).items() if v is not None}
-        weights = os.path.join(directory, cls.WEIGHTS_FILE)
-        config_path = os.path.join(directory, pretrained.CONFIG_NAME)
-        if not os.path.isfile(weights):
-            encoder_sources = (pretrained.ENCODER_WEIGHTS, pretrained.PRETRAINER_WEIGHTS)
-            if os.path.isfile(config_path) and not any(os.path.isfile(os.path.join(directory, name))
-                                                       for name in encoder_sources):
-                raise ValueError(f"{directory}: none of {cls.WEIGHTS_FILE}, {', '.join(encoder_sources)}.")
-            encoder = AlbertEncoder.from_pretrained(directory)
-            logger.info("%s: no %s; a new SQuAD %s head on the pretrained encoder.", directory, cls.WEIGHTS_FILE,
-                        version or "v1")
-            return cls(encoder, version=version or "v1", **overrides)
-        settings = _read_settings(directory)
-        if version is not None and version != settings["version"]:
-            raise ValueError(f"{directory}: holds a SQuAD {settings['version']} head, not {version}.")
-        settings.update(overrides)
-        if not os.path.isfile(config_path):
-            raise ValueError(f"{directory}: no {pretrained.CONFIG_NAME}; expected a directory written by albert_tf.")
-        model = cls(AlbertConfig.from_json_file(config_path), **settings)
-        load_weights_file(model, weights, f"{directory} (with its {pretrained.CONFIG_NAME} and "
-                                          f"{QUESTION_ANSWERING_SETTINGS})")
-        return model
+
+        def settings():
+            found = _read_settings(directory)
+            if version is not None and version != found["version"]:
+                raise ValueError(f"{directory}: holds a SQuAD {found['version']} head, not {version}.")
+            return found
+
+        overrides = dict(start_n_top=start_n_top, end_n_top=end_n_top, dropout_prob=dropout_prob)
+        return pretrained.load_head_model(cls, directory, QUESTION_ANSWERING_SETTINGS, settings, overrides,
+                                          new_head={"version": version or "v1"})
 
 
 def _read_settings(directory):
-    path = os.path.join(directory, QUESTION_ANSWERING_SETTINGS)
-    if not os.path.isfile(path):
-        raise ValueError(f"{directory}: {QUESTION_ANSWERING_WEIGHTS} without {QUESTION_ANSWERING_SETTINGS} "
-                         "(which names the head's version).")
-    try:
-        with open(path, encoding="utf-8") as f:
-            settings = json.load(f)
-    except json.JSONDecodeError as e:
-        raise ValueError(f"{path}: not valid JSON: {e}.") from None
-    if not isinstance(settings, dict) or set(settings) != set(HEAD_SETTINGS):
-        raise ValueError(f"{path}: expected exactly the keys {', '.join(HEAD_SETTINGS)}.")
-    return settings
+    return pretrained.read_head_settings(directory, QUESTION_ANSWERING_SETTINGS, HEAD_SETTINGS,
+                                         QUESTION_ANSWERING_WEIGHTS, "the head's version")

@@ -20,6 +20,47 @@ def config_file_for(o):
     return None
 
 
+def spm_file_for(o):
+    """--spm_model_file, else the SentencePiece model inside an --albert_hub_module_handle export."""
+    if o.spm_model_file:
+        return o.spm_model_file
+    if o.albert_hub_module_handle:
+        candidate = os.path.join(o.albert_hub_module_handle, "encoder", "assets", "spm.model")
+        if os.path.isfile(candidate):
+            return candidate
+    return None
+
+
+def check_model_source(o):
+    """Checks where a fine-tuning run's model comes from (--albert_hub_module_handle or
+    --init_checkpoint, --spm_model_file, --albert_config_file) and that --max_seq_length
+    fits its position embeddings; raises ValueError naming the flag."""
+    from albert_tf.modeling.config import AlbertConfig
+
+    if o.albert_hub_module_handle and o.init_checkpoint:
+        raise ValueError("give --albert_hub_module_handle or --init_checkpoint, not both.")
+    if o.albert_hub_module_handle:
+        config = os.path.join(o.albert_hub_module_handle, "encoder", "assets", "albert_config.json")
+        if not os.path.isfile(config):
+            raise ValueError(f"--albert_hub_module_handle={o.albert_hub_module_handle}: no encoder/assets/"
+                             "albert_config.json; expected the directory written by albert_tf.export_tfhub.")
+    spm = spm_file_for(o)
+    if not spm:
+        raise ValueError("--spm_model_file is required (the SentencePiece model of the pretrained model).")
+    if not os.path.isfile(spm):
+        raise ValueError(f"--spm_model_file={spm} does not exist.")
+    config_path = config_file_for(o)
+    if not config_path:
+        raise ValueError("--albert_config_file is required (or an --init_checkpoint directory holding "
+                         "albert_config.json, or --albert_hub_module_handle).")
+    if not os.path.isfile(config_path):
+        raise ValueError(f"--albert_config_file={config_path} does not exist.")
+    positions = AlbertConfig.from_json_file(config_path).max_position_embeddings
+    if o.max_seq_length > positions:
+        raise ValueError(f"--max_seq_length ({o.max_seq_length}) exceeds max_position_embeddings ({positions}) of "
+                         f"{config_path}; use --max_seq_length={positions} or less.")
+
+
 def random_start():
     """Warns that fine-tuning starts from random weights; returns "random" (what
     eval_results.json records as initialized_from)."""

@@ -29,7 +29,7 @@ import tensorflow as tf
 from albert_tf.data.buckets import DEFAULT_BUCKETS, bucket_widths, bucketed_batches, cut_to_width
 from albert_tf.modeling.multiple_choice import multiple_choice_loss
 from albert_tf.storage import atomic
-from albert_tf.tasks.common import config_file_for, encoder_for, initialize_from
+from albert_tf.tasks.common import check_model_source, encoder_for, initialize_from, spm_file_for
 from albert_tf.training.driver import EXAMPLE_INDEX, Task, train_and_evaluate
 
 ENCODER_INPUTS = ("input_word_ids", "input_mask", "input_type_ids")
@@ -76,22 +76,9 @@ class MultipleChoiceOptions:
                                                        "test": "predict"}[split] + ".tf_record")
 
 
-def spm_file_for(o):
-    """--spm_model_file, else the SentencePiece model inside an --albert_hub_module_handle export."""
-    if o.spm_model_file:
-        return o.spm_model_file
-    if o.albert_hub_module_handle:
-        candidate = os.path.join(o.albert_hub_module_handle, "encoder", "assets", "spm.model")
-        if os.path.isfile(candidate):
-            return candidate
-    return None
-
-
 def check_options(o):
     """Raises ValueError for bad combinations or missing inputs, naming the flags; runs
     before anything is written."""
-    from albert_tf.modeling.config import AlbertConfig
-
     if o.task_name not in TASK_NAMES:
         raise ValueError(f"--task_name must be one of {', '.join(TASK_NAMES)}, got {o.task_name!r}.")
     for name in ("data_dir", "output_dir"):
@@ -107,28 +94,7 @@ def check_options(o):
         raise ValueError("--high_only and --middle_only exclude each other.")
     if (o.high_only or o.middle_only) and o.task_name != "race":
         raise ValueError("--high_only / --middle_only are for --task_name=race.")
-    if o.albert_hub_module_handle and o.init_checkpoint:
-        raise ValueError("give --albert_hub_module_handle or --init_checkpoint, not both.")
-    if o.albert_hub_module_handle:
-        config = os.path.join(o.albert_hub_module_handle, "encoder", "assets", "albert_config.json")
-        if not os.path.isfile(config):
-            raise ValueError(f"--albert_hub_module_handle={o.albert_hub_module_handle}: no encoder/assets/"
-                             "albert_config.json; expected the directory written by albert_tf.export_tfhub.")
-    spm = spm_file_for(o)
-    if not spm:
-        raise ValueError("--spm_model_file is required (the SentencePiece model of the pretrained model).")
-    if not os.path.isfile(spm):
-        raise ValueError(f"--spm_model_file={spm} does not exist.")
-    config_path = config_file_for(o)
-    if not config_path:
-        raise ValueError("--albert_config_file is required (or an --init_checkpoint directory holding "
-                         "albert_config.json, or --albert_hub_module_handle).")
-    if not os.path.isfile(config_path):
-        raise ValueError(f"--albert_config_file={config_path} does not exist.")
-    positions = AlbertConfig.from_json_file(config_path).max_position_embeddings
-    if o.max_seq_length > positions:
-        raise ValueError(f"--max_seq_length ({o.max_seq_length}) exceeds max_position_embeddings ({positions}) of "
-                         f"{config_path}; use --max_seq_length={positions} or less.")
+    check_model_source(o)
     for name in ("max_seq_length", "max_qa_length", "train_batch_size", "eval_batch_size", "predict_batch_size"):
         if getattr(o, name) <= 0:
             raise ValueError(f"--{name} must be positive, got {getattr(o, name)}.")

@@ -24,7 +24,7 @@ import tensorflow as tf
 
 from albert_tf.data.buckets import DEFAULT_BUCKETS, bucket_widths, bucketed_batches, cut_to_width
 from albert_tf.storage import atomic
-from albert_tf.tasks.common import config_file_for, encoder_for, initialize_from
+from albert_tf.tasks.common import check_model_source, encoder_for, initialize_from, spm_file_for
 from albert_tf.training.driver import EXAMPLE_INDEX, Task, train_and_evaluate
 
 ENCODER_INPUTS = ("input_word_ids", "input_mask", "input_type_ids")
@@ -79,22 +79,9 @@ class SquadOptions:
         return self.predict_feature_file or os.path.join(self.output_dir, "predict.tf_record")
 
 
-def spm_file_for(o):
-    """--spm_model_file, else the SentencePiece model inside an --albert_hub_module_handle export."""
-    if o.spm_model_file:
-        return o.spm_model_file
-    if o.albert_hub_module_handle:
-        candidate = os.path.join(o.albert_hub_module_handle, "encoder", "assets", "spm.model")
-        if os.path.isfile(candidate):
-            return candidate
-    return None
-
-
 def check_options(o):
     """Raises ValueError for bad combinations or missing inputs, naming the flags; runs
     before anything is written."""
-    from albert_tf.modeling.config import AlbertConfig
-
     if o.version not in VERSIONS:
         raise ValueError(f"version must be one of {', '.join(VERSIONS)}, got {o.version!r}.")
     if not o.output_dir:
@@ -110,28 +97,7 @@ def check_options(o):
     for flag, path, on in (("train_file", o.train_file, o.do_train), ("predict_file", o.predict_file, o.do_predict)):
         if on and not os.path.isfile(path):
             raise ValueError(f"--{flag}={path} does not exist or is not a file.")
-    if o.albert_hub_module_handle and o.init_checkpoint:
-        raise ValueError("give --albert_hub_module_handle or --init_checkpoint, not both.")
-    if o.albert_hub_module_handle:
-        config = os.path.join(o.albert_hub_module_handle, "encoder", "assets", "albert_config.json")
-        if not os.path.isfile(config):
-            raise ValueError(f"--albert_hub_module_handle={o.albert_hub_module_handle}: no encoder/assets/"
-                             "albert_config.json; expected the directory written by albert_tf.export_tfhub.")
-    spm = spm_file_for(o)
-    if not spm:
-        raise ValueError("--spm_model_file is required (the SentencePiece model of the pretrained model).")
-    if not os.path.isfile(spm):
-        raise ValueError(f"--spm_model_file={spm} does not exist.")
-    config_path = config_file_for(o)
-    if not config_path:
-        raise ValueError("--albert_config_file is required (or an --init_checkpoint directory holding "
-                         "albert_config.json, or --albert_hub_module_handle).")
-    if not os.path.isfile(config_path):
-        raise ValueError(f"--albert_config_file={config_path} does not exist.")
-    positions = AlbertConfig.from_json_file(config_path).max_position_embeddings
-    if o.max_seq_length > positions:
-        raise ValueError(f"--max_seq_length ({o.max_seq_length}) exceeds max_position_embeddings ({positions}) of "
-                         f"{config_path}; use --max_seq_length={positions} or less.")
+    check_model_source(o)
     if o.max_seq_length - o.max_query_length - 3 < 1:
         raise ValueError(f"--max_seq_length ({o.max_seq_length}) must exceed --max_query_length "
                          f"({o.max_query_length}) + 3 to leave room for the context.")
