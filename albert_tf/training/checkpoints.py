@@ -19,8 +19,8 @@ import tensorflow as tf
 
 from albert_tf.modeling.pretrained import PRETRAINER_WEIGHTS
 from albert_tf.storage import atomic
-from albert_tf.storage.checkpoints import list_variables, load_init_checkpoint as _load, model_variables, \
-    object_variables, random_states
+from albert_tf.storage.checkpoints import latest_prefix, list_variables, load_init_checkpoint as _load, \
+    model_variables, object_variables, random_states
 from albert_tf.storage.report import CheckpointMismatchError, MatchReport
 
 BEST_DIR = "best"
@@ -90,6 +90,11 @@ class TrainingCheckpoints:
                 version or another command) or its model does not match (named).
         """
         path = self.manager.latest_checkpoint
+        if not path and self.is_chief:
+            # a run stopped after a checkpoint's files were complete (TF writes the .index
+            # last) but before the `checkpoint` state file named it: the highest ckpt-N
+            found = latest_prefix(self.output_dir)
+            path = found if found and os.path.basename(found).startswith("ckpt-") else None
         if not path:
             return None
         self.check_resumable(path)
