@@ -88,6 +88,7 @@ def export_classifier(preprocess, classifier, export_dir, seq_length, labels=(),
         module = ClassifierModule(preprocess, classifier, seq_length, labels, pair, widths)
         tf.saved_model.save(module, tmp, signatures=module.signatures())
         info = {"task_name": task_name, "labels": list(labels), "regression": not labels,
-                "seq_length": int(seq_length), "length_buckets": list(module._widths), "inputs": ["text_a", "text_b"] if pair else ["text_a"]}
+                "seq_length": int(seq_length), "length_buckets": list(module._widths),
+                "inputs": ["text_a", "text_b"] if pair else ["text_a"]}
         atomic.write_json(os.path.join(tmp, "classifier_info.json"), info, sort_keys=False)
     return os.path.abspath(export_dir)

@@ -126,7 +126,8 @@ def export_multiple_choice(model, spm_model_file, export_dir, do_lower_case=True
             dst.write(strip_machine_paths(src.read()))
         module = MultipleChoiceModule(model, spm_copy, widths=widths, **settings)
         tf.saved_model.save(module, tmp, signatures=module.signatures())
-        info = {**settings, "dropout_prob": model.dropout_prob, "length_buckets": list(module._widths), "inputs": ["article", "question", "options"],
+        info = {**settings, "dropout_prob": model.dropout_prob, "length_buckets": list(module._widths),
+                "inputs": ["article", "question", "options"],
                 "outputs": ["logits", "probabilities", "choice", "letter"], **(extra_info or {})}
         atomic.write_json(os.path.join(tmp, MULTIPLE_CHOICE_INFO), info, sort_keys=False)
     return os.path.abspath(export_dir)

@@ -202,7 +202,8 @@ class ClassificationTask(Task):
         if split not in self._length_cache:
             examples = self.splits[split]
             self._length_cache[split] = packed_lengths(
-                self.preprocess, [e.text_a for e in examples], [e.text_b or "" for e in examples] if self.pair else None,
+                self.preprocess, [e.text_a for e in examples],
+                [e.text_b or "" for e in examples] if self.pair else None,
                 self.options.max_seq_length)
         return self._length_cache[split]
 

@@ -61,6 +61,20 @@ def check_model_source(o):
                          f"{config_path}; use --max_seq_length={positions} or less.")
 
 
+def check_outputs(o):
+    """Checks --length_buckets and --export_dir (a directory other than --output_dir, since
+    the export replaces its directory); raises ValueError naming the flag."""
+    from albert_tf.data.buckets import bucket_widths
+
+    bucket_widths(o.max_seq_length, o.length_buckets)  # names a bad --length_buckets
+    if o.export_dir:
+        if os.path.exists(o.export_dir) and not os.path.isdir(o.export_dir):
+            raise ValueError(f"--export_dir={o.export_dir} exists and is not a directory.")
+        if os.path.abspath(o.export_dir) == os.path.abspath(o.output_dir):
+            raise ValueError("--export_dir must differ from --output_dir (the export replaces its directory); "
+                             f"e.g. --export_dir={os.path.join(o.output_dir, 'export')}.")
+
+
 def random_start():
     """Warns that fine-tuning starts from random weights; returns "random" (what
     eval_results.json records as initialized_from)."""

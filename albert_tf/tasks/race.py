@@ -29,7 +29,7 @@ import tensorflow as tf
 from albert_tf.data.buckets import DEFAULT_BUCKETS, bucket_widths, bucketed_batches, cut_to_width
 from albert_tf.modeling.multiple_choice import multiple_choice_loss
 from albert_tf.storage import atomic
-from albert_tf.tasks.common import check_model_source, encoder_for, initialize_from, spm_file_for
+from albert_tf.tasks.common import check_model_source, check_outputs, encoder_for, initialize_from, spm_file_for
 from albert_tf.training.driver import EXAMPLE_INDEX, Task, train_and_evaluate
 
 ENCODER_INPUTS = ("input_word_ids", "input_mask", "input_type_ids")
@@ -107,13 +107,7 @@ def check_options(o):
         path = getattr(o, flag)
         if path and os.path.isdir(path):
             raise ValueError(f"--{flag}={path} is a directory; give a file path (the feature cache).")
-    bucket_widths(o.max_seq_length, o.length_buckets)  # names a bad --length_buckets
-    if o.export_dir:
-        if os.path.exists(o.export_dir) and not os.path.isdir(o.export_dir):
-            raise ValueError(f"--export_dir={o.export_dir} exists and is not a directory.")
-        if os.path.abspath(o.export_dir) == os.path.abspath(o.output_dir):
-            raise ValueError("--export_dir must differ from --output_dir (the export replaces its directory); "
-                             f"e.g. --export_dir={os.path.join(o.output_dir, 'export')}.")
+    check_outputs(o)
 
 
 def read_split(o, split):
@@ -331,7 +325,8 @@ def run(o, training, stream=sys.stdout):
         results["export_dir"] = export_multiple_choice(
             trainer.model, spm_file_for(o), o.export_dir, do_lower_case=o.do_lower_case,
             max_seq_length=o.max_seq_length, max_qa_length=o.max_qa_length,
-            widths=bucket_widths(o.max_seq_length, o.length_buckets), extra_info={"task_name": o.task_name, "global_step": outcome["final_step"],
+            widths=bucket_widths(o.max_seq_length, o.length_buckets),
+            extra_info={"task_name": o.task_name, "global_step": outcome["final_step"],
                         "initialized_from": outcome["initialized_from"]})
         print(f"exported the multiple-choice model (raw article, question, options in) to {results['export_dir']}",
               file=stream, flush=True)

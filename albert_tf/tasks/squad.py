@@ -24,7 +24,7 @@ import tensorflow as tf
 
 from albert_tf.data.buckets import DEFAULT_BUCKETS, bucket_widths, bucketed_batches, cut_to_width
 from albert_tf.storage import atomic
-from albert_tf.tasks.common import check_model_source, encoder_for, initialize_from, spm_file_for
+from albert_tf.tasks.common import check_model_source, check_outputs, encoder_for, initialize_from, spm_file_for
 from albert_tf.training.driver import EXAMPLE_INDEX, Task, train_and_evaluate
 
 ENCODER_INPUTS = ("input_word_ids", "input_mask", "input_type_ids")
@@ -120,13 +120,7 @@ def check_options(o):
     for flag, path in (("train_feature_file", o.train_feature_file), ("predict_feature_file", o.predict_feature_file)):
         if path and os.path.isdir(path):
             raise ValueError(f"--{flag}={path} is a directory; give a file path.")
-    bucket_widths(o.max_seq_length, o.length_buckets)  # names a bad --length_buckets
-    if o.export_dir:
-        if os.path.exists(o.export_dir) and not os.path.isdir(o.export_dir):
-            raise ValueError(f"--export_dir={o.export_dir} exists and is not a directory.")
-        if os.path.abspath(o.export_dir) == os.path.abspath(o.output_dir):
-            raise ValueError("--export_dir must differ from --output_dir (the export replaces its directory); "
-                             f"e.g. --export_dir={os.path.join(o.output_dir, 'export')}.")
+    check_outputs(o)
 
 
 def _feature_columns(arrays, with_labels):
@@ -389,7 +383,8 @@ def run(o, training, stream=sys.stdout):
             trainer.model, spm_file_for(o), o.export_dir, do_lower_case=o.do_lower_case,
             max_seq_length=o.max_seq_length, doc_stride=o.doc_stride, max_query_length=o.max_query_length,
             n_best_size=o.n_best_size, max_answer_length=o.max_answer_length,
-            widths=bucket_widths(o.max_seq_length, o.length_buckets), extra_info=dict(extra, global_step=outcome["final_step"], initialized_from=outcome["initialized_from"]))
+            widths=bucket_widths(o.max_seq_length, o.length_buckets),
+            extra_info=dict(extra, global_step=outcome["final_step"], initialized_from=outcome["initialized_from"]))
         print(f"exported the QA model (raw question and context in) to {results['export_dir']}", file=stream,
               flush=True)
     return results
