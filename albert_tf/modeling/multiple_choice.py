@@ -270,7 +270,7 @@ class AlbertForMultipleChoice(pretrained.PretrainedMixin, keras.Model):
                 (a CheckpointMismatchError listing the variables when the weights file
                 does not fit albert_config.json).
         """
-        return pretrained.load_head_model(cls, directory, MULTIPLE_CHOICE_SETTINGS,
+        return pretrained.load_head_model(cls, AlbertEncoder, directory, MULTIPLE_CHOICE_SETTINGS,
                                           lambda: _read_settings(directory), {"dropout_prob": dropout_prob},
                                           new_head={})
 

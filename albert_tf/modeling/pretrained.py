@@ -179,7 +179,7 @@ def read_head_settings(directory, settings_name, keys, weights_name, what):
     return settings
 
 
-def load_head_model(cls, directory, settings_name, settings, overrides, new_head):
+def load_head_model(cls, encoder_class, directory, settings_name, settings, overrides, new_head):
     """A fine-tuned model class's `from_pretrained`: with cls.WEIGHTS_FILE in `directory`,
     that model (its config, `settings()` updated by `overrides`, the weights through the
     matching report); otherwise the encoder of encoder.weights.h5 / pretrainer.weights.h5
@@ -187,14 +187,13 @@ def load_head_model(cls, directory, settings_name, settings, overrides, new_head
 
     Args:
         cls: the class (WEIGHTS_FILE, EXTRA_PARTS; built as cls(encoder_or_config, **kwargs)).
+        encoder_class: AlbertEncoder (passed in: this module does not import the encoder).
         directory: the pretrained directory.
         settings_name: the head settings file's name (named in errors).
         settings: () -> the head settings of the directory (read only when its weights are there).
         overrides: keyword arguments given to from_pretrained (None values dropped).
         new_head: keyword arguments for a new head.
     """
-    from albert_tf.modeling.encoder import AlbertEncoder
-
     directory = os.fspath(directory)
     overrides = {k: v for k, v in overrides.items() if v is not None}
     weights = os.path.join(directory, cls.WEIGHTS_FILE)
@@ -204,7 +203,7 @@ def load_head_model(cls, directory, settings_name, settings, overrides, new_head
         if os.path.isfile(config_path) and not any(os.path.isfile(os.path.join(directory, name))
                                                    for name in encoder_sources):
             raise ValueError(f"{directory}: none of {cls.WEIGHTS_FILE}, {', '.join(encoder_sources)}.")
-        encoder = AlbertEncoder.from_pretrained(directory)
+        encoder = encoder_class.from_pretrained(directory)
         logger.info("%s: no %s; a new %s on the pretrained encoder.", directory, cls.WEIGHTS_FILE, cls.EXTRA_PARTS)
         return cls(encoder, **dict(new_head, **overrides))
     kwargs = dict(settings(), **overrides)

@@ -187,8 +187,8 @@ class AlbertForQuestionAnswering(pretrained.PretrainedMixin, keras.Model):
             return found
 
         overrides = dict(start_n_top=start_n_top, end_n_top=end_n_top, dropout_prob=dropout_prob)
-        return pretrained.load_head_model(cls, directory, QUESTION_ANSWERING_SETTINGS, settings, overrides,
-                                          new_head={"version": version or "v1"})
+        return pretrained.load_head_model(cls, AlbertEncoder, directory, QUESTION_ANSWERING_SETTINGS, settings,
+                                          overrides, new_head={"version": version or "v1"})
 
 
 def _read_settings(directory):
