@@ -15,7 +15,7 @@ from conftest import load_tool
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=ROOT)
-SEQ = 128
+SEQ = 64
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,8 @@ from conftest import load_tool
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=ROOT)
-SEQ = 128
+SEQ = 96
+STRIDE = 48
 
 
 @pytest.fixture(scope="module")
@@ -101,7 +102,7 @@ def _check_export(export_dir, predict_file, output_dir, version):
         for qid, got in answers.items():
             assert got["no_answer_score"] == pytest.approx(odds[qid], abs=1e-4)
     info = json.load(open(os.path.join(export_dir, "qa_info.json"), encoding="utf-8"))
-    assert info["version"] == version and info["max_seq_length"] == SEQ and info["doc_stride"] == 64
+    assert info["version"] == version and info["max_seq_length"] == SEQ and info["doc_stride"] == STRIDE
     return answers
 
 
@@ -117,7 +118,7 @@ def _flags(module, args):
 def _common(spm_model, config_file, output_dir, train_file):
     return [f"--spm_model_file={spm_model}", f"--albert_config_file={config_file}", f"--output_dir={output_dir}",
             f"--train_file={train_file}", f"--predict_file={train_file}", f"--max_seq_length={SEQ}",
-            "--doc_stride=64", "--max_query_length=32", "--predict_batch_size=16", "--n_best_size=5"]
+            f"--doc_stride={STRIDE}", "--max_query_length=32", "--predict_batch_size=16", "--n_best_size=5"]
 
 
 def test_v1_learns_the_training_set_and_predict_only_reproduces_it(squad_files, spm_model, config_file, tmp_path,
@@ -127,7 +128,7 @@ def test_v1_learns_the_training_set_and_predict_only_reproduces_it(squad_files, 
     out = tmp_path / "v1"
     args = _common(spm_model, config_file, out, squad_files["v1"])
     values = _flags(run_squad_v1, args + ["--do_train", "--do_predict", "--train_batch_size=16",
-                                          "--learning_rate=3e-3", "--num_train_epochs=150",
+                                          "--learning_rate=3e-3", "--num_train_epochs=60",
                                           "--warmup_proportion=0.1", "--save_checkpoints_steps=100000",
                                           "--iterations_per_loop=50", f"--export_dir={out / 'export'}"])
     results = run_squad_v1.run(values, stream=open(os.devnull, "w"))
@@ -215,7 +216,7 @@ def test_starts_from_a_pretrained_directory_or_an_export(start, squad_files, tin
     given = tiny_export["pretrained"] if start == "init_checkpoint" else tiny_export["hub"]
     args = [f"--{'init_checkpoint' if start == 'init_checkpoint' else 'albert_hub_module_handle'}={given}",
             f"--output_dir={out}", f"--train_file={squad_files['v1']}", f"--predict_file={squad_files['v1']}",
-            f"--max_seq_length={SEQ}", "--doc_stride=64", "--max_query_length=32", "--predict_batch_size=32",
+            f"--max_seq_length={SEQ}", f"--doc_stride={STRIDE}", "--max_query_length=32", "--predict_batch_size=32",
             "--do_train", "--do_predict", "--train_batch_size=32", "--num_train_epochs=0.5"]
     if start == "init_checkpoint":
         args.append(f"--spm_model_file={tiny_export['spm']}")  # the export brings its own

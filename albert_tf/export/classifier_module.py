@@ -19,6 +19,7 @@ import os
 import tensorflow as tf
 
 from albert_tf.data.classifier_pipeline import pack
+from albert_tf.export import savedmodel
 from albert_tf.storage import atomic
 
 
@@ -86,7 +87,7 @@ def export_classifier(preprocess, classifier, export_dir, seq_length, labels=(),
     """
     with atomic.output_dir(export_dir) as tmp:
         module = ClassifierModule(preprocess, classifier, seq_length, labels, pair, widths)
-        tf.saved_model.save(module, tmp, signatures=module.signatures())
+        savedmodel.save(module, tmp, module.signatures)
         info = {"task_name": task_name, "labels": list(labels), "regression": not labels,
                 "seq_length": int(seq_length), "length_buckets": list(module._widths),
                 "inputs": ["text_a", "text_b"] if pair else ["text_a"]}

@@ -13,6 +13,7 @@ import tempfile
 import tensorflow as tf
 
 from albert_tf.data.tokenization import strip_machine_paths
+from albert_tf.export import savedmodel
 from albert_tf.export.encoder_module import EncoderModule
 from albert_tf.export.preprocess_module import PreprocessModule
 from albert_tf.storage import atomic
@@ -44,9 +45,9 @@ def export_tfhub(pretrainer, spm_model_file, export_path, with_mlm=True, seq_len
                 dst.write(strip_machine_paths(src.read()))
             encoder = EncoderModule(pretrainer.encoder, pretrainer.masked_lm_head if with_mlm else None,
                                     assets={"albert_config_file": config_path, "sp_model_file": spm_copy})
-            tf.saved_model.save(encoder, os.path.join(tmp, "encoder"), signatures=encoder.trace())
+            savedmodel.save(encoder, os.path.join(tmp, "encoder"), encoder.trace)
             preprocess = PreprocessModule(spm_copy, do_lower_case=do_lower_case, seq_length=seq_length)
-            tf.saved_model.save(preprocess, os.path.join(tmp, "preprocess"), signatures=preprocess.trace())
+            savedmodel.save(preprocess, os.path.join(tmp, "preprocess"), preprocess.trace)
     return os.path.abspath(export_path)
 
 

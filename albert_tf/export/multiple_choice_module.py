@@ -25,6 +25,7 @@ import tensorflow_text as tf_text
 
 from albert_tf.data.buckets import width_for
 from albert_tf.data.vocab import SpecialTokens
+from albert_tf.export import savedmodel
 from albert_tf.export.preprocess_module import normalize
 from albert_tf.storage import atomic
 
@@ -125,7 +126,7 @@ def export_multiple_choice(model, spm_model_file, export_dir, do_lower_case=True
         with open(spm_model_file, "rb") as src, open(spm_copy, "wb") as dst:
             dst.write(strip_machine_paths(src.read()))
         module = MultipleChoiceModule(model, spm_copy, widths=widths, **settings)
-        tf.saved_model.save(module, tmp, signatures=module.signatures())
+        savedmodel.save(module, tmp, module.signatures)
         info = {**settings, "dropout_prob": model.dropout_prob, "length_buckets": list(module._widths),
                 "inputs": ["article", "question", "options"],
                 "outputs": ["logits", "probabilities", "choice", "letter"], **(extra_info or {})}

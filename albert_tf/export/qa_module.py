@@ -36,6 +36,7 @@ import tensorflow_text as tf_text
 
 from albert_tf.data.buckets import width_for
 from albert_tf.data.vocab import SpecialTokens
+from albert_tf.export import savedmodel
 from albert_tf.export.aligned_tokens import context_pieces
 from albert_tf.export.preprocess_module import normalize
 from albert_tf.storage import atomic
@@ -235,7 +236,7 @@ def export_question_answering(model, spm_model_file, export_dir, do_lower_case=T
         with open(spm_model_file, "rb") as src, open(spm_copy, "wb") as dst:
             dst.write(strip_machine_paths(src.read()))
         module = QuestionAnsweringModule(model, spm_copy, widths=widths, **settings)
-        tf.saved_model.save(module, tmp, signatures=module.signatures())
+        savedmodel.save(module, tmp, module.signatures)
         outputs = ["answer", "score", "start", "end"] + (["no_answer_score"] if model.version == "v2" else [])
         info = {"version": model.version, **settings, **model.head_settings(), "length_buckets": list(module._widths),
                 "inputs": ["question", "context"],
