@@ -182,8 +182,12 @@ class Trainer:
             self.optimizer.build(self.model.trainable_variables)
         self._gradients_fn = (tf.function(self._gradients, jit_compile=True) if options.jit_compile
                               else self._gradients)
+        # The step is a function of its own, called twice by the loop below, so it is traced
+        # once. Model, loss and metrics code has no Python control flow on tensors, so the
+        # step and the evaluation skip AutoGraph's source conversion (a quarter of tracing).
+        self._step_fn = tf.function(self._reduced_step, autograph=False)
         self._train_fn = tf.function(self._train_loop)
-        self._eval_fn = tf.function(self._eval_step)
+        self._eval_fn = tf.function(self._eval_step, autograph=False)
 
     @property
     def step(self):
@@ -221,9 +225,9 @@ class Trainer:
 
     def _train_loop(self, iterator, steps):
         # the first step gives the terms' structure; the others add to it in a graph loop
-        totals = self._reduced_step(iterator)
+        totals = self._step_fn(iterator)
         for _ in tf.range(steps - 1):
-            step_terms = self._reduced_step(iterator)
+            step_terms = self._step_fn(iterator)
             totals = {k: totals[k] + step_terms[k] for k in totals}
         return totals
 
