@@ -9,9 +9,9 @@ keras-hub and Hugging Face transformers, with and without length bucketing.
 
 Task: the repo's docstring topic task (notebooks/data/docstring_topics/{train,dev}.tsv:
 real one-sentence docstrings, 4 labels), sentences as they are. Model: configs/albert_base.json
-(vocab_size = the SentencePiece model's: --vocab_size pieces, 30000 by default, trained at
-start on the built-in sample corpus and kept in --output_dir/spm), float32, max_seq_length
-128, batch 32. Random initial weights, nothing downloaded, and the same in every system: one
+(vocab_size = the SentencePiece model's: --vocab_size pieces, 18000 by default, as the
+sample corpus allows at most 18,075 where albert_base has 30000; trained at start on the
+built-in sample corpus and kept in --output_dir/spm), float32, max_seq_length 128, batch 32. Random initial weights, nothing downloaded, and the same in every system: one
 albert_tf AlbertClassifier initialized from --seed, copied into each (keras-hub's backbone
 through albert_tf.convert.keras_hub, Hugging Face's state dict through the converter's
 table in albert_tf.convert.hf reversed, the 4-way head beside); the run checks it by
@@ -67,7 +67,8 @@ import statistics
 import subprocess
 import time
 
-from squad_bench import TINY_CONFIG, cpu_model, sentencepiece_model  # benchmarks/ is on sys.path
+# benchmarks/ is on sys.path
+from squad_bench import SAMPLE_VOCAB_SIZE, TINY_CONFIG, cpu_model, sentencepiece_model
 from train_step_bench import matmul_peak_gflops
 
 from albert_tf import cli
@@ -105,7 +106,8 @@ def define_flags():
     flags.DEFINE_integer("max_seq_length", 128, "max_seq_length (keras-hub's sequence_length).")
     flags.DEFINE_float("learning_rate", 5e-5, "Peak learning rate (linear decay to 0 over all training steps).")
     flags.DEFINE_integer("seed", 12345, "Seed of every system's initial weights and data order.")
-    flags.DEFINE_integer("vocab_size", 30000, "SentencePiece pieces (albert_base: 30000).")
+    flags.DEFINE_integer("vocab_size", SAMPLE_VOCAB_SIZE, "SentencePiece pieces (albert_base has 30000; the "
+                         "sample corpus allows at most 18,075).")
     flags.DEFINE_float("corpus_mb", 10.4, "Sample corpus size the SentencePiece model is trained on.")
     flags.DEFINE_string("data_dir", DATA_DIR, "train.tsv and dev.tsv with columns sentence, label.")
     flags.DEFINE_integer("max_dev_examples", 0, "Use the first N dev examples (0: all).")

@@ -34,7 +34,7 @@ import statistics
 import time
 
 from finetune_bench import cpu_bf16_flags  # benchmarks/ is on sys.path
-from squad_bench import TINY_CONFIG, cpu_model, sentencepiece_model
+from squad_bench import SAMPLE_VOCAB_SIZE, TINY_CONFIG, cpu_model, sentencepiece_model
 from train_step_bench import matmul_peak_gflops
 
 from albert_tf import cli
@@ -54,7 +54,8 @@ def define_flags():
     flags.DEFINE_integer("batch_size", 16, "Rows per call.")
     flags.DEFINE_integer("seq_length", 128, "Fixed sequence length (every position real).")
     flags.DEFINE_integer("seed", 12345, "Seed of the weights and inputs.")
-    flags.DEFINE_integer("vocab_size", 30000, "SentencePiece pieces (albert_base: 30000).")
+    flags.DEFINE_integer("vocab_size", SAMPLE_VOCAB_SIZE, "SentencePiece pieces (albert_base has 30000; the "
+                         "sample corpus allows at most 18,075).")
     flags.DEFINE_float("corpus_mb", 10.4, "Sample corpus size the SentencePiece model is trained on.")
     flags.DEFINE_string("output_dir", "results/inference_bench", "Where results (and the export) go.")
     flags.DEFINE_bool("tiny", False, "Smoke test: a 2-layer hidden-64 config, few calls, a 1000-piece "

@@ -51,6 +51,28 @@ def load_tool(name):
     return module
 
 
+def entry_point_cases(module, cases, work_dir, name=None, timeout=600):
+    """Runs every argument list of `cases` as `python -m module ARGS` would, all in ONE
+    subprocess (tests/entry_point_cases.py: one TensorFlow import for all of them);
+    returns one object per case with returncode, stdout and stderr."""
+    import json
+    import subprocess
+    import sys
+    import types
+
+    root = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+    name = name or module.split(".")[-1]
+    cases_file, results_file = os.path.join(work_dir, "cases.json"), os.path.join(work_dir, "results.json")
+    with open(cases_file, "w", encoding="utf-8") as f:
+        json.dump([[str(a) for a in args] for args in cases], f)
+    done = subprocess.run([sys.executable, os.path.join(root, "tests", "entry_point_cases.py"), module, name,
+                           cases_file, results_file], capture_output=True, text=True, cwd=root, timeout=timeout,
+                          env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=root))
+    assert done.returncode == 0, done.stderr[-3000:]
+    with open(results_file, encoding="utf-8") as f:
+        return [types.SimpleNamespace(**r) for r in json.load(f)]
+
+
 @pytest.fixture(scope="session")
 def sample_corpus(tmp_path_factory):
     """The built-in sample corpus (1.2 MB of docstring prose), made once per session."""

@@ -17,12 +17,8 @@ from albert_tf.convert.api import convert, load_source, tf1_values
 from albert_tf.convert.rename import ConversionError, apply_transforms, model_variables, rename
 from albert_tf.convert.templates import reverse, to_regex_table
 
-from convert_helpers import ENV, ROOT, config, randomize, write_release_checkpoint
+from convert_helpers import ENV, ROOT, config, hf_albert_forward, randomize, write_hf_dir, write_release_checkpoint
 
-HF_CONFIG_KEYS = ("vocab_size", "embedding_size", "hidden_size", "num_hidden_layers", "num_hidden_groups",
-                  "inner_group_num", "num_attention_heads", "intermediate_size", "hidden_dropout_prob",
-                  "attention_probs_dropout_prob", "max_position_embeddings", "type_vocab_size",
-                  "initializer_range")
 FIXED = np.array([[[2, 31, 51, 99, 7, 3]]], "int32")  # api.FIXED_IDS as one option of one example
 
 
@@ -63,50 +59,13 @@ def assert_same_weights(a, b):
 # --- Hugging Face -----------------------------------------------------------------------------
 
 
-def _layer_norm(x, gamma, beta, eps):
-    return (x - x.mean(-1, keepdims=True)) / np.sqrt(x.var(-1, keepdims=True) + eps) * gamma + beta
-
-
 def hf_multiple_choice_forward(state, c, ids, mask, types):
-    """Hugging Face AlbertForMultipleChoice.forward (modeling_albert.py) in NumPy, float64,
-    from its own state dict names: [B, C, T] flattened to [B*C, T], AlbertModel with its
-    pooler (tanh of a Linear on the first token), dropout (off), `classifier`
-    Linear(H, 1), logits reshaped to [B, C]. Returns (logits [B, C], pooled [B*C, H])."""
-    sd = {k: v.astype("float64") for k, v in state.items()}
-
-    def linear(x, name):  # torch Linear: x W^T + b
-        return x @ sd[name + ".weight"].T + sd[name + ".bias"]
-
-    def norm(x, name):
-        return _layer_norm(x, sd[name + ".weight"], sd[name + ".bias"], c["layer_norm_eps"])
-
+    """Hugging Face AlbertForMultipleChoice.forward (modeling_albert.py) in NumPy, float64:
+    [B, C, T] flattened to [B*C, T], AlbertModel with its pooler (tanh of a Linear on the
+    first token), dropout (off), `classifier` Linear(H, 1), logits reshaped to [B, C].
+    Returns (logits [B, C], pooled [B*C, H])."""
     num_choices, length = ids.shape[1], ids.shape[-1]
-    ids, mask, types = (a.reshape(-1, length) for a in (ids, mask, types))  # input_ids.view(-1, T)
-    batch = ids.shape[0]
-    x = (sd["albert.embeddings.word_embeddings.weight"][ids]
-         + sd["albert.embeddings.token_type_embeddings.weight"][types]
-         + sd["albert.embeddings.position_embeddings.weight"][:length][None])
-    x = linear(norm(x, "albert.embeddings.LayerNorm"), "albert.encoder.embedding_hidden_mapping_in")
-    heads = c["num_attention_heads"]
-    size = c["hidden_size"] // heads
-    extended = (1.0 - mask[:, None, None, :]) * np.finfo(np.float32).min  # get_extended_attention_mask
-
-    def split(t):
-        return t.reshape(batch, length, heads, size).transpose(0, 2, 1, 3)
-
-    for i in range(c["num_hidden_layers"]):
-        group = int(i / (c["num_hidden_layers"] / c["num_hidden_groups"]))  # AlbertTransformer
-        for k in range(c["inner_group_num"]):
-            p = f"albert.encoder.albert_layer_groups.{group}.albert_layers.{k}."
-            q, key, v = (split(linear(x, p + "attention." + n)) for n in ("query", "key", "value"))
-            scores = q @ key.transpose(0, 1, 3, 2) / np.sqrt(size) + extended
-            probs = np.exp(scores - scores.max(-1, keepdims=True))
-            probs /= probs.sum(-1, keepdims=True)
-            context = (probs @ v).transpose(0, 2, 1, 3).reshape(batch, length, heads * size)
-            attention = norm(x + linear(context, p + "attention.dense"), p + "attention.LayerNorm")
-            h = linear(attention, p + "ffn")
-            h = 0.5 * h * (1 + np.tanh(np.sqrt(2 / np.pi) * (h + 0.044715 * h ** 3)))  # gelu_new
-            x = norm(linear(h, p + "ffn_output") + attention, p + "full_layer_layer_norm")
+    x, linear = hf_albert_forward(state, c, *(a.reshape(-1, length) for a in (ids, mask, types)))  # view(-1, T)
     pooled = np.tanh(linear(x[:, 0], "albert.pooler"))  # AlbertModel: pooler_activation(pooler(x[:, 0]))
     logits = linear(pooled, "classifier")  # [B*C, 1]
     return logits.reshape(-1, num_choices), pooled
@@ -126,17 +85,7 @@ def hf_state(model):
 
 
 def write_hf_mc_dir(directory, cfg, state, architectures=("AlbertForMultipleChoice",)):
-    from safetensors.numpy import save_file
-
-    os.makedirs(directory, exist_ok=True)
-    hf_config = {k: getattr(cfg, k) for k in HF_CONFIG_KEYS}
-    hf_config.update(hidden_act="gelu_new", layer_norm_eps=1e-12, model_type="albert")
-    if architectures is not None:
-        hf_config["architectures"] = list(architectures)
-    with open(os.path.join(directory, "config.json"), "w") as f:
-        json.dump(hf_config, f)
-    save_file(state, os.path.join(directory, "model.safetensors"))
-    return hf_config
+    return write_hf_dir(directory, cfg, state, architectures)
 
 
 def test_from_hugging_face_multiple_choice(tmp_path):

@@ -10,18 +10,14 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from albert_tf import AlbertConfig, AlbertForQuestionAnswering
+from albert_tf import AlbertForQuestionAnswering
 from albert_tf.convert import hf, tf1
 from albert_tf.convert.api import convert, load_source, tf1_values
 from albert_tf.convert.rename import ConversionError, apply_transforms, model_variables, rename
 from albert_tf.convert.templates import reverse, to_regex_table
 
-from convert_helpers import ENV, RELEASE_V2_HEAD, ROOT, config, inputs, randomize, write_release_checkpoint  # noqa: F401
-
-HF_CONFIG_KEYS = ("vocab_size", "embedding_size", "hidden_size", "num_hidden_layers", "num_hidden_groups",
-                  "inner_group_num", "num_attention_heads", "intermediate_size", "hidden_dropout_prob",
-                  "attention_probs_dropout_prob", "max_position_embeddings", "type_vocab_size",
-                  "initializer_range")
+from convert_helpers import (ENV, RELEASE_V2_HEAD, ROOT, config, hf_albert_forward, inputs,  # noqa: F401
+                             randomize, write_hf_dir, write_release_checkpoint)
 
 
 def run_cli(*args):
@@ -58,46 +54,10 @@ def assert_same_predictions(a, b, cfg, atol=0.0):
 # --- Hugging Face -----------------------------------------------------------------------------
 
 
-def _layer_norm(x, gamma, beta, eps):
-    return (x - x.mean(-1, keepdims=True)) / np.sqrt(x.var(-1, keepdims=True) + eps) * gamma + beta
-
-
 def hf_question_answering_forward(state, c, ids, mask, types):
-    """Hugging Face AlbertForQuestionAnswering.forward (modeling_albert.py) in NumPy, float64,
-    from its own state dict names: AlbertModel without pooler, then qa_outputs and split."""
-    sd = {k: v.astype("float64") for k, v in state.items()}
-
-    def linear(x, name):  # torch Linear: x W^T + b
-        return x @ sd[name + ".weight"].T + sd[name + ".bias"]
-
-    def norm(x, name):
-        return _layer_norm(x, sd[name + ".weight"], sd[name + ".bias"], c["layer_norm_eps"])
-
-    batch, length = ids.shape
-    x = (sd["albert.embeddings.word_embeddings.weight"][ids]
-         + sd["albert.embeddings.token_type_embeddings.weight"][types]
-         + sd["albert.embeddings.position_embeddings.weight"][:length][None])
-    x = linear(norm(x, "albert.embeddings.LayerNorm"), "albert.encoder.embedding_hidden_mapping_in")
-    heads = c["num_attention_heads"]
-    size = c["hidden_size"] // heads
-    extended = (1.0 - mask[:, None, None, :]) * np.finfo(np.float32).min  # get_extended_attention_mask
-
-    def split(t):
-        return t.reshape(batch, length, heads, size).transpose(0, 2, 1, 3)
-
-    for i in range(c["num_hidden_layers"]):
-        group = int(i / (c["num_hidden_layers"] / c["num_hidden_groups"]))  # AlbertTransformer
-        for k in range(c["inner_group_num"]):
-            p = f"albert.encoder.albert_layer_groups.{group}.albert_layers.{k}."
-            q, key, v = (split(linear(x, p + "attention." + n)) for n in ("query", "key", "value"))
-            scores = q @ key.transpose(0, 1, 3, 2) / np.sqrt(size) + extended
-            probs = np.exp(scores - scores.max(-1, keepdims=True))
-            probs /= probs.sum(-1, keepdims=True)
-            context = (probs @ v).transpose(0, 2, 1, 3).reshape(batch, length, heads * size)
-            attention = norm(x + linear(context, p + "attention.dense"), p + "attention.LayerNorm")
-            h = linear(attention, p + "ffn")
-            h = 0.5 * h * (1 + np.tanh(np.sqrt(2 / np.pi) * (h + 0.044715 * h ** 3)))  # gelu_new
-            x = norm(linear(h, p + "ffn_output") + attention, p + "full_layer_layer_norm")
+    """Hugging Face AlbertForQuestionAnswering.forward (modeling_albert.py) in NumPy, float64:
+    AlbertModel without pooler, then qa_outputs and split."""
+    x, linear = hf_albert_forward(state, c, ids, mask, types)
     logits = linear(x, "qa_outputs")  # [B, T, 2]
     return logits[..., 0], logits[..., 1]
 
@@ -116,16 +76,7 @@ def hf_state(model, with_pooler):
 
 
 def write_hf_qa_dir(directory, cfg, state):
-    from safetensors.numpy import save_file
-
-    os.makedirs(directory, exist_ok=True)
-    hf_config = {k: getattr(cfg, k) for k in HF_CONFIG_KEYS}
-    hf_config.update(hidden_act="gelu_new", layer_norm_eps=1e-12, model_type="albert",
-                     architectures=["AlbertForQuestionAnswering"])
-    with open(os.path.join(directory, "config.json"), "w") as f:
-        json.dump(hf_config, f)
-    save_file(state, os.path.join(directory, "model.safetensors"))
-    return hf_config
+    return write_hf_dir(directory, cfg, state, ["AlbertForQuestionAnswering"])
 
 
 def test_from_hugging_face_question_answering(tmp_path):

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 import tensorflow_text  # noqa: F401  (registers the ops of the preprocessing model)
+from conftest import entry_point_cases
 
 from albert_tf import AlbertConfig, AlbertPretrainer
 from albert_tf.data.tokenization import SentencePieceTokenizer, strip_machine_paths
@@ -278,9 +279,8 @@ def test_cli_errors(exported, spm_model, tmp_path):
           f"--spm_model_file={spm_model}", f"--export_path={tmp_path}/x"], f"{tmp_path}/missing.json"),
     ]
     (tmp_path / "afile").write_text("keep me")
-    for args, message in cases:
-        result = subprocess.run([sys.executable, "-m", "albert_tf.export_tfhub", *args], capture_output=True,
-                                text=True, env=ENV, cwd=ROOT, timeout=300)
+    results = entry_point_cases("albert_tf.export_tfhub", [args for args, _ in cases], tmp_path)
+    for (args, message), result in zip(cases, results, strict=True):
         assert result.returncode == 2 and "export_tfhub: error: " in result.stderr, result.stderr[-2000:]
         assert message in result.stderr, result.stderr[-2000:]
         assert "Traceback" not in result.stderr

@@ -11,6 +11,7 @@ import time
 import numpy as np
 import pytest
 import tensorflow as tf
+from conftest import entry_point_cases
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 HELPERS = os.path.join(ROOT, "tests", "distributed_helpers.py")
@@ -169,7 +170,7 @@ def test_records_in_the_release_format_train_and_export(pretraining_records, tin
                                trained.encoder(x, training=False)["pooled_output"], atol=1e-5)
 
 
-@pytest.mark.parametrize("extra, message", [
+BAD_FLAGS = [
     ([], "--output_dir is required"),
     (["--output_dir=X", "--albert_config_file=Y", "--do_train"], "--do_train needs --input_file"),
     (["--output_dir=X", "--albert_config_file=Y", "--input_file=Z", "--strategy=tpu"], "--strategy=tpu needs --tpu"),
@@ -178,22 +179,22 @@ def test_records_in_the_release_format_train_and_export(pretraining_records, tin
     (["--output_dir=X", "--albert_config_file=Y", "--input_file=Z", "--dtype_policy=float16"], "--dtype_policy must be"),
     (["--output_dir=X", "--albert_config_file=Y", "--input_file=Z", "--train_batch_size=0"],
      "--train_batch_size must be positive"),
-])
-def test_bad_flag_combinations(extra, message):
-    result = subprocess.run([sys.executable, "-m", "albert_tf.run_pretraining", *extra], capture_output=True,
-                            text=True, env=ENV, cwd=ROOT, timeout=120)
-    assert result.returncode == 2, result.stderr[-2000:]
-    assert message in result.stderr and "Traceback" not in result.stderr
+]
 
 
-def test_bad_init_checkpoint_and_strategy_fail_cleanly(pretraining_records, tiny_config_file, tmp_path):
+def test_bad_flags_and_checkpoints_fail_cleanly(pretraining_records, tiny_config_file, tmp_path):
+    """Bad flag combinations, a missing --init_checkpoint and an unknown --strategy: exit 2,
+    the flag named, no traceback (all cases in one process: tests/entry_point_cases.py)."""
     outputs, _ = pretraining_records
+    cases = list(BAD_FLAGS)
     for extra, message in (([f"--init_checkpoint={tmp_path}/nothing"], "no checkpoint there"),
                            (["--strategy=parameter_server"], "--strategy must be one of")):
-        result = subprocess.run(pretrain_cmd(outputs, tmp_path / "run", tiny_config_file, "--num_train_steps=2",
-                                             *extra), capture_output=True, text=True, env=ENV, cwd=ROOT, timeout=300)
-        assert result.returncode == 2, result.stderr[-2000:]
-        assert message in result.stderr and "Traceback" not in result.stderr
+        cases.append((pretrain_cmd(outputs, tmp_path / "run", tiny_config_file, "--num_train_steps=2", *extra)[3:],
+                      message))
+    results = entry_point_cases("albert_tf.run_pretraining", [args for args, _ in cases], tmp_path)
+    for (args, message), result in zip(cases, results, strict=True):
+        assert result.returncode == 2, (args, result.stderr[-2000:])
+        assert message in result.stderr and "Traceback" not in result.stderr, (args, result.stderr[-2000:])
 
 
 def test_resume_without_iterator_checkpoint_skips_consumed_input(pretraining_records, tiny_config_file, tmp_path):
@@ -222,9 +223,10 @@ def test_bad_input_is_found_before_anything_is_written(pretraining_records, tiny
          "is not a SentencePiece model"),
         (outputs, a_file, [], "exists and is not a directory"),
     ]
-    for records, out, extra, message in cases:
-        result = subprocess.run(pretrain_cmd(records, out, tiny_config_file, "--num_train_steps=2", *extra),
-                                capture_output=True, text=True, env=ENV, cwd=ROOT, timeout=300)
+    results = entry_point_cases("albert_tf.run_pretraining",
+                                [pretrain_cmd(records, out, tiny_config_file, "--num_train_steps=2", *extra)[3:]
+                                 for records, out, extra, _ in cases], tmp_path)
+    for (records, out, extra, message), result in zip(cases, results, strict=True):
         assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr[-2000:]
         assert message in result.stderr, result.stderr[-2000:]
         assert out == a_file or not out.exists()

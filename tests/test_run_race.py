@@ -11,7 +11,7 @@ import sys
 
 import numpy as np
 import pytest
-from conftest import load_tool
+from conftest import entry_point_cases, load_tool
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=ROOT)
@@ -164,36 +164,38 @@ def test_all_txt_layout_and_generic_multiple_choice(race_dirs, spm_model, config
     assert json.load(open(out / "eval_results.json"))["count"] == len(dev_rows)
 
 
-@pytest.mark.parametrize("case", ["empty_split", "not_json", "bad_answer", "missing_init_checkpoint"])
-def test_bad_input_exits_2_naming_the_file(case, race_dirs, spm_model, config_file, tmp_path):
-    data = tmp_path / "data"
-    shutil.copytree(race_dirs["files"], data)
-    out = tmp_path / "out"
-    args = _common(data, spm_model, config_file, out) + ["--do_train", "--train_step=2", "--warmup_step=0"]
-    middle = data / "RACE" / "train" / "middle"
-    if case == "empty_split":
-        shutil.rmtree(data / "RACE" / "train")
-        (data / "RACE" / "train" / "middle").mkdir(parents=True)
-        (data / "RACE" / "train" / "high").mkdir()
-        expected = "train"
-    elif case == "not_json":
-        (middle / "1.txt").write_text('{"article": "x", "questions": [\n', encoding="utf-8")
-        expected = "1.txt"
-    elif case == "bad_answer":
-        article = json.loads((middle / "2.txt").read_text(encoding="utf-8"))
-        article["answers"][0] = "F"
-        (middle / "2.txt").write_text(json.dumps(article), encoding="utf-8")
-        expected = "2.txt"
-    else:
-        args.append(f"--init_checkpoint={tmp_path / 'no_such_checkpoint'}")
-        expected = "no_such_checkpoint"
-    result = subprocess.run([sys.executable, "-m", "albert_tf.run_race", *args], capture_output=True, text=True,
-                            env=ENV, cwd=ROOT, timeout=300)
-    assert result.returncode == 2, result.stderr[-3000:]
-    assert "Traceback" not in result.stderr
-    assert expected in result.stderr, result.stderr[-3000:]
-    if case != "missing_init_checkpoint":
-        assert not out.exists()  # the input is checked before anything is written
+def test_bad_input_exits_2_naming_the_file(race_dirs, spm_model, config_file, tmp_path):
+    cases = []
+    for case in ("empty_split", "not_json", "bad_answer", "missing_init_checkpoint"):
+        data = tmp_path / case / "data"
+        shutil.copytree(race_dirs["files"], data)
+        out = tmp_path / case / "out"
+        args = _common(data, spm_model, config_file, out) + ["--do_train", "--train_step=2", "--warmup_step=0"]
+        middle = data / "RACE" / "train" / "middle"
+        if case == "empty_split":
+            shutil.rmtree(data / "RACE" / "train")
+            (data / "RACE" / "train" / "middle").mkdir(parents=True)
+            (data / "RACE" / "train" / "high").mkdir()
+            expected = "train"
+        elif case == "not_json":
+            (middle / "1.txt").write_text('{"article": "x", "questions": [\n', encoding="utf-8")
+            expected = "1.txt"
+        elif case == "bad_answer":
+            article = json.loads((middle / "2.txt").read_text(encoding="utf-8"))
+            article["answers"][0] = "F"
+            (middle / "2.txt").write_text(json.dumps(article), encoding="utf-8")
+            expected = "2.txt"
+        else:
+            args.append(f"--init_checkpoint={tmp_path / 'no_such_checkpoint'}")
+            expected = "no_such_checkpoint"
+        cases.append((case, args, expected, out))
+    results = entry_point_cases("albert_tf.run_race", [args for _, args, _, _ in cases], tmp_path)
+    for (case, _, expected, out), result in zip(cases, results, strict=True):
+        assert result.returncode == 2, (case, result.stderr[-3000:])
+        assert "Traceback" not in result.stderr
+        assert expected in result.stderr, (case, result.stderr[-3000:])
+        if case != "missing_init_checkpoint":
+            assert not out.exists()  # the input is checked before anything is written
 
 
 @pytest.mark.parametrize("command", ["run_race", "run_squad_v1", "run_squad_v2"])

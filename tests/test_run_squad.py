@@ -8,7 +8,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import load_tool
+from conftest import entry_point_cases, load_tool
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=ROOT)
@@ -188,24 +188,26 @@ def test_v2_writes_null_odds_and_every_official_key(squad_files, spm_model, conf
     assert info["null_threshold"] == pytest.approx(metrics["best_f1_thresh"]) and info["start_n_top"] == 3
 
 
-@pytest.mark.parametrize("case", ["no_predict_file", "bad_json"])
-def test_bad_input_exits_2_without_writing(case, squad_files, spm_model, config_file, tmp_path):
-    out = tmp_path / "out"
-    args = [f"--spm_model_file={spm_model}", f"--albert_config_file={config_file}", f"--output_dir={out}",
-            "--max_seq_length=128", "--do_predict"]
-    if case == "bad_json":
-        bad = tmp_path / "broken.json"
-        bad.write_text('{"version": "1.1", "data": [\n  {"title": "x",,}\n]}\n', encoding="utf-8")
-        args.append(f"--predict_file={bad}")
-        expected = "broken.json"
-    else:
-        expected = "--predict_file"
-    result = subprocess.run([sys.executable, "-m", "albert_tf.run_squad_v1", *args], capture_output=True, text=True,
-                            env=ENV, cwd=ROOT, timeout=120)
-    assert result.returncode == 2, result.stderr[-2000:]
-    assert "Traceback" not in result.stderr
-    assert expected in result.stderr, result.stderr
-    assert not out.exists()
+def test_bad_input_exits_2_without_writing(squad_files, spm_model, config_file, tmp_path):
+    cases = []
+    for case in ("no_predict_file", "bad_json"):
+        out = tmp_path / case / "out"
+        args = [f"--spm_model_file={spm_model}", f"--albert_config_file={config_file}", f"--output_dir={out}",
+                "--max_seq_length=128", "--do_predict"]
+        if case == "bad_json":
+            bad = tmp_path / "broken.json"
+            bad.write_text('{"version": "1.1", "data": [\n  {"title": "x",,}\n]}\n', encoding="utf-8")
+            args.append(f"--predict_file={bad}")
+            expected = "broken.json"
+        else:
+            expected = "--predict_file"
+        cases.append((args, expected, out))
+    results = entry_point_cases("albert_tf.run_squad_v1", [args for args, _, _ in cases], tmp_path)
+    for (args, expected, out), result in zip(cases, results, strict=True):
+        assert result.returncode == 2, result.stderr[-2000:]
+        assert "Traceback" not in result.stderr
+        assert expected in result.stderr, result.stderr
+        assert not out.exists()
 
 
 @pytest.mark.parametrize("start", ["init_checkpoint", "hub"])
@@ -227,24 +229,26 @@ def test_starts_from_a_pretrained_directory_or_an_export(start, squad_files, tin
     assert summary["initialized_from"] == results["initialized_from"] and summary["global_step"] == 1
 
 
-@pytest.mark.parametrize("case", ["missing", "mismatched"])
-def test_an_unusable_init_checkpoint_is_a_loud_error(case, squad_files, tiny_export, config_file, tmp_path):
-    out = tmp_path / "out"
-    if case == "missing":
-        init, config, expected = tmp_path / "no_such_checkpoint", config_file, "no_such_checkpoint"
-    else:
-        # the tiny pretrained weights under a config with another embedding size
-        with open(config_file, encoding="utf-8") as f:
-            config = json.load(f)
-        config["embedding_size"] = config["embedding_size"] * 2
-        config_path = tmp_path / "other_config.json"
-        config_path.write_text(json.dumps(config), encoding="utf-8")
-        init, config, expected = tiny_export["pretrained"], config_path, "shape mismatches"
-    args = [f"--init_checkpoint={init}", f"--albert_config_file={config}", f"--spm_model_file={tiny_export['spm']}",
-            f"--output_dir={out}", f"--train_file={squad_files['v1']}", "--max_seq_length=128", "--do_train"]
-    result = subprocess.run([sys.executable, "-m", "albert_tf.run_squad_v1", *args], capture_output=True, text=True,
-                            env=ENV, cwd=ROOT, timeout=300)
-    assert result.returncode == 2, result.stderr[-3000:]
-    assert "Traceback" not in result.stderr
-    assert expected in result.stderr, result.stderr[-3000:]
-    assert not (out / "checkpoint").exists() and not (out / "eval_results.json").exists()
+def test_an_unusable_init_checkpoint_is_a_loud_error(squad_files, tiny_export, config_file, tmp_path):
+    cases = []
+    for case in ("missing", "mismatched"):
+        out = tmp_path / case / "out"
+        if case == "missing":
+            init, config, expected = tmp_path / "no_such_checkpoint", config_file, "no_such_checkpoint"
+        else:
+            # the tiny pretrained weights under a config with another embedding size
+            with open(config_file, encoding="utf-8") as f:
+                config = json.load(f)
+            config["embedding_size"] = config["embedding_size"] * 2
+            config_path = tmp_path / "other_config.json"
+            config_path.write_text(json.dumps(config), encoding="utf-8")
+            init, config, expected = tiny_export["pretrained"], config_path, "shape mismatches"
+        cases.append(([f"--init_checkpoint={init}", f"--albert_config_file={config}",
+                       f"--spm_model_file={tiny_export['spm']}", f"--output_dir={out}",
+                       f"--train_file={squad_files['v1']}", "--max_seq_length=128", "--do_train"], expected, out))
+    results = entry_point_cases("albert_tf.run_squad_v1", [args for args, _, _ in cases], tmp_path)
+    for (args, expected, out), result in zip(cases, results, strict=True):
+        assert result.returncode == 2, result.stderr[-3000:]
+        assert "Traceback" not in result.stderr
+        assert expected in result.stderr, result.stderr[-3000:]
+        assert not (out / "checkpoint").exists() and not (out / "eval_results.json").exists()

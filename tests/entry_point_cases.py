@@ -1,0 +1,65 @@
+"""Runs several invocations of one albert_tf entry point in one Python process, each as
+`python -m MODULE ARGS...` would (the same flag parsing and cli.run_entry_point exit
+convention), so error-path tests pay for one TensorFlow import instead of one per case.
+
+    python tests/entry_point_cases.py MODULE NAME CASES.json RESULTS.json
+
+CASES.json: a list of argument lists. RESULTS.json: a list of {"returncode", "stdout",
+"stderr"} (what the entry point printed; an exception that escaped it is a traceback in
+stderr and returncode 1, as the interpreter would report it).
+"""
+
+import contextlib
+import importlib
+import inspect
+import io
+import json
+import os
+import sys
+import traceback
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
+
+def run_case(module, name, args):
+    from absl import flags
+
+    from albert_tf import cli
+
+    takes_values = bool(inspect.signature(module.define_flags).parameters)
+    if takes_values:
+        values = flags.FlagValues()
+        module.define_flags(values)
+    else:
+        values = flags.FLAGS
+        values.unparse_flags()
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            values([name] + list(args))
+        except flags.Error as e:  # as absl.app.run reports it
+            print(f"FATAL Flags parsing error: {e}", file=sys.stderr)
+            status = 1
+        else:
+            try:
+                status = cli.run_entry_point(name, module.run, values)
+            except BaseException:  # noqa: BLE001 (reported as the interpreter would)
+                traceback.print_exc()
+                status = 1
+    return {"returncode": status, "stdout": out.getvalue(), "stderr": err.getvalue()}
+
+
+def main():
+    module_name, name, cases_file, results_file = sys.argv[1:5]
+    module = importlib.import_module(module_name)
+    if not inspect.signature(module.define_flags).parameters:
+        module.define_flags()  # on the global FLAGS, once
+    with open(cases_file, encoding="utf-8") as f:
+        cases = json.load(f)
+    results = [run_case(module, name, args) for args in cases]
+    with open(results_file, "w", encoding="utf-8") as f:
+        json.dump(results, f)
+
+
+if __name__ == "__main__":
+    main()
