@@ -74,6 +74,17 @@ def _main(name, run, argv):
     return run_entry_point(name, run)
 
 
+def define_dtype_policy_flag(flag_values=None, default="auto", what="training and evaluation"):
+    """--dtype_policy for a model-building command (albert_tf.training.precision)."""
+    from absl import flags
+
+    kwargs = {} if flag_values is None else {"flag_values": flag_values}
+    flags.DEFINE_string("dtype_policy", default, f"What {what} compute in: auto (mixed_bfloat16 where the hardware "
+                        "computes bf16 natively: TPUs, GPUs of compute capability >= 8.0, CPUs with avx512_bf16 or "
+                        "amx_bf16; float32 elsewhere), float32 or mixed_bfloat16. Variables and checkpoints stay "
+                        "float32 either way.", **kwargs)
+
+
 def define_tpu_flags(flag_values):
     """The release's TPU flags (use_tpu, tpu_name, tpu_zone, gcp_project, master,
     num_tpu_cores) and --strategy, for the fine-tuning commands: --use_tpu maps to the

@@ -13,6 +13,7 @@ import os
 from absl import flags
 
 from albert_tf import cli
+from albert_tf.training.precision import check_policy, choose
 
 PRETRAINED_WEIGHTS = ("pretrainer.weights.h5",)
 
@@ -26,24 +27,29 @@ def define_flags():
     flags.DEFINE_bool("with_mlm", True, "Add the .mlm sub-object (masked_lm_positions -> mlm_logits).")
     flags.DEFINE_integer("seq_length", 128, "Default sequence length of the preprocessing model.")
     flags.DEFINE_bool("do_lower_case", True, "Lower-case text (as create_pretraining_data).")
+    cli.define_dtype_policy_flag(default="float32", what="the exported encoder's matmuls (float32: portable, the "
+                                 "default; the exporting machine is not the serving one)")
 
 
 def run(f):
     albert_config_file, checkpoint, spm_model_file, export_path = (
         f.albert_config_file, f.checkpoint, f.spm_model_file, f.export_path)
     with_mlm, seq_length, do_lower_case = f.with_mlm, f.seq_length, f.do_lower_case
+    check_policy(f.dtype_policy)
     for name, value in (("albert_config_file", albert_config_file), ("checkpoint", checkpoint),
                         ("spm_model_file", spm_model_file), ("export_path", export_path)):
         if not value:
             raise ValueError(f"--{name} is required.")
+    precision = choose(f.dtype_policy)
+    print(f"dtype policy {precision.policy} ({precision.reason})")
     return export(albert_config_file, checkpoint, spm_model_file, export_path, with_mlm=with_mlm,
-                  seq_length=seq_length, do_lower_case=do_lower_case)
+                  seq_length=seq_length, do_lower_case=do_lower_case, dtype_policy=precision.policy)
 
 
 def export(albert_config_file, checkpoint, spm_model_file, export_path, with_mlm=True, seq_length=128,
-           do_lower_case=True):
-    """Loads `checkpoint` into an AlbertPretrainer of `albert_config_file` and exports it;
-    returns the export path."""
+           do_lower_case=True, dtype_policy="float32"):
+    """Loads `checkpoint` into an AlbertPretrainer of `albert_config_file` and exports it
+    computing in `dtype_policy`; returns the export path."""
     if seq_length < 8:
         raise ValueError(f"--seq_length must be at least 8, got {seq_length}.")
     if os.path.exists(export_path) and not os.path.isdir(export_path):
@@ -56,10 +62,10 @@ def export(albert_config_file, checkpoint, spm_model_file, export_path, with_mlm
     config = AlbertConfig.from_json_file(albert_config_file)
     if seq_length > config.max_position_embeddings:
         raise ValueError(f"--seq_length {seq_length} exceeds max_position_embeddings {config.max_position_embeddings}.")
-    pretrainer = AlbertPretrainer(config)
+    pretrainer = AlbertPretrainer(config, dtype=dtype_policy)
     source = load_init_checkpoint(pretrainer, checkpoint, flag="--checkpoint", weights_file_names=PRETRAINED_WEIGHTS)
     path = export_tfhub(pretrainer, spm_model_file, export_path, with_mlm=with_mlm, seq_length=seq_length,
-                        do_lower_case=do_lower_case)
+                        do_lower_case=do_lower_case, dtype_policy=dtype_policy)
     print(f"exported {source} to {path}/encoder and {path}/preprocess")
     return path
 

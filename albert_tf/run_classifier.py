@@ -24,6 +24,7 @@ import sys
 from absl import flags
 
 from albert_tf import cli
+from albert_tf.training.precision import check_policy
 from albert_tf.data.buckets import DEFAULT_BUCKETS
 
 
@@ -70,6 +71,7 @@ def define_flags(flag_values=None):
     flags.DEFINE_list("labels", None, "--task_name=tsv: the label values (comma-separated); omit for regression.", **fv)
     flags.DEFINE_string("strategy", "default", "mirrored | one_device | default.", **fv)
     flags.DEFINE_integer("random_seed", 12345, "Seed of the classifier initialisation, dropout and shuffling.", **fv)
+    cli.define_dtype_policy_flag(fv["flag_values"])
 
 
 STRATEGIES = ("mirrored", "one_device", "default")
@@ -80,6 +82,7 @@ POSITIVE = ("max_seq_length", "train_batch_size", "eval_batch_size", "predict_ba
 def check_flags(f):
     """Flag values alone (numbers, choices); the task checks its inputs (files, export,
     config) in tasks.classification.check_options, also before anything is written."""
+    check_policy(f.dtype_policy)
     for name in POSITIVE:
         if getattr(f, name) <= 0:
             raise ValueError(f"--{name} must be positive, got {getattr(f, name)}.")
@@ -109,7 +112,8 @@ def options_from_flags(f):
         output_dir=f.output_dir, train_batch_size=f.train_batch_size, eval_batch_size=f.eval_batch_size,
         num_train_steps=f.train_step, num_warmup_steps=f.warmup_step, learning_rate=f.learning_rate,
         optimizer=f.optimizer, save_checkpoints_steps=f.save_checkpoints_steps,
-        keep_checkpoint_max=f.keep_checkpoint_max, iterations_per_loop=f.iterations_per_loop)
+        keep_checkpoint_max=f.keep_checkpoint_max, iterations_per_loop=f.iterations_per_loop,
+        dtype_policy=f.dtype_policy)
     return task, training
 
 

@@ -17,6 +17,7 @@ import os
 from absl import flags
 
 from albert_tf import cli
+from albert_tf.training.precision import check_policy
 
 
 def define_flags():
@@ -45,7 +46,7 @@ def define_flags():
     flags.DEFINE_string("strategy", "default", "tpu | multi_worker_mirrored | mirrored | one_device | default.")
     flags.DEFINE_string("tpu", None, "TPU name or grpc:// address (with --strategy=tpu).")
     flags.DEFINE_bool("jit_compile", False, "Compile the train step with XLA.")
-    flags.DEFINE_string("dtype_policy", "float32", "float32, or mixed_bfloat16 (TPUs).")
+    cli.define_dtype_policy_flag()
     flags.DEFINE_bool("use_one_hot_embeddings", False, "One-hot word-embedding lookups (faster on TPUs).")
     flags.DEFINE_bool("deterministic", False, "Deterministic input order and ops (exactly repeatable runs).")
     flags.DEFINE_bool("dynamic_masking", False, "Re-draw the masked-LM masks every epoch in tf.data.")
@@ -56,7 +57,6 @@ def define_flags():
     flags.DEFINE_integer("export_seq_length", 128, "Default sequence length of the exported preprocessing model.")
 
 
-DTYPE_POLICIES = ("float32", "mixed_bfloat16", "mixed_float16")
 
 
 def check_flags(f):
@@ -81,11 +81,7 @@ def check_flags(f):
     if f.max_predictions_per_seq > f.max_seq_length:
         raise ValueError(f"--max_predictions_per_seq ({f.max_predictions_per_seq}) exceeds --max_seq_length "
                          f"({f.max_seq_length}).")
-    if f.dtype_policy not in DTYPE_POLICIES:
-        raise ValueError(f"--dtype_policy must be one of {', '.join(DTYPE_POLICIES)}, got {f.dtype_policy!r}.")
-    if f.dtype_policy == "mixed_float16":
-        raise ValueError("--dtype_policy=mixed_float16 needs loss scaling, which this loop does not do; use "
-                         "mixed_bfloat16.")
+    check_policy(f.dtype_policy)
     if f.strategy == "tpu" and not f.tpu:
         raise ValueError("--strategy=tpu needs --tpu.")
     if f.tpu and f.strategy != "tpu":
@@ -125,7 +121,7 @@ def options_from_flags(f, config):
         max_predictions_per_seq=f.max_predictions_per_seq, global_batch_size=f.train_batch_size,
         deterministic=f.deterministic, random_seed=f.random_seed, shuffle_buffer_size=f.shuffle_buffer_size,
         dynamic_masking=masking, init_checkpoint=f.init_checkpoint,
-        use_one_hot_embeddings=f.use_one_hot_embeddings, dtype_policy=f.dtype_policy)
+        use_one_hot_embeddings=f.use_one_hot_embeddings)
     training = TrainingOptions(
         output_dir=f.output_dir, train_batch_size=f.train_batch_size, eval_batch_size=f.eval_batch_size,
         num_train_steps=f.num_train_steps, num_warmup_steps=f.num_warmup_steps,
@@ -133,7 +129,7 @@ def options_from_flags(f, config):
         optimizer=f.optimizer, save_checkpoints_steps=f.save_checkpoints_steps,
         keep_checkpoint_max=f.keep_checkpoint_max, iterations_per_loop=f.iterations_per_loop,
         do_train=f.do_train, do_eval=f.do_eval, evaluate_every_checkpoint=False, max_eval_steps=f.max_eval_steps,
-        jit_compile=f.jit_compile)
+        jit_compile=f.jit_compile, dtype_policy=f.dtype_policy)
     return task, training
 
 

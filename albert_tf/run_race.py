@@ -31,6 +31,7 @@ import sys
 from absl import flags
 
 from albert_tf import cli
+from albert_tf.training.precision import check_policy
 from albert_tf.data.buckets import DEFAULT_BUCKETS
 
 STRATEGIES = ("mirrored", "one_device", "default")
@@ -81,11 +82,13 @@ def define_flags(flag_values=None):
                         "widths (and --max_seq_length) that holds their longest input; `none` pads every batch to "
                         "--max_seq_length (the release). The results are the same either way.", **fv)
     cli.define_tpu_flags(fv["flag_values"])
+    cli.define_dtype_policy_flag(fv["flag_values"])
     flags.DEFINE_integer("random_seed", 12345, "Seed of the head initialisation, dropout and shuffling.", **fv)
 
 
 def check_flags(f):
     """Flag values alone; the task checks its inputs in tasks.race.check_options."""
+    check_policy(f.dtype_policy)
     for name in POSITIVE:
         if getattr(f, name) <= 0:
             raise ValueError(f"--{name} must be positive, got {getattr(f, name)}.")
@@ -118,7 +121,8 @@ def options_from_flags(f):
         output_dir=f.output_dir, train_batch_size=f.train_batch_size, eval_batch_size=f.eval_batch_size,
         num_train_steps=f.train_step, num_warmup_steps=f.warmup_step, learning_rate=f.learning_rate,
         optimizer="adamw", save_checkpoints_steps=f.save_checkpoints_steps, keep_checkpoint_max=f.num_keep_checkpoint,
-        iterations_per_loop=f.iterations_per_loop)
+        iterations_per_loop=f.iterations_per_loop,
+        dtype_policy=f.dtype_policy)
     return task, training
 
 

@@ -35,6 +35,7 @@ import sys
 from absl import flags
 
 from albert_tf import cli
+from albert_tf.training.precision import check_policy
 from albert_tf.data.buckets import DEFAULT_BUCKETS
 
 
@@ -82,6 +83,7 @@ def define_flags(flag_values=None, version="v1"):
                         "widths (and --max_seq_length) that holds their longest input; `none` pads every batch to "
                         "--max_seq_length (the release). The results are the same either way.", **fv)
     cli.define_tpu_flags(fv["flag_values"])
+    cli.define_dtype_policy_flag(fv["flag_values"])
     flags.DEFINE_integer("random_seed", 12345, "Seed of the head initialisation, dropout and shuffling.", **fv)
     if version == "v2":
         flags.DEFINE_integer("start_n_top", 5, "Starts kept by the v2 head at inference.", **fv)
@@ -96,6 +98,7 @@ POSITIVE = ("train_batch_size", "predict_batch_size", "save_checkpoints_steps", 
 
 def check_flags(f):
     """Flag values alone; the task checks its inputs in tasks.squad.check_options."""
+    check_policy(f.dtype_policy)
     for name in POSITIVE:
         if getattr(f, name) <= 0:
             raise ValueError(f"--{name} must be positive, got {getattr(f, name)}.")
@@ -130,7 +133,8 @@ def options_from_flags(f, version):
     training = TrainingOptions(
         output_dir=f.output_dir, train_batch_size=f.train_batch_size, eval_batch_size=f.predict_batch_size,
         learning_rate=f.learning_rate, optimizer="adamw", save_checkpoints_steps=f.save_checkpoints_steps,
-        keep_checkpoint_max=f.keep_checkpoint_max, iterations_per_loop=f.iterations_per_loop)
+        keep_checkpoint_max=f.keep_checkpoint_max, iterations_per_loop=f.iterations_per_loop,
+        dtype_policy=f.dtype_policy)
     return task, training
 
 

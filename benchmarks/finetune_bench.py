@@ -11,7 +11,8 @@ Task: the repo's docstring topic task (notebooks/data/docstring_topics/{train,de
 real one-sentence docstrings, 4 labels), sentences as they are. Model: configs/albert_base.json
 (vocab_size = the SentencePiece model's: --vocab_size pieces, 18000 by default, as the
 sample corpus allows at most 18,075 where albert_base has 30000; trained at start on the
-built-in sample corpus and kept in --output_dir/spm), float32, max_seq_length 128, batch 32. Random initial weights, nothing downloaded, and the same in every system: one
+built-in sample corpus and kept in --output_dir/spm), --dtype_policies (auto: float32 unless
+the hardware computes bf16 natively), max_seq_length 128, batch 32. Random initial weights, nothing downloaded, and the same in every system: one
 albert_tf AlbertClassifier initialized from --seed, copied into each (keras-hub's backbone
 through albert_tf.convert.keras_hub, Hugging Face's state dict through the converter's
 table in albert_tf.convert.hf reversed, the 4-way head beside); the run checks it by
@@ -19,10 +20,13 @@ comparing every system's pieces and initial logits on the first dev sentences wi
 albert_tf's (results.json: tokenization_equal_to_albert_tf, initial_logits_max_abs_diff).
 
 Systems (each trained for the same number of steps: --warmup_steps, then --steps per repeat):
-- albert_tf, buckets / no_buckets: the ClassificationTask (classifier dropout 0.1) on the
-  driver's Trainer (the release's AdamW, global-norm clipping 1.0, linear decay to 0), its
-  train_dataset iterated (raw strings tokenized in tf.data by the preprocessing model);
-  length_buckets default ("16,32,...") vs "none" (every batch padded to 128). Evaluation:
+- albert_tf, albert_tf_buckets_only, albert_tf_no_buckets: the ClassificationTask (classifier
+  dropout 0.1) on the driver's Trainer (the release's AdamW, global-norm clipping 1.0, linear
+  decay to 0), its train_dataset iterated (raw strings tokenized in tf.data by the
+  preprocessing model). albert_tf is what users get: length_buckets default ("16,32,...")
+  and the encoder skipping padding (per-token work on the real tokens only);
+  albert_tf_buckets_only: the buckets, padding computed; albert_tf_no_buckets: every batch
+  padded to 128 and computed, as the release (so the share of each mechanism shows). Evaluation:
   Trainer.per_example_outputs over the dev split. Requests: the raw-string classifier
   SavedModel written by export_classifier (buckets as trained) and loaded back with
   tf.saved_model.load in this process; `model(tf.constant(texts))`.
@@ -54,6 +58,10 @@ then trained warmup + repeats x steps steps from the same weights, each in its o
 order); with random initial weights and a short run it may be near chance, which is printed
 plainly.
 
+Mixed precision: `--dtype_policies=float32,mixed_bfloat16 --systems=albert_tf,keras_hub` runs
+albert_tf and keras-hub at both policies in the same rounds (keras-hub's backbone and
+classifier built with dtype=policy) and adds the ratios of each policy over the first.
+
 Writes results.json, results.csv and finetune_bench.png (bar chart) in --output_dir,
 with the CPU model and its bf16 flags from /proc/cpuinfo and the fp32 matmul peak.
 Ratios are albert_tf's speed over the peer's: examples/s over examples/s, and for
@@ -72,6 +80,7 @@ from squad_bench import SAMPLE_VOCAB_SIZE, TINY_CONFIG, cpu_model, sentencepiece
 from train_step_bench import matmul_peak_gflops
 
 from albert_tf import cli
+from albert_tf.training.precision import choose
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
@@ -114,6 +123,10 @@ def define_flags():
     flags.DEFINE_list("systems", list(SYSTEMS), "Which of albert_tf, keras_hub, hf to run.")
     flags.DEFINE_string("hf_python", DEFAULT_HF_PYTHON, "Python of the transformers peer's venv.")
     flags.DEFINE_bool("jit_compile", False, "albert_tf: compile forward + backward with XLA.")
+    flags.DEFINE_list("dtype_policies", ["auto"], "The dtype policies albert_tf (buckets, padding skipped) and "
+                      "keras-hub run at, each resolved by albert_tf.training.precision (auto: mixed_bfloat16 only "
+                      "on native-bf16 hardware). With two or more, systems are named system@policy and the "
+                      "bucketing variants run at the first only; e.g. float32,mixed_bfloat16.")
     flags.DEFINE_enum("keras_hub_jit_compile", "auto", ["auto", "true", "false"],
                       "keras-hub compile(jit_compile=...); auto is Keras' default (off on CPU-only machines).")
     flags.DEFINE_string("output_dir", "results/finetune_bench", "Where results (and the SentencePiece model) go.")
@@ -152,7 +165,7 @@ class AlbertTfSystem:
     """ClassificationTask on the driver's Trainer; requests through the exported classifier.
     Built with `init` (an AlbertClassifier)'s weights; `warm_up` traces, exports and loads."""
 
-    def __init__(self, name, bucketed, ctx, init):
+    def __init__(self, name, bucketed, ctx, init, skip_padding=True, dtype_policy="float32"):
         import numpy as np
         import tensorflow as tf
         import tensorflow_text  # noqa: F401  (the exported classifier's SentencePiece ops)
@@ -176,13 +189,19 @@ class AlbertTfSystem:
         self.trainer = Trainer(self.task, TrainingOptions(
             run_dir, train_batch_size=f.batch_size, eval_batch_size=f.batch_size, optimizer="adamw",
             learning_rate=f.learning_rate, num_train_steps=ctx.total_steps, num_warmup_steps=0,
-            jit_compile=f.jit_compile, write_curves=False))
+            jit_compile=f.jit_compile, write_curves=False, dtype_policy=dtype_policy))
         self.trainer.model.set_weights(init.get_weights())
+        if not skip_padding:  # before anything is traced
+            from albert_tf.modeling.encoder import set_skip_padding
+
+            set_skip_padding(self.trainer.model, False)
+        self.skip_padding = bool(skip_padding and self.trainer.skips_padding)
         self.widths = self.task.widths
         self.path = {"train": "Trainer.train(train_dataset iterator)", "eval": "Trainer.per_example_outputs",
                      "latency": "exported classifier SavedModel __call__",
                      "batch32": "exported classifier SavedModel __call__"}
-        self.info = {"length_buckets": list(self.widths), "jit_compile": bool(f.jit_compile)}
+        self.info = {"length_buckets": list(self.widths), "skip_padding": self.skip_padding,
+                     "jit_compile": bool(f.jit_compile), "dtype_policy": self.trainer.precision.policy}
 
     def initial_logits(self, texts):
         from albert_tf.data.classifier_pipeline import pack
@@ -203,12 +222,13 @@ class AlbertTfSystem:
         start = time.perf_counter()
         export_dir = os.path.join(self.ctx.out, f"export_{self.name}")
         export_classifier(self.task.preprocess, self.trainer.model, export_dir, f.max_seq_length, list(LABELS),
-                          pair=False, task_name="docstring_topics", widths=self.widths)
+                          pair=False, task_name="docstring_topics", widths=self.widths,
+                          skip_padding=self.skip_padding)
         self.served = self.tf.saved_model.load(export_dir)
         exported = time.perf_counter() - start
         self.info.update(export_dir=export_dir, warmup_seconds=round(warm, 2),
                          export_and_load_seconds=round(exported, 2))
-        print(f"{self.name}: buckets {list(self.widths)}; warm-up {warm:.1f}s, export + load {exported:.1f}s",
+        print(f"{self.name}: buckets {list(self.widths)}, skip padding {self.skip_padding}; warm-up {warm:.1f}s, export + load {exported:.1f}s",
               flush=True)
 
     def tokenize(self, texts):
@@ -244,16 +264,14 @@ class AlbertTfSystem:
 class KerasHubSystem:
     """keras_hub.models.AlbertTextClassifier with its own preprocessor, as its users run it."""
 
-    name = "keras_hub"
-
-    def __init__(self, ctx, init):
+    def __init__(self, ctx, init, name="keras_hub", dtype_policy="float32"):
         import keras
         import keras_hub
         import numpy as np
 
         from albert_tf.convert.keras_hub import write_keras_hub_backbone
 
-        self.np, self.ctx = np, ctx
+        self.np, self.ctx, self.name = np, ctx, name
         f, c = ctx.flags, ctx.config
         with open(ctx.spm_model, "rb") as fh:
             proto = fh.read()
@@ -265,9 +283,9 @@ class KerasHubSystem:
             vocabulary_size=c.vocab_size, num_layers=c.num_hidden_layers, num_heads=c.num_attention_heads,
             embedding_dim=c.embedding_size, hidden_dim=c.hidden_size, intermediate_dim=c.intermediate_size,
             num_groups=c.num_hidden_groups, num_inner_repetitions=c.inner_group_num,
-            dropout=c.hidden_dropout_prob, max_sequence_length=c.max_position_embeddings)
+            dropout=c.hidden_dropout_prob, max_sequence_length=c.max_position_embeddings, dtype=dtype_policy)
         self.model = keras_hub.models.AlbertTextClassifier(backbone=backbone, num_classes=len(LABELS),
-                                                           preprocessor=preprocessor, dropout=0.1)
+                                                           preprocessor=preprocessor, dropout=0.1, dtype=dtype_policy)
         # the same initial weights as albert_tf's (encoder through the converter's table, then the head)
         write_keras_hub_backbone(init.encoder, backbone)
         self.model.output_dense.set_weights(init.output_dense.get_weights())
@@ -286,7 +304,7 @@ class KerasHubSystem:
         self.rng = np.random.default_rng(f.seed)
         self.order, self.position = [], 0
         self.path = {"train": "train_on_batch(raw strings)", "eval": "predict(raw strings, batch_size)"}
-        self.info = {"jit_compile": self.jit_compile,
+        self.info = {"jit_compile": self.jit_compile, "dtype_policy": dtype_policy,
                      "padding": f"every batch padded to sequence_length={f.max_seq_length} (its preprocessor)",
                      "lower_case": "str.lower() in Python before the preprocessor (timed)"}
 
@@ -299,7 +317,7 @@ class KerasHubSystem:
         self.evaluate()
         warm = time.perf_counter() - start
         self.info["warmup_seconds"] = round(warm, 2)
-        print(f"keras_hub: jit_compile {self.jit_compile}; warm-up {warm:.1f}s", flush=True)
+        print(f"{self.name}: jit_compile {self.jit_compile}; warm-up {warm:.1f}s", flush=True)
 
     def tokenize(self, texts):
         return [list(map(int, self.np.asarray(self.tokenizer(t.lower())))) for t in texts]
@@ -353,7 +371,7 @@ class KerasHubSystem:
         for _ in range(self.ctx.flags.latency_warmup):
             self._latency_fn([text])
         self.info.update(chosen)
-        print(f"keras_hub requests: batch 1 via {self.path['latency']}, batch {self.ctx.flags.batch_size} via "
+        print(f"{self.name} requests: batch 1 via {self.path['latency']}, batch {self.ctx.flags.batch_size} via "
               f"{self.path['batch32']}", flush=True)
 
     def request(self, texts):
@@ -555,7 +573,7 @@ def plot(rows, path, title):
     panels = [(k, label) for k, label, _ in METRICS] + [("dev_accuracy", "dev accuracy")]
     fig, axes = plt.subplots(2, 3, figsize=(14, 7.5))
     names = [r["system"] for r in rows]
-    colors = ["#1f77b4", "#aec7e8", "#ff7f0e", "#2ca02c", "#9467bd"][:len(rows)]
+    colors = [plt.cm.tab10(i % 10) for i in range(len(rows))]
     for ax, (key, label) in zip(axes.flat, panels):
         values = [r.get(key) if r.get(key) is not None else 0.0 for r in rows]
         bars = ax.bar(range(len(rows)), values, color=colors)
@@ -657,11 +675,26 @@ def run(f):
     reference_ids = [list(map(int, row)) for row in pre.tokenize(tf.constant(probe)).to_list()]
     reference_logits = np.asarray(init(pack(pre, tf.constant(probe), None, f.max_seq_length), training=False))
     systems, skipped, peers = [], {}, []
-    if "albert_tf" in f.systems:
-        systems.append(AlbertTfSystem("albert_tf_buckets", True, ctx, init))
-        systems.append(AlbertTfSystem("albert_tf_no_buckets", False, ctx, init))
-    if "keras_hub" in f.systems:
-        systems.append(KerasHubSystem(ctx, init))
+    policies = []
+    for requested in f.dtype_policies:
+        chosen = choose(requested)
+        print(f"--dtype_policies {requested}: {chosen.policy} ({chosen.reason})", flush=True)
+        if chosen.policy not in policies:
+            policies.append(chosen.policy)
+
+    def named(base, policy):
+        return base if len(policies) == 1 else f"{base}@{policy}"
+
+    for i, policy in enumerate(policies):
+        if "albert_tf" in f.systems:
+            systems.append(AlbertTfSystem(named("albert_tf", policy), True, ctx, init, dtype_policy=policy))
+            if i == 0:
+                systems.append(AlbertTfSystem(named("albert_tf_buckets_only", policy), True, ctx, init,
+                                              skip_padding=False, dtype_policy=policy))
+                systems.append(AlbertTfSystem(named("albert_tf_no_buckets", policy), False, ctx, init,
+                                              skip_padding=False, dtype_policy=policy))
+        if "keras_hub" in f.systems:
+            systems.append(KerasHubSystem(ctx, init, named("keras_hub", policy), dtype_policy=policy))
     # every system's tokenization and initial logits of the first dev sentences against albert_tf's
     tokenization, logits_diff = {}, {}
 
@@ -746,12 +779,21 @@ def run(f):
         return out_
 
     ratios = {}
-    for ours in ("albert_tf_buckets", "albert_tf_no_buckets"):
-        for peer in ("keras_hub", "hf"):
-            if ours in by and peer in by:
-                ratios[f"{ours}/{peer}"] = speedup(ours, peer)
-    if "albert_tf_buckets" in by and "albert_tf_no_buckets" in by:
-        ratios["albert_tf_buckets/albert_tf_no_buckets"] = speedup("albert_tf_buckets", "albert_tf_no_buckets")
+    first = policies[0]
+    pairs = []
+    for policy in policies:
+        for ours in ("albert_tf", "albert_tf_buckets_only", "albert_tf_no_buckets"):
+            pairs += [(named(ours, policy), named("keras_hub", q)) for q in policies]
+            pairs.append((named(ours, policy), "hf"))
+    # the share of each mechanism: bucketing alone, then skipping padding on top of it
+    pairs += [(named(a, first), named(b, first)) for a, b in (
+        ("albert_tf_buckets_only", "albert_tf_no_buckets"), ("albert_tf", "albert_tf_buckets_only"),
+        ("albert_tf", "albert_tf_no_buckets"))]
+    # each policy against the first (e.g. mixed_bfloat16 over float32)
+    pairs += [(named(s_, p), named(s_, first)) for p in policies[1:] for s_ in ("albert_tf", "keras_hub")]
+    for ours, peer in pairs:
+        if ours in by and peer in by and ours != peer:
+            ratios[f"{ours}/{peer}"] = speedup(ours, peer)
 
     accuracies = {r["system"]: r["dev_accuracy"] for r in rows}
     spread = (max(accuracies.values()) - min(accuracies.values())) if accuracies else 0.0
@@ -763,17 +805,17 @@ def run(f):
     # --- print -----------------------------------------------------------------------------
     print(f"\nmedians of {f.repeats} interleaved rounds ({'tiny' if f.tiny else 'albert_base'}, seq "
           f"{f.max_seq_length}, batch {f.batch_size}; examples/s unless ms):")
-    print(f"{'system':<22}{'fine-tune':>12}{'eval':>12}{'p50 ms':>10}{'p99 ms':>10}{'batch ' + str(f.batch_size):>12}"
+    print(f"{'system':<30}{'fine-tune':>12}{'eval':>12}{'p50 ms':>10}{'p99 ms':>10}{'batch ' + str(f.batch_size):>12}"
           f"{'dev acc':>9}")
     for r in rows:
-        print(f"{r['system']:<22}{r['finetune_examples_per_second']:>12.2f}{r['eval_examples_per_second']:>12.2f}"
+        print(f"{r['system']:<30}{r['finetune_examples_per_second']:>12.2f}{r['eval_examples_per_second']:>12.2f}"
               f"{r['latency_p50_ms']:>10.2f}{r['latency_p99_ms']:>10.2f}{r['batch32_examples_per_second']:>12.2f}"
               f"{r['dev_accuracy']:>9.4f}")
     if ratios:
         print("\nspeed ratios (albert_tf's speed / the other's; latency: the other's ms / albert_tf's; > 1: albert_tf "
               "faster):")
         for name, values in ratios.items():
-            print(f"{name:<42}" + "  ".join(f"{SHORT[k]} {'-' if v is None else f'{v:.2f}x'}"
+            print(f"{name:<46}" + "  ".join(f"{SHORT[k]} {'-' if v is None else f'{v:.2f}x'}"
                                             for k, v in values.items()))
     print(f"\ndev accuracy after {ctx.total_steps} steps: "
           + ", ".join(f"{k} {v:.4f}" for k, v in accuracies.items())
@@ -788,7 +830,7 @@ def run(f):
     common = {"cpu_model": cpu, "cpu_bf16_flags": bf16, "matmul_peak_gflops": round(peak, 1), "tiny": bool(f.tiny),
               "repeats": f.repeats, "steps": f.steps, "warmup_steps": f.warmup_steps, "calls": f.calls,
               "throughput_batches": f.throughput_batches, "batch_size": f.batch_size,
-              "max_seq_length": f.max_seq_length, "vocab_size": vocab}
+              "max_seq_length": f.max_seq_length, "vocab_size": vocab, "dtype_policies": " ".join(policies)}
     import keras_hub
 
     results = dict(
@@ -817,7 +859,7 @@ def run(f):
         writer.writerows(csv_rows)
     png = plot(rows, os.path.join(out, "finetune_bench.png"),
                f"topic task fine-tuning, {'tiny' if f.tiny else 'albert_base'} config, seq {f.max_seq_length}, batch "
-               f"{f.batch_size}, fp32; {cpu}; medians of {f.repeats} rounds")
+               f"{f.batch_size}, {'/'.join(policies)}; {cpu}; medians of {f.repeats} rounds")
     print(f"wrote {out}/results.json, results.csv and {os.path.basename(png)}")
     return 0
 

@@ -38,6 +38,7 @@ from squad_bench import SAMPLE_VOCAB_SIZE, TINY_CONFIG, cpu_model, sentencepiece
 from train_step_bench import matmul_peak_gflops
 
 from albert_tf import cli
+from albert_tf.training.precision import choose
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
@@ -54,6 +55,7 @@ def define_flags():
     flags.DEFINE_integer("batch_size", 16, "Rows per call.")
     flags.DEFINE_integer("seq_length", 128, "Fixed sequence length (every position real).")
     flags.DEFINE_integer("seed", 12345, "Seed of the weights and inputs.")
+    cli.define_dtype_policy_flag(what="the exported encoder and keras-hub's backbone (the same policy for both)")
     flags.DEFINE_integer("vocab_size", SAMPLE_VOCAB_SIZE, "SentencePiece pieces (albert_base has 30000; the "
                          "sample corpus allows at most 18,075).")
     flags.DEFINE_float("corpus_mb", 10.4, "Sample corpus size the SentencePiece model is trained on.")
@@ -70,6 +72,8 @@ def run(f):
     for name in ("repeats", "calls", "warmup_calls", "batch_size", "seq_length"):
         if getattr(f, name) < 1:
             raise ValueError(f"--{name} must be positive.")
+    precision = choose(f.dtype_policy)
+    policy = precision.policy
     import keras
     import keras_hub
     import numpy as np
@@ -100,7 +104,7 @@ def run(f):
                                                                  else " (reused)"), flush=True)
     B, T = f.batch_size, f.seq_length
     print(f"{'tiny' if f.tiny else 'albert_base'} config (H {config.hidden_size}, L {config.num_hidden_layers}, "
-          f"V {vocab}); batch {B}, length {T} (no padding, no bucketing), float32", flush=True)
+          f"V {vocab}); batch {B}, length {T} (no padding, no bucketing), {policy} ({precision.reason})", flush=True)
 
     # --- albert_tf: export, load the encoder SavedModel --------------------------------------
     pretrainer = AlbertPretrainer(config)
@@ -110,7 +114,7 @@ def run(f):
               "input_type_ids": tf.zeros((B, T), tf.int32)}
     pretrainer.encoder(inputs)  # builds the weights
     start = time.perf_counter()
-    export_dir = export_tfhub(pretrainer, spm_model, os.path.join(out, "export"), seq_length=T)
+    export_dir = export_tfhub(pretrainer, spm_model, os.path.join(out, "export"), seq_length=T, dtype_policy=policy)
     encoder = tf.saved_model.load(os.path.join(export_dir, "encoder"))
     print(f"export_tfhub + load: {time.perf_counter() - start:.1f}s ({export_dir})", flush=True)
     signature = encoder.signatures["serving_default"]
@@ -136,7 +140,7 @@ def run(f):
             embedding_dim=config.embedding_size, hidden_dim=config.hidden_size,
             intermediate_dim=config.intermediate_size, num_groups=config.num_hidden_groups,
             num_inner_repetitions=config.inner_group_num, dropout=config.hidden_dropout_prob,
-            max_sequence_length=config.max_position_embeddings)
+            max_sequence_length=config.max_position_embeddings, dtype=policy)
         write_keras_hub_backbone(pretrainer.encoder, model)
         model.compile(jit_compile=jit)
         return model
@@ -202,7 +206,7 @@ def run(f):
 
     common = {"cpu_model": cpu, "cpu_bf16_flags": " ".join(bf16), "matmul_peak_gflops": round(peak, 1),
               "tiny": bool(f.tiny), "repeats": f.repeats, "calls": f.calls, "batch_size": B, "seq_length": T,
-              "vocab_size": vocab}
+              "dtype_policy": policy, "vocab_size": vocab}
     atomic.write_json(os.path.join(out, "results.json"), dict(
         common, cpu_bf16_flags=bf16, config=config.to_dict(), export_dir=export_dir, rows=rows,
         keras_hub_fastest=hub_best, albert_tf_over_keras_hub=ratio, albert_tf_xla_over_keras_hub=ratio_xla,

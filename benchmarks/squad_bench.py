@@ -66,6 +66,7 @@ def define_flags():
                          "sample corpus allows at most 18,075).")
     flags.DEFINE_float("corpus_mb", 10.4, "Sample corpus size the SentencePiece model is trained on.")
     flags.DEFINE_bool("jit_compile", False, "Compile forward + backward with XLA.")
+    cli.define_dtype_policy_flag()
     flags.DEFINE_string("output_dir", "results/squad_bench", "Where results (and the SentencePiece model) go.")
     flags.DEFINE_bool("tiny", False, "Smoke test: a 2-layer hidden-64 config, seq 128 (doc_stride 48); pass small "
                       "--num_questions / --vocab_size / --corpus_mb too.")
@@ -182,7 +183,7 @@ def run(f):
     task = SquadTask(options, features_to_arrays(features))
     trainer = Trainer(task, TrainingOptions(out, train_batch_size=f.batch_size, optimizer="adamw",
                                             learning_rate=5e-5, num_train_steps=100_000, jit_compile=f.jit_compile,
-                                            write_curves=False))
+                                            write_curves=False, dtype_policy=f.dtype_policy))
     iterator = iter(task.train_dataset(None, f.batch_size, 0))
     start = time.perf_counter()
     trainer.train(iterator, WARMUP_STEPS)  # trace and warm up
@@ -214,7 +215,8 @@ def run(f):
              median_questions_per_second=round(questions_s, 1), median_features_per_second=round(features_s, 1),
              runs_questions_per_second=[round(c[0], 1) for c in conversions]),
         dict(common, measurement="train_step_squad_v1", batch_size=f.batch_size, steps=f.steps,
-             jit_compile=bool(f.jit_compile), config="tiny" if f.tiny else "albert_base",
+             jit_compile=bool(f.jit_compile), dtype_policy=trainer.precision.policy,
+             config="tiny" if f.tiny else "albert_base",
              median_examples_per_second=round(examples_s, 3), runs_examples_per_second=[round(x, 3) for x in rates],
              training_flops_per_example=flops, gflops_per_second=round(gflops, 1),
              fraction_of_matmul_peak=round(gflops / peak, 3)),

@@ -1,6 +1,7 @@
 """Training-step speed of albert_base against keras-hub, and the fraction of matmul peak.
 
-    python benchmarks/train_step_bench.py [--steps=8] [--repeats=3] [--output_dir=results/bench_train_step]
+    python benchmarks/train_step_bench.py [--steps=8] [--repeats=3] [--dtype_policy=auto] \
+        [--output_dir=results/bench_train_step]
 
 albert_tf: AlbertPretrainer (albert_base, V=30000), batch 8, seq 128, 20 predictions,
 the full step (masked LM + sentence order + release LAMB + global-norm clipping) run by
@@ -35,6 +36,9 @@ def define_flags():
     flags.DEFINE_integer("repeats", 3, "Repeats per variant (the median is reported).")
     flags.DEFINE_string("output_dir", "results/bench_train_step", "Where results go.")
     flags.DEFINE_string("variants", "albert_tf,albert_tf_xla,keras_hub", "Comma list of variants to time.")
+    from albert_tf import cli
+
+    cli.define_dtype_policy_flag(what="albert_tf's step and keras-hub's (the same policy for both)")
 
 
 def training_flops_per_example(config, seq=SEQ, predictions=PREDICTIONS):
@@ -78,7 +82,7 @@ def random_batch(vocab_size, seed=0):
     }
 
 
-def build_albert_tf(config, jit):
+def build_albert_tf(config, jit, dtype_policy="float32"):
     """Returns run(steps) -> seconds for albert_tf's full pretraining step."""
     import tensorflow as tf
 
@@ -88,7 +92,7 @@ def build_albert_tf(config, jit):
     task = PretrainingTask(PretrainingOptions(config, [], max_seq_length=SEQ, max_predictions_per_seq=PREDICTIONS,
                                               global_batch_size=BATCH))
     trainer = Trainer(task, TrainingOptions("unused", train_batch_size=BATCH, optimizer="lamb", learning_rate=1e-4,
-                                            num_train_steps=10_000, jit_compile=jit))
+                                            num_train_steps=10_000, jit_compile=jit, dtype_policy=dtype_policy))
     data = tf.data.Dataset.from_tensors(random_batch(config.vocab_size)).repeat()
     iterator = iter(data)
     trainer.train(iterator, 2)  # trace and warm up
@@ -101,7 +105,7 @@ def build_albert_tf(config, jit):
     return run
 
 
-def build_keras_hub(config):
+def build_keras_hub(config, dtype_policy="float32"):
     """Returns run(steps) -> seconds for keras-hub's AlbertMaskedLM train_on_batch."""
     import keras
     import keras_hub
@@ -110,8 +114,8 @@ def build_keras_hub(config):
         vocabulary_size=config.vocab_size, num_layers=config.num_hidden_layers, num_heads=config.num_attention_heads,
         embedding_dim=config.embedding_size, hidden_dim=config.hidden_size, intermediate_dim=config.intermediate_size,
         num_groups=config.num_hidden_groups, num_inner_repetitions=config.inner_group_num, dropout=0.0,
-        max_sequence_length=config.max_position_embeddings)
-    model = keras_hub.models.AlbertMaskedLM(backbone=backbone, preprocessor=None)
+        max_sequence_length=config.max_position_embeddings, dtype=dtype_policy)
+    model = keras_hub.models.AlbertMaskedLM(backbone=backbone, preprocessor=None, dtype=dtype_policy)
     model.compile(optimizer=keras.optimizers.Lamb(learning_rate=1e-4),
                   loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True), jit_compile=True)
     b = random_batch(config.vocab_size)
@@ -135,8 +139,12 @@ def main(argv):
     from absl import flags
 
     from albert_tf.modeling.config import AlbertConfig
+    from albert_tf.training.precision import choose
 
     f = flags.FLAGS
+    precision = choose(f.dtype_policy)
+    policy = precision.policy
+    print(f"dtype policy {policy} ({precision.reason})", flush=True)
     config = AlbertConfig.from_preset("albert_base")
     flops = training_flops_per_example(config)
     peak = matmul_peak_gflops()
@@ -144,9 +152,9 @@ def main(argv):
           f"albert_base training cost {flops / 1e9:.1f} GFLOP per example ({flops / SEQ / 1e9:.3f} per token)",
           flush=True)
     builders = {
-        "albert_tf": lambda: build_albert_tf(config, jit=False),
-        "albert_tf_xla": lambda: build_albert_tf(config, jit=True),
-        "keras_hub": lambda: build_keras_hub(config),
+        "albert_tf": lambda: build_albert_tf(config, jit=False, dtype_policy=policy),
+        "albert_tf_xla": lambda: build_albert_tf(config, jit=True, dtype_policy=policy),
+        "keras_hub": lambda: build_keras_hub(config, dtype_policy=policy),
     }
     names = f.variants.split(",")
     runners = {name: builders[name]() for name in names}
@@ -178,6 +186,7 @@ def main(argv):
 
     atomic.write_json(os.path.join(out, "results.json"),
                       {"matmul_peak_gflops": peak, "training_flops_per_example": flops, "batch": BATCH, "seq": SEQ,
+                       "dtype_policy": policy, "dtype_policy_reason": precision.reason,
                        "predictions": PREDICTIONS, "rows": rows})
     with atomic.open_file(os.path.join(out, "results.csv"), "w") as fh:
         writer = csv.DictWriter(fh, fieldnames=[k for k in rows[0] if k != "runs"], extrasaction="ignore")

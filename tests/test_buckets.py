@@ -1,6 +1,8 @@
 """Length bucketing (albert_tf.data.buckets): the widths, and for the classification, SQuAD
 and RACE pipelines the same outputs, in the same order, with bucketing as with full padding
-(logits <= 1e-5, metrics identical), while the batches really are narrower."""
+(logits <= 1e-5, metrics identical), while the batches really are narrower. Classification
+and RACE also skip padding in the encoder (the driver's default for them): compared with the
+release's way (full padding, all computed) too."""
 
 import json
 import os
@@ -11,6 +13,7 @@ import tensorflow as tf
 from conftest import load_tool
 
 from albert_tf.data.buckets import bucket_widths, bucketed_batches, cut_to_width
+from albert_tf.modeling.encoder import encoders_in, set_skip_padding
 from albert_tf.training.driver import Trainer, TrainingOptions
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
@@ -49,9 +52,15 @@ def test_training_batches_are_shuffled_across_buckets_and_each_is_one_width():
     assert np.all(np.diff(lengths[order]) >= 0)
 
 
-def _outputs(task_factory, buckets, weights=None, dataset=lambda task, batch: task.eval_dataset(batch)):
+def _outputs(task_factory, buckets, weights=None, dataset=lambda task, batch: task.eval_dataset(batch),
+             skip_padding=None):
+    """skip_padding None: the driver's choice for the task; False: padding computed (the release)."""
     task = task_factory(buckets)
     trainer = Trainer(task, TrainingOptions(output_dir="unused", train_batch_size=8, eval_batch_size=8))
+    if skip_padding is not None:
+        set_skip_padding(trainer.model, skip_padding)
+    else:
+        assert trainer.skips_padding == task.skip_padding
     if weights is not None:
         trainer.model.set_weights(weights)
     widths = {int(b["input_word_ids"].shape[-1]) for b in dataset(task, 8)}
@@ -83,11 +92,19 @@ def test_classification_same_logits_and_metrics(tiny_export):
                                   max_seq_length=SEQ, length_buckets=buckets)
         return ClassificationTask(o, task_def, splits)
 
-    full, weights, task, full_widths = _outputs(make, "none")
+    # the release (full padding, computed) against buckets + skipped padding (the default), and each alone
+    full, weights, task, full_widths = _outputs(make, "none", skip_padding=False)
     bucketed, _, task_b, widths = _outputs(make, "16,32,64", weights)
     assert full_widths == {SEQ} and len(widths) > 1 and min(widths) < SEQ  # real sentences: mostly short
     _compare(full, bucketed, ["logits", "nll"])
     assert task.eval_metrics(full)["accuracy"] == task_b.eval_metrics(bucketed)["accuracy"]
+    for buckets, skip in (("16,32,64", False), ("none", True)):
+        alone = _outputs(make, buckets, weights, skip_padding=skip)[0]
+        _compare(full, alone, ["logits", "nll"])
+    # XLA needs static shapes: a jit-compiled run keeps the padding
+    xla = Trainer(make("none"), TrainingOptions(output_dir="unused", train_batch_size=8, eval_batch_size=8,
+                                                jit_compile=True))
+    assert not xla.skips_padding and not any(e.skip_padding for e in encoders_in(xla.model))
 
 
 @pytest.mark.parametrize("version", ["v1", "v2"])
@@ -148,8 +165,8 @@ def test_race_same_probabilities_and_accuracy(spm_model, tmp_path):
                                   max_seq_length=SEQ, max_qa_length=32, length_buckets=buckets)
         return MultipleChoiceTask(o, {"dev": examples}, {"dev": arrays})
 
-    full, weights, task, full_widths = _outputs(make, "none")
-    bucketed, _, task_b, widths = _outputs(make, "16,32,64,96", weights)
+    full, weights, task, full_widths = _outputs(make, "none", skip_padding=False)
+    bucketed, _, task_b, widths = _outputs(make, "16,32,64,96", weights)  # and padding skipped
     assert full_widths == {SEQ} and max(widths) <= SEQ and len(widths) >= 1
     _compare(full, bucketed, ["probabilities", "nll"])
     assert task.eval_metrics(full) == pytest.approx(task_b.eval_metrics(bucketed))

@@ -4,7 +4,7 @@ import pytest
 import tensorflow as tf
 
 from albert_tf import AlbertConfig, AlbertEncoder
-from albert_tf.modeling.encoder import count_parameters
+from albert_tf.modeling.encoder import count_parameters, set_skip_padding, skipping_padding
 from conftest import random_inputs
 from harness import (
     assert_all_close,
@@ -68,6 +68,44 @@ def test_padding_does_not_change_real_positions(tiny_config):
     a, b = to_numpy(encoder(short)), to_numpy(encoder(padded))
     np.testing.assert_allclose(a["sequence_output"], b["sequence_output"][:, :6], atol=1e-5)
     np.testing.assert_allclose(a["pooled_output"], b["pooled_output"], atol=1e-5)
+
+
+@pytest.mark.parametrize("sharing", ["all", "none"])
+def test_skipping_padding_gives_the_same_outputs_and_gradients(tiny_config, sharing):
+    """The padding-skipping forward (per-token work on the real tokens only) equals the padded
+    one at real positions, in pooled_output and in every gradient of a loss on them; padded
+    positions become zeros. Also under tf.function with the batch's shape unknown."""
+    config = no_dropout(tiny_config).replace(sharing=sharing)
+    encoder = AlbertEncoder(config)
+    inputs = random_inputs(config, batch=4, length=12, pad_from=(None, 7, 1, 3))
+    inputs["input_word_ids"][1, 7:] = 77  # garbage behind the mask
+    real = inputs["input_mask"][..., None] > 0
+
+    def loss_and_grads(skip):
+        set_skip_padding(encoder, skip)
+        with tf.GradientTape() as tape:
+            out = encoder(inputs, training=True)
+            loss = tf.reduce_sum(out["pooled_output"] ** 2) + tf.reduce_sum(tf.where(real, out["sequence_output"], 0.0))
+        return to_numpy(out), tape.gradient(loss, encoder.trainable_variables)
+
+    (padded, padded_grads), (skipped, skipped_grads) = loss_and_grads(False), loss_and_grads(True)
+    set_skip_padding(encoder, False)
+    for a, b in zip(padded["encoder_outputs"], skipped["encoder_outputs"]):
+        np.testing.assert_allclose(np.where(real, a, 0), b, atol=1e-5, rtol=0)
+    assert np.all(skipped["sequence_output"][~real[..., 0]] == 0)
+    assert np.abs(padded["sequence_output"][~real[..., 0]]).max() > 0.1  # the padded run does compute padding
+    np.testing.assert_allclose(padded["pooled_output"], skipped["pooled_output"], atol=1e-5, rtol=0)
+    for v, a, b in zip(encoder.trainable_variables, padded_grads, skipped_grads):
+        a, b = tf.convert_to_tensor(a).numpy(), tf.convert_to_tensor(b).numpy()
+        np.testing.assert_allclose(a, b, atol=1e-5 * max(1.0, np.abs(a).max()), rtol=0, err_msg=v.path)
+
+    spec = {k: tf.TensorSpec([None, None], tf.int32) for k in inputs}
+    with skipping_padding(encoder):
+        assert encoder.skip_padding
+        fn = tf.function(lambda x: encoder(x)["pooled_output"], input_signature=[spec])
+        traced = fn({k: tf.constant(v) for k, v in inputs.items()}).numpy()
+    assert not encoder.skip_padding  # restored
+    np.testing.assert_allclose(padded["pooled_output"], traced, atol=1e-5, rtol=0)
 
 
 def test_dropout_only_in_training(tiny_config):

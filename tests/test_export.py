@@ -1,6 +1,7 @@
 """Encoder and preprocessing SavedModels: the TF-Hub contract, hub.KerasLayer, TFSMLayer."""
 
 import os
+import shutil
 import subprocess
 import sys
 
@@ -202,6 +203,48 @@ def test_tfsm_layer_inference_and_adam_fine_tuning(exported):
     assert sum(not np.array_equal(b, a) for b, a in zip(before, after)) == len(before)
 
 
+def test_mixed_bfloat16_export_keeps_the_float32_contract_and_fine_tunes(exported, spm_model, tmp_path):
+    """export_tfhub --dtype_policy=mixed_bfloat16: the encoder computes in bf16 (its graph has
+    bf16 matmuls), its signatures still take int32 and return float32, its variables are
+    float32, it loads with hub.KerasLayer and TFSMLayer and fine-tunes."""
+    import keras
+    import tensorflow_hub as hub
+    import tf_keras
+
+    from albert_tf.export_tfhub import export
+
+    path = export(exported["config_file"], str(exported["run_dir"]), spm_model, str(tmp_path / "bf16"),
+                  seq_length=SEQ, dtype_policy="mixed_bfloat16")
+    loaded = tf.saved_model.load(os.path.join(path, "encoder"))
+    signature = loaded.signatures["serving_default"]
+    assert all(spec.dtype == tf.int32 for spec in signature.structured_input_signature[1].values())
+    inputs = _inputs(exported["config"])
+    outputs = signature(**{k: tf.constant(v) for k, v in inputs.items()})
+    assert {v.dtype for v in outputs.values()} == {tf.float32}
+    assert all(v.dtype == tf.float32 for v in loaded.variables)
+    bf16_matmuls = [node.op for f in signature.graph.as_graph_def().library.function for node in f.node_def
+                    if node.op in ("MatMul", "BatchMatMulV2") and node.attr["T"].type == tf.bfloat16.as_datatype_enum]
+    assert len(bf16_matmuls) >= 4, bf16_matmuls
+    reference = exported["model"].encoder(inputs, training=False)["pooled_output"]
+    np.testing.assert_allclose(outputs["pooled_output"], reference, atol=0.05)  # bf16 rounding, same weights
+    assert np.abs(outputs["pooled_output"].numpy() - reference).max() > 0  # and it really is not float32
+
+    layer = keras.layers.TFSMLayer(os.path.join(path, "encoder"), call_endpoint="serve")
+    np.testing.assert_allclose(layer(inputs)["pooled_output"], outputs["pooled_output"], atol=1e-6)
+    encoder_layer = hub.KerasLayer(os.path.join(path, "encoder"), trainable=True)
+    text = tf_keras.layers.Input(shape=(), dtype=tf.string)
+    logits = tf_keras.layers.Dense(2)(encoder_layer(hub.KerasLayer(os.path.join(path, "preprocess"))(text))
+                                      ["pooled_output"])
+    model = tf_keras.Model(text, logits)
+    before = [w.numpy().copy() for w in encoder_layer.trainable_weights]
+    model.compile(tf_keras.optimizers.Adam(1e-3), tf_keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    sentences = tf.constant(["the cat sat on the mat", "numbers add up", "a thread waits", "the socket closed"] * 4)
+    history = model.fit(sentences, np.array([0, 1, 0, 1] * 4), epochs=2, batch_size=8, verbose=0)
+    assert all(np.isfinite(history.history["loss"]))
+    assert all(w.dtype == tf.float32 for w in encoder_layer.trainable_weights)
+    assert sum(not np.array_equal(b, w.numpy()) for b, w in zip(before, encoder_layer.trainable_weights)) == len(before)
+
+
 def _tree(path):
     """relative path -> bytes of every file under `path`."""
     out = {}
@@ -216,7 +259,7 @@ def test_export_is_atomic(exported, spm_model, monkeypatch):
     from albert_tf.export import exporter
 
     target = str(exported["base"] / "atomic")
-    exporter.export_tfhub(exported["model"], spm_model, target, seq_length=SEQ)
+    shutil.copytree(exported["path"], target)  # a previous export (the fixture's, written by the same code)
     first = _tree(target)
     assert {"encoder/saved_model.pb", "preprocess/saved_model.pb"} <= set(first)
     real_save = tf.saved_model.save
@@ -277,6 +320,9 @@ def test_cli_errors(exported, spm_model, tmp_path):
          f"--export_path={tmp_path}/afile exists and is not a directory"),
         ([f"--albert_config_file={tmp_path}/missing.json", f"--checkpoint={exported['run_dir']}",
           f"--spm_model_file={spm_model}", f"--export_path={tmp_path}/x"], f"{tmp_path}/missing.json"),
+        ([f"--albert_config_file={exported['config_file']}", f"--checkpoint={exported['run_dir']}",
+          f"--spm_model_file={spm_model}", f"--export_path={tmp_path}/x", "--dtype_policy=bf16"],
+         "--dtype_policy='bf16' is not one of auto, float32, mixed_bfloat16"),
     ]
     (tmp_path / "afile").write_text("keep me")
     results = entry_point_cases("albert_tf.export_tfhub", [args for args, _ in cases], tmp_path)

@@ -122,6 +122,7 @@ def test_cola_from_the_export_best_checkpoint_predictions_and_raw_string_export(
     np.testing.assert_allclose(serving["probabilities"].numpy().sum(-1), 1.0, rtol=1e-5)
     info = json.load(open(os.path.join(export, "classifier_info.json")))
     assert info["labels"] == ["0", "1"] and info["inputs"] == ["text_a"] and info["seq_length"] == SEQ
+    assert info["skips_padding"] is True
 
 
 def test_sts_b_regression_from_an_albert_tf_checkpoint_in_process(tiny_export, stsb_dir, tmp_path):
@@ -189,6 +190,8 @@ class _Capture:
     ({"train.tsv": []}, [], r"train.tsv: the file is empty"),
     ({"train.tsv": ["src\t1\t\tfine"]}, ["--task_name=glue"], r"--task_name='glue' is not one of cola, sst-2"),
     ({"train.tsv": ["src\t1\t\tfine"]}, ["--albert_hub_module_handle=/nonexistent"], r"no encoder/saved_model.pb"),
+    ({"train.tsv": ["src\t1\t\tfine"]}, ["--dtype_policy=bf16"],
+     r"--dtype_policy='bf16' is not one of auto, float32, mixed_bfloat16"),
 ])
 def test_bad_input_names_the_file_and_line(tmp_path, spm_model, files, extra, message):
     for name, lines in files.items():

@@ -176,7 +176,10 @@ BAD_FLAGS = [
     (["--output_dir=X", "--albert_config_file=Y", "--input_file=Z", "--strategy=tpu"], "--strategy=tpu needs --tpu"),
     (["--output_dir=X", "--albert_config_file=Y", "--input_file=Z", "--max_seq_length=16"],
      "--max_predictions_per_seq (20) exceeds --max_seq_length (16)"),
-    (["--output_dir=X", "--albert_config_file=Y", "--input_file=Z", "--dtype_policy=float16"], "--dtype_policy must be"),
+    (["--output_dir=X", "--albert_config_file=Y", "--input_file=Z", "--dtype_policy=float16"],
+     "--dtype_policy='float16' is not one of auto, float32, mixed_bfloat16"),
+    (["--output_dir=X", "--albert_config_file=Y", "--input_file=Z", "--dtype_policy=mixed_float16"],
+     "mixed_float16 needs loss scaling"),
     (["--output_dir=X", "--albert_config_file=Y", "--input_file=Z", "--train_batch_size=0"],
      "--train_batch_size must be positive"),
 ]

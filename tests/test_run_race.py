@@ -126,7 +126,7 @@ def test_race_learns_the_training_set_predicts_again_and_exports(race_dirs, spm_
     np.testing.assert_allclose(served["probabilities"], [r["probabilities"] for r in dev_rows], atol=1e-5)
     assert served["letter"] == [r["prediction"] for r in dev_rows]
     info = json.load(open(out / "export" / "multiple_choice_info.json"))
-    assert info["max_seq_length"] == SEQ and info["max_qa_length"] == 32
+    assert info["max_seq_length"] == SEQ and info["max_qa_length"] == 32 and info["skips_padding"] is True
 
 
 def test_all_txt_layout_and_generic_multiple_choice(race_dirs, spm_model, config_file, tmp_path):
@@ -166,7 +166,7 @@ def test_all_txt_layout_and_generic_multiple_choice(race_dirs, spm_model, config
 
 def test_bad_input_exits_2_naming_the_file(race_dirs, spm_model, config_file, tmp_path):
     cases = []
-    for case in ("empty_split", "not_json", "bad_answer", "missing_init_checkpoint"):
+    for case in ("empty_split", "not_json", "bad_answer", "missing_init_checkpoint", "bad_dtype_policy"):
         data = tmp_path / case / "data"
         shutil.copytree(race_dirs["files"], data)
         out = tmp_path / case / "out"
@@ -185,6 +185,9 @@ def test_bad_input_exits_2_naming_the_file(race_dirs, spm_model, config_file, tm
             article["answers"][0] = "F"
             (middle / "2.txt").write_text(json.dumps(article), encoding="utf-8")
             expected = "2.txt"
+        elif case == "bad_dtype_policy":
+            args.append("--dtype_policy=mixed_float16")
+            expected = "--dtype_policy='mixed_float16' is not one of auto, float32, mixed_bfloat16"
         else:
             args.append(f"--init_checkpoint={tmp_path / 'no_such_checkpoint'}")
             expected = "no_such_checkpoint"

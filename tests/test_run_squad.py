@@ -190,11 +190,14 @@ def test_v2_writes_null_odds_and_every_official_key(squad_files, spm_model, conf
 
 def test_bad_input_exits_2_without_writing(squad_files, spm_model, config_file, tmp_path):
     cases = []
-    for case in ("no_predict_file", "bad_json"):
+    for case in ("no_predict_file", "bad_json", "bad_dtype_policy"):
         out = tmp_path / case / "out"
         args = [f"--spm_model_file={spm_model}", f"--albert_config_file={config_file}", f"--output_dir={out}",
                 "--max_seq_length=128", "--do_predict"]
-        if case == "bad_json":
+        if case == "bad_dtype_policy":
+            args += [f"--predict_file={squad_files['v1']}", "--dtype_policy=float16"]
+            expected = "--dtype_policy='float16' is not one of auto, float32, mixed_bfloat16"
+        elif case == "bad_json":
             bad = tmp_path / "broken.json"
             bad.write_text('{"version": "1.1", "data": [\n  {"title": "x",,}\n]}\n', encoding="utf-8")
             args.append(f"--predict_file={bad}")
@@ -227,6 +230,9 @@ def test_starts_from_a_pretrained_directory_or_an_export(start, squad_files, tin
     assert os.path.abspath(given) in results["initialized_from"]
     summary = json.load(open(out / "eval_results.json"))
     assert summary["initialized_from"] == results["initialized_from"] and summary["global_step"] == 1
+    # the default --dtype_policy=auto, resolved for this machine and recorded with its reason
+    assert summary["dtype_policy_requested"] == "auto" and summary["dtype_policy"] in ("float32", "mixed_bfloat16")
+    assert summary["dtype_policy_reason"].startswith("auto: ")
 
 
 def test_an_unusable_init_checkpoint_is_a_loud_error(squad_files, tiny_export, config_file, tmp_path):

@@ -38,8 +38,8 @@ def make_options(out_dir="unused", batch=16, steps=300, lr=0.005, **kwargs):
 
 
 def make_trainer(records, config=None, batch=16, steps=300, lr=0.005, dtype_policy="float32", **kwargs):
-    task = make_task(records, config, batch, dtype_policy=dtype_policy)
-    return Trainer(task, make_options(batch=batch, steps=steps, lr=lr, **kwargs))
+    task = make_task(records, config, batch)
+    return Trainer(task, make_options(batch=batch, steps=steps, lr=lr, dtype_policy=dtype_policy, **kwargs))
 
 
 def iterator_for(trainer):
@@ -173,9 +173,10 @@ def test_the_drivers_xla_step_compiles_and_matches_the_graph_step(pretraining_re
 
 
 def test_mixed_bfloat16_trains_like_float32_with_float32_variables(pretraining_records):
+    """Pretraining losses at mixed_bfloat16 track float32's within 1% over the first 100 steps."""
     outputs, _ = pretraining_records
-    mixed = make_trainer(outputs, dtype_policy="mixed_bfloat16", steps=30, lr=0.002)
-    full = make_trainer(outputs, steps=30, lr=0.002)
+    mixed = make_trainer(outputs, dtype_policy="mixed_bfloat16", batch=8, steps=100, lr=0.002)
+    full = make_trainer(outputs, batch=8, steps=100, lr=0.002)
     full.model.set_weights(mixed.model.get_weights())
     assert mixed.model.encoder.embeddings.compute_dtype == "bfloat16"
     assert all(v.dtype == "float32" for v in mixed.model.weights)
@@ -183,9 +184,9 @@ def test_mixed_bfloat16_trains_like_float32_with_float32_variables(pretraining_r
     curves = {}
     for name, trainer in (("mixed", mixed), ("full", full)):
         iterator = iterator_for(trainer)
-        curves[name] = [pretraining_metrics(trainer.train(iterator, 5))["loss"] for _ in range(4)]
-    assert curves["mixed"][-1] < curves["mixed"][0]
-    np.testing.assert_allclose(curves["mixed"], curves["full"], rtol=0.02)
+        curves[name] = [pretraining_metrics(trainer.train(iterator, 10))["loss"] for _ in range(10)]
+    assert curves["mixed"][-1] < curves["mixed"][0] - 0.3, curves
+    np.testing.assert_allclose(curves["mixed"], curves["full"], rtol=0.01, err_msg=str(curves))
 
 
 def test_evaluation_covers_every_example_and_refuses_an_empty_set(pretraining_records, tmp_path):

@@ -20,6 +20,7 @@ import tensorflow as tf
 
 from albert_tf.data.classifier_pipeline import pack
 from albert_tf.export import savedmodel
+from albert_tf.modeling.encoder import skipping_padding
 from albert_tf.storage import atomic
 
 
@@ -76,20 +77,25 @@ class ClassifierModule(tf.train.Checkpoint):
 
 
 def export_classifier(preprocess, classifier, export_dir, seq_length, labels=(), pair=False, task_name="",
-                      widths=None):
+                      widths=None, skip_padding=True):
     """Writes the classifier SavedModel to export_dir atomically
     (`albert_tf.storage.atomic.output_dir`: a temporary sibling renamed into place).
 
     Also writes `export_dir/classifier_info.json` (task, labels, seq_length, inputs).
+
+    skip_padding: serve requests on their real tokens only (modeling.encoder.skipping_padding:
+    same logits, less work); False computes the padding too, as the release did.
 
     Returns:
         export_dir.
     """
     with atomic.output_dir(export_dir) as tmp:
         module = ClassifierModule(preprocess, classifier, seq_length, labels, pair, widths)
-        savedmodel.save(module, tmp, module.signatures)
+        # requests are served on the real tokens only (padding skipped; pooled outputs unchanged)
+        with skipping_padding(classifier, skip_padding) as skipped:
+            savedmodel.save(module, tmp, module.signatures)
         info = {"task_name": task_name, "labels": list(labels), "regression": not labels,
-                "seq_length": int(seq_length), "length_buckets": list(module._widths),
+                "seq_length": int(seq_length), "length_buckets": list(module._widths), "skips_padding": bool(skip_padding and skipped),
                 "inputs": ["text_a", "text_b"] if pair else ["text_a"]}
         atomic.write_json(os.path.join(tmp, "classifier_info.json"), info, sort_keys=False)
     return os.path.abspath(export_dir)

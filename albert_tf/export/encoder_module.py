@@ -34,12 +34,15 @@ def _tf_variables(keras_variables):
 
 
 def _encode(encoder, inputs, training):
+    # float32 outputs whatever the encoder computes in (a mixed_bfloat16 export keeps the
+    # float32 contract of its signatures)
     outputs = encoder({k: inputs[k] for k in INPUT_NAMES}, training=training)
+    pooled = tf.cast(outputs["pooled_output"], tf.float32)
     return {
-        "pooled_output": outputs["pooled_output"],
-        "sequence_output": outputs["sequence_output"],
-        "encoder_outputs": list(outputs["encoder_outputs"]),
-        "default": outputs["pooled_output"],
+        "pooled_output": pooled,
+        "sequence_output": tf.cast(outputs["sequence_output"], tf.float32),
+        "encoder_outputs": [tf.cast(x, tf.float32) for x in outputs["encoder_outputs"]],
+        "default": pooled,
     }
 
 
@@ -59,7 +62,8 @@ class MaskedLMModule(tf.train.Checkpoint):
     @tf.function
     def __call__(self, inputs, training=False):
         outputs = _encode(self._encoder, inputs, training)
-        outputs["mlm_logits"] = self._head(outputs["sequence_output"], inputs["masked_lm_positions"])
+        outputs["mlm_logits"] = tf.cast(self._head(outputs["sequence_output"], inputs["masked_lm_positions"]),
+                                        tf.float32)
         return outputs
 
 

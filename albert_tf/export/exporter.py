@@ -19,7 +19,8 @@ from albert_tf.export.preprocess_module import PreprocessModule
 from albert_tf.storage import atomic
 
 
-def export_tfhub(pretrainer, spm_model_file, export_path, with_mlm=True, seq_length=128, do_lower_case=True):
+def export_tfhub(pretrainer, spm_model_file, export_path, with_mlm=True, seq_length=128, do_lower_case=True,
+                 dtype_policy="float32"):
     """Exports an AlbertPretrainer's encoder (and masked-LM head) plus preprocessing.
 
     Args:
@@ -29,12 +30,23 @@ def export_tfhub(pretrainer, spm_model_file, export_path, with_mlm=True, seq_len
         with_mlm: add the `.mlm` sub-object.
         seq_length: default length of the preprocessing model.
         do_lower_case: as create_pretraining_data's flag.
+        dtype_policy: what the exported encoder computes in: "float32" (portable: the
+            default) or "mixed_bfloat16" (for serving machines with native bf16). Its
+            signatures take and return the same int32 / float32 tensors either way, and its
+            variables are float32.
 
     Returns:
         export_path.
     """
     if not os.path.isfile(spm_model_file):
         raise ValueError(f"--spm_model_file {spm_model_file!r} does not exist.")
+    if pretrainer.dtype_policy.name != dtype_policy:  # a copy computing in dtype_policy
+        from albert_tf.modeling.pretrainer import AlbertPretrainer
+
+        weights = pretrainer.get_weights()
+        pretrainer = AlbertPretrainer(pretrainer.config, use_one_hot_embeddings=pretrainer.use_one_hot_embeddings,
+                                      dtype=dtype_policy)
+        pretrainer.set_weights(weights)
     with atomic.output_dir(export_path) as tmp:
         with tempfile.TemporaryDirectory() as scratch:
             # assets get stable names inside the SavedModel whatever the source paths are

@@ -27,6 +27,7 @@ from albert_tf.data.buckets import width_for
 from albert_tf.data.vocab import SpecialTokens
 from albert_tf.export import savedmodel
 from albert_tf.export.preprocess_module import normalize
+from albert_tf.modeling.encoder import skipping_padding
 from albert_tf.storage import atomic
 
 MULTIPLE_CHOICE_INFO = "multiple_choice_info.json"
@@ -126,8 +127,11 @@ def export_multiple_choice(model, spm_model_file, export_dir, do_lower_case=True
         with open(spm_model_file, "rb") as src, open(spm_copy, "wb") as dst:
             dst.write(strip_machine_paths(src.read()))
         module = MultipleChoiceModule(model, spm_copy, widths=widths, **settings)
-        savedmodel.save(module, tmp, module.signatures)
+        # requests are served on the real tokens only (padding skipped; pooled outputs unchanged)
+        with skipping_padding(model) as skipped:
+            savedmodel.save(module, tmp, module.signatures)
         info = {**settings, "dropout_prob": model.dropout_prob, "length_buckets": list(module._widths),
+                "skips_padding": bool(skipped),
                 "inputs": ["article", "question", "options"],
                 "outputs": ["logits", "probabilities", "choice", "letter"], **(extra_info or {})}
         atomic.write_json(os.path.join(tmp, MULTIPLE_CHOICE_INFO), info, sort_keys=False)

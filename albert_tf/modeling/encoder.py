@@ -25,11 +25,15 @@ for attention, `encoder/<sub-layer name>/{intermediate,output_dense}/{_kernel,bi
 (`tests/test_encoder.py` holds the full list for albert_tiny).
 """
 
+import contextlib
+
 import keras
+from keras import ops
 
 from albert_tf.modeling.config import AlbertConfig
 from albert_tf.modeling.embeddings import AlbertEmbeddings, truncated_normal
-from albert_tf.modeling.encoder_block import AlbertAttention, AlbertFeedForward
+from albert_tf.modeling.encoder_block import (AlbertAttention, AlbertFeedForward, padding_indices, to_padded,
+                                              to_tokens)
 from albert_tf.modeling.pretrained import ENCODER_WEIGHTS, PretrainedMixin
 
 INPUT_NAMES = ("input_word_ids", "input_mask", "input_type_ids")
@@ -68,6 +72,14 @@ class AlbertEncoder(PretrainedMixin, keras.Model):
     the first token), `encoder_outputs` (list of L tensors [B, T, H], one per outer
     layer; the last equals `sequence_output`).
 
+    Skipping padding: with `encoder.skip_padding = True` (or inside
+    `skipping_padding(model)`) a call runs every per-token op on the R real tokens only
+    ([R, H] instead of [B, T, H]; see encoder_block.padding_indices) and places them back
+    for the attention. Real positions and `pooled_output` are the same as padded (to float
+    rounding); padded positions of `sequence_output` / `encoder_outputs` are zeros instead
+    of values computed from the pad token. R varies per batch, so this is for eager and
+    tf.function runs on CPUs and GPUs, not XLA or TPUs (static shapes); off by default.
+
     Example:
     ```python
     encoder = AlbertEncoder(AlbertConfig.from_preset("albert_tiny"))
@@ -82,6 +94,8 @@ class AlbertEncoder(PretrainedMixin, keras.Model):
 
     # its file in a pretrained directory (`save_pretrained` / `from_pretrained`)
     WEIGHTS_FILE = ENCODER_WEIGHTS
+    # a run-time choice (not config): see "Skipping padding" above
+    skip_padding = False
 
     def __init__(self, config, use_one_hot_embeddings=False, dtype=None, **kwargs):
         config = AlbertConfig.from_dict(config)
@@ -175,6 +189,60 @@ class AlbertEncoder(PretrainedMixin, keras.Model):
         # === Config ===
         self.config = config
         self.use_one_hot_embeddings = use_one_hot_embeddings
+        self._routing = [[(self.attention_layers[attention_index[a]], self.ffn_layers[ffn_index[f]])
+                          for a, f in steps] for steps in routing]
+
+    def call(self, inputs, training=None, mask=None):
+        if not self.skip_padding:
+            return super().call(inputs, training=training, mask=mask)
+        return self._call_skipping_padding(inputs, training)
+
+    def _call_skipping_padding(self, inputs, training):
+        word_ids, input_mask, type_ids = (ops.cast(inputs[k], "int32") for k in INPUT_NAMES)
+        batch, length = ops.shape(word_ids)[0], ops.shape(word_ids)[1]
+        indices = padding_indices(input_mask)  # token_index [R], padded_index [B*T]
+        x = to_tokens(self.embeddings(word_ids, type_ids, training=training), indices[0])  # [R, E]
+        if self.embedding_projection is not None:
+            x = self.embedding_projection(x)  # [R, H]
+        encoder_outputs = []
+        for steps in self._routing:
+            for attention, ffn in steps:
+                x = attention(x, input_mask, training=training, indices=indices)
+                x = ffn(x, training=training)
+            encoder_outputs.append(to_padded(x, indices[1], batch, length))  # [B, T, H]
+        sequence_output = encoder_outputs[-1]
+        return {"sequence_output": sequence_output, "pooled_output": self.pooler(sequence_output[:, 0, :]),
+                "encoder_outputs": encoder_outputs}
+
+
+def encoders_in(model):
+    """Every AlbertEncoder in `model` (itself included)."""
+    layers = [model] + list(model._flatten_layers(include_self=False, recursive=True))
+    return [layer for layer in layers if isinstance(layer, AlbertEncoder)]
+
+
+def set_skip_padding(model, enabled):
+    """Turns padding skipping on or off for every AlbertEncoder in `model`; returns how many
+    encoders it set (0 for a model without one, e.g. around a loaded SavedModel)."""
+    encoders = encoders_in(model)
+    for encoder in encoders:
+        encoder.skip_padding = bool(enabled)
+    return len(encoders)
+
+
+@contextlib.contextmanager
+def skipping_padding(model, enabled=True):
+    """`set_skip_padding(model, enabled)` inside the block, restored after (e.g. around
+    tracing a serving SavedModel)."""
+    encoders = encoders_in(model)
+    before = [e.skip_padding for e in encoders]
+    for encoder in encoders:
+        encoder.skip_padding = bool(enabled)
+    try:
+        yield len(encoders)
+    finally:
+        for encoder, value in zip(encoders, before):
+            encoder.skip_padding = value
 
 
 def count_parameters(config, with_pooler=True):

@@ -8,7 +8,13 @@ two as separate layers is what lets the encoder share either, both or neither ac
 layers (`AlbertConfig.sharing`, paper Table 5).
 
 Shape legend: B batch, T sequence length, H hidden size, N heads, D = H / N, I
-intermediate size.
+intermediate size, R the real (unpadded) tokens of a batch.
+
+Both sub-layers also run on the real tokens alone, flattened to [R, H] (see
+`padding_indices`): every per-token op (the four attention projections, the feed-forward,
+the layer norms) then costs R rows instead of B * T, and only the attention itself is done
+on [B, T] after placing the tokens back. Each real token's result is the same as with padding
+(padded keys are masked out either way); this is how AlbertEncoder skips padding.
 """
 
 import math
@@ -20,6 +26,35 @@ from albert_tf.modeling.embeddings import LAYER_NORM_EPSILON, check_rank, trunca
 
 # Added to attention scores at padded key positions, as in the release.
 _MASK_ADDER = -10000.0
+
+
+def padding_indices(input_mask):
+    """Where the real tokens of a padded batch are, for the padding-skipping forward.
+
+    Args:
+        input_mask: int or bool [B, T], 1 for real tokens.
+    Returns:
+        (token_index int32 [R]: flat position b * T + t of each real token, in order;
+         padded_index int32 [B * T]: for each flat position, its row in the [R] tokens, or
+         R for padding, i.e. the zero row that `to_padded` appends).
+    """
+    flat = ops.reshape(ops.not_equal(input_mask, 0), (-1,))  # [B*T]
+    token_index = ops.cast(ops.nonzero(flat)[0], "int32")
+    count = ops.shape(token_index)[0]
+    position = ops.cumsum(ops.cast(flat, "int32")) - 1
+    padded_index = ops.where(flat, position, ops.cast(count, "int32"))
+    return token_index, padded_index
+
+
+def to_tokens(x, token_index):
+    """[B, T, C] -> the real tokens' rows [R, C]."""
+    return ops.take(ops.reshape(x, (-1, ops.shape(x)[-1])), token_index, axis=0)
+
+
+def to_padded(x, padded_index, batch, length):
+    """[R, C] -> [B, T, C], zeros at padding."""
+    rows = ops.concatenate([x, ops.zeros_like(x[:1])], axis=0)
+    return ops.reshape(ops.take(rows, padded_index, axis=0), (batch, length, ops.shape(x)[-1]))
 
 
 def gelu_tanh(x):
@@ -63,12 +98,14 @@ class AlbertAttention(keras.layers.Layer):
         initializer_range: float. Truncated-normal stddev.
 
     Call args:
-        x: float [B, T, H].
+        x: float [B, T, H], or the real tokens [R, H] when `indices` is given.
         input_mask: int or bool [B, T], 1 for real tokens, 0 for padding.
         training: bool.
+        indices: None, or `padding_indices(input_mask)`: x is then [R, H] and so is the
+            result (padding skipped).
 
     Returns:
-        float [B, T, H].
+        float [B, T, H] (or [R, H]).
 
     Example:
     ```python
@@ -128,13 +165,17 @@ class AlbertAttention(keras.layers.Layer):
         x = ops.reshape(x, (batch, length, self.num_attention_heads, self.head_size))
         return ops.transpose(x, (0, 2, 1, 3))
 
-    def call(self, x, input_mask, training=None):
-        check_rank(x, 3, "x")
+    def call(self, x, input_mask, training=None, indices=None):
+        check_rank(x, 3 if indices is None else 2, "x")
         check_rank(input_mask, 2, "input_mask")
-        batch, length = ops.shape(x)[0], ops.shape(x)[1]
-        q = self._split_heads(self.query(x), batch, length)
-        k = self._split_heads(self.key(x), batch, length)
-        v = self._split_heads(self.value(x), batch, length)
+        batch, length = ops.shape(input_mask)[0], ops.shape(input_mask)[1]
+
+        def heads(t):  # [B, T, H] or [R, H] -> [B, N, T, D]
+            if indices is not None:
+                t = to_padded(t, indices[1], batch, length)
+            return self._split_heads(t, batch, length)
+
+        q, k, v = heads(self.query(x)), heads(self.key(x)), heads(self.value(x))
         scores = ops.matmul(q, ops.transpose(k, (0, 1, 3, 2)))  # [B, N, T, T]
         scores = ops.cast(scores, "float32") * (1.0 / math.sqrt(self.head_size))
         mask = ops.cast(input_mask, "float32")[:, None, None, :]  # [B, 1, 1, T]
@@ -143,6 +184,8 @@ class AlbertAttention(keras.layers.Layer):
         probs = self.probs_dropout(probs, training=training)
         context = ops.matmul(probs, v)  # [B, N, T, D]
         context = ops.reshape(ops.transpose(context, (0, 2, 1, 3)), (batch, length, self.hidden_size))
+        if indices is not None:
+            context = to_tokens(context, indices[0])  # [R, H]
         out = self.output_dropout(self.dense(context), training=training)
         return self.layer_norm(x + out)
 
@@ -176,11 +219,11 @@ class AlbertFeedForward(keras.layers.Layer):
         initializer_range: float. Truncated-normal stddev.
 
     Call args:
-        x: float [B, T, H].
+        x: float [B, T, H] (or the real tokens [R, H]: every op is per token).
         training: bool.
 
     Returns:
-        float [B, T, H].
+        float, x's shape.
 
     Example:
     ```python
@@ -231,7 +274,8 @@ class AlbertFeedForward(keras.layers.Layer):
         self.built = True
 
     def call(self, x, training=None):
-        check_rank(x, 3, "x")
+        if len(x.shape) not in (2, 3):
+            raise ValueError(f"`x` must have rank 3 ([B, T, H]) or 2 ([R, H]), got shape {tuple(x.shape)}.")
         out = self.output_dense(self.intermediate(x))
         out = self.output_dropout(out, training=training)
         return self.layer_norm(x + out)

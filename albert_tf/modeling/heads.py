@@ -40,7 +40,8 @@ class AlbertMaskedLMHead(keras.layers.Layer):
         masked_lm_positions: int [B, P].
 
     Returns:
-        float [B, P, V] logits.
+        float32 [B, P, V] logits: the head computes in float32 (its default dtype) whatever
+        the encoder's policy (a [B, P] gather, a tiny share of the work).
 
     Example:
     ```python
@@ -51,6 +52,7 @@ class AlbertMaskedLMHead(keras.layers.Layer):
     """
 
     def __init__(self, embeddings, hidden_act="gelu", initializer_range=0.02, **kwargs):
+        kwargs.setdefault("dtype", "float32")  # logits in float32 under a mixed policy too
         super().__init__(**kwargs)
         self.embeddings = embeddings
         self.hidden_act = hidden_act
@@ -106,7 +108,7 @@ class AlbertSentenceOrderHead(keras.layers.Layer):
         pooled_output: float [B, H].
 
     Returns:
-        float [B, 2] logits.
+        float32 [B, 2] logits (float32 under a mixed policy too).
 
     Example:
     ```python
@@ -115,6 +117,7 @@ class AlbertSentenceOrderHead(keras.layers.Layer):
     """
 
     def __init__(self, hidden_size, initializer_range=0.02, **kwargs):
+        kwargs.setdefault("dtype", "float32")  # logits in float32 under a mixed policy too
         super().__init__(**kwargs)
         self.hidden_size = hidden_size
         self.initializer_range = initializer_range

@@ -18,12 +18,13 @@ class AlbertPretrainer(PretrainedMixin, keras.Model):
     Args:
         config: `AlbertConfig` or a dict of its keys.
         use_one_hot_embeddings: bool. One-hot matmul word lookup (TPU friendly).
-        dtype: a Keras dtype policy name or object.
+        dtype: a Keras dtype policy name or object, e.g. "mixed_bfloat16": the encoder
+            computes in it; both heads compute in float32 (float32 logits for the losses).
 
     Inputs: dict of int32 `input_word_ids`, `input_mask`, `input_type_ids` [B, T] and
     `masked_lm_positions` [B, P].
 
-    Outputs: dict `mlm_logits` [B, P, V], `sop_logits` [B, 2].
+    Outputs: dict float32 `mlm_logits` [B, P, V], `sop_logits` [B, 2].
 
     Losses and metrics: `albert_tf.modeling.losses` (`pretraining_terms`,
     `pretraining_loss`, `pretraining_metrics`), used by training and evaluation.
@@ -59,13 +60,11 @@ class AlbertPretrainer(PretrainedMixin, keras.Model):
             self.encoder.embeddings,
             hidden_act=config.hidden_act,
             initializer_range=config.initializer_range,
-            dtype=dtype,
             name="predictions",
         )
         self.sentence_order_head = AlbertSentenceOrderHead(
             config.hidden_size,
             initializer_range=config.initializer_range,
-            dtype=dtype,
             name="seq_relationship",
         )
 

@@ -119,6 +119,7 @@ class ClassificationTask(Task):
         splits: dict split -> list of classifier_data.Example (read and checked already).
     """
 
+    skip_padding = True  # the loss reads pooled outputs only
     # tokenization calls the preprocessing SavedModel (stateful): a resumed run skips the
     # batches already consumed (the shuffle is seeded, so the rest is the same)
     checkpointable_input = False
@@ -345,7 +346,7 @@ def run(o, training, stream=sys.stdout):
     if o.export_dir:
         from albert_tf.export.classifier_module import export_classifier
 
-        results["export_dir"] = export_classifier(task.preprocess, trainer.model, o.export_dir, o.max_seq_length,
+        results["export_dir"] = export_classifier(task.preprocess, trainer.model_in("float32"), o.export_dir, o.max_seq_length,
                                                   task.labels, task.pair, task.name, widths=task.widths)
         print(f"exported the classifier (raw strings in) to {results['export_dir']}", file=stream, flush=True)
     return results

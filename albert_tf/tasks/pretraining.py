@@ -40,7 +40,8 @@ class PretrainingOptions:
         dynamic_masking: a `DynamicMasking` (re-draws masks every epoch) or None.
         init_checkpoint: weights to start a new run from, or None.
         use_one_hot_embeddings: one-hot word lookups (TPUs).
-        dtype_policy: "float32" or "mixed_bfloat16".
+
+    The dtype policy is the driver's (TrainingOptions.dtype_policy), as for every task.
     """
 
     config: AlbertConfig
@@ -55,7 +56,6 @@ class PretrainingOptions:
     dynamic_masking: object = None
     init_checkpoint: str = None
     use_one_hot_embeddings: bool = False
-    dtype_policy: str = "float32"
 
 
 def check_run_config(output_dir, config, config_file):
@@ -91,8 +91,7 @@ class PretrainingTask(Task):
 
     def build_model(self):
         o = self.options
-        return AlbertPretrainer(o.config, use_one_hot_embeddings=o.use_one_hot_embeddings,
-                                dtype=None if o.dtype_policy == "float32" else o.dtype_policy)
+        return AlbertPretrainer(o.config, use_one_hot_embeddings=o.use_one_hot_embeddings)
 
     def initialize(self, model):
         if not self.options.init_checkpoint:

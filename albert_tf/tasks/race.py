@@ -152,6 +152,7 @@ class MultipleChoiceTask(Task):
         arrays: {split: {name: array}} features of each split (race_data layout).
     """
 
+    skip_padding = True  # the loss reads pooled outputs only
     checkpointable_input = True
     best_metric = "accuracy"
     progress_metrics = (("loss", "loss"), ("accuracy", "acc"))
@@ -323,7 +324,7 @@ def run(o, training, stream=sys.stdout):
         from albert_tf.export.multiple_choice_module import export_multiple_choice
 
         results["export_dir"] = export_multiple_choice(
-            trainer.model, spm_file_for(o), o.export_dir, do_lower_case=o.do_lower_case,
+            trainer.model_in("float32"), spm_file_for(o), o.export_dir, do_lower_case=o.do_lower_case,
             max_seq_length=o.max_seq_length, max_qa_length=o.max_qa_length,
             widths=bucket_widths(o.max_seq_length, o.length_buckets),
             extra_info={"task_name": o.task_name, "global_step": outcome["final_step"],

@@ -380,7 +380,7 @@ def run(o, training, stream=sys.stdout):
         metrics = results.get("metrics") or {}
         extra = {"null_threshold": float(metrics.get("best_f1_thresh", 0.0))} if o.version == "v2" else {}
         results["export_dir"] = export_question_answering(
-            trainer.model, spm_file_for(o), o.export_dir, do_lower_case=o.do_lower_case,
+            trainer.model_in("float32"), spm_file_for(o), o.export_dir, do_lower_case=o.do_lower_case,
             max_seq_length=o.max_seq_length, doc_stride=o.doc_stride, max_query_length=o.max_query_length,
             n_best_size=o.n_best_size, max_answer_length=o.max_answer_length,
             widths=bucket_widths(o.max_seq_length, o.length_buckets),
@@ -403,6 +403,7 @@ def predict(task, trainer, outcome, predict_cache, results, stream):
         summary = {k: (float(v) if isinstance(v, (float, np.floating)) else v) for k, v in metrics.items()}
         summary.update(initialized_from=outcome["initialized_from"], global_step=outcome["final_step"],
                        task=task.name, predict_file=os.path.abspath(o.predict_file))
+        summary.update(outcome["precision"].as_dict())
         atomic.write_json(os.path.join(o.output_dir, "eval_results.json"), summary)
         atomic.write_text(os.path.join(o.output_dir, "eval_results.txt"),
                           "".join(f"{k} = {summary[k]}\n" for k in sorted(summary)))

@@ -34,11 +34,13 @@ import time
 import numpy as np
 import tensorflow as tf
 
+from albert_tf.modeling.encoder import set_skip_padding
 from albert_tf.storage import atomic
 from albert_tf.training.checkpoints import TrainingCheckpoints
 from albert_tf.training.distribution import check_global_batch, sum_and_clip
 from albert_tf.training.errors import TrainingDivergedError
 from albert_tf.training.optimizer import create_optimizer
+from albert_tf.training.precision import choose, policy_scope
 from albert_tf.training.reporting import MetricsLogger, plot_curves, read_records
 from albert_tf.training.schedules import WarmupPolynomialDecay
 
@@ -54,6 +56,11 @@ class Task(abc.ABC):
         name: shown in logs.
         best_metric: eval metric (higher is better) that picks the best checkpoint, or None.
         progress_metrics: (metric key, console label) pairs for the progress line.
+        skip_padding: whether the model's encoders may skip padding (per-token work on the
+            real tokens only; modeling.encoder.AlbertEncoder): the driver turns it on unless
+            the step is XLA-compiled or runs on TPUs (static shapes). Real positions and
+            pooled outputs do not change, padded positions of sequence outputs become zeros,
+            so tasks whose loss reads padded positions leave it off.
         checkpointable_input: whether the training iterator can be saved in checkpoints
             (False when its dataset calls stateful functions, e.g. a loaded SavedModel;
             a resumed run then skips the batches already consumed instead).
@@ -61,6 +68,7 @@ class Task(abc.ABC):
     """
 
     name = "task"
+    skip_padding = False
     checkpointable_input = True
     best_metric = None
     progress_metrics = (("loss", "loss"),)
@@ -134,6 +142,8 @@ class TrainingOptions:
             end with its weights restored.
         jit_compile: compile forward + backward with XLA.
         write_curves: write training_curves.png at the end.
+        dtype_policy: "auto", "float32" or "mixed_bfloat16" (training/precision.py: the
+            Trainer resolves it for its hardware and builds the model in it).
     """
 
     output_dir: str
@@ -156,6 +166,7 @@ class TrainingOptions:
     keep_best: bool = False
     jit_compile: bool = False
     write_curves: bool = True
+    dtype_policy: str = "float32"
 
 
 class Trainer:
@@ -173,13 +184,19 @@ class Trainer:
         self.strategy = strategy or tf.distribute.get_strategy()
         check_global_batch(self.strategy, options.train_batch_size)
         check_global_batch(self.strategy, options.eval_batch_size, flag="--eval_batch_size")
+        # one place decides what every command computes in (training/precision.py)
+        self.precision = choose(options.dtype_policy, self.strategy)
         with self.strategy.scope():
-            self.model = task.build_model()
+            with policy_scope(self.precision.policy):
+                self.model = task.build_model()
             self.schedule = WarmupPolynomialDecay(options.learning_rate, options.num_train_steps,
                                                   options.num_warmup_steps, options.start_warmup_step,
                                                   options.poly_power)
             self.optimizer = create_optimizer(options.optimizer, self.schedule)
             self.optimizer.build(self.model.trainable_variables)
+        static_shapes = options.jit_compile or isinstance(self.strategy, tf.distribute.TPUStrategy)
+        self.skips_padding = bool(task.skip_padding and not static_shapes
+                                  and set_skip_padding(self.model, True))
         self._gradients_fn = (tf.function(self._gradients, jit_compile=True) if options.jit_compile
                               else self._gradients)
         # The step is a function of its own, called twice by the loop below, so it is traced
@@ -188,6 +205,17 @@ class Trainer:
         self._step_fn = tf.function(self._reduced_step, autograph=False)
         self._train_fn = tf.function(self._train_loop)
         self._eval_fn = tf.function(self._eval_step, autograph=False)
+
+    def model_in(self, policy):
+        """The model computing in `policy` with this model's weights: the model itself when it
+        already does, else a copy the task builds in that policy (e.g. a float32 export of a
+        mixed_bfloat16 run: the weights are float32 either way)."""
+        if policy == self.precision.policy:
+            return self.model
+        with policy_scope(policy):
+            model = self.task.build_model()
+        model.set_weights(self.model.get_weights())
+        return model
 
     @property
     def step(self):
@@ -360,7 +388,8 @@ def train_and_evaluate(task, options, strategy=None, is_chief=True, stream=sys.s
         task.initialized_from = task.initialize(trainer.model)
         print(f"initialized from {task.initialized_from}", file=stream, flush=True)
         if is_chief:
-            checkpoints.write_run_info({"initialized_from": task.initialized_from, "task": task.name})
+            checkpoints.write_run_info({"initialized_from": task.initialized_from, "task": task.name,
+                                        **trainer.precision.as_dict()})
     if options.do_train and not saves_iterator:
         if resumed and trainer.step:
             print(f"skipping the {trainer.step} steps of input already consumed", file=stream, flush=True)
@@ -368,9 +397,10 @@ def train_and_evaluate(task, options, strategy=None, is_chief=True, stream=sys.s
     logger = MetricsLogger(options.output_dir, options.num_train_steps, task.progress_metrics,
                            enabled=is_chief, stream=stream, fresh=not resumed)
     print(f"strategy {type(strategy).__name__} with {strategy.num_replicas_in_sync} replicas; global batch "
-          f"{options.train_batch_size}", file=stream, flush=True)
+          f"{options.train_batch_size}; dtype policy {trainer.precision.policy} ({trainer.precision.reason})"
+          + ("; padding skipped" if trainer.skips_padding else ""), file=stream, flush=True)
     results = {"trainer": trainer, "initialized_from": task.initialized_from, "resumed_from": resumed,
-               "best": None, "eval": None}
+               "best": None, "eval": None, "precision": trainer.precision}
 
     def evaluate_now():
         metrics = trainer.evaluate()
@@ -442,5 +472,6 @@ def _summary(task, results):
         summary = dict(results["eval"])
     summary["initialized_from"] = task.initialized_from
     summary["task"] = task.name
+    summary.update(results["precision"].as_dict())
     summary.update(task.results_extras())
     return summary

@@ -1,0 +1,251 @@
+"""Mixed precision (albert_tf.training.precision): what `auto` picks on which hardware, bad
+values, float32 variables and float32 islands (heads, logits, losses) under mixed_bfloat16,
+checkpoints that cross policies, and fine-tuning results that do not move."""
+
+import json
+import os
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from albert_tf import AlbertConfig, AlbertPretrainer
+from albert_tf.training import precision
+from albert_tf.training.precision import check_policy, choose, policy_scope
+
+ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+TOPICS = os.path.join(ROOT, "notebooks", "data", "docstring_topics")
+
+
+def _cpuinfo(tmp_path, flags):
+    path = tmp_path / f"cpuinfo-{len(flags)}"
+    path.write_text("processor\t: 0\nmodel name\t: Test CPU 9000\nflags\t\t: fpu sse2 avx2 " + " ".join(flags) + "\n")
+    return str(path)
+
+
+def test_auto_follows_the_hardware(tmp_path):
+    plain, bf16 = _cpuinfo(tmp_path, []), _cpuinfo(tmp_path, ["avx512f", "avx512_bf16"])
+    amx = _cpuinfo(tmp_path, ["amx_tile", "amx_bf16"])
+    for cpuinfo, policy in ((plain, "float32"), (bf16, "mixed_bfloat16"), (amx, "mixed_bfloat16")):
+        chosen = choose("auto", cpuinfo=cpuinfo, gpus=[])
+        assert chosen.policy == policy and chosen.requested == "auto", chosen
+        assert "Test CPU 9000" in chosen.hardware and chosen.reason.startswith("auto: ")
+    assert "none of avx512_bf16, amx_bf16" in choose("auto", cpuinfo=plain, gpus=[]).hardware
+    # GPUs decide when there are any: compute capability 8.0 (A100) and later compute bf16 natively
+    assert choose("auto", cpuinfo=bf16, gpus=[("T4", (7, 5))]).policy == "float32"
+    chosen = choose("auto", cpuinfo=plain, gpus=[("H100", (9, 0)), ("A100", (8, 0))])
+    assert chosen.policy == "mixed_bfloat16" and "compute capability 9.0" in chosen.hardware
+    # asked for explicitly: as asked, whatever the hardware
+    assert choose("float32", cpuinfo=bf16, gpus=[]).policy == "float32"
+    assert choose("mixed_bfloat16", cpuinfo=bf16, gpus=[]).native_bf16
+    record = choose("auto", cpuinfo=plain, gpus=[]).as_dict()
+    assert set(record) == {"dtype_policy", "dtype_policy_requested", "dtype_policy_reason", "native_bf16", "hardware"}
+    # this machine: whatever it is, auto resolves to one of the two
+    assert choose("auto").policy in ("float32", "mixed_bfloat16")
+
+
+def test_bad_values_and_the_one_time_warning(tmp_path, monkeypatch):
+    for bad in ("bf16", "float16", ""):
+        with pytest.raises(ValueError, match=r"--dtype_policy=.* is not one of auto, float32, mixed_bfloat16"):
+            check_policy(bad)
+    with pytest.raises(ValueError, match="mixed_float16 needs loss scaling"):
+        choose("mixed_float16")
+    monkeypatch.setattr(precision, "_warned", set())
+    plain = _cpuinfo(tmp_path, [])
+    warnings = []
+    first = choose("mixed_bfloat16", cpuinfo=plain, gpus=[], warn=warnings.append)
+    choose("mixed_bfloat16", cpuinfo=plain, gpus=[], warn=warnings.append)
+    assert first.policy == "mixed_bfloat16" and not first.native_bf16 and "slower than float32" in first.reason
+    assert len(warnings) == 1 and "no native bf16" in warnings[0] and "Test CPU 9000" in warnings[0]
+
+
+def test_policy_scope_builds_mixed_models_with_float32_variables_and_islands():
+    config = AlbertConfig.from_preset("albert_tiny").replace(vocab_size=300)
+    before = keras.config.dtype_policy().name
+    with policy_scope("mixed_bfloat16"):
+        model = AlbertPretrainer(config)
+        from albert_tf.modeling.classifier import AlbertClassifier
+
+        classifier = AlbertClassifier(model.encoder, 3)
+    assert keras.config.dtype_policy().name == before  # restored
+    assert all(v.dtype == "float32" for v in model.weights)
+    rng = np.random.default_rng(0)
+    inputs = {"input_word_ids": rng.integers(5, 300, (2, 16)).astype("int32"), "input_mask": np.ones((2, 16), "int32"),
+              "input_type_ids": np.zeros((2, 16), "int32"), "masked_lm_positions": np.array([[1, 2], [3, 4]], "int32")}
+    encoded = model.encoder({k: v for k, v in inputs.items() if k != "masked_lm_positions"})
+    assert encoded["sequence_output"].dtype == "bfloat16"  # the encoder computes in bf16
+    outputs = model(inputs)
+    assert outputs["mlm_logits"].dtype == "float32" and outputs["sop_logits"].dtype == "float32"
+    assert classifier({k: v for k, v in inputs.items() if k != "masked_lm_positions"}).dtype == "float32"
+    # the same weights in float32 give the same logits to bf16 rounding
+    full = AlbertPretrainer(config)
+    full.set_weights(model.get_weights())
+    np.testing.assert_allclose(outputs["mlm_logits"], full(inputs)["mlm_logits"], atol=0.05)
+
+
+def _pretraining(records, out, policy, steps, do_eval=True):
+    from albert_tf.tasks.pretraining import PretrainingOptions, PretrainingTask
+    from albert_tf.training.driver import TrainingOptions, train_and_evaluate
+
+    config = AlbertConfig.from_preset("albert_tiny").replace(vocab_size=3000)
+    task = PretrainingTask(PretrainingOptions(config, list(records), max_seq_length=128, global_batch_size=8,
+                                              deterministic=True, random_seed=1, shuffle_buffer_size=100))
+    options = TrainingOptions(output_dir=str(out), train_batch_size=8, eval_batch_size=8, num_train_steps=steps,
+                              learning_rate=1e-3, optimizer="lamb", save_checkpoints_steps=2, iterations_per_loop=2,
+                              max_eval_steps=1, write_curves=False, dtype_policy=policy, do_eval=do_eval)
+    return train_and_evaluate(task, options, stream=open(os.devnull, "w"))
+
+
+def test_checkpoints_cross_policies_and_results_name_the_policy(pretraining_records, tmp_path):
+    records, _ = pretraining_records
+    first = _pretraining(records, tmp_path, "mixed_bfloat16", 2)
+    trainer = first["trainer"]
+    assert trainer.model.encoder.compute_dtype == "bfloat16"
+    assert all(v.dtype == "float32" for v in trainer.model.weights)
+    assert all(v.dtype == "float32" for v in trainer.optimizer.variables if v is not trainer.optimizer.iterations)
+    saved = [w.copy() for w in trainer.model.get_weights()]
+    results = json.load(open(tmp_path / "eval_results.json"))
+    assert results["dtype_policy"] == "mixed_bfloat16" and results["dtype_policy_requested"] == "mixed_bfloat16"
+    assert json.load(open(tmp_path / "run_info.json"))["dtype_policy"] == "mixed_bfloat16"
+
+    # a float32 run resumes from the bf16 run's checkpoint with its exact (float32) weights, and back
+    second = _pretraining(records, tmp_path, "float32", 4)
+    assert second["resumed_from"].endswith("ckpt-2") and second["final_step"] == 4
+    assert second["trainer"].model.encoder.compute_dtype == "float32"
+    assert json.load(open(tmp_path / "eval_results.json"))["dtype_policy"] == "float32"
+    reader = tf.train.load_checkpoint(str(tmp_path / "ckpt-2"))
+    names = [n for n, _ in tf.train.list_variables(str(tmp_path / "ckpt-2")) if "word_embeddings" in n
+             and "OPTIMIZER" not in n]
+    assert names and reader.get_tensor(names[0]).dtype == np.float32
+    assert any(np.array_equal(reader.get_tensor(names[0]), w) for w in saved)
+    third = _pretraining(records, tmp_path, "mixed_bfloat16", 6, do_eval=False)
+    assert third["resumed_from"].endswith("ckpt-4") and third["final_step"] == 6
+
+
+def _keyword_task(directory):
+    """The topic task's real sentences, labelled by whether they hold the word "the": a task
+    the tiny random model learns in a few dozen steps (majority class: 59% of dev)."""
+    import csv
+
+    os.makedirs(directory, exist_ok=True)
+    for split in ("train", "dev"):
+        with open(os.path.join(TOPICS, f"{split}.tsv"), encoding="utf-8") as f:
+            rows = list(csv.DictReader(f, delimiter="\t"))
+        with open(os.path.join(directory, f"{split}.tsv"), "w", encoding="utf-8") as f:
+            f.write("sentence\tlabel\n")
+            for row in rows:
+                label = "yes" if " the " in f" {row['sentence'].lower()} " else "no"
+                f.write(f"{row['sentence']}\t{label}\n")
+    return str(directory)
+
+
+def test_fine_tuning_at_mixed_bfloat16_ends_within_one_point_of_float32(tiny_export, tmp_path):
+    """The same classifier fine-tuned from the same weights on the same batches: dev accuracy
+    at mixed_bfloat16 within 1 point of float32's."""
+    from albert_tf.data.classifier_data import get_task, read_examples
+    from albert_tf.tasks.classification import ClassificationOptions, ClassificationTask
+    from albert_tf.training.driver import Trainer, TrainingOptions
+
+    data_dir = _keyword_task(tmp_path / "data")
+    labels = ["no", "yes"]
+    task_def = get_task("tsv", labels=labels, text_a_column="sentence")
+    splits = {"train": read_examples(task_def, data_dir, "train"), "dev": read_examples(task_def, data_dir, "dev")}
+    accuracy, initial = {}, None
+    for policy in ("float32", "mixed_bfloat16"):
+        options = ClassificationOptions(task_name="tsv", data_dir=data_dir, output_dir="unused",
+                                        init_checkpoint=tiny_export["pretrained"], spm_model_file=tiny_export["spm"],
+                                        albert_config_file=os.path.join(tiny_export["pretrained"], "albert_config.json"),
+                                        max_seq_length=64, random_seed=3, classifier_dropout=0.0,
+                                        text_a_column="sentence", labels=labels)
+        task = ClassificationTask(options, task_def, splits)
+        trainer = Trainer(task, TrainingOptions(output_dir="unused", train_batch_size=32, eval_batch_size=64,
+                                                num_train_steps=80, learning_rate=1e-3, optimizer="adamw",
+                                                dtype_policy=policy))
+        assert trainer.precision.policy == policy
+        if initial is None:
+            initial = trainer.model.get_weights()
+        trainer.model.set_weights(initial)
+        trainer.train(iter(task.train_dataset(None, 32, 0)), 80)
+        outputs = trainer.per_example_outputs(task.split_dataset("dev", 64), 64)
+        accuracy[policy] = float(np.mean(np.argmax(outputs["logits"], -1) == outputs["label"]))
+        assert outputs["logits"].dtype == np.float32
+    print(accuracy)
+    assert accuracy["float32"] > 0.75, accuracy  # it learned (majority 0.59): the comparison means something
+    assert abs(accuracy["mixed_bfloat16"] - accuracy["float32"]) <= 0.01, accuracy
+
+
+def _squad_task(tmp_path, spm_model, policy_dir):
+    from conftest import load_tool
+
+    from albert_tf.data.squad_data import convert_examples_to_features, features_to_arrays, read_squad_examples
+    from albert_tf.data.tokenization import SentencePieceTokenizer
+    from albert_tf.tasks.squad import SquadOptions, SquadTask
+
+    path = tmp_path / "train.json"
+    if not path.exists():
+        path.write_text(json.dumps(load_tool("make_squad_data").make_dataset("2.0", 24, seed=4, max_context_chars=400)),
+                        encoding="utf-8")
+    features = convert_examples_to_features(read_squad_examples(str(path), True), SentencePieceTokenizer(spm_model),
+                                            max_seq_length=96, doc_stride=48, max_query_length=24, is_training=True)
+    cfg = AlbertConfig.from_preset("albert_tiny").replace(vocab_size=3000)
+    cfg.to_json_file(str(tmp_path / "config.json"))
+    options = SquadOptions(version="v2", output_dir=str(policy_dir), albert_config_file=str(tmp_path / "config.json"),
+                           spm_model_file=spm_model, max_seq_length=96, start_n_top=3, end_n_top=3,
+                           train_batch_size=8, do_train=True)
+    return SquadTask(options, features_to_arrays(features)), features
+
+
+def _race_task(tmp_path, spm_model):
+    from conftest import load_tool
+
+    from albert_tf.data import race_data
+    from albert_tf.data.tokenization import SentencePieceTokenizer
+    from albert_tf.tasks.race import MultipleChoiceOptions, MultipleChoiceTask
+
+    if not (tmp_path / "race").exists():
+        load_tool("make_race_data").make_race(tmp_path / "race", num_articles=4, seed=2, layout="files")
+    cfg = AlbertConfig.from_preset("albert_tiny").replace(vocab_size=3000)
+    cfg.to_json_file(str(tmp_path / "config.json"))
+    settings = race_data.MultipleChoiceSettings(max_seq_length=64, max_qa_length=24)
+    splits, arrays = {}, {}
+    for split in ("train", "dev"):
+        splits[split] = race_data.read_race(str(tmp_path / "race"), split)
+        arrays[split] = race_data.examples_to_arrays(splits[split], SentencePieceTokenizer(spm_model), settings)
+    options = MultipleChoiceOptions(data_dir=str(tmp_path / "race"), output_dir=str(tmp_path),
+                                    albert_config_file=str(tmp_path / "config.json"), spm_model_file=spm_model,
+                                    max_seq_length=64, max_qa_length=24)
+    return MultipleChoiceTask(options, splits, arrays)
+
+
+@pytest.mark.parametrize("kind", ["squad_v2", "race"])
+def test_squad_and_race_heads_under_mixed_bfloat16(kind, spm_model, tmp_path):
+    """The SQuAD v2 and multiple-choice tasks train at mixed_bfloat16 (finite float32 losses)
+    and, from the same weights, give float32 outputs close to float32's."""
+    from albert_tf.training.driver import Trainer, TrainingOptions
+
+    outputs, weights = {}, None
+    for policy in ("float32", "mixed_bfloat16"):
+        task = (_squad_task(tmp_path, spm_model, tmp_path / policy)[0] if kind == "squad_v2"
+                else _race_task(tmp_path, spm_model))
+        trainer = Trainer(task, TrainingOptions(output_dir=str(tmp_path / policy), train_batch_size=8,
+                                                eval_batch_size=8, num_train_steps=10, learning_rate=1e-3,
+                                                optimizer="adamw", dtype_policy=policy))
+        weights = weights or trainer.model.get_weights()
+        trainer.model.set_weights(weights)
+        assert trainer.precision.policy == policy
+        if kind == "race":
+            outputs[policy] = trainer.per_example_outputs(task.eval_dataset(8), 8)
+        else:
+            batch = next(iter(task.train_dataset(None, 8, 0)))
+            outputs[policy] = {k: v.numpy() for k, v in trainer.model(
+                {k: v for k, v in batch.items() if k not in ("start_positions", "end_positions", "is_impossible")},
+                training=False).items()}
+        if policy == "mixed_bfloat16":  # and it trains (float32 training is every other test's)
+            terms = trainer.train(iter(task.train_dataset(None, 8, 0)), 2)
+            assert all(np.isfinite(v) for v in terms.values()), terms
+    keys = ("probabilities",) if kind == "race" else ("start_top_log_probs", "cls_logits")
+    for key in keys:
+        a, b = outputs["float32"][key], outputs["mixed_bfloat16"][key]
+        assert a.dtype == b.dtype == np.float32, key
+        np.testing.assert_allclose(a, b, atol=0.1, rtol=0.05, err_msg=key)
