@@ -18,7 +18,9 @@ flags, parses them (flag files with --flagfile) and calls `run(FLAGS)`. Exit sta
 """
 
 import os
+import signal
 import sys
+import threading
 
 def _describe_os_error(e):
     path = e.filename if e.filename is not None else ""
@@ -33,11 +35,14 @@ def run_entry_point(name, run, flag_values=None):
     """Runs `run(FLAGS)`; returns the exit status (see module docstring)."""
     from absl import flags, logging
 
-    from albert_tf.training.errors import TrainingDivergedError
+    from albert_tf.training.errors import INTERRUPTED, TrainingDivergedError
 
     fv = flags.FLAGS if flag_values is None else flag_values
     if "verbosity" in fv and not fv["verbosity"].present:
         logging.set_verbosity(logging.WARNING)
+    previous = None
+    if threading.current_thread() is threading.main_thread():
+        previous = signal.signal(signal.SIGINT, _on_sigint)
     try:
         status = run(fv)
     except ValueError as e:
@@ -53,7 +58,18 @@ def run_entry_point(name, run, flag_values=None):
         print(f"{name}: interrupted. Everything already written is complete; run the same command again to "
               "resume from the newest checkpoint (training commands).", file=sys.stderr)
         return 130
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
+        INTERRUPTED.clear()
     return status if isinstance(status, int) else 0
+
+
+def _on_sigint(signum, frame):
+    from albert_tf.training.errors import INTERRUPTED
+
+    INTERRUPTED.set()  # the driver stops at its next loop even if this exception gets lost
+    raise KeyboardInterrupt
 
 
 def main(name, define_flags, run):

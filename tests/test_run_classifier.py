@@ -122,7 +122,7 @@ def test_cola_from_the_export_best_checkpoint_predictions_and_raw_string_export(
     np.testing.assert_allclose(serving["probabilities"].numpy().sum(-1), 1.0, rtol=1e-5)
     info = json.load(open(os.path.join(export, "classifier_info.json")))
     assert info["labels"] == ["0", "1"] and info["inputs"] == ["text_a"] and info["seq_length"] == SEQ
-    assert info["skips_padding"] is True
+    assert info["skips_padding"] is False  # an encoder loaded from an export runs as exported
 
 
 def test_sts_b_regression_from_an_albert_tf_checkpoint_in_process(tiny_export, stsb_dir, tmp_path):
@@ -164,6 +164,7 @@ def test_sts_b_regression_from_an_albert_tf_checkpoint_in_process(tiny_export, s
            .read().splitlines()[1:]]
     scores = model(tf.constant([r[7] for r in dev]), tf.constant([r[8] for r in dev]))["score"].numpy()
     np.testing.assert_allclose(scores, [float(r[2]) for r in rows], atol=1e-5)
+    assert json.load(open(tmp_path / "export" / "classifier_info.json"))["skips_padding"] is True
 
     # a second run with more steps resumes from the newest checkpoint
     values["train_step"].value = 18

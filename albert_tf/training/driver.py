@@ -38,7 +38,7 @@ from albert_tf.modeling.encoder import set_skip_padding
 from albert_tf.storage import atomic
 from albert_tf.training.checkpoints import TrainingCheckpoints
 from albert_tf.training.distribution import check_global_batch, sum_and_clip
-from albert_tf.training.errors import TrainingDivergedError
+from albert_tf.training.errors import TrainingDivergedError, raise_if_interrupted
 from albert_tf.training.optimizer import create_optimizer
 from albert_tf.training.precision import choose, policy_scope
 from albert_tf.training.reporting import MetricsLogger, plot_curves, read_records
@@ -419,6 +419,7 @@ def train_and_evaluate(task, options, strategy=None, is_chief=True, stream=sys.s
             n = min(options.iterations_per_loop, next_save - step, end - step)
             t0 = time.time()
             totals = trainer.train(iterator, n)
+            raise_if_interrupted()
             elapsed = time.time() - t0
             metrics = task.train_metrics(totals)
             step = trainer.step
@@ -433,6 +434,7 @@ def train_and_evaluate(task, options, strategy=None, is_chief=True, stream=sys.s
                              (options.num_train_steps - step) * options.train_batch_size / max(overall, 1e-9))
             if step % options.save_checkpoints_steps == 0 or step == options.num_train_steps:
                 checkpoints.save(step)
+                raise_if_interrupted()
                 if options.do_eval and options.evaluate_every_checkpoint:
                     results["eval"] = evaluate_now()
     results["final_step"] = trainer.step
