@@ -136,14 +136,9 @@ def define_flags():
 
 def cpu_bf16_flags():
     """The CPU's bf16 / AMX feature flags from /proc/cpuinfo."""
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("flags"):
-                    return sorted(x for x in line.split(":", 1)[1].split() if "bf16" in x or x.startswith("amx"))
-    except OSError:
-        pass
-    return []
+    from albert_tf.training.precision import read_cpuinfo
+
+    return sorted(x for x in read_cpuinfo()[1] if "bf16" in x or x.startswith("amx"))
 
 
 def percentile(values, q):

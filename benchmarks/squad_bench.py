@@ -73,14 +73,9 @@ def define_flags():
 
 
 def cpu_model():
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return "unknown"
+    from albert_tf.training.precision import read_cpuinfo
+
+    return read_cpuinfo()[0]
 
 
 def squad_training_flops_per_example(config, seq):

@@ -175,7 +175,7 @@ def test_fine_tuning_at_mixed_bfloat16_ends_within_one_point_of_float32(tiny_exp
     assert abs(accuracy["mixed_bfloat16"] - accuracy["float32"]) <= 0.01, accuracy
 
 
-def _squad_task(tmp_path, spm_model, policy_dir):
+def _squad_task(tmp_path, spm_model):
     from conftest import load_tool
 
     from albert_tf.data.squad_data import convert_examples_to_features, features_to_arrays, read_squad_examples
@@ -183,17 +183,16 @@ def _squad_task(tmp_path, spm_model, policy_dir):
     from albert_tf.tasks.squad import SquadOptions, SquadTask
 
     path = tmp_path / "train.json"
-    if not path.exists():
-        path.write_text(json.dumps(load_tool("make_squad_data").make_dataset("2.0", 24, seed=4, max_context_chars=400)),
-                        encoding="utf-8")
+    path.write_text(json.dumps(load_tool("make_squad_data").make_dataset("2.0", 24, seed=4, max_context_chars=400)),
+                    encoding="utf-8")
     features = convert_examples_to_features(read_squad_examples(str(path), True), SentencePieceTokenizer(spm_model),
                                             max_seq_length=96, doc_stride=48, max_query_length=24, is_training=True)
     cfg = AlbertConfig.from_preset("albert_tiny").replace(vocab_size=3000)
     cfg.to_json_file(str(tmp_path / "config.json"))
-    options = SquadOptions(version="v2", output_dir=str(policy_dir), albert_config_file=str(tmp_path / "config.json"),
+    options = SquadOptions(version="v2", output_dir=str(tmp_path), albert_config_file=str(tmp_path / "config.json"),
                            spm_model_file=spm_model, max_seq_length=96, start_n_top=3, end_n_top=3,
                            train_batch_size=8, do_train=True)
-    return SquadTask(options, features_to_arrays(features)), features
+    return SquadTask(options, features_to_arrays(features))
 
 
 def _race_task(tmp_path, spm_model):
@@ -203,8 +202,7 @@ def _race_task(tmp_path, spm_model):
     from albert_tf.data.tokenization import SentencePieceTokenizer
     from albert_tf.tasks.race import MultipleChoiceOptions, MultipleChoiceTask
 
-    if not (tmp_path / "race").exists():
-        load_tool("make_race_data").make_race(tmp_path / "race", num_articles=4, seed=2, layout="files")
+    load_tool("make_race_data").make_race(tmp_path / "race", num_articles=4, seed=2, layout="files")
     cfg = AlbertConfig.from_preset("albert_tiny").replace(vocab_size=3000)
     cfg.to_json_file(str(tmp_path / "config.json"))
     settings = race_data.MultipleChoiceSettings(max_seq_length=64, max_qa_length=24)
@@ -224,9 +222,8 @@ def test_squad_and_race_heads_under_mixed_bfloat16(kind, spm_model, tmp_path):
     the same weights, float32 outputs close to float32's (training at bf16 goes through the
     same driver step as the pretraining and classification tests above)."""
     outputs, weights = {}, None
+    task = _squad_task(tmp_path, spm_model) if kind == "squad_v2" else _race_task(tmp_path, spm_model)
     for policy in ("float32", "mixed_bfloat16"):
-        task = (_squad_task(tmp_path, spm_model, tmp_path / policy)[0] if kind == "squad_v2"
-                else _race_task(tmp_path, spm_model))
         with policy_scope(policy):
             model = task.build_model()
         weights = weights or model.get_weights()

@@ -168,11 +168,13 @@ class AlbertEncoder(PretrainedMixin, keras.Model):
             x = self.embedding_projection(x)  # [B, T, H]
         attention_index = {key: i for i, key in enumerate(attention_keys)}
         ffn_index = {key: i for i, key in enumerate(ffn_keys)}
+        # per outer layer, its (attention, feed-forward) sub-layer pairs: both forwards walk it
+        layer_steps = [[(self.attention_layers[attention_index[a]], self.ffn_layers[ffn_index[f]])
+                        for a, f in steps] for steps in routing]
         encoder_outputs = []
-        for steps in routing:
-            for attention_key, ffn_key in steps:
-                x = self.attention_layers[attention_index[attention_key]](x, inputs["input_mask"])
-                x = self.ffn_layers[ffn_index[ffn_key]](x)
+        for steps in layer_steps:
+            for attention, ffn in steps:
+                x = ffn(attention(x, inputs["input_mask"]))
             encoder_outputs.append(x)
         pooled_output = self.pooler(x[:, 0, :])  # [B, H]
         super().__init__(
@@ -189,8 +191,7 @@ class AlbertEncoder(PretrainedMixin, keras.Model):
         # === Config ===
         self.config = config
         self.use_one_hot_embeddings = use_one_hot_embeddings
-        self._routing = [[(self.attention_layers[attention_index[a]], self.ffn_layers[ffn_index[f]])
-                          for a, f in steps] for steps in routing]
+        self._layer_steps = layer_steps
 
     def call(self, inputs, training=None, mask=None):
         if not self.skip_padding:
@@ -205,7 +206,7 @@ class AlbertEncoder(PretrainedMixin, keras.Model):
         if self.embedding_projection is not None:
             x = self.embedding_projection(x)  # [R, H]
         encoder_outputs = []
-        for steps in self._routing:
+        for steps in self._layer_steps:
             for attention, ffn in steps:
                 x = attention(x, input_mask, training=training, indices=indices)
                 x = ffn(x, training=training)
@@ -234,14 +235,12 @@ def set_skip_padding(model, enabled):
 def skipping_padding(model, enabled=True):
     """`set_skip_padding(model, enabled)` inside the block, restored after (e.g. around
     tracing a serving SavedModel)."""
-    encoders = encoders_in(model)
-    before = [e.skip_padding for e in encoders]
-    for encoder in encoders:
-        encoder.skip_padding = bool(enabled)
+    before = [e.skip_padding for e in encoders_in(model)]
+    count = set_skip_padding(model, enabled)
     try:
-        yield len(encoders)
+        yield count
     finally:
-        for encoder, value in zip(encoders, before):
+        for encoder, value in zip(encoders_in(model), before):
             encoder.skip_padding = value
 
 

@@ -194,9 +194,11 @@ class Trainer:
                                                   options.poly_power)
             self.optimizer = create_optimizer(options.optimizer, self.schedule)
             self.optimizer.build(self.model.trainable_variables)
+        # XLA and TPUs need static shapes; padding skipping gives each batch its own token count
         static_shapes = options.jit_compile or isinstance(self.strategy, tf.distribute.TPUStrategy)
-        self.skips_padding = bool(task.skip_padding and not static_shapes
-                                  and set_skip_padding(self.model, True))
+        self.skips_padding = False
+        if task.skip_padding and not static_shapes:
+            self.skips_padding = set_skip_padding(self.model, True) > 0
         self._gradients_fn = (tf.function(self._gradients, jit_compile=True) if options.jit_compile
                               else self._gradients)
         # The step is a function of its own, called twice by the loop below, so it is traced

@@ -65,9 +65,10 @@ def check_policy(value, flag="--dtype_policy"):
     raise ValueError(f"{flag}={value!r} is not one of {', '.join(POLICIES)}{hint}.")
 
 
-def cpu_bf16_flags(cpuinfo="/proc/cpuinfo"):
-    """(CPU model name, the bf16 flags it has out of CPU_BF16_FLAGS) from /proc/cpuinfo."""
-    model, found = "unknown CPU", []
+def read_cpuinfo(cpuinfo="/proc/cpuinfo"):
+    """(CPU model name, set of its feature flags) from /proc/cpuinfo ("unknown CPU", empty
+    set where it cannot be read). The one reader of the file (the benchmarks use it too)."""
+    model, flags = "unknown CPU", set()
     try:
         with open(cpuinfo, encoding="utf-8", errors="replace") as f:
             for line in f:
@@ -76,11 +77,11 @@ def cpu_bf16_flags(cpuinfo="/proc/cpuinfo"):
                 if key == "model name" and model == "unknown CPU":
                     model = value.strip()
                 elif key == "flags":
-                    found = [x for x in CPU_BF16_FLAGS if x in value.split()]
+                    flags = set(value.split())
                     break
     except OSError:
         pass
-    return model, found
+    return model, flags
 
 
 def _gpu_capabilities():
@@ -113,7 +114,8 @@ def native_bf16(strategy=None, cpuinfo="/proc/cpuinfo", gpus=None):
                           for name, cc in gpus)
         native = all(cc is not None and tuple(cc) >= (8, 0) for cc in capabilities)
         return native, f"GPU {names}"
-    model, flags = cpu_bf16_flags(cpuinfo)
+    model, all_flags = read_cpuinfo(cpuinfo)
+    flags = [x for x in CPU_BF16_FLAGS if x in all_flags]
     return bool(flags), (f"CPU {model} (flags: {', '.join(flags)})" if flags
                          else f"CPU {model} (flags: none of {', '.join(CPU_BF16_FLAGS)})")
 
