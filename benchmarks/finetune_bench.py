@@ -53,10 +53,18 @@ speed hits all of them), each round per system: --steps training steps (examples
 one pass over the dev split (examples/s), --calls one-request calls (batch 1, a short dev
 sentence: p50 and p99 latency), --throughput_batches requests of 32 dev sentences
 (examples/s). Medians over the rounds are reported. Warm-up (tracing, first calls) comes
-before the rounds and is not timed. Dev accuracy: after the last round (every system has
+before the rounds and is not timed. Dev accuracy after the last round (every system has
 then trained warmup + repeats x steps steps from the same weights, each in its own data
-order); with random initial weights and a short run it may be near chance, which is printed
-plainly.
+order) is recorded, but from random weights a timed run is too short to say much.
+
+Accuracy run (--accuracy_steps, default 600, about 10 epochs; 0 turns it off): after the
+timed rounds, every system is built anew from one new initial model at --accuracy_config
+(small by default: albert_base at albert_base's keras-hub speed on a CPU would take hours),
+trained --accuracy_steps steps at --accuracy_learning_rate with the same optimizer
+settings, batch and linear decay, one system at a time, and evaluated on the whole dev
+split (--max_dev_examples shortens only the timed passes).
+Its dev accuracies, their spread and whether it is within 1 point go to results.json
+(accuracy_run), the CSV and the chart's last panel.
 
 Mixed precision: `--dtype_policies=float32,mixed_bfloat16 --systems=albert_tf,keras_hub` runs
 albert_tf and keras-hub at both policies in the same rounds (keras-hub's backbone and
@@ -91,7 +99,13 @@ LABELS = ("concurrency", "networking", "numbers", "text")
 DEFAULT_HF_PYTHON = os.path.join(HERE, ".peers-venv", "bin", "python")
 SYSTEMS = ("albert_tf", "keras_hub", "hf")
 # --tiny: values used for the flags not given on the command line
-TINY_DEFAULTS = {"steps": 2, "warmup_steps": 1, "repeats": 2, "calls": 5, "latency_warmup": 2,
+# --accuracy_config: dims of the accuracy run's model (over configs/albert_base.json)
+ACCURACY_CONFIGS = {"tiny": TINY_CONFIG,
+                    "small": {"hidden_size": 128, "num_hidden_layers": 4, "num_attention_heads": 2,
+                              "intermediate_size": 512, "embedding_size": 64, "max_position_embeddings": 128},
+                    "base": {}}
+TINY_DEFAULTS = {"accuracy_steps": 20, "accuracy_config": "tiny",
+                 "steps": 2, "warmup_steps": 1, "repeats": 2, "calls": 5, "latency_warmup": 2,
                  "throughput_batches": 1, "vocab_size": 1000, "corpus_mb": 0.3, "max_dev_examples": 64}
 METRICS = (("finetune_examples_per_second", "fine-tuning examples/s", True),
            ("eval_examples_per_second", "evaluation examples/s", True),
@@ -129,6 +143,13 @@ def define_flags():
                       "bucketing variants run at the first only; e.g. float32,mixed_bfloat16.")
     flags.DEFINE_enum("keras_hub_jit_compile", "auto", ["auto", "true", "false"],
                       "keras-hub compile(jit_compile=...); auto is Keras' default (off on CPU-only machines).")
+    flags.DEFINE_integer("accuracy_steps", 600, "The accuracy run: every system trained anew from one initial "
+                         "model for this many steps (same seed, batch and schedule), then its dev accuracy; 0: no "
+                         "accuracy run.")
+    flags.DEFINE_enum("accuracy_config", "small", list(ACCURACY_CONFIGS), "The accuracy run's model dims: small "
+                      "(H 128, L 4), tiny (H 64, L 2) or base (albert_base: hours for keras-hub on a CPU).")
+    flags.DEFINE_float("accuracy_learning_rate", 2e-4, "The accuracy run's peak learning rate (from random "
+                       "weights, linear decay to 0; at 1e-3 the small model collapsed to one class).")
     flags.DEFINE_string("output_dir", "results/finetune_bench", "Where results (and the SentencePiece model) go.")
     flags.DEFINE_bool("tiny", False, "Smoke test: a 2-layer hidden-64 config, few steps and calls, 64 dev "
                       "examples, a 1000-piece SentencePiece model (flags given explicitly still win).")
@@ -209,7 +230,7 @@ class AlbertTfSystem:
         from albert_tf.export.classifier_module import export_classifier
 
         f = self.ctx.flags
-        self.iterator = iter(self.task.train_dataset(None, f.batch_size, 0))
+        self.start_training()
         start = time.perf_counter()
         self.trainer.train(self.iterator, f.warmup_steps)
         self.evaluate()  # traces the eval step for each width
@@ -225,6 +246,9 @@ class AlbertTfSystem:
                          export_and_load_seconds=round(exported, 2))
         print(f"{self.name}: buckets {list(self.widths)}, skip padding {self.skip_padding}; warm-up {warm:.1f}s, export + load {exported:.1f}s",
               flush=True)
+
+    def start_training(self):
+        self.iterator = iter(self.task.train_dataset(None, self.ctx.flags.batch_size, 0))
 
     def tokenize(self, texts):
         ids = self.task.preprocess.tokenize(self.tf.constant(list(texts)))
@@ -557,7 +581,80 @@ def apply_tiny_defaults(f):
                 setattr(f, name, value)
 
 
-def plot(rows, path, title):
+def accuracy_run(f, ctx):
+    """Dev accuracy at equal training: every system built anew from one initial AlbertClassifier
+    at --accuracy_config, trained --accuracy_steps steps (the same seed, batch, learning-rate
+    schedule and optimizer settings as the timed run, each system in its own data order), then
+    evaluated on the whole dev split. One system at a time; returns the results' `accuracy` block."""
+    import gc
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    from albert_tf.modeling.classifier import AlbertClassifier
+    from albert_tf.modeling.pretrainer import AlbertPretrainer
+
+    acc = Context()
+    acc.flags = SimpleNamespace(**dict(f.flag_values_dict(), learning_rate=f.accuracy_learning_rate))
+    acc.out = os.path.join(ctx.out, "accuracy")
+    os.makedirs(acc.out, exist_ok=True)
+    # the whole dev split, whatever --max_dev_examples (which only shortens the timed passes)
+    acc.spm_model, acc.train_examples, acc.dev_examples = ctx.spm_model, ctx.train_examples, ctx.all_dev_examples
+    acc.config = ctx.base_config.replace(**ACCURACY_CONFIGS[f.accuracy_config])
+    acc.config_file = os.path.join(acc.out, "albert_config.json")
+    acc.config.to_json_file(acc.config_file)
+    acc.total_steps = f.accuracy_steps
+    c = acc.config
+    print(f"\naccuracy run: {f.accuracy_config} config (H {c.hidden_size}, L {c.num_hidden_layers}, "
+          f"I {c.intermediate_size}), {acc.total_steps} steps of batch {f.batch_size}, peak learning rate "
+          f"{f.accuracy_learning_rate}, every system from the same initial weights", flush=True)
+    init = AlbertClassifier(AlbertPretrainer(acc.config).encoder, len(LABELS), dropout=0.1,
+                            initializer_range=acc.config.initializer_range)
+    init(ctx.probe_inputs, training=False)  # builds the head
+    policy = ctx.policies[0]
+    makers = []
+    if "albert_tf" in f.systems:
+        makers += [("albert_tf", lambda: AlbertTfSystem("albert_tf", True, acc, init, dtype_policy=policy)),
+                   ("albert_tf_buckets_only", lambda: AlbertTfSystem("albert_tf_buckets_only", True, acc, init,
+                                                                     skip_padding=False, dtype_policy=policy)),
+                   ("albert_tf_no_buckets", lambda: AlbertTfSystem("albert_tf_no_buckets", False, acc, init,
+                                                                   skip_padding=False, dtype_policy=policy))]
+    if "keras_hub" in f.systems:
+        makers.append(("keras_hub", lambda: KerasHubSystem(acc, init, dtype_policy=policy)))
+    if "hf" in f.systems:
+        makers.append(("hf", lambda: HfSystem(acc, init)))
+    accuracies, seconds, skipped = {}, {}, {}
+    for name, make in makers:
+        try:
+            system = make()
+            try:
+                if hasattr(system, "start_training"):
+                    system.start_training()
+                seconds[name] = round(system.train(acc.total_steps), 2)
+                accuracies[name] = round(system.evaluate()[1], 4)
+            finally:
+                if hasattr(system, "close"):
+                    system.close()
+        except PeerUnavailable as e:
+            skipped[name] = str(e)
+            print(f"accuracy run: {name} SKIPPED: {e}", flush=True)
+            continue
+        print(f"accuracy run: {name} dev accuracy {accuracies[name]:.4f} ({seconds[name]:.1f}s of training)",
+              flush=True)
+        del system
+        gc.collect()
+    spread = (max(accuracies.values()) - min(accuracies.values())) if accuracies else 0.0
+    dev = np.bincount([LABELS.index(e.label) for e in acc.dev_examples], minlength=len(LABELS))
+    train = np.bincount([LABELS.index(e.label) for e in acc.train_examples], minlength=len(LABELS))
+    return {"config": f.accuracy_config, "dev_examples": len(acc.dev_examples),
+            "majority_baseline": round(float(dev[int(np.argmax(train))] / len(acc.dev_examples)), 4), "dims": {k: getattr(c, k) for k in (
+                "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size", "embedding_size")},
+            "steps": acc.total_steps, "batch_size": f.batch_size, "learning_rate": f.accuracy_learning_rate,
+            "dev_accuracy": accuracies, "spread_points": round(100 * spread, 2), "within_1_point": spread <= 0.01,
+            "train_seconds": seconds, "skipped": skipped}
+
+
+def plot(rows, path, title, accuracy=None):
     import matplotlib
 
     matplotlib.use("Agg")
@@ -566,6 +663,9 @@ def plot(rows, path, title):
     from albert_tf.storage import atomic
 
     panels = [(k, label) for k, label, _ in METRICS] + [("dev_accuracy", "dev accuracy")]
+    if accuracy:  # the accuracy run's numbers in the last panel
+        panels[-1] = ("accuracy_run_dev_accuracy",
+                      f"dev accuracy after {accuracy['steps']} steps ({accuracy['config']} config)")
     fig, axes = plt.subplots(2, 3, figsize=(14, 7.5))
     names = [r["system"] for r in rows]
     colors = [plt.cm.tab10(i % 10) for i in range(len(rows))]
@@ -592,6 +692,8 @@ def run(f):
     for name in ("repeats", "steps", "warmup_steps", "calls", "latency_warmup", "throughput_batches", "batch_size"):
         if getattr(f, name) < 1:
             raise ValueError(f"--{name} must be positive.")
+    if f.accuracy_steps < 0:
+        raise ValueError("--accuracy_steps must be >= 0 (0: no accuracy run).")
     unknown = [s for s in f.systems if s not in SYSTEMS]
     if unknown or not f.systems:
         raise ValueError(f"--systems: {unknown or 'empty'}; choose from {', '.join(SYSTEMS)}.")
@@ -621,7 +723,8 @@ def run(f):
     config = AlbertConfig.from_json_file(os.path.join(ROOT, "configs", "albert_base.json"))
     pre = PreprocessModule(ctx.spm_model, seq_length=f.max_seq_length)
     vocab = SentencePieceTokenizer(ctx.spm_model).vocab_size
-    config = config.replace(vocab_size=vocab, **(TINY_CONFIG if f.tiny else {}))
+    ctx.base_config = config.replace(vocab_size=vocab)
+    config = ctx.base_config.replace(**(TINY_CONFIG if f.tiny else {}))
     if f.max_seq_length > config.max_position_embeddings:
         raise ValueError(f"--max_seq_length={f.max_seq_length} exceeds max_position_embeddings "
                          f"({config.max_position_embeddings}).")
@@ -630,7 +733,7 @@ def run(f):
     config.to_json_file(ctx.config_file)
     task_def = get_task("tsv", labels=list(LABELS), text_a_column="sentence")
     ctx.train_examples = read_examples(task_def, f.data_dir, "train")
-    ctx.dev_examples = read_examples(task_def, f.data_dir, "dev")
+    ctx.dev_examples = ctx.all_dev_examples = read_examples(task_def, f.data_dir, "dev")
     if f.max_dev_examples:
         ctx.dev_examples = ctx.dev_examples[:f.max_dev_examples]
     ctx.total_steps = f.warmup_steps + f.repeats * f.steps
@@ -668,9 +771,10 @@ def run(f):
                             initializer_range=config.initializer_range)
     probe = dev_text[:3]
     reference_ids = [list(map(int, row)) for row in pre.tokenize(tf.constant(probe)).to_list()]
-    reference_logits = np.asarray(init(pack(pre, tf.constant(probe), None, f.max_seq_length), training=False))
+    ctx.probe_inputs = pack(pre, tf.constant(probe), None, f.max_seq_length)
+    reference_logits = np.asarray(init(ctx.probe_inputs, training=False))
     systems, skipped, peers = [], {}, []
-    policies = []
+    ctx.policies = policies = []
     for requested in f.dtype_policies:
         chosen = choose(requested)
         print(f"--dtype_policies {requested}: {chosen.policy} ({chosen.reason})", flush=True)
@@ -796,6 +900,9 @@ def run(f):
     accuracy = {"dev_accuracy": accuracies, "spread_points": round(100 * spread, 2),
                 "within_1_point": spread <= 0.01, "majority_baseline": round(majority, 4),
                 "chance": 1 / len(LABELS), "near_chance": near_chance, "training_steps": ctx.total_steps}
+    accuracy_run_ = accuracy_run(f, ctx) if f.accuracy_steps > 0 else None
+    for r in rows if accuracy_run_ else ():
+        r["accuracy_run_dev_accuracy"] = accuracy_run_["dev_accuracy"].get(r["system"])
 
     # --- print -----------------------------------------------------------------------------
     print(f"\nmedians of {f.repeats} interleaved rounds ({'tiny' if f.tiny else 'albert_base'}, seq "
@@ -818,7 +925,13 @@ def run(f):
           f"majority baseline {majority:.4f}")
     if near_chance:
         print(f"NOTE: every system is near chance (random initial weights, {ctx.total_steps} steps): the accuracy "
-              "comparison says little here; run more steps (--steps, --repeats) for a meaningful one.")
+              "comparison says little here; see the accuracy run (--accuracy_steps).")
+    if accuracy_run_:
+        a = accuracy_run_
+        print(f"accuracy run ({a['config']} config, {a['steps']} steps, learning rate {a['learning_rate']}): "
+              + ", ".join(f"{k} {v:.4f}" for k, v in a["dev_accuracy"].items())
+              + f"; spread {a['spread_points']:.1f} points ({'within' if a['within_1_point'] else 'NOT within'} "
+              f"1 point) on {a['dev_examples']} dev sentences; majority baseline {a['majority_baseline']:.4f}")
     for name, why in skipped.items():
         print(f"{name} skipped: {why}")
 
@@ -838,7 +951,7 @@ def run(f):
                  "train_packed_length_p95": percentile(train_lengths, 95),
                  "dev_packed_length_median": float(statistics.median(lengths.tolist()))},
         latency_text=short, latency_text_tokens=short_len, rows=rows, ratios=ratios, accuracy=accuracy,
-        tokenization_equal_to_albert_tf=tokenization, initial_logits_max_abs_diff=logits_diff,
+        accuracy_run=accuracy_run_, tokenization_equal_to_albert_tf=tokenization, initial_logits_max_abs_diff=logits_diff,
         systems={s.name: s.info for s in systems}, skipped=skipped)
     atomic.write_json(os.path.join(out, "results.json"), results)
     flat = dict(common, cpu_bf16_flags=" ".join(bf16))
@@ -854,7 +967,7 @@ def run(f):
         writer.writerows(csv_rows)
     png = plot(rows, os.path.join(out, "finetune_bench.png"),
                f"topic task fine-tuning, {'tiny' if f.tiny else 'albert_base'} config, seq {f.max_seq_length}, batch "
-               f"{f.batch_size}, {'/'.join(policies)}; {cpu}; medians of {f.repeats} rounds")
+               f"{f.batch_size}, {'/'.join(policies)}; {cpu}; medians of {f.repeats} rounds", accuracy_run_)
     print(f"wrote {out}/results.json, results.csv and {os.path.basename(png)}")
     return 0
 

@@ -12,6 +12,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=ROOT)
 
@@ -46,9 +48,10 @@ def test_inference_bench_tiny_writes_results(tmp_path):
     assert {"median_examples_per_second", "ratio_vs_keras_hub_fastest", "cpu_model"} <= set(table[0])
 
 
-def test_finetune_bench_rejects_unknown_systems(tmp_path):
-    result = _run("finetune_bench.py", "--systems=albert_tf,pytorch_lightning", f"--output_dir={tmp_path}",
-                  timeout=120)
+@pytest.mark.parametrize("flag, named", [("--systems=albert_tf,pytorch_lightning", "pytorch_lightning"),
+                                         ("--accuracy_steps=-1", "--accuracy_steps")])
+def test_finetune_bench_rejects_bad_flags(tmp_path, flag, named):
+    result = _run("finetune_bench.py", flag, f"--output_dir={tmp_path}", timeout=120)
     assert result.returncode == 2
-    assert "--systems" in result.stderr and "pytorch_lightning" in result.stderr
+    assert flag.split("=")[0] in result.stderr and named in result.stderr
     assert not os.listdir(tmp_path)
