@@ -98,6 +98,9 @@ DATA_DIR = os.path.join(ROOT, "notebooks", "data", "docstring_topics")
 LABELS = ("concurrency", "networking", "numbers", "text")
 DEFAULT_HF_PYTHON = os.path.join(HERE, ".peers-venv", "bin", "python")
 SYSTEMS = ("albert_tf", "keras_hub", "hf")
+# albert_tf's variants (name, length buckets, padding skipped): what users get, then each mechanism off
+ALBERT_TF_VARIANTS = (("albert_tf", True, True), ("albert_tf_buckets_only", True, False),
+                      ("albert_tf_no_buckets", False, False))
 # --tiny: values used for the flags not given on the command line
 # --accuracy_config: dims of the accuracy run's model (over configs/albert_base.json)
 ACCURACY_CONFIGS = {"tiny": TINY_CONFIG,
@@ -614,11 +617,9 @@ def accuracy_run(f, ctx):
     policy = ctx.policies[0]
     makers = []
     if "albert_tf" in f.systems:
-        makers += [("albert_tf", lambda: AlbertTfSystem("albert_tf", True, acc, init, dtype_policy=policy)),
-                   ("albert_tf_buckets_only", lambda: AlbertTfSystem("albert_tf_buckets_only", True, acc, init,
-                                                                     skip_padding=False, dtype_policy=policy)),
-                   ("albert_tf_no_buckets", lambda: AlbertTfSystem("albert_tf_no_buckets", False, acc, init,
-                                                                   skip_padding=False, dtype_policy=policy))]
+        makers += [(name, lambda name=name, bucketed=bucketed, skip=skip: AlbertTfSystem(
+            name, bucketed, acc, init, skip_padding=skip, dtype_policy=policy))
+            for name, bucketed, skip in ALBERT_TF_VARIANTS]
     if "keras_hub" in f.systems:
         makers.append(("keras_hub", lambda: KerasHubSystem(acc, init, dtype_policy=policy)))
     if "hf" in f.systems:
@@ -786,12 +787,10 @@ def run(f):
 
     for i, policy in enumerate(policies):
         if "albert_tf" in f.systems:
-            systems.append(AlbertTfSystem(named("albert_tf", policy), True, ctx, init, dtype_policy=policy))
-            if i == 0:
-                systems.append(AlbertTfSystem(named("albert_tf_buckets_only", policy), True, ctx, init,
-                                              skip_padding=False, dtype_policy=policy))
-                systems.append(AlbertTfSystem(named("albert_tf_no_buckets", policy), False, ctx, init,
-                                              skip_padding=False, dtype_policy=policy))
+            # every variant at the first policy, only the default one at the others
+            for name, bucketed, skip in ALBERT_TF_VARIANTS[:None if i == 0 else 1]:
+                systems.append(AlbertTfSystem(named(name, policy), bucketed, ctx, init, skip_padding=skip,
+                                              dtype_policy=policy))
         if "keras_hub" in f.systems:
             systems.append(KerasHubSystem(ctx, init, named("keras_hub", policy), dtype_policy=policy))
     # every system's tokenization and initial logits of the first dev sentences against albert_tf's
@@ -881,7 +880,7 @@ def run(f):
     first = policies[0]
     pairs = []
     for policy in policies:
-        for ours in ("albert_tf", "albert_tf_buckets_only", "albert_tf_no_buckets"):
+        for ours, _, _ in ALBERT_TF_VARIANTS:
             pairs += [(named(ours, policy), named("keras_hub", q)) for q in policies]
             pairs.append((named(ours, policy), "hf"))
     # the share of each mechanism: bucketing alone, then skipping padding on top of it
