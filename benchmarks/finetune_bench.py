@@ -59,12 +59,14 @@ order) is recorded, but from random weights a timed run is too short to say much
 
 Accuracy run (--accuracy_steps, default 600, about 10 epochs; 0 turns it off): after the
 timed rounds, every system is built anew from one new initial model at --accuracy_config
-(small by default: albert_base at albert_base's keras-hub speed on a CPU would take hours),
+(small by default: albert_base at keras-hub's speed on a CPU would take hours),
 trained --accuracy_steps steps at --accuracy_learning_rate with the same optimizer
 settings, batch and linear decay, one system at a time, and evaluated on the whole dev
 split (--max_dev_examples shortens only the timed passes).
 Its dev accuracies, their spread and whether it is within 1 point go to results.json
-(accuracy_run), the CSV and the chart's last panel.
+(accuracy_run), the CSV and the chart's last panel. From random weights the run's noise is
+large: two albert_tf runs with equal gradients on equal batches, differing only in classifier
+dropout masks and rounding, ended 8.7 points apart (README, Speed).
 
 Mixed precision: `--dtype_policies=float32,mixed_bfloat16 --systems=albert_tf,keras_hub` runs
 albert_tf and keras-hub at both policies in the same rounds (keras-hub's backbone and
@@ -588,7 +590,8 @@ def accuracy_run(f, ctx):
     """Dev accuracy at equal training: every system built anew from one initial AlbertClassifier
     at --accuracy_config, trained --accuracy_steps steps (the same seed, batch, learning-rate
     schedule and optimizer settings as the timed run, each system in its own data order), then
-    evaluated on the whole dev split. One system at a time; returns the results' `accuracy` block."""
+    evaluated on the whole dev split. One system at a time, at the first dtype policy; returns
+    the results' `accuracy_run` block."""
     import gc
     from types import SimpleNamespace
 
@@ -647,9 +650,10 @@ def accuracy_run(f, ctx):
     spread = (max(accuracies.values()) - min(accuracies.values())) if accuracies else 0.0
     dev = np.bincount([LABELS.index(e.label) for e in acc.dev_examples], minlength=len(LABELS))
     train = np.bincount([LABELS.index(e.label) for e in acc.train_examples], minlength=len(LABELS))
-    return {"config": f.accuracy_config, "dev_examples": len(acc.dev_examples),
-            "majority_baseline": round(float(dev[int(np.argmax(train))] / len(acc.dev_examples)), 4), "dims": {k: getattr(c, k) for k in (
-                "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size", "embedding_size")},
+    dims = ("hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size", "embedding_size")
+    return {"config": f.accuracy_config, "dims": {k: getattr(c, k) for k in dims},
+            "dev_examples": len(acc.dev_examples),
+            "majority_baseline": round(float(dev[int(np.argmax(train))] / len(acc.dev_examples)), 4),
             "steps": acc.total_steps, "batch_size": f.batch_size, "learning_rate": f.accuracy_learning_rate,
             "dev_accuracy": accuracies, "spread_points": round(100 * spread, 2), "within_1_point": spread <= 0.01,
             "train_seconds": seconds, "skipped": skipped}
@@ -900,8 +904,9 @@ def run(f):
                 "within_1_point": spread <= 0.01, "majority_baseline": round(majority, 4),
                 "chance": 1 / len(LABELS), "near_chance": near_chance, "training_steps": ctx.total_steps}
     accuracy_run_ = accuracy_run(f, ctx) if f.accuracy_steps > 0 else None
-    for r in rows if accuracy_run_ else ():
-        r["accuracy_run_dev_accuracy"] = accuracy_run_["dev_accuracy"].get(r["system"])
+    for r in rows if accuracy_run_ else ():  # the accuracy run ran the first policy's systems
+        name = r["system"].removesuffix(f"@{first}")
+        r["accuracy_run_dev_accuracy"] = None if "@" in name else accuracy_run_["dev_accuracy"].get(name)
 
     # --- print -----------------------------------------------------------------------------
     print(f"\nmedians of {f.repeats} interleaved rounds ({'tiny' if f.tiny else 'albert_base'}, seq "
