@@ -586,6 +586,19 @@ def apply_tiny_defaults(f):
                 setattr(f, name, value)
 
 
+def accuracy_summary(accuracies, train_examples, dev_examples):
+    """{dev_accuracy, spread_points, within_1_point, majority_baseline} of one set of runs; the
+    majority baseline predicts the most frequent training label on the dev split."""
+    import numpy as np
+
+    spread = (max(accuracies.values()) - min(accuracies.values())) if accuracies else 0.0
+    dev = np.bincount([LABELS.index(e.label) for e in dev_examples], minlength=len(LABELS))
+    train = np.bincount([LABELS.index(e.label) for e in train_examples], minlength=len(LABELS))
+    majority = float(dev[int(np.argmax(train))] / max(len(dev_examples), 1))
+    return {"dev_accuracy": accuracies, "spread_points": round(100 * spread, 2), "within_1_point": spread <= 0.01,
+            "majority_baseline": round(majority, 4)}
+
+
 def accuracy_run(f, ctx):
     """Dev accuracy at equal training: every system built anew from one initial AlbertClassifier
     at --accuracy_config, trained --accuracy_steps steps (the same seed, batch, learning-rate
@@ -594,8 +607,6 @@ def accuracy_run(f, ctx):
     the results' `accuracy_run` block."""
     import gc
     from types import SimpleNamespace
-
-    import numpy as np
 
     from albert_tf.modeling.classifier import AlbertClassifier
     from albert_tf.modeling.pretrainer import AlbertPretrainer
@@ -647,15 +658,11 @@ def accuracy_run(f, ctx):
               flush=True)
         del system
         gc.collect()
-    spread = (max(accuracies.values()) - min(accuracies.values())) if accuracies else 0.0
-    dev = np.bincount([LABELS.index(e.label) for e in acc.dev_examples], minlength=len(LABELS))
-    train = np.bincount([LABELS.index(e.label) for e in acc.train_examples], minlength=len(LABELS))
     dims = ("hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size", "embedding_size")
     return {"config": f.accuracy_config, "dims": {k: getattr(c, k) for k in dims},
-            "dev_examples": len(acc.dev_examples),
-            "majority_baseline": round(float(dev[int(np.argmax(train))] / len(acc.dev_examples)), 4),
-            "steps": acc.total_steps, "batch_size": f.batch_size, "learning_rate": f.accuracy_learning_rate,
-            "dev_accuracy": accuracies, "spread_points": round(100 * spread, 2), "within_1_point": spread <= 0.01,
+            "dev_examples": len(acc.dev_examples), "steps": acc.total_steps, "batch_size": f.batch_size,
+            "learning_rate": f.accuracy_learning_rate,
+            **accuracy_summary(accuracies, acc.train_examples, acc.dev_examples),
             "train_seconds": seconds, "skipped": skipped}
 
 
@@ -749,9 +756,6 @@ def run(f):
     short = dev_text[by_length[len(by_length) // 4]]  # the 25th-percentile length: a short request
     short_len = int(lengths[by_length[len(by_length) // 4]])
     batch_texts = [throughput_texts(dev_text, k, f.batch_size) for k in range(f.throughput_batches)]
-    counts = np.bincount([LABELS.index(e.label) for e in ctx.dev_examples], minlength=len(LABELS))
-    train_counts = np.bincount([LABELS.index(e.label) for e in ctx.train_examples], minlength=len(LABELS))
-    majority = float(counts[int(np.argmax(train_counts))] / max(len(ctx.dev_examples), 1))
 
     cpu, bf16 = cpu_model(), cpu_bf16_flags()
     peak = matmul_peak_gflops()
@@ -898,11 +902,10 @@ def run(f):
             ratios[f"{ours}/{peer}"] = speedup(ours, peer)
 
     accuracies = {r["system"]: r["dev_accuracy"] for r in rows}
-    spread = (max(accuracies.values()) - min(accuracies.values())) if accuracies else 0.0
+    accuracy = accuracy_summary(accuracies, ctx.train_examples, ctx.dev_examples)
+    majority = accuracy["majority_baseline"]
     near_chance = bool(accuracies) and max(accuracies.values()) < max(majority, 1 / len(LABELS)) + 0.05
-    accuracy = {"dev_accuracy": accuracies, "spread_points": round(100 * spread, 2),
-                "within_1_point": spread <= 0.01, "majority_baseline": round(majority, 4),
-                "chance": 1 / len(LABELS), "near_chance": near_chance, "training_steps": ctx.total_steps}
+    accuracy.update(chance=1 / len(LABELS), near_chance=near_chance, training_steps=ctx.total_steps)
     accuracy_run_ = accuracy_run(f, ctx) if f.accuracy_steps > 0 else None
     for r in rows if accuracy_run_ else ():  # the accuracy run ran the first policy's systems
         name = r["system"].removesuffix(f"@{first}")
@@ -925,7 +928,8 @@ def run(f):
                                             for k, v in values.items()))
     print(f"\ndev accuracy after {ctx.total_steps} steps: "
           + ", ".join(f"{k} {v:.4f}" for k, v in accuracies.items())
-          + f"; spread {100 * spread:.1f} points ({'within' if spread <= 0.01 else 'NOT within'} 1 point); "
+          + f"; spread {accuracy['spread_points']:.1f} points "
+          f"({'within' if accuracy['within_1_point'] else 'NOT within'} 1 point); "
           f"majority baseline {majority:.4f}")
     if near_chance:
         print(f"NOTE: every system is near chance (random initial weights, {ctx.total_steps} steps): the accuracy "

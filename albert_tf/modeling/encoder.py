@@ -235,12 +235,13 @@ def set_skip_padding(model, enabled):
 def skipping_padding(model, enabled=True):
     """`set_skip_padding(model, enabled)` inside the block, restored after (e.g. around
     tracing a serving SavedModel)."""
-    before = [e.skip_padding for e in encoders_in(model)]
+    encoders = encoders_in(model)
+    before = [e.skip_padding for e in encoders]
     count = set_skip_padding(model, enabled)
     try:
         yield count
     finally:
-        for encoder, value in zip(encoders_in(model), before):
+        for encoder, value in zip(encoders, before):
             encoder.skip_padding = value
 
 
