@@ -40,8 +40,9 @@ Systems (each trained for the same number of steps: --warmup_steps, then --steps
   train_on_batch(32 raw strings, labels) (keras-hub tokenizes inside). Evaluation:
   predict(dev strings, batch_size=32). Requests: the faster of predict_on_batch(strings)
   and predict(strings), picked in warm-up per request size and named in the results.
-  Strings are lower-cased in Python first (str.lower(), timed), as a user of an uncased
-  vocabulary does: keras-hub's tokenizer does not lower-case, albert_tf's and HF's do.
+  Strings are normalized in Python first as the release does (preprocess_text: lower case,
+  `` and '' to ", accents stripped; timed), as a user of an uncased ALBERT vocabulary does:
+  keras-hub's tokenizer does none of it, albert_tf's and (mostly) HF's do.
 - hf: transformers' AlbertForSequenceClassification (PyTorch, CPU) in a separate process
   (benchmarks/hf_peer.py with --hf_python, default benchmarks/.peers-venv/bin/python made
   by benchmarks/make_peers_venv.sh), driven in JSON lines so its measurements interleave
@@ -57,16 +58,26 @@ before the rounds and is not timed. Dev accuracy after the last round (every sys
 then trained warmup + repeats x steps steps from the same weights, each in its own data
 order) is recorded, but from random weights a timed run is too short to say much.
 
-Accuracy run (--accuracy_steps, default 600, about 10 epochs; 0 turns it off): after the
-timed rounds, every system is built anew from one new initial model at --accuracy_config
-(small by default: albert_base at keras-hub's speed on a CPU would take hours),
-trained --accuracy_steps steps at --accuracy_learning_rate with the same optimizer
-settings, batch and linear decay, one system at a time, and evaluated on the whole dev
-split (--max_dev_examples shortens only the timed passes).
-Its dev accuracies, their spread and whether it is within 1 point go to results.json
-(accuracy_run), the CSV and the chart's last panel. From random weights the run's noise is
-large: two albert_tf runs with equal gradients on equal batches, differing only in classifier
-dropout masks and rounding, ended 8.7 points apart (README, Speed).
+Accuracy run (--accuracy_steps, default 400, about 7 epochs; 0 turns it off): after the
+timed rounds, every system is built anew from one initial model at --accuracy_config (demo
+by default, configs/albert_demo.json's dims: albert_base at keras-hub's speed on a CPU would
+take hours), pretrained first, as fine-tuning starts (pretrained_start: --accuracy_pretrain_steps
+LAMB steps of configs/demo.flags on the sample corpus, made once and reused), with a new 4-way
+head, and trained --accuracy_steps steps at --accuracy_learning_rate, one system at a time,
+then evaluated on the whole dev split (--max_dev_examples shortens only the timed passes).
+It asks whether the systems compute the same training, so everything that is not the
+implementation is made equal: the same batches of training examples in the same order
+(training_batches; albert_tf pads each to its bucket, keras-hub to 128, HF to its longest),
+the same optimizer formula (the release's AdamW: albert_tf's own, keras-hub compiled with
+albert_tf's AdamWeightDecay, HF with hf_peer.py's torch copy of it), dropout --accuracy_dropout
+(0: masks cannot be shared between frameworks), keras-hub's strings normalized as the
+release does and HF fed albert_tf's piece ids (their tokenizers split a few texts otherwise).
+What is left is float rounding, and training amplifies it: from random weights the variants
+ended 1.8 points apart (0.4286, 0.4219, 0.4397 at 600 steps), from the pretrained start at
+5e-4 also 1.8, at 2e-4 from 0 to 2.2 points by the head's draw. So it runs --accuracy_seeds
+seeds (each a new head and batch order, every system trained from it) and compares each
+system's mean. Its dev accuracies (means and per seed), their spread and whether it is
+within 1 point go to results.json (accuracy_run), the CSV and the chart's last panel.
 
 Mixed precision: `--dtype_policies=float32,mixed_bfloat16 --systems=albert_tf,keras_hub` runs
 albert_tf and keras-hub at both policies in the same rounds (keras-hub's backbone and
@@ -83,6 +94,7 @@ import json
 import os
 import statistics
 import subprocess
+import sys
 import time
 
 # benchmarks/ is on sys.path
@@ -105,11 +117,16 @@ ALBERT_TF_VARIANTS = (("albert_tf", True, True), ("albert_tf_buckets_only", True
                       ("albert_tf_no_buckets", False, False))
 # --tiny: values used for the flags not given on the command line
 # --accuracy_config: dims of the accuracy run's model (over configs/albert_base.json)
-ACCURACY_CONFIGS = {"tiny": TINY_CONFIG,
+DEMO_DIMS = ("hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size", "embedding_size",
+             "max_position_embeddings")
+with open(os.path.join(ROOT, "configs", "albert_demo.json")) as _f:
+    _demo = json.load(_f)
+ACCURACY_CONFIGS = {"demo": {k: _demo[k] for k in DEMO_DIMS}, "tiny": TINY_CONFIG,
                     "small": {"hidden_size": 128, "num_hidden_layers": 4, "num_attention_heads": 2,
                               "intermediate_size": 512, "embedding_size": 64, "max_position_embeddings": 128},
                     "base": {}}
-TINY_DEFAULTS = {"accuracy_steps": 20, "accuracy_config": "tiny",
+TINY_DEFAULTS = {"accuracy_steps": 20, "accuracy_config": "tiny", "accuracy_pretrain_steps": 20, "accuracy_seeds": 1,
+                 "accuracy_pretrain_corpus_mb": 0.2,
                  "steps": 2, "warmup_steps": 1, "repeats": 2, "calls": 5, "latency_warmup": 2,
                  "throughput_batches": 1, "vocab_size": 1000, "corpus_mb": 0.3, "max_dev_examples": 64}
 METRICS = (("finetune_examples_per_second", "fine-tuning examples/s", True),
@@ -148,13 +165,22 @@ def define_flags():
                       "bucketing variants run at the first only; e.g. float32,mixed_bfloat16.")
     flags.DEFINE_enum("keras_hub_jit_compile", "auto", ["auto", "true", "false"],
                       "keras-hub compile(jit_compile=...); auto is Keras' default (off on CPU-only machines).")
-    flags.DEFINE_integer("accuracy_steps", 600, "The accuracy run: every system trained anew from one initial "
+    flags.DEFINE_integer("accuracy_steps", 400, "The accuracy run: every system trained anew from one initial "
                          "model for this many steps (same seed, batch and schedule), then its dev accuracy; 0: no "
                          "accuracy run.")
-    flags.DEFINE_enum("accuracy_config", "small", list(ACCURACY_CONFIGS), "The accuracy run's model dims: small "
-                      "(H 128, L 4), tiny (H 64, L 2) or base (albert_base: hours for keras-hub on a CPU).")
-    flags.DEFINE_float("accuracy_learning_rate", 2e-4, "The accuracy run's peak learning rate (from random "
-                       "weights, linear decay to 0; at 1e-3 the small model collapsed to one class).")
+    flags.DEFINE_enum("accuracy_config", "demo", list(ACCURACY_CONFIGS), "The accuracy run's model dims: demo "
+                      "(configs/albert_demo.json: H 64, L 4), small (H 128, L 4), tiny (H 64, L 2) or base "
+                      "(albert_base: hours for keras-hub on a CPU).")
+    flags.DEFINE_integer("accuracy_pretrain_steps", 800, "The accuracy run starts from a model pretrained this many "
+                         "LAMB steps (configs/demo.flags) on --accuracy_pretrain_corpus_mb of the sample corpus, "
+                         "made once and reused from --output_dir/accuracy/pretrain; 0: from random weights.")
+    flags.DEFINE_float("accuracy_pretrain_corpus_mb", 1.5, "Sample corpus megabytes of that pretraining.")
+    flags.DEFINE_integer("accuracy_seeds", 3, "The accuracy run's seeds (each: a new head and batch order, every "
+                         "system trained from it); a system's dev accuracy is its mean over them.")
+    flags.DEFINE_float("accuracy_dropout", 0.0, "The accuracy run's dropout (hidden, attention, classifier): 0, "
+                       "so that every system computes the same function (dropout masks differ between frameworks).")
+    flags.DEFINE_float("accuracy_learning_rate", 2e-4, "The accuracy run's peak learning rate (linear decay to 0). "
+                       "At 5e-4 rounding alone moved albert_tf's variants 1.8 points apart; at 2e-4 they end equal.")
     flags.DEFINE_string("output_dir", "results/finetune_bench", "Where results (and the SentencePiece model) go.")
     flags.DEFINE_bool("tiny", False, "Smoke test: a 2-layer hidden-64 config, few steps and calls, 64 dev "
                       "examples, a 1000-piece SentencePiece model (flags given explicitly still win).")
@@ -186,7 +212,7 @@ class AlbertTfSystem:
     """ClassificationTask on the driver's Trainer; requests through the exported classifier.
     Built with `init` (an AlbertClassifier)'s weights; `warm_up` traces, exports and loads."""
 
-    def __init__(self, name, bucketed, ctx, init, skip_padding=True, dtype_policy="float32"):
+    def __init__(self, name, bucketed, ctx, init, skip_padding=True, dtype_policy="float32", classifier_dropout=0.1):
         import numpy as np
         import tensorflow as tf
         import tensorflow_text  # noqa: F401  (the exported classifier's SentencePiece ops)
@@ -202,7 +228,7 @@ class AlbertTfSystem:
         options = ClassificationOptions(
             task_name="tsv", data_dir=f.data_dir, output_dir=run_dir, albert_config_file=ctx.config_file,
             spm_model_file=ctx.spm_model, max_seq_length=f.max_seq_length, do_train=True, do_eval=True,
-            text_a_column="sentence", labels=list(LABELS), random_seed=f.seed,
+            text_a_column="sentence", labels=list(LABELS), random_seed=f.seed, classifier_dropout=classifier_dropout,
             length_buckets=DEFAULT_BUCKETS if bucketed else "none")
         check_options(options)
         task_def = get_task("tsv", labels=list(LABELS), text_a_column="sentence")
@@ -252,8 +278,12 @@ class AlbertTfSystem:
         print(f"{self.name}: buckets {list(self.widths)}, skip padding {self.skip_padding}; warm-up {warm:.1f}s, export + load {exported:.1f}s",
               flush=True)
 
-    def start_training(self):
-        self.iterator = iter(self.task.train_dataset(None, self.ctx.flags.batch_size, 0))
+    def start_training(self, batches=None):
+        """Its own shuffled, bucketed order, or the given batches of training indices in order."""
+        if batches is None:
+            self.iterator = iter(self.task.train_dataset(None, self.ctx.flags.batch_size, 0))
+        else:
+            self.iterator = iter(self.task.batches_dataset(batches).prefetch(self.tf.data.AUTOTUNE))
 
     def tokenize(self, texts):
         ids = self.task.preprocess.tokenize(self.tf.constant(list(texts)))
@@ -288,7 +318,8 @@ class AlbertTfSystem:
 class KerasHubSystem:
     """keras_hub.models.AlbertTextClassifier with its own preprocessor, as its users run it."""
 
-    def __init__(self, ctx, init, name="keras_hub", dtype_policy="float32"):
+    def __init__(self, ctx, init, name="keras_hub", dtype_policy="float32", classifier_dropout=0.1,
+                 release_optimizer=False):
         import keras
         import keras_hub
         import numpy as np
@@ -309,14 +340,21 @@ class KerasHubSystem:
             num_groups=c.num_hidden_groups, num_inner_repetitions=c.inner_group_num,
             dropout=c.hidden_dropout_prob, max_sequence_length=c.max_position_embeddings, dtype=dtype_policy)
         self.model = keras_hub.models.AlbertTextClassifier(backbone=backbone, num_classes=len(LABELS),
-                                                           preprocessor=preprocessor, dropout=0.1, dtype=dtype_policy)
+                                                           preprocessor=preprocessor, dropout=classifier_dropout,
+                                                           dtype=dtype_policy)
         # the same initial weights as albert_tf's (encoder through the converter's table, then the head)
         write_keras_hub_backbone(init.encoder, backbone)
         self.model.output_dense.set_weights(init.output_dense.get_weights())
         schedule = keras.optimizers.schedules.PolynomialDecay(f.learning_rate, ctx.total_steps, 0.0, power=1.0)
-        optimizer = keras.optimizers.AdamW(learning_rate=schedule, weight_decay=0.01, epsilon=1e-6,
-                                           global_clipnorm=1.0)
-        optimizer.exclude_from_weight_decay(var_names=["bias", "gamma", "beta"])
+        if release_optimizer:  # albert_tf's (the release's) AdamW, a Keras optimizer; keras-hub's names
+            from albert_tf.training.optimizer import AdamWeightDecay
+
+            optimizer = AdamWeightDecay(learning_rate=schedule, global_clipnorm=1.0,
+                                        exclude_from_weight_decay=("bias", "gamma", "beta", "layer_norm"))
+        else:
+            optimizer = keras.optimizers.AdamW(learning_rate=schedule, weight_decay=0.01, epsilon=1e-6,
+                                               global_clipnorm=1.0)
+            optimizer.exclude_from_weight_decay(var_names=["bias", "gamma", "beta"])
         jit = {"auto": "auto", "true": True, "false": False}[f.keras_hub_jit_compile]
         self.model.compile(optimizer=optimizer, loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
                            jit_compile=jit)
@@ -326,14 +364,22 @@ class KerasHubSystem:
         self.dev_text = [e.text_a for e in ctx.dev_examples]
         self.dev_label = np.array([LABELS.index(e.label) for e in ctx.dev_examples], np.int32)
         self.rng = np.random.default_rng(f.seed)
-        self.order, self.position = [], 0
+        self.order, self.position, self.batches = [], 0, None
         self.path = {"train": "train_on_batch(raw strings)", "eval": "predict(raw strings, batch_size)"}
         self.info = {"jit_compile": self.jit_compile, "dtype_policy": dtype_policy,
                      "padding": f"every batch padded to sequence_length={f.max_seq_length} (its preprocessor)",
-                     "lower_case": "str.lower() in Python before the preprocessor (timed)"}
+                     "normalization": "the release's preprocess_text in Python before the preprocessor (timed)"}
+
+    @staticmethod
+    def prep(text):
+        """The release's text normalization (albert_tf.data.tokenization.preprocess_text: spaces,
+        `` and '' to ", accents stripped, lower case), which keras-hub's tokenizer leaves out."""
+        from albert_tf.data.tokenization import preprocess_text
+
+        return preprocess_text(text)
 
     def initial_logits(self, texts):
-        return self.np.asarray(self.model.predict_on_batch([t.lower() for t in texts]))
+        return self.np.asarray(self.model.predict_on_batch([self.prep(t) for t in texts]))
 
     def warm_up(self):
         start = time.perf_counter()
@@ -344,9 +390,15 @@ class KerasHubSystem:
         print(f"{self.name}: jit_compile {self.jit_compile}; warm-up {warm:.1f}s", flush=True)
 
     def tokenize(self, texts):
-        return [list(map(int, self.np.asarray(self.tokenizer(t.lower())))) for t in texts]
+        return [list(map(int, self.np.asarray(self.tokenizer(self.prep(t))))) for t in texts]
+
+    def start_training(self, batches=None):
+        """Its own seeded order (default), or the given batches of training indices in order."""
+        self.batches = None if batches is None else iter(batches)
 
     def _next_batch(self):
+        if self.batches is not None:
+            return self.np.asarray(next(self.batches))
         b = self.ctx.flags.batch_size
         if self.position + b > len(self.order):
             self.order, self.position = self.rng.permutation(len(self.train_text)), 0
@@ -358,21 +410,21 @@ class KerasHubSystem:
         start = time.perf_counter()
         for _ in range(steps):
             idx = self._next_batch()
-            self.model.train_on_batch([self.train_text[i].lower() for i in idx], self.train_label[idx])
+            self.model.train_on_batch([self.prep(self.train_text[i]) for i in idx], self.train_label[idx])
         return time.perf_counter() - start
 
     def evaluate(self):
         start = time.perf_counter()
-        logits = self.model.predict([t.lower() for t in self.dev_text], batch_size=self.ctx.flags.batch_size,
+        logits = self.model.predict([self.prep(t) for t in self.dev_text], batch_size=self.ctx.flags.batch_size,
                                     verbose=0)
         seconds = time.perf_counter() - start
         return seconds, float(self.np.mean(self.np.argmax(logits, -1) == self.dev_label))
 
     def _predict_on_batch(self, texts):
-        return self.np.argmax(self.model.predict_on_batch([t.lower() for t in texts]), -1)
+        return self.np.argmax(self.model.predict_on_batch([self.prep(t) for t in texts]), -1)
 
     def _predict(self, texts):
-        return self.np.argmax(self.model.predict([t.lower() for t in texts], batch_size=len(texts), verbose=0), -1)
+        return self.np.argmax(self.model.predict([self.prep(t) for t in texts], batch_size=len(texts), verbose=0), -1)
 
     def warm_requests(self, text, batches):
         """Warms both request paths and keeps the faster one per request size."""
@@ -429,13 +481,15 @@ def hf_state_dict(classifier):
 
 
 class HfSystem:
-    """benchmarks/hf_peer.py in the peers venv, driven in JSON lines."""
+    """benchmarks/hf_peer.py in the peers venv, driven in JSON lines. With piece_ids
+    ({"train": [[ids]], "dev": [[ids]]}) it trains and evaluates on albert_tf's pieces
+    instead of its own tokenizer's."""
 
     name = "hf"
 
-    def __init__(self, ctx, init):
+    def __init__(self, ctx, init, classifier_dropout=0.1, release_optimizer=False, piece_ids=None):
         f = ctx.flags
-        self.ctx = ctx
+        self.ctx, self.batches = ctx, None
         python = f.hf_python
         if not (os.path.isfile(python) and os.access(python, os.X_OK)):
             raise PeerUnavailable(f"{python} not found: create the peers venv with `bash benchmarks/make_peers_venv.sh` "
@@ -447,9 +501,11 @@ class HfSystem:
         atomic.write_json(data_json, {
             "labels": list(LABELS),
             "train": {"text": [e.text_a for e in ctx.train_examples],
-                      "label": [LABELS.index(e.label) for e in ctx.train_examples]},
+                      "label": [LABELS.index(e.label) for e in ctx.train_examples],
+                      **({"ids": piece_ids["train"]} if piece_ids else {})},
             "dev": {"text": [e.text_a for e in ctx.dev_examples],
-                    "label": [LABELS.index(e.label) for e in ctx.dev_examples]}}, indent=None)
+                    "label": [LABELS.index(e.label) for e in ctx.dev_examples],
+                    **({"ids": piece_ids["dev"]} if piece_ids else {})}}, indent=None)
         init_npz = os.path.join(ctx.out, "hf_init.npz")
         with atomic.open_file(init_npz, "wb", encoding=None) as fh:
             import numpy as np
@@ -463,7 +519,9 @@ class HfSystem:
             [python, os.path.join(HERE, "hf_peer.py"), f"--data_json={data_json}", f"--spm_model={ctx.spm_model}",
              f"--config_json={ctx.config_file}", f"--max_seq_length={f.max_seq_length}",
              f"--batch_size={f.batch_size}", f"--learning_rate={f.learning_rate}",
-             f"--total_steps={ctx.total_steps}", f"--seed={f.seed}", f"--init_npz={init_npz}"],
+             f"--total_steps={ctx.total_steps}", f"--seed={f.seed}", f"--init_npz={init_npz}",
+             f"--classifier_dropout={classifier_dropout}",
+             f"--optimizer={'release_adamw' if release_optimizer else 'adamw'}"],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log, text=True, env=env)
         try:
             ready = self._read()
@@ -515,8 +573,15 @@ class HfSystem:
         ids = self.ask({"cmd": "info", "probe": list(texts)})["probe_ids"]
         return [row[1:-1] for row in ids]  # without [CLS] and [SEP]
 
+    def start_training(self, batches=None):
+        """Its own seeded order (default), or the given batches of training indices in order."""
+        self.batches = None if batches is None else [list(map(int, b)) for b in batches]
+
     def train(self, steps):
-        return self.ask({"cmd": "train", "steps": steps})["seconds"]
+        request = {"cmd": "train", "steps": steps}
+        if self.batches is not None:
+            request["batches"], self.batches = self.batches[:steps], self.batches[steps:]
+        return self.ask(request)["seconds"]
 
     def evaluate(self):
         reply = self.ask({"cmd": "eval"})
@@ -599,70 +664,181 @@ def accuracy_summary(accuracies, train_examples, dev_examples):
             "majority_baseline": round(majority, 4)}
 
 
+def training_batches(count, batch_size, steps, seed):
+    """`steps` batches of training indices: a seeded permutation per epoch, the partial batch
+    dropped (what every system trains on in the accuracy run)."""
+    import numpy as np
+
+    if count < batch_size:
+        raise ValueError(f"the training split has {count} examples, fewer than one batch of {batch_size}")
+    rng, out = np.random.default_rng(seed), []
+    while len(out) < steps:
+        order = rng.permutation(count)
+        out += [order[i:i + batch_size].tolist() for i in range(0, count - batch_size + 1, batch_size)]
+    return out[:steps]
+
+
+def _tool(argv, log_path, what):
+    """Runs `python argv...` from the repo root, its output to log_path; a failure names the log."""
+    with open(log_path, "w") as log:
+        result = subprocess.run([sys.executable, *argv], cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+    if result.returncode:
+        with open(log_path) as log:
+            tail = log.read()[-3000:]
+        raise RuntimeError(f"{what} failed (exit status {result.returncode}); {log_path} ends:\n{tail}")
+
+
+def pretrained_start(f, ctx, config_file):
+    """A pretraining run of the accuracy run's model (configs/demo.flags: LAMB, MLM + SOP) on
+    --accuracy_pretrain_corpus_mb of the sample corpus with the benchmark's SentencePiece
+    model, through tools/create_pretraining_data.py and albert_tf.run_pretraining; made
+    once per settings and reused. Returns the run directory (its newest checkpoint)."""
+    from albert_tf.data.sample_corpus import write_corpus
+    from albert_tf.storage import atomic
+
+    out = os.path.join(ctx.out, "accuracy", "pretrain")
+    sidecar = os.path.join(out, "settings.json")
+    with open(config_file) as fh:
+        settings = {"config": json.load(fh), "steps": f.accuracy_pretrain_steps, "seed": f.seed,
+                    "corpus_mb": f.accuracy_pretrain_corpus_mb, "spm_model": os.path.abspath(ctx.spm_model),
+                    "spm_bytes": os.path.getsize(ctx.spm_model)}
+    run_dir = os.path.join(out, "run")
+    if os.path.isfile(sidecar):
+        with open(sidecar) as fh:
+            if json.load(fh) == settings:
+                print(f"accuracy run: reusing the pretrained start {run_dir}", flush=True)
+                return run_dir
+    import shutil
+
+    shutil.rmtree(out, ignore_errors=True)
+    os.makedirs(out)
+    start = time.perf_counter()
+    corpus = os.path.join(out, "corpus.txt")
+    write_corpus(corpus, f.accuracy_pretrain_corpus_mb)
+    records = os.path.join(out, "records", "train.tfrecord")
+    print(f"accuracy run: pretraining its start ({f.accuracy_pretrain_steps} steps on "
+          f"{f.accuracy_pretrain_corpus_mb} MB of the sample corpus; logs in {out})", flush=True)
+    _tool(["tools/create_pretraining_data.py", f"--input_file={corpus}", f"--output_file={records}",
+           f"--spm_model_file={ctx.spm_model}", "--max_seq_length=128", "--max_predictions_per_seq=20",
+           "--dupe_factor=2", "--num_workers=2", "--num_output_shards=2", f"--random_seed={f.seed}"],
+          os.path.join(out, "create_pretraining_data.log"), "create_pretraining_data.py")
+    steps = f.accuracy_pretrain_steps
+    _tool(["-m", "albert_tf.run_pretraining", "--flagfile=configs/demo.flags", f"--albert_config_file={config_file}",
+           f"--input_file={records}-*", f"--output_dir={run_dir}", f"--num_train_steps={steps}",
+           f"--num_warmup_steps={max(steps // 10, 1)}", f"--save_checkpoints_steps={steps}",
+           f"--iterations_per_loop={min(50, steps)}", "--nodo_eval", f"--random_seed={f.seed}"],
+          os.path.join(out, "run_pretraining.log"), "run_pretraining")
+    with open(os.path.join(out, "run_pretraining.log")) as fh:
+        last = [line.strip() for line in fh if line.startswith("step ")][-1:]
+    atomic.write_json(sidecar, settings)
+    print(f"accuracy run: pretrained in {time.perf_counter() - start:.0f}s; {''.join(last)}", flush=True)
+    return run_dir
+
+
 def accuracy_run(f, ctx):
-    """Dev accuracy at equal training: every system built anew from one initial AlbertClassifier
-    at --accuracy_config, trained --accuracy_steps steps (the same seed, batch, learning-rate
-    schedule and optimizer settings as the timed run, each system in its own data order), then
-    evaluated on the whole dev split. One system at a time, at the first dtype policy; returns
-    the results' `accuracy_run` block."""
+    """Dev accuracy at equal training: for each of --accuracy_seeds seeds, every system built
+    anew from one initial AlbertClassifier at --accuracy_config (the pretrained start, the
+    head drawn from the seed), trained --accuracy_steps steps on the seed's batches with the
+    same schedule and optimizer formula, then evaluated on the whole dev split; a system's
+    accuracy is its mean over the seeds. One system at a time, at the first dtype policy;
+    returns the results' `accuracy_run` block."""
     import gc
     from types import SimpleNamespace
+
+    import numpy as np
 
     from albert_tf.modeling.classifier import AlbertClassifier
     from albert_tf.modeling.pretrainer import AlbertPretrainer
 
     acc = Context()
     acc.flags = SimpleNamespace(**dict(f.flag_values_dict(), learning_rate=f.accuracy_learning_rate))
-    acc.out = os.path.join(ctx.out, "accuracy")
-    os.makedirs(acc.out, exist_ok=True)
+    os.makedirs(os.path.join(ctx.out, "accuracy"), exist_ok=True)
     # the whole dev split, whatever --max_dev_examples (which only shortens the timed passes)
     acc.spm_model, acc.train_examples, acc.dev_examples = ctx.spm_model, ctx.train_examples, ctx.all_dev_examples
-    acc.config = ctx.base_config.replace(**ACCURACY_CONFIGS[f.accuracy_config])
-    acc.config_file = os.path.join(acc.out, "albert_config.json")
+    acc.config = ctx.base_config.replace(**ACCURACY_CONFIGS[f.accuracy_config],
+                                         hidden_dropout_prob=f.accuracy_dropout,
+                                         attention_probs_dropout_prob=f.accuracy_dropout)
+    acc.config_file = os.path.join(ctx.out, "accuracy", "albert_config.json")
     acc.config.to_json_file(acc.config_file)
     acc.total_steps = f.accuracy_steps
     c = acc.config
-    print(f"\naccuracy run: {f.accuracy_config} config (H {c.hidden_size}, L {c.num_hidden_layers}, "
-          f"I {c.intermediate_size}), {acc.total_steps} steps of batch {f.batch_size}, peak learning rate "
-          f"{f.accuracy_learning_rate}, every system from the same initial weights", flush=True)
-    init = AlbertClassifier(AlbertPretrainer(acc.config).encoder, len(LABELS), dropout=0.1,
+    drop = f.accuracy_dropout
+    pretrainer = AlbertPretrainer(acc.config)
+    start_from = "random weights"
+    if f.accuracy_pretrain_steps:
+        from albert_tf.training.checkpoints import load_init_checkpoint
+
+        start_from = pretrained_start(f, ctx, acc.config_file)
+        load_init_checkpoint(pretrainer, start_from)
+    init = AlbertClassifier(pretrainer.encoder, len(LABELS), dropout=drop,
                             initializer_range=acc.config.initializer_range)
+    print(f"\naccuracy run: {f.accuracy_config} config (H {c.hidden_size}, L {c.num_hidden_layers}, "
+          f"I {c.intermediate_size}) from {start_from}, {acc.total_steps} steps of batch {f.batch_size}, peak "
+          f"learning rate {f.accuracy_learning_rate}, dropout {drop}: every system from the same weights, on the same "
+          "batches, with the release's AdamW", flush=True)
     init(ctx.probe_inputs, training=False)  # builds the head
     policy = ctx.policies[0]
     makers = []
     if "albert_tf" in f.systems:
         makers += [(name, lambda name=name, bucketed=bucketed, skip=skip: AlbertTfSystem(
-            name, bucketed, acc, init, skip_padding=skip, dtype_policy=policy))
+            name, bucketed, acc, init, skip_padding=skip, dtype_policy=policy, classifier_dropout=drop))
             for name, bucketed, skip in ALBERT_TF_VARIANTS]
     if "keras_hub" in f.systems:
-        makers.append(("keras_hub", lambda: KerasHubSystem(acc, init, dtype_policy=policy)))
+        makers.append(("keras_hub", lambda: KerasHubSystem(acc, init, dtype_policy=policy, classifier_dropout=drop,
+                                                           release_optimizer=True)))
     if "hf" in f.systems:
-        makers.append(("hf", lambda: HfSystem(acc, init)))
-    accuracies, seconds, skipped = {}, {}, {}
-    for name, make in makers:
-        try:
-            system = make()
+        import tensorflow as tf
+
+        def pieces(examples):
+            return [list(map(int, r)) for r in ctx.preprocess.tokenize(tf.constant([e.text_a for e in examples])).to_list()]
+
+        ids = {"train": pieces(acc.train_examples), "dev": pieces(acc.dev_examples)}
+        makers.append(("hf", lambda: HfSystem(acc, init, classifier_dropout=drop, release_optimizer=True, piece_ids=ids)))
+    per_seed, seconds, skipped, seed_spreads = {}, {}, {}, []
+    seeds = [f.seed + k for k in range(f.accuracy_seeds)]
+    for seed in seeds:
+        rng = np.random.default_rng(seed)
+        kernel, bias = init.output_dense.get_weights()
+        r = acc.config.initializer_range
+        draw = rng.normal(0.0, r, kernel.shape)
+        while np.any(np.abs(draw) > 2 * r):  # truncated at 2 sigma, as the model's initializer
+            draw = np.where(np.abs(draw) > 2 * r, rng.normal(0.0, r, kernel.shape), draw)
+        init.output_dense.set_weights([draw.astype(kernel.dtype), np.zeros_like(bias)])
+        batches = training_batches(len(acc.train_examples), f.batch_size, acc.total_steps, seed)
+        acc.out = os.path.join(ctx.out, "accuracy", f"seed_{seed}")  # run directories: nothing to resume
+        os.makedirs(acc.out, exist_ok=True)
+        this_seed = {}
+        for name, make in makers:
+            if name in skipped:
+                continue
             try:
-                if hasattr(system, "start_training"):
-                    system.start_training()
-                seconds[name] = round(system.train(acc.total_steps), 2)
-                accuracies[name] = round(system.evaluate()[1], 4)
-            finally:
-                if hasattr(system, "close"):
-                    system.close()
-        except PeerUnavailable as e:
-            skipped[name] = str(e)
-            print(f"accuracy run: {name} SKIPPED: {e}", flush=True)
-            continue
-        print(f"accuracy run: {name} dev accuracy {accuracies[name]:.4f} ({seconds[name]:.1f}s of training)",
-              flush=True)
-        del system
-        gc.collect()
+                system = make()
+                try:
+                    system.start_training(batches)
+                    seconds.setdefault(name, []).append(round(system.train(acc.total_steps), 2))
+                    this_seed[name] = round(system.evaluate()[1], 4)
+                finally:
+                    if hasattr(system, "close"):
+                        system.close()
+            except PeerUnavailable as e:
+                skipped[name] = str(e)
+                print(f"accuracy run: {name} SKIPPED: {e}", flush=True)
+                continue
+            per_seed.setdefault(name, []).append(this_seed[name])
+            print(f"accuracy run, seed {seed}: {name} dev accuracy {this_seed[name]:.4f} ({seconds[name][-1]:.1f}s of "
+                  "training)", flush=True)
+            del system
+            gc.collect()
+        seed_spreads.append(round(100 * (max(this_seed.values()) - min(this_seed.values())), 2) if this_seed else 0.0)
+    accuracies = {name: round(float(np.mean(values)), 4) for name, values in per_seed.items()}
     dims = ("hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size", "embedding_size")
     return {"config": f.accuracy_config, "dims": {k: getattr(c, k) for k in dims},
             "dev_examples": len(acc.dev_examples), "steps": acc.total_steps, "batch_size": f.batch_size,
-            "learning_rate": f.accuracy_learning_rate,
+            "learning_rate": f.accuracy_learning_rate, "dropout": drop, "start": start_from,
+            "pretrain_steps": f.accuracy_pretrain_steps, "optimizer": "the release's AdamW in every system",
+            "batches": "the same batches of training examples, in the same order, in every system",
             **accuracy_summary(accuracies, acc.train_examples, acc.dev_examples),
+            "seeds": seeds, "dev_accuracy_per_seed": per_seed, "spread_points_per_seed": seed_spreads,
             "train_seconds": seconds, "skipped": skipped}
 
 
@@ -706,6 +882,10 @@ def run(f):
             raise ValueError(f"--{name} must be positive.")
     if f.accuracy_steps < 0:
         raise ValueError("--accuracy_steps must be >= 0 (0: no accuracy run).")
+    if f.accuracy_seeds < 1:
+        raise ValueError("--accuracy_seeds must be >= 1.")
+    if f.accuracy_pretrain_steps < 0:
+        raise ValueError("--accuracy_pretrain_steps must be >= 0 (0: the accuracy run from random weights).")
     unknown = [s for s in f.systems if s not in SYSTEMS]
     if unknown or not f.systems:
         raise ValueError(f"--systems: {unknown or 'empty'}; choose from {', '.join(SYSTEMS)}.")
@@ -733,7 +913,7 @@ def run(f):
     # --- inputs ----------------------------------------------------------------------------
     ctx.spm_model, spm_seconds = sentencepiece_model(out, f.vocab_size, f.corpus_mb)
     config = AlbertConfig.from_json_file(os.path.join(ROOT, "configs", "albert_base.json"))
-    pre = PreprocessModule(ctx.spm_model, seq_length=f.max_seq_length)
+    pre = ctx.preprocess = PreprocessModule(ctx.spm_model, seq_length=f.max_seq_length)
     vocab = SentencePieceTokenizer(ctx.spm_model).vocab_size
     ctx.base_config = config.replace(vocab_size=vocab)
     config = ctx.base_config.replace(**(TINY_CONFIG if f.tiny else {}))
@@ -936,10 +1116,12 @@ def run(f):
               "comparison says little here; see the accuracy run (--accuracy_steps).")
     if accuracy_run_:
         a = accuracy_run_
-        print(f"accuracy run ({a['config']} config, {a['steps']} steps, learning rate {a['learning_rate']}): "
+        print(f"accuracy run ({a['config']} config from {'a pretrained start' if a['pretrain_steps'] else 'random weights'}"
+              f", {a['steps']} steps, learning rate {a['learning_rate']}, mean over seeds {a['seeds']}): "
               + ", ".join(f"{k} {v:.4f}" for k, v in a["dev_accuracy"].items())
               + f"; spread {a['spread_points']:.1f} points ({'within' if a['within_1_point'] else 'NOT within'} "
-              f"1 point) on {a['dev_examples']} dev sentences; majority baseline {a['majority_baseline']:.4f}")
+              f"1 point) on {a['dev_examples']} dev sentences; majority baseline {a['majority_baseline']:.4f}; "
+              f"spread per seed {a['spread_points_per_seed']} points")
     for name, why in skipped.items():
         print(f"{name} skipped: {why}")
 

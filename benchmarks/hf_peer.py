@@ -7,7 +7,7 @@ python and talks to it in JSON lines, so its measurements interleave with the ot
 
     python hf_peer.py --data_json=DATA --spm_model=spm.model --config_json=CONFIG [...]
     stdin:  {"cmd": "info", "probe": [texts]} | {"cmd": "logits", "texts": [...]}
-            | {"cmd": "train", "steps": N} | {"cmd": "eval"}
+            | {"cmd": "train", "steps": N[, "batches": [[train indices], ...]]} | {"cmd": "eval"}
             | {"cmd": "latency", "calls": N, "text": "..."} | {"cmd": "throughput", "batches": N}
             | {"cmd": "quit"}
     stdout: one JSON object per command ({"error": "..."} when it failed)
@@ -25,9 +25,15 @@ padding="longest" (truncation at --max_seq_length), cross-entropy, clip_grad_nor
 torch.optim.AdamW (weight decay 0.01 except biases and LayerNorm weights, eps 1e-6, as
 albert_tf's AdamW) with a linear decay to 0 over --total_steps. Evaluation and requests:
 model.eval() under torch.inference_mode(), dev batches in order, padded to their longest.
+With --optimizer=release_adamw: the release's AdamW instead (albert_tf's AdamWeightDecay: no bias
+correction, decay added to the update, excluded where the name holds LayerNorm, layer_norm or
+bias); a train command with "batches" trains on those batches of training indices, in order.
 
 --data_json: {"labels": [...], "train": {"text": [...], "label": [...]}, "dev": {...}}
-(label ids), written by finetune_bench.py so both sides see the same examples.
+(label ids), written by finetune_bench.py so both sides see the same examples; a split with
+"ids" (piece ids per example, no [CLS]/[SEP]) trains and evaluates on those instead of this
+tokenizer's pieces (the accuracy run: transformers' AlbertTokenizer splits some text, e.g.
+"tuple (low", differently from the SentencePiece model itself).
 --init_npz: initial weights (AlbertForSequenceClassification state-dict names), written by
 finetune_bench.py from albert_tf's initial classifier, so every system starts equal;
 without it the weights are torch's random initialization.
@@ -54,12 +60,44 @@ def parse_args(argv=None):
     p.add_argument("--total_steps", type=int, default=1000, help="Length of the linear decay.")
     p.add_argument("--classifier_dropout", type=float, default=0.1)
     p.add_argument("--seed", type=int, default=12345)
+    p.add_argument("--optimizer", choices=["adamw", "release_adamw"], default="adamw",
+                   help="torch.optim.AdamW (its users' default) or the release's AdamW (as albert_tf's).")
     p.add_argument("--init_npz", default=None, help="Initial weights: state-dict name -> array (all parameters).")
     p.add_argument("--threads", type=int, default=0, help="torch.set_num_threads (0: torch's default).")
     p.add_argument("--once", action="store_true", help="Run every measurement once and print one JSON object.")
     p.add_argument("--steps", type=int, default=2, help="--once: timed training steps.")
     p.add_argument("--calls", type=int, default=5, help="--once: latency calls.")
     return p.parse_args(argv)
+
+
+def release_adamw(torch):
+    """The release's AdamW as a torch optimizer class (albert_tf.training.optimizer's formula):
+    m = b1 m + (1 - b1) g; v = b2 v + (1 - b2) g^2 (no bias correction);
+    w <- w - lr (m / (sqrt(v) + eps) + wd w)."""
+
+    class ReleaseAdamW(torch.optim.Optimizer):
+        def __init__(self, params, lr, betas=(0.9, 0.999), eps=1e-6, weight_decay=0.0):
+            super().__init__(params, {"lr": lr, "betas": betas, "eps": eps, "weight_decay": weight_decay})
+
+        @torch.no_grad()
+        def step(self):
+            for group in self.param_groups:
+                b1, b2 = group["betas"]
+                for p in group["params"]:
+                    if p.grad is None:
+                        continue
+                    state = self.state[p]
+                    if not state:
+                        state["m"], state["v"] = torch.zeros_like(p), torch.zeros_like(p)
+                    m, v = state["m"], state["v"]
+                    m.mul_(b1).add_(p.grad, alpha=1 - b1)
+                    v.mul_(b2).addcmul_(p.grad, p.grad, value=1 - b2)
+                    update = m / (v.sqrt() + group["eps"])
+                    if group["weight_decay"]:
+                        update.add_(p, alpha=group["weight_decay"])
+                    p.add_(update, alpha=-group["lr"])
+
+    return ReleaseAdamW
 
 
 class Peer:
@@ -81,6 +119,8 @@ class Peer:
         self.labels = data["labels"]
         self.train_text, self.train_label = data["train"]["text"], data["train"]["label"]
         self.dev_text, self.dev_label = data["dev"]["text"], data["dev"]["label"]
+        # optional piece ids (without [CLS]/[SEP]) given by finetune_bench: the split's inputs, not its tokenizer's
+        self.ids = {split: data[split]["ids"] for split in ("train", "dev") if "ids" in data[split]}
         with open(args.config_json, encoding="utf-8") as f:
             c = json.load(f)
 
@@ -112,11 +152,14 @@ class Peer:
             if missing or unexpected:
                 raise ValueError(f"--init_npz: missing parameters {missing}, unexpected {list(unexpected)}")
             self.initialized_from = args.init_npz
-        no_decay = [p for n, p in self.model.named_parameters() if "bias" in n or "LayerNorm" in n]
-        decay = [p for n, p in self.model.named_parameters() if not ("bias" in n or "LayerNorm" in n)]
-        self.optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": 0.01},
-                                            {"params": no_decay, "weight_decay": 0.0}],
-                                           lr=args.learning_rate, eps=1e-6)
+        excluded = ("bias", "LayerNorm") if args.optimizer == "adamw" else ("bias", "LayerNorm", "layer_norm")
+        no_decay = [p for n, p in self.model.named_parameters() if any(x in n for x in excluded)]
+        decay = [p for n, p in self.model.named_parameters() if not any(x in n for x in excluded)]
+        groups = [{"params": decay, "weight_decay": 0.01}, {"params": no_decay, "weight_decay": 0.0}]
+        if args.optimizer == "adamw":
+            self.optimizer = torch.optim.AdamW(groups, lr=args.learning_rate, eps=1e-6)
+        else:
+            self.optimizer = release_adamw(torch)(groups, lr=args.learning_rate)
         total = max(args.total_steps, 1)
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer,
                                                            lambda step: max(0.0, 1.0 - step / total))
@@ -127,6 +170,19 @@ class Peer:
     def _encode(self, texts):
         return self.tokenizer(texts, padding="longest", truncation=True, max_length=self.args.max_seq_length,
                               return_tensors="pt")
+
+    def _batch(self, split, indices):
+        """The model's inputs for examples `indices` of `split`, padded to their longest: from the
+        given piece ids where data_json has them, else tokenized from the text."""
+        if split not in self.ids:
+            texts = self.train_text if split == "train" else self.dev_text
+            return self._encode([texts[i] for i in indices])
+        tok, t, cap = self.tokenizer, self.torch, self.args.max_seq_length - 2
+        rows = [[tok.cls_token_id] + self.ids[split][i][:cap] + [tok.sep_token_id] for i in indices]
+        width = max(len(r) for r in rows)
+        ids = t.tensor([r + [tok.pad_token_id] * (width - len(r)) for r in rows])
+        mask = t.tensor([[1] * len(r) + [0] * (width - len(r)) for r in rows])
+        return {"input_ids": ids, "attention_mask": mask, "token_type_ids": t.zeros_like(ids)}
 
     def _next_indices(self):
         b = self.args.batch_size
@@ -152,14 +208,14 @@ class Peer:
         with self.torch.inference_mode():
             return {"logits": self.model(**self._encode(list(texts))).logits.tolist()}
 
-    def train(self, steps):
+    def train(self, steps, batches=None):
         t = self.torch
         self.model.train()
         loss_sum, correct, count = 0.0, 0, 0
         start = time.perf_counter()
-        for _ in range(steps):
-            idx = self._next_indices()
-            batch = self._encode([self.train_text[i] for i in idx])
+        for step in range(steps):
+            idx = self._next_indices() if batches is None else batches[step]
+            batch = self._batch("train", idx)
             labels = t.tensor([self.train_label[i] for i in idx])
             out = self.model(**batch, labels=labels)
             out.loss.backward()
@@ -180,7 +236,7 @@ class Peer:
         start = time.perf_counter()
         with t.inference_mode():
             for i in range(0, len(self.dev_text), b):
-                logits = self.model(**self._encode(self.dev_text[i:i + b])).logits
+                logits = self.model(**self._batch("dev", range(i, min(i + b, len(self.dev_text))))).logits
                 correct += sum(int(p == y) for p, y in zip(logits.argmax(-1).tolist(), self.dev_label[i:i + b]))
         seconds = time.perf_counter() - start
         return {"seconds": seconds, "examples": len(self.dev_text), "accuracy": correct / max(len(self.dev_text), 1)}
@@ -217,7 +273,10 @@ class Peer:
         if cmd == "logits":
             return self.logits(request["texts"])
         if cmd == "train":
-            return self.train(int(request["steps"]))
+            batches = request.get("batches")
+            if batches is not None and len(batches) < int(request["steps"]):
+                raise ValueError(f"train: {len(batches)} batches for {request['steps']} steps")
+            return self.train(int(request["steps"]), batches)
         if cmd == "eval":
             return self.evaluate()
         if cmd == "latency":

@@ -24,7 +24,10 @@ Inputs: one batch of --batch_size rows of --seq_length random ids, every positio
 of every variant in turn (interleaved, so a drift in the machine's speed hits all); the
 median examples/s is reported, and albert_tf / keras-hub: albert_tf's signature (the
 headline) and its XLA-wrapped .serve, each over keras-hub's faster variant (> 1: albert_tf
-faster). Writes results.json and results.csv in
+faster). The roofline: the encoder's matmul FLOPs per call (encoder_flops) over the rate of
+its largest matmul alone (graph and XLA, measured before and after the rounds), so each
+variant's share of the attainable rate shows, and what a ratio over keras-hub would need.
+Writes results.json and results.csv in
 --output_dir with the CPU model, its bf16 flags and the fp32 matmul peak.
 """
 
@@ -44,6 +47,32 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 TINY_DEFAULTS = {"calls": 3, "warmup_calls": 1, "repeats": 2, "vocab_size": 1000, "corpus_mb": 0.3}
+
+
+def encoder_flops(config, batch, length):
+    """Multiply-add FLOPs (2 per multiply-add) of one encoder call on [batch, length]: the
+    embedding projection, per layer Q, K, V and output projections (8 B T H^2), the feed-forward
+    (4 B T H I) and attention scores and context (4 B T^2 H), then the pooler. Elementwise work
+    (GELU, softmax, LayerNorm) is left out: it is memory-bound, not counted in FLOP/s."""
+    B, T, H = batch, length, config.hidden_size
+    E, I, L = config.embedding_size, config.intermediate_size, config.num_hidden_layers
+    return 2 * B * T * E * H + L * (8 * B * T * H * H + 4 * B * T * H * I + 4 * B * T * T * H) + 2 * B * H * H
+
+
+def matmul_gflops(m, k, n, jit_compile, runs=7):
+    """The best GFLOP/s of a float32 [m, k] x [k, n] matmul in a tf.function (XLA with
+    jit_compile): the encoder's largest matmul shape, the attainable rate for its FLOPs."""
+    import tensorflow as tf
+
+    a, b = tf.random.normal((m, k)), tf.random.normal((k, n))
+    fn = tf.function(lambda x, y: tf.matmul(x, y), jit_compile=jit_compile)
+    fn(a, b).numpy()
+    best = 0.0
+    for _ in range(runs):
+        start = time.perf_counter()
+        fn(a, b).numpy()
+        best = max(best, 2 * m * k * n / (time.perf_counter() - start) / 1e9)
+    return best
 
 
 def define_flags():
@@ -173,6 +202,9 @@ def run(f):
     print("pooled_output max |diff| against albert_tf's signature: "
           + ", ".join(f"{n} {d:.1e}" for n, d in diffs.items()), flush=True)
 
+    # the attainable rate: the encoder's feed-forward matmul shape, graph and XLA, before and after the rounds
+    shape = (B * T, config.hidden_size, config.intermediate_size)
+    peaks = {"graph": [matmul_gflops(*shape, False)], "xla": [matmul_gflops(*shape, True)]}
     rates = {name: [] for name in variants}
     for r in range(f.repeats):
         for name, (fn, _) in variants.items():
@@ -182,12 +214,18 @@ def run(f):
             rates[name].append(f.calls * B / (time.perf_counter() - start))
         print(f"round {r + 1}/{f.repeats}: " + ", ".join(f"{n} {v[-1]:.2f}" for n, v in rates.items()), flush=True)
 
+    peaks["graph"].append(matmul_gflops(*shape, False))
+    peaks["xla"].append(matmul_gflops(*shape, True))
+    flops = encoder_flops(config, B, T)
+    attainable = max(max(v) for v in peaks.values())
     rows = []
     for name, (_, path) in variants.items():
         median = statistics.median(rates[name])
+        gflops = median / B * flops / 1e9
         rows.append({"variant": name, "system": name.split("_saved")[0].split("_predict")[0], "path": path,
                      "median_examples_per_second": round(median, 3), "runs": [round(x, 3) for x in rates[name]],
-                     "pooled_output_max_abs_diff": diffs[name]})
+                     "pooled_output_max_abs_diff": diffs[name], "gflops_per_second": round(gflops, 1),
+                     "share_of_matmul_peak": round(gflops / attainable, 3)})
     by = {r["variant"]: r for r in rows}
     hub_best = max(("keras_hub_predict_on_batch", "keras_hub_predict_on_batch_jit"),
                    key=lambda n: by[n]["median_examples_per_second"])
@@ -203,6 +241,18 @@ def run(f):
               f"{', '.join(f'{x:.2f}' for x in r['runs'])})")
     print(f"albert_tf / keras-hub: {ratio:.2f}x (albert_tf's serving signature over keras-hub's {hub_best}); "
           f"{ratio_xla:.2f}x with albert_tf's .serve under XLA")
+    roofline = {
+        "encoder_gflop_per_call": round(flops / 1e9, 2), "matmul_shape": list(shape),
+        "matmul_gflops_graph": [round(x, 1) for x in peaks["graph"]],
+        "matmul_gflops_xla": [round(x, 1) for x in peaks["xla"]], "attainable_gflops": round(attainable, 1),
+        "keras_hub_fastest_share_of_peak": by[hub_best]["share_of_matmul_peak"],
+        "share_of_peak_needed_for_1_1x": round(1.1 * by[hub_best]["share_of_matmul_peak"], 3)}
+    print(f"roofline: {flops / 1e9:.1f} GFLOP per call; the {shape[0]}x{shape[1]}x{shape[2]} matmul ran at "
+          f"{', '.join(f'{x:.1f}' for x in peaks['graph'])} GFLOP/s in graph and "
+          f"{', '.join(f'{x:.1f}' for x in peaks['xla'])} under XLA (before, after the rounds); keras-hub's "
+          f"fastest computed at {100 * roofline['keras_hub_fastest_share_of_peak']:.0f}% of the best of those, so "
+          f"1.1x it needs {100 * roofline['share_of_peak_needed_for_1_1x']:.0f}% (more than 100%: beyond this "
+          f"machine's matmul rate for the same FLOPs)")
 
     common = {"cpu_model": cpu, "cpu_bf16_flags": " ".join(bf16), "matmul_peak_gflops": round(peak, 1),
               "tiny": bool(f.tiny), "repeats": f.repeats, "calls": f.calls, "batch_size": B, "seq_length": T,
@@ -210,6 +260,7 @@ def run(f):
     atomic.write_json(os.path.join(out, "results.json"), dict(
         common, cpu_bf16_flags=bf16, config=config.to_dict(), export_dir=export_dir, rows=rows,
         keras_hub_fastest=hub_best, albert_tf_over_keras_hub=ratio, albert_tf_xla_over_keras_hub=ratio_xla,
+        roofline=roofline,
         versions={"tensorflow": tf.__version__, "keras": keras.__version__, "keras_hub": keras_hub.__version__}))
     with atomic.open_file(os.path.join(out, "results.csv"), "w") as fh:
         fields = list(common) + [k for k in rows[0] if k != "runs"]

@@ -42,6 +42,12 @@ def test_inference_bench_tiny_writes_results(tmp_path):
     for row in rows.values():
         assert row["median_examples_per_second"] > 0
         assert row["pooled_output_max_abs_diff"] < 1e-4  # the same weights give the same outputs
+        assert row["gflops_per_second"] > 0 and row["share_of_matmul_peak"] > 0
+    roofline = results["roofline"]
+    assert roofline["matmul_shape"] == [16 * 128, 64, 128]  # the tiny config's [B T, H] x [H, I]
+    assert len(roofline["matmul_gflops_graph"]) == len(roofline["matmul_gflops_xla"]) == 2
+    assert roofline["share_of_peak_needed_for_1_1x"] == pytest.approx(
+        1.1 * roofline["keras_hub_fastest_share_of_peak"], abs=2e-3)
     with open(out / "results.csv", newline="") as f:
         table = list(csv.DictReader(f))
     assert {r["variant"] for r in table} == set(rows)
@@ -49,7 +55,8 @@ def test_inference_bench_tiny_writes_results(tmp_path):
 
 
 @pytest.mark.parametrize("flag, named", [("--systems=albert_tf,pytorch_lightning", "pytorch_lightning"),
-                                         ("--accuracy_steps=-1", "--accuracy_steps")])
+                                         ("--accuracy_steps=-1", "--accuracy_steps"),
+                                         ("--accuracy_pretrain_steps=-1", "--accuracy_pretrain_steps")])
 def test_finetune_bench_rejects_bad_flags(tmp_path, flag, named):
     result = _run("finetune_bench.py", flag, f"--output_dir={tmp_path}", timeout=120)
     assert result.returncode == 2

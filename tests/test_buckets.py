@@ -107,6 +107,31 @@ def test_classification_same_logits_and_metrics(tiny_export):
     assert not xla.skips_padding and not any(e.skip_padding for e in encoders_in(xla.model))
 
 
+def test_classification_batches_dataset_keeps_the_given_batches(tiny_export):
+    """Task.batches_dataset: the given batches of indices, in order, each at its bucket's width
+    (what benchmarks/finetune_bench.py's accuracy run gives every system)."""
+    from albert_tf.data.classifier_data import get_task, read_examples
+    from albert_tf.tasks.classification import ClassificationOptions, ClassificationTask
+
+    task_def = get_task("tsv", labels=["concurrency", "networking", "numbers", "text"], text_a_column="sentence")
+    o = ClassificationOptions(task_name="tsv", data_dir=TOPICS, output_dir="unused",
+                              init_checkpoint=tiny_export["pretrained"], spm_model_file=tiny_export["spm"],
+                              albert_config_file=os.path.join(tiny_export["pretrained"], "albert_config.json"),
+                              max_seq_length=SEQ, length_buckets="16,32,64")
+    task = ClassificationTask(o, task_def, {"train": read_examples(task_def, TOPICS, "train")[:64]})
+    Trainer(task, TrainingOptions(output_dir="unused", train_batch_size=8))  # builds the preprocessing
+    batches = [np.random.default_rng(k).permutation(64)[:8].tolist() for k in range(5)]
+    lengths = task._lengths("train")
+    got = list(task.batches_dataset(batches))
+    assert [b["example_index"].numpy().tolist() for b in got] == batches
+    for batch, indices in zip(got, batches):
+        assert batch["input_word_ids"].shape[1] == min(w for w in (16, 32, 64, SEQ) if w >= lengths[indices].max())
+    with pytest.raises(ValueError, match="one size"):
+        task.batches_dataset([[0, 1], [2]])
+    with pytest.raises(ValueError, match="outside train's 64 examples"):
+        task.batches_dataset([[0, 64]])
+
+
 @pytest.mark.parametrize("version", ["v1", "v2"])
 def test_squad_same_outputs(spm_model, tmp_path, version):
     from albert_tf.data.squad_data import convert_examples_to_features, features_to_arrays, read_squad_examples

@@ -102,3 +102,44 @@ def test_under_model_fit_the_replicas_gradients_are_summed():
     assert data["mirrored"]["replicas"] == 2 and data["one_device"]["replicas"] == 1
     np.testing.assert_allclose(data["mirrored"]["losses"], data["one_device"]["losses"], rtol=1e-5)
     assert data["mirrored"]["weights"] == pytest.approx(data["one_device"]["weights"], rel=1e-5)
+
+
+@pytest.mark.parametrize("cls", [LAMB, AdamWeightDecay])
+def test_embedding_gradients_with_repeated_tokens_update_as_their_dense_sum(cls):
+    """An embedding lookup's gradient is a tf.IndexedSlices with one row per occurrence: a
+    token seen twice gives two rows. The update must be the dense gradient's (rows summed
+    first), as the release's dense tf.square computes it: squaring row by row would give v
+    the sum of the squares and the token a larger step (found fine-tuning against keras-hub)."""
+    import keras
+    import tensorflow as tf
+
+    from albert_tf.training.distribution import sum_and_clip
+
+    rows = tf.constant([[1.0, 2.0, 3.0], [1.0, 2.0, 3.0], [0.5, 0.5, 0.5]])
+    sparse = tf.IndexedSlices(rows, tf.constant([1, 1, 3]), tf.constant([5, 3]))
+    dense = tf.convert_to_tensor(sparse)
+    assert dense.numpy()[1].tolist() == [2.0, 4.0, 6.0]
+    results = []
+    for gradient in (dense, sparse):
+        variable = keras.Variable(np.ones((5, 3), "float32"), name="word_embeddings")
+        optimizer = cls(learning_rate=0.1)
+        for _ in range(3):
+            optimizer.apply([gradient], [variable])
+        results.append(np.asarray(variable))
+    np.testing.assert_allclose(results[1], results[0], rtol=0, atol=1e-6)
+    # Keras' own clipping (model.fit, keras-hub) sees the dense norm too: at clipnorm 6 the
+    # summed gradient (norm 7.5) is clipped, its rows (norm 5.4) would not be; a second step
+    # on row 3 then shows the first step's scale in Adam's history
+    second = tf.constant([[0.0] * 3] * 3 + [[1.0, -1.0, 2.0], [0.0] * 3])
+    clipped_steps = []
+    for gradient in (dense, sparse):
+        variable = keras.Variable(np.ones((5, 3), "float32"), name="word_embeddings")
+        optimizer = cls(learning_rate=0.1, global_clipnorm=6.0)
+        optimizer.apply([gradient], [variable])
+        optimizer.apply([second], [variable])
+        clipped_steps.append(np.asarray(variable))
+    np.testing.assert_allclose(clipped_steps[1], clipped_steps[0], rtol=0, atol=1e-6)
+    # the driver's clipping: the norm of the summed gradient, not of the rows
+    strategy = tf.distribute.get_strategy()
+    clipped = strategy.run(lambda: sum_and_clip([sparse], 1.0))[0]
+    np.testing.assert_allclose(np.asarray(clipped), dense.numpy() / np.linalg.norm(dense.numpy()), atol=1e-6)

@@ -213,6 +213,19 @@ class ClassificationTask(Task):
                                 self._to_features, training=True, seed=self.options.random_seed,
                                 input_context=input_context, skip_batches=skip_batches).prefetch(tf.data.AUTOTUNE)
 
+    def batches_dataset(self, index_batches, split="train"):
+        """The given batches of example indices (lists of ints into `split`, all of one size),
+        in that order, each padded to its bucket: for training several systems on the same
+        batches (benchmarks/finetune_bench.py's accuracy run)."""
+        count, sizes = len(self.splits[split]), {len(b) for b in index_batches}
+        if len(sizes) != 1 or not min(sizes):
+            raise ValueError(f"batches_dataset: the batches must be non-empty and of one size (got sizes {sorted(sizes)})")
+        order = np.concatenate([np.asarray(b, np.int64) for b in index_batches])
+        if order.min() < 0 or order.max() >= count:
+            raise ValueError(f"batches_dataset: an index is outside {split}'s {count} examples")
+        columns = {k: v[order] for k, v in self._columns(self.splits[split]).items()}
+        return tf.data.Dataset.from_tensor_slices(columns).batch(sizes.pop()).map(self._to_features)
+
     def split_dataset(self, split, batch_size):
         """One pass over a split by length (example_index restores the order; the last
         batch may be partial)."""

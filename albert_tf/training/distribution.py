@@ -3,6 +3,8 @@ one_device | default). The training loop is the same for all of them."""
 
 import tensorflow as tf
 
+from albert_tf.training.optimizer import dense
+
 STRATEGIES = ("tpu", "multi_worker_mirrored", "mirrored", "one_device", "default")
 
 
@@ -56,7 +58,10 @@ def check_global_batch(strategy, global_batch_size, flag="--train_batch_size"):
 def sum_and_clip(gradients, clip_norm):
     """In replica context: this replica's gradients summed over all replicas, then clipped
     to global norm `clip_norm` (the release's clipping, which albert_tf's optimizers
-    expect: they do not all-reduce again)."""
+    expect: they do not all-reduce again). Embedding gradients (tf.IndexedSlices, one row
+    per token occurrence) are made dense first, so the norm is the gradient's own: with
+    repeated tokens the rows' norm is not."""
+    gradients = [dense(g) if g is not None else None for g in gradients]
     ctx = tf.distribute.get_replica_context()
     if ctx.num_replicas_in_sync > 1:
         gradients = ctx.all_reduce(tf.distribute.ReduceOp.SUM, gradients)

@@ -24,9 +24,18 @@ gradients are summed.
 import re
 
 import keras
+import tensorflow as tf
 from keras import ops
 
 EXCLUDE_FROM_DECAY = ("LayerNorm", "layer_norm", "bias")
+
+
+def dense(gradient):
+    """A gradient as a dense tensor: an embedding lookup's tf.IndexedSlices holds one row per
+    occurrence of a token, so a token seen twice in a batch has two rows. Squared row by row
+    they would give v the sum of the squares instead of the square of the sum (the gradient's
+    own square, which the release's dense tf.square computes); converting sums them first."""
+    return tf.convert_to_tensor(gradient) if isinstance(gradient, tf.IndexedSlices) else gradient
 
 
 class _ReleaseOptimizer(keras.optimizers.Optimizer):
@@ -83,7 +92,7 @@ class _ReleaseOptimizer(keras.optimizers.Optimizer):
         index = self._get_variable_index(variable)
         dtype = variable.dtype
         lr = ops.cast(learning_rate, dtype)
-        g = ops.cast(gradient, dtype)
+        g = ops.cast(dense(gradient), dtype)
         m, v = self._m[index], self._v[index]
         self.assign(m, ops.add(ops.multiply(m, self.beta_1), ops.multiply(g, 1.0 - self.beta_1)))
         self.assign(v, ops.add(ops.multiply(v, self.beta_2), ops.multiply(ops.square(g), 1.0 - self.beta_2)))
@@ -108,6 +117,11 @@ class _ReleaseOptimizer(keras.optimizers.Optimizer):
         children = super()._trackable_children(save_type, **kwargs)
         children.pop("_trainable_variables", None)
         return children
+
+    def apply(self, grads, trainable_variables=None):
+        """Keras' apply with embedding gradients made dense first, so that Keras' own clipping
+        (clipnorm, global_clipnorm, under model.fit) sees the gradient's norm, not its rows'."""
+        return super().apply([None if g is None else dense(g) for g in grads], trainable_variables)
 
     _gradients_summed = False
 
