@@ -90,7 +90,7 @@ def test_race_learns_the_training_set_predicts_again_and_exports(race_dirs, spm_
     out = tmp_path / "race"
     common = _common(race_dirs["learn"], spm_model, config_file, out)
     results = _run(common + ["--do_train", "--do_eval", "--do_predict", "--train_batch_size=16",
-                             "--learning_rate=2e-3", "--train_step=200", "--warmup_step=20",
+                             "--learning_rate=1e-3", "--train_step=200", "--warmup_step=20",
                              "--save_checkpoints_steps=200", "--iterations_per_loop=100", "--dropout_prob=0.0",
                              f"--export_dir={out / 'export'}"])
     assert "WARNING: no --init_checkpoint" in capfd.readouterr().err
