@@ -27,6 +27,9 @@ def define_flags():
     flags.DEFINE_bool("with_mlm", True, "Add the .mlm sub-object (masked_lm_positions -> mlm_logits).")
     flags.DEFINE_integer("seq_length", 128, "Default sequence length of the preprocessing model.")
     flags.DEFINE_bool("do_lower_case", True, "Lower-case text (as create_pretraining_data).")
+    flags.DEFINE_bool("jit_compile", False, "Serve through XLA: the encoder's `serve` and `serving_default` run as one "
+                      "compiled program, compiled once per new [batch, length] shape in the loading process (faster at "
+                      "fixed shapes, e.g. length buckets; the root __call__ that hub.KerasLayer fine-tunes is unchanged).")
     cli.define_dtype_policy_flag(default="float32", what="the exported encoder's matmuls (float32: portable, the "
                                  "default; the exporting machine is not the serving one)")
 
@@ -43,13 +46,14 @@ def run(f):
     precision = choose(f.dtype_policy)
     print(f"dtype policy {precision.policy} ({precision.reason})")
     return export(albert_config_file, checkpoint, spm_model_file, export_path, with_mlm=with_mlm,
-                  seq_length=seq_length, do_lower_case=do_lower_case, dtype_policy=precision.policy)
+                  seq_length=seq_length, do_lower_case=do_lower_case, dtype_policy=precision.policy,
+                  jit_compile=f.jit_compile)
 
 
 def export(albert_config_file, checkpoint, spm_model_file, export_path, with_mlm=True, seq_length=128,
-           do_lower_case=True, dtype_policy="float32"):
+           do_lower_case=True, dtype_policy="float32", jit_compile=False):
     """Loads `checkpoint` into an AlbertPretrainer of `albert_config_file` and exports it
-    computing in `dtype_policy`; returns the export path."""
+    computing in `dtype_policy` (serving through XLA with `jit_compile`); returns the export path."""
     if seq_length < 8:
         raise ValueError(f"--seq_length must be at least 8, got {seq_length}.")
     if os.path.exists(export_path) and not os.path.isdir(export_path):
@@ -65,7 +69,7 @@ def export(albert_config_file, checkpoint, spm_model_file, export_path, with_mlm
     pretrainer = AlbertPretrainer(config, dtype=dtype_policy)
     source = load_init_checkpoint(pretrainer, checkpoint, flag="--checkpoint", weights_file_names=PRETRAINED_WEIGHTS)
     path = export_tfhub(pretrainer, spm_model_file, export_path, with_mlm=with_mlm, seq_length=seq_length,
-                        do_lower_case=do_lower_case, dtype_policy=dtype_policy)
+                        do_lower_case=do_lower_case, dtype_policy=dtype_policy, jit_compile=jit_compile)
     print(f"exported {source} to {path}/encoder and {path}/preprocess")
     return path
 

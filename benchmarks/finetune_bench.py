@@ -75,8 +75,9 @@ release does and HF fed albert_tf's piece ids (their tokenizers split a few text
 What is left is float rounding, and training amplifies it: from random weights the variants
 ended 1.8 points apart (0.4286, 0.4219, 0.4397 at 600 steps), from the pretrained start at
 5e-4 also 1.8, at 2e-4 from 0 to 2.2 points by the head's draw. So it runs --accuracy_seeds
-seeds (each a new head and batch order, every system trained from it) and compares each
-system's mean. Its dev accuracies (means and per seed), their spread and whether it is
+seeds (8 by default; each a new head and batch order, every system trained from it) and
+compares each system's mean; --accuracy_systems picks the systems (albert_tf's default variant,
+keras-hub and HF unless told: the other variants compute the same function, tested). Its dev accuracies (means and per seed), their spread and whether it is
 within 1 point go to results.json (accuracy_run), the CSV and the chart's last panel.
 
 Mixed precision: `--dtype_policies=float32,mixed_bfloat16 --systems=albert_tf,keras_hub` runs
@@ -115,6 +116,7 @@ SYSTEMS = ("albert_tf", "keras_hub", "hf")
 # albert_tf's variants (name, length buckets, padding skipped): what users get, then each mechanism off
 ALBERT_TF_VARIANTS = (("albert_tf", True, True), ("albert_tf_buckets_only", True, False),
                       ("albert_tf_no_buckets", False, False))
+ACCURACY_SYSTEMS = tuple(name for name, _, _ in ALBERT_TF_VARIANTS) + ("keras_hub", "hf")
 # --tiny: values used for the flags not given on the command line
 # --accuracy_config: dims of the accuracy run's model (over configs/albert_base.json)
 DEMO_DIMS = ("hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size", "embedding_size",
@@ -175,12 +177,15 @@ def define_flags():
                          "LAMB steps (configs/demo.flags) on --accuracy_pretrain_corpus_mb of the sample corpus, "
                          "made once and reused from --output_dir/accuracy/pretrain; 0: from random weights.")
     flags.DEFINE_float("accuracy_pretrain_corpus_mb", 1.5, "Sample corpus megabytes of that pretraining.")
-    flags.DEFINE_integer("accuracy_seeds", 3, "The accuracy run's seeds (each: a new head and batch order, every "
+    flags.DEFINE_integer("accuracy_seeds", 8, "The accuracy run's seeds (each: a new head and batch order, every "
                          "system trained from it); a system's dev accuracy is its mean over them.")
+    flags.DEFINE_list("accuracy_systems", ["albert_tf", "keras_hub", "hf"], "The accuracy run's systems (of those "
+                      f"--systems runs): any of {', '.join(ACCURACY_SYSTEMS)}. albert_tf's other variants compute "
+                      "the same function (tested), so by default only the one users get is trained.")
     flags.DEFINE_float("accuracy_dropout", 0.0, "The accuracy run's dropout (hidden, attention, classifier): 0, "
                        "so that every system computes the same function (dropout masks differ between frameworks).")
     flags.DEFINE_float("accuracy_learning_rate", 2e-4, "The accuracy run's peak learning rate (linear decay to 0). "
-                       "At 5e-4 rounding alone moved albert_tf's variants 1.8 points apart; at 2e-4 they end equal.")
+                       "Rounding alone moved albert_tf's variants 1.8 points apart at 5e-4, and 0 to 2.2 at 2e-4 (by seed).")
     flags.DEFINE_string("output_dir", "results/finetune_bench", "Where results (and the SentencePiece model) go.")
     flags.DEFINE_bool("tiny", False, "Smoke test: a 2-layer hidden-64 config, few steps and calls, 64 dev "
                       "examples, a 1000-piece SentencePiece model (flags given explicitly still win).")
@@ -782,11 +787,11 @@ def accuracy_run(f, ctx):
     if "albert_tf" in f.systems:
         makers += [(name, lambda name=name, bucketed=bucketed, skip=skip: AlbertTfSystem(
             name, bucketed, acc, init, skip_padding=skip, dtype_policy=policy, classifier_dropout=drop))
-            for name, bucketed, skip in ALBERT_TF_VARIANTS]
-    if "keras_hub" in f.systems:
+            for name, bucketed, skip in ALBERT_TF_VARIANTS if name in f.accuracy_systems]
+    if "keras_hub" in f.systems and "keras_hub" in f.accuracy_systems:
         makers.append(("keras_hub", lambda: KerasHubSystem(acc, init, dtype_policy=policy, classifier_dropout=drop,
                                                            release_optimizer=True)))
-    if "hf" in f.systems:
+    if "hf" in f.systems and "hf" in f.accuracy_systems:
         import tensorflow as tf
 
         def pieces(examples):
@@ -858,11 +863,11 @@ def plot(rows, path, title, accuracy=None):
     names = [r["system"] for r in rows]
     colors = [plt.cm.tab10(i % 10) for i in range(len(rows))]
     for ax, (key, label) in zip(axes.flat, panels):
-        values = [r.get(key) if r.get(key) is not None else 0.0 for r in rows]
-        bars = ax.bar(range(len(rows)), values, color=colors)
+        values = [r.get(key) for r in rows]  # None: not measured (no bar, "n/a"), never drawn as a 0
+        bars = ax.bar(range(len(rows)), [v or 0.0 for v in values], color=colors)
         for bar, value in zip(bars, values):
-            ax.annotate(f"{value:.3g}", (bar.get_x() + bar.get_width() / 2, bar.get_height()), ha="center",
-                        va="bottom", fontsize=8)
+            ax.annotate("n/a" if value is None else f"{value:.3g}", (bar.get_x() + bar.get_width() / 2,
+                        bar.get_height()), ha="center", va="bottom", fontsize=8)
         ax.set_xticks(range(len(rows)))
         ax.set_xticklabels(names, rotation=15, fontsize=8)
         ax.set_title(label, fontsize=10)
@@ -886,6 +891,9 @@ def run(f):
         raise ValueError("--accuracy_seeds must be >= 1.")
     if f.accuracy_pretrain_steps < 0:
         raise ValueError("--accuracy_pretrain_steps must be >= 0 (0: the accuracy run from random weights).")
+    unknown = [s for s in f.accuracy_systems if s not in ACCURACY_SYSTEMS]
+    if f.accuracy_steps and (unknown or not f.accuracy_systems):
+        raise ValueError(f"--accuracy_systems: {unknown or 'empty'}; choose from {', '.join(ACCURACY_SYSTEMS)}.")
     unknown = [s for s in f.systems if s not in SYSTEMS]
     if unknown or not f.systems:
         raise ValueError(f"--systems: {unknown or 'empty'}; choose from {', '.join(SYSTEMS)}.")

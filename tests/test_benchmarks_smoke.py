@@ -37,7 +37,7 @@ def test_inference_bench_tiny_writes_results(tmp_path):
     assert (results["batch_size"], results["seq_length"], results["tiny"]) == (16, 128, True)
     rows = {row["variant"]: row for row in results["rows"]}
     assert set(rows) == {"albert_tf_saved_model_signature", "albert_tf_saved_model_call",
-                         "albert_tf_saved_model_serve_xla", "keras_hub_predict_on_batch",
+                         "albert_tf_saved_model_signature_xla", "keras_hub_predict_on_batch",
                          "keras_hub_predict_on_batch_jit"}
     for row in rows.values():
         assert row["median_examples_per_second"] > 0
@@ -56,7 +56,8 @@ def test_inference_bench_tiny_writes_results(tmp_path):
 
 @pytest.mark.parametrize("flag, named", [("--systems=albert_tf,pytorch_lightning", "pytorch_lightning"),
                                          ("--accuracy_steps=-1", "--accuracy_steps"),
-                                         ("--accuracy_pretrain_steps=-1", "--accuracy_pretrain_steps")])
+                                         ("--accuracy_pretrain_steps=-1", "--accuracy_pretrain_steps"),
+                                         ("--accuracy_systems=albert_tf,jax", "--accuracy_systems")])
 def test_finetune_bench_rejects_bad_flags(tmp_path, flag, named):
     result = _run("finetune_bench.py", flag, f"--output_dir={tmp_path}", timeout=120)
     assert result.returncode == 2

@@ -245,6 +245,46 @@ def test_mixed_bfloat16_export_keeps_the_float32_contract_and_fine_tunes(exporte
     assert sum(not np.array_equal(b, w.numpy()) for b, w in zip(before, encoder_layer.trainable_weights)) == len(before)
 
 
+def _xla_functions(concrete):
+    return [f.signature.name for f in concrete.graph.as_graph_def().library.function
+            if "_XlaMustCompile" in f.attr and f.attr["_XlaMustCompile"].b]
+
+
+def test_jit_compile_export_serves_through_xla_with_the_same_outputs(exported, spm_model, tmp_path):
+    """export_tfhub --jit_compile: `serving_default` and `serve` run the encoder as an XLA
+    program (marked in the SavedModel's function library, so the loading process compiles
+    it), at any [B, T] with the same outputs; the default export has no XLA function."""
+    import keras
+
+    path = str(tmp_path / "xla")
+    result = subprocess.run(
+        [sys.executable, "-m", "albert_tf.export_tfhub", f"--albert_config_file={exported['config_file']}",
+         f"--checkpoint={exported['run_dir']}", f"--spm_model_file={spm_model}", f"--export_path={path}",
+         f"--seq_length={SEQ}", "--jit_compile", "--nowith_mlm"], capture_output=True, text=True, env=ENV,
+        cwd=ROOT, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    loaded = tf.saved_model.load(os.path.join(path, "encoder"))
+    signature = loaded.signatures["serving_default"]
+    assert _xla_functions(signature)
+    assert not _xla_functions(tf.saved_model.load(os.path.join(exported["path"], "encoder")).signatures["serving_default"])
+    model = exported["model"]
+    for batch, length in ((3, SEQ), (2, 16)):  # one compile per shape, any shape
+        inputs = _inputs(exported["config"], batch=batch, length=length)
+        expected = model.encoder(inputs, training=False)
+        flat = signature(**{k: tf.constant(v) for k, v in inputs.items()})
+        np.testing.assert_allclose(flat["pooled_output"], expected["pooled_output"], atol=1e-5)
+        np.testing.assert_allclose(flat["sequence_output"], expected["sequence_output"], atol=1e-5)
+    layer = keras.layers.TFSMLayer(os.path.join(path, "encoder"), call_endpoint="serve")
+    np.testing.assert_allclose(layer(inputs)["pooled_output"], expected["pooled_output"], atol=1e-5)
+    with tf.GradientTape() as tape:  # the XLA program differentiates (plain TFSMLayer trains through `serve`)
+        loss = tf.reduce_sum(loaded.serve({k: tf.constant(v) for k, v in inputs.items()})["pooled_output"] ** 2)
+    grads = tape.gradient(loss, loaded.trainable_variables)
+    assert all(g is not None and np.abs(tf.convert_to_tensor(g).numpy()).max() > 0 for g in grads)
+    # the root __call__ (what hub.KerasLayer fine-tunes) is the plain graph, dropout still on in training
+    trained = loaded(inputs, training=True)["pooled_output"].numpy()
+    assert np.abs(trained - expected["pooled_output"].numpy()).max() > 1e-4
+
+
 def _tree(path):
     """relative path -> bytes of every file under `path`."""
     out = {}

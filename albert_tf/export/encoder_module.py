@@ -12,6 +12,11 @@ it. `serve(inputs)` / `train(inputs)` are the same call with training fixed, for
 `mlm_logits` [B, P, V]; its head weights are in `.mlm.variables` only, not among the
 root's trainable variables.
 
+With `jit_compile=True` the inference paths (`serve` and `serving_default`; not the
+root `__call__`, which fine-tuning differentiates) run the encoder as one XLA program,
+compiled by the loading process once per new [B, T] shape: faster at a fixed shape (the
+fused elementwise ops: GELU, LayerNorm, softmax), a compile's wait at each new one.
+
 The root subclasses tf.train.Checkpoint: tf.Module's `variables` is a read-only property.
 """
 
@@ -74,11 +79,15 @@ class EncoderModule(tf.train.Checkpoint):
         encoder: an AlbertEncoder.
         mlm_head: the pretrainer's AlbertMaskedLMHead, or None for no `.mlm`.
         assets: dict attribute name -> file path, copied into the SavedModel's assets.
+        jit_compile: serve (`serve`, `serving_default`) through XLA.
     """
 
-    def __init__(self, encoder, mlm_head=None, assets=None):
+    def __init__(self, encoder, mlm_head=None, assets=None, jit_compile=False):
         super().__init__()
         self._encoder = encoder
+        # the inference forward, nested in `serve` and the signature: XLA-compiled when asked
+        # (the attribute travels in the SavedModel's function library)
+        self._infer = tf.function(lambda inputs: _encode(encoder, inputs, False), jit_compile=bool(jit_compile))
         self.variables = _tf_variables(encoder.weights)
         self.trainable_variables = _tf_variables(encoder.trainable_weights)
         self.regularization_losses = []
@@ -96,7 +105,7 @@ class EncoderModule(tf.train.Checkpoint):
 
     @tf.function
     def serve(self, inputs):
-        return _encode(self._encoder, inputs, False)
+        return self._infer({k: inputs[k] for k in INPUT_NAMES})
 
     @tf.function
     def train(self, inputs):
@@ -104,8 +113,8 @@ class EncoderModule(tf.train.Checkpoint):
 
     @tf.function
     def _signature(self, input_word_ids, input_mask, input_type_ids):
-        outputs = _encode(self._encoder, {"input_word_ids": input_word_ids, "input_mask": input_mask,
-                                          "input_type_ids": input_type_ids}, False)
+        outputs = self._infer({"input_word_ids": input_word_ids, "input_mask": input_mask,
+                               "input_type_ids": input_type_ids})
         flat = {k: outputs[k] for k in ("pooled_output", "sequence_output", "default")}
         for i, tensor in enumerate(outputs["encoder_outputs"]):
             flat[f"encoder_outputs_{i}"] = tensor

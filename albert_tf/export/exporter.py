@@ -20,7 +20,7 @@ from albert_tf.storage import atomic
 
 
 def export_tfhub(pretrainer, spm_model_file, export_path, with_mlm=True, seq_length=128, do_lower_case=True,
-                 dtype_policy="float32"):
+                 dtype_policy="float32", jit_compile=False):
     """Exports an AlbertPretrainer's encoder (and masked-LM head) plus preprocessing.
 
     Args:
@@ -34,6 +34,9 @@ def export_tfhub(pretrainer, spm_model_file, export_path, with_mlm=True, seq_len
             default) or "mixed_bfloat16" (for serving machines with native bf16). Its
             signatures take and return the same int32 / float32 tensors either way, and its
             variables are float32.
+        jit_compile: the encoder serves (`serve`, `serving_default`) as one XLA program,
+            compiled once per new [B, T] shape by the loading process (faster at a fixed
+            shape; see benchmarks/inference_bench.py). The root `__call__` is unchanged.
 
     Returns:
         export_path.
@@ -56,7 +59,8 @@ def export_tfhub(pretrainer, spm_model_file, export_path, with_mlm=True, seq_len
             with open(spm_model_file, "rb") as src, open(spm_copy, "wb") as dst:
                 dst.write(strip_machine_paths(src.read()))
             encoder = EncoderModule(pretrainer.encoder, pretrainer.masked_lm_head if with_mlm else None,
-                                    assets={"albert_config_file": config_path, "sp_model_file": spm_copy})
+                                    assets={"albert_config_file": config_path, "sp_model_file": spm_copy},
+                                    jit_compile=jit_compile)
             savedmodel.save(encoder, os.path.join(tmp, "encoder"), encoder.trace)
             preprocess = PreprocessModule(spm_copy, do_lower_case=do_lower_case, seq_length=seq_length)
             savedmodel.save(preprocess, os.path.join(tmp, "preprocess"), preprocess.trace)
