@@ -2,7 +2,7 @@
 AlbertBackbone of the same dims, at fixed length.
 
     python benchmarks/inference_bench.py [--repeats=3] [--calls=20] [--batch_size=16] [--seq_length=128] \\
-        [--output_dir=results/inference_bench]
+        [--profile_calls=2] [--output_dir=results/inference_bench]
     python benchmarks/inference_bench.py --tiny   # smoke test: 2-layer hidden-64 config, seconds
 
 albert_tf: an AlbertPretrainer on configs/albert_base.json (vocab_size = the SentencePiece
@@ -28,7 +28,11 @@ median examples/s is reported, and albert_tf / keras-hub: the default export's s
 the XLA export's, each over keras-hub's faster variant (> 1: albert_tf faster). The roofline: the encoder's matmul FLOPs per call (encoder_flops) over the rate of
 its largest matmul alone (graph and XLA, measured before and after the rounds), so each
 variant's share of the attainable rate shows, and what a ratio over keras-hub would need.
-Writes results.json and results.csv in
+The profile (--profile_calls, after the rounds): a tf.profiler trace of albert_tf's signature,
+its XLA export's and keras-hub's XLA predict, read back into op-level self times
+(op_profile.json/csv; the traces stay in --output_dir/profile for TensorBoard), and the bound
+it sets: under XLA, 1 / the matmuls' share of op time is the most any change to the other
+ops could gain. Writes results.json and results.csv in
 --output_dir with the CPU model, its bf16 flags and the fp32 matmul peak.
 """
 
@@ -76,6 +80,66 @@ def matmul_gflops(m, k, n, jit_compile, runs=7):
     return best
 
 
+# Events of the runtime, not ops: the caller waiting on the XLA program or the executor, and
+# the executor's and XLA's own bookkeeping. Their self time is left out of the op shares.
+RUNTIME_EVENTS = frozenset({"BlockUntilReady", "Await", "Process", "Execute", "ExecuteAsyncOnStream", "Start",
+                            "Done", "ExecutorDoneCallback", "ParallelFor", "StartRegion", "StopRegion", "Record"})
+
+
+def op_profile(fn, calls, logdir):
+    """Op-level timing of `calls` calls of fn from a tf.profiler trace (kept in logdir for
+    TensorBoard's profile plugin): each op's self time (its event's duration less the events
+    nested in it, on the same thread), summed over threads and grouped by op type (a graph
+    op's type, an XLA instruction's name without its ".N"), in ms per call, with its share of
+    all op time and its count per call. Only TensorFlow's worker threads (tf_Compute,
+    tf_numa_*_Eigen) are read, and RUNTIME_EVENTS are left out."""
+    import collections
+    import glob
+    import re
+    import shutil
+
+    import tensorflow as tf
+    from tensorflow.tsl.profiler.protobuf import xplane_pb2
+
+    shutil.rmtree(logdir, ignore_errors=True)
+    tf.profiler.experimental.start(logdir)
+    start = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    wall = (time.perf_counter() - start) / calls
+    tf.profiler.experimental.stop()
+    space = xplane_pb2.XSpace()
+    with open(sorted(glob.glob(os.path.join(logdir, "**", "*.xplane.pb"), recursive=True))[-1], "rb") as fh:
+        space.ParseFromString(fh.read())
+    self_ps, count = collections.Counter(), collections.Counter()
+    for plane in space.planes:
+        for line in plane.lines:
+            if not line.name.startswith("tf_"):  # only TensorFlow's worker threads, not the caller's
+                continue
+            stack = []  # [end_ps, op, self_ps] of the open events, innermost last
+
+            def close(event):
+                self_ps[event[1]] += event[2]
+                count[event[1]] += 1
+
+            for e in sorted((e for e in line.events if e.duration_ps > 0), key=lambda e: (e.offset_ps, -e.duration_ps)):
+                while stack and stack[-1][0] <= e.offset_ps:
+                    close(stack.pop())
+                if stack:
+                    stack[-1][2] -= e.duration_ps
+                name = plane.event_metadata[e.metadata_id].name.split(":")[-1].strip()
+                stack.append([e.offset_ps + e.duration_ps, re.sub(r"\.\d+$", "", name), e.duration_ps])
+            while stack:
+                close(stack.pop())
+    ops = {op: ps for op, ps in self_ps.items() if op not in RUNTIME_EVENTS}
+    total = sum(ops.values()) or 1
+    rows = [{"op": op, "ms_per_call": round(ps / 1e9 / calls, 2), "share": round(ps / total, 4),
+             "count_per_call": count[op] / calls} for op, ps in sorted(ops.items(), key=lambda kv: -kv[1])]
+    matmul = sum(r["share"] for r in rows if "MatMul" in r["op"] or r["op"].startswith("dot"))
+    return {"wall_ms_per_call": round(1000 * wall, 1), "op_ms_per_call": round(total / 1e9 / calls, 1),
+            "matmul_share": round(matmul, 4), "ops": rows, "trace_dir": logdir}
+
+
 def define_flags():
     from absl import flags
 
@@ -89,6 +153,9 @@ def define_flags():
     flags.DEFINE_integer("vocab_size", SAMPLE_VOCAB_SIZE, "SentencePiece pieces (albert_base has 30000; the "
                          "sample corpus allows at most 18,075).")
     flags.DEFINE_float("corpus_mb", 10.4, "Sample corpus size the SentencePiece model is trained on.")
+    flags.DEFINE_integer("profile_calls", 2, "Calls traced with tf.profiler per profiled variant (albert_tf's "
+                         "signature, its XLA export's, keras-hub's XLA predict) after the rounds, for the op-level "
+                         "table op_profile.json/csv; 0 turns the profile off.")
     flags.DEFINE_string("output_dir", "results/inference_bench", "Where results (and the export) go.")
     flags.DEFINE_bool("tiny", False, "Smoke test: a 2-layer hidden-64 config, few calls, a 1000-piece "
                       "SentencePiece model (flags given explicitly still win).")
@@ -102,6 +169,8 @@ def run(f):
     for name in ("repeats", "calls", "warmup_calls", "batch_size", "seq_length"):
         if getattr(f, name) < 1:
             raise ValueError(f"--{name} must be positive.")
+    if f.profile_calls < 0:
+        raise ValueError(f"--profile_calls={f.profile_calls}: give 0 (no profile) or more.")
     precision = choose(f.dtype_policy)
     policy = precision.policy
     import keras
@@ -256,6 +325,28 @@ def run(f):
           f"1.1x it needs {100 * roofline['share_of_peak_needed_for_1_1x']:.0f}% (more than 100%: beyond this "
           f"machine's matmul rate for the same FLOPs)")
 
+    # --- op-level profile: where each path's time goes ----------------------------------------
+    profiles = {}
+    if f.profile_calls:
+        for name in ("albert_tf_saved_model_signature", "albert_tf_saved_model_signature_xla",
+                     "keras_hub_predict_on_batch_jit"):
+            profiles[name] = p = op_profile(variants[name][0], f.profile_calls, os.path.join(out, "profile", name))
+            print(f"profile {name}: {p['wall_ms_per_call']:.0f} ms per call, op time {p['op_ms_per_call']:.0f} ms "
+                  f"(summed over threads), matmuls {100 * p['matmul_share']:.1f}%; top: "
+                  + ", ".join(f"{r['op']} {100 * r['share']:.1f}%" for r in p["ops"][:6]), flush=True)
+        xla = profiles["albert_tf_saved_model_signature_xla"]
+        roofline["xla_matmul_share_of_op_time"] = xla["matmul_share"]
+        roofline["speedup_bound_if_every_other_op_were_free"] = round(1 / xla["matmul_share"], 3)
+        print(f"profile: under XLA matmuls are {100 * xla['matmul_share']:.1f}% of albert_tf's op time, so with every "
+              f"other op free (and matmuls at the same rate) a call would be at most "
+              f"{roofline['speedup_bound_if_every_other_op_were_free']:.2f}x faster", flush=True)
+        atomic.write_json(os.path.join(out, "op_profile.json"), {"profile_calls": f.profile_calls, "batch_size": B,
+                                                                  "seq_length": T, "variants": profiles})
+        with atomic.open_file(os.path.join(out, "op_profile.csv"), "w") as fh:
+            writer = csv.DictWriter(fh, fieldnames=["variant", "op", "ms_per_call", "share", "count_per_call"])
+            writer.writeheader()
+            writer.writerows(dict(r, variant=name) for name, p in profiles.items() for r in p["ops"])
+
     common = {"cpu_model": cpu, "cpu_bf16_flags": " ".join(bf16), "matmul_peak_gflops": round(peak, 1),
               "tiny": bool(f.tiny), "repeats": f.repeats, "calls": f.calls, "batch_size": B, "seq_length": T,
               "dtype_policy": policy, "vocab_size": vocab}
@@ -269,7 +360,8 @@ def run(f):
         writer = csv.DictWriter(fh, fieldnames=fields, extrasaction="ignore")
         writer.writeheader()
         writer.writerows(dict(common, **r) for r in rows)
-    print(f"wrote {out}/results.json and results.csv")
+    print(f"wrote {out}/results.json and results.csv" + (" (op_profile.json, op_profile.csv, traces in profile/)"
+                                                         if profiles else ""))
     return 0
 
 

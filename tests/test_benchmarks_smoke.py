@@ -25,8 +25,9 @@ def _run(script, *args, timeout=300):
 
 def test_inference_bench_tiny_writes_results(tmp_path):
     out = tmp_path / "inference"
+    # float32 whatever the CPU: "auto" picks mixed_bfloat16 on bf16 hardware, where outputs differ by bf16 rounding
     result = _run("inference_bench.py", "--tiny", "--repeats=1", "--calls=2", "--warmup_calls=1",
-                  f"--output_dir={out}")
+                  "--dtype_policy=float32", f"--output_dir={out}")
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-4000:]
     assert "albert_tf / keras-hub:" in result.stdout
     with open(out / "results.json") as f:
@@ -52,6 +53,27 @@ def test_inference_bench_tiny_writes_results(tmp_path):
         table = list(csv.DictReader(f))
     assert {r["variant"] for r in table} == set(rows)
     assert {"median_examples_per_second", "ratio_vs_keras_hub_fastest", "cpu_model"} <= set(table[0])
+    # the op-level profile: real tf.profiler traces read back into per-op self times
+    with open(out / "op_profile.json") as f:
+        profile = json.load(f)
+    assert set(profile["variants"]) == {"albert_tf_saved_model_signature", "albert_tf_saved_model_signature_xla",
+                                        "keras_hub_predict_on_batch_jit"}
+    for name, p in profile["variants"].items():
+        ops = {r["op"]: r for r in p["ops"]}
+        assert 0 < p["matmul_share"] < 1 and p["op_ms_per_call"] > 0, name
+        assert sum(r["share"] for r in p["ops"]) == pytest.approx(1, abs=0.01)
+        assert not {"BlockUntilReady", "ExecutorDoneCallback"} & set(ops)  # runtime events are not ops
+        assert os.listdir(p["trace_dir"])  # the trace stays for TensorBoard
+    graph_ops = {r["op"]: r for r in profile["variants"]["albert_tf_saved_model_signature"]["ops"]}
+    # 2 layers: Q K V O, 2 FF each; with oneDNN on (CPUs with AVX-512) the graph ops are _MklMatMul, _MklSoftmax
+    dense_matmuls = sum(r["count_per_call"] for op, r in graph_ops.items() if "MatMul" in op and "Batch" not in op)
+    assert dense_matmuls >= 2 * 6 and any(op.endswith("Softmax") for op in graph_ops), graph_ops
+    assert any(op.endswith("fusion") for op in {r["op"] for r in profile["variants"][
+        "albert_tf_saved_model_signature_xla"]["ops"]})  # XLA's instructions, not graph ops
+    assert roofline["speedup_bound_if_every_other_op_were_free"] == pytest.approx(
+        1 / profile["variants"]["albert_tf_saved_model_signature_xla"]["matmul_share"], rel=1e-2)
+    with open(out / "op_profile.csv", newline="") as f:
+        assert {"variant", "op", "ms_per_call", "share", "count_per_call"} == set(next(csv.DictReader(f)))
 
 
 @pytest.mark.parametrize("flag, named", [("--systems=albert_tf,pytorch_lightning", "pytorch_lightning"),

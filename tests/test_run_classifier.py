@@ -137,7 +137,8 @@ def test_sts_b_regression_from_an_albert_tf_checkpoint_in_process(tiny_export, s
         f"--init_checkpoint={tiny_export['pretrained']}", f"--spm_model_file={tiny_export['spm']}",
         f"--max_seq_length={SEQ}", "--do_train", "--do_eval", "--train_batch_size=8", "--eval_batch_size=8",
         "--train_step=12", "--save_checkpoints_steps=6", "--iterations_per_loop=6", "--learning_rate=1e-3",
-        f"--export_dir={tmp_path / 'export'}"])
+        f"--export_dir={tmp_path / 'export'}",
+        "--dtype_policy=float32"])  # compared with its float32 export below; "auto" is bf16 on bf16 CPUs
     results = run_classifier.run(values, stream=open(os.devnull, "w"))
     assert results["final_step"] == 12 and results["labels"] == []
     summary = results["eval"]
