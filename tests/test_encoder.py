@@ -108,6 +108,25 @@ def test_skipping_padding_gives_the_same_outputs_and_gradients(tiny_config, shar
     np.testing.assert_allclose(padded["pooled_output"], traced, atol=1e-5, rtol=0)
 
 
+def test_a_call_works_on_rows_and_equals_the_functional_graph(tiny_config):
+    """Every per-token op runs on rows [B * T, H]: each Dense is a 2-D MatMul feeding its
+    BiasAdd directly (the pattern TensorFlow fuses with the GELU into one oneDNN kernel; a
+    [B, T, H] Dense puts a reshape between them). The outputs are the functional graph's."""
+    encoder = AlbertEncoder(no_dropout(tiny_config))
+    inputs = random_inputs(tiny_config, batch=3, length=12)
+    graph_outputs = to_numpy(super(AlbertEncoder, encoder).call(inputs, training=False))  # keras Functional
+    assert_all_close(to_numpy(encoder(inputs, training=False)), graph_outputs, atol=1e-6)
+
+    spec = {k: tf.TensorSpec([None, None], tf.int32) for k in inputs}
+    graph = tf.function(lambda x: encoder(x)["pooled_output"]).get_concrete_function(spec).graph
+    bias_adds = [op for op in graph.get_operations() if op.type == "BiasAdd"]
+    # per layer Q, K, V, output, intermediate, output_dense; the embedding projection; the pooler
+    assert len(bias_adds) == 6 * tiny_config.num_hidden_layers + 2, [op.name for op in bias_adds]
+    for op in bias_adds:
+        producer = op.inputs[0].op
+        assert producer.type == "MatMul" and producer.inputs[0].shape.rank == 2, (op.name, producer.type)
+
+
 def test_dropout_only_in_training(tiny_config):
     assert tiny_config.hidden_dropout_prob > 0
     encoder = AlbertEncoder(tiny_config)

@@ -72,10 +72,12 @@ class AlbertEncoder(PretrainedMixin, keras.Model):
     the first token), `encoder_outputs` (list of L tensors [B, T, H], one per outer
     layer; the last equals `sequence_output`).
 
+    A call runs every per-token op on rows [R, H], every position's (R = B * T) by default,
+    and places them back as [B, T, H] for the attention only (see encoder_block: in a
+    TensorFlow graph each Dense's matmul, bias and GELU then fuse into one kernel).
     Skipping padding: with `encoder.skip_padding = True` (or inside
-    `skipping_padding(model)`) a call runs every per-token op on the R real tokens only
-    ([R, H] instead of [B, T, H]; see encoder_block.padding_indices) and places them back
-    for the attention. Real positions and `pooled_output` are the same as padded (to float
+    `skipping_padding(model)`) the rows are the R real tokens only (see
+    encoder_block.padding_indices). Real positions and `pooled_output` are the same as padded (to float
     rounding); padded positions of `sequence_output` / `encoder_outputs` are zeros instead
     of values computed from the pad token. R varies per batch, so this is for eager and
     tf.function runs on CPUs and GPUs, not XLA or TPUs (static shapes); off by default.
@@ -194,15 +196,13 @@ class AlbertEncoder(PretrainedMixin, keras.Model):
         self._layer_steps = layer_steps
 
     def call(self, inputs, training=None, mask=None):
-        if not self.skip_padding:
-            return super().call(inputs, training=training, mask=mask)
-        return self._call_skipping_padding(inputs, training)
-
-    def _call_skipping_padding(self, inputs, training):
+        # the same layers and order as the functional graph built in __init__, on rows [R, H]
         word_ids, input_mask, type_ids = (ops.cast(inputs[k], "int32") for k in INPUT_NAMES)
         batch, length = ops.shape(word_ids)[0], ops.shape(word_ids)[1]
-        indices = padding_indices(input_mask)  # token_index [R], padded_index [B*T]
-        x = to_tokens(self.embeddings(word_ids, type_ids, training=training), indices[0])  # [R, E]
+        # token_index [R], padded_index [B*T]; None: every position is a row (R = B * T)
+        indices = padding_indices(input_mask) if self.skip_padding else None
+        token_index, padded_index = (None, None) if indices is None else indices
+        x = to_tokens(self.embeddings(word_ids, type_ids, training=training), token_index)  # [R, E]
         if self.embedding_projection is not None:
             x = self.embedding_projection(x)  # [R, H]
         encoder_outputs = []
@@ -210,7 +210,7 @@ class AlbertEncoder(PretrainedMixin, keras.Model):
             for attention, ffn in steps:
                 x = attention(x, input_mask, training=training, indices=indices)
                 x = ffn(x, training=training)
-            encoder_outputs.append(to_padded(x, indices[1], batch, length))  # [B, T, H]
+            encoder_outputs.append(to_padded(x, padded_index, batch, length))  # [B, T, H]
         sequence_output = encoder_outputs[-1]
         return {"sequence_output": sequence_output, "pooled_output": self.pooler(sequence_output[:, 0, :]),
                 "encoder_outputs": encoder_outputs}

@@ -10,11 +10,14 @@ layers (`AlbertConfig.sharing`, paper Table 5).
 Shape legend: B batch, T sequence length, H hidden size, N heads, D = H / N, I
 intermediate size, R the real (unpadded) tokens of a batch.
 
-Both sub-layers also run on the real tokens alone, flattened to [R, H] (see
-`padding_indices`): every per-token op (the four attention projections, the feed-forward,
-the layer norms) then costs R rows instead of B * T, and only the attention itself is done
-on [B, T] after placing the tokens back. Each real token's result is the same as with padding
-(padded keys are masked out either way); this is how AlbertEncoder skips padding.
+Both sub-layers also run on tokens flattened to rows, [R, H]: every per-token op (the four
+attention projections, the feed-forward, the layer norms) works on 2-D rows and only the
+attention itself is done on [B, T] after placing the tokens back. AlbertEncoder always calls
+them this way: with every position as a row (R = B * T; a reshape, no copy), where a 2-D
+matmul, its bias and the GELU become one fused kernel in TensorFlow graphs (oneDNN's
+_FusedMatMul; a [B, T, H] Dense puts a reshape between them), or, skipping padding, with the
+real tokens alone (see `padding_indices`), so those ops cost R rows instead of B * T. Each
+real token's result is the same as with padding (padded keys are masked out either way).
 """
 
 import math
@@ -46,15 +49,17 @@ def padding_indices(input_mask):
     return token_index, padded_index
 
 
-def to_tokens(x, token_index):
-    """[B, T, C] -> the real tokens' rows [R, C]."""
-    return ops.take(ops.reshape(x, (-1, ops.shape(x)[-1])), token_index, axis=0)
+def to_tokens(x, token_index=None):
+    """[B, T, C] -> the real tokens' rows [R, C] (token_index None: every position, [B * T, C])."""
+    rows = ops.reshape(x, (-1, ops.shape(x)[-1]))
+    return rows if token_index is None else ops.take(rows, token_index, axis=0)
 
 
 def to_padded(x, padded_index, batch, length):
-    """[R, C] -> [B, T, C], zeros at padding."""
-    rows = ops.concatenate([x, ops.zeros_like(x[:1])], axis=0)
-    return ops.reshape(ops.take(rows, padded_index, axis=0), (batch, length, ops.shape(x)[-1]))
+    """[R, C] -> [B, T, C], zeros at padding (padded_index None: x is every position's row)."""
+    if padded_index is not None:
+        x = ops.take(ops.concatenate([x, ops.zeros_like(x[:1])], axis=0), padded_index, axis=0)
+    return ops.reshape(x, (batch, length, ops.shape(x)[-1]))
 
 
 def gelu_tanh(x):
@@ -98,14 +103,14 @@ class AlbertAttention(keras.layers.Layer):
         initializer_range: float. Truncated-normal stddev.
 
     Call args:
-        x: float [B, T, H], or the real tokens [R, H] when `indices` is given.
+        x: float [B, T, H], or rows [R, H]: every position's (R = B * T, in order) when
+            `indices` is None, the real tokens' when it is given.
         input_mask: int or bool [B, T], 1 for real tokens, 0 for padding.
         training: bool.
-        indices: None, or `padding_indices(input_mask)`: x is then [R, H] and so is the
-            result (padding skipped).
+        indices: None, or `padding_indices(input_mask)` with x [R, H] (padding skipped).
 
     Returns:
-        float [B, T, H] (or [R, H]).
+        float, the shape of x.
 
     Example:
     ```python
@@ -166,13 +171,15 @@ class AlbertAttention(keras.layers.Layer):
         return ops.transpose(x, (0, 2, 1, 3))
 
     def call(self, x, input_mask, training=None, indices=None):
-        check_rank(x, 3 if indices is None else 2, "x")
+        rows = len(x.shape) == 2  # [R, H]
+        check_rank(x, 2 if rows or indices is not None else 3, "x")
         check_rank(input_mask, 2, "input_mask")
         batch, length = ops.shape(input_mask)[0], ops.shape(input_mask)[1]
+        token_index, padded_index = (None, None) if indices is None else indices
 
         def heads(t):  # [B, T, H] or [R, H] -> [B, N, T, D]
-            if indices is not None:
-                t = to_padded(t, indices[1], batch, length)
+            if rows:
+                t = to_padded(t, padded_index, batch, length)
             return self._split_heads(t, batch, length)
 
         q, k, v = heads(self.query(x)), heads(self.key(x)), heads(self.value(x))
@@ -184,8 +191,8 @@ class AlbertAttention(keras.layers.Layer):
         probs = self.probs_dropout(probs, training=training)
         context = ops.matmul(probs, v)  # [B, N, T, D]
         context = ops.reshape(ops.transpose(context, (0, 2, 1, 3)), (batch, length, self.hidden_size))
-        if indices is not None:
-            context = to_tokens(context, indices[0])  # [R, H]
+        if rows:
+            context = to_tokens(context, token_index)  # [R, H]
         out = self.output_dropout(self.dense(context), training=training)
         return self.layer_norm(x + out)
 
