@@ -230,7 +230,9 @@ def test_mixed_bfloat16_export_keeps_the_float32_contract_and_fine_tunes(exporte
     assert np.abs(outputs["pooled_output"].numpy() - reference).max() > 0  # and it really is not float32
 
     layer = keras.layers.TFSMLayer(os.path.join(path, "encoder"), call_endpoint="serve")
-    np.testing.assert_allclose(layer(inputs)["pooled_output"], outputs["pooled_output"], atol=1e-6)
+    # the same bf16 graph through another endpoint: oneDNN may fuse its matmuls, bias and GELU
+    # differently there, so outputs agree to bf16 rounding (one bf16 step at 0.03 is 1.2e-4)
+    np.testing.assert_allclose(layer(inputs)["pooled_output"], outputs["pooled_output"], atol=2e-3)
     encoder_layer = hub.KerasLayer(os.path.join(path, "encoder"), trainable=True)
     text = tf_keras.layers.Input(shape=(), dtype=tf.string)
     logits = tf_keras.layers.Dense(2)(encoder_layer(hub.KerasLayer(os.path.join(path, "preprocess"))(text))
