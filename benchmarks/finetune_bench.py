@@ -28,7 +28,8 @@ Systems (each trained for the same number of steps: --warmup_steps, then --steps
   albert_tf_buckets_only: the buckets, padding computed; albert_tf_no_buckets: every batch
   padded to 128 and computed, as the release (so the share of each mechanism shows). Evaluation:
   Trainer.per_example_outputs over the dev split. Requests: the raw-string classifier
-  SavedModel written by export_classifier (buckets as trained) and loaded back with
+  SavedModel written by export_classifier (buckets as trained; float32 whatever the training
+  policy, as run_classifier exports it) and loaded back with
   tf.saved_model.load in this process; `model(tf.constant(texts))`.
 - keras_hub: keras_hub.models.AlbertTextClassifier on an AlbertBackbone of the same dims
   and vocabulary, with its own AlbertTextClassifierPreprocessor (AlbertTokenizer built
@@ -273,8 +274,10 @@ class AlbertTfSystem:
         warm = time.perf_counter() - start
         start = time.perf_counter()
         export_dir = os.path.join(self.ctx.out, f"export_{self.name}")
-        export_classifier(self.task.preprocess, self.trainer.model, export_dir, f.max_seq_length, list(LABELS),
-                          pair=False, task_name="docstring_topics", widths=self.widths,
+        # float32 whatever the training policy, as run_classifier exports (a bf16 serving graph would
+        # cast every shared weight at each of its 12 uses per request)
+        export_classifier(self.task.preprocess, self.trainer.model_in("float32"), export_dir, f.max_seq_length,
+                          list(LABELS), pair=False, task_name="docstring_topics", widths=self.widths,
                           skip_padding=self.skip_padding)
         self.served = self.tf.saved_model.load(export_dir)
         exported = time.perf_counter() - start

@@ -64,12 +64,13 @@ def encoder_flops(config, batch, length):
     return 2 * B * T * E * H + L * (8 * B * T * H * H + 4 * B * T * H * I + 4 * B * T * T * H) + 2 * B * H * H
 
 
-def matmul_gflops(m, k, n, jit_compile, runs=7):
-    """The best GFLOP/s of a float32 [m, k] x [k, n] matmul in a tf.function (XLA with
-    jit_compile): the encoder's largest matmul shape, the attainable rate for its FLOPs."""
+def matmul_gflops(m, k, n, jit_compile, dtype="float32", runs=7):
+    """The best GFLOP/s of a [m, k] x [k, n] matmul of `dtype` (the policy's compute dtype) in a
+    tf.function (XLA with jit_compile): the encoder's largest matmul shape, the attainable rate
+    for its FLOPs."""
     import tensorflow as tf
 
-    a, b = tf.random.normal((m, k)), tf.random.normal((k, n))
+    a, b = tf.cast(tf.random.normal((m, k)), dtype), tf.cast(tf.random.normal((k, n)), dtype)
     fn = tf.function(lambda x, y: tf.matmul(x, y), jit_compile=jit_compile)
     fn(a, b).numpy()
     best = 0.0
@@ -275,7 +276,8 @@ def run(f):
 
     # the attainable rate: the encoder's feed-forward matmul shape, graph and XLA, before and after the rounds
     shape = (B * T, config.hidden_size, config.intermediate_size)
-    peaks = {"graph": [matmul_gflops(*shape, False)], "xla": [matmul_gflops(*shape, True)]}
+    compute_dtype = keras.mixed_precision.DTypePolicy(policy).compute_dtype  # bfloat16 under mixed_bfloat16
+    peaks = {"graph": [matmul_gflops(*shape, False, compute_dtype)], "xla": [matmul_gflops(*shape, True, compute_dtype)]}
     rates = {name: [] for name in variants}
     for r in range(f.repeats):
         for name, (fn, _) in variants.items():
@@ -285,8 +287,8 @@ def run(f):
             rates[name].append(f.calls * B / (time.perf_counter() - start))
         print(f"round {r + 1}/{f.repeats}: " + ", ".join(f"{n} {v[-1]:.2f}" for n, v in rates.items()), flush=True)
 
-    peaks["graph"].append(matmul_gflops(*shape, False))
-    peaks["xla"].append(matmul_gflops(*shape, True))
+    peaks["graph"].append(matmul_gflops(*shape, False, compute_dtype))
+    peaks["xla"].append(matmul_gflops(*shape, True, compute_dtype))
     flops = encoder_flops(config, B, T)
     attainable = max(max(v) for v in peaks.values())
     rows = []
@@ -313,17 +315,18 @@ def run(f):
     print(f"albert_tf / keras-hub: {ratio:.2f}x (albert_tf's serving signature over keras-hub's {hub_best}); "
           f"{ratio_xla:.2f}x exported with --jit_compile (its signature under XLA)")
     roofline = {
-        "encoder_gflop_per_call": round(flops / 1e9, 2), "matmul_shape": list(shape),
+        "encoder_gflop_per_call": round(flops / 1e9, 2), "matmul_shape": list(shape), "matmul_dtype": compute_dtype,
         "matmul_gflops_graph": [round(x, 1) for x in peaks["graph"]],
         "matmul_gflops_xla": [round(x, 1) for x in peaks["xla"]], "attainable_gflops": round(attainable, 1),
         "keras_hub_fastest_share_of_peak": by[hub_best]["share_of_matmul_peak"],
         "share_of_peak_needed_for_1_1x": round(1.1 * by[hub_best]["share_of_matmul_peak"], 3)}
-    print(f"roofline: {flops / 1e9:.1f} GFLOP per call; the {shape[0]}x{shape[1]}x{shape[2]} matmul ran at "
-          f"{', '.join(f'{x:.1f}' for x in peaks['graph'])} GFLOP/s in graph and "
+    needed = roofline["share_of_peak_needed_for_1_1x"]
+    print(f"roofline: {flops / 1e9:.1f} GFLOP per call; the {shape[0]}x{shape[1]}x{shape[2]} {compute_dtype} matmul "
+          f"ran at {', '.join(f'{x:.1f}' for x in peaks['graph'])} GFLOP/s in graph and "
           f"{', '.join(f'{x:.1f}' for x in peaks['xla'])} under XLA (before, after the rounds); keras-hub's "
           f"fastest computed at {100 * roofline['keras_hub_fastest_share_of_peak']:.0f}% of the best of those, so "
-          f"1.1x it needs {100 * roofline['share_of_peak_needed_for_1_1x']:.0f}% (more than 100%: beyond this "
-          f"machine's matmul rate for the same FLOPs)")
+          f"1.1x it needs {100 * needed:.0f}%" + (" (more than 100%: beyond this machine's matmul rate for the same "
+                                                   "FLOPs)" if needed > 1 else ""))
 
     # --- op-level profile: where each path's time goes ----------------------------------------
     profiles = {}
