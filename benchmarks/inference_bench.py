@@ -136,7 +136,7 @@ def op_profile(fn, calls, logdir):
     total = sum(ops.values()) or 1
     rows = [{"op": op, "ms_per_call": round(ps / 1e9 / calls, 2), "share": round(ps / total, 4),
              "count_per_call": count[op] / calls} for op, ps in sorted(ops.items(), key=lambda kv: -kv[1])]
-    matmul = sum(r["share"] for r in rows if "MatMul" in r["op"] or r["op"].startswith("dot"))
+    matmul = sum(r["share"] for r in rows if "MatMul" in r["op"] or "Einsum" in r["op"] or r["op"].startswith("dot"))
     return {"wall_ms_per_call": round(1000 * wall, 1), "op_ms_per_call": round(total / 1e9 / calls, 1),
             "matmul_share": round(matmul, 4), "ops": rows, "trace_dir": logdir}
 
