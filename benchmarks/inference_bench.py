@@ -277,7 +277,8 @@ def run(f):
     # the attainable rate: the encoder's feed-forward matmul shape, graph and XLA, before and after the rounds
     shape = (B * T, config.hidden_size, config.intermediate_size)
     compute_dtype = keras.mixed_precision.DTypePolicy(policy).compute_dtype  # bfloat16 under mixed_bfloat16
-    peaks = {"graph": [matmul_gflops(*shape, False, compute_dtype)], "xla": [matmul_gflops(*shape, True, compute_dtype)]}
+    peaks = {"graph": [matmul_gflops(*shape, False, compute_dtype)],
+             "xla": [matmul_gflops(*shape, True, compute_dtype)]}
     rates = {name: [] for name in variants}
     for r in range(f.repeats):
         for name, (fn, _) in variants.items():

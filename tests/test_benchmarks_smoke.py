@@ -60,7 +60,12 @@ def test_inference_bench_tiny_writes_results(tmp_path):
                                         results["keras_hub_fastest"]}
     for name, p in profile["variants"].items():
         ops = {r["op"]: r for r in p["ops"]}
-        assert 0 < p["matmul_share"] < 1 and p["op_ms_per_call"] > 0, name
+        # the matmul share is that of the matmul rows (graph MatMul/_Mkl*MatMul/Einsum, XLA dot), and
+        # matmuls are a large part of even the tiny config's op time (38-55% measured)
+        rows_share = sum(r["share"] for r in p["ops"] if "MatMul" in r["op"] or "Einsum" in r["op"]
+                         or r["op"].startswith("dot"))
+        assert p["matmul_share"] == pytest.approx(rows_share, abs=1e-3) and rows_share > 0.2, name
+        assert p["op_ms_per_call"] > 0, name
         assert sum(r["share"] for r in p["ops"]) == pytest.approx(1, abs=0.01)
         assert not {"BlockUntilReady", "ExecutorDoneCallback"} & set(ops)  # runtime events are not ops
         assert os.listdir(p["trace_dir"])  # the trace stays for TensorBoard

@@ -62,9 +62,9 @@ def _run(args):
 def _common(data_dir, spm_model, config_file, output_dir):
     # float32 whatever the CPU: these runs are compared with their float32 exports to 1e-4/1e-5, and
     # "auto" trains and evaluates in mixed_bfloat16 on bf16 hardware (tests/test_precision.py covers bf16)
-    return ["--dtype_policy=float32", f"--data_dir={data_dir}", f"--spm_model_file={spm_model}", f"--albert_config_file={config_file}",
-            f"--output_dir={output_dir}", f"--max_seq_length={SEQ}", "--max_qa_length=32", "--eval_batch_size=16",
-            "--predict_batch_size=16"]
+    return ["--dtype_policy=float32", f"--data_dir={data_dir}", f"--spm_model_file={spm_model}",
+            f"--albert_config_file={config_file}", f"--output_dir={output_dir}", f"--max_seq_length={SEQ}",
+            "--max_qa_length=32", "--eval_batch_size=16", "--predict_batch_size=16"]
 
 
 def _rows(path):

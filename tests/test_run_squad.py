@@ -118,9 +118,10 @@ def _flags(module, args):
 def _common(spm_model, config_file, output_dir, train_file):
     # float32 whatever the CPU: these runs are compared with their float32 exports to 1e-4/1e-5, and
     # "auto" trains and evaluates in mixed_bfloat16 on bf16 hardware (tests/test_precision.py covers bf16)
-    return ["--dtype_policy=float32", f"--spm_model_file={spm_model}", f"--albert_config_file={config_file}", f"--output_dir={output_dir}",
-            f"--train_file={train_file}", f"--predict_file={train_file}", f"--max_seq_length={SEQ}",
-            f"--doc_stride={STRIDE}", "--max_query_length=32", "--predict_batch_size=16", "--n_best_size=5"]
+    return ["--dtype_policy=float32", f"--spm_model_file={spm_model}", f"--albert_config_file={config_file}",
+            f"--output_dir={output_dir}", f"--train_file={train_file}", f"--predict_file={train_file}",
+            f"--max_seq_length={SEQ}", f"--doc_stride={STRIDE}", "--max_query_length=32", "--predict_batch_size=16",
+            "--n_best_size=5"]
 
 
 def test_v1_learns_the_training_set_and_predict_only_reproduces_it(squad_files, spm_model, config_file, tmp_path,

@@ -74,13 +74,14 @@ class AlbertEncoder(PretrainedMixin, keras.Model):
 
     A call runs every per-token op on rows [R, H], every position's (R = B * T) by default,
     and places them back as [B, T, H] for the attention only (see encoder_block: in a
-    TensorFlow graph each Dense's matmul, bias and GELU then fuse into one kernel).
+    TensorFlow graph with oneDNN each Dense's matmul, bias and GELU then fuse into one kernel).
     Skipping padding: with `encoder.skip_padding = True` (or inside
     `skipping_padding(model)`) the rows are the R real tokens only (see
-    encoder_block.padding_indices). Real positions and `pooled_output` are the same as padded (to float
-    rounding); padded positions of `sequence_output` / `encoder_outputs` are zeros instead
-    of values computed from the pad token. R varies per batch, so this is for eager and
-    tf.function runs on CPUs and GPUs, not XLA or TPUs (static shapes); off by default.
+    encoder_block.padding_indices). Real positions and `pooled_output` are the same as
+    padded (to float rounding); padded positions of `sequence_output` / `encoder_outputs`
+    are zeros instead of values computed from the pad token. R varies per batch, so this is
+    for eager and tf.function runs on CPUs and GPUs, not XLA or TPUs (static shapes); off
+    by default.
 
     Example:
     ```python
