@@ -87,6 +87,12 @@ RUNTIME_EVENTS = frozenset({"BlockUntilReady", "Await", "Process", "Execute", "E
                             "Done", "ExecutorDoneCallback", "ParallelFor", "StartRegion", "StopRegion", "Record"})
 
 
+def is_matmul(op):
+    """A profiled op that is a matmul: graph MatMul / BatchMatMulV2 (oneDNN's _Mkl*MatMul*,
+    fused ones included), Einsum, or an XLA dot."""
+    return "MatMul" in op or "Einsum" in op or op.startswith("dot")
+
+
 def op_profile(fn, calls, logdir):
     """Op-level timing of `calls` calls of fn from a tf.profiler trace (kept in logdir for
     TensorBoard's profile plugin): each op's self time (its event's duration less the events
@@ -136,7 +142,7 @@ def op_profile(fn, calls, logdir):
     total = sum(ops.values()) or 1
     rows = [{"op": op, "ms_per_call": round(ps / 1e9 / calls, 2), "share": round(ps / total, 4),
              "count_per_call": count[op] / calls} for op, ps in sorted(ops.items(), key=lambda kv: -kv[1])]
-    matmul = sum(r["share"] for r in rows if "MatMul" in r["op"] or "Einsum" in r["op"] or r["op"].startswith("dot"))
+    matmul = sum(r["share"] for r in rows if is_matmul(r["op"]))
     return {"wall_ms_per_call": round(1000 * wall, 1), "op_ms_per_call": round(total / 1e9 / calls, 1),
             "matmul_share": round(matmul, 4), "ops": rows, "trace_dir": logdir}
 
@@ -155,8 +161,8 @@ def define_flags():
                          "sample corpus allows at most 18,075).")
     flags.DEFINE_float("corpus_mb", 10.4, "Sample corpus size the SentencePiece model is trained on.")
     flags.DEFINE_integer("profile_calls", 2, "Calls traced with tf.profiler per profiled variant (albert_tf's "
-                         "signature, its XLA export's, keras-hub's XLA predict) after the rounds, for the op-level "
-                         "table op_profile.json/csv; 0 turns the profile off.")
+                         "signature, its XLA export's, keras-hub's fastest variant) after the rounds, for the "
+                         "op-level table op_profile.json/csv; 0 turns the profile off.")
     flags.DEFINE_string("output_dir", "results/inference_bench", "Where results (and the export) go.")
     flags.DEFINE_bool("tiny", False, "Smoke test: a 2-layer hidden-64 config, few calls, a 1000-piece "
                       "SentencePiece model (flags given explicitly still win).")

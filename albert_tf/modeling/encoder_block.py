@@ -171,8 +171,8 @@ class AlbertAttention(keras.layers.Layer):
         return ops.transpose(x, (0, 2, 1, 3))
 
     def call(self, x, input_mask, training=None, indices=None):
-        rows = len(x.shape) == 2  # [R, H]
-        check_rank(x, 2 if rows or indices is not None else 3, "x")
+        rows = indices is not None or len(x.shape) == 2  # x is [R, H]
+        check_rank(x, 2 if rows else 3, "x")
         check_rank(input_mask, 2, "input_mask")
         batch, length = ops.shape(input_mask)[0], ops.shape(input_mask)[1]
         token_index, padded_index = (None, None) if indices is None else indices
