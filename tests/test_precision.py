@@ -243,3 +243,61 @@ def test_squad_and_race_heads_under_mixed_bfloat16(kind, spm_model, tmp_path):
         assert a.dtype == b.dtype == np.float32, key
         np.testing.assert_allclose(a, b, atol=0.1, rtol=0.05, err_msg=key)
         assert np.abs(a - b).max() > 0, key  # the mixed model does compute in bf16
+
+
+def _traced_encoder_graph(encoder, inputs, training=False):
+    spec = {k: tf.TensorSpec([None, None], tf.int32) for k in inputs}
+    fn = tf.function(lambda x: encoder(x, training=training)["pooled_output"])
+    return fn.get_concrete_function(spec).graph
+
+
+def test_mixed_bfloat16_attention_core_is_float32_and_shared_weights_are_cast_once():
+    """Issue 29: under mixed_bfloat16 the attention core (q.k^T and probabilities x values,
+    the two rank-4 matmuls) computes in float32, the projections and feed-forward in bf16, and
+    each weight of the all-shared block is cast to bf16 once per forward, not once per layer."""
+    from albert_tf.modeling.encoder import AlbertEncoder
+    from conftest import random_inputs
+
+    config = AlbertConfig.from_preset("albert_tiny").replace(num_hidden_layers=4, num_hidden_groups=1)
+    with policy_scope("mixed_bfloat16"):
+        encoder = AlbertEncoder(config)
+    inputs = random_inputs(config, batch=2, length=12)
+    encoder(inputs)
+    for training in (False, True):
+        graph = _traced_encoder_graph(encoder, inputs, training)
+        ops_ = graph.get_operations()
+        core = [op for op in ops_ if op.type in ("BatchMatMulV2", "BatchMatMulV3", "BatchMatMul")]
+        assert len(core) == 2 * config.num_hidden_layers, [op.type for op in core]
+        assert {op.outputs[0].dtype for op in core} == {tf.float32}
+        dense = [op for op in ops_ if op.type == "MatMul" and "/embeddings" not in op.name]  # not the lookups
+        assert len(dense) == 6 * config.num_hidden_layers + 2 and {op.outputs[0].dtype for op in dense} == {tf.bfloat16}
+        # each of the shared block's six kernels is read and cast once (the embedding projection and
+        # the pooler, used once anyway, once each too)
+        kernel_casts = [op for op in ops_ if op.type == "Cast" and op.outputs[0].dtype == tf.bfloat16
+                        and op.inputs[0].op.type == "ReadVariableOp" and op.inputs[0].shape.rank == 2
+                        and "/embeddings" not in op.name]  # the embedding tables: read once anyway
+        assert len(kernel_casts) == 6 + 2, len(kernel_casts)
+    # float32: no casts of weights at all, and the same core
+    full = AlbertEncoder(config)
+    graph = _traced_encoder_graph(full, inputs)
+    assert not [op for op in graph.get_operations() if op.type == "Cast" and op.inputs[0].op.type == "ReadVariableOp"]
+
+
+def test_cast_once_gives_the_per_use_cast_outputs():
+    """The encoder's forward (weights cast once) against the Keras functional graph built from
+    the same layers (Keras casting each weight at each use): the same bf16 numbers."""
+    from albert_tf.modeling.encoder import AlbertEncoder
+    from conftest import random_inputs
+
+    config = AlbertConfig.from_preset("albert_tiny").replace(num_hidden_layers=4, num_hidden_groups=1,
+                                                             hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    with policy_scope("mixed_bfloat16"):
+        encoder = AlbertEncoder(config)
+    inputs = random_inputs(config, batch=3, length=12)
+    ours = encoder(inputs, training=False)
+    keras_graph = super(AlbertEncoder, encoder).call(inputs, training=False)
+    for key in ("sequence_output", "pooled_output"):
+        a, b = np.asarray(tf.cast(ours[key], tf.float32)), np.asarray(tf.cast(keras_graph[key], tf.float32))
+        real = inputs["input_mask"].astype(bool) if key == "sequence_output" else slice(None)
+        # bf16 has 8 bits of mantissa: two graphs that sum in a different order may differ by one step
+        np.testing.assert_allclose(a[real], b[real], rtol=2 ** -7, atol=2 ** -7, err_msg=key)

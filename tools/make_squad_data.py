@@ -28,6 +28,16 @@ answers for another entry (the answer a careless reader would give), so every
 answer_start indexes this context. Every answer_start is checked
 (`context[answer_start:].startswith(text)`) and ids are unique.
 
+--kind=people makes a harder task from the same docstrings: each context mixes real
+docstring sentences with facts about two people (names from REVIEWERS' first and last
+names, the pairs split between train and dev like the functions), four attributes each
+(PEOPLE_FACTS), e.g. "Inés Peña was born in Lisbon. <docstring sentence>. Jürgen Groß was born
+in Oslo."; each question asks one attribute of one of them ("Where was Jürgen Groß born?").
+A model that ignores the question picks one of eight spans and sits on a plateau (F1
+about 12) until attention learns to match the question's kind and then its name to the
+context. v2.0 adds questions about a
+third person who is not in the context (plausible answer: the same attribute of one who is).
+
 Deterministic for a given --seed and Python version. --split=train|dev keeps ~80% / ~20%
 of the functions (by a hash of their names), so two files made with different splits
 share no function; --split=all uses every function.
@@ -86,6 +96,9 @@ def define_flags():
     flags.DEFINE_integer("max_context_chars", 600, "Longest context in characters (at least 200).")
     flags.DEFINE_enum("split", "all", ["all", "train", "dev"],
                       "Which functions to use: all, or the ~80% train / ~20% dev share (disjoint).")
+    flags.DEFINE_enum("kind", "functions", ["functions", "people"],
+                      "functions: questions about the docstrings' functions; people: about two people per "
+                      "context, mixed with docstring sentences (module doc).")
 
 
 def _module_name(relative_path):
@@ -270,6 +283,77 @@ def make_dataset(version, num_questions, seed, max_context_chars, split="all", e
     return dataset
 
 
+PEOPLE_FACTS = {  # kind: (fact template, question template, values)
+    "city": ("{} was born in {}.", "Where was {} born?",
+             ("Lisbon", "Oslo", "Kraków", "Zürich", "Montréal", "São Paulo", "Reykjavík", "Málaga", "Brno",
+              "Tallinn", "Ghent", "Porto", "Bergen", "Lyon")),
+    "year": ("{} joined the project in {}.", "When did {} join the project?",
+             tuple(str(y) for y in range(1991, 2025))),
+    "module": ("{} maintains the {} module.", "Which module does {} maintain?",
+               tuple(m[:-3].replace("/", ".").replace(".__init__", "") for m in MODULES[:60])),
+    "language": ("At home {} speaks {}.", "What language does {} speak at home?",
+                 ("Portuguese", "Norwegian", "Polish", "German", "French", "Icelandic", "Spanish", "Czech",
+                  "Estonian", "Dutch", "Hungarian", "Danish", "Swedish", "Catalan")),
+}
+
+
+def _people(split):
+    firsts = sorted({r.split(" ")[0] for r in REVIEWERS})
+    lasts = sorted({r.split(" ")[1] for r in REVIEWERS})
+    return [f"{a} {b}" for a in firsts for b in lasts if in_split(f"{a} {b}", split)]
+
+
+def make_people_dataset(version, num_questions, seed, max_context_chars, split="all", entries=None):
+    """The --kind=people dataset (module doc); arguments as make_dataset's."""
+    if version not in ("1.1", "2.0"):
+        raise ValueError(f"--version must be 1.1 or 2.0, got {version!r}.")
+    if num_questions < 1 or max_context_chars < 200:
+        raise ValueError(f"need --num_questions >= 1 and --max_context_chars >= 200 "
+                         f"(got {num_questions}, {max_context_chars}).")
+    entries = docstring_entries() if entries is None else entries
+    filler = [s for e in entries if in_split(e["name"], split) for s in e["sentences"] if len(s) <= 120]
+    people, rng = _people(split), random.Random(seed)
+    articles, total = [], 0
+    while total < num_questions:
+        pair = rng.sample(people, 3)  # two described, a third for v2.0's unanswerable questions
+        kinds = sorted(PEOPLE_FACTS)
+        values = {kind: rng.sample(PEOPLE_FACTS[kind][2], 2) for kind in kinds}  # the two differ
+        facts = [(name, kind, values[kind][i]) for i, name in enumerate(pair[:2]) for kind in kinds]
+        rng.shuffle(facts)
+        pieces = [(PEOPLE_FACTS[kind][0].format(name, value), (name, kind, value)) for name, kind, value in facts]
+        pieces += [(sentence, None) for sentence in rng.sample(filler, 3)]
+        rng.shuffle(pieces)
+        context, spans = "", {}
+        for text, fact in pieces:
+            if len(context) + 1 + len(text) > max_context_chars and fact is None:
+                continue
+            context += (" " if context else "") + text
+            if fact is not None:
+                name, kind, value = fact
+                before, between, _ = PEOPLE_FACTS[kind][0].split("{}")
+                start = len(context) - len(text) + len(before) + len(name) + len(between)
+                spans[(name, kind)] = (start, value)
+        asked = rng.sample(sorted(spans), min(len(spans), rng.randint(2, 4), num_questions - total))
+        made = [(PEOPLE_FACTS[kind][1].format(name), [_answer(*spans[(name, kind)])], None) for name, kind in asked]
+        if version == "2.0" and len(made) > 1:
+            kind = rng.choice(kinds)
+            made[-1] = (PEOPLE_FACTS[kind][1].format(pair[2]), [], [_answer(*spans[(rng.choice(pair[:2]), kind)])])
+        p = len(articles)
+        qas = []
+        for j, (question, answers, plausible) in enumerate(made):
+            qa = {"id": f"s{seed}-p{p:05d}-q{j}", "question": question, "answers": answers}
+            if version == "2.0":
+                qa["is_impossible"] = not answers
+                if plausible:
+                    qa["plausible_answers"] = plausible
+            qas.append(qa)
+        total += len(qas)
+        articles.append({"title": " and ".join(pair[:2]), "paragraphs": [{"context": context, "qas": qas}]})
+    dataset = {"version": "1.1" if version == "1.1" else "v2.0", "data": articles}
+    check_dataset(dataset)
+    return dataset
+
+
 def check_dataset(dataset):
     """Raises ValueError unless every answer and plausible answer indexes its text in its
     context exactly, ids are unique, and v1.1 questions all have an answer.
@@ -304,7 +388,8 @@ def run(f):
     seed, max_context_chars, split = f.seed, f.max_context_chars, f.split
     if not output_file:
         raise ValueError("--output_file is required.")
-    dataset = make_dataset(version, num_questions, seed, max_context_chars, split)
+    make = make_people_dataset if f.kind == "people" else make_dataset
+    dataset = make(version, num_questions, seed, max_context_chars, split)
     paragraphs, questions, unanswerable = check_dataset(dataset)
     atomic.write_json(output_file, dataset, indent=None, sort_keys=False)
     print(f"wrote {output_file}: SQuAD {version}, {paragraphs} paragraphs, {questions} questions "

@@ -206,11 +206,16 @@ class AlbertEncoder(PretrainedMixin, keras.Model):
         x = to_tokens(self.embeddings(word_ids, type_ids, training=training), token_index)  # [R, E]
         if self.embedding_projection is not None:
             x = self.embedding_projection(x)  # [R, H]
+        # mixed precision: each sub-layer's weights cast to the compute dtype once per forward,
+        # not at each of its uses (encoder_block module doc); None: Keras reads them as usual
+        cast = {}
+        if self.compute_dtype != self.variable_dtype:
+            cast = {id(layer): layer.cast_weights(self.compute_dtype) for layer in self.attention_layers + self.ffn_layers}
         encoder_outputs = []
         for steps in self._layer_steps:
             for attention, ffn in steps:
-                x = attention(x, input_mask, training=training, indices=indices)
-                x = ffn(x, training=training)
+                x = attention(x, input_mask, training=training, indices=indices, cast=cast.get(id(attention)))
+                x = ffn(x, training=training, cast=cast.get(id(ffn)))
             encoder_outputs.append(to_padded(x, padded_index, batch, length))  # [B, T, H]
         sequence_output = encoder_outputs[-1]
         return {"sequence_output": sequence_output, "pooled_output": self.pooler(sequence_output[:, 0, :]),

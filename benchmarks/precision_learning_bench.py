@@ -1,0 +1,307 @@
+"""bf16 against float32 learning: every task trained at both policies from the same start.
+
+    python benchmarks/precision_learning_bench.py [--tasks=squad_v1,squad_v2,race,classification,pretraining] \\
+        [--starts=random,pretrained] [--seeds=3] [--output_dir=results/precision_learning]
+    python benchmarks/precision_learning_bench.py --tiny      # smoke test: tiny data, 1 seed, short runs
+
+Each run is the task's own entry point (run_squad_v1, run_squad_v2, run_race, run_classifier,
+run_pretraining) in its own process with the release's flags, once at
+--dtype_policy=mixed_bfloat16 and once at float32 for each seed (--random_seed): the same
+data, steps, batch, learning rate and initial weights (variables are float32 under both
+policies, so a seed gives the same start). Starts: `random` (what issue 29 found failing:
+QA from random weights sat on a plateau at bf16) and `pretrained` (one float32 run_pretraining
+of --pretrain_steps steps on the sample corpus, shared by every fine-tuning run). Pretraining
+itself runs from random weights only.
+
+Data, made here once into --output_dir/data (nothing downloaded): the sample corpus
+(docstrings of the installed Python) and a SentencePiece model of it; SQuAD v1.1 / v2.0
+files of tools/make_squad_data.py --kind=people (two people per context, four attributes
+each, mixed with docstring sentences: a question-ignoring model sits at F1 about 12);
+RACE-layout data of tools/make_race_data.py; the docstring-topics classification task
+(notebooks/data/docstring_topics); MLM+SOP TFRecords of the corpus. Model: the issue's
+small ALBERT (H 128, L 2 all-shared, E 32, 2 heads, I 256, dropout 0.1).
+
+Per run: the task's dev metric (SQuAD F1, v2 F1, RACE and classification accuracy,
+pretraining held-out loss and MLM accuracy) and its training-loss curve. Leaving the plateau:
+the first logged step at which a run's training loss is at most --leave_factor x the mean
+final training loss of the float32 seeds of the same task and start ("never" if it is not
+reached). Verdict per task and start ("same learning"): every bf16 seed leaves the plateau
+where every float32 seed does, and the bf16 mean is within 2 points (pretraining: 1% of the
+loss) of float32's, or within the float32 seeds' own spread (max - min) where that is wider.
+
+Finished runs are kept (their eval_results.json) and not redone; --output_dir remembers its
+settings and refuses other ones. Writes results.json, results.csv and learning_curves.png.
+"""
+
+import csv
+import importlib.util
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+TASKS = ("squad_v1", "squad_v2", "race", "classification", "pretraining")
+STARTS = ("random", "pretrained")
+POLICIES = ("float32", "mixed_bfloat16")
+TOPICS = os.path.join(ROOT, "notebooks", "data", "docstring_topics")
+MODEL = {"hidden_size": 128, "num_hidden_layers": 2, "num_hidden_groups": 1, "embedding_size": 32,
+         "num_attention_heads": 2, "intermediate_size": 256, "hidden_dropout_prob": 0.1,
+         "attention_probs_dropout_prob": 0.1, "max_position_embeddings": 128}
+# the budget of each task: realistic (default) and --tiny
+SETTINGS = {
+    False: {"corpus_mb": 4.0, "vocab_size": 8000, "squad_train": 3600, "squad_dev": 600, "squad_epochs": 10,
+            "race_articles": 120, "race_steps": 600, "classifier_steps": 400, "pretrain_steps": 600},
+    True: {"corpus_mb": 0.6, "vocab_size": 1500, "squad_train": 160, "squad_dev": 40, "squad_epochs": 1,
+           "race_articles": 4, "race_steps": 10, "classifier_steps": 10, "pretrain_steps": 10},
+}
+METRIC = {"squad_v1": ("f1", 1.0), "squad_v2": ("f1", 1.0), "race": ("accuracy", 100.0),
+          "classification": ("accuracy", 100.0), "pretraining": ("loss", 1.0)}
+
+
+def define_flags():
+    from absl import flags
+
+    flags.DEFINE_list("tasks", list(TASKS), f"Tasks: {', '.join(TASKS)}.")
+    flags.DEFINE_list("starts", list(STARTS), "random, pretrained (pretraining always starts from random).")
+    flags.DEFINE_integer("seeds", 3, "Seeds per task, start and policy.")
+    flags.DEFINE_float("leave_factor", 1.25, "Leaving the plateau: training loss <= this x float32's mean final loss.")
+    flags.DEFINE_string("output_dir", "results/precision_learning", "Where data, runs and results go.")
+    flags.DEFINE_bool("tiny", False, "Smoke test: tiny data, short runs (plumbing only; no verdict is meaningful).")
+
+
+def check_flags(f):
+    for name, allowed in (("tasks", TASKS), ("starts", STARTS)):
+        bad = [x for x in getattr(f, name) if x not in allowed]
+        if bad or not getattr(f, name):
+            raise ValueError(f"--{name}: {', '.join(bad) or 'empty'} not among {', '.join(allowed)}.")
+    if f.seeds < 1 or f.leave_factor <= 1.0:
+        raise ValueError(f"need --seeds >= 1 and --leave_factor > 1 (got {f.seeds}, {f.leave_factor}).")
+
+
+def _tool(name):
+    spec = importlib.util.spec_from_file_location(name, os.path.join(ROOT, "tools", f"{name}.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def make_data(data_dir, s):
+    """Makes (once) every input the runs read; returns their paths."""
+    from albert_tf.data.instances import InstanceOptions
+    from albert_tf.data.sample_corpus import write_corpus
+    from albert_tf.data.spm_training import SentencePieceOptions, train_sentencepiece
+    from albert_tf.data.writer import WriterOptions, write_pretraining_data
+
+    os.makedirs(data_dir, exist_ok=True)
+    p = {"corpus": os.path.join(data_dir, "corpus.txt"), "spm": os.path.join(data_dir, "spm.model"),
+         "config": os.path.join(data_dir, "albert_config.json"), "race": os.path.join(data_dir, "race"),
+         "records": [os.path.join(data_dir, f"pretrain-{i}.tfrecord") for i in range(2)]}
+    if not os.path.exists(p["spm"]):
+        write_corpus(p["corpus"], s["corpus_mb"])
+        train_sentencepiece([p["corpus"]], p["spm"][: -len(".model")], SentencePieceOptions(vocab_size=s["vocab_size"]))
+    with open(os.path.join(ROOT, "configs", "albert_tiny.json"), encoding="utf-8") as f:
+        config = json.load(f)
+    config.update(MODEL, vocab_size=s["vocab_size"])
+    with open(p["config"], "w", encoding="utf-8") as f:
+        json.dump(config, f, indent=2)
+    squad = _tool("make_squad_data")
+    for version in ("1.1", "2.0"):
+        for split, count, seed in (("train", s["squad_train"], 7), ("dev", s["squad_dev"], 8)):
+            path = p[f"squad_{version}_{split}"] = os.path.join(data_dir, f"{split}-v{version}.json")
+            if not os.path.exists(path):
+                with open(path, "w", encoding="utf-8") as f:
+                    json.dump(squad.make_people_dataset(version, count, seed, 500, split), f)
+    if not os.path.exists(p["race"]):
+        _tool("make_race_data").make_race(p["race"], num_articles=s["race_articles"], seed=3, layout="files")
+    if not os.path.exists(p["records"][1]):
+        write_pretraining_data([p["corpus"]], p["records"], p["spm"],
+                               WriterOptions(InstanceOptions(max_seq_length=128), dupe_factor=2), progress_stream=None)
+    return p
+
+
+def run_flags(task, p, s, start, policy, seed, out):
+    """The entry point and flags of one run."""
+    common = [f"--output_dir={out}", f"--albert_config_file={p['config']}", f"--dtype_policy={policy}",
+              f"--random_seed={seed}"]
+    init = [f"--init_checkpoint={p['pretrained']}"] if start == "pretrained" else []
+    if task.startswith("squad"):
+        version = "1.1" if task == "squad_v1" else "2.0"
+        return f"albert_tf.run_{task}", common + init + [
+            f"--spm_model_file={p['spm']}", f"--train_file={p[f'squad_{version}_train']}",
+            f"--predict_file={p[f'squad_{version}_dev']}", "--do_train", "--do_predict", "--max_seq_length=128",
+            "--doc_stride=48", "--max_query_length=24", "--train_batch_size=32",
+            f"--learning_rate={2e-3 if start == 'random' else 5e-4}", f"--num_train_epochs={s['squad_epochs']}",
+            "--iterations_per_loop=100", "--save_checkpoints_steps=100000"]
+    if task == "race":
+        return "albert_tf.run_race", common + init + [
+            f"--data_dir={p['race']}", f"--spm_model_file={p['spm']}", "--do_train", "--do_eval",
+            "--max_seq_length=128", "--max_qa_length=32", "--train_batch_size=16", "--eval_batch_size=32",
+            f"--learning_rate={1e-3 if start == 'random' else 5e-4}", f"--train_step={s['race_steps']}",
+            f"--warmup_step={s['race_steps'] // 10}", f"--save_checkpoints_steps={s['race_steps']}",
+            "--iterations_per_loop=50"]
+    if task == "classification":
+        return "albert_tf.run_classifier", common + init + [
+            "--task_name=tsv", f"--data_dir={TOPICS}", f"--spm_model_file={p['spm']}", "--text_a_column=sentence",
+            "--labels=concurrency,networking,numbers,text", "--do_train", "--do_eval", "--max_seq_length=64",
+            "--train_batch_size=32", "--eval_batch_size=64", f"--learning_rate={1e-3 if start == 'random' else 5e-4}",
+            f"--train_step={s['classifier_steps']}", f"--warmup_step={s['classifier_steps'] // 10}",
+            f"--save_checkpoints_steps={s['classifier_steps']}", "--iterations_per_loop=50"]
+    return "albert_tf.run_pretraining", common + [
+        f"--input_file={p['records'][0]}", f"--eval_input_file={p['records'][1]}", "--max_seq_length=128",
+        "--train_batch_size=32", "--eval_batch_size=64", "--learning_rate=2e-3", "--optimizer=lamb",
+        f"--num_train_steps={s['pretrain_steps']}", f"--num_warmup_steps={s['pretrain_steps'] // 10}",
+        f"--save_checkpoints_steps={s['pretrain_steps']}", "--iterations_per_loop=50", "--max_eval_steps=20",
+        "--shuffle_buffer_size=1000"]
+
+
+def execute(module, args, out, log):
+    """Runs one entry point unless `out` already holds its results; returns its results dict."""
+    done = os.path.join(out, "eval_results.json")
+    if not os.path.exists(done):
+        started = time.time()
+        with open(log, "w", encoding="utf-8") as f:
+            code = subprocess.run([sys.executable, "-m", module, *args], cwd=ROOT, stdout=f, stderr=subprocess.STDOUT,
+                                  env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")).returncode
+        if code != 0:
+            raise RuntimeError(f"{module} exited {code}; see {log}")
+        with open(os.path.join(out, "seconds.txt"), "w", encoding="utf-8") as f:
+            f.write(f"{time.time() - started:.1f}\n")
+    with open(done, encoding="utf-8") as f:
+        results = json.load(f)
+    curve = []
+    with open(os.path.join(out, "metrics.jsonl"), encoding="utf-8") as f:
+        for line in f:
+            record = json.loads(line)
+            if record.get("split") == "train":
+                curve.append((record["step"], record["loss"]))
+    with open(os.path.join(out, "seconds.txt"), encoding="utf-8") as f:
+        seconds = float(f.read())
+    return results, curve, seconds
+
+
+def metric_of(task, results):
+    """(main metric, extra) of a run's eval_results.json, in points (accuracies x 100)."""
+    name, scale = METRIC[task]
+    value = results.get(name, results.get(f"eval_{name}"))
+    extra = {"masked_lm_accuracy": results.get("masked_lm_accuracy")} if task == "pretraining" else {}
+    if task == "squad_v2":
+        extra = {"best_f1": results.get("best_f1")}
+    return float(value) * scale, extra
+
+
+def summarize(task, runs, leave_factor):
+    """The verdict of one task and start from its runs {policy: [run record]}."""
+    f32_final = statistics.mean(r["curve"][-1][1] for r in runs["float32"])
+    threshold = leave_factor * f32_final
+    for records in runs.values():
+        for r in records:
+            r["left_plateau_at"] = next((step for step, loss in r["curve"] if loss <= threshold), None)
+    summary = {"leave_threshold_loss": threshold}
+    for policy, records in runs.items():
+        values = [r["metric"] for r in records]
+        summary[policy] = {"metric": values, "mean": statistics.mean(values),
+                           "std": statistics.stdev(values) if len(values) > 1 else 0.0,
+                           "spread": max(values) - min(values), "left_plateau_at": [r["left_plateau_at"] for r in records],
+                           "seconds": [r["seconds"] for r in records]}
+    f32, bf16 = summary["float32"], summary["mixed_bfloat16"]
+    stuck = (all(s is not None for s in f32["left_plateau_at"])
+             and any(s is None for s in bf16["left_plateau_at"]))
+    allowed = (0.01 * abs(f32["mean"]) if task == "pretraining" else 2.0)
+    allowed = max(allowed, f32["spread"])
+    difference = bf16["mean"] - f32["mean"]
+    summary.update(metric=METRIC[task][0], difference=difference, allowed_difference=allowed,
+                   bf16_seed_stuck=stuck, same_learning=(not stuck and abs(difference) <= allowed))
+    return summary
+
+
+def plot(table, path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    keys = list(table)
+    fig, axes = plt.subplots(1, len(keys), figsize=(4.2 * len(keys), 3.4), squeeze=False)
+    for ax, key in zip(axes[0], keys):
+        for policy, color in (("float32", "tab:blue"), ("mixed_bfloat16", "tab:orange")):
+            for i, r in enumerate(table[key]["runs"][policy]):
+                steps, losses = zip(*r["curve"])
+                ax.plot(steps, losses, color=color, alpha=0.8, label=policy if i == 0 else None)
+        s = table[key]["summary"]
+        ax.axhline(s["leave_threshold_loss"], color="gray", linestyle=":", linewidth=1)
+        ax.set_title(f"{key}\n{s['metric']}: f32 {s['float32']['mean']:.1f}, bf16 {s['mixed_bfloat16']['mean']:.1f}",
+                     fontsize=9)
+        ax.set_xlabel("step")
+        ax.set_ylabel("training loss")
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def run(f):
+    check_flags(f)
+    from albert_tf.storage import atomic
+
+    s = SETTINGS[f.tiny]
+    os.makedirs(f.output_dir, exist_ok=True)
+    settings_file = os.path.join(f.output_dir, "settings.json")
+    if os.path.exists(settings_file):
+        with open(settings_file, encoding="utf-8") as fh:
+            if json.load(fh) != s:
+                raise ValueError(f"--output_dir {f.output_dir} holds runs with other settings ({settings_file}); "
+                                 "choose another --output_dir.")
+    atomic.write_json(settings_file, s)
+    from albert_tf.training.precision import choose
+
+    native = choose("auto")
+    print(f"hardware: {native.hardware}; auto would pick {native.policy}", flush=True)
+    p = make_data(os.path.join(f.output_dir, "data"), s)
+    plan = [(task, start) for task in f.tasks for start in f.starts if not (task == "pretraining" and start != "random")]
+    if any(start == "pretrained" for _, start in plan):
+        p["pretrained"] = os.path.join(f.output_dir, "pretrained")
+        module, args = run_flags("pretraining", p, s, "random", "float32", 1, p["pretrained"])
+        print("pretrained start: run_pretraining float32 ...", flush=True)
+        execute(module, args, p["pretrained"], p["pretrained"] + ".log")
+    total, done, started = len(plan) * len(POLICIES) * f.seeds, 0, time.time()
+    table = {}
+    for task, start in plan:
+        runs = {policy: [] for policy in POLICIES}
+        for seed in range(1, f.seeds + 1):
+            for policy in POLICIES:  # interleaved: a drift in the machine hits both
+                out = os.path.join(f.output_dir, "runs", f"{task}-{start}-{policy}-seed{seed}")
+                module, args = run_flags(task, p, s, start, policy, seed, out)
+                results, curve, seconds = execute(module, args, out, out + ".log")
+                metric, extra = metric_of(task, results)
+                runs[policy].append({"seed": seed, "metric": metric, **extra, "curve": curve, "seconds": seconds})
+                done += 1
+                rate = (time.time() - started) / done
+                print(f"[{done}/{total}] {task} {start} {policy} seed {seed}: {METRIC[task][0]} {metric:.2f} "
+                      f"({seconds:.0f} s)  ETA {rate * (total - done) / 60:.0f} min", flush=True)
+        summary = summarize(task, runs, f.leave_factor)
+        table[f"{task}/{start}"] = {"runs": runs, "summary": summary}
+        print(f"== {task} from {start}: {summary['metric']} float32 {summary['float32']['mean']:.2f} "
+              f"(spread {summary['float32']['spread']:.2f}), bf16 {summary['mixed_bfloat16']['mean']:.2f}; "
+              f"left the plateau at f32 {summary['float32']['left_plateau_at']} bf16 "
+              f"{summary['mixed_bfloat16']['left_plateau_at']}; same learning: {summary['same_learning']}", flush=True)
+    atomic.write_json(os.path.join(f.output_dir, "results.json"),
+                      {"hardware": native.hardware, "settings": s, "model": MODEL, "seeds": f.seeds, "table": table})
+    rows = [[key, policy, r["seed"], f"{r['metric']:.4f}", r["left_plateau_at"], f"{r['seconds']:.1f}"]
+            for key, entry in table.items() for policy in POLICIES for r in entry["runs"][policy]]
+    with atomic.open_file(os.path.join(f.output_dir, "results.csv"), "w") as fh:
+        writer = csv.writer(fh)
+        writer.writerow(["task/start", "policy", "seed", "metric", "left_plateau_at", "seconds"])
+        writer.writerows(rows)
+    plot(table, os.path.join(f.output_dir, "learning_curves.png"))
+    print(f"wrote {f.output_dir}/results.json, results.csv, learning_curves.png", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, ROOT)
+    from albert_tf import cli
+
+    cli.main("precision_learning_bench", define_flags, run)

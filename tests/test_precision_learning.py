@@ -1,0 +1,132 @@
+"""bf16 learns what float32 learns, per task, end to end at tiny size (issue 29).
+
+Each task's entry point runs twice from the same random start (the same --random_seed, the
+same data, steps and learning rate), at --dtype_policy=float32 and at mixed_bfloat16, and
+the dev metric of the bf16 run must be near float32's. The data are learnable training sets
+evaluated on themselves (tiny models, one seed): these tests catch a policy that stops
+learning, not a small bias; benchmarks/precision_learning_bench.py compares realistic runs
+over seeds. Classification: tests/test_precision.py (from a pretrained start).
+"""
+
+import json
+import os
+import shutil
+
+import pytest
+
+from conftest import load_tool
+
+ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+POLICIES = ("float32", "mixed_bfloat16")
+
+
+@pytest.fixture(scope="module")
+def config_file(tmp_path_factory):
+    with open(os.path.join(ROOT, "configs", "albert_tiny.json"), encoding="utf-8") as f:
+        config = json.load(f)
+    config.update(vocab_size=3000, num_hidden_groups=1, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    path = str(tmp_path_factory.mktemp("config") / "albert_config.json")
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(config, f)
+    return path
+
+
+def _run(module, args):
+    from absl import flags
+
+    values = flags.FlagValues()
+    module.define_flags(values)
+    values([module.__name__] + args)
+    return module.run(values, stream=open(os.devnull, "w"))
+
+
+def _both_policies(run_one):
+    """{policy: metric} of run_one(policy) for float32 then mixed_bfloat16."""
+    return {policy: run_one(policy) for policy in POLICIES}
+
+
+@pytest.mark.parametrize("version", ["v1", "v2"])
+def test_squad_from_random_weights_learns_the_same_at_bf16(version, spm_model, config_file, tmp_path):
+    """The people task (tools/make_squad_data.py --kind=people: a question-ignoring model sits
+    at F1 about 12): F1 on the training questions after the same budget."""
+    from albert_tf import run_squad_v1, run_squad_v2
+
+    module = run_squad_v1 if version == "v1" else run_squad_v2
+    path = tmp_path / "train.json"
+    data = load_tool("make_squad_data").make_people_dataset("1.1" if version == "v1" else "2.0", 40, seed=5,
+                                                            max_context_chars=300)
+    path.write_text(json.dumps(data), encoding="utf-8")
+
+    def run_one(policy):
+        out = tmp_path / policy
+        results = _run(module, [
+            f"--dtype_policy={policy}", f"--spm_model_file={spm_model}", f"--albert_config_file={config_file}",
+            f"--output_dir={out}", f"--train_file={path}", f"--predict_file={path}", "--max_seq_length=96",
+            "--doc_stride=48", "--max_query_length=24", "--do_train", "--do_predict", "--train_batch_size=16",
+            "--learning_rate=3e-3", "--num_train_epochs=40", "--warmup_proportion=0.1", "--random_seed=7",
+            "--save_checkpoints_steps=100000", "--iterations_per_loop=50", "--n_best_size=5"])
+        summary = json.load(open(out / "eval_results.json"))
+        assert summary["dtype_policy"] == policy
+        return results["metrics"]["f1"]
+
+    f1 = _both_policies(run_one)
+    print(version, "F1", f1)
+    assert f1["float32"] >= 70.0, f1  # float32 left the plateau: the comparison means something
+    # one seed of a tiny model: float32 against bf16 moved 9 points either way when measured; the
+    # failure this guards against (issue 29) left bf16 on the plateau, 40 points below
+    assert abs(f1["mixed_bfloat16"] - f1["float32"]) <= 12.0, f1
+
+
+def test_race_from_random_weights_learns_the_same_at_bf16(spm_model, config_file, tmp_path):
+    from albert_tf import run_race
+
+    tool = load_tool("make_race_data")
+    made = tmp_path / "made"
+    tool.make_race(made, num_articles=6, seed=7, layout="files")
+    learn = tmp_path / "learn" / "RACE"
+    shutil.copytree(made / "RACE" / "train", learn / "train")
+    shutil.copytree(made / "RACE" / "train", learn / "dev")
+
+    def run_one(policy):
+        out = tmp_path / policy
+        _run(run_race, [f"--dtype_policy={policy}", f"--data_dir={learn.parent}", f"--spm_model_file={spm_model}",
+                        f"--albert_config_file={config_file}", f"--output_dir={out}", "--max_seq_length=64",
+                        "--max_qa_length=32", "--eval_batch_size=16", "--do_train", "--do_eval",
+                        "--train_batch_size=16", "--learning_rate=1e-3", "--train_step=150", "--warmup_step=15",
+                        "--save_checkpoints_steps=150", "--iterations_per_loop=100", "--dropout_prob=0.0",
+                        "--random_seed=7"])
+        summary = json.load(open(out / "eval_results.json"))
+        assert summary["dtype_policy"] == policy
+        return 100.0 * summary["accuracy"]
+
+    accuracy = _both_policies(run_one)
+    print("race accuracy", accuracy)
+    assert accuracy["float32"] >= 80.0, accuracy
+    assert abs(accuracy["mixed_bfloat16"] - accuracy["float32"]) <= 12.0, accuracy
+
+
+def test_pretraining_loss_at_bf16_within_one_percent_of_float32(pretraining_records, tmp_path):
+    """The same LAMB run (deterministic input order) at both policies: held-out loss within 1%."""
+    from albert_tf import AlbertConfig
+    from albert_tf.tasks.pretraining import PretrainingOptions, PretrainingTask
+    from albert_tf.training.driver import TrainingOptions, train_and_evaluate
+
+    records, _ = pretraining_records
+    config = AlbertConfig.from_preset("albert_tiny").replace(vocab_size=3000, num_hidden_groups=1)
+
+    def run_one(policy):
+        task = PretrainingTask(PretrainingOptions(config, [records[0]], eval_files=[records[1]], max_seq_length=128,
+                                                  global_batch_size=16, deterministic=True, random_seed=1,
+                                                  shuffle_buffer_size=100))
+        options = TrainingOptions(output_dir=str(tmp_path / policy), train_batch_size=16, eval_batch_size=32,
+                                  num_train_steps=150, learning_rate=5e-3, optimizer="lamb", num_warmup_steps=15,
+                                  save_checkpoints_steps=150, iterations_per_loop=50, max_eval_steps=4,
+                                  write_curves=False, dtype_policy=policy)
+        results = train_and_evaluate(task, options, stream=open(os.devnull, "w"))
+        return results["eval"]
+
+    evals = _both_policies(run_one)
+    print("pretraining eval", evals)
+    f32, bf16 = evals["float32"], evals["mixed_bfloat16"]
+    assert f32["masked_lm_loss"] < 7.0, f32  # it learned: about ln(3000) = 8.0 at the start
+    assert abs(bf16["loss"] - f32["loss"]) <= 0.01 * f32["loss"], evals
