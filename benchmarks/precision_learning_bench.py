@@ -266,7 +266,7 @@ def run(f):
         module, args = run_flags("pretraining", p, s, "random", "float32", 1, p["pretrained"])
         print("pretrained start: run_pretraining float32 ...", flush=True)
         execute(module, args, p["pretrained"], p["pretrained"] + ".log")
-    total, done, started = len(plan) * len(POLICIES) * f.seeds, 0, time.time()
+    total, done, ran, ran_seconds = len(plan) * len(POLICIES) * f.seeds, 0, 0, 0.0
     table = {}
     for task, start in plan:
         runs = {policy: [] for policy in POLICIES}
@@ -274,13 +274,17 @@ def run(f):
             for policy in POLICIES:  # interleaved: a drift in the machine hits both
                 out = os.path.join(f.output_dir, "runs", f"{task}-{start}-{policy}-seed{seed}")
                 module, args = run_flags(task, p, s, start, policy, seed, out)
+                cached = os.path.exists(os.path.join(out, "eval_results.json"))
+                began = time.time()
                 results, curve, seconds = execute(module, args, out, out + ".log")
+                if not cached:
+                    ran, ran_seconds = ran + 1, ran_seconds + time.time() - began
                 metric, extra = metric_of(task, results)
                 runs[policy].append({"seed": seed, "metric": metric, **extra, "curve": curve, "seconds": seconds})
                 done += 1
-                rate = (time.time() - started) / done
+                eta = f"ETA {ran_seconds / ran * (total - done) / 60:.0f} min" if ran else "(kept from an earlier run)"
                 print(f"[{done}/{total}] {task} {start} {policy} seed {seed}: {METRIC[task][0]} {metric:.2f} "
-                      f"({seconds:.0f} s)  ETA {rate * (total - done) / 60:.0f} min", flush=True)
+                      f"({seconds:.0f} s)  {eta}", flush=True)
         summary = summarize(task, runs, f.leave_factor)
         table[f"{task}/{start}"] = {"runs": runs, "summary": summary}
         print(f"== {task} from {start}: {summary['metric']} float32 {summary['float32']['mean']:.2f} "

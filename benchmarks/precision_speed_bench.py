@@ -104,15 +104,14 @@ def classifier_trainer(config, policy, spm_model, steps):
     return run
 
 
-def served_encoder(config, policy, spm_model, directory):
-    """The encoder exported at `policy` and loaded: call(ids) -> outputs."""
+def served_encoder(pretrainer, policy, spm_model, directory):
+    """`pretrainer`'s encoder exported at `policy` and loaded: call(ids) -> outputs."""
     import tensorflow as tf
 
     from albert_tf.export.exporter import export_tfhub
-    from albert_tf.modeling.pretrainer import AlbertPretrainer
 
     path = os.path.join(directory, policy)
-    export_tfhub(AlbertPretrainer(config), spm_model, path, dtype_policy=policy)
+    export_tfhub(pretrainer, spm_model, path, dtype_policy=policy)
     signature = tf.saved_model.load(os.path.join(path, "encoder")).signatures["serving_default"]
     return lambda inputs: signature(**inputs)
 
@@ -213,11 +212,16 @@ def run(f):
     if "serving" in f.parts:
         directory = tempfile.mkdtemp(prefix="precision_speed_export_")
         config = base.replace(vocab_size=3000 if f.tiny else 8000)
-        served = {policy: served_encoder(config, policy, spm_model, directory) for policy in ("float32", "mixed_bfloat16")}
+        from albert_tf.modeling.pretrainer import AlbertPretrainer
+
+        pretrainer = AlbertPretrainer(config)  # one set of weights, exported at both policies
+        served = {policy: served_encoder(pretrainer, policy, spm_model, directory)
+                  for policy in ("float32", "mixed_bfloat16")}
         for batch, length in ((1, 16), (1, 32), (32, 128)):
             inputs = encoder_inputs(batch, length, config.vocab_size)
-            for fn in served.values():
-                fn(inputs)  # trace / warm up this shape
+            pooled = {p: fn(inputs)["pooled_output"].numpy() for p, fn in served.items()}  # also warms up
+            difference = float(abs(pooled["float32"] - pooled["mixed_bfloat16"]).max())
+            row("serving", f"batch {batch} x {length}: |bf16 - float32| pooled_output, max", difference, "")
             calls = f.calls if batch == 1 else max(2, f.calls // 8)
 
             def timer(fn, calls=calls, inputs=inputs):

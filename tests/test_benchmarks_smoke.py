@@ -93,3 +93,50 @@ def test_finetune_bench_rejects_bad_flags(tmp_path, flag, named):
     assert result.returncode == 2
     assert flag.split("=")[0] in result.stderr and named in result.stderr
     assert not os.listdir(tmp_path)
+
+
+def test_precision_speed_bench_tiny_serving(tmp_path):
+    """The bf16-vs-float32 speed benchmark's serving part on a tiny model: both exports answer
+    every shape, their outputs differ by bf16 rounding only, and each target row is judged."""
+    out = tmp_path / "speed"
+    result = _run("precision_speed_bench.py", "--tiny", "--parts=serving", "--repeats=1", "--calls=2",
+                  f"--output_dir={out}")
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-4000:]
+    with open(out / "results.json") as f:
+        results = json.load(f)
+    rows = {r["measurement"]: r for r in results["rows"]}
+    for shape in ("batch 1 x 16", "batch 1 x 32", "batch 32 x 128"):
+        difference = rows[f"{shape}: |bf16 - float32| pooled_output, max"]["value"]
+        assert 0 < difference < 0.05, (shape, difference)  # bf16 computed, and only rounding apart
+    judged = [r for r in results["rows"] if r["target"]]
+    assert len(judged) == 3 and all(isinstance(r["met"], bool) for r in judged)
+    assert results["matmul_gflops"]["bfloat16"] > 0 and results["matmul_gflops"]["float32"] > 0
+
+
+def test_precision_learning_bench_verdict_rule_and_bad_flags(tmp_path):
+    """The learning benchmark's rule: a bf16 seed that never leaves the plateau where every
+    float32 seed does fails, whatever the means; otherwise the means decide (2 points, or the
+    float32 spread where wider)."""
+    sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+    import precision_learning_bench as bench
+
+    def runs(metrics, finals):
+        return [{"metric": m, "curve": [(100, 2.7), (200, 2.0), (300, final)], "seconds": 1.0}
+                for m, final in zip(metrics, finals)]
+
+    same = bench.summarize("squad_v1", {"float32": runs([44.0, 47.0, 50.0], [1.0, 1.0, 1.0]),
+                                        "mixed_bfloat16": runs([45.0, 48.0, 46.0], [1.0, 1.1, 1.05])}, 1.25)
+    assert same["same_learning"] and same["allowed_difference"] == 6.0  # the float32 spread, wider than 2
+    assert same["mixed_bfloat16"]["left_plateau_at"] == [300, 300, 300]
+    stuck = bench.summarize("squad_v1", {"float32": runs([44.0, 47.0, 50.0], [1.0, 1.0, 1.0]),
+                                         "mixed_bfloat16": runs([45.0, 48.0, 44.0], [1.0, 1.0, 1.9])}, 1.25)
+    assert stuck["bf16_seed_stuck"] and not stuck["same_learning"]
+    assert stuck["mixed_bfloat16"]["left_plateau_at"] == [300, 300, None]
+    worse = bench.summarize("pretraining", {"float32": runs([6.00, 6.01], [6.0, 6.0]),
+                                            "mixed_bfloat16": runs([6.2, 6.2], [6.2, 6.2])}, 1.25)
+    assert not worse["same_learning"] and worse["allowed_difference"] == pytest.approx(0.06005)
+    result = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "precision_learning_bench.py"),
+                             "--tasks=squad_v3", f"--output_dir={tmp_path / 'x'}"], capture_output=True, text=True,
+                            env=ENV, cwd=ROOT, timeout=120)
+    assert result.returncode == 2 and "--tasks: squad_v3" in result.stderr
+    assert not (tmp_path / "x").exists()

@@ -144,3 +144,35 @@ def test_command_line(tmp_path):
     missing = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     assert missing.returncode == 2 and "Traceback" not in missing.stderr
     assert missing.stderr.strip().splitlines()[-1] == "make_squad_data: error: --output_file is required."
+
+
+def test_people_kind_asks_one_of_eight_facts_by_name(tool, entries):
+    """--kind=people: two people per context with the four attributes each, questions that only
+    the person's name and the attribute decide, v2.0 questions about a third person who is not
+    in the context, and train / dev people apart."""
+    train = tool.make_people_dataset("2.0", 60, seed=3, max_context_chars=500, split="train", entries=entries)
+    assert train == tool.make_people_dataset("2.0", 60, seed=3, max_context_chars=500, split="train", entries=entries)
+    paragraphs, questions, unanswerable = tool.check_dataset(train)
+    assert questions == 60 and 0 < unanswerable < questions
+    for article in train["data"]:
+        first, second = article["title"].split(" and ")
+        paragraph = article["paragraphs"][0]
+        context = paragraph["context"]
+        for kind, (fact, question, values) in tool.PEOPLE_FACTS.items():
+            before, between, _ = fact.split("{}")
+            for person in (first, second):
+                assert context.count(before + person + between) == 1, (kind, person)  # e.g. "Ana Peña was born in "
+        for qa in paragraph["qas"]:
+            named = re.search(r"(?:was|did|does) (\S+ \S+) ", qa["question"]).group(1)
+            if qa["is_impossible"]:
+                assert named not in context and qa["plausible_answers"]
+            else:
+                assert named in (first, second)
+                answer = qa["answers"][0]
+                kind = next(k for k, (_, q, _) in tool.PEOPLE_FACTS.items() if q.format(named) == qa["question"])
+                # the answer is this person's fact, not the other person's
+                assert tool.PEOPLE_FACTS[kind][0].format(named, answer["text"]) in context
+    dev = tool.make_people_dataset("1.1", 20, seed=4, max_context_chars=500, split="dev", entries=entries)
+    train_people = {name for a in train["data"] for name in a["title"].split(" and ")}
+    dev_people = {name for a in dev["data"] for name in a["title"].split(" and ")}
+    assert train_people and dev_people and not train_people & dev_people

@@ -56,7 +56,14 @@ class AlbertEmbeddings(keras.layers.Layer):
         training: bool.
 
     Returns:
-        float [B, T, E].
+        float [B, T, E], in the compute dtype.
+
+    Under a mixed policy the tables are not autocast (`autocast=False`: inside a model's
+    call, which is how the encoder runs it): a word is gathered from the float32 table and
+    the three embeddings are summed in float32, so a forward casts B * T rows, not the whole
+    [V, E] table (3.8M values for albert_base), and its gradient stays a float32
+    IndexedSlices. The one-hot lookup (TPUs) multiplies in the
+    compute dtype as before; the LayerNorm computes in float32 and returns the compute dtype.
 
     Example:
     ```python
@@ -76,6 +83,7 @@ class AlbertEmbeddings(keras.layers.Layer):
         use_one_hot_embeddings=False,
         **kwargs,
     ):
+        kwargs["autocast"] = False  # see "Under a mixed policy" above
         super().__init__(**kwargs)
         self.vocab_size = vocab_size
         self.embedding_size = embedding_size
@@ -110,10 +118,10 @@ class AlbertEmbeddings(keras.layers.Layer):
         self.layer_norm.build((None, None, self.embedding_size))
         self.built = True
 
-    def _lookup(self, table, ids, depth, one_hot):
+    def _lookup(self, table, ids, depth, one_hot, dtype):
         if one_hot:
-            return ops.matmul(ops.one_hot(ids, depth, dtype=self.compute_dtype), table)
-        return ops.take(table, ids, axis=0)
+            return ops.matmul(ops.one_hot(ids, depth, dtype=dtype), ops.cast(table, dtype))
+        return ops.take(table, ids, axis=0)  # the table's dtype (float32)
 
     def call(self, input_word_ids, input_type_ids, training=None):
         check_rank(input_word_ids, 2, "input_word_ids")
@@ -125,13 +133,13 @@ class AlbertEmbeddings(keras.layers.Layer):
                 f"{self.max_position_embeddings}."
             )
         words = self._lookup(
-            self.word_embeddings, input_word_ids, self.vocab_size, self.use_one_hot_embeddings
+            self.word_embeddings, input_word_ids, self.vocab_size, self.use_one_hot_embeddings, self.compute_dtype
         )
-        # The type table is tiny: the release always uses a one-hot matmul for it.
-        types = self._lookup(self.token_type_embeddings, input_type_ids, self.type_vocab_size, True)
+        # The type table is tiny: the release always uses a one-hot matmul for it (here in float32).
+        types = self._lookup(self.token_type_embeddings, input_type_ids, self.type_vocab_size, True, "float32")
         length = ops.shape(input_word_ids)[1]
-        positions = ops.slice(self.position_embeddings, (0, 0), (length, self.embedding_size))
-        x = words + types + ops.expand_dims(positions, 0)
+        positions = ops.cast(ops.slice(self.position_embeddings, (0, 0), (length, self.embedding_size)), "float32")
+        x = ops.cast(words, "float32") + types + ops.expand_dims(positions, 0)  # summed in float32
         x = self.layer_norm(x)
         return self.dropout_layer(x, training=training)
 
