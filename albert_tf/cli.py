@@ -8,9 +8,10 @@ does around its work: one style, one error convention.
 
 `main` quiets TensorFlow's C++ and INFO logs (unless --verbosity is given), defines the
 flags, parses them (flag files with --flagfile) and calls `run(FLAGS)`. Exit status:
-- 2 with `name: error: ...` for bad flags or input: every ValueError (flag checks,
-  DataError with file:line, CheckpointMismatchError, ConversionError) and OSError (a
-  path that is a file, unwritable or unreadable: the path is named), never a traceback;
+- 2 with `name: error: ...` for bad flags or input: a flag absl cannot parse (unknown,
+  a bad value, a --flagfile that cannot be read: `parse_flags`), every ValueError (flag
+  checks, DataError with file:line, CheckpointMismatchError, ConversionError) and OSError
+  (a path that is a file, unwritable or unreadable: the path is named), never a traceback;
 - 1 with `name: stopped: ...` when training diverged;
 - 130 with `name: interrupted ...` on Ctrl-C (what was written is complete; a training
   run resumes from its newest checkpoint when started again);
@@ -72,14 +73,51 @@ def _on_sigint(signum, frame):
     raise KeyboardInterrupt
 
 
+def describe_flag_error(error):
+    """One line for an absl flags.Error: the unreadable --flagfile named with the reason
+    (absl's own message only has it inside an "ERROR::" prefix), else absl's message."""
+    from absl import flags
+
+    cause = error.__context__
+    if isinstance(error, flags.CantOpenFlagFileError) and isinstance(cause, OSError):
+        what = cause.strerror or str(cause)
+        return (f"--flagfile={cause.filename}: {what}. Check the flag file's path (a relative path is read from "
+                f"the current directory, {os.getcwd()}).")
+    return " ".join(str(error).split()) + " (see --helpfull)."
+
+
+def parse_flags(name, argv, flag_values=None):
+    """Parses `argv` (program name first) into the flags, like absl.app.run's parser, but a
+    flag that cannot be parsed (unknown, a bad value, a --flagfile that cannot be read)
+    is reported as `name: error: ...` with exit status 2 like every other bad input.
+
+    Args:
+        name: the command's name for the message.
+        argv: the command line, program name first.
+        flag_values: the FlagValues to fill (default absl's FLAGS).
+    Returns:
+        The arguments left after the flags (program name first).
+    Raises:
+        SystemExit(2): after printing the message, when the flags cannot be parsed.
+    """
+    from absl import flags
+
+    fv = flags.FLAGS if flag_values is None else flag_values
+    try:
+        return fv(argv)
+    except flags.Error as e:
+        print(f"{name}: error: {describe_flag_error(e)}", file=sys.stderr)
+        raise SystemExit(2) from None
+
+
 def main(name, define_flags, run):
     """The `if __name__ == "__main__"` body of every entry point: quiet logs, define the
-    flags, parse them and exit with run_entry_point's status."""
+    flags, parse them (`parse_flags`) and exit with run_entry_point's status."""
     from absl import app
 
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     define_flags()
-    app.run(lambda argv: _main(name, run, argv))
+    app.run(lambda argv: _main(name, run, argv), flags_parser=lambda argv: parse_flags(name, argv))
 
 
 def _main(name, run, argv):

@@ -136,6 +136,15 @@ def options_from_flags(f, config):
 def run(f):
     """Runs training and/or evaluation as the flags say; returns a dict of results."""
     check_flags(f)  # before importing TensorFlow: bad flags fail at once
+    from albert_tf.storage import atomic
+    from albert_tf.storage.report import CheckpointMismatchError
+
+    # a run refused for its starting weights (--init_checkpoint) leaves no output_dir it made
+    with atomic.removed_if_refused(f.output_dir, CheckpointMismatchError):
+        return _run(f)
+
+
+def _run(f):
     from albert_tf.modeling.config import AlbertConfig
     from albert_tf.tasks.pretraining import check_run_config
 

@@ -36,10 +36,9 @@ def run_case(module, name, args):
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         try:
-            values([name] + list(args))
-        except flags.Error as e:  # as absl.app.run reports it
-            print(f"FATAL Flags parsing error: {e}", file=sys.stderr)
-            status = 1
+            cli.parse_flags(name, [name] + list(args), values)
+        except SystemExit as e:  # a flag that cannot be parsed: cli.main exits with this status
+            status = e.code
         else:
             try:
                 status = cli.run_entry_point(name, module.run, values)

@@ -1,10 +1,12 @@
-"""notebooks/finetune_with_hub.ipynb runs end to end (nbclient) on a tiny export."""
+"""notebooks/finetune_with_hub.ipynb runs end to end (nbclient, through tools/demo.py's
+execute_notebook) on a tiny export; that runner's kernel talks over IPC, not plain TCP."""
 
 import json
 import os
 
 import nbformat
 import pytest
+from conftest import load_tool
 from nbclient import NotebookClient
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
@@ -22,8 +24,7 @@ def test_finetune_with_hub_notebook_executes(tiny_export, tmp_path, monkeypatch)
     source = "\n".join(cell.source for cell in nb.cells)
     assert "hub.KerasLayer(os.path.join(EXPORT_DIR, \"encoder\"), trainable=True" in source
     # raises CellExecutionError (with the cell and its traceback) if any cell fails
-    NotebookClient(nb, timeout=600, kernel_name="python3",
-                   resources={"metadata": {"path": os.path.dirname(NOTEBOOK)}}).execute()
+    load_tool("demo").execute_notebook(nb, timeout=600, resources={"metadata": {"path": os.path.dirname(NOTEBOOK)}})
 
     results = json.loads((out / "finetune_results.json").read_text())
     assert results["train_examples"] == 512 and results["labels"] == ["concurrency", "networking", "numbers", "text"]
@@ -41,3 +42,22 @@ def test_finetune_with_hub_notebook_executes(tiny_export, tmp_path, monkeypatch)
     assert "dev accuracy" in printed and "majority-class baseline" in printed
     assert any(o.get("output_type") == "display_data" and "image/png" in o.get("data", {})
                for cell in nb.cells for o in cell.get("outputs", []))
+
+
+def test_the_notebook_runner_uses_ipc_without_the_unencrypted_tcp_warning(capfd, tmp_path, monkeypatch):
+    """ipykernel warns "Kernel is running over TCP without encryption" on its stderr (the
+    test's, which capfd reads: the cell's own write to fd 2 shows it) when started over
+    TCP; the demo's runner starts it over IPC, leaves no socket files behind and shuts
+    the kernel down."""
+    monkeypatch.chdir(tmp_path)
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(
+        "import os\nos.write(2, b'kernel stderr reaches the test\\n')\nprint(6 * 7, os.getpid())")])
+    load_tool("demo").execute_notebook(nb, NotebookClient, timeout=120)
+    out, err = capfd.readouterr()
+    [output] = nb.cells[0].outputs
+    answer, kernel_pid = output["text"].split()
+    assert answer == "42" and int(kernel_pid) != os.getpid()
+    assert "kernel stderr reaches the test" in err
+    assert "without encryption" not in out + err, err
+    assert os.listdir(tmp_path) == []
+    assert not os.path.exists(f"/proc/{kernel_pid}")  # the kernel was shut down (and reaped)

@@ -235,6 +235,31 @@ def test_bad_input_is_found_before_anything_is_written(pretraining_records, tiny
         assert out == a_file or not out.exists()
 
 
+
+def test_a_refused_init_checkpoint_leaves_no_new_output_dir_and_keeps_a_users(pretraining_records, tiny_config_file,
+                                                                               tmp_path):
+    """An --init_checkpoint whose shapes do not fit (another embedding size): exit 2, the
+    output directory this run made (and its parent it made) is gone; a directory the
+    user had keeps their file byte for byte."""
+    from albert_tf import AlbertConfig, AlbertPretrainer
+
+    outputs, _ = pretraining_records
+    config = AlbertConfig.from_json_file(tiny_config_file)
+    wrong = AlbertPretrainer(config.replace(embedding_size=config.embedding_size * 2))
+    init = wrong.save_pretrained(str(tmp_path / "wrong_shapes"))
+    users = tmp_path / "users_dir"
+    users.mkdir()
+    (users / "notes.txt").write_bytes(b"my notes\x00\xff")
+    new = tmp_path / "new" / "run"
+    results = entry_point_cases("albert_tf.run_pretraining",
+                                [pretrain_cmd(outputs, out, tiny_config_file, "--num_train_steps=2",
+                                              f"--init_checkpoint={init}")[3:] for out in (new, users)], tmp_path)
+    for result in results:
+        assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr[-2000:]
+        assert "shape mismatches" in result.stderr, result.stderr[-2000:]
+    assert not (tmp_path / "new").exists()
+    assert (users / "notes.txt").read_bytes() == b"my notes\x00\xff"
+
 def test_resuming_with_another_config_is_refused_and_keeps_the_runs_own(pretraining_records, tiny_config_file,
                                                                         tmp_path):
     from albert_tf import AlbertConfig

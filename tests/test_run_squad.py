@@ -239,8 +239,13 @@ def test_starts_from_a_pretrained_directory_or_an_export(start, squad_files, tin
 
 
 def test_an_unusable_init_checkpoint_is_a_loud_error(squad_files, tiny_export, config_file, tmp_path):
+    """Exit 2 naming the checkpoint; the output directory this run made (here with its
+    parent) is removed again, while a directory the user had keeps their file."""
+    users = tmp_path / "mismatched_into_users_dir" / "out"
+    users.mkdir(parents=True)
+    (users / "notes.txt").write_bytes(b"my notes\x00\xff")
     cases = []
-    for case in ("missing", "mismatched"):
+    for case in ("missing", "mismatched", "mismatched_into_users_dir"):
         out = tmp_path / case / "out"
         if case == "missing":
             init, config, expected = tmp_path / "no_such_checkpoint", config_file, "no_such_checkpoint"
@@ -261,3 +266,5 @@ def test_an_unusable_init_checkpoint_is_a_loud_error(squad_files, tiny_export, c
         assert "Traceback" not in result.stderr
         assert expected in result.stderr, result.stderr[-3000:]
         assert not (out / "checkpoint").exists() and not (out / "eval_results.json").exists()
+    assert not (tmp_path / "missing").exists() and not (tmp_path / "mismatched").exists()
+    assert (users / "notes.txt").read_bytes() == b"my notes\x00\xff"

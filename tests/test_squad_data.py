@@ -296,9 +296,38 @@ def test_max_query_length_and_impossible(tok):
 # ---------------------------------------------------------------------------------------------- caching
 
 
-def test_crc32c_known_value():
-    assert int(sd.crc32c([b"123456789", b"", b"a"])[0]) == 0xE3069283
-    assert int(sd.crc32c([b""])[0]) == 0
+def test_feature_files_are_tfrecords_of_examples_written_atomically(tmp_path):
+    """write_feature_file: a standard TFRecord of tf.train.Examples (any TFRecord reader
+    gets the values back, negative ones too) under its name only when complete; a
+    failure midway leaves the previous records, no temporary, and no sidecar vouching
+    for them (so the next run rebuilds)."""
+    import tensorflow as tf
+
+    from albert_tf.data import feature_cache
+
+    kind = feature_cache.FeatureKind("test features", 1, shapes=lambda s: {"ids": (2, 3), "label": ()})
+    encoder = feature_cache.RecordEncoder(("ids", "label"))
+    rows = [(np.arange(6).reshape(2, 3) + 10 * i, [i - 1]) for i in range(3)]
+    path = str(tmp_path / "f.tfrecord")
+    sidecar = feature_cache.write_feature_file((encoder.encode_int64({"ids": ids, "label": label})
+                                                for ids, label in rows), path, kind, {"n": 3})
+    assert sidecar["num_features"] == 3 and sidecar["record_bytes"] == os.path.getsize(path)
+    examples = [tf.train.Example.FromString(r) for r in tf.data.TFRecordDataset(path).as_numpy_iterator()]
+    assert [list(e.features.feature["ids"].int64_list.value) for e in examples] == \
+        [list(range(10 * i, 10 * i + 6)) for i in range(3)]
+    assert [list(e.features.feature["label"].int64_list.value) for e in examples] == [[-1], [0], [1]]
+    arrays = feature_cache.read_feature_arrays(path, kind)
+    assert arrays["ids"].shape == (3, 2, 3) and arrays["label"].tolist() == [-1, 0, 1]
+
+    before = open(path, "rb").read()
+
+    def failing():
+        yield encoder.encode_int64({"ids": np.zeros(6), "label": [7]})
+        raise RuntimeError("the builder failed")
+
+    with pytest.raises(RuntimeError, match="the builder failed"):
+        feature_cache.write_feature_file(failing(), path, kind, {"n": 4})
+    assert open(path, "rb").read() == before and sorted(os.listdir(tmp_path)) == ["f.tfrecord"]
 
 
 def _listing(directory):

@@ -86,6 +86,27 @@ def test_exceptions_keep_the_old_output_and_leave_nothing(tmp_path):
     assert sorted(os.listdir(tmp_path)) == ["metrics.json"]
 
 
+
+def test_removed_if_refused_removes_only_what_the_refused_block_created(tmp_path):
+    def refused_after_writing(path):
+        with pytest.raises(CheckpointMismatchError):
+            with atomic.removed_if_refused(str(path), CheckpointMismatchError):
+                atomic.write_text(os.path.join(path, "albert_config.json"), "{}")
+                raise CheckpointMismatchError("shape mismatches")
+
+    refused_after_writing(tmp_path / "runs" / "new")  # runs/ was made by the block too
+    assert os.listdir(tmp_path) == []
+    users = tmp_path / "users"
+    users.mkdir()
+    (users / "notes.txt").write_bytes(b"mine")
+    refused_after_writing(users)
+    assert (users / "notes.txt").read_bytes() == b"mine"
+    with pytest.raises(KeyboardInterrupt):  # not a refusal: an interrupted run keeps what it wrote
+        with atomic.removed_if_refused(str(tmp_path / "interrupted"), CheckpointMismatchError):
+            atomic.write_text(str(tmp_path / "interrupted" / "ckpt"), "x")
+            raise KeyboardInterrupt
+    assert (tmp_path / "interrupted" / "ckpt").read_text() == "x"
+
 def test_append_line_and_suffixes(tmp_path):
     path = str(tmp_path / "m.jsonl")
     for i in range(3):

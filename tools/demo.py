@@ -73,6 +73,35 @@ def hub_forward_pass(export_dir):
     print(f"      pooled_output[0, :4] = [{first}]")
 
 
+def execute_notebook(nb, client_class=None, **options):
+    """Executes notebook `nb` (nbformat, outputs filled in place) in a local python3
+    kernel reached over IPC: Unix sockets in a private temporary directory, removed
+    afterwards. Over TCP (nbclient's default) ipykernel warns on every start that the
+    traffic is unencrypted; a kernel on this machine needs no network at all.
+
+    Args:
+        nb: the notebook.
+        client_class: a NotebookClient subclass (default NotebookClient).
+        **options: NotebookClient options (timeout, resources, ...).
+    Returns:
+        nb.
+    Raises:
+        nbclient.exceptions.CellExecutionError: a cell failed (its traceback included).
+    """
+    import tempfile
+
+    from nbclient import NotebookClient
+
+    client = (client_class or NotebookClient)(nb, kernel_name="python3", **options)
+    with tempfile.TemporaryDirectory(prefix="albert_tf_kernel_") as sockets:
+        # set after construction, not passed as km=: the client then owns the kernel and
+        # shuts it down when the notebook is done (with km= it would keep running)
+        client.km = client.kernel_manager_class(kernel_name="python3", transport="ipc",
+                                                ip=os.path.join(sockets, "kernel"))
+        client.execute()
+    return nb
+
+
 def run_notebook(export_dir, out, epochs):
     """Executes the fine-tuning notebook on the demo export, printing its output live."""
     import json
@@ -95,8 +124,7 @@ def run_notebook(export_dir, out, epochs):
     os.environ.update(ALBERT_EXPORT_DIR=export_dir, ALBERT_OUTPUT_DIR=finetune_dir, ALBERT_EPOCHS=str(epochs),
                       ALBERT_DATA_DIR=TOPICS)
     nb = nbformat.read(NOTEBOOK, as_version=4)
-    LiveClient(nb, timeout=1800, kernel_name="python3", resources={"metadata": {"path": os.path.dirname(NOTEBOOK)}}
-               ).execute()
+    execute_notebook(nb, LiveClient, timeout=1800, resources={"metadata": {"path": os.path.dirname(NOTEBOOK)}})
     nbformat.write(nb, os.path.join(out, "finetune_with_hub.ipynb"))
     with open(os.path.join(finetune_dir, "finetune_results.json")) as f:
         results = json.load(f)

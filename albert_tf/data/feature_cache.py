@@ -1,7 +1,8 @@
 """Cached feature files of the fine-tuning tasks (SQuAD, multiple choice): one machinery.
 
-A feature file is a TFRecord of tf.train.Examples with int64 features, written without
-TensorFlow (`RecordEncoder`, `tfrecord_frames`), plus `<file>.json`, a sidecar recording
+A feature file is a TFRecord of tf.train.Examples with int64 features (`RecordEncoder`,
+written with tf.io.TFRecordWriter: TensorFlow reads them back anyway, and only the
+fine-tuning tasks, which run on it, build them), plus `<file>.json`, a sidecar recording
 the settings, tokenizer and input that made it. The sidecar is written last, so its
 presence vouches for a complete file. A kind of feature file (`FeatureKind`) names its
 features and their per-record shapes, so `read_feature_arrays` can read any of them back.
@@ -29,12 +30,10 @@ import hashlib
 import json
 import logging
 import os
-import struct
 import time
 
 import numpy as np
 
-from albert_tf.data.example_codec import ExampleEncoder
 from albert_tf.data.summary import file_sha256
 from albert_tf.storage import atomic
 
@@ -44,7 +43,6 @@ logger = logging.getLogger("albert_tf")
 INFORMATIONAL = ("input_file", "input_mtime")
 # Settings entries that describe the input's content: a difference in any is one reason.
 INPUT_CONTENT = ("input_sha256", "input_size", "input_files")
-_UINT64 = (1 << 64) - 1
 
 
 class FeatureFileError(ValueError):
@@ -73,84 +71,30 @@ class FeatureKind:
 
 
 # ----------------------------------------------------------------------------------------------------------
-# TFRecord writing without TensorFlow
+# Records
 
 
-def _crc_table():
-    table = []
-    for n in range(256):
-        c = n
-        for _ in range(8):
-            c = (c >> 1) ^ 0x82F63B78 if c & 1 else c >> 1
-        table.append(c)
-    return np.array(table, np.uint32)
-
-
-_CRC_TABLE = _crc_table()
-
-
-def crc32c(chunks):
-    """CRC-32C (Castagnoli) of each bytes object in `chunks` -> uint32 array (vectorised
-    over the chunks, one numpy step per byte position)."""
-    lengths = np.array([len(c) for c in chunks], np.int64)
-    order = np.argsort(-lengths, kind="stable")
-    sorted_lengths = lengths[order]
-    width = int(sorted_lengths[0]) if len(chunks) else 0
-    buf = np.zeros((len(chunks), width), np.uint8)
-    for row, k in enumerate(order):
-        buf[row, :lengths[k]] = np.frombuffer(chunks[k], np.uint8)
-    crc = np.full(len(chunks), 0xFFFFFFFF, np.uint32)
-    active = len(chunks)
-    shift = np.uint32(8)
-    for j in range(width):
-        while active and sorted_lengths[active - 1] <= j:
-            active -= 1
-        c = crc[:active]
-        crc[:active] = _CRC_TABLE[(c ^ buf[:active, j]) & 0xFF] ^ (c >> shift)
-    out = np.empty_like(crc)
-    out[order] = crc ^ np.uint32(0xFFFFFFFF)
-    return out
-
-
-def _masked(crc):
-    crc = crc.astype(np.uint64)
-    return ((((crc >> 15) | (crc << 17)) & 0xFFFFFFFF) + 0xA282EAD8) & 0xFFFFFFFF
-
-
-def tfrecord_frames(records):
-    """Serialized records -> the bytes of a TFRecord file holding them."""
-    headers = [struct.pack("<Q", len(r)) for r in records]
-    header_crc, data_crc = _masked(crc32c(headers)), _masked(crc32c(records))
-    return b"".join(h + struct.pack("<I", int(hc)) + r + struct.pack("<I", int(dc))
-                    for h, hc, r, dc in zip(headers, header_crc, records, data_crc))
-
-
-class RecordEncoder(ExampleEncoder):
-    """Serializes tf.train.Examples of int64 features (example_codec's wire format).
+class RecordEncoder:
+    """Serializes tf.train.Examples of int64 features.
 
     Args:
-        names: the feature names, in the order they are written.
-        max_id: varints of values below it come from a table (the vocabulary size).
+        names: the feature names of every record.
 
-    `encode_int64({name: ints})` -> bytes; negative values are written as int64 two's
-    complement (TensorFlow reads -1 back as -1).
+    `encode_int64({name: ints})` -> bytes (a list, tuple or numpy array of any shape,
+    flattened; negative values are kept).
     """
 
-    def __init__(self, names, max_id=1 << 16):
-        super().__init__(1, 1, 0, max_id)
+    def __init__(self, names):
+        import tensorflow as tf  # imported when features are built, not when this module is
+
         self.names = tuple(names)
-        self._keys.update({name: self._varints([len(name)]) + name.encode() for name in self.names})
+        self._train = tf.train
 
     def encode_int64(self, values):
-        parts = []
-        for name in self.names:
-            v = values[name]
-            v = v.tolist() if isinstance(v, np.ndarray) else list(v)
-            if v and min(v) < 0:
-                v = [x & _UINT64 for x in v]
-            parts.append(self._int64(name, v))
-        features = b"".join(parts)
-        return b"\x0a" + self._varints([len(features)]) + features
+        train = self._train
+        feature = {name: train.Feature(int64_list=train.Int64List(
+            value=np.asarray(values[name], np.int64).reshape(-1).tolist())) for name in self.names}
+        return train.Example(features=train.Features(feature=feature)).SerializeToString()
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -210,8 +154,9 @@ def sidecar_path(feature_file):
     return os.fspath(feature_file) + ".json"
 
 
-def write_feature_file(records, path, kind, settings, extra=None, companions=None, batch_size=2048):
-    """Writes serialized tf.train.Examples to the TFRecord `path`, then the companion files,
+def write_feature_file(records, path, kind, settings, extra=None, companions=None):
+    """Writes serialized tf.train.Examples to the TFRecord `path` (tf.io.TFRecordWriter on
+    an atomic temporary name, renamed when complete), then the companion files,
     then the sidecar `<path>.json` (last, so its presence means the rest is complete). Every
     file goes through albert_tf.storage.atomic. Returns the sidecar dict.
 
@@ -230,17 +175,19 @@ def write_feature_file(records, path, kind, settings, extra=None, companions=Non
     old = read_sidecar(path, kind) or {}
     if os.path.exists(sidecar_path(path)):
         os.remove(sidecar_path(path))  # a crash below must not leave an old sidecar vouching for new files
+    import tensorflow as tf
+
     count = 0
-    with atomic.open_file(path, "wb") as f:
-        batch = []
-        for record in records:
-            batch.append(record)
-            count += 1
-            if len(batch) >= batch_size:
-                f.write(tfrecord_frames(batch))
-                batch = []
-        if batch:
-            f.write(tfrecord_frames(batch))
+    with atomic.output_path(path) as tmp:
+        with tf.io.TFRecordWriter(tmp) as writer:
+            for record in records:
+                writer.write(record)
+                count += 1
+        fd = os.open(tmp, os.O_RDONLY)  # on disk before the rename makes it the file
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
     written = {}
     for suffix, content in ((companions() if companions else None) or {}).items():
         if isinstance(content, str):

@@ -48,7 +48,7 @@ The question keeps its first max_query_length pieces.
 Caching (the shared machinery of albert_tf.data.feature_cache): `write_feature_file` writes
 a TFRecord of tf.train.Examples (int64 unique_ids[1], input_ids, input_mask, segment_ids,
 p_mask [T], start_positions, end_positions, is_impossible [1]; the release's names)
-without TensorFlow, and then `<file>.json`, a sidecar recording the settings, tokenizer
+and then `<file>.json`, a sidecar recording the settings, tokenizer
 (SentencePiece sha256, do_lower_case) and input file (sha256, size, mtime) that made it.
 Prediction files also get `<file>.spans.json` with each feature's example mapping, token
 spans and max-context flags, so a predict-only run can post-process without re-tokenizing.
@@ -66,7 +66,7 @@ import unicodedata
 import numpy as np
 
 from albert_tf.data import feature_cache
-from albert_tf.data.feature_cache import crc32c, sidecar_path, tfrecord_frames  # noqa: F401 (public names)
+from albert_tf.data.feature_cache import sidecar_path  # noqa: F401 (a public name)
 from albert_tf.data.tokenization import preprocess_text
 
 logger = logging.getLogger("albert_tf")
@@ -816,7 +816,7 @@ def feature_file_settings(settings, tokenizer, input_file):
     }
 
 
-def write_feature_file(features, path, settings, extra=None, batch_size=2048):
+def write_feature_file(features, path, settings, extra=None):
     """Writes features (an iterable of SquadFeature) to the TFRecord `path`; for prediction
     settings (settings["is_training"] false) also `<path>.spans.json`; then the sidecar
     `<path>.json` (feature_cache.write_feature_file: atomic, sidecar last). Returns the
@@ -853,7 +853,7 @@ def write_feature_file(features, path, settings, extra=None, batch_size=2048):
         return {SPANS_SUFFIX: json.dumps(columns, separators=(",", ":")) + "\n"}
 
     return feature_cache.write_feature_file(records(), path, SQUAD_FEATURES, settings, extra=extra,
-                                            companions=companions, batch_size=batch_size)
+                                            companions=companions)
 
 
 def read_sidecar(path):

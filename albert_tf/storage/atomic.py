@@ -13,6 +13,8 @@ Every writer in albert_tf goes through this module:
         figure.savefig(tmp)
     with atomic.output_dir("export/encoder") as tmp:         # a library writes a directory
         tf.saved_model.save(module, tmp)
+    with atomic.removed_if_refused("runs/new", CheckpointMismatchError):  # a run's output_dir
+        train()                      # refused at its start: the directory it made is removed
 
 The temporary name lives in the target's own directory (so the final rename never
 crosses file systems) and is `.<name>.tmp-<pid>-<random><suffix>`: hidden, owned by one
@@ -195,6 +197,40 @@ def output_dir(path):
         _remove(tmp)
         raise
     _fsync_dir(directory)
+
+
+def _first_missing(path):
+    """The outermost of `path` and its ancestors that does not exist (runs/ for
+    runs/mrpc when neither exists); None when `path` exists."""
+    path = os.path.abspath(path)
+    if os.path.lexists(path):
+        return None
+    while True:
+        parent = os.path.dirname(path)
+        if parent == path or os.path.lexists(parent):
+            return path
+        path = parent
+
+
+@contextlib.contextmanager
+def removed_if_refused(path, refused):
+    """Runs the block; when it raises one of `refused` and directory `path` did not exist
+    before it, removes what the block created (`path`, and its ancestors that it created
+    too), so a run refused at its start (e.g. for its --init_checkpoint) leaves no output
+    directory behind. A path that existed before is never touched, nor is anything on
+    another exception (an interrupted or diverged run keeps what it wrote).
+
+    Args:
+        path: the directory the block may create (None: nothing is watched).
+        refused: an exception class or tuple of them.
+    """
+    created = _first_missing(path) if path else None
+    try:
+        yield
+    except refused:
+        if created is not None and os.path.isdir(created) and not os.path.islink(created):
+            shutil.rmtree(created, ignore_errors=True)
+        raise
 
 
 def replace_dir(source, path):

@@ -26,6 +26,7 @@ from albert_tf.data.buckets import DEFAULT_BUCKETS, bucket_widths, bucketed_batc
 from albert_tf.data.classifier_pipeline import label_ids, pack, packed_lengths
 from albert_tf.modeling.losses import classifier_nll
 from albert_tf.storage import atomic
+from albert_tf.storage.report import CheckpointMismatchError
 from albert_tf.tasks.common import config_file_for, random_start
 from albert_tf.training.driver import EXAMPLE_INDEX, Task, TrainingOptions, train_and_evaluate
 from albert_tf.training.distribution import get_strategy
@@ -310,6 +311,12 @@ def run(o, training, stream=sys.stdout):
         dict: task, labels, final_step, eval (dev summary), test_results, export_dir,
         curves, initialized_from.
     """
+    # a run refused for its starting weights (--init_checkpoint) leaves no output_dir it made
+    with atomic.removed_if_refused(o.output_dir, CheckpointMismatchError):
+        return _run(o, training, stream)
+
+
+def _run(o, training, stream):
     check_options(o)
     task_def = get_task(o.task_name, labels=o.labels, text_a_column=o.text_a_column, text_b_column=o.text_b_column,
                         label_column=o.label_column)

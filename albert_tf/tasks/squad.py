@@ -24,6 +24,7 @@ import tensorflow as tf
 
 from albert_tf.data.buckets import DEFAULT_BUCKETS, bucket_widths, bucketed_batches, cut_to_width
 from albert_tf.storage import atomic
+from albert_tf.storage.report import CheckpointMismatchError
 from albert_tf.tasks.common import check_model_source, check_outputs, encoder_for, initialize_from, spm_file_for
 from albert_tf.training.driver import EXAMPLE_INDEX, Task, train_and_evaluate
 
@@ -319,6 +320,12 @@ def run(o, training, stream=sys.stdout):
         dict: final_step, initialized_from, num_train_features, num_train_steps,
         predictions (path), metrics (or None), export_dir (with --export_dir).
     """
+    # a run refused for its starting weights (--init_checkpoint) leaves no output_dir it made
+    with atomic.removed_if_refused(o.output_dir, CheckpointMismatchError):
+        return _run(o, training, stream)
+
+
+def _run(o, training, stream):
     from albert_tf.data.squad_data import FeatureSettings, load_or_build_features, read_feature_arrays
     from albert_tf.data.tokenization import SentencePieceTokenizer
     from albert_tf.training.distribution import get_strategy
