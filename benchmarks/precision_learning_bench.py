@@ -64,7 +64,8 @@ METRIC = {"squad_v1": ("f1", 1.0), "squad_v2": ("f1", 1.0), "race": ("accuracy",
 def define_flags():
     from absl import flags
 
-    flags.DEFINE_list("tasks", list(TASKS), f"Tasks: {', '.join(TASKS)}.")
+    flags.DEFINE_list("tasks", list(TASKS), f"Tasks: {', '.join(TASKS)}; TASK:START runs one start only "
+                      "(e.g. squad_v1:random).")
     flags.DEFINE_list("starts", list(STARTS), "random, pretrained (pretraining always starts from random).")
     flags.DEFINE_integer("seeds", 3, "Seeds per task, start and policy.")
     flags.DEFINE_float("leave_factor", 1.25, "Leaving the plateau: training loss <= this x float32's mean final loss.")
@@ -72,10 +73,23 @@ def define_flags():
     flags.DEFINE_bool("tiny", False, "Smoke test: tiny data, short runs (plumbing only; no verdict is meaningful).")
 
 
+def plan_of(tasks, starts):
+    """[(task, start)] to run: each of `tasks` ("squad_v1", or "squad_v1:random" for one
+    start) with each of `starts`; pretraining from random weights only."""
+    plan = []
+    for item in tasks:
+        task, _, start = item.partition(":")
+        for s in ([start] if start else starts):
+            if (task, s) not in plan and not (task == "pretraining" and s != "random"):
+                plan.append((task, s))
+    return plan
+
+
 def check_flags(f):
-    for name, allowed in (("tasks", TASKS), ("starts", STARTS)):
-        bad = [x for x in getattr(f, name) if x not in allowed]
-        if bad or not getattr(f, name):
+    for name, values, allowed in (("tasks", [t.partition(":")[0] for t in f.tasks], TASKS),
+                                  ("starts", f.starts + [t.partition(":")[2] for t in f.tasks if ":" in t], STARTS)):
+        bad = [x for x in values if x not in allowed]
+        if bad or not values:
             raise ValueError(f"--{name}: {', '.join(bad) or 'empty'} not among {', '.join(allowed)}.")
     if f.seeds < 1 or f.leave_factor <= 1.0:
         raise ValueError(f"need --seeds >= 1 and --leave_factor > 1 (got {f.seeds}, {f.leave_factor}).")
@@ -260,7 +274,7 @@ def run(f):
     native = choose("auto")
     print(f"hardware: {native.hardware}; auto would pick {native.policy}", flush=True)
     p = make_data(os.path.join(f.output_dir, "data"), s)
-    plan = [(task, start) for task in f.tasks for start in f.starts if not (task == "pretraining" and start != "random")]
+    plan = plan_of(f.tasks, f.starts)
     if any(start == "pretrained" for _, start in plan):
         p["pretrained"] = os.path.join(f.output_dir, "pretrained")
         module, args = run_flags("pretraining", p, s, "random", "float32", 1, p["pretrained"])

@@ -59,22 +59,6 @@ def define_flags():
     flags.DEFINE_bool("tiny", False, "Smoke test: tiny configs, few steps.")
 
 
-def matmul_gflops(dtype, n=2048, runs=5):
-    """Best GFLOP/s of an n^3 matmul in `dtype` (graph mode)."""
-    import tensorflow as tf
-
-    a, b = tf.random.normal((n, n), dtype=tf.float32), tf.random.normal((n, n), dtype=tf.float32)
-    a, b = tf.cast(a, dtype), tf.cast(b, dtype)
-    f = tf.function(lambda x, y: tf.matmul(x, y))
-    f(a, b).numpy()
-    best = 0.0
-    for _ in range(runs):
-        start = time.perf_counter()
-        f(a, b).numpy()
-        best = max(best, 2 * n ** 3 / (time.perf_counter() - start) / 1e9)
-    return best
-
-
 def classifier_trainer(config, policy, spm_model, steps):
     """run(steps) -> seconds, and examples per step, of the topic classifier's training."""
     from albert_tf.data.classifier_data import get_task, read_examples
@@ -159,7 +143,7 @@ def run(f):
     out = f.output_dir
     os.makedirs(out, exist_ok=True)
     base = AlbertConfig.from_preset("albert_base").replace(**(TINY if f.tiny else {}))
-    peaks = {"bfloat16": matmul_gflops("bfloat16"), "float32": matmul_gflops("float32")}
+    peaks = {dtype: tsb.matmul_peak_gflops(dtype=dtype) for dtype in ("bfloat16", "float32")}
     print(f"2048^3 matmul: bf16 {peaks['bfloat16']:.1f} GFLOP/s, float32 {peaks['float32']:.1f} GFLOP/s", flush=True)
     rows = []
 

@@ -52,11 +52,12 @@ def training_flops_per_example(config, seq=SEQ, predictions=PREDICTIONS):
     return 2 * 3 * (seq * per_token + head)
 
 
-def matmul_peak_gflops(n=2048, runs=5):
+def matmul_peak_gflops(n=2048, runs=5, dtype="float32"):
+    """Best GFLOP/s of an n^3 matmul in `dtype` (graph mode)."""
     import tensorflow as tf
 
-    a = tf.random.normal((n, n))
-    b = tf.random.normal((n, n))
+    a = tf.cast(tf.random.normal((n, n)), dtype)
+    b = tf.cast(tf.random.normal((n, n)), dtype)
     f = tf.function(lambda x, y: tf.matmul(x, y))
     f(a, b).numpy()
     best = 0.0

@@ -135,6 +135,8 @@ def test_precision_learning_bench_verdict_rule_and_bad_flags(tmp_path):
     worse = bench.summarize("pretraining", {"float32": runs([6.00, 6.01], [6.0, 6.0]),
                                             "mixed_bfloat16": runs([6.2, 6.2], [6.2, 6.2])}, 1.25)
     assert not worse["same_learning"] and worse["allowed_difference"] == pytest.approx(0.06005)
+    assert bench.plan_of(["squad_v1:random", "race", "pretraining"], ["random", "pretrained"]) == [
+        ("squad_v1", "random"), ("race", "random"), ("race", "pretrained"), ("pretraining", "random")]
     result = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "precision_learning_bench.py"),
                              "--tasks=squad_v3", f"--output_dir={tmp_path / 'x'}"], capture_output=True, text=True,
                             env=ENV, cwd=ROOT, timeout=120)

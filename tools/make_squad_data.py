@@ -228,6 +228,27 @@ def _questions(described, others, rng, version, per_paragraph):
     return made[:per_paragraph]
 
 
+def _check_arguments(version, num_questions, max_context_chars):
+    if version not in ("1.1", "2.0"):
+        raise ValueError(f"--version must be 1.1 or 2.0, got {version!r}.")
+    if num_questions < 1 or max_context_chars < 200:
+        raise ValueError(f"need --num_questions >= 1 and --max_context_chars >= 200 "
+                         f"(got {num_questions}, {max_context_chars}).")
+
+
+def _article(title, context, made, seed, index, version):
+    """One article of one paragraph from its (question, answers, plausible) list."""
+    qas = []
+    for j, (question, answers, plausible) in enumerate(made):
+        qa = {"id": f"s{seed}-p{index:05d}-q{j}", "question": question, "answers": answers}
+        if version == "2.0":
+            qa["is_impossible"] = not answers
+            if plausible:
+                qa["plausible_answers"] = plausible
+        qas.append(qa)
+    return {"title": title, "paragraphs": [{"context": context, "qas": qas}]}
+
+
 def make_dataset(version, num_questions, seed, max_context_chars, split="all", entries=None):
     """A SQuAD-format dataset of `num_questions` questions (module docstring).
 
@@ -241,11 +262,7 @@ def make_dataset(version, num_questions, seed, max_context_chars, split="all", e
     Returns:
         the JSON-ready dict {"version", "data": [...]}; check_dataset passes on it.
     """
-    if version not in ("1.1", "2.0"):
-        raise ValueError(f"--version must be 1.1 or 2.0, got {version!r}.")
-    if num_questions < 1 or max_context_chars < 200:
-        raise ValueError(f"need --num_questions >= 1 and --max_context_chars >= 200 "
-                         f"(got {num_questions}, {max_context_chars}).")
+    _check_arguments(version, num_questions, max_context_chars)
     entries = docstring_entries() if entries is None else entries
     pool = [e for e in entries if in_split(e["name"], split)
             and len(e["name"]) + 3 + len(" ".join(e["sentences"])) + EXTRA_CHARS <= max_context_chars]
@@ -267,17 +284,8 @@ def make_dataset(version, num_questions, seed, max_context_chars, split="all", e
         others = [e["name"] for e in pool if e["name"] not in names and e["name"] not in context]
         per_paragraph = min(rng.randint(2, 4), num_questions - total)
         made = _questions(described, others, rng, version, per_paragraph)
-        p = len(articles)
-        qas = []
-        for j, (question, answers, plausible) in enumerate(made):
-            qa = {"id": f"s{seed}-p{p:05d}-q{j}", "question": question, "answers": answers}
-            if version == "2.0":
-                qa["is_impossible"] = not answers
-                if plausible:
-                    qa["plausible_answers"] = plausible
-            qas.append(qa)
-        total += len(qas)
-        articles.append({"title": described[0][0].rsplit(".", 1)[0], "paragraphs": [{"context": context, "qas": qas}]})
+        articles.append(_article(described[0][0].rsplit(".", 1)[0], context, made, seed, len(articles), version))
+        total += len(made)
     dataset = {"version": "1.1" if version == "1.1" else "v2.0", "data": articles}
     check_dataset(dataset)
     return dataset
@@ -305,11 +313,7 @@ def _people(split):
 
 def make_people_dataset(version, num_questions, seed, max_context_chars, split="all", entries=None):
     """The --kind=people dataset (module doc); arguments as make_dataset's."""
-    if version not in ("1.1", "2.0"):
-        raise ValueError(f"--version must be 1.1 or 2.0, got {version!r}.")
-    if num_questions < 1 or max_context_chars < 200:
-        raise ValueError(f"need --num_questions >= 1 and --max_context_chars >= 200 "
-                         f"(got {num_questions}, {max_context_chars}).")
+    _check_arguments(version, num_questions, max_context_chars)
     entries = docstring_entries() if entries is None else entries
     filler = [s for e in entries if in_split(e["name"], split) for s in e["sentences"] if len(s) <= 120]
     people, rng = _people(split), random.Random(seed)
@@ -338,17 +342,8 @@ def make_people_dataset(version, num_questions, seed, max_context_chars, split="
         if version == "2.0" and len(made) > 1:
             kind = rng.choice(kinds)
             made[-1] = (PEOPLE_FACTS[kind][1].format(pair[2]), [], [_answer(*spans[(rng.choice(pair[:2]), kind)])])
-        p = len(articles)
-        qas = []
-        for j, (question, answers, plausible) in enumerate(made):
-            qa = {"id": f"s{seed}-p{p:05d}-q{j}", "question": question, "answers": answers}
-            if version == "2.0":
-                qa["is_impossible"] = not answers
-                if plausible:
-                    qa["plausible_answers"] = plausible
-            qas.append(qa)
-        total += len(qas)
-        articles.append({"title": " and ".join(pair[:2]), "paragraphs": [{"context": context, "qas": qas}]})
+        articles.append(_article(" and ".join(pair[:2]), context, made, seed, len(articles), version))
+        total += len(made)
     dataset = {"version": "1.1" if version == "1.1" else "v2.0", "data": articles}
     check_dataset(dataset)
     return dataset
