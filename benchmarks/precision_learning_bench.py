@@ -296,7 +296,7 @@ def run(f):
                 metric, extra = metric_of(task, results)
                 runs[policy].append({"seed": seed, "metric": metric, **extra, "curve": curve, "seconds": seconds})
                 done += 1
-                eta = f"ETA {ran_seconds / ran * (total - done) / 60:.0f} min" if ran else "(kept from an earlier run)"
+                eta = "(kept from an earlier run)" if cached else f"ETA {ran_seconds / ran * (total - done) / 60:.0f} min"
                 print(f"[{done}/{total}] {task} {start} {policy} seed {seed}: {METRIC[task][0]} {metric:.2f} "
                       f"({seconds:.0f} s)  {eta}", flush=True)
         summary = summarize(task, runs, f.leave_factor)

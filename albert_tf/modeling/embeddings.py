@@ -56,14 +56,15 @@ class AlbertEmbeddings(keras.layers.Layer):
         training: bool.
 
     Returns:
-        float [B, T, E], in the compute dtype.
+        float32 [B, T, E] (the LayerNorm and dropout compute in float32 under every policy:
+        the start of the encoder's float32 residual stream, see encoder_block).
 
     Under a mixed policy the tables are not autocast (`autocast=False`: inside a model's
     call, which is how the encoder runs it): a word is gathered from the float32 table and
     the three embeddings are summed in float32, so a forward casts B * T rows, not the whole
     [V, E] table (3.8M values for albert_base), and its gradient stays a float32
     IndexedSlices. The one-hot lookup (TPUs) multiplies in the
-    compute dtype as before; the LayerNorm computes in float32 and returns the compute dtype.
+    compute dtype as before.
 
     Example:
     ```python
@@ -94,9 +95,9 @@ class AlbertEmbeddings(keras.layers.Layer):
         self.use_one_hot_embeddings = use_one_hot_embeddings
 
         self.layer_norm = keras.layers.LayerNormalization(
-            epsilon=LAYER_NORM_EPSILON, dtype=self.dtype_policy, name="LayerNorm"
+            epsilon=LAYER_NORM_EPSILON, dtype="float32", name="LayerNorm"
         )
-        self.dropout_layer = keras.layers.Dropout(dropout, dtype=self.dtype_policy)
+        self.dropout_layer = keras.layers.Dropout(dropout, dtype="float32")
 
     def build(self, input_shape=None):
         # one initializer instance (one seed) per table: see `truncated_normal`
