@@ -59,7 +59,7 @@ def define_flags():
     flags.DEFINE_bool("tiny", False, "Smoke test: tiny configs, few steps.")
 
 
-def classifier_trainer(config, policy, spm_model, steps):
+def classifier_trainer(config, policy, spm_model):
     """run(steps) -> seconds, and examples per step, of the topic classifier's training."""
     from albert_tf.data.classifier_data import get_task, read_examples
     from albert_tf.modeling.pretrainer import AlbertPretrainer
@@ -182,7 +182,7 @@ def run(f):
     if "finetuning" in f.parts:
         for label, config in (("albert_base", base), ("mid (H256 L4)", base.replace(**MID) if not f.tiny else base)):
             runners = {policy: classifier_trainer(config.replace(vocab_size=3000 if f.tiny else 8000), policy,
-                                                  spm_model, f.train_steps)
+                                                  spm_model)
                        for policy in ("float32", "mixed_bfloat16")}
             steps = f.train_steps
             medians, _ = interleaved({k: (lambda r=r: steps * 32 / r(steps)) for k, r in runners.items()}, f.repeats,

@@ -173,8 +173,7 @@ def write_feature_file(records, path, kind, settings, extra=None, companions=Non
     """
     path = os.fspath(path)
     old = read_sidecar(path, kind) or {}
-    if os.path.exists(sidecar_path(path)):
-        os.remove(sidecar_path(path))  # a crash below must not leave an old sidecar vouching for new files
+    atomic.remove_own(sidecar_path(path))  # a crash below must not leave an old sidecar vouching for new files
     import tensorflow as tf
 
     count = 0
@@ -196,8 +195,8 @@ def write_feature_file(records, path, kind, settings, extra=None, companions=Non
             atomic.write_bytes(path + suffix, content)
         written[suffix] = os.path.getsize(path + suffix)
     for suffix in (old.get("companions") or {}):
-        if suffix not in written and os.path.exists(path + suffix):
-            os.remove(path + suffix)
+        if suffix not in written:  # a companion the old sidecar lists: this cache's own file
+            atomic.remove_own(path + suffix)
     sidecar = {"kind": kind.name, "format": kind.format, "settings": settings, "num_features": count,
                "record_bytes": os.path.getsize(path), "companions": written,
                "created": time.strftime("%Y-%m-%dT%H:%M:%S")}

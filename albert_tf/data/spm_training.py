@@ -10,7 +10,6 @@ through `preprocess_text` first (accents stripped; lower-cased with do_lower_cas
 exactly as create_pretraining_data and the exported preprocessing model do.
 """
 
-import contextlib
 import dataclasses
 import os
 
@@ -87,7 +86,6 @@ def train_sentencepiece(files, model_prefix, options):
         with open(f"{scratch_prefix}.vocab", "rb") as f:
             atomic.write_bytes(f"{model_prefix}.vocab", f.read())
     finally:
-        for path in scratch:
-            with contextlib.suppress(FileNotFoundError):
-                os.remove(path)
+        for path in scratch:  # SentencePiece's own output files in our scratch names
+            atomic.remove_own(path)
     return f"{model_prefix}.model"

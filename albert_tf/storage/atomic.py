@@ -78,6 +78,14 @@ def _remove(path):
             os.remove(path)
 
 
+def remove_own(path):
+    """Removes `path` (a file or a directory tree; nothing if it is absent), for callers
+    removing what they made themselves in this run: a scratch file, a temporary directory,
+    a cache's own companion files that its sidecar lists. The one place outside the
+    temporary-name machinery where albert_tf deletes; never call it on a user's path."""
+    _remove(path)
+
+
 def sweep(directory):
     """Removes temporaries of dead processes in `directory`; puts back a directory that a
     killed replacement left aside. Returns the names removed or restored."""

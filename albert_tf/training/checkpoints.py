@@ -12,7 +12,6 @@ removed.
 
 import json
 import os
-import shutil
 import tempfile
 
 import tensorflow as tf
@@ -149,14 +148,14 @@ class TrainingCheckpoints:
         path = self.manager.save(checkpoint_number=int(step))
         if self.is_chief and self.on_save is not None:
             self.on_save()
-        if self._temp_dir:
-            shutil.rmtree(self._temp_dir, ignore_errors=True)
+        if self._temp_dir:  # the scratch directory this manager made
+            atomic.remove_own(self._temp_dir)
             os.makedirs(self._temp_dir, exist_ok=True)
         return path
 
     def close(self):
         if self._temp_dir:
-            shutil.rmtree(self._temp_dir, ignore_errors=True)
+            atomic.remove_own(self._temp_dir)
 
     # --- best checkpoint -----------------------------------------------------------------
 
