@@ -102,8 +102,8 @@ def _tool(name):
     return module
 
 
-def make_data(data_dir, s):
-    """Makes (once) every input the runs read; returns their paths."""
+def make_data(data_dir, s, plan):
+    """Makes (once) every input the runs of `plan` read; returns their paths."""
     from albert_tf.data.instances import InstanceOptions
     from albert_tf.data.sample_corpus import write_corpus
     from albert_tf.data.spm_training import SentencePieceOptions, train_sentencepiece
@@ -130,7 +130,8 @@ def make_data(data_dir, s):
                     json.dump(squad.make_people_dataset(version, count, seed, 500, split), f)
     if not os.path.exists(p["race"]):
         _tool("make_race_data").make_race(p["race"], num_articles=s["race_articles"], seed=3, layout="files")
-    if not os.path.exists(p["records"][1]):
+    needs_records = any(task == "pretraining" or start == "pretrained" for task, start in plan)
+    if needs_records and not os.path.exists(p["records"][1]):
         write_pretraining_data([p["corpus"]], p["records"], p["spm"],
                                WriterOptions(InstanceOptions(max_seq_length=128), dupe_factor=2), progress_stream=None)
     return p
@@ -273,8 +274,8 @@ def run(f):
 
     native = choose("auto")
     print(f"hardware: {native.hardware}; auto would pick {native.policy}", flush=True)
-    p = make_data(os.path.join(f.output_dir, "data"), s)
     plan = plan_of(f.tasks, f.starts)
+    p = make_data(os.path.join(f.output_dir, "data"), s, plan)
     if any(start == "pretrained" for _, start in plan):
         p["pretrained"] = os.path.join(f.output_dir, "pretrained")
         module, args = run_flags("pretraining", p, s, "random", "float32", 1, p["pretrained"])
