@@ -32,8 +32,8 @@ from keras import ops
 
 from albert_tf.modeling.config import AlbertConfig
 from albert_tf.modeling.embeddings import AlbertEmbeddings, truncated_normal
-from albert_tf.modeling.encoder_block import (AlbertAttention, AlbertFeedForward, padding_indices, to_padded,
-                                              to_tokens)
+from albert_tf.modeling.encoder_block import (AlbertAttention, AlbertFeedForward, apply_dense, cast_dense,
+                                              padding_indices, to_padded, to_tokens)
 from albert_tf.modeling.pretrained import ENCODER_WEIGHTS, PretrainedMixin
 
 INPUT_NAMES = ("input_word_ids", "input_mask", "input_type_ids")
@@ -203,14 +203,18 @@ class AlbertEncoder(PretrainedMixin, keras.Model):
         # token_index [R], padded_index [B*T]; None: every position is a row (R = B * T)
         indices = padding_indices(input_mask) if self.skip_padding else None
         token_index, padded_index = (None, None) if indices is None else indices
-        x = to_tokens(self.embeddings(word_ids, type_ids, training=training), token_index)  # [R, E]
-        if self.embedding_projection is not None:
-            x = self.embedding_projection(x)  # [R, H]
         # mixed precision: each sub-layer's weights cast to the compute dtype once per forward,
-        # not at each of its uses (encoder_block module doc); None: Keras reads them as usual
+        # not at each of its uses, and every bias gradient summed in float32 (encoder_block
+        # module doc); empty: Keras reads the weights as usual
         cast = {}
         if self.compute_dtype != self.variable_dtype:
             cast = {id(layer): layer.cast_weights(self.compute_dtype) for layer in self.attention_layers + self.ffn_layers}
+            for layer in (self.embedding_projection, self.pooler):
+                if layer is not None:
+                    cast[id(layer)] = cast_dense([layer], self.compute_dtype)[0]
+        x = to_tokens(self.embeddings(word_ids, type_ids, training=training), token_index)  # [R, E]
+        if self.embedding_projection is not None:
+            x = apply_dense(self.embedding_projection, x, cast.get(id(self.embedding_projection)))  # [R, H]
         encoder_outputs = []
         for steps in self._layer_steps:
             for attention, ffn in steps:
@@ -218,7 +222,7 @@ class AlbertEncoder(PretrainedMixin, keras.Model):
                 x = ffn(x, training=training, cast=cast.get(id(ffn)))
             encoder_outputs.append(to_padded(x, padded_index, batch, length))  # [B, T, H]
         sequence_output = encoder_outputs[-1]
-        return {"sequence_output": sequence_output, "pooled_output": self.pooler(sequence_output[:, 0, :]),
+        return {"sequence_output": sequence_output, "pooled_output": apply_dense(self.pooler, sequence_output[:, 0, :], cast.get(id(self.pooler))),
                 "encoder_outputs": encoder_outputs}
 
 

@@ -33,6 +33,8 @@ Mixed precision (a bf16 compute dtype, float32 variables):
   matmul). With the residual stream in bf16 as well, classification from a pretrained start
   stayed at chance in 1 of 6 seeds and averaged 57.3% dev accuracy against float32's 65.0%
   (with it in float32: 67.2% over the same 6 seeds; issue 29).
+- Every bf16 dense layer's bias gradient is summed in float32 (`add_bias`): TensorFlow's own
+  bf16 bias gradient lost 30-44% of it (issue 29).
 - Shared weights are cast once per forward: `cast_weights` gives each projection's
   (kernel, bias) in the compute dtype, which the encoder computes once per call and passes
   to every application of the sub-layer (`cast=`), instead of Keras casting each float32
@@ -86,13 +88,35 @@ def cast_dense(layers, dtype):
     return [(ops.cast(layer.kernel, dtype), ops.cast(layer.bias, dtype)) for layer in layers]
 
 
+@ops.custom_gradient
+def add_bias(y, bias):
+    """y + bias ([..., C] + [C], one dtype) whose gradient for `bias` is summed in float32.
+
+    The plain add's bias gradient, the sum of the upstream gradient over every row, is what
+    TensorFlow's CPU kernels (BiasAddGrad, and the broadcast add's gradient) sum with a bf16
+    accumulator when the gradient is bf16: against the exact sum of the same bf16 values,
+    6% off at 4,096 rows of N(0, 1) and 20% at 32,768 (a bf16 reduce_sum: 0.2%). In a bf16
+    training step the encoder's bias gradients were 30-44% off float32's (issue 29, measured on
+    a SQuAD model at a plateau checkpoint; 1-2% with this sum), and Adam turns such a gradient
+    into a full-size step in a wrong direction.
+    """
+
+    def grad(*args, upstream=None):
+        if upstream is None:
+            (upstream,) = args
+        rows = tuple(range(len(upstream.shape) - 1))
+        return upstream, ops.cast(ops.sum(ops.cast(upstream, "float32"), axis=rows), bias.dtype)
+
+    return ops.add(y, bias), grad
+
+
 def apply_dense(layer, x, cast=None):
     """`layer(x)`, or with `cast` = its (kernel, bias) in the compute dtype: x cast to it, then
-    the same matmul, bias add and activation (TensorFlow fuses them as it fuses Dense's)."""
+    the same matmul, bias add (`add_bias`: the bias gradient summed in float32) and activation."""
     if cast is None:
         return layer(x)
     kernel, bias = cast
-    y = ops.add(ops.matmul(ops.cast(x, kernel.dtype), kernel), bias)
+    y = add_bias(ops.matmul(ops.cast(x, kernel.dtype), kernel), bias)
     return y if layer.activation is None else layer.activation(y)
 
 
