@@ -310,3 +310,40 @@ def test_cast_once_gives_the_per_use_cast_outputs(monkeypatch):
         assert once[key].dtype == ("float32" if key == "sequence_output" else "bfloat16")
         np.testing.assert_array_equal(np.asarray(tf.cast(once[key], tf.float32)),
                                       np.asarray(tf.cast(per_use[key], tf.float32)), err_msg=key)
+
+
+def test_bf16_bias_gradients_are_summed_in_float32():
+    """Issue 29: a bf16 bias add's gradient (TensorFlow's BiasAddGrad, what Keras' add of a
+    bias vector becomes) was 20% off the sum of its rows here; add_bias sums them in float32.
+    The reference: float64 sums of the same bf16 values. Then the encoder: under
+    mixed_bfloat16 every one of its dense layers adds its bias with add_bias."""
+    from albert_tf.modeling.encoder import AlbertEncoder
+    from albert_tf.modeling.encoder_block import add_bias
+    from conftest import random_inputs
+
+    rows, width = 32768, 128
+    upstream = tf.cast(np.random.default_rng(0).normal(size=(rows, width)), tf.bfloat16)
+    exact = np.asarray(tf.cast(upstream, tf.float64)).sum(axis=0)
+    bias = tf.zeros([width], tf.bfloat16)
+    for add, most in ((add_bias, 0.01), (keras.ops.add, None)):
+        with tf.GradientTape() as tape:
+            tape.watch(bias)
+            y = add(tf.zeros([rows, width], tf.bfloat16), bias)
+        got = np.asarray(tf.cast(tape.gradient(y, bias, output_gradients=upstream), tf.float64))
+        error = np.linalg.norm(got - exact) / np.linalg.norm(exact)
+        if most is not None:
+            assert error < most, error
+        else:  # what it replaces: far off, or the test above would not need add_bias
+            assert error > 0.05, error
+
+    config = AlbertConfig.from_preset("albert_tiny").replace(num_hidden_layers=2, num_hidden_groups=1)
+    with policy_scope("mixed_bfloat16"):
+        encoder = AlbertEncoder(config)
+    inputs = random_inputs(config, batch=2, length=8)
+    encoder(inputs)
+    graph = _traced_encoder_graph(encoder, inputs, True)
+    bias_adds = [op for op in graph.get_operations() if op.type == "BiasAdd" and op.outputs[0].dtype == tf.bfloat16]
+    # the embedding projection, the pooler and the block's six dense layers, twice: each wrapped by
+    # add_bias's custom gradient (an IdentityN right after it)
+    wrapped = [op for op in bias_adds if any(c.type == "IdentityN" for c in op.outputs[0].consumers())]
+    assert len(wrapped) == 2 + 6 * config.num_hidden_layers == len(bias_adds), [op.name for op in bias_adds]

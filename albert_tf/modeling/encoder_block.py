@@ -92,13 +92,13 @@ def cast_dense(layers, dtype):
 def add_bias(y, bias):
     """y + bias ([..., C] + [C], one dtype) whose gradient for `bias` is summed in float32.
 
-    The plain add's bias gradient, the sum of the upstream gradient over every row, is what
-    TensorFlow's CPU kernels (BiasAddGrad, and the broadcast add's gradient) sum with a bf16
-    accumulator when the gradient is bf16: against the exact sum of the same bf16 values,
-    6% off at 4,096 rows of N(0, 1) and 20% at 32,768 (a bf16 reduce_sum: 0.2%). In a bf16
-    training step the encoder's bias gradients were 30-44% off float32's (issue 29, measured on
-    a SQuAD model at a plateau checkpoint; 1-2% with this sum), and Adam turns such a gradient
-    into a full-size step in a wrong direction.
+    Keras' add of a bias vector is TensorFlow's BiasAdd (fused with the matmul before it),
+    whose gradient kernel on CPU, BiasAddGrad, sums a bf16 gradient over the rows with large
+    errors: against the exact sum of the same bf16 values, 6% off at 4,096 rows of N(0, 1)
+    and 20% at 32,768 (a bf16 reduce_sum of the same values: 0.2%). In a bf16 training step
+    of a SQuAD model at a plateau checkpoint the encoder's bias gradients were 30-44% off
+    float32's (1-2% with this sum; issue 29), and Adam turns such a gradient into a full-size
+    step in a wrong direction. The forward is the same BiasAdd.
     """
 
     def grad(*args, upstream=None):
@@ -248,9 +248,11 @@ class AlbertAttention(keras.layers.Layer):
                 t = to_padded(t, padded_index, batch, length)
             return self._split_heads(ops.cast(t, "float32"), batch, length)
 
-        q = heads(apply_dense(self.query, x, query))
-        k = heads(apply_dense(self.key, x, key))
-        v = heads(apply_dense(self.value, x, value))
+        # with `cast`, x is rounded to the compute dtype once for the three projections
+        projected = x if query is None else ops.cast(x, query[0].dtype)
+        q = heads(apply_dense(self.query, projected, query))
+        k = heads(apply_dense(self.key, projected, key))
+        v = heads(apply_dense(self.value, projected, value))
         scores = ops.matmul(q, ops.transpose(k, (0, 1, 3, 2))) * (1.0 / math.sqrt(self.head_size))  # [B, N, T, T]
         mask = ops.cast(input_mask, "float32")[:, None, None, :]  # [B, 1, 1, T]
         scores = scores + (1.0 - mask) * _MASK_ADDER
