@@ -25,7 +25,8 @@ Output in --output_dir: ckpt-N checkpoints (a run resumes from the newest; --do_
 alone predicts with it), metrics.jsonl, TensorBoard (train/), training_curves.png,
 predictions.json, nbest_predictions.json, (v2) null_odds.json and
 predictions_best_f1_thresh.json, and, when --predict_file holds answers,
-eval_results.json / .txt with the official metrics. With --export_dir, a SavedModel that
+eval_results.json / .txt with the official metrics (v1: over the questions with a gold
+answer; the others are predicted and counted in questions_without_answers). With --export_dir, a SavedModel that
 answers raw (question, context) strings (albert_tf.export.qa_module: answer, score,
 character span; v2 also no_answer_score), with qa_info.json beside it.
 """

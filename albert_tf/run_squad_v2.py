@@ -3,7 +3,9 @@ head, plus --start_n_top, --end_n_top and --dropout_prob. See albert_tf.run_squa
 the flags and outputs; v2 also writes null_odds.json (each question's null score, the
 minimum answer-class logit over its windows), predictions_best_f1_thresh.json, and the
 official v2 metrics (exact, f1, HasAns_*, NoAns_*, best_exact(_thresh), best_f1(_thresh))
-with the share of questions the head calls unanswerable (a WARNING when nearly all).
+with best_f1_reachable(_thresh) (the F1 of predictions_best_f1_thresh.json and its
+threshold, with best_f1_note when they differ from best_f1(_thresh)) and the share of
+questions the head calls unanswerable (a WARNING when nearly all).
 
     python -m albert_tf.run_squad_v2 --init_checkpoint=converted/albert_base \
         --spm_model_file=converted/albert_base/30k-clean.model --train_file=train-v2.0.json \

@@ -99,9 +99,9 @@ def test_answer_inside_a_piece_gets_the_smallest_covering_span(tok):
     start = text.index("1,000")
     first, last = ctx.char_span_to_tokens(start, start + 1)  # "1" inside the piece "1,"
     got = ctx.token_span_to_text(first, last)
-    assert "1" in got and got == text[ctx.spans[first, 0]:ctx.spans[last, 1]]
-    assert first == last  # one piece is the smallest cover
-    assert ctx.char_span_to_tokens(text.index("  ") if "  " in text else 3, 4) is None  # a space alone
+    assert first == last  # one piece is the smallest cover: "1," (not the empty "▁" piece before it)
+    assert got == "1," and tuple(ctx.spans[first]) == (start, start + 2)
+    assert ctx.char_span_to_tokens(3, 4) is None  # the space after "The" alone
 
 
 def test_align_offsets_fallback():
@@ -391,6 +391,7 @@ def test_prediction_cache_keeps_spans(tmp_path, tok):
     assert _listing(tmp_path) == ["dev.json", "dev.tfrecord", "dev.tfrecord.json", "dev.tfrecord.spans.json"]
     cached = sd.load_or_build_features(path, feature_file, tok, settings)
     assert not cached.rebuilt and [e.qas_id for e in cached.examples] == ["d1", "d2"]
+    assert len(cached.features) == len(built.features)
     for x, y in zip(built.features, cached.features):
         assert (x.unique_id, x.example_index, x.qas_id, x.doc_span_index, x.doc_start) == \
                (y.unique_id, y.example_index, y.qas_id, y.doc_span_index, y.doc_start)

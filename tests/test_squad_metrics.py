@@ -55,6 +55,9 @@ def test_evaluate_v1_counts_missing_predictions_as_zero():
     result = sm.evaluate_v1(questions, predictions)
     assert result == pytest.approx({"exact_match": 100 / 3, "f1": 60.0, "total": 3, "missing": 1})
     assert sm.missing_prediction_ids(questions, predictions) == ["q3"]
+    # a question without gold answers has nothing to be scored against: named, not a bare max() error
+    with pytest.raises(ValueError, match=r"1 of 4 questions have no gold answer \(first: \['q4'\]\)"):
+        sm.evaluate_v1(questions + [{"id": "q4", "answers": []}], dict(predictions, q4="Paris"))
 
 
 def test_questions_from_squad_json_reads_every_qa():

@@ -43,7 +43,7 @@ def test_best_span_keeps_the_exact_characters_of_the_context():
     # the word "Paulo," ends with the comma, which the span keeps (the context's characters)
     assert out["predictions"] == {"count": "1,000", "city": "São   Paulo,", "who": "Zoë   Müller"}
     for qid, entries in out["nbest"].items():
-        assert 1 <= len(entries) <= 5
+        assert len(entries) == 5  # every position is valid: n_best_size texts
         assert sum(e["probability"] for e in entries) == pytest.approx(1.0)
         for e in entries:
             assert CONTEXT[e["char_start"]:e["char_end"]] == e["text"]
@@ -165,7 +165,7 @@ def test_v2_candidates_null_odds_and_threshold():
     assert sp.nbest_v2([q1_square], {"q1": CONTEXT})["q1"] == nbest
 
 
-def test_v2_flow_with_the_evaluator_reaches_best_f1():
+def test_v2_flow_with_the_evaluator_reaches_best_f1(tmp_path):
     # five questions, one window each; the best-threshold rewrite scores best_f1 exactly
     specs = {"a": (6, 6, -2.0, ["1,000"]), "b": (1, 2, 0.3, []), "c": (9, 10, 0.7, ["Zoë Müller"]),
              "d": (12, 12, 1.5, []), "e": (4, 4, 2.5, ["crêpes"])}
@@ -173,11 +173,90 @@ def test_v2_flow_with_the_evaluator_reaches_best_f1():
     questions = [{"id": q, "answers": golds} for q, (_, _, _, golds) in specs.items()]
     out = sp.predict_v2(windows, {q: CONTEXT for q in specs})
     metrics = sm.evaluate_v2(questions, out["predictions"], out["null_odds"])
-    final = sp.apply_null_threshold(out["predictions"], out["null_odds"], metrics["best_f1_thresh"])
+    info = sp.write_best_f1_predictions(str(tmp_path), questions, out["predictions"], out["null_odds"])
+    final = json.loads((tmp_path / sp.BEST_F1_FILE).read_text(encoding="utf-8"))
     # sweep: start 2 (b, d unanswerable); a +1 -> 3 (best, -2.0); b -1 -> 2; c +1 -> 3; d -1 -> 2; e +0 -> 2
-    assert metrics["best_f1_thresh"] == -2.0 and metrics["best_f1"] == pytest.approx(60.0)
+    assert metrics["best_f1_thresh"] == -2.0 and metrics["best_f1"] == 60.0
     assert final == {"a": "1,000", "b": "", "c": "", "d": "", "e": ""}
-    assert sm.evaluate_v2(questions, final)["f1"] == pytest.approx(metrics["best_f1"])
+    assert info == {"best_f1_reachable": 60.0, "best_f1_reachable_thresh": -2.0}
+    assert sm.evaluate_v2(questions, final)["f1"] == metrics["best_f1"]
+
+
+def _squad_v2(rows):
+    """rows: (qid, gold answers, prediction, null odds) -> (SQuAD v2 dataset, predictions, null odds)."""
+    qas = [{"id": q, "question": "?", "answers": [{"text": g, "answer_start": 0} for g in golds],
+            "is_impossible": not golds} for q, golds, _, _ in rows]
+    dataset = {"version": "v2.0", "data": [{"title": "t", "paragraphs": [{"context": "c", "qas": qas}]}]}
+    return dataset, {q: p for q, _, p, _ in rows}, {q: o for q, _, _, o in rows}
+
+
+# (qid, gold answers, prediction, null odds); F1 values are sums of halves, so sums are exact
+THRESHOLD_CASES = {
+    # the official sweep never improves on its start (no question answered) and reports 0.0;
+    # null odds are negative, so 0.0 would answer all three
+    "negative_start": [("n1", [], "p q", -3.0), ("n2", [], "c", -2.0), ("h", ["x"], "y", -1.0)],
+    # the same with null odds exactly 0.0 (0.0 is not > 0.0: answered)
+    "zero_start": [("n1", [], "zz", 0.0), ("h", ["x"], "y", 0.7)],
+    "positive_start": [("n1", [], "zz", 0.5), ("h", ["x"], "y", 0.7)],
+    # best at a negative threshold, no ties; c scores F1 0.5 ("red cat" vs "red dog")
+    "negative_best": [("a", ["Paris"], "Paris", -2.0), ("b", [], "zz", -1.0), ("c", ["red dog"], "red cat", 0.5),
+                      ("d", [], "w", 1.5)],
+    # a and b share 0.5: the sweep's best (3 of 4) is after a, before b; threshold 1.0 reaches 3 of 4 again
+    "tie_reached_later": [("a", ["Paris"], "Paris", 0.5), ("b", [], "zz", 0.5), ("e", ["red dog"], "red dog", 1.0),
+                          ("d", [], "w", 2.0)],
+    # the same, but no threshold reaches 3 of 4: the best reachable is 2.5 of 4 at 0.8
+    "tie_unreachable": [("a", ["Paris"], "Paris", 0.5), ("b", [], "zz", 0.5), ("c", ["red dog"], "red cat", 0.8),
+                        ("d", [], "w", 2.0)],
+}
+
+
+@pytest.mark.parametrize("case", sorted(THRESHOLD_CASES))
+def test_best_f1_file_scores_best_f1_under_the_official_rules(case, tmp_path):
+    """predictions_best_f1_thresh.json, scored by the official v2.0 rules written apart from
+    our code (tests/squad_official.py) at a plain evaluation, gives the official best_f1
+    wherever one threshold reaches it, else the best any threshold reaches, with a note."""
+    import squad_official as so
+
+    dataset, predictions, odds = _squad_v2(THRESHOLD_CASES[case])
+    official = so.evaluate(dataset, predictions, odds)
+    questions = sm.questions_from_squad_json(dataset)
+    ours = sm.evaluate_v2(questions, predictions, odds)
+    assert {k: ours[k] for k in official} == official
+    info = sp.write_best_f1_predictions(str(tmp_path), questions, predictions, odds)
+    written = json.loads((tmp_path / sp.BEST_F1_FILE).read_text(encoding="utf-8"))
+    threshold = info["best_f1_reachable_thresh"]
+    assert written == {q: ("" if odds[q] > threshold else p) for q, p in predictions.items()}
+    plain = so.evaluate(dataset, written)["f1"]
+    best_reachable, _ = so.best_reachable_f1(dataset, predictions, odds)
+    assert info["best_f1_reachable"] == plain == best_reachable
+    expected = {"negative_start": (200 / 3, True), "zero_start": (50.0, True), "positive_start": (50.0, False),
+                "negative_best": (75.0, False), "tie_reached_later": (75.0, True), "tie_unreachable": (62.5, True)}
+    value, noted = expected[case]
+    assert plain == value and ("best_f1_note" in info) == noted, info
+    if case == "tie_unreachable":
+        assert official["best_f1"] == 75.0 and official["best_f1_thresh"] == 0.5 and threshold == 0.8
+        assert "2 questions with null odds 0.5" in info["best_f1_note"]
+    else:
+        assert plain == official["best_f1"]
+    if case in ("negative_start", "zero_start"):
+        assert official["best_f1_thresh"] == 0.0 and set(written.values()) == {""}
+        assert threshold < min(odds.values()) and np.float32(threshold) < np.float32(min(odds.values()))
+    if case == "tie_reached_later":
+        assert (official["best_f1_thresh"], threshold) == (0.5, 1.0)
+
+
+def test_best_f1_file_notes_texts_the_official_sweep_scores_unlike_a_plain_evaluation(tmp_path):
+    # "," normalizes to nothing: a plain evaluation scores it 1 on a question without answer,
+    # the official sweep -1 (a non-empty prediction); no ties, yet the file scores above best_f1
+    import squad_official as so
+
+    dataset, predictions, odds = _squad_v2([("n", [], ",", -1.0), ("h1", ["x"], "x", 0.0), ("h2", ["y"], "y", 1.0)])
+    official = so.evaluate(dataset, predictions, odds)
+    info = sp.write_best_f1_predictions(str(tmp_path), sm.questions_from_squad_json(dataset), predictions, odds)
+    written = json.loads((tmp_path / sp.BEST_F1_FILE).read_text(encoding="utf-8"))
+    assert (official["best_f1"], official["best_f1_thresh"]) == (200 / 3, 1.0)
+    assert written == predictions and so.evaluate(dataset, written)["f1"] == info["best_f1_reachable"] == 100.0
+    assert "1 questions (first: ['n'])" in info["best_f1_note"]
 
 
 def test_prediction_files_are_written_atomically(tmp_path):

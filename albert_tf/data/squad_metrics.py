@@ -187,10 +187,18 @@ def evaluate_v1(questions, predictions):
     Returns:
         {"exact_match": float, "f1": float (both 100 * mean over the N questions),
          "total": N, "missing": number of questions without a prediction}.
+    Raises:
+        ValueError for a question without gold answers (the v1.1 rules have nothing to
+        score it against; the official script fails on it): score the others, as
+        tasks/squad.py does, and count it apart.
     """
     _check_questions(questions)
     if not questions:
         raise ValueError("evaluate_v1 needs at least one question.")
+    bare = [q["id"] for q in questions if not q["answers"]]
+    if bare:
+        raise ValueError(f"{len(bare)} of {len(questions)} questions have no gold answer (first: {bare[:3]}); the "
+                         "v1.1 rules score a question against its gold answers: pass only those with answers.")
     em = f1 = 0.0
     missing = 0
     for q in questions:
@@ -272,6 +280,55 @@ def best_null_threshold(predictions, scores, null_odds, has_answer):
         if current > best:
             best, threshold = current, null_odds[qid]
     return 100.0 * best / len(scores), threshold
+
+
+def best_reachable_threshold(predictions, scores, null_odds, has_answer):
+    """The best total that ONE threshold reaches, beside the official sweep's.
+
+    A threshold t ("no answer" where null odds > t) answers exactly the questions with null
+    odds <= t. The official sweep (`best_null_threshold`) also counts the points between
+    questions that share their null odds, which no threshold reaches, and reports 0.0 as the
+    threshold of its starting point (every question "no answer") even when some null odds
+    are <= 0.0, where 0.0 answers them. Here, over the same walk (same order, same sums),
+    only the starting point and the ends of runs of equal null odds count.
+
+    Args:
+        predictions, scores, null_odds, has_answer: as `best_null_threshold`.
+    Returns:
+        {"score": best reachable total in percent of len(scores),
+         "threshold": the null odds of the last question answered there; at the starting
+             point 0.0 when every null odds is > 0.0 (the official value), else None
+             (a threshold below every null odds is needed),
+         "official_score", "official_threshold": `best_null_threshold`'s result,
+         "split_odds": the null odds shared by questions that the official best point
+             answers only some of (None when the official point is reachable),
+         "split_questions": how many questions share them (0 when None)}.
+    """
+    order = [qid for qid in sorted(null_odds, key=lambda k: null_odds[k]) if qid in scores]
+    current = official = reachable = sum(1 for qid in has_answer if not has_answer[qid])
+    official_at = reachable_at = None  # index in `order` of the last question answered
+    for i, qid in enumerate(order):
+        if has_answer[qid]:
+            current += scores[qid]
+        elif predictions[qid]:
+            current -= 1
+        if current > official:
+            official, official_at = current, i
+        run_ends = i + 1 == len(order) or null_odds[order[i + 1]] != null_odds[qid]
+        if run_ends and current > reachable:
+            reachable, reachable_at = current, i
+    if reachable_at is not None:
+        threshold = null_odds[order[reachable_at]]
+    else:
+        threshold = 0.0 if all(null_odds[qid] > 0.0 for qid in order) else None
+    split_odds = None
+    if reachable < official:
+        split_odds = null_odds[order[official_at]]
+    return {"score": 100.0 * reachable / len(scores), "threshold": threshold,
+            "official_score": 100.0 * official / len(scores),
+            "official_threshold": 0.0 if official_at is None else null_odds[order[official_at]],
+            "split_odds": split_odds,
+            "split_questions": sum(1 for qid in order if null_odds[qid] == split_odds) if split_odds is not None else 0}
 
 
 def _summary(exact, f1, qids):

@@ -49,21 +49,27 @@ and what this module does:
   null_odds.json holds it). The release's first pass writes the best n-best text for every
   question (no threshold); the official evaluator then thresholds with null_odds and
   finds best_f1_thresh; the release then rewrites predictions.json with "" where
-  null_odds >= best_f1_thresh. `apply_null_threshold` uses the evaluator's rule instead
-  (null_odds > threshold), so the rewritten predictions score exactly best_f1 under
-  squad_metrics.evaluate_v2 (the release's >= also blanks the question sitting at the
-  threshold). Flow:
+  null_odds >= best_f1_thresh. Here `best_f1_predictions` writes
+  predictions_best_f1_thresh.json with the evaluator's rule (null_odds > threshold) at the
+  threshold of the best F1 that one threshold reaches (squad_metrics.best_reachable_threshold):
+  the official best_f1_thresh is not always that threshold (its sweep reports 0.0 for
+  "no question answered" even when null odds are <= 0.0, and it may stop between questions
+  that share their null odds). A plain evaluation of the file gives best_f1 unless the
+  returned note says why not. Flow:
 
     out = predict_v2(windows, contexts)                      # predictions: best span texts
     metrics = squad_metrics.evaluate_v2(questions, out["predictions"], out["null_odds"])
-    final = apply_null_threshold(out["predictions"], out["null_odds"], metrics["best_f1_thresh"])
+    final, info = best_f1_predictions(questions, out["predictions"], out["null_odds"])
 """
 
 import os
 
 import numpy as np
 
+from albert_tf.data import squad_metrics
 from albert_tf.storage import atomic
+
+BEST_F1_FILE = "predictions_best_f1_thresh.json"
 
 
 def _positions(window, index):
@@ -302,11 +308,77 @@ def apply_null_threshold(predictions, null_odds, threshold):
     Args:
         predictions: {qid: str}.
         null_odds: {qid: float} covering predictions.
-        threshold: float, e.g. evaluate_v2(...)["best_f1_thresh"].
+        threshold: float, e.g. best_f1_predictions' best_f1_reachable_thresh.
     Returns:
         {qid: str}.
     """
     return {qid: ("" if null_odds[qid] > threshold else text) for qid, text in predictions.items()}
+
+
+def best_f1_predictions(questions, predictions, null_odds):
+    """predictions_best_f1_thresh.json: `predictions` with "" where the null odds are > the
+    threshold of the best F1 that one threshold reaches, and how that compares with the
+    official best_f1 / best_f1_thresh (squad_metrics.evaluate_v2's).
+
+    Args:
+        questions: squad_metrics question dicts (with their gold answers).
+        predictions: {qid: text} for every question (predict_v2's, no threshold).
+        null_odds: {qid: float} for every question.
+    Returns:
+        (thresholded {qid: text},
+         {"best_f1_reachable": F1 of the thresholded predictions at a plain evaluation
+              (squad_metrics.evaluate_v2 without null odds),
+          "best_f1_reachable_thresh": the threshold applied; when the best point answers no
+              question and some null odds are <= 0.0, the largest float32 below the lowest,
+          "best_f1_note": why the file or its threshold differ from best_f1 / best_f1_thresh
+              (only when they do)}).
+    """
+    _, f1 = squad_metrics.raw_scores_v2(questions, predictions)
+    odds = {q["id"]: float(null_odds[q["id"]]) for q in questions}  # question order, as evaluate_v2
+    has_answer = {q["id"]: bool(q["answers"]) for q in questions}
+    sweep = squad_metrics.best_reachable_threshold(predictions, f1, odds, has_answer)
+    threshold, notes = sweep["threshold"], []
+    if threshold is None:
+        lowest = min(odds.values())
+        threshold = float(np.nextafter(np.float32(lowest), np.float32(-np.inf)))
+        if not threshold < lowest:
+            raise AssertionError(f"no float32 below the null odds {lowest!r}")
+    if sweep["split_odds"] is not None:
+        notes.append(f"the official best point (best_f1 {sweep['official_score']!r} at threshold "
+                     f"{sweep['official_threshold']!r}) answers only some of the {sweep['split_questions']} questions "
+                     f"with null odds {sweep['split_odds']!r}, which no threshold does: the file is the best point "
+                     f"one threshold reaches")
+    elif sweep["threshold"] is None and sweep["official_threshold"] == 0.0:
+        notes.append(f"best_f1 is the official sweep's starting point (no question answered), which it reports as "
+                     f"threshold 0.0; null odds go down to {min(odds.values())!r}, so 0.0 would answer some: the file "
+                     f"answers none (threshold {threshold!r})")
+    elif threshold != sweep["official_threshold"]:
+        notes.append(f"best_f1_thresh {sweep['official_threshold']!r} answers only some of the questions that share "
+                     f"those null odds; threshold {threshold!r} reaches the same best_f1")
+    final = apply_null_threshold(predictions, null_odds, threshold)
+    _, final_f1 = squad_metrics.raw_scores_v2(questions, final)
+    # the official sweep counts an answered question without gold answer 0 whenever its
+    # prediction is not "", even when the prediction normalizes to nothing (",")
+    differ = [qid for qid in odds
+              if final_f1[qid] != ((f1[qid] if has_answer[qid] else float(not predictions[qid]))
+                                   if odds[qid] <= threshold else float(not has_answer[qid]))]
+    if differ:
+        notes.append(f"{len(differ)} questions (first: {differ[:3]}) score differently in the official sweep and in "
+                     "a plain evaluation (a text that normalizes to nothing, such as ',': the sweep counts an "
+                     "unanswerable question answered with it 0, a plain evaluation 1)")
+    info = {"best_f1_reachable": squad_metrics.evaluate_v2(questions, final)["f1"],
+            "best_f1_reachable_thresh": threshold}
+    if notes:
+        info["best_f1_note"] = "; ".join(notes)
+    return final, info
+
+
+def write_best_f1_predictions(output_dir, questions, predictions, null_odds):
+    """Writes best_f1_predictions' file as output_dir/predictions_best_f1_thresh.json; returns
+    its info dict."""
+    final, info = best_f1_predictions(questions, predictions, null_odds)
+    write_predictions_json(os.path.join(output_dir, BEST_F1_FILE), final)
+    return info
 
 
 def predict_v1(windows, contexts, n_best_size=20, max_answer_length=30):

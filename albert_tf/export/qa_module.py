@@ -13,8 +13,9 @@ question:
   start, end       int32: the answer's character span in `context`, end exclusive; -1 when
                    no span qualifies (then answer is "" and score -1e6)
   no_answer_score  float32 (v2 only): the minimum answer-class logit over the windows
-                   (higher: more likely unanswerable; compare with the run's
-                   best_f1_thresh, kept in qa_info.json as null_threshold)
+                   (higher: more likely unanswerable; "no answer" when > the
+                   threshold of the run's predictions_best_f1_thresh.json, kept in
+                   qa_info.json as null_threshold when the run had metrics)
 
 Each context is cut into the run's windows ([CLS] question [SEP] window [SEP], doc_stride,
 max_query_length, the max-context rule), the model sees all windows of one question as a

@@ -273,32 +273,45 @@ class SquadTask(Task):
                 result["nbest"][e.qas_id] = [{"text": "", "probability": 1.0}]
                 if "null_odds" in result:
                     result["null_odds"][e.qas_id] = 0.0
+        # the files in question order: the official v2 sweep breaks ties in null odds by file order
+        for key in ("predictions", "nbest", "null_odds"):
+            if key in result:
+                result[key] = {e.qas_id: result[key][e.qas_id] for e in examples}
         paths = squad_postprocess.write_prediction_files(o.output_dir, result)
         print(f"wrote {', '.join(paths)} ({len(result['predictions'])} questions, {len(features)} windows)",
               file=stream, flush=True)
         with open(predict_file, encoding="utf-8") as f:
             dataset = json.load(f)
         questions = squad_metrics.questions_from_squad_json(dataset)
-        if not any(q["answers"] for q in questions):
+        answerable = [q for q in questions if q["answers"]]
+        if not answerable:
             print(f"{predict_file} holds no answers: no metrics.", file=stream, flush=True)
             return None, result
         if o.version == "v1":
-            metrics = squad_metrics.evaluate_v1(questions, result["predictions"])
+            # the v1.1 rules score a question against its gold answers: those without any are
+            # predicted but not scored, and counted
+            metrics = squad_metrics.evaluate_v1(answerable, result["predictions"])
+            metrics["questions_without_answers"] = len(questions) - len(answerable)
+            if metrics["questions_without_answers"]:
+                print(f"{predict_file}: {metrics['questions_without_answers']} of {len(questions)} questions have no "
+                      f"gold answer: predicted, not scored; the metrics cover the other {len(answerable)}.",
+                      file=stream, flush=True)
         else:
             metrics = squad_metrics.evaluate_v2(questions, result["predictions"], result["null_odds"])
             share = squad_postprocess.no_answer_share(result["null_odds"], 0.0)
             metrics["no_answer_share"] = share["share"]
             metrics["no_answer_questions"] = share["no_answer"]
-            answerable = sum(1 for q in questions if q["answers"])
-            if answerable and share["share"] >= NO_ANSWER_WARNING_SHARE:
+            if share["share"] >= NO_ANSWER_WARNING_SHARE:
                 print(f"WARNING: the v2 head calls {share['no_answer']} of {share['questions']} questions "
-                      f"unanswerable (null odds > 0) though {answerable} have answers: the known all-no-answer "
+                      f"unanswerable (null odds > 0) though {len(answerable)} have answers: the known all-no-answer "
                       "collapse (F1 ~ 50). Check --init_checkpoint, --learning_rate and the training length.",
                       file=sys.stderr, flush=True)
-            thresholded = squad_postprocess.apply_null_threshold(result["predictions"], result["null_odds"],
-                                                                 metrics["best_f1_thresh"])
-            squad_postprocess.write_predictions_json(
-                os.path.join(o.output_dir, "predictions_best_f1_thresh.json"), thresholded)
+            metrics.update(squad_postprocess.write_best_f1_predictions(o.output_dir, questions, result["predictions"],
+                                                                       result["null_odds"]))
+            if "best_f1_note" in metrics:
+                print(f"NOTE: {squad_postprocess.BEST_F1_FILE} scores {metrics['best_f1_reachable']:.4f} at threshold "
+                      f"{metrics['best_f1_reachable_thresh']!r}, best_f1 {metrics['best_f1']:.4f}: "
+                      f"{metrics['best_f1_note']}.", file=stream, flush=True)
         return metrics, result
 
 
@@ -385,7 +398,9 @@ def _run(o, training, stream):
         from albert_tf.export.qa_module import export_question_answering
 
         metrics = results.get("metrics") or {}
-        extra = {"null_threshold": float(metrics.get("best_f1_thresh", 0.0))} if o.version == "v2" else {}
+        # v2: the threshold of predictions_best_f1_thresh.json; none without metrics to find it
+        extra = ({"null_threshold": float(metrics["best_f1_reachable_thresh"])}
+                 if "best_f1_reachable_thresh" in metrics else {})
         results["export_dir"] = export_question_answering(
             trainer.model_in("float32"), spm_file_for(o), o.export_dir, do_lower_case=o.do_lower_case,
             max_seq_length=o.max_seq_length, doc_stride=o.doc_stride, max_query_length=o.max_query_length,
