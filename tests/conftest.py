@@ -118,3 +118,40 @@ def tiny_export(spm_model, tmp_path_factory):
     pretrained = model.save_pretrained(str(base / "pretrained"))
     hub = export_tfhub(model, spm_model, str(base / "hub"), seq_length=32)
     return {"hub": hub, "pretrained": pretrained, "spm": spm_model}
+
+
+# Text in many scripts, each with what tells normalisations apart: accents and marks of
+# non-zero combining class (dropped), marks of class 0 (kept: Devanagari, Thai, Tibetan,
+# Myanmar and Khmer vowel signs, the emoji variation selector), spacing marks of non-zero
+# class (dropped: Hangul tone marks, the Javanese pangkon), the final sigma, capitals newer
+# than TensorFlow's lower-casing, full-width apostrophes that NFKD turns into ''.
+MULTISCRIPT = {
+    "latin": "Crème brûlée à la façade: naïve Zoë, Ångström, São Paulo, Straße, ÆØ, Łódź, Ṣạ́ḍ.",
+    "devanagari": "हिन्दी में कुछ शब्द: संस्कृत, प्रेम, गुरु, क़िला, ज्ञान और चाँद।",
+    "thai": "ภาษาไทยมีวรรณยุกต์ เช่น ที่ น้ำ ไม้ กิน สั้น และ เด็ก",
+    "arabic": "اَلْعَرَبِيَّةُ لُغَةٌ جَمِيلَةٌ، وَالْكِتَابُ مُفِيدٌ.",
+    "vietnamese": "Tiếng Việt có dấu: người, được, những, Hà Nội và Đà Nẵng.",
+    "greek": "Η ελληνική γλώσσα: ΟΔΟΣ ΚΑΛΟΣ, άνθρωπος, Σίσυφος, ΐ ΰ, ΣΟΦΟΣ.",
+    "cyrillic": "Йошкар-Ола, ёлка и ЁЖ: йогурт, район, объём, Ёлкин.",
+    "cjk": "日本語の文章と中文句子，还有全角ＡＢＣ１２３と「かぎ括弧」。",
+    "hangul": "한국어 문장입니다. 훈민정음\u302e 해례\u302f본.",
+    "emoji": "Good 👍🏽 family 👨\u200d👩\u200d👧\u200d👦 love ❤\ufe0f key 1\ufe0f\u20e3 flag 🏳\ufe0f\u200d🌈 smile ☺\ufe0e.",
+    "more marks": "བོད་ཡིག, မြန်မာ, ភាសាខ្មែរ, ދިވެހި, ꦗꦮ꧀.",
+    "new capitals": "Vithkuqi 𐕰𐕱 and Glagolitic Ⱟ, ΜΕΓΑΛΟΣ.",
+    "quotes": "Ｉｔ＇＇ｓ ``quoted'' and ‘single’ ＂full＂.",
+}
+
+
+@pytest.fixture(scope="session")
+def multiscript_spm(tmp_path_factory):
+    """A small SentencePiece model (the release's recipe, every character covered) of
+    MULTISCRIPT, so that each script's characters are pieces of their own, not <unk>."""
+    from albert_tf.data.spm_training import SentencePieceOptions, train_sentencepiece
+
+    base = tmp_path_factory.mktemp("multiscript_spm")
+    corpus = base / "corpus.txt"
+    words = " ".join(MULTISCRIPT.values()).split()
+    lines = list(MULTISCRIPT.values()) + [" ".join(words[i::7]) for i in range(7)]
+    corpus.write_text("\n".join(lines * 4) + "\n", encoding="utf-8")
+    return train_sentencepiece([str(corpus)], str(base / "multiscript"),
+                               SentencePieceOptions(vocab_size=256, character_coverage=1.0))

@@ -8,7 +8,7 @@ import tensorflow_text as tf_text
 from test_squad_data import HARD
 
 from albert_tf.data import squad_data as sd
-from albert_tf.data.tokenization import SentencePieceTokenizer
+from albert_tf.data.tokenization import SentencePieceTokenizer, preprocess_text
 from albert_tf.export.aligned_tokens import context_pieces, normalize_with_offsets
 from albert_tf.export.preprocess_module import normalize
 
@@ -40,10 +40,13 @@ def test_ids_and_spans_equal_the_python_alignment(spm_model, lower):
 
 
 @pytest.mark.parametrize("lower", [True, False])
-def test_normalized_characters_join_to_the_preprocessing_models_normalize(lower):
+def test_normalized_characters_and_spans_are_pythons(lower):
+    """The characters are preprocess_text's (and the preprocessing model's normalize), each
+    with the original span squad_data gives it."""
     for text in HARD + MORE:
         chars, starts, ends = normalize_with_offsets(tf.constant(text), lower)
-        joined = tf.strings.reduce_join(chars).numpy()
-        assert joined == normalize(tf.constant(text), lower).numpy(), text
-        s, e = starts.numpy(), ends.numpy()
-        assert ((0 <= s) & (s < e) & (e <= len(text))).all(), text
+        joined = tf.strings.reduce_join(chars).numpy().decode("utf-8")
+        assert joined == preprocess_text(text, lower), text
+        assert normalize(tf.constant(text), lower).numpy().decode("utf-8") == joined, text
+        normalized, py_starts, py_ends = sd.normalize_with_offsets(text, lower)
+        assert (starts.numpy().tolist(), ends.numpy().tolist()) == (py_starts, py_ends), text

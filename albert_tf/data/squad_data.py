@@ -7,8 +7,8 @@
                                     FeatureSettings(is_training=True))    # result.rebuilt, result.reason
 
 Character alignment (exact, no LCS). The context is normalised the way `preprocess_text`
-does it (whitespace runs collapsed and stripped, `` and '' -> ", NFKD with combining marks
-dropped, lower-cased), but built unit by unit so that every normalised character keeps the
+does it (whitespace runs collapsed and stripped, `` and '' -> ", NFKD with the characters of
+non-zero combining class dropped, lower-cased), but built unit by unit so that every normalised character keeps the
 [start, end) of the original characters it came from. SentencePiece then encodes the
 normalised string (`return_type="proto"`, or `EncodeAsImmutableProto` on older
 sentencepiece), which gives each piece its begin/end byte offsets into that string; the two
@@ -67,7 +67,7 @@ import numpy as np
 
 from albert_tf.data import feature_cache
 from albert_tf.data.feature_cache import sidecar_path  # noqa: F401 (a public name)
-from albert_tf.data.tokenization import preprocess_text
+from albert_tf.data.tokenization import is_blank, is_combining, preprocess_text
 
 logger = logging.getLogger("albert_tf")
 
@@ -375,8 +375,9 @@ def normalize_with_offsets(text, lower=True):
                 out_e.append(ends[k])
                 k += 1
         chars, starts, ends = out_c, out_s, out_e
-    # 3. NFKD, combining marks dropped (character by character: canonical reordering only
-    #    moves combining marks, which are all dropped, so this equals the whole-string form)
+    # 3. NFKD, characters of non-zero combining class dropped (character by character:
+    #    canonical reordering only moves those, which are all dropped, so this equals the
+    #    whole-string form)
     if not all(c < "\x80" for c in chars):
         out_c, out_s, out_e = [], [], []
         for c, s, e in zip(chars, starts, ends):
@@ -386,7 +387,7 @@ def normalize_with_offsets(text, lower=True):
                 out_e.append(e)
                 continue
             for d in unicodedata.normalize("NFKD", c):
-                if not unicodedata.combining(d):
+                if not is_combining(d):
                     out_c.append(d)
                     out_s.append(s)
                     out_e.append(e)
@@ -452,8 +453,9 @@ def _encode_with_offsets(sp, text):
 
 
 def _is_blank(c):
-    """Characters SentencePiece treats as whitespace or removes: left out of piece spans."""
-    return c.isspace() or unicodedata.category(c) in ("Cc", "Cf", "Zs", "Zl", "Zp")
+    """Characters SentencePiece treats as whitespace or removes: left out of piece spans
+    (tokenization.is_blank: isspace or category Cc, Cf, Zs, Zl, Zp)."""
+    return is_blank(c)
 
 
 @dataclasses.dataclass(frozen=True, eq=False)

@@ -1,14 +1,19 @@
 """Text normalisation and the SentencePiece tokenizer, as the release uses them.
 
 `preprocess_text` is the one normalisation the project applies before SentencePiece:
-in tools/train_sentencepiece.py, tools/create_pretraining_data.py and (in-graph, the
-same steps) the exported preprocessing model. It collapses whitespace, maps `` and ''
-to ", strips accents (NFKD, drop combining marks) and, with `lower`, lower-cases.
+in tools/train_sentencepiece.py, tools/create_pretraining_data.py, the SQuAD and RACE
+features and (in-graph, albert_tf.export.normalization, the same steps) every exported
+model that takes text. It collapses whitespace, maps `` and '' to ", strips accents (NFKD,
+then drops every character whose canonical combining class is not 0, the release's
+`unicodedata.combining(c)`) and, with `lower`, lower-cases. Which characters are dropped
+comes from one table, albert_tf/data/unicode_tables.py (made from unicodedata by
+tools/make_unicode_tables.py), which the graph reads too.
 """
 
 import os
 import unicodedata
 
+from albert_tf.data import unicode_tables
 from albert_tf.data.vocab import PIECES, SpecialTokens
 
 WORD_START = "\u2581"  # SentencePiece's word-start marker
@@ -28,12 +33,32 @@ def is_start_piece(piece):
     )
 
 
+def _members(bounds):
+    return (c for start, end in zip(bounds[::2], bounds[1::2]) for c in range(start, end))
+
+
+# str.translate table deleting the characters of non-zero combining class
+_DROP_MARKS = dict.fromkeys(_members(unicode_tables.COMBINING))
+_BLANK = frozenset(chr(c) for c in _members(unicode_tables.BLANK))
+
+
+def is_combining(c):
+    """True for a character of non-zero canonical combining class (dropped after NFKD)."""
+    return ord(c) in _DROP_MARKS
+
+
+def is_blank(c):
+    """True for what SentencePiece treats as blank: str.isspace() or category Cc, Cf, Zs, Zl,
+    Zp (unicode_tables.BLANK)."""
+    return c in _BLANK
+
+
 def preprocess_text(text, lower=True):
     """Release-compatible normalisation of one string (see module docstring)."""
     text = " ".join(text.strip().split())
     text = text.replace("``", '"').replace("''", '"')
-    text = unicodedata.normalize("NFKD", text)
-    text = "".join(c for c in text if not unicodedata.combining(c))
+    if not text.isascii():  # ASCII is its own NFKD and has no marks
+        text = unicodedata.normalize("NFKD", text).translate(_DROP_MARKS)
     return text.lower() if lower else text
 
 

@@ -10,12 +10,13 @@ the rules), for SavedModels that take raw text and answer with spans of it:
 
 Normalisation is done character by character so that every normalised character keeps the
 [start, end) of the original characters it came from: whitespace runs -> one space (ends
-dropped), `` and '' -> " (left to right, as str.replace), NFKD with \\p{Mn} marks dropped,
-lower-casing (of the whole string; per character where a character lower-cases to several). The
-joined result is the preprocessing model's `normalize(text)`, so the ids are the ones the
-preprocessing SavedModel gives. SentencePiece's byte offsets into that string are mapped
-to normalised characters and then to the original characters; whitespace and control /
-format characters at a piece's edges are left out of its span, and a piece made only of
+dropped), `` and '' -> " (left to right, as str.replace), then albert_tf.export.normalization's
+NFKD with the characters of non-zero combining class dropped (each result character keeps its
+source's span) and lower-casing (one character to one). The joined result is the
+preprocessing model's `normalize(text)`, so the ids are the ones the preprocessing SavedModel
+gives. SentencePiece's byte offsets into that string are mapped to normalised characters and
+then to the original characters; blank characters (unicode_tables.BLANK: whitespace, control
+and format characters) at a piece's edges are left out of its span, and a piece made only of
 them (a bare "▁") gets the empty span at the next solid character.
 
 Everything is plain TensorFlow and tensorflow_text ops (no py_function), so it is saved
@@ -23,20 +24,9 @@ inside a SavedModel and runs in a fresh process after `import tensorflow_text`.
 """
 
 import tensorflow as tf
-import tensorflow_text as tf_text
 
-# Python's str.isspace() characters, as an RE2 class (one character).
-_SPACE = r"[\s\p{Z}\x{0b}\x{1c}-\x{1f}\x{85}]"
-# what squad_data._is_blank calls blank: isspace or category Cc, Cf, Zs, Zl, Zp
-_BLANK = r"[\s\p{Z}\x{0b}\p{Cc}\p{Cf}\x{1c}-\x{1f}\x{85}]"
-
-
-def _expand(chars, starts, ends, transform):
-    """Applies a per-character string transform and splits the results into characters,
-    each new character inheriting the span of the one it came from."""
-    parts = tf.strings.unicode_split(transform(chars), "UTF-8")  # [N, (k)]
-    lengths = parts.row_lengths()
-    return parts.flat_values, tf.repeat(starts, lengths), tf.repeat(ends, lengths)
+from albert_tf.data import unicode_tables
+from albert_tf.export import normalization
 
 
 def _next_true(flags, positions):
@@ -78,7 +68,7 @@ def normalize_with_offsets(text, lower=True):
     chars = tf.strings.unicode_split(text, "UTF-8")  # [N]
     n = tf.size(chars)
     index = tf.range(n)
-    space = tf.strings.regex_full_match(chars, _SPACE)
+    space = tf.strings.regex_full_match(chars, normalization.SPACE)
     solid = ~space
     solid_before = tf.cumsum(tf.cast(solid, tf.int32)) > 0
     solid_after = tf.reverse(tf.cumsum(tf.reverse(tf.cast(solid, tf.int32), [0])), [0]) > 0
@@ -91,18 +81,11 @@ def normalize_with_offsets(text, lower=True):
     chars, starts, ends = (tf.boolean_mask(x, keep) for x in (chars, starts, ends))
     for mark in ("`", "'"):
         chars, starts, ends = _pair_quotes(chars, starts, ends, mark)
-    chars, starts, ends = _expand(
-        chars, starts, ends,
-        lambda c: tf.strings.regex_replace(tf_text.normalize_utf8(c, "NFKD"), r"\p{Mn}", ""))
-    if lower:
-        # the whole string (context rules such as the final sigma); the spans per character
-        # when some character lower-cases to several (as squad_data.normalize_with_offsets)
-        whole = tf.strings.unicode_split(tf.strings.lower(tf.strings.reduce_join(chars), encoding="utf-8"), "UTF-8")
-        per_char = _expand(chars, starts, ends, lambda c: tf.strings.lower(c, encoding="utf-8"))
-        same_length = tf.equal(tf.size(whole), tf.size(chars))
-        starts = tf.cond(same_length, lambda: starts, lambda: per_char[1])
-        ends = tf.cond(same_length, lambda: ends, lambda: per_char[2])
-        chars = whole
+    code_points, source = normalization.decompose(tf.strings.unicode_decode(tf.strings.reduce_join(chars), "UTF-8"))
+    starts, ends = tf.gather(starts, source), tf.gather(ends, source)
+    if lower:  # one character to one: the spans stay
+        code_points = normalization.lower_code_points(code_points, tf.zeros_like(code_points))
+    chars = tf.strings.unicode_encode(code_points[:, None], "UTF-8")
     return chars, starts, ends
 
 
@@ -121,7 +104,8 @@ def context_pieces(text, tokenizer, lower=True):
     ids, begin, end = tokenizer.tokenize_with_offsets(tf.strings.reduce_join(chars))
     begin = tf.searchsorted(byte_starts, tf.cast(begin, tf.int32), side="left")  # normalised characters
     end = tf.searchsorted(byte_starts, tf.cast(end, tf.int32), side="left")
-    blank = tf.strings.regex_full_match(chars, _BLANK)
+    blank = normalization.in_set(tf.strings.unicode_decode(tf.strings.reduce_join(chars), "UTF-8"),
+                                 unicode_tables.BLANK)
     first = _next_true(~blank, begin)
     has_solid = first < end
     last = _prev_true(~blank, tf.maximum(end - 1, 0))

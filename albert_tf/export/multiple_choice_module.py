@@ -9,8 +9,9 @@
 Root `__call__(article [B], question [B], options [B, C])` and the `serving_default`
 signature (any C >= 2, the same for the whole request). Inputs are built as in training
 (albert_tf.data.race_data, the release's race_utils): the strings normalised as
-preprocess_text does, "_" in the question replaced by the option (else question + " " +
-option), that part cut to its last max_qa_length pieces, then
+preprocess_text does (albert_tf.export.normalization; question and option, then their joined
+text twice, the article twice, as race_data), "_" in the question replaced by the option
+(else question + " " + option), that part cut to its last max_qa_length pieces, then
 [CLS] article [SEP] question-with-option [SEP] with the article cut to fill
 max_seq_length. Each request is padded only to the length bucket of its longest input,
 not to max_seq_length (padding is masked, so the logits are the same). Dropout is off (training=False).
@@ -26,7 +27,7 @@ import tensorflow_text as tf_text
 from albert_tf.data.buckets import width_for
 from albert_tf.data.vocab import SpecialTokens
 from albert_tf.export import savedmodel
-from albert_tf.export.preprocess_module import normalize
+from albert_tf.export.normalization import normalize
 from albert_tf.modeling.encoder import skipping_padding
 from albert_tf.storage import atomic
 
@@ -76,15 +77,22 @@ class MultipleChoiceModule(tf.train.Checkpoint):
         has_blank = tf.strings.regex_full_match(question, r"(?s).*_.*")
         return tf.where(has_blank, filled, tf.strings.join([question, option], separator=" "))
 
+    def _twice(self, text):
+        return normalize(normalize(text, self._lower), self._lower)
+
     def inputs(self, article, question, options):
         """Raw strings -> the model's int32 inputs [B, C, T'] (T' the longest of the request)."""
         batch, choices = tf.shape(options)[0], tf.shape(options)[1]
+        # as race_data: question and option normalised, joined, then normalised twice
+        # (race_data's preprocess_text, then SentencePieceTokenizer.encode's own); the article
+        # twice too. Twice is not once: NFKD can make `` or '' (from full-width quotes) that
+        # only the second pass turns into ".
         question = tf.repeat(normalize(question, self._lower), choices)  # [B*C]
         option = tf.reshape(normalize(options, self._lower), [-1])
-        qa = self._tokenizer.tokenize(normalize(self._qa_text(question, option), self._lower))  # [B*C, (n)]
+        qa = self._tokenizer.tokenize(self._twice(self._qa_text(question, option)))  # [B*C, (n)]
         keep = tf.ragged.range(qa.row_lengths()) >= qa.row_lengths()[:, None] - self._max_qa_length
         qa = tf.ragged.boolean_mask(qa, keep)  # its last max_qa_length pieces
-        text = self._tokenizer.tokenize(normalize(article, self._lower))  # [B, (m)]
+        text = self._tokenizer.tokenize(self._twice(article))  # [B, (m)]
         text = tf.gather(text, tf.repeat(tf.range(batch), choices))
         room = self._max_seq_length - 3 - tf.cast(qa.row_lengths(), tf.int32)
         text = tf.ragged.boolean_mask(text, tf.ragged.range(text.row_lengths()) < tf.cast(room, tf.int64)[:, None])

@@ -5,9 +5,10 @@ Root `__call__(strings [B])` -> `input_word_ids`, `input_mask`, `input_type_ids`
 `.bert_pack_inputs(segments, seq_length=128)` with one or two tokenized segments:
 [CLS] A [SEP] (B [SEP]), trimmed round-robin to seq_length.
 
-Normalisation is `albert_tf.data.tokenization.preprocess_text` in-graph (whitespace
-collapsed, `` and '' to ", NFKD, combining marks dropped, lower-cased), then the
-SentencePiece model (tensorflow-text), so the same text gives the same ids as
+Normalisation is `albert_tf.data.tokenization.preprocess_text` in-graph
+(albert_tf.export.normalization: whitespace collapsed, `` and '' to ", NFKD, characters of
+non-zero combining class dropped, lower-cased; every character decided as Python decides it),
+then the SentencePiece model (tensorflow-text), so the same text gives the same ids as
 tools/create_pretraining_data. Loading it needs `import tensorflow_text` first (it
 registers the ops), as for every TF Hub preprocessing model.
 """
@@ -16,21 +17,7 @@ import tensorflow as tf
 import tensorflow_text as tf_text
 
 from albert_tf.data.vocab import SpecialTokens
-
-# Python's str.split() whitespace, as RE2 classes.
-_WHITESPACE = r"[\s\p{Z}\x{0b}\x{1c}-\x{1f}\x{85}]+"
-
-
-def normalize(text, lower=True):
-    """In-graph twin of preprocess_text for a string tensor."""
-    text = tf.strings.regex_replace(text, _WHITESPACE, " ")
-    text = tf.strings.regex_replace(text, r"^ | $", "")
-    text = tf.strings.regex_replace(text, r"``|''", '"')
-    text = tf_text.normalize_utf8(text, "NFKD")
-    text = tf.strings.regex_replace(text, r"\p{Mn}", "")
-    if lower:
-        text = tf.strings.lower(text, encoding="utf-8")
-    return text
+from albert_tf.export.normalization import normalize
 
 
 class PreprocessModule(tf.train.Checkpoint):

@@ -11,7 +11,9 @@ question:
   answer           string: context[start:end] (characters of the original context)
   score            float32: start + end score of the answer (v1: logits; v2: log-probs)
   start, end       int32: the answer's character span in `context`, end exclusive; -1 when
-                   no span qualifies (then answer is "" and score -1e6)
+                   no span qualifies or the question or context has no piece (an empty
+                   one): then answer is "" and score -1e6, and the other questions of the
+                   batch get what they get alone
   no_answer_score  float32 (v2 only): the minimum answer-class logit over the windows
                    (higher: more likely unanswerable; "no answer" when > the
                    threshold of the run's predictions_best_f1_thresh.json, kept in
@@ -39,7 +41,7 @@ from albert_tf.data.buckets import width_for
 from albert_tf.data.vocab import SpecialTokens
 from albert_tf.export import savedmodel
 from albert_tf.export.aligned_tokens import context_pieces
-from albert_tf.export.preprocess_module import normalize
+from albert_tf.export.normalization import SPACE, normalize
 from albert_tf.storage import atomic
 
 NO_SPAN_SCORE = -1e6
@@ -91,7 +93,8 @@ class QuestionAnsweringModule(tf.train.Checkpoint):
 
     def _windows(self, question, context):
         """-> model inputs [W, T'] (T' = the longest window), doc index [W, T'] (-1 outside
-        the context), may_start [W, T'], and the context pieces' spans [P]."""
+        the context), in_doc and may_start [W, T'] (all False for a question without pieces:
+        nothing is asked, so nothing is answered), and the context pieces' spans [P]."""
         query = self._tokenizer.tokenize(normalize(question, self._lower))[:self._max_query_length]
         ids, span_start, span_end = context_pieces(context, self._tokenizer, self._lower)
         q = tf.size(query)
@@ -114,7 +117,8 @@ class QuestionAnsweringModule(tf.train.Checkpoint):
         word = tf.where(in_doc, word, self._pad_id)
         word = tf.where(t == 0, self._cls_id, word)
         q_pos = (t >= 1) & (t <= q)
-        word = tf.where(q_pos, tf.gather(query, tf.clip_by_value(t - 1, 0, tf.maximum(q - 1, 0))), word)
+        query_ext = tf.concat([query, [self._pad_id]], 0)  # an entry to gather for an empty question
+        word = tf.where(q_pos, tf.gather(query_ext, tf.clip_by_value(t - 1, 0, q)), word)
         sep = (t == q + 1) | (k == lengths[:, None])
         word = tf.where(sep, self._sep_id, word)
         mask = t <= offset + lengths[:, None]
@@ -136,7 +140,7 @@ class QuestionAnsweringModule(tf.train.Checkpoint):
                   "input_type_ids": tf.cast(type_ids, tf.int32)}
         if self._v2:
             inputs["p_mask"] = tf.cast(~(in_doc | (t == 0)), tf.int32)
-        return inputs, doc_index, in_doc, may_start, span_start, span_end
+        return inputs, doc_index, in_doc & (q > 0), may_start & (q > 0), span_start, span_end
 
     def _pairs_v1(self, out, in_doc, may_start):
         """-> start positions, end positions, scores [W, K, K] (invalid: -inf)."""
@@ -210,7 +214,7 @@ def _strip_end(context, start, end):
     """Moves `end` left past whitespace (a span ending on a bare "▁" piece reaches the next
     word's start); squad_postprocess strips the text the same way."""
     chars = tf.strings.unicode_split(context, "UTF-8")
-    space = tf.strings.regex_full_match(chars, r"[\s\p{Z}\x{0b}\x{1c}-\x{1f}\x{85}]")
+    space = tf.strings.regex_full_match(chars, SPACE)
     solid = tf.cast(tf.where(~space)[:, 0], tf.int32)
     last = tf.gather(tf.concat([[-1], solid], 0), tf.searchsorted(solid, [end - 1], side="right"))[0]
     return tf.where(end > start, tf.maximum(last + 1, start), end)

@@ -1,0 +1,216 @@
+"""Every SavedModel that takes raw text (preprocessing, classifier, QA v1/v2, multiple choice)
+tokenizes it as the Python training data does, in every script (conftest.MULTISCRIPT, with a
+SentencePiece model that has a piece for each of their characters), and answers a batch in
+which one example has an empty question, option or context: that example gets the empty
+answer or a finite score, and the others what they get when sent alone.
+
+The Python side is the training pipeline itself: SentencePieceTokenizer.encode, the SQuAD
+features (squad_data) with the run's post-processing (squad_postprocess), the RACE features
+(race_data). The models are tiny and random with a wide initializer, so any token that
+differs moves the logits far beyond the tolerances."""
+
+import types
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+import tensorflow_text  # noqa: F401  (registers the ops of the loaded SavedModels)
+from conftest import MULTISCRIPT
+
+from albert_tf import AlbertConfig, AlbertEncoder
+from albert_tf.data import race_data
+from albert_tf.data import squad_data as sd
+from albert_tf.data import squad_postprocess as post
+from albert_tf.data.buckets import bucket_widths
+from albert_tf.data.tokenization import SentencePieceTokenizer
+
+SEQ, STRIDE, QUERY, N_BEST, MAX_ANSWER = 64, 24, 16, 5, 10  # QA; several windows for the longer texts
+MC_SEQ, MC_QA = 64, 24
+NAMES = list(MULTISCRIPT)
+TEXTS = list(MULTISCRIPT.values())
+
+
+def _build(model, inputs):
+    model(inputs, training=False)  # creates the weights before the export lists them
+    return model
+
+
+@pytest.fixture(scope="module")
+def exports(multiscript_spm, tmp_path_factory):
+    from albert_tf.export.classifier_module import export_classifier
+    from albert_tf.export import savedmodel
+    from albert_tf.export.multiple_choice_module import export_multiple_choice
+    from albert_tf.export.preprocess_module import PreprocessModule
+    from albert_tf.export.qa_module import export_question_answering
+    from albert_tf.modeling.classifier import AlbertClassifier
+    from albert_tf.modeling.multiple_choice import AlbertForMultipleChoice
+    from albert_tf.modeling.question_answering import AlbertForQuestionAnswering
+
+    keras.utils.set_random_seed(7)
+    base = tmp_path_factory.mktemp("text_parity")
+    tok = SentencePieceTokenizer(multiscript_spm)
+    config = AlbertConfig.from_preset("albert_tiny").replace(vocab_size=tok.vocab_size, initializer_range=0.5)
+    ones = np.ones((1, 8), "int32")
+    flat = {"input_word_ids": ones * 5, "input_mask": ones, "input_type_ids": ones * 0, "p_mask": ones * 0}
+    out = types.SimpleNamespace(tok=tok, qa={}, loaded={})
+    for version in ("v1", "v2"):
+        model = _build(AlbertForQuestionAnswering(config, version=version), flat)
+        path = export_question_answering(model, multiscript_spm, str(base / f"qa_{version}"), max_seq_length=SEQ,
+                                         doc_stride=STRIDE, max_query_length=QUERY, n_best_size=N_BEST,
+                                         max_answer_length=MAX_ANSWER, widths=bucket_widths(SEQ))
+        out.qa[version] = model
+        out.loaded[f"qa_{version}"] = tf.saved_model.load(path)
+    out.mc = _build(AlbertForMultipleChoice(config), {k: v[:, None] for k, v in flat.items()})
+    path = export_multiple_choice(out.mc, multiscript_spm, str(base / "mc"), max_seq_length=MC_SEQ,
+                                  max_qa_length=MC_QA, widths=bucket_widths(MC_SEQ))
+    out.loaded["mc"] = tf.saved_model.load(path)
+    encoder_inputs = {k: v for k, v in flat.items() if k != "p_mask"}
+    out.classifier = _build(AlbertClassifier(AlbertEncoder(config), num_classes=3), encoder_inputs)
+    preprocess = PreprocessModule(multiscript_spm, seq_length=SEQ)
+    path = export_classifier(preprocess, out.classifier, str(base / "classifier"), SEQ, labels=("x", "y", "z"),
+                             widths=bucket_widths(SEQ))
+    out.loaded["classifier"] = tf.saved_model.load(path)
+    # the preprocessing model as export_tfhub saves it (its encoder is not needed here)
+    savedmodel.save(preprocess, str(base / "preprocess"), preprocess.trace)
+    out.loaded["preprocess"] = tf.saved_model.load(str(base / "preprocess"))
+    return out
+
+
+# --- Python references (the training pipeline) ----------------------------------------------------------
+
+
+def _qa_reference(exports, version, question, context):
+    """The run's answer for one question: squad_data features, the model, squad_postprocess."""
+    example = sd.SquadExample(qas_id="q", question_text=question, context_text=context, answer_text="",
+                              answer_start=None, is_impossible=False)
+    features = sd.convert_examples_to_features([example], exports.tok, max_seq_length=SEQ, doc_stride=STRIDE,
+                                               max_query_length=QUERY, is_training=False)
+    arrays = sd.features_to_arrays(features)
+    inputs = {"input_word_ids": arrays["input_ids"], "input_mask": arrays["input_mask"],
+              "input_type_ids": arrays["segment_ids"], "p_mask": arrays["p_mask"]}
+    outputs = {k: np.asarray(v) for k, v in exports.qa[version](inputs, training=False).items()}
+    windows = [dict(f.as_window(), **{k: v[i] for k, v in outputs.items()}) for i, f in enumerate(features)]
+    nbest = (post.nbest_v1(windows, {"q": context}, N_BEST, MAX_ANSWER) if version == "v1"
+             else post.nbest_v2(windows, {"q": context}, N_BEST, MAX_ANSWER))["q"]
+    best = nbest[0]
+    scores = ("start_logit", "end_logit") if version == "v1" else ("start_log_prob", "end_log_prob")
+    result = {"answer": best["text"], "start": best["char_start"], "end": best["char_end"],
+              "score": best[scores[0]] + best[scores[1]], "windows": len(features)}
+    if version == "v2":
+        result["no_answer_score"] = post.null_odds_v2(windows)["q"]
+    return result
+
+
+def _mc_reference(exports, article, question, options):
+    example = race_data.MultipleChoiceExample(example_id="a", question_index=0, context=article, question=question,
+                                              options=tuple(options))
+    arrays = race_data.convert_example(example, exports.tok, race_data.MultipleChoiceSettings(MC_SEQ, MC_QA))
+    inputs = {"input_word_ids": arrays["input_ids"][None], "input_mask": arrays["input_mask"][None],
+              "input_type_ids": arrays["segment_ids"][None]}
+    return np.asarray(exports.mc(inputs, training=False)["logits"])[0]
+
+
+def _classifier_reference(exports, text):
+    ids = [exports.tok.cls_id] + exports.tok.encode(text)[:SEQ - 2] + [exports.tok.sep_id]
+    inputs = {"input_word_ids": np.array([ids], "int32"), "input_mask": np.ones((1, len(ids)), "int32"),
+              "input_type_ids": np.zeros((1, len(ids)), "int32")}
+    return np.asarray(exports.classifier(inputs, training=False))[0]
+
+
+def _rows(out):
+    """A batch of outputs -> one dict of Python values per example."""
+    n = len(next(iter(out.values())))
+    return [{k: (v[i].numpy().decode("utf-8") if v.dtype == tf.string else v[i].numpy().tolist())
+             for k, v in out.items()} for i in range(n)]
+
+
+# --- every script -----------------------------------------------------------------------------------------
+
+
+def test_preprocessing_and_classifier_exports_give_the_training_ids(exports):
+    expected = [exports.tok.encode(t) for t in TEXTS]
+    assert all(exports.tok.unk_id not in ids for ids in expected)  # every character is a piece of its own
+    for name in ("preprocess", "classifier"):
+        tokenize = (exports.loaded[name] if name == "preprocess" else exports.loaded[name].preprocess).tokenize
+        got = tokenize(tf.constant(TEXTS)).to_list()
+        wrong = [n for n, g, e in zip(NAMES, got, expected) if g != e]
+        assert not wrong, f"{name} export tokenizes these scripts differently: {wrong}"
+    logits = exports.loaded["classifier"](tf.constant(TEXTS))["logits"].numpy()
+    reference = np.stack([_classifier_reference(exports, t) for t in TEXTS])
+    np.testing.assert_allclose(logits, reference, atol=1e-4, rtol=0)
+    assert np.ptp(reference, axis=0).min() > 0.01  # the texts' logits differ far beyond the tolerance
+
+
+@pytest.mark.parametrize("version", ["v1", "v2"])
+def test_qa_export_answers_as_the_run_in_every_script(exports, version):
+    questions = TEXTS[1:] + TEXTS[:1]  # each context asked in another script
+    got = _rows(exports.loaded[f"qa_{version}"](tf.constant(questions), tf.constant(TEXTS)))
+    references = [_qa_reference(exports, version, q, c) for q, c in zip(questions, TEXTS)]
+    assert max(r["windows"] for r in references) > 1  # long texts take several windows
+    wrong = []
+    for name, g, r in zip(NAMES, got, references):
+        same = (g["answer"], g["start"], g["end"]) == (r["answer"], r["start"], r["end"])
+        same = same and abs(g["score"] - r["score"]) <= 1e-4
+        if version == "v2":
+            same = same and abs(g["no_answer_score"] - r["no_answer_score"]) <= 1e-4
+        if not same:
+            wrong.append((name, g, {k: v for k, v in r.items() if k != "windows"}))
+    assert not wrong, wrong
+    assert len({r["score"] for r in references}) == len(references)  # the scores tell the texts apart
+
+
+def test_multiple_choice_export_scores_as_the_run_in_every_script(exports):
+    article = " ".join(TEXTS)
+    questions = [TEXTS[i] + " _ ?" if i % 2 else TEXTS[i] for i in range(len(TEXTS))]
+    options = [[TEXTS[(i + 1) % len(TEXTS)], TEXTS[(i + 5) % len(TEXTS)]] for i in range(len(TEXTS))]
+    articles = [article if i % 3 else TEXTS[i] for i in range(len(TEXTS))]
+    logits = exports.loaded["mc"](article=tf.constant(articles), question=tf.constant(questions),
+                                  options=tf.constant(options))["logits"].numpy()
+    reference = np.stack([_mc_reference(exports, a, q, o) for a, q, o in zip(articles, questions, options)])
+    wrong = [n for n, g, r in zip(NAMES, logits, reference) if np.abs(g - r).max() > 1e-4]
+    assert not wrong, f"the multiple-choice export scores these scripts differently: {wrong}"
+    assert np.ptp(reference[:, 0]) > 0.01  # the examples' logits differ far beyond the tolerance
+
+
+# --- empty inputs in a batch ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("version", ["v1", "v2"])
+def test_qa_export_answers_an_empty_question_or_context_and_the_rest_of_the_batch_alike(exports, version):
+    qa = exports.loaded[f"qa_{version}"]
+    questions = [TEXTS[0], "", TEXTS[2], "", "   ", TEXTS[5]]
+    contexts = [TEXTS[1], TEXTS[3], "", "", TEXTS[4], TEXTS[6]]
+    batch = _rows(qa(tf.constant(questions), tf.constant(contexts)))
+    for i in (1, 2, 3, 4):  # no question or no context: no answer
+        row = batch[i]
+        assert (row["answer"], row["start"], row["end"], row["score"]) == ("", -1, -1, -1e6), (i, row)
+        if version == "v2":
+            assert np.isfinite(row["no_answer_score"]), (i, row)
+    for i in (0, 5):
+        alone = _rows(qa(tf.constant([questions[i]]), tf.constant([contexts[i]])))[0]
+        assert batch[i] == alone, i
+        reference = _qa_reference(exports, version, questions[i], contexts[i])
+        assert (alone["answer"], alone["start"], alone["end"]) == (reference["answer"], reference["start"],
+                                                                    reference["end"]), i
+        assert alone["answer"] != ""
+
+
+def test_multiple_choice_export_scores_empty_options_questions_and_articles(exports):
+    mc = exports.loaded["mc"]
+    articles = [TEXTS[0], TEXTS[1], "", TEXTS[3], ""]
+    questions = [TEXTS[4], TEXTS[5], TEXTS[6], "", ""]
+    options = [[TEXTS[7], TEXTS[8]], ["", TEXTS[9]], [TEXTS[10], TEXTS[11]], [TEXTS[12], ""], ["", ""]]
+    batch = mc(article=tf.constant(articles), question=tf.constant(questions), options=tf.constant(options))
+    logits, probabilities = batch["logits"].numpy(), batch["probabilities"].numpy()
+    assert np.isfinite(logits).all()
+    np.testing.assert_allclose(probabilities.sum(axis=1), 1.0, atol=1e-6)
+    for i, (a, q, o) in enumerate(zip(articles, questions, options)):
+        # what training would feed the model for it
+        np.testing.assert_allclose(logits[i], _mc_reference(exports, a, q, o), atol=1e-4, rtol=0, err_msg=str(i))
+        alone = mc(article=tf.constant([a]), question=tf.constant([q]), options=tf.constant([o]))
+        np.testing.assert_allclose(logits[i], alone["logits"].numpy()[0], atol=1e-5, rtol=0, err_msg=str(i))
+        top = np.sort(logits[i])
+        if top[-1] - top[-2] > 1e-4:  # not a tie (two empty options are one input twice)
+            assert batch["choice"].numpy()[i] == alone["choice"].numpy()[0]
+    assert np.ptp(logits[:, 0]) > 0.01  # the examples' logits differ far beyond the tolerances
