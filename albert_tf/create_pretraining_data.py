@@ -10,7 +10,8 @@ Flags keep the original release's names and defaults; added: --num_workers,
 --legacy_single_chunk_random_next. Output: the release's eight features, with the ids of
 the SentencePiece model, and summary_OUTPUT.json beside them (special token ids and
 masking settings included: `albert_tf.data.summary.read_data_summary`). Exit status 2 on
-bad input, with nothing written.
+bad input, with nothing written; also for an output file that exists and is not
+albert_tf's own pretraining data (an earlier run's files are replaced, a user's never).
 """
 
 import sys
@@ -20,49 +21,54 @@ from absl import flags
 from albert_tf import cli
 
 
-def define_flags():
-    """Defines this tool's flags (only when run, so the module can be imported)."""
+def define_flags(flag_values=None):
+    """Defines this tool's flags (only when run, so the module can be imported), in
+    `flag_values` (default: the global FLAGS)."""
+    fv = {"flag_values": flags.FLAGS if flag_values is None else flag_values}
     # --- the original release's flags (names and defaults) ---
-    flags.DEFINE_string("input_file", None, "Input raw text file (or comma-separated list of files or globs).")
-    flags.DEFINE_string("output_file", None, "Output TF example file (or comma-separated list of files).")
+    flags.DEFINE_string("input_file", None, "Input raw text file (or comma-separated list of files or globs).", **fv)
+    flags.DEFINE_string("output_file", None, "Output TF example file (or comma-separated list of files): new paths or "
+                        "albert_tf's own earlier output (replaced); anything else is refused.", **fv)
     flags.DEFINE_string("vocab_file", None, "The release's vocabulary file; optional with --spm_model_file "
-                        "(the vocabulary then comes from the SentencePiece model).")
-    flags.DEFINE_string("spm_model_file", None, "The SentencePiece model file.")
+                        "(the vocabulary then comes from the SentencePiece model).", **fv)
+    flags.DEFINE_string("spm_model_file", None, "The SentencePiece model file.", **fv)
     flags.DEFINE_string("input_file_mode", "r", "The release's file mode flag; input is always read as bytes "
-                        "and decoded as UTF-8.")
-    flags.DEFINE_bool("do_lower_case", True, "Whether to lower case the input text.")
-    flags.DEFINE_bool("do_whole_word_mask", True, "Whether to use whole word masking rather than per-piece masking.")
+                        "and decoded as UTF-8.", **fv)
+    flags.DEFINE_bool("do_lower_case", True, "Whether to lower case the input text.", **fv)
+    flags.DEFINE_bool("do_whole_word_mask", True, "Whether to use whole word masking rather than per-piece masking.",
+                      **fv)
     flags.DEFINE_bool("do_permutation", False, "Whether to do the permutation training (not used by the released "
-                      "models).")
-    flags.DEFINE_bool("favor_shorter_ngram", True, "Whether to set higher probabilities for sampling shorter ngrams.")
+                      "models).", **fv)
+    flags.DEFINE_bool("favor_shorter_ngram", True, "Whether to set higher probabilities for sampling shorter ngrams.",
+                      **fv)
     flags.DEFINE_bool("random_next_sentence", False, "Whether to use the sentence that's right before the current "
                       "sentence as the negative sample for next sentence prediction, rather than using sentences "
-                      "from other random documents (True: BERT's NSP pairs).")
-    flags.DEFINE_integer("max_seq_length", 512, "Maximum sequence length.")
-    flags.DEFINE_integer("ngram", 3, "Maximum number of ngrams to mask.")
-    flags.DEFINE_integer("max_predictions_per_seq", 20, "Maximum number of masked LM predictions per sequence.")
-    flags.DEFINE_integer("random_seed", 12345, "Random seed for data generation.")
-    flags.DEFINE_integer("dupe_factor", 40, "Number of times to duplicate the input data (with different masks).")
-    flags.DEFINE_float("masked_lm_prob", 0.15, "Masked LM probability.")
+                      "from other random documents (True: BERT's NSP pairs).", **fv)
+    flags.DEFINE_integer("max_seq_length", 512, "Maximum sequence length.", **fv)
+    flags.DEFINE_integer("ngram", 3, "Maximum number of ngrams to mask.", **fv)
+    flags.DEFINE_integer("max_predictions_per_seq", 20, "Maximum number of masked LM predictions per sequence.", **fv)
+    flags.DEFINE_integer("random_seed", 12345, "Random seed for data generation.", **fv)
+    flags.DEFINE_integer("dupe_factor", 40, "Number of times to duplicate the input data (with different masks).", **fv)
+    flags.DEFINE_float("masked_lm_prob", 0.15, "Masked LM probability.", **fv)
     flags.DEFINE_float("short_seq_prob", 0.1, "Probability of creating sequences which are shorter than the "
-                       "maximum length.")
+                       "maximum length.", **fv)
     # --- added ---
-    flags.DEFINE_integer("num_workers", 1, "Processes creating instances; the output does not depend on it.")
-    flags.DEFINE_integer("num_output_shards", 1, "Split a single --output_file into NAME-0000i-of-0000N shards.")
-    flags.DEFINE_integer("shuffle_buffer_size", 100_000, "Instances held for shuffling before writing.")
+    flags.DEFINE_integer("num_workers", 1, "Processes creating instances; the output does not depend on it.", **fv)
+    flags.DEFINE_integer("num_output_shards", 1, "Split a single --output_file into NAME-0000i-of-0000N shards.", **fv)
+    flags.DEFINE_integer("shuffle_buffer_size", 100_000, "Instances held for shuffling before writing.", **fv)
     flags.DEFINE_integer("documents_per_chunk", 500, "Documents per unit of work (also the pool of random documents "
-                         "for NSP negatives).")
-    flags.DEFINE_bool("strict_utf8", False, "Stop at the first non-UTF-8 line instead of skipping and counting it.")
+                         "for NSP negatives).", **fv)
+    flags.DEFINE_bool("strict_utf8", False, "Stop at the first non-UTF-8 line instead of skipping and counting it.",
+                      **fv)
     flags.DEFINE_bool("legacy_single_chunk_random_next", False, "Reproduce the release: a chunk of one segment gets "
-                      "B from a random other document, labelled 1 (an NSP negative inside SOP data).")
+                      "B from a random other document, labelled 1 (an NSP negative inside SOP data).", **fv)
 
 
 def run(f):
     """Checks the flags, writes the data, prints where it went; returns the summary dict."""
-    from albert_tf.data.files import InputError, expand_input_files
+    from albert_tf.data.files import InputError
     from albert_tf.data.instances import InstanceOptions
-    from albert_tf.data.summary import summary_path_for
-    from albert_tf.data.writer import WriterOptions, output_paths, write_pretraining_data
+    from albert_tf.data.writer import WriterOptions, write_pretraining_data
 
     if not f.input_file or not f.output_file:
         raise InputError("--input_file and --output_file are required.")
@@ -84,12 +90,29 @@ def run(f):
         do_lower_case=f.do_lower_case, dupe_factor=f.dupe_factor, random_seed=f.random_seed,
         num_workers=f.num_workers, shuffle_buffer_size=f.shuffle_buffer_size,
         documents_per_chunk=f.documents_per_chunk, strict_utf8=f.strict_utf8)
-    inputs = expand_input_files(f.input_file)
-    outputs = output_paths(f.output_file, f.num_output_shards)
-    summary_file = summary_path_for(f.output_file.split(",")[0].strip())
+    inputs, outputs, summary_file = check_paths(f)
     summary = write_pretraining_data(inputs, outputs, f.spm_model_file, options, summary_file=summary_file)
     report(summary)
     return 0
+
+
+def check_paths(f):
+    """Every output file (and the summary beside the first) is new or albert_tf's own
+    pretraining data, and none is an input (albert_tf.storage.outputs); raises
+    OutputRefused naming --output_file. Writes nothing. Returns (input files, output
+    files, summary file)."""
+    from albert_tf.data.files import expand_input_files
+    from albert_tf.data.summary import summary_path_for
+    from albert_tf.data.writer import output_paths
+    from albert_tf.storage import outputs
+
+    inputs = expand_input_files(f.input_file)
+    files = output_paths(f.output_file, f.num_output_shards)
+    summary_file = summary_path_for(f.output_file.split(",")[0].strip())
+    outputs.check([outputs.Output("--output_file", p, outputs.PRETRAINING_DATA) for p in [*files, summary_file]],
+                  [*(outputs.Input("--input_file", p) for p in inputs),
+                   outputs.Input("--spm_model_file", f.spm_model_file), outputs.Input("--vocab_file", f.vocab_file)])
+    return inputs, files, summary_file
 
 
 def report(summary, stream=None, errors=None):

@@ -3,6 +3,10 @@
     python -m albert_tf.export_tfhub --albert_config_file=runs/base/albert_config.json \
         --checkpoint=runs/base --spm_model_file=data/spm.model --export_path=export/base
 
+EXPORT_PATH is a new path or an earlier export of albert_tf's (replaced atomically); an
+existing directory albert_tf did not make, the checkpoint's own directory or one holding an
+input is refused (exit 2) before anything is loaded.
+
 Writes EXPORT_PATH/encoder (fine-tunes with hub.KerasLayer(trainable=True); loads in
 Keras 3 with albert_tf.export.keras3.EncoderTFSMLayer or keras.layers.TFSMLayer) and
 EXPORT_PATH/preprocess (strings -> encoder inputs).
@@ -18,20 +22,23 @@ from albert_tf.training.precision import check_policy, choose
 PRETRAINED_WEIGHTS = ("pretrainer.weights.h5",)
 
 
-def define_flags():
-    flags.DEFINE_string("albert_config_file", None, "albert_config.json of the model.")
+def define_flags(flag_values=None):
+    fv = {"flag_values": flags.FLAGS if flag_values is None else flag_values}
+    flags.DEFINE_string("albert_config_file", None, "albert_config.json of the model.", **fv)
     flags.DEFINE_string("checkpoint", None, "A run_pretraining checkpoint (ckpt-N prefix), its output_dir, or an "
-                        "albert_tf pretrained directory (pretrainer.weights.h5, e.g. from albert_tf.convert).")
-    flags.DEFINE_string("spm_model_file", None, "The SentencePiece model the data was made with.")
-    flags.DEFINE_string("export_path", None, "Output directory (gets encoder/ and preprocess/).")
-    flags.DEFINE_bool("with_mlm", True, "Add the .mlm sub-object (masked_lm_positions -> mlm_logits).")
-    flags.DEFINE_integer("seq_length", 128, "Default sequence length of the preprocessing model.")
-    flags.DEFINE_bool("do_lower_case", True, "Lower-case text (as create_pretraining_data).")
+                        "albert_tf pretrained directory (pretrainer.weights.h5, e.g. from albert_tf.convert).", **fv)
+    flags.DEFINE_string("spm_model_file", None, "The SentencePiece model the data was made with.", **fv)
+    flags.DEFINE_string("export_path", None, "Output directory (gets encoder/ and preprocess/): a new path or an "
+                        "earlier export of albert_tf's (replaced); anything else is refused.", **fv)
+    flags.DEFINE_bool("with_mlm", True, "Add the .mlm sub-object (masked_lm_positions -> mlm_logits).", **fv)
+    flags.DEFINE_integer("seq_length", 128, "Default sequence length of the preprocessing model.", **fv)
+    flags.DEFINE_bool("do_lower_case", True, "Lower-case text (as create_pretraining_data).", **fv)
     flags.DEFINE_bool("jit_compile", False, "Serve through XLA: the encoder's `serve` and `serving_default` run as one "
                       "compiled program, compiled once per new [batch, length] shape in the loading process (faster at "
-                      "fixed shapes, e.g. length buckets; the root __call__ that hub.KerasLayer fine-tunes is unchanged).")
+                      "fixed shapes, e.g. length buckets; the root __call__ that hub.KerasLayer fine-tunes is "
+                      "unchanged).", **fv)
     cli.define_dtype_policy_flag(default="float32", what="the exported encoder's matmuls (float32: portable, the "
-                                 "default; the exporting machine is not the serving one)")
+                                 "default; the exporting machine is not the serving one)", **fv)
 
 
 def run(f):
@@ -43,11 +50,23 @@ def run(f):
                         ("spm_model_file", spm_model_file), ("export_path", export_path)):
         if not value:
             raise ValueError(f"--{name} is required.")
+    check_paths(f)  # before TensorFlow starts
     precision = choose(f.dtype_policy)
     print(f"dtype policy {precision.policy} ({precision.reason})")
     return export(albert_config_file, checkpoint, spm_model_file, export_path, with_mlm=with_mlm,
                   seq_length=seq_length, do_lower_case=do_lower_case, dtype_policy=precision.policy,
                   jit_compile=f.jit_compile)
+
+
+def check_paths(f):
+    """--export_path: new or albert_tf's own export, and apart from the inputs
+    (albert_tf.storage.outputs); raises OutputRefused naming the flag. Writes nothing."""
+    from albert_tf.storage import outputs
+
+    outputs.check([outputs.Output("--export_path", f.export_path, outputs.EXPORT)],
+                  [outputs.Input("--checkpoint", f.checkpoint),
+                   outputs.Input("--albert_config_file", f.albert_config_file),
+                   outputs.Input("--spm_model_file", f.spm_model_file)])
 
 
 def export(albert_config_file, checkpoint, spm_model_file, export_path, with_mlm=True, seq_length=128,

@@ -17,6 +17,8 @@ Output in --output_dir: `ckpt-N` checkpoints (a run resumes from the newest), `b
 evaluation), `eval_results.json` / `eval_results.txt` (dev metrics of the best
 checkpoint), `dev_predictions.tsv`, `test_results.tsv` (GLUE submission layout),
 `training_curves.png`, TensorBoard (`train/`, `eval/`); with --export_dir a SavedModel that takes raw strings.
+--output_dir and --export_dir are new paths or albert_tf's own (albert_tf.storage.outputs);
+anything else is refused with exit status 2 before any work.
 """
 
 import sys

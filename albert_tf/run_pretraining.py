@@ -20,43 +20,46 @@ from albert_tf import cli
 from albert_tf.training.precision import check_policy
 
 
-def define_flags():
-    """The release's run_pretraining flags, plus --strategy, --jit_compile, --dtype_policy etc."""
-    flags.DEFINE_string("input_file", None, "Input TF example files (comma-separated globs).")
-    flags.DEFINE_string("eval_input_file", None, "Evaluation TF example files (default: --input_file).")
-    flags.DEFINE_string("output_dir", None, "The output directory where the model checkpoints will be written.")
-    flags.DEFINE_string("albert_config_file", None, "The albert_config.json of the pre-trained ALBERT model.")
-    flags.DEFINE_string("init_checkpoint", None, "Initial checkpoint (usually from a pre-trained ALBERT model).")
-    flags.DEFINE_integer("max_seq_length", 512, "The maximum total input sequence length after tokenization.")
-    flags.DEFINE_integer("max_predictions_per_seq", 20, "Maximum number of masked LM predictions per sequence.")
-    flags.DEFINE_bool("do_train", True, "Whether to run training.")
-    flags.DEFINE_bool("do_eval", True, "Whether to run eval on the dev set.")
-    flags.DEFINE_integer("train_batch_size", 4096, "Total batch size for training.")
-    flags.DEFINE_integer("eval_batch_size", 64, "Total batch size for eval.")
-    flags.DEFINE_enum("optimizer", "lamb", ["adamw", "lamb"], "The optimizer for training.")
-    flags.DEFINE_float("learning_rate", 0.00176, "The initial learning rate.")
-    flags.DEFINE_float("poly_power", 1.0, "The power of poly decay.")
-    flags.DEFINE_integer("num_train_steps", 125000, "Number of training steps.")
-    flags.DEFINE_integer("num_warmup_steps", 3125, "Number of warmup steps.")
-    flags.DEFINE_integer("start_warmup_step", 0, "The starting step of warmup.")
-    flags.DEFINE_integer("save_checkpoints_steps", 5000, "How often to save the model checkpoint.")
-    flags.DEFINE_integer("keep_checkpoint_max", 5, "How many checkpoints to keep.")
-    flags.DEFINE_integer("iterations_per_loop", 1000, "Steps per tf.function call (and per log line).")
-    flags.DEFINE_integer("max_eval_steps", 100, "Maximum number of eval steps.")
-    flags.DEFINE_string("strategy", "default", "tpu | multi_worker_mirrored | mirrored | one_device | default.")
-    flags.DEFINE_string("tpu", None, "TPU name or grpc:// address (with --strategy=tpu).")
-    flags.DEFINE_bool("jit_compile", False, "Compile the train step with XLA.")
-    cli.define_dtype_policy_flag()
-    flags.DEFINE_bool("use_one_hot_embeddings", False, "One-hot word-embedding lookups (faster on TPUs).")
-    flags.DEFINE_bool("deterministic", False, "Deterministic input order and ops (exactly repeatable runs).")
-    flags.DEFINE_bool("dynamic_masking", False, "Re-draw the masked-LM masks every epoch in tf.data.")
-    flags.DEFINE_integer("random_seed", 12345, "Seed of initialisation, shuffling and dynamic masking.")
-    flags.DEFINE_integer("shuffle_buffer_size", 10000, "Examples in the input shuffle buffer.")
-    flags.DEFINE_string("export_dir", None, "Export TF-Hub-style SavedModels here at the end (needs --spm_model_file).")
-    flags.DEFINE_string("spm_model_file", None, "The SentencePiece model of the data (for --export_dir).")
-    flags.DEFINE_integer("export_seq_length", 128, "Default sequence length of the exported preprocessing model.")
-
-
+def define_flags(flag_values=None):
+    """The release's run_pretraining flags, plus --strategy, --jit_compile, --dtype_policy etc.,
+    in `flag_values` (default: the global FLAGS)."""
+    fv = {"flag_values": flags.FLAGS if flag_values is None else flag_values}
+    flags.DEFINE_string("input_file", None, "Input TF example files (comma-separated globs).", **fv)
+    flags.DEFINE_string("eval_input_file", None, "Evaluation TF example files (default: --input_file).", **fv)
+    flags.DEFINE_string("output_dir", None, "The output directory where the model checkpoints will be written: a new "
+                        "path or albert_tf's own run (resumed); anything else is refused.", **fv)
+    flags.DEFINE_string("albert_config_file", None, "The albert_config.json of the pre-trained ALBERT model.", **fv)
+    flags.DEFINE_string("init_checkpoint", None, "Initial checkpoint (usually from a pre-trained ALBERT model).", **fv)
+    flags.DEFINE_integer("max_seq_length", 512, "The maximum total input sequence length after tokenization.", **fv)
+    flags.DEFINE_integer("max_predictions_per_seq", 20, "Maximum number of masked LM predictions per sequence.", **fv)
+    flags.DEFINE_bool("do_train", True, "Whether to run training.", **fv)
+    flags.DEFINE_bool("do_eval", True, "Whether to run eval on the dev set.", **fv)
+    flags.DEFINE_integer("train_batch_size", 4096, "Total batch size for training.", **fv)
+    flags.DEFINE_integer("eval_batch_size", 64, "Total batch size for eval.", **fv)
+    flags.DEFINE_enum("optimizer", "lamb", ["adamw", "lamb"], "The optimizer for training.", **fv)
+    flags.DEFINE_float("learning_rate", 0.00176, "The initial learning rate.", **fv)
+    flags.DEFINE_float("poly_power", 1.0, "The power of poly decay.", **fv)
+    flags.DEFINE_integer("num_train_steps", 125000, "Number of training steps.", **fv)
+    flags.DEFINE_integer("num_warmup_steps", 3125, "Number of warmup steps.", **fv)
+    flags.DEFINE_integer("start_warmup_step", 0, "The starting step of warmup.", **fv)
+    flags.DEFINE_integer("save_checkpoints_steps", 5000, "How often to save the model checkpoint.", **fv)
+    flags.DEFINE_integer("keep_checkpoint_max", 5, "How many checkpoints to keep.", **fv)
+    flags.DEFINE_integer("iterations_per_loop", 1000, "Steps per tf.function call (and per log line).", **fv)
+    flags.DEFINE_integer("max_eval_steps", 100, "Maximum number of eval steps.", **fv)
+    flags.DEFINE_string("strategy", "default", "tpu | multi_worker_mirrored | mirrored | one_device | default.", **fv)
+    flags.DEFINE_string("tpu", None, "TPU name or grpc:// address (with --strategy=tpu).", **fv)
+    flags.DEFINE_bool("jit_compile", False, "Compile the train step with XLA.", **fv)
+    cli.define_dtype_policy_flag(fv["flag_values"])
+    flags.DEFINE_bool("use_one_hot_embeddings", False, "One-hot word-embedding lookups (faster on TPUs).", **fv)
+    flags.DEFINE_bool("deterministic", False, "Deterministic input order and ops (exactly repeatable runs).", **fv)
+    flags.DEFINE_bool("dynamic_masking", False, "Re-draw the masked-LM masks every epoch in tf.data.", **fv)
+    flags.DEFINE_integer("random_seed", 12345, "Seed of initialisation, shuffling and dynamic masking.", **fv)
+    flags.DEFINE_integer("shuffle_buffer_size", 10000, "Examples in the input shuffle buffer.", **fv)
+    flags.DEFINE_string("export_dir", None, "Export TF-Hub-style SavedModels here at the end (needs "
+                        "--spm_model_file): a new path or an earlier export of albert_tf's (replaced); anything else "
+                        "is refused.", **fv)
+    flags.DEFINE_string("spm_model_file", None, "The SentencePiece model of the data (for --export_dir).", **fv)
+    flags.DEFINE_integer("export_seq_length", 128, "Default sequence length of the exported preprocessing model.", **fv)
 
 
 def check_flags(f):
@@ -133,13 +136,34 @@ def options_from_flags(f, config):
     return task, training
 
 
+def check_paths(f):
+    """--output_dir (a new run directory or albert_tf's own run, resumed) and --export_dir
+    (a new path or albert_tf's own export, replaced): neither a user's path, nor an input
+    or inside one or holding one, nor the same path (albert_tf.storage.outputs; the export
+    may lie inside the run, e.g. output_dir/export). Raises OutputRefused naming the flag;
+    writes nothing."""
+    from albert_tf.data.files import expand_input_files
+    from albert_tf.storage import outputs
+
+    inputs = [outputs.Input("--albert_config_file", f.albert_config_file),
+              outputs.Input("--init_checkpoint", f.init_checkpoint),
+              outputs.Input("--spm_model_file", f.spm_model_file)]
+    for flag, value in (("--input_file", f.input_file), ("--eval_input_file", f.eval_input_file)):
+        if value:
+            inputs += [outputs.Input(flag, p) for p in expand_input_files(value, flag=flag)]
+    outputs.check([outputs.Output("--output_dir", f.output_dir, outputs.RUN),
+                   outputs.Output("--export_dir", f.export_dir, outputs.EXPORT)], inputs)
+
+
 def run(f):
     """Runs training and/or evaluation as the flags say; returns a dict of results."""
-    check_flags(f)  # before importing TensorFlow: bad flags fail at once
+    check_flags(f)  # before importing TensorFlow: bad flags and outputs fail at once
+    check_paths(f)
     from albert_tf.storage import atomic
     from albert_tf.storage.report import CheckpointMismatchError
 
-    # a run refused for its starting weights (--init_checkpoint) leaves no output_dir it made
+    # a run refused for its starting weights (--init_checkpoint) leaves no output_dir it
+    # made, and nothing new in one that existed (its albert_config.json, its marker)
     with atomic.removed_if_refused(f.output_dir, CheckpointMismatchError):
         return _run(f)
 
@@ -152,8 +176,6 @@ def _run(f):
     if f.max_seq_length > config.max_position_embeddings:
         raise ValueError(f"--max_seq_length ({f.max_seq_length}) exceeds max_position_embeddings "
                          f"({config.max_position_embeddings}) of {f.albert_config_file}.")
-    if os.path.exists(f.output_dir) and not os.path.isdir(f.output_dir):
-        raise ValueError(f"--output_dir={f.output_dir} exists and is not a directory.")
     has_config = check_run_config(f.output_dir, config, f.albert_config_file)
 
     import keras
@@ -170,8 +192,12 @@ def _run(f):
     strategy = get_strategy(f.strategy, f.tpu)
     task_options, training = options_from_flags(f, config)
     chief = is_chief(strategy)
-    if chief and not has_config:
-        config.to_json_file(os.path.join(f.output_dir, "albert_config.json"))
+    if chief:
+        from albert_tf.storage import outputs
+
+        outputs.claim_run(f.output_dir)  # checked in check_paths; created (or kept) and marked
+        if not has_config:
+            config.to_json_file(os.path.join(f.output_dir, "albert_config.json"))
     outcome = train_and_evaluate(PretrainingTask(task_options), training, strategy, is_chief=chief)
     results = {"final_step": outcome["final_step"], "initialized_from": outcome["initialized_from"]}
     if outcome.get("summary"):

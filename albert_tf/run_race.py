@@ -24,6 +24,8 @@ metrics.jsonl, TensorBoard, training_curves.png, eval_results.json (accuracy,
 accuracy_middle, accuracy_high, counts, initialized_from), dev_predictions.jsonl and
 predictions.jsonl (per question: article id, question index, chosen letter, the option
 probabilities). --export_dir: a SavedModel answering raw (article, question, options).
+--output_dir, --export_dir and the feature caches are new paths or albert_tf's own
+(albert_tf.storage.outputs); anything else is refused with exit status 2 before any work.
 """
 
 import sys

@@ -28,7 +28,9 @@ predictions_best_f1_thresh.json, and, when --predict_file holds answers,
 eval_results.json / .txt with the official metrics (v1: over the questions with a gold
 answer; the others are predicted and counted in questions_without_answers). With --export_dir, a SavedModel that
 answers raw (question, context) strings (albert_tf.export.qa_module: answer, score,
-character span; v2 also no_answer_score), with qa_info.json beside it.
+character span; v2 also no_answer_score), with qa_info.json beside it. --output_dir,
+--export_dir and the feature files are new paths or albert_tf's own
+(albert_tf.storage.outputs); anything else is refused with exit status 2 before any work.
 """
 
 import sys

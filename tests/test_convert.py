@@ -14,6 +14,7 @@ from albert_tf.convert import hf, keras_hub, tf1
 from albert_tf.convert.api import convert, fixed_output, load_source, tf1_values
 from albert_tf.convert.rename import ConversionError, assign_to_model
 from albert_tf.convert.templates import to_regex_table
+from albert_tf.storage.outputs import OutputRefused
 from albert_tf.storage.report import CheckpointMismatchError
 
 from convert_helpers import ENV, ROOT, config, inputs, randomize, write_release_checkpoint  # noqa: F401
@@ -396,7 +397,8 @@ def test_a_failed_conversion_leaves_the_old_output_and_no_litter(tmp_path, monke
     first.save_pretrained(tmp_path / "src")
     convert("albert_tf", "tf1", str(tmp_path / "src"), str(tmp_path / "out"))
     old = {name: open(tmp_path / "out" / name, "rb").read() for name in os.listdir(tmp_path / "out")}
-    assert sorted(old) == ["albert_config.json", "checkpoint", "model.ckpt.data-00000-of-00001", "model.ckpt.index"]
+    assert sorted(old) == [".albert_tf_output.json", "albert_config.json", "checkpoint",  # the marker: albert_tf's own
+                           "model.ckpt.data-00000-of-00001", "model.ckpt.index"]
 
     randomize(first, seed=32).save_pretrained(tmp_path / "src")
     real_write = tf1.write_tf1
@@ -412,9 +414,12 @@ def test_a_failed_conversion_leaves_the_old_output_and_no_litter(tmp_path, monke
     assert sorted(os.listdir(tmp_path)) == ["out", "src"]
     monkeypatch.undo()
 
-    # a mismatch stops before anything is written; the old output still loads as before
+    # a mismatch stops before anything is written; an output on the input is refused before it is
+    # read; the old output still loads as before
     with pytest.raises(ConversionError):
-        convert("tf1", "albert_tf", str(tmp_path / "out"), str(tmp_path / "out"), cfg.replace(intermediate_size=48))
+        convert("tf1", "albert_tf", str(tmp_path / "out"), str(tmp_path / "out3"), cfg.replace(intermediate_size=48))
+    with pytest.raises(OutputRefused, match=r"--output=.*out is the same path as the input --input="):
+        convert("tf1", "albert_tf", str(tmp_path / "out"), str(tmp_path / "out"), cfg)
     back = load_source("tf1", str(tmp_path / "out"))
     expected = randomize(AlbertPretrainer(cfg), seed=31)
     for a, b in zip(expected.weights, back.weights, strict=True):
@@ -427,7 +432,7 @@ def test_a_failed_conversion_leaves_the_old_output_and_no_litter(tmp_path, monke
                              f"--input={tmp_path / 'src'}", f"--output={tmp_path / 'afile'}"], capture_output=True,
                             text=True, env=ENV, cwd=ROOT, timeout=300)
     assert result.returncode == 2, result.stderr[-2000:]
-    assert f"convert: error: {tmp_path / 'afile'} exists and is not a directory" in result.stderr
+    assert f"convert: error: --output={tmp_path / 'afile'} exists and is not a directory" in result.stderr
     assert "Traceback" not in result.stderr and (tmp_path / "afile").read_text() == "keep me"
 
 

@@ -239,8 +239,10 @@ def test_bad_input_is_found_before_anything_is_written(pretraining_records, tiny
 def test_a_refused_init_checkpoint_leaves_no_new_output_dir_and_keeps_a_users(pretraining_records, tiny_config_file,
                                                                                tmp_path):
     """An --init_checkpoint whose shapes do not fit (another embedding size): exit 2, the
-    output directory this run made (and its parent it made) is gone; a directory the
-    user had keeps their file byte for byte."""
+    output directory this run made (and its parent it made) is gone, and an empty directory
+    made for the run beforehand is empty again (no albert_config.json, no marker). A
+    directory of the user's is refused before any work (albert_tf.storage.outputs) and
+    keeps their file byte for byte."""
     from albert_tf import AlbertConfig, AlbertPretrainer
 
     outputs, _ = pretraining_records
@@ -250,15 +252,21 @@ def test_a_refused_init_checkpoint_leaves_no_new_output_dir_and_keeps_a_users(pr
     users = tmp_path / "users_dir"
     users.mkdir()
     (users / "notes.txt").write_bytes(b"my notes\x00\xff")
+    made_for_it = tmp_path / "made_for_it"
+    made_for_it.mkdir()
     new = tmp_path / "new" / "run"
     results = entry_point_cases("albert_tf.run_pretraining",
                                 [pretrain_cmd(outputs, out, tiny_config_file, "--num_train_steps=2",
-                                              f"--init_checkpoint={init}")[3:] for out in (new, users)], tmp_path)
-    for result in results:
+                                              f"--init_checkpoint={init}")[3:] for out in (new, made_for_it, users)],
+                                tmp_path)
+    for result, message in zip(results, ("shape mismatches", "shape mismatches",
+                                         f"--output_dir={users} is a directory that albert_tf did not make")):
         assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr[-2000:]
-        assert "shape mismatches" in result.stderr, result.stderr[-2000:]
+        assert message in result.stderr, result.stderr[-2000:]
     assert not (tmp_path / "new").exists()
-    assert (users / "notes.txt").read_bytes() == b"my notes\x00\xff"
+    assert os.listdir(made_for_it) == []
+    assert sorted(os.listdir(users)) == ["notes.txt"] and (users / "notes.txt").read_bytes() == b"my notes\x00\xff"
+
 
 def test_resuming_with_another_config_is_refused_and_keeps_the_runs_own(pretraining_records, tiny_config_file,
                                                                         tmp_path):

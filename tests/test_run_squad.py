@@ -326,7 +326,8 @@ def test_starts_from_a_pretrained_directory_or_an_export(start, squad_files, tin
 
 def test_an_unusable_init_checkpoint_is_a_loud_error(squad_files, tiny_export, config_file, tmp_path):
     """Exit 2 naming the checkpoint; the output directory this run made (here with its
-    parent) is removed again, while a directory the user had keeps their file."""
+    parent) is removed again, while a directory the user had is refused before any work
+    (albert_tf.storage.outputs) and keeps their file."""
     users = tmp_path / "mismatched_into_users_dir" / "out"
     users.mkdir(parents=True)
     (users / "notes.txt").write_bytes(b"my notes\x00\xff")
@@ -343,6 +344,8 @@ def test_an_unusable_init_checkpoint_is_a_loud_error(squad_files, tiny_export, c
             config_path = tmp_path / "other_config.json"
             config_path.write_text(json.dumps(config), encoding="utf-8")
             init, config, expected = tiny_export["pretrained"], config_path, "shape mismatches"
+            if case == "mismatched_into_users_dir":
+                expected = f"--output_dir={out} is a directory that albert_tf did not make"
         cases.append(([f"--init_checkpoint={init}", f"--albert_config_file={config}",
                        f"--spm_model_file={tiny_export['spm']}", f"--output_dir={out}",
                        f"--train_file={squad_files['v1']}", "--max_seq_length=128", "--do_train"], expected, out))

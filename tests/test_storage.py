@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from albert_tf.storage import atomic
+from albert_tf.storage import atomic, outputs
 from albert_tf.storage.report import CheckpointMismatchError, MatchReport
 
 # A writer that streams a big file (or fills a directory) slowly through the atomic
@@ -99,8 +99,8 @@ def test_removed_if_refused_removes_only_what_the_refused_block_created(tmp_path
     users = tmp_path / "users"
     users.mkdir()
     (users / "notes.txt").write_bytes(b"mine")
-    refused_after_writing(users)
-    assert (users / "notes.txt").read_bytes() == b"mine"
+    refused_after_writing(users)  # an existing directory: only what the block made goes
+    assert sorted(os.listdir(users)) == ["notes.txt"] and (users / "notes.txt").read_bytes() == b"mine"
     with pytest.raises(KeyboardInterrupt):  # not a refusal: an interrupted run keeps what it wrote
         with atomic.removed_if_refused(str(tmp_path / "interrupted"), CheckpointMismatchError):
             atomic.write_text(str(tmp_path / "interrupted" / "ckpt"), "x")
@@ -172,3 +172,193 @@ def test_latest_prefix_takes_the_highest_step(tmp_path):
     assert latest_prefix(str(tmp_path)).endswith("model.ckpt-10000")  # not ckpt-9 (alphabetical)
     assert latest_prefix(str(tmp_path / "model.ckpt-9")).endswith("model.ckpt-9")
     assert latest_prefix(str(tmp_path / "nothing")) is None
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The output rule (albert_tf.storage.outputs): new, albert_tf's own, or refused
+
+
+def _tree(root):
+    """{relative path: bytes (files) or None (directories)} of everything under root."""
+    found = {}
+    for directory, dirs, files in os.walk(root):
+        for name in dirs:
+            found[os.path.relpath(os.path.join(directory, name), root)] = None
+        for name in files:
+            with open(os.path.join(directory, name), "rb") as f:
+                found[os.path.relpath(os.path.join(directory, name), root)] = f.read()
+    return found
+
+
+def _write(path, data=b"mine\x00\xff"):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "wb") as f:
+        f.write(data)
+    return str(path)
+
+
+def _legacy_outputs(root):
+    """One albert_tf output of each kind as written before the marker existed."""
+    run = root / "run"
+    _write(run / "run_info.json", b"{}")
+    _write(run / "ckpt-1.index")
+    hub = root / "hub"
+    _write(hub / "encoder" / "saved_model.pb")
+    _write(hub / "encoder" / "assets" / "albert_config.json", b"{}")
+    _write(hub / "preprocess" / "saved_model.pb")
+    qa = root / "qa_export"
+    _write(qa / "saved_model.pb")
+    _write(qa / "variables" / "variables.index")
+    _write(qa / "qa_info.json", b"{}")
+    conversion = root / "converted"
+    _write(conversion / "albert_config.json", b"{}")
+    _write(conversion / "pretrainer.weights.h5")
+    cache = root / "train.tf_record"
+    _write(cache)
+    _write(root / "train.tf_record.json", json.dumps({"kind": "albert_tf squad features"}).encode())
+    shard = root / "data" / "train.tfrecord-00000-of-00002"
+    _write(shard)
+    _write(root / "data" / "summary_train.tfrecord.json",
+           json.dumps({"output_files": {str(shard): 3}}).encode())
+    return {outputs.RUN: [run], outputs.EXPORT: [hub, qa], outputs.CONVERSION: [conversion],
+            outputs.FEATURE_CACHE: [cache],
+            outputs.PRETRAINING_DATA: [shard, root / "data" / "summary_train.tfrecord.json"]}
+
+
+def test_the_rule_new_own_or_refused_and_check_writes_nothing(tmp_path):
+    # new: a path that does not exist; for a directory kind also an empty directory
+    (tmp_path / "empty").mkdir()
+    for kind in outputs.DESCRIPTIONS:
+        assert outputs.check([outputs.Output("--out", str(tmp_path / "nothing" / kind), kind)]) == \
+            {str(tmp_path / "nothing" / kind): "new"}
+    for kind in outputs.DIRECTORY_KINDS:
+        assert outputs.examine(str(tmp_path / "empty"), kind).status == "new"
+    # own: marked, or written before markers existed
+    for kind, paths in _legacy_outputs(tmp_path / "legacy").items():
+        for path in paths:
+            assert outputs.examine(str(path), kind).status == "own", (kind, path)
+    marked = tmp_path / "marked"
+    marked.mkdir()
+    outputs.write_marker(str(marked), outputs.EXPORT)
+    (marked / "anything").write_text("x")
+    assert outputs.examine(str(marked), outputs.EXPORT).status == "own"
+    # refused: a user's directory or file, albert_tf's output of another kind, a link
+    users = tmp_path / "users"
+    _write(users / "notes.txt")
+    _write(users / "saved_model.pb")  # a SavedModel with a user's file beside it is not an albert_tf export
+    _write(users / "qa_info.json")
+    user_file = _write(tmp_path / "user.bin")
+    os.symlink(str(tmp_path / "legacy" / "hub"), str(tmp_path / "link"))
+    before = _tree(tmp_path)
+    cases = [(str(users), kind, "is a directory that albert_tf did not make") for kind in outputs.DIRECTORY_KINDS]
+    cases += [(user_file, kind, "is a file that albert_tf did not make (no marker .user.bin.albert_tf_output.json)")
+              for kind in (outputs.FEATURE_CACHE, outputs.PRETRAINING_DATA)]
+    cases += [(user_file, outputs.RUN, "exists and is not a directory"),
+              (str(users), outputs.FEATURE_CACHE, "is a directory"),
+              (str(tmp_path / "legacy" / "run"), outputs.EXPORT, "is a directory that albert_tf did not make"),
+              (str(marked), outputs.RUN, "is albert_tf's export, not a run directory"),
+              (str(tmp_path / "link"), outputs.EXPORT, "is a symbolic link")]
+    for path, kind, why in cases:
+        with pytest.raises(outputs.OutputRefused) as refused:
+            outputs.check([outputs.Output("--some_flag", path, kind)])
+        assert str(refused.value).startswith(f"--some_flag={path} {why}"), (kind, str(refused.value))
+        assert "never overwrites what it did not make" in str(refused.value)
+    assert _tree(tmp_path) == before  # checking wrote nothing
+
+
+def test_outputs_apart_from_inputs_and_from_each_other(tmp_path):
+    def refused(outs, ins=()):
+        with pytest.raises(outputs.OutputRefused) as error:
+            outputs.check([outputs.Output(*o) for o in outs], [outputs.Input(*i) for i in ins])
+        return str(error.value)
+
+    run, export, cache = str(tmp_path / "run"), str(tmp_path / "exp"), str(tmp_path / "c.tf_record")
+    # an output equal to, holding or inside an input (a checkpoint prefix need not exist)
+    assert refused([("--export_path", run, outputs.EXPORT)], [("--checkpoint", run)]).startswith(
+        f"--export_path={run} is the same path as the input --checkpoint={run}")
+    assert refused([("--output", run, outputs.CONVERSION)], [("--input", run + "/model.ckpt")]).startswith(
+        f"--output={run} contains the input --input={run}/model.ckpt")
+    assert refused([("--output_dir", run + "/sub", outputs.RUN)], [("--init_checkpoint", run)]).startswith(
+        f"--output_dir={run}/sub lies inside the input --init_checkpoint={run}")
+    os.symlink(str(tmp_path), str(tmp_path / "alias"))  # the same path through a link is the same path
+    assert "is the same path" in refused([("--output", str(tmp_path / "alias" / "run"), outputs.CONVERSION)],
+                                         [("--input", run)])
+    # two outputs on one path, or one inside another that does not leave room for it
+    assert refused([("--output_dir", run, outputs.RUN), ("--export_dir", run, outputs.EXPORT)]) == \
+        f"--output_dir={run} and --export_dir={run} are the same path; each output needs its own."
+    assert refused([("--train_feature_file", cache, outputs.FEATURE_CACHE),
+                    ("--predict_feature_file", cache, outputs.FEATURE_CACHE)]).endswith("each output needs its own.")
+    assert "lies inside --export_dir" in refused([("--export_dir", export, outputs.EXPORT),
+                                                  ("--output_dir", export + "/run", outputs.RUN)])
+    for name in ("best", "train", "ckpt-3", "checkpoint", "run_info.json", outputs.MARKER):
+        assert f"takes the name {name!r}, which the run in --output_dir writes itself" in refused(
+            [("--output_dir", run, outputs.RUN), ("--export_dir", f"{run}/{name}", outputs.EXPORT)])
+    # what a run leaves room for: its export and its feature caches inside it; empty paths are skipped
+    assert outputs.check([outputs.Output("--output_dir", run, outputs.RUN),
+                          outputs.Output("--export_dir", run + "/export", outputs.EXPORT),
+                          outputs.Output("--train_file", run + "/train.tf_record", outputs.FEATURE_CACHE),
+                          outputs.Output("--eval_file", None, outputs.FEATURE_CACHE)],
+                         [outputs.Input("--init_checkpoint", str(tmp_path / "pretrained")),
+                          outputs.Input("--albert_config_file", None)]) == \
+        {run: "new", run + "/export": "new", run + "/train.tf_record": "new"}
+    assert os.listdir(tmp_path) == ["alias"]
+
+
+def test_writers_mark_what_they_make_and_refuse_what_they_did_not(tmp_path):
+    # a run directory: created and marked, then resumed; a user's directory refused untouched
+    run = str(tmp_path / "runs" / "a")
+    assert outputs.claim_run(run) == "new" and os.listdir(run) == [outputs.MARKER]
+    assert json.load(open(os.path.join(run, outputs.MARKER)))["kind"] == "run"
+    assert outputs.claim_run(run) == "own"
+    users = _write(tmp_path / "users" / "notes.txt")
+    with pytest.raises(outputs.OutputRefused, match="--output_dir=.*users is a directory that albert_tf did not"):
+        outputs.claim_run(os.path.dirname(users))
+    # a directory output: written whole under a marked temporary, replacing only its own
+    export = str(tmp_path / "export")
+    for content in ("first", "second"):
+        with outputs.replacing_dir(export, outputs.EXPORT) as tmp:
+            _write(os.path.join(tmp, "saved_model.pb"), content.encode())
+        assert sorted(os.listdir(export)) == [outputs.MARKER, "saved_model.pb"]
+        assert open(os.path.join(export, "saved_model.pb")).read() == content
+    before = _tree(tmp_path)
+    for kind in (outputs.EXPORT, outputs.CONVERSION):
+        with pytest.raises(outputs.OutputRefused, match="did not make"):
+            with outputs.replacing_dir(os.path.dirname(users), kind, "--export_dir"):
+                raise AssertionError("not reached")
+    with pytest.raises(outputs.OutputRefused, match="is albert_tf's run directory, not an export"):
+        with outputs.replacing_dir(run, outputs.EXPORT):
+            raise AssertionError("not reached")
+    # a file output: marked before it is written, the marker gone again when nothing was
+    cache = str(tmp_path / "c.tf_record")
+    with pytest.raises(RuntimeError):
+        with outputs.replacing_file(cache, outputs.FEATURE_CACHE):
+            raise RuntimeError("the builder failed")
+    assert _tree(tmp_path) == before
+    with outputs.replacing_file(cache, outputs.FEATURE_CACHE):
+        atomic.write_text(cache, "records")
+    assert os.path.isfile(outputs.marker_path(cache, outputs.FEATURE_CACHE))
+    with pytest.raises(RuntimeError):  # a failed rebuild keeps the marker: the file stays albert_tf's
+        with outputs.replacing_file(cache, outputs.FEATURE_CACHE):
+            raise RuntimeError("the builder failed")
+    assert outputs.examine(cache, outputs.FEATURE_CACHE).status == "own"
+    # a user's file where a new cache would put its sidecar: refused, untouched
+    _write(tmp_path / "d.tf_record.json", b"my json")
+    with pytest.raises(outputs.OutputRefused, match=r"d.tf_record does not exist, but .*d.tf_record.json does"):
+        with outputs.replacing_file(str(tmp_path / "d.tf_record"), outputs.FEATURE_CACHE, "--train_file"):
+            raise AssertionError("not reached")
+    assert (tmp_path / "d.tf_record.json").read_bytes() == b"my json"
+
+
+def test_the_rules_names_agree_with_the_modules_that_write_them():
+    from albert_tf.data.summary import SUMMARY_PREFIX
+    from albert_tf.export.multiple_choice_module import MULTIPLE_CHOICE_INFO
+    from albert_tf.export.qa_module import QA_INFO
+    from albert_tf.modeling.multiple_choice import MULTIPLE_CHOICE_SETTINGS
+    from albert_tf.modeling.pretrained import CONFIG_NAME
+    from albert_tf.modeling.question_answering import QUESTION_ANSWERING_SETTINGS
+    from albert_tf.training.checkpoints import BEST_DIR, RUN_INFO
+
+    assert outputs.RUN_INFO == RUN_INFO and outputs.SUMMARY_PREFIX == SUMMARY_PREFIX
+    assert {QA_INFO, MULTIPLE_CHOICE_INFO, "classifier_info.json"} == set(outputs.EXPORT_INFO_FILES)
+    assert {CONFIG_NAME, QUESTION_ANSWERING_SETTINGS, MULTIPLE_CHOICE_SETTINGS} <= set(outputs.CONVERSION_NAMES)
+    assert {BEST_DIR, RUN_INFO, CONFIG_NAME} <= set(outputs.RUN_NAMES)

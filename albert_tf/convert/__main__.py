@@ -13,6 +13,10 @@ both back to tf1).
     python -m albert_tf.convert --from=keras_hub --to=albert_tf --input=keras_hub_preset_dir --output=...
     python -m albert_tf.convert --from=albert_tf --to=tf1 --input=runs/base --output=release_format/
 
+--output is a new path or an earlier conversion of albert_tf's (replaced atomically); an
+existing directory albert_tf did not make, the input itself or a directory holding it is
+refused (exit 2) before anything is read.
+
 Nothing is written unless every target variable is assigned exactly once with its shape;
 otherwise the full list of missing, unexpected and misshaped variables is printed (exit 2).
 The tool then prints pooled_output of a fixed id sequence for comparison with the source
@@ -25,12 +29,25 @@ from absl import flags
 from albert_tf import cli
 
 
-def define_flags():
-    flags.DEFINE_enum("from", None, ["tf1", "hf", "keras_hub", "albert_tf"], "Source format.")
-    flags.DEFINE_enum("to", "albert_tf", ["albert_tf", "tf1"], "Target format.")
-    flags.DEFINE_string("input", None, "Source checkpoint, model directory or weights file.")
-    flags.DEFINE_string("output", None, "Output directory.")
-    flags.DEFINE_string("albert_config_file", None, "albert_config.json (needed where the source carries no config).")
+def define_flags(flag_values=None):
+    fv = {"flag_values": flags.FLAGS if flag_values is None else flag_values}
+    flags.DEFINE_enum("from", None, ["tf1", "hf", "keras_hub", "albert_tf"], "Source format.", **fv)
+    flags.DEFINE_enum("to", "albert_tf", ["albert_tf", "tf1"], "Target format.", **fv)
+    flags.DEFINE_string("input", None, "Source checkpoint, model directory or weights file.", **fv)
+    flags.DEFINE_string("output", None, "Output directory: a new path or an earlier conversion of albert_tf's "
+                        "(replaced); anything else is refused.", **fv)
+    flags.DEFINE_string("albert_config_file", None, "albert_config.json (needed where the source carries no config).",
+                        **fv)
+
+
+def check_paths(f):
+    """--output: new or albert_tf's own conversion, and apart from the inputs
+    (albert_tf.storage.outputs); raises OutputRefused naming the flag. Writes nothing."""
+    from albert_tf.storage import outputs
+
+    outputs.check([outputs.Output("--output", f["output"].value, outputs.CONVERSION)],
+                  [outputs.Input("--input", f["input"].value),
+                   outputs.Input("--albert_config_file", f["albert_config_file"].value)])
 
 
 def run(f):
@@ -38,6 +55,7 @@ def run(f):
     albert_config_file = f["albert_config_file"].value
     if not source or not input_path or not output:
         raise ValueError("--from, --input and --output are required.")
+    check_paths(f)  # before TensorFlow starts
     from albert_tf.convert.api import convert, fixed_head_output, fixed_ids, fixed_output
     from albert_tf.modeling.config import AlbertConfig
 

@@ -24,7 +24,7 @@ from albert_tf.modeling.multiple_choice import MULTIPLE_CHOICE_WEIGHTS, AlbertFo
 from albert_tf.modeling.pretrained import PRETRAINER_WEIGHTS
 from albert_tf.modeling.pretrainer import AlbertPretrainer
 from albert_tf.modeling.question_answering import QUESTION_ANSWERING_WEIGHTS, AlbertForQuestionAnswering
-from albert_tf.storage import atomic
+from albert_tf.storage import outputs
 
 logger = logging.getLogger("albert_tf")
 
@@ -109,14 +109,15 @@ def tf1_values(model):
 
 def write_target(model, target, output):
     """Writes `model` as `target` into the directory `output`, atomically: everything is
-    written into a temporary sibling (`albert_tf.storage.atomic.output_dir`) that
+    written into a temporary sibling (`albert_tf.storage.outputs.replacing_dir`) that
     replaces `output` only when complete; on any error an existing `output` stays as it
-    was and the temporary is removed."""
+    was and the temporary is removed. `output` must be new or albert_tf's own conversion
+    (OutputRefused otherwise: a user's directory is never replaced)."""
     if target not in TARGETS:
         raise ValueError(f"--to must be one of {', '.join(TARGETS)}, got {target!r}.")
     output = os.path.abspath(output)
     values = tf1_values(model) if target == "tf1" else None  # checked before anything is written
-    with atomic.output_dir(output) as tmp:
+    with outputs.replacing_dir(output, outputs.CONVERSION, "--output") as tmp:
         if target == "albert_tf":
             model.save_pretrained(tmp)
         else:
@@ -126,9 +127,13 @@ def write_target(model, target, output):
 
 
 def convert(source, target, input_path, output_path, config=None):
-    """Converts and writes; returns (model, output path)."""
+    """Converts and writes; returns (model, output path). The output is checked first
+    (albert_tf.storage.outputs: new or albert_tf's own conversion, and neither the input,
+    inside it nor holding it)."""
     if target not in TARGETS:
         raise ValueError(f"--to must be one of {', '.join(TARGETS)}, got {target!r}.")
+    outputs.check([outputs.Output("--output", output_path, outputs.CONVERSION)],
+                  [outputs.Input("--input", input_path)])
     model = load_source(source, input_path, config)
     return model, write_target(model, target, output_path)
 

@@ -35,7 +35,7 @@ import time
 import numpy as np
 
 from albert_tf.data.summary import file_sha256
-from albert_tf.storage import atomic
+from albert_tf.storage import atomic, outputs
 
 logger = logging.getLogger("albert_tf")
 
@@ -170,8 +170,19 @@ def write_feature_file(records, path, kind, settings, extra=None, companions=Non
             records: each is written to `<path><suffix>` and its size recorded, so a
             missing or truncated companion makes the file stale. Companions an older
             sidecar listed that are not written again are removed.
+
+    Raises:
+        OutputRefused: `path` exists and is not albert_tf's own feature cache (marked by
+            albert_tf.storage.outputs, or with an albert_tf sidecar): a user's file is
+            never overwritten.
     """
     path = os.fspath(path)
+    # only a new path or albert_tf's own cache is written (storage.outputs); marked as its own
+    with outputs.replacing_file(path, outputs.FEATURE_CACHE):
+        return _write_feature_file(records, path, kind, settings, extra, companions)
+
+
+def _write_feature_file(records, path, kind, settings, extra, companions):
     old = read_sidecar(path, kind) or {}
     atomic.remove_own(sidecar_path(path))  # a crash below must not leave an old sidecar vouching for new files
     import tensorflow as tf

@@ -36,7 +36,7 @@ from albert_tf.data.files import InputError
 from albert_tf.data.instances import InstanceMaker, InstanceOptions, MaskingStats, num_to_predict
 from albert_tf.data.summary import describe_data, summary_path_for
 from albert_tf.data.tokenization import SentencePieceTokenizer
-from albert_tf.storage import atomic
+from albert_tf.storage import atomic, outputs
 
 
 @dataclasses.dataclass(frozen=True)
@@ -360,6 +360,8 @@ def write_pretraining_data(input_files, output_files, spm_model_file, options, p
 
     Raises:
         InputError: bad input or settings; no output is left on disk.
+        OutputRefused: an output (or the summary) exists and is not albert_tf's own
+            pretraining data (albert_tf.storage.outputs); nothing is written.
     """
     options.validate()
     try:
@@ -372,28 +374,32 @@ def write_pretraining_data(input_files, output_files, spm_model_file, options, p
     bad_lines = BadLines(options.strict_utf8)
     totals = Counts(stats=MaskingStats.empty(options.instance.ngram))
     chunks = document_chunks(read_documents(input_files, bad_lines, progress), options.documents_per_chunk)
-    with contextlib.ExitStack() as stack:
-        temporaries = [stack.enter_context(atomic.output_path(p)) for p in output_files]
-        shards = ShuffledShards(temporaries, options.shuffle_buffer_size,
-                                random.Random(f"{options.random_seed}:shuffle"))
-        stack.callback(shards.close)  # closed before the renames (and before removal on errors)
-        for records, counts in chunk_records(chunks, spm_model_file, options):
-            totals.add(counts)
-            for record in records:
-                shards.add(record)
-            progress.maybe_print(totals.documents, totals.instances)
-        shards.finish()
-        if totals.instances == 0:
-            raise InputError(
-                f"--input_file: {', '.join(input_files)} gave no instances (no document with at least "
-                "two tokens of valid text).")
-    elapsed = time.time() - start
-    progress.maybe_print(totals.documents, totals.instances, force=True)
-    summary = summarize(totals, shards.per_file, output_files, input_files, bad_lines, elapsed,
-                        dict(options.settings(), spm_model_file=spm_model_file))
-    summary.update(describe_data(special_tokens, options.instance, spm_model_file))
     summary_path = summary_file or summary_path_for(output_files[0])
-    atomic.write_json(summary_path, summary)
+    with contextlib.ExitStack() as marked:
+        # only new paths or albert_tf's own pretraining data are written (storage.outputs)
+        for path in [*output_files, summary_path]:
+            marked.enter_context(outputs.replacing_file(path, outputs.PRETRAINING_DATA, "--output_file"))
+        with contextlib.ExitStack() as stack:
+            temporaries = [stack.enter_context(atomic.output_path(p)) for p in output_files]
+            shards = ShuffledShards(temporaries, options.shuffle_buffer_size,
+                                    random.Random(f"{options.random_seed}:shuffle"))
+            stack.callback(shards.close)  # closed before the renames (and before removal on errors)
+            for records, counts in chunk_records(chunks, spm_model_file, options):
+                totals.add(counts)
+                for record in records:
+                    shards.add(record)
+                progress.maybe_print(totals.documents, totals.instances)
+            shards.finish()
+            if totals.instances == 0:
+                raise InputError(
+                    f"--input_file: {', '.join(input_files)} gave no instances (no document with at least "
+                    "two tokens of valid text).")
+        elapsed = time.time() - start
+        progress.maybe_print(totals.documents, totals.instances, force=True)
+        summary = summarize(totals, shards.per_file, output_files, input_files, bad_lines, elapsed,
+                            dict(options.settings(), spm_model_file=spm_model_file))
+        summary.update(describe_data(special_tokens, options.instance, spm_model_file))
+        atomic.write_json(summary_path, summary)
     return dict(summary, summary_file=summary_path)
 
 

@@ -21,7 +21,7 @@ import tensorflow as tf
 from albert_tf.data.classifier_pipeline import pack
 from albert_tf.export import savedmodel
 from albert_tf.modeling.encoder import skipping_padding
-from albert_tf.storage import atomic
+from albert_tf.storage import atomic, outputs
 
 
 class ClassifierModule(tf.train.Checkpoint):
@@ -89,7 +89,7 @@ def export_classifier(preprocess, classifier, export_dir, seq_length, labels=(),
     Returns:
         export_dir.
     """
-    with atomic.output_dir(export_dir) as tmp:
+    with outputs.replacing_dir(export_dir, outputs.EXPORT) as tmp:
         module = ClassifierModule(preprocess, classifier, seq_length, labels, pair, widths)
         # requests are served on the real tokens only (padding skipped; pooled outputs unchanged)
         with skipping_padding(classifier, skip_padding) as skipped:

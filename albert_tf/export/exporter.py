@@ -1,9 +1,10 @@
 """Writes EXPORT_PATH/encoder and EXPORT_PATH/preprocess, atomically.
 
 Both SavedModels are written into a temporary sibling of EXPORT_PATH
-(`albert_tf.storage.atomic.output_dir`) that replaces it only when both are complete (an
+(`albert_tf.storage.outputs.replacing_dir`) that replaces it only when both are complete (an
 existing export is put aside first and removed after), so a crash never leaves a
-half-written export. Assets (the SentencePiece model, albert_config.json) are copied
+half-written export; EXPORT_PATH must be new or albert_tf's own export (marked), never a
+user's directory. Assets (the SentencePiece model, albert_config.json) are copied
 inside; no path of the exporting machine is stored in saved_model.pb.
 """
 
@@ -16,7 +17,7 @@ from albert_tf.data.tokenization import strip_machine_paths
 from albert_tf.export import savedmodel
 from albert_tf.export.encoder_module import EncoderModule
 from albert_tf.export.preprocess_module import PreprocessModule
-from albert_tf.storage import atomic
+from albert_tf.storage import outputs
 
 
 def export_tfhub(pretrainer, spm_model_file, export_path, with_mlm=True, seq_length=128, do_lower_case=True,
@@ -50,7 +51,7 @@ def export_tfhub(pretrainer, spm_model_file, export_path, with_mlm=True, seq_len
         pretrainer = AlbertPretrainer(pretrainer.config, use_one_hot_embeddings=pretrainer.use_one_hot_embeddings,
                                       dtype=dtype_policy)
         pretrainer.set_weights(weights)
-    with atomic.output_dir(export_path) as tmp:
+    with outputs.replacing_dir(export_path, outputs.EXPORT) as tmp:
         with tempfile.TemporaryDirectory() as scratch:
             # assets get stable names inside the SavedModel whatever the source paths are
             config_path = os.path.join(scratch, "albert_config.json")

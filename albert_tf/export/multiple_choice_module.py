@@ -30,6 +30,7 @@ from albert_tf.export import savedmodel
 from albert_tf.export.normalization import normalize
 from albert_tf.modeling.encoder import skipping_padding
 from albert_tf.storage import atomic
+from albert_tf.storage.outputs import EXPORT, replacing_dir
 
 MULTIPLE_CHOICE_INFO = "multiple_choice_info.json"
 
@@ -130,7 +131,7 @@ def export_multiple_choice(model, spm_model_file, export_dir, do_lower_case=True
 
     settings = dict(do_lower_case=bool(do_lower_case), max_seq_length=int(max_seq_length),
                     max_qa_length=int(max_qa_length))
-    with atomic.output_dir(export_dir) as tmp, tempfile.TemporaryDirectory() as scratch:
+    with replacing_dir(export_dir, EXPORT) as tmp, tempfile.TemporaryDirectory() as scratch:
         spm_copy = os.path.join(scratch, "spm.model")  # a stable asset name, no path of this machine
         with open(spm_model_file, "rb") as src, open(spm_copy, "wb") as dst:
             dst.write(strip_machine_paths(src.read()))

@@ -43,6 +43,7 @@ from albert_tf.export import savedmodel
 from albert_tf.export.aligned_tokens import context_pieces
 from albert_tf.export.normalization import SPACE, normalize
 from albert_tf.storage import atomic
+from albert_tf.storage.outputs import EXPORT, replacing_dir
 
 NO_SPAN_SCORE = -1e6
 QA_INFO = "qa_info.json"
@@ -235,7 +236,7 @@ def export_question_answering(model, spm_model_file, export_dir, do_lower_case=T
     settings = dict(do_lower_case=bool(do_lower_case), max_seq_length=int(max_seq_length), doc_stride=int(doc_stride),
                     max_query_length=int(max_query_length), n_best_size=int(n_best_size),
                     max_answer_length=int(max_answer_length))
-    with atomic.output_dir(export_dir) as tmp, tempfile.TemporaryDirectory() as scratch:
+    with replacing_dir(export_dir, EXPORT) as tmp, tempfile.TemporaryDirectory() as scratch:
         # the asset gets a stable name and no path of this machine
         spm_copy = os.path.join(scratch, "spm.model")
         with open(spm_model_file, "rb") as src, open(spm_copy, "wb") as dst:

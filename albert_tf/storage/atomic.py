@@ -14,7 +14,10 @@ Every writer in albert_tf goes through this module:
     with atomic.output_dir("export/encoder") as tmp:         # a library writes a directory
         tf.saved_model.save(module, tmp)
     with atomic.removed_if_refused("runs/new", CheckpointMismatchError):  # a run's output_dir
-        train()                      # refused at its start: the directory it made is removed
+        train()                      # refused at its start: what it made there is removed
+
+Which paths a command may write at all (new, or albert_tf's own output) is decided by
+`albert_tf.storage.outputs`, before any of these writes.
 
 The temporary name lives in the target's own directory (so the final rename never
 crosses file systems) and is `.<name>.tmp-<pid>-<random><suffix>`: hidden, owned by one
@@ -222,22 +225,30 @@ def _first_missing(path):
 
 @contextlib.contextmanager
 def removed_if_refused(path, refused):
-    """Runs the block; when it raises one of `refused` and directory `path` did not exist
-    before it, removes what the block created (`path`, and its ancestors that it created
-    too), so a run refused at its start (e.g. for its --init_checkpoint) leaves no output
-    directory behind. A path that existed before is never touched, nor is anything on
-    another exception (an interrupted or diverged run keeps what it wrote).
+    """Runs the block; when it raises one of `refused`, removes what the block created for
+    output directory `path`: the directory itself (and its ancestors that it created too)
+    when it did not exist before, else the entries of `path` that were not there before.
+    So a run refused at its start (e.g. for its --init_checkpoint) leaves no output
+    directory, and no new file (albert_config.json, its marker) in a directory that
+    existed. What existed before is never touched, nor is anything on another exception
+    (an interrupted or diverged run keeps what it wrote).
 
     Args:
-        path: the directory the block may create (None: nothing is watched).
+        path: the directory the block may create or write into (None: nothing is watched).
         refused: an exception class or tuple of them.
     """
     created = _first_missing(path) if path else None
+    before = None
+    if path and created is None and os.path.isdir(path) and not os.path.islink(path):
+        before = set(os.listdir(path))
     try:
         yield
     except refused:
         if created is not None and os.path.isdir(created) and not os.path.islink(created):
             shutil.rmtree(created, ignore_errors=True)
+        elif before is not None and os.path.isdir(path):
+            for name in set(os.listdir(path)) - before:
+                _remove(os.path.join(path, name))
         raise
 
 

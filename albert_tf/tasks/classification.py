@@ -26,8 +26,9 @@ from albert_tf.data.buckets import DEFAULT_BUCKETS, bucket_widths, bucketed_batc
 from albert_tf.data.classifier_pipeline import label_ids, pack, packed_lengths
 from albert_tf.modeling.losses import classifier_nll
 from albert_tf.storage import atomic
+from albert_tf.storage.outputs import claim_run
 from albert_tf.storage.report import CheckpointMismatchError
-from albert_tf.tasks.common import config_file_for, random_start
+from albert_tf.tasks.common import check_outputs, config_file_for, random_start
 from albert_tf.training.driver import EXAMPLE_INDEX, Task, TrainingOptions, train_and_evaluate
 from albert_tf.training.distribution import get_strategy
 
@@ -75,8 +76,6 @@ def check_options(o):
         raise ValueError("at least one of --do_train, --do_eval and --do_predict must be true.")
     if o.albert_hub_module_handle and o.init_checkpoint:
         raise ValueError("give --albert_hub_module_handle or --init_checkpoint, not both.")
-    if os.path.exists(o.output_dir) and not os.path.isdir(o.output_dir):
-        raise ValueError(f"--output_dir={o.output_dir} exists and is not a directory.")
     if o.max_seq_length < 3:
         raise ValueError(f"--max_seq_length={o.max_seq_length} leaves no room for [CLS] text [SEP].")
     bucket_widths(o.max_seq_length, o.length_buckets)  # names a bad --length_buckets
@@ -108,6 +107,7 @@ def check_options(o):
                              f"of {source}; use --max_seq_length={positions} or less.")
     elif not o.albert_hub_module_handle:
         raise ValueError(f"--albert_config_file={config_path} does not exist.")
+    check_outputs(o, inputs=(("data_dir", o.data_dir),))
 
 
 class ClassificationTask(Task):
@@ -328,6 +328,7 @@ def _run(o, training, stream):
 
     keras.utils.set_random_seed(o.random_seed)
     strategy = get_strategy(o.strategy)
+    claim_run(o.output_dir)  # checked in check_options: created (or kept) and marked as albert_tf's run
     training = dataclasses.replace(training, output_dir=o.output_dir, do_train=o.do_train, do_eval=o.do_eval,
                                    evaluate_every_checkpoint=True, keep_best=True)
     task = ClassificationTask(o, task_def, splits)

@@ -61,18 +61,30 @@ def check_model_source(o):
                          f"{config_path}; use --max_seq_length={positions} or less.")
 
 
-def check_outputs(o):
-    """Checks --length_buckets and --export_dir (a directory other than --output_dir, since
-    the export replaces its directory); raises ValueError naming the flag."""
+def check_outputs(o, caches=(), inputs=()):
+    """Checks --length_buckets and every output of a fine-tuning run before anything is
+    written (albert_tf.storage.outputs): --output_dir is a new run directory or albert_tf's
+    own run (resumed), --export_dir and the feature caches are new or albert_tf's own
+    (replaced); none is a user's path, an input (the model source, config, SentencePiece
+    model, data), inside one or holding one, or the same path as another (the export and
+    the caches may lie inside the run directory). Raises ValueError naming the flag.
+
+    Args:
+        o: the task's options (output_dir, export_dir and the model-source fields).
+        caches: (flag, path, used) of the task's feature caches; unused ones are skipped.
+        inputs: (flag, path) of the task's data inputs.
+    """
     from albert_tf.data.buckets import bucket_widths
+    from albert_tf.storage import outputs
 
     bucket_widths(o.max_seq_length, o.length_buckets)  # names a bad --length_buckets
-    if o.export_dir:
-        if os.path.exists(o.export_dir) and not os.path.isdir(o.export_dir):
-            raise ValueError(f"--export_dir={o.export_dir} exists and is not a directory.")
-        if os.path.abspath(o.export_dir) == os.path.abspath(o.output_dir):
-            raise ValueError("--export_dir must differ from --output_dir (the export replaces its directory); "
-                             f"e.g. --export_dir={os.path.join(o.output_dir, 'export')}.")
+    found = [outputs.Input(f"--{name}", getattr(o, name, None)) for name in
+             ("init_checkpoint", "albert_hub_module_handle", "albert_config_file", "spm_model_file")]
+    found += [outputs.Input(f"--{flag}", path) for flag, path in inputs]
+    outputs.check([outputs.Output("--output_dir", o.output_dir, outputs.RUN),
+                   outputs.Output("--export_dir", o.export_dir, outputs.EXPORT),
+                   *(outputs.Output(f"--{flag}", path, outputs.FEATURE_CACHE) for flag, path, used in caches if used)],
+                  found)
 
 
 def random_start():

@@ -29,6 +29,7 @@ import tensorflow as tf
 from albert_tf.data.buckets import DEFAULT_BUCKETS, bucket_widths, bucketed_batches, cut_to_width
 from albert_tf.modeling.multiple_choice import multiple_choice_loss
 from albert_tf.storage import atomic
+from albert_tf.storage.outputs import claim_run
 from albert_tf.storage.report import CheckpointMismatchError
 from albert_tf.tasks.common import check_model_source, check_outputs, encoder_for, initialize_from, spm_file_for
 from albert_tf.training.driver import EXAMPLE_INDEX, Task, train_and_evaluate
@@ -87,8 +88,6 @@ def check_options(o):
             raise ValueError(f"--{name} is required.")
     if not os.path.isdir(o.data_dir):
         raise ValueError(f"--data_dir={o.data_dir} is not a directory.")
-    if os.path.exists(o.output_dir) and not os.path.isdir(o.output_dir):
-        raise ValueError(f"--output_dir={o.output_dir} exists and is not a directory.")
     if not (o.do_train or o.do_eval or o.do_predict or o.export_dir):
         raise ValueError("at least one of --do_train, --do_eval, --do_predict and --export_dir is needed.")
     if o.high_only and o.middle_only:
@@ -108,7 +107,9 @@ def check_options(o):
         path = getattr(o, flag)
         if path and os.path.isdir(path):
             raise ValueError(f"--{flag}={path} is a directory; give a file path (the feature cache).")
-    check_outputs(o)
+    check_outputs(o, caches=((flag, o.feature_file(split), on) for flag, split, on in (
+        ("train_file", "train", o.do_train), ("eval_file", "dev", o.do_eval), ("predict_file", "test", o.do_predict))),
+        inputs=(("data_dir", o.data_dir),))
 
 
 def read_split(o, split):
@@ -291,7 +292,7 @@ def _run(o, training, stream):
 
     keras.utils.set_random_seed(o.random_seed)
     strategy = get_strategy(o.strategy, tpu=o.tpu_name)
-    os.makedirs(o.output_dir, exist_ok=True)
+    claim_run(o.output_dir)  # checked in check_options: created (or kept) and marked as albert_tf's run
     arrays = {}
     for split, examples in splits.items():
         cache = race_data.load_or_build_features(examples, o.feature_file(split), tokenizer, settings)

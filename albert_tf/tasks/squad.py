@@ -24,6 +24,7 @@ import tensorflow as tf
 
 from albert_tf.data.buckets import DEFAULT_BUCKETS, bucket_widths, bucketed_batches, cut_to_width
 from albert_tf.storage import atomic
+from albert_tf.storage.outputs import claim_run
 from albert_tf.storage.report import CheckpointMismatchError
 from albert_tf.tasks.common import check_model_source, check_outputs, encoder_for, initialize_from, spm_file_for
 from albert_tf.training.driver import EXAMPLE_INDEX, Task, train_and_evaluate
@@ -121,7 +122,9 @@ def check_options(o):
     for flag, path in (("train_feature_file", o.train_feature_file), ("predict_feature_file", o.predict_feature_file)):
         if path and os.path.isdir(path):
             raise ValueError(f"--{flag}={path} is a directory; give a file path.")
-    check_outputs(o)
+    check_outputs(o, caches=(("train_feature_file", o.train_features_path, o.do_train),
+                             ("predict_feature_file", o.predict_features_path, o.do_predict)),
+                  inputs=(("train_file", o.train_file), ("predict_file", o.predict_file)))
 
 
 def _feature_columns(arrays, with_labels):
@@ -355,7 +358,7 @@ def _run(o, training, stream):
 
     keras.utils.set_random_seed(o.random_seed)
     strategy = get_strategy(o.strategy, tpu=o.tpu_name)
-    os.makedirs(o.output_dir, exist_ok=True)
+    claim_run(o.output_dir)  # checked in check_options: created (or kept) and marked as albert_tf's run
     results = {}
     train_arrays = None
     steps, warmup = 1, 0

@@ -1,0 +1,377 @@
+"""No command deletes or overwrites what it did not make: the one rule for output paths.
+
+Every path a command writes (a run's --output_dir, an export, a conversion, a feature
+cache, pretraining data) is an `Output(flag, path, kind)`. `check` decides for all of a
+command's outputs at once, before any work starts:
+
+- a path that does not exist (or an empty directory, for a directory kind: nothing there
+  to lose) is new: the command creates it;
+- albert_tf's own output of the same kind is resumed (a run directory) or replaced
+  atomically (an export, a conversion, a feature cache, pretraining data);
+- anything else is refused with `OutputRefused` (a ValueError: exit status 2) naming the
+  flag and the path, and nothing is written.
+
+Besides, an output must not equal, contain or lie inside an input of the same command
+(a checkpoint, a model directory, a data file, a vocabulary, a config), nor equal another
+of its outputs; an output inside a run directory is allowed (the run keeps its export and
+its feature caches there) unless it takes a name the run writes itself (`RUN_NAMES`).
+
+Own means marked: albert_tf writes a marker when it first makes an output, `MARKER`
+inside a directory, `.<name>.albert_tf_output.json` beside a file, {"kind": ...}. It is
+kept apart from any validity sidecar (a feature cache's `<file>.json` is removed while the
+cache is rebuilt; the marker stays). Outputs written before markers existed count as own
+when they look exactly like albert_tf's: a run directory with run_info.json; an export
+holding nothing but albert_tf's SavedModel(s) and their info file; a conversion holding
+nothing but albert_tf's config, weights and settings; a feature cache with its albert_tf
+sidecar; pretraining data listed by a summary_*.json beside it.
+
+    from albert_tf.storage import outputs
+    outputs.check([outputs.Output("--output_dir", run_dir, outputs.RUN),
+                   outputs.Output("--export_dir", export_dir, outputs.EXPORT)],
+                  [outputs.Input("--init_checkpoint", init_checkpoint)])     # before any work
+    outputs.claim_run(run_dir)                        # creates it (or keeps it), marked
+    with outputs.replacing_dir(export_dir, outputs.EXPORT) as tmp:            # writers
+        ...                                           # tmp replaces export_dir when complete
+    with outputs.replacing_file(cache, outputs.FEATURE_CACHE):
+        ...                                           # the file is written (atomically) here
+
+Pure Python (no TensorFlow).
+"""
+
+import contextlib
+import dataclasses
+import json
+import os
+import time
+
+from albert_tf.storage import atomic
+
+MARKER = ".albert_tf_output.json"
+RUN, EXPORT, CONVERSION, FEATURE_CACHE, PRETRAINING_DATA = (
+    "run", "export", "conversion", "feature_cache", "pretraining_data")
+DESCRIPTIONS = {RUN: "run directory", EXPORT: "export", CONVERSION: "conversion", FEATURE_CACHE: "feature cache",
+                PRETRAINING_DATA: "pretraining data file"}
+ARTICLES = {RUN: "a", EXPORT: "an", CONVERSION: "a", FEATURE_CACHE: "a", PRETRAINING_DATA: "a"}
+DIRECTORY_KINDS = (RUN, EXPORT, CONVERSION)
+WHAT_HAPPENS = {RUN: "resumes", EXPORT: "replaces", CONVERSION: "replaces", FEATURE_CACHE: "replaces",
+                PRETRAINING_DATA: "replaces"}
+
+# Names of albert_tf's own outputs from before the marker (the modules that write them
+# use the same names; tests/test_storage.py checks they agree).
+RUN_INFO = "run_info.json"
+SUMMARY_PREFIX = "summary_"
+EXPORT_INFO_FILES = ("classifier_info.json", "qa_info.json", "multiple_choice_info.json")
+SAVED_MODEL_NAMES = ("saved_model.pb", "variables", "assets", "fingerprint.pb", "keras_metadata.pb")
+CONVERSION_NAMES = ("albert_config.json", "question_answering.json", "multiple_choice.json", "checkpoint")
+# What a run directory holds itself: an output nested in a run may not take these names.
+RUN_NAMES = ("best", "train", "eval", "checkpoint", RUN_INFO, "metrics.jsonl", "eval_results.json",
+             "eval_results.txt", "training_curves.png", "albert_config.json", MARKER)
+RUN_NAME_PREFIXES = ("ckpt-", ".ckpt")
+RUN_NAME_SUFFIXES = (".weights.h5",)
+
+
+class OutputRefused(ValueError):
+    """An output path albert_tf may not write; the message names the flag and the path."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Output:
+    """An output of a command: its flag (for the message), path and kind (RUN, ...)."""
+
+    flag: str
+    path: str
+    kind: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Input:
+    """An input of a command (a file, a directory or a checkpoint prefix)."""
+
+    flag: str
+    path: str
+
+
+# ----------------------------------------------------------------------------------------------------------
+# What is at a path
+
+
+def marker_path(path, kind):
+    """Where the marker of output `path` of `kind` lives: `path/MARKER` for a directory
+    kind, `dir/.<name>.albert_tf_output.json` beside a file."""
+    path = os.fspath(path)
+    if kind in DIRECTORY_KINDS:
+        return os.path.join(path, MARKER)
+    directory, name = os.path.split(os.path.abspath(path))
+    return os.path.join(directory, f".{name}{MARKER}")
+
+
+def _read_json(path):
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return None
+
+
+def read_marker(path, kind):
+    """The marker dict of output `path` (None when there is none); an unreadable marker
+    is {"kind": None}."""
+    where = marker_path(path, kind)
+    if not os.path.lexists(where):
+        return None
+    data = _read_json(where)
+    return data if isinstance(data, dict) else {"kind": None}
+
+
+def _entries(path):
+    return set(os.listdir(path)) - {MARKER}
+
+
+def _legacy_export(path):
+    names = _entries(path)
+    if names and names <= {"encoder", "preprocess"}:  # export_tfhub: encoder/ and preprocess/
+        return (os.path.isfile(os.path.join(path, "encoder", "saved_model.pb"))
+                and os.path.isfile(os.path.join(path, "encoder", "assets", "albert_config.json")))
+    return ("saved_model.pb" in names and bool(names & set(EXPORT_INFO_FILES))
+            and names <= set(SAVED_MODEL_NAMES) | set(EXPORT_INFO_FILES))
+
+
+def _legacy_conversion(path):
+    names = _entries(path)
+    weights = {n for n in names if n.endswith(".weights.h5") or n.startswith("model.ckpt.")}
+    return "albert_config.json" in names and bool(weights) and names <= set(CONVERSION_NAMES) | weights
+
+
+def _legacy_pretraining_data(path):
+    directory, name = os.path.split(os.path.abspath(path))
+    if name.startswith(SUMMARY_PREFIX) and name.endswith(".json"):
+        data = _read_json(path)
+        return isinstance(data, dict) and isinstance(data.get("output_files"), dict)
+    for other in sorted(os.listdir(directory)):
+        if other.startswith(SUMMARY_PREFIX) and other.endswith(".json"):
+            data = _read_json(os.path.join(directory, other))
+            if isinstance(data, dict) and isinstance(data.get("output_files"), dict) and \
+                    name in {os.path.basename(k) for k in data["output_files"]}:
+                return True
+    return False
+
+
+def _legacy_own(path, kind):
+    """Whether `path` is an albert_tf output of `kind` written before markers existed."""
+    if kind == RUN:
+        return os.path.isfile(os.path.join(path, RUN_INFO))
+    if kind == EXPORT:
+        return _legacy_export(path)
+    if kind == CONVERSION:
+        return _legacy_conversion(path)
+    if kind == FEATURE_CACHE:
+        sidecar = _read_json(os.fspath(path) + ".json")
+        return isinstance(sidecar, dict) and str(sidecar.get("kind", "")).startswith("albert_tf ")
+    return _legacy_pretraining_data(path)
+
+
+def _companions(path):
+    """The files beside file output `path` named `<name>.json` or `<name>.<part>.json` (a
+    feature cache's sidecar and companions)."""
+    directory, name = os.path.split(os.path.abspath(path))
+    if not os.path.isdir(directory):
+        return []
+    return [os.path.join(directory, n) for n in sorted(os.listdir(directory))
+            if n.startswith(name + ".") and n.endswith(".json")]
+
+
+def _foreign_companion(path):
+    """For a feature cache that does not exist: an existing `<name>.json` or
+    `<name>.<part>.json` beside it (the sidecar and companions it would write) that is not
+    albert_tf's, or None."""
+    found = _companions(path)
+    if not found or read_marker(path, FEATURE_CACHE) is not None:
+        return None  # the marker stays while companions do: they are its own
+    if _legacy_own(path, FEATURE_CACHE):
+        return None  # an albert_tf sidecar from before markers: so are its companions
+    return found[0]
+
+
+@dataclasses.dataclass(frozen=True)
+class Verdict:
+    """What `examine` found: status "new", "own" or "foreign", and why (for "foreign")."""
+
+    status: str
+    why: str = ""
+
+
+def examine(path, kind):
+    """The rule's three cases for one path: Verdict("new"), Verdict("own") or
+    Verdict("foreign", why)."""
+    if kind not in DESCRIPTIONS:
+        raise ValueError(f"unknown output kind {kind!r}; one of {', '.join(DESCRIPTIONS)}.")
+    path = os.fspath(path)
+    what = DESCRIPTIONS[kind]
+    if not os.path.lexists(path):
+        taken = _foreign_companion(path) if kind == FEATURE_CACHE else None
+        return Verdict("foreign", f"does not exist, but {taken} does and albert_tf did not make it (a feature cache "
+                                  "writes its sidecar and companions there)") if taken else Verdict("new")
+    if os.path.islink(path) and kind != RUN:
+        return Verdict("foreign", "is a symbolic link (albert_tf would replace the link)")
+    if kind in DIRECTORY_KINDS:
+        if not os.path.isdir(path):
+            return Verdict("foreign", "exists and is not a directory")
+        if not os.listdir(path):
+            return Verdict("new")
+    elif os.path.isdir(path):
+        return Verdict("foreign", "is a directory")
+    marker = read_marker(path, kind)
+    if marker is not None:
+        if marker.get("kind") == kind:
+            return Verdict("own")
+        other = DESCRIPTIONS.get(marker.get("kind"))
+        return Verdict("foreign", f"is albert_tf's {other}, not {ARTICLES[kind]} {what}" if other else
+                       f"has an unreadable marker {marker_path(path, kind)}")
+    if _legacy_own(path, kind):
+        return Verdict("own")
+    thing = "a directory" if os.path.isdir(path) else "a file"
+    return Verdict("foreign", f"is {thing} that albert_tf did not make (no marker "
+                              f"{os.path.basename(marker_path(path, kind))})")
+
+
+def _refusal(flag, path, kind, why):
+    named = f"{flag}={path}" if flag else path
+    return OutputRefused(
+        f"{named} {why}. albert_tf writes a new {DESCRIPTIONS[kind]} or {WHAT_HAPPENS[kind]} its own, and never "
+        "overwrites what it did not make: choose another path, or move this one away yourself.")
+
+
+def refuse_if_foreign(path, kind, flag=None):
+    """Raises OutputRefused unless `path` is new or albert_tf's own `kind`; returns the
+    status ("new" or "own")."""
+    verdict = examine(path, kind)
+    if verdict.status == "foreign":
+        raise _refusal(flag, path, kind, verdict.why)
+    return verdict.status
+
+
+# ----------------------------------------------------------------------------------------------------------
+# All of a command's outputs
+
+
+def _real(path):
+    return os.path.realpath(os.path.abspath(os.fspath(path)))
+
+
+def _inside(child, parent):
+    """Whether real path `child` lies strictly inside real path `parent`."""
+    return child != parent and child.startswith(parent.rstrip(os.sep) + os.sep)
+
+
+def _run_name(name):
+    return name in RUN_NAMES or name.startswith(RUN_NAME_PREFIXES) or name.endswith(RUN_NAME_SUFFIXES)
+
+
+def _check_nesting(a, b):
+    """Outputs a and b of one command (real paths differ): one inside the other is allowed
+    only inside a run directory, under a name the run does not write itself."""
+    ra, rb = _real(a.path), _real(b.path)
+    for outer, inner, r_outer, r_inner in ((a, b, ra, rb), (b, a, rb, ra)):
+        if not _inside(r_inner, r_outer):
+            continue
+        top = os.path.relpath(r_inner, r_outer).split(os.sep)[0]
+        if outer.kind == RUN and not _run_name(top):
+            continue
+        why = (f"takes the name {top!r}, which the run in {outer.flag} writes itself" if outer.kind == RUN else
+               f"lies inside {outer.flag}={outer.path}, which albert_tf writes as a whole")
+        raise OutputRefused(f"{inner.flag}={inner.path} {why}; choose another {inner.flag}.")
+
+
+def check(outputs, inputs=()):
+    """Checks every output of one command before it does any work; writes nothing.
+
+    Args:
+        outputs: Output items (those with an empty path are skipped).
+        inputs: Input items (those with an empty path are skipped): what the command reads.
+
+    Returns:
+        {output path: "new" or "own"}.
+
+    Raises:
+        OutputRefused: an output that equals, contains or lies inside an input; two outputs
+            on the same path, or one inside another that the outer one does not leave room
+            for; an output that exists and is not albert_tf's own of its kind.
+    """
+    outputs = [o for o in outputs if o.path]
+    inputs = [i for i in inputs if i.path]
+    for o in outputs:
+        ro = _real(o.path)
+        for i in inputs:
+            ri = _real(i.path)
+            if ro == ri:
+                relation = "is the same path as"
+            elif _inside(ri, ro):
+                relation = "contains"
+            elif _inside(ro, ri):
+                relation = "lies inside"
+            else:
+                continue
+            raise OutputRefused(f"{o.flag}={o.path} {relation} the input {i.flag}={i.path}: writing it would "
+                                f"{'replace' if o.kind != RUN else 'write into'} what the command reads; choose "
+                                f"another {o.flag}.")
+    for n, a in enumerate(outputs):
+        for b in outputs[n + 1:]:
+            if _real(a.path) == _real(b.path):
+                raise OutputRefused(f"{a.flag}={a.path} and {b.flag}={b.path} are the same path; each output needs "
+                                    "its own.")
+            _check_nesting(a, b)
+    return {o.path: refuse_if_foreign(o.path, o.kind, o.flag) for o in outputs}
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Making outputs
+
+
+def _marker_record(kind):
+    return {"kind": kind, "created": time.strftime("%Y-%m-%dT%H:%M:%S"),
+            "about": f"albert_tf made this {DESCRIPTIONS[kind]}; it resumes or replaces only outputs marked as its "
+                     "own, and never overwrites what it did not make."}
+
+
+def write_marker(path, kind):
+    """Marks `path` as albert_tf's own `kind` (the writers below do it; for a directory
+    being written under a temporary name, mark the temporary)."""
+    return atomic.write_json(marker_path(path, kind), _marker_record(kind))
+
+
+def claim_run(path, flag="--output_dir"):
+    """A run directory for this run: created when new, resumed when albert_tf's own run,
+    refused (OutputRefused) otherwise; marked either way. Returns "new" or "own"."""
+    status = refuse_if_foreign(path, RUN, flag)
+    os.makedirs(path, exist_ok=True)
+    if read_marker(path, RUN) is None:
+        write_marker(path, RUN)
+    return status
+
+
+@contextlib.contextmanager
+def replacing_dir(path, kind, flag=None):
+    """Writes directory output `path` of `kind` (EXPORT, CONVERSION) under a temporary
+    name (yielded, already marked) that replaces `path` only when the block completes
+    (`atomic.output_dir`); refuses (OutputRefused) a path that is not new or own."""
+    refuse_if_foreign(path, kind, flag)
+    with atomic.output_dir(path) as tmp:
+        write_marker(tmp, kind)
+        yield tmp
+
+
+@contextlib.contextmanager
+def replacing_file(path, kind, flag=None):
+    """Around the (atomic) writing of file output `path` of `kind` (FEATURE_CACHE,
+    PRETRAINING_DATA): refuses (OutputRefused) a path that is not new or own, marks it
+    before the block, and removes the marker again when the block fails leaving neither
+    the file nor a companion of it."""
+    refuse_if_foreign(path, kind, flag)
+    if read_marker(path, kind) is None:
+        write_marker(path, kind)
+    try:
+        yield path
+    except BaseException:
+        if not os.path.lexists(path) and not _companions(path):  # nothing left for the marker to vouch for
+            atomic.remove_own(marker_path(path, kind))
+        raise
