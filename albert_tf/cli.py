@@ -154,3 +154,65 @@ def define_tpu_flags(flag_values):
                         "address.", **fv)
     flags.DEFINE_integer("num_tpu_cores", 8, "Accepted for compatibility; the strategy counts the cores.", **fv)
     flags.DEFINE_string("strategy", "default", "mirrored | one_device | default (ignored with --use_tpu).", **fv)
+
+
+# --- what the fine-tuning commands (run_classifier, run_race, run_squad_v1/_v2) share ---
+
+FINE_TUNING_STRATEGIES = ("mirrored", "one_device", "default")
+
+
+def check_fine_tuning_flags(f, positive, warmup=True, tpu=True):
+    """A fine-tuning command's checks of flag values alone (its task checks the inputs):
+    --dtype_policy, the `positive` flags, --warmup_step in [0, --train_step] (`warmup`),
+    --learning_rate, --strategy and (`tpu`: the flags of define_tpu_flags) --use_tpu's
+    address. Raises ValueError naming the flag."""
+    from albert_tf.tasks.common import check_positive
+    from albert_tf.training.precision import check_policy
+
+    check_policy(f.dtype_policy)
+    check_positive(f, positive)
+    if warmup and not 0 <= f.warmup_step <= f.train_step:
+        raise ValueError(f"--warmup_step must be in [0, --train_step={f.train_step}], got {f.warmup_step}.")
+    if f.learning_rate <= 0:
+        raise ValueError(f"--learning_rate must be positive, got {f.learning_rate}.")
+    if f.strategy not in FINE_TUNING_STRATEGIES:
+        raise ValueError(f"--strategy must be one of {', '.join(FINE_TUNING_STRATEGIES)}, got {f.strategy!r}.")
+    if tpu and f.use_tpu and not (f.tpu_name or f.master):
+        raise ValueError("--use_tpu needs --tpu_name (or --master).")
+
+
+def tpu_strategy(f):
+    """{"strategy", "tpu_name"} of a task's options from --use_tpu (the driver's tpu
+    strategy on --tpu_name, else --master) or --strategy."""
+    if f.use_tpu:
+        return {"strategy": "tpu", "tpu_name": f.tpu_name or f.master}
+    return {"strategy": f.strategy, "tpu_name": None}
+
+
+def task_options(cls, f, **given):
+    """A task's options (the dataclass `cls`) from the flags: `given` fields as given, every
+    other from the flag of the same name; a field without one keeps its default (e.g.
+    start_n_top, which only run_squad_v2 defines)."""
+    import dataclasses
+
+    values = {field.name: getattr(f, field.name) for field in dataclasses.fields(cls)
+              if field.init and field.name not in given and field.name in f}
+    return cls(**values, **given)
+
+
+def training_options(f, **given):
+    """The driver's TrainingOptions from the flags every fine-tuning command has
+    (--output_dir, --train_batch_size, --learning_rate, --save_checkpoints_steps,
+    --iterations_per_loop, --dtype_policy) and `given`."""
+    from albert_tf.training.driver import TrainingOptions
+
+    return TrainingOptions(output_dir=f.output_dir, train_batch_size=f.train_batch_size,
+                           learning_rate=f.learning_rate, save_checkpoints_steps=f.save_checkpoints_steps,
+                           iterations_per_loop=f.iterations_per_loop, dtype_policy=f.dtype_policy, **given)
+
+
+def run_task(task_module, task, training, stream):
+    """Checks a task's options (`task_module.check_options`, e.g. albert_tf.tasks.race's:
+    bad input fails before any work), then runs it; returns its results."""
+    task_module.check_options(task)
+    return task_module.run(task, training, stream=stream)

@@ -26,7 +26,6 @@ import sys
 from absl import flags
 
 from albert_tf import cli
-from albert_tf.training.precision import check_policy
 from albert_tf.data.buckets import DEFAULT_BUCKETS
 
 
@@ -76,7 +75,6 @@ def define_flags(flag_values=None):
     cli.define_dtype_policy_flag(fv["flag_values"])
 
 
-STRATEGIES = ("mirrored", "one_device", "default")
 POSITIVE = ("max_seq_length", "train_batch_size", "eval_batch_size", "predict_batch_size", "train_step",
             "save_checkpoints_steps", "keep_checkpoint_max", "iterations_per_loop")
 
@@ -84,49 +82,26 @@ POSITIVE = ("max_seq_length", "train_batch_size", "eval_batch_size", "predict_ba
 def check_flags(f):
     """Flag values alone (numbers, choices); the task checks its inputs (files, export,
     config) in tasks.classification.check_options, also before anything is written."""
-    check_policy(f.dtype_policy)
-    for name in POSITIVE:
-        if getattr(f, name) <= 0:
-            raise ValueError(f"--{name} must be positive, got {getattr(f, name)}.")
-    if not 0 <= f.warmup_step <= f.train_step:
-        raise ValueError(f"--warmup_step={f.warmup_step} must be between 0 and --train_step={f.train_step}.")
-    if f.learning_rate <= 0:
-        raise ValueError(f"--learning_rate must be positive, got {f.learning_rate}.")
-    if f.strategy not in STRATEGIES:
-        raise ValueError(f"--strategy must be one of {', '.join(STRATEGIES)}, got {f.strategy!r}.")
+    cli.check_fine_tuning_flags(f, POSITIVE, tpu=False)
 
 
 def options_from_flags(f):
     """-> (ClassificationOptions, TrainingOptions)."""
     from albert_tf.tasks.classification import ClassificationOptions
-    from albert_tf.training.driver import TrainingOptions
 
-    task = ClassificationOptions(
-        task_name=f.task_name, data_dir=f.data_dir, output_dir=f.output_dir,
-        albert_hub_module_handle=f.albert_hub_module_handle, init_checkpoint=f.init_checkpoint,
-        albert_config_file=f.albert_config_file, spm_model_file=f.spm_model_file, do_lower_case=f.do_lower_case,
-        max_seq_length=f.max_seq_length, do_train=f.do_train, do_eval=f.do_eval, do_predict=f.do_predict,
-        predict_batch_size=f.predict_batch_size, classifier_dropout=f.classifier_dropout,
-        text_a_column=f.text_a_column, text_b_column=f.text_b_column, label_column=f.label_column,
-        labels=f.labels, random_seed=f.random_seed, strategy=f.strategy, export_dir=f.export_dir,
-        length_buckets=f.length_buckets)
-    training = TrainingOptions(
-        output_dir=f.output_dir, train_batch_size=f.train_batch_size, eval_batch_size=f.eval_batch_size,
-        num_train_steps=f.train_step, num_warmup_steps=f.warmup_step, learning_rate=f.learning_rate,
-        optimizer=f.optimizer, save_checkpoints_steps=f.save_checkpoints_steps,
-        keep_checkpoint_max=f.keep_checkpoint_max, iterations_per_loop=f.iterations_per_loop,
-        dtype_policy=f.dtype_policy)
+    task = cli.task_options(ClassificationOptions, f)
+    training = cli.training_options(f, eval_batch_size=f.eval_batch_size, num_train_steps=f.train_step,
+                                    num_warmup_steps=f.warmup_step, optimizer=f.optimizer,
+                                    keep_checkpoint_max=f.keep_checkpoint_max)
     return task, training
 
 
 def run(f, stream=sys.stdout):
     """Trains, evaluates, predicts and exports as the flags say; returns a dict of results."""
     check_flags(f)
-    task, training = options_from_flags(f)
     from albert_tf.tasks import classification
 
-    classification.check_options(task)  # before TensorFlow starts: bad input fails at once
-    return classification.run(task, training, stream=stream)
+    return cli.run_task(classification, *options_from_flags(f), stream)
 
 
 def entry():

@@ -17,6 +17,7 @@ import os
 from absl import flags
 
 from albert_tf import cli
+from albert_tf.tasks.common import check_positive
 from albert_tf.training.precision import check_policy
 
 
@@ -74,11 +75,9 @@ def check_flags(f):
         raise ValueError("--do_train needs --input_file.")
     if f.do_eval and not (f.eval_input_file or f.input_file):
         raise ValueError("--do_eval needs --eval_input_file or --input_file.")
-    for name in ("train_batch_size", "eval_batch_size", "num_train_steps", "save_checkpoints_steps",
-                 "keep_checkpoint_max", "iterations_per_loop", "max_eval_steps", "max_seq_length",
-                 "max_predictions_per_seq"):
-        if getattr(f, name) <= 0:
-            raise ValueError(f"--{name} must be positive, got {getattr(f, name)}.")
+    check_positive(f, ("train_batch_size", "eval_batch_size", "num_train_steps", "save_checkpoints_steps",
+                       "keep_checkpoint_max", "iterations_per_loop", "max_eval_steps", "max_seq_length",
+                       "max_predictions_per_seq"))
     if f.num_warmup_steps < 0 or f.start_warmup_step < 0:
         raise ValueError("--num_warmup_steps and --start_warmup_step must not be negative.")
     if f.max_predictions_per_seq > f.max_seq_length:

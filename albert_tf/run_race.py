@@ -33,10 +33,8 @@ import sys
 from absl import flags
 
 from albert_tf import cli
-from albert_tf.training.precision import check_policy
 from albert_tf.data.buckets import DEFAULT_BUCKETS
 
-STRATEGIES = ("mirrored", "one_device", "default")
 POSITIVE = ("train_batch_size", "eval_batch_size", "predict_batch_size", "save_checkpoints_steps",
             "num_keep_checkpoint", "iterations_per_loop", "train_step")
 
@@ -90,52 +88,26 @@ def define_flags(flag_values=None):
 
 def check_flags(f):
     """Flag values alone; the task checks its inputs in tasks.race.check_options."""
-    check_policy(f.dtype_policy)
-    for name in POSITIVE:
-        if getattr(f, name) <= 0:
-            raise ValueError(f"--{name} must be positive, got {getattr(f, name)}.")
-    if f.warmup_step < 0 or f.warmup_step > f.train_step:
-        raise ValueError(f"--warmup_step must be in [0, --train_step={f.train_step}], got {f.warmup_step}.")
-    if f.learning_rate <= 0:
-        raise ValueError(f"--learning_rate must be positive, got {f.learning_rate}.")
-    if f.strategy not in STRATEGIES:
-        raise ValueError(f"--strategy must be one of {', '.join(STRATEGIES)}, got {f.strategy!r}.")
-    if f.use_tpu and not (f.tpu_name or f.master):
-        raise ValueError("--use_tpu needs --tpu_name (or --master).")
+    cli.check_fine_tuning_flags(f, POSITIVE)
 
 
 def options_from_flags(f):
     """-> (MultipleChoiceOptions, TrainingOptions)."""
     from albert_tf.tasks.race import MultipleChoiceOptions
-    from albert_tf.training.driver import TrainingOptions
 
-    task = MultipleChoiceOptions(
-        data_dir=f.data_dir, output_dir=f.output_dir, task_name=f.task_name, albert_config_file=f.albert_config_file,
-        spm_model_file=f.spm_model_file, train_file=f.train_file, eval_file=f.eval_file, predict_file=f.predict_file,
-        init_checkpoint=f.init_checkpoint, albert_hub_module_handle=f.albert_hub_module_handle,
-        do_lower_case=f.do_lower_case, dropout_prob=f.dropout_prob, max_seq_length=f.max_seq_length,
-        max_qa_length=f.max_qa_length, high_only=f.high_only, middle_only=f.middle_only, do_train=f.do_train,
-        do_eval=f.do_eval, do_predict=f.do_predict, train_batch_size=f.train_batch_size,
-        eval_batch_size=f.eval_batch_size, predict_batch_size=f.predict_batch_size, random_seed=f.random_seed,
-        strategy="tpu" if f.use_tpu else f.strategy, tpu_name=(f.tpu_name or f.master) if f.use_tpu else None,
-        export_dir=f.export_dir, length_buckets=f.length_buckets)
-    training = TrainingOptions(
-        output_dir=f.output_dir, train_batch_size=f.train_batch_size, eval_batch_size=f.eval_batch_size,
-        num_train_steps=f.train_step, num_warmup_steps=f.warmup_step, learning_rate=f.learning_rate,
-        optimizer="adamw", save_checkpoints_steps=f.save_checkpoints_steps, keep_checkpoint_max=f.num_keep_checkpoint,
-        iterations_per_loop=f.iterations_per_loop,
-        dtype_policy=f.dtype_policy)
+    task = cli.task_options(MultipleChoiceOptions, f, **cli.tpu_strategy(f))
+    training = cli.training_options(f, eval_batch_size=f.eval_batch_size, num_train_steps=f.train_step,
+                                    num_warmup_steps=f.warmup_step, optimizer="adamw",
+                                    keep_checkpoint_max=f.num_keep_checkpoint)
     return task, training
 
 
 def run(f, stream=sys.stdout):
     """Trains, evaluates, predicts and exports as the flags say; returns a dict of results."""
     check_flags(f)
-    task, training = options_from_flags(f)
     from albert_tf.tasks import race
 
-    race.check_options(task)  # before TensorFlow starts: bad input fails at once
-    return race.run(task, training, stream=stream)
+    return cli.run_task(race, *options_from_flags(f), stream)
 
 
 def entry():

@@ -38,7 +38,6 @@ import sys
 from absl import flags
 
 from albert_tf import cli
-from albert_tf.training.precision import check_policy
 from albert_tf.data.buckets import DEFAULT_BUCKETS
 
 
@@ -94,61 +93,32 @@ def define_flags(flag_values=None, version="v1"):
         flags.DEFINE_float("dropout_prob", 0.1, "Dropout in the v2 answer-class branch.", **fv)
 
 
-STRATEGIES = ("mirrored", "one_device", "default")
 POSITIVE = ("train_batch_size", "predict_batch_size", "save_checkpoints_steps", "keep_checkpoint_max",
             "iterations_per_loop")
 
 
 def check_flags(f):
     """Flag values alone; the task checks its inputs in tasks.squad.check_options."""
-    check_policy(f.dtype_policy)
-    for name in POSITIVE:
-        if getattr(f, name) <= 0:
-            raise ValueError(f"--{name} must be positive, got {getattr(f, name)}.")
-    if f.learning_rate <= 0:
-        raise ValueError(f"--learning_rate must be positive, got {f.learning_rate}.")
-    if f.strategy not in STRATEGIES:
-        raise ValueError(f"--strategy must be one of {', '.join(STRATEGIES)}, got {f.strategy!r}.")
-    if f.use_tpu and not (f.tpu_name or f.master):
-        raise ValueError("--use_tpu needs --tpu_name (or --master).")
+    cli.check_fine_tuning_flags(f, POSITIVE, warmup=False)
 
 
 def options_from_flags(f, version):
     """-> (SquadOptions, TrainingOptions)."""
     from albert_tf.tasks.squad import SquadOptions
-    from albert_tf.training.driver import TrainingOptions
 
-    v2 = version == "v2"
-    task = SquadOptions(
-        version=version, output_dir=f.output_dir, train_file=f.train_file, predict_file=f.predict_file,
-        train_feature_file=f.train_feature_file, predict_feature_file=f.predict_feature_file,
-        predict_feature_left_file=f.predict_feature_left_file, albert_config_file=f.albert_config_file,
-        spm_model_file=f.spm_model_file, init_checkpoint=f.init_checkpoint,
-        albert_hub_module_handle=f.albert_hub_module_handle, do_lower_case=f.do_lower_case,
-        max_seq_length=f.max_seq_length, doc_stride=f.doc_stride, max_query_length=f.max_query_length,
-        do_train=f.do_train, do_predict=f.do_predict, train_batch_size=f.train_batch_size,
-        predict_batch_size=f.predict_batch_size, num_train_epochs=f.num_train_epochs,
-        warmup_proportion=f.warmup_proportion, n_best_size=f.n_best_size, max_answer_length=f.max_answer_length,
-        start_n_top=f.start_n_top if v2 else 5, end_n_top=f.end_n_top if v2 else 5,
-        dropout_prob=f.dropout_prob if v2 else 0.1, random_seed=f.random_seed,
-        strategy="tpu" if f.use_tpu else f.strategy, tpu_name=(f.tpu_name or f.master) if f.use_tpu else None,
-        export_dir=f.export_dir, length_buckets=f.length_buckets)
-    training = TrainingOptions(
-        output_dir=f.output_dir, train_batch_size=f.train_batch_size, eval_batch_size=f.predict_batch_size,
-        learning_rate=f.learning_rate, optimizer="adamw", save_checkpoints_steps=f.save_checkpoints_steps,
-        keep_checkpoint_max=f.keep_checkpoint_max, iterations_per_loop=f.iterations_per_loop,
-        dtype_policy=f.dtype_policy)
+    # v1 has no --start_n_top, --end_n_top, --dropout_prob: those keep SquadOptions' defaults
+    task = cli.task_options(SquadOptions, f, version=version, **cli.tpu_strategy(f))
+    training = cli.training_options(f, eval_batch_size=f.predict_batch_size, optimizer="adamw",
+                                    keep_checkpoint_max=f.keep_checkpoint_max)
     return task, training
 
 
 def run(f, stream=sys.stdout, version="v1"):
     """Trains and predicts as the flags say; returns a dict of results."""
     check_flags(f)
-    task, training = options_from_flags(f, version)
     from albert_tf.tasks import squad
 
-    squad.check_options(task)  # before TensorFlow starts: bad input fails at once
-    return squad.run(task, training, stream=stream)
+    return cli.run_task(squad, *options_from_flags(f, version), stream)
 
 
 def entry():

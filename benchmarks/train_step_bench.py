@@ -20,7 +20,6 @@ in the same run. Writes results.json and results.csv.
 import csv
 import os
 import statistics
-import sys
 import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")

@@ -3,6 +3,8 @@ inputs, known weights, checkpoints written the way the TF1 release wrote them, a
 release's SQuAD v2 head names."""
 
 import os
+import subprocess
+import sys
 
 import numpy as np
 import tensorflow as tf
@@ -11,6 +13,20 @@ from albert_tf import AlbertConfig
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=ROOT)
+
+
+def run_cli(*args):
+    """`python -m albert_tf.convert ARGS`, which must succeed."""
+    result = subprocess.run([sys.executable, "-m", "albert_tf.convert", *args], capture_output=True, text=True,
+                            env=ENV, cwd=ROOT, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return result
+
+
+def printed(stdout, name):
+    """The five numbers the convert tool printed after `name[:5]`."""
+    line = stdout.split(f"{name}[:5]")[1].split("\n")[0]
+    return [float(v) for v in line.split("[")[-1].split("]")[0].split(",")]
 
 
 def config(**changes):

@@ -1,10 +1,11 @@
 """Shared checks for albert_tf models (as keras-hub's TestCase): config round trip,
-variable sequence lengths, `.keras` save/load."""
+variable sequence lengths, `.keras` save/load, a fine-tuned model's pretrained directory."""
 
 import os
 
 import keras
 import numpy as np
+import pytest
 
 
 def to_numpy(structure):
@@ -78,3 +79,22 @@ def check_saved_model_round_trip(model, inputs, tmp_dir):
     assert type(restored) is type(model)
     assert_all_close(model(inputs, training=False), restored(inputs, training=False), atol=0)
     return restored
+
+
+def check_fine_tuned_directory(model, tmp_path):
+    """`model` (a fine-tuned model class's new head on the encoder saved in tmp_path/encoder)
+    saved with save_pretrained loads again as the same weights; without the encoder's
+    weights, or without albert_config.json, from_pretrained names what is missing. Returns
+    the loaded model."""
+    cls = type(model)
+    model.save_pretrained(tmp_path / "fine_tuned")
+    again = cls.from_pretrained(tmp_path / "fine_tuned")
+    for a, b in zip(model.weights, again.weights, strict=True):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b), err_msg=a.path)
+    os.remove(tmp_path / "encoder" / "encoder.weights.h5")
+    with pytest.raises(ValueError, match=f"encoder: none of {cls.WEIGHTS_FILE}, encoder.weights.h5, "
+                                         "pretrainer.weights.h5"):
+        cls.from_pretrained(tmp_path / "encoder")
+    with pytest.raises(ValueError, match="no albert_config.json"):
+        cls.from_pretrained(tmp_path)
+    return again

@@ -48,3 +48,55 @@ def test_unknown_flags_and_bad_values_exit_2():
     assert result.returncode == 2, result.stderr[-2000:]
     [line] = _error_lines(result, "run_classifier")
     assert "--train_batch_size" in line and "many" in line and "Traceback" not in result.stderr
+
+
+def _flags(module, *args):
+    from absl import flags
+
+    values = flags.FlagValues()
+    module.define_flags(values)
+    values([module.__name__, "--output_dir=x", *args])
+    return values
+
+
+def test_the_fine_tuning_commands_check_their_flags_alike():
+    import pytest
+
+    from albert_tf import run_classifier, run_race, run_squad_v1, run_squad_v2
+
+    # (module defining the flags, its check_flags)
+    for module, check in ((run_classifier, run_classifier.check_flags), (run_race, run_race.check_flags),
+                          (run_squad_v1, run_squad_v1.check_flags), (run_squad_v2, run_squad_v1.check_flags)):
+        for args, message in ((["--strategy=tpu"], "--strategy must be one of mirrored, one_device, default"),
+                              (["--learning_rate=0"], "--learning_rate must be positive, got 0.0."),
+                              (["--train_batch_size=0"], "--train_batch_size must be positive, got 0."),
+                              (["--dtype_policy=float16"], "--dtype_policy")):
+            with pytest.raises(ValueError, match=message):
+                check(_flags(module, *args))
+        if module in (run_classifier, run_race):
+            with pytest.raises(ValueError, match=r"--warmup_step must be in \[0, --train_step=10\], got 11."):
+                check(_flags(module, "--train_step=10", "--warmup_step=11"))
+        if module is not run_classifier:  # the TPU flags
+            with pytest.raises(ValueError, match="--use_tpu needs --tpu_name"):
+                check(_flags(module, "--use_tpu"))
+
+
+def test_task_options_take_every_field_from_the_flag_of_its_name():
+    import dataclasses
+
+    from albert_tf import run_classifier, run_race, run_squad_v1
+    from albert_tf.tasks.squad import SquadOptions
+
+    v1, _ = run_squad_v1.options_from_flags(_flags(run_squad_v1, "--doc_stride=7", "--use_tpu", "--master=m"), "v1")
+    defaults = SquadOptions(version="v1", output_dir="x")
+    assert (v1.doc_stride, v1.strategy, v1.tpu_name) == (7, "tpu", "m")
+    # run_squad_v1 has no --start_n_top, --end_n_top, --dropout_prob: SquadOptions' defaults
+    assert (v1.start_n_top, v1.end_n_top, v1.dropout_prob) == (defaults.start_n_top, defaults.end_n_top, 0.1)
+    for module, args in ((run_race, ["--task_name=multiple_choice", "--max_qa_length=9", "--strategy=mirrored"]),
+                         (run_classifier, ["--task_name=tsv", "--labels=a,b", "--classifier_dropout=0.2"])):
+        f = _flags(module, *args)
+        task, training = module.options_from_flags(f)
+        for field in dataclasses.fields(task):
+            if field.name != "tpu_name":
+                assert getattr(task, field.name) == getattr(f, field.name), field.name
+        assert (training.num_train_steps, training.num_warmup_steps) == (f.train_step, f.warmup_step)

@@ -2,10 +2,7 @@
 release's RACE checkpoints (run_race.py, race_utils.create_model) -> albert_tf
 AlbertForMultipleChoice, and back to the release's names."""
 
-import json
 import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -17,21 +14,10 @@ from albert_tf.convert.api import convert, load_source, tf1_values
 from albert_tf.convert.rename import ConversionError, apply_transforms, model_variables, rename
 from albert_tf.convert.templates import reverse, to_regex_table
 
-from convert_helpers import ENV, ROOT, config, hf_albert_forward, randomize, write_hf_dir, write_release_checkpoint
+from convert_helpers import (config, hf_albert_forward, printed, randomize, run_cli, write_hf_dir,
+                             write_release_checkpoint)
 
 FIXED = np.array([[[2, 31, 51, 99, 7, 3]]], "int32")  # api.FIXED_IDS as one option of one example
-
-
-def run_cli(*args):
-    result = subprocess.run([sys.executable, "-m", "albert_tf.convert", *args], capture_output=True, text=True,
-                            env=ENV, cwd=ROOT, timeout=300)
-    assert result.returncode == 0, result.stderr[-3000:]
-    return result
-
-
-def printed(stdout, name):
-    line = stdout.split(f"{name}[:5]")[1].split("\n")[0]
-    return [float(v) for v in line.split("[")[-1].split("]")[0].split(",")]
 
 
 def mc_batch(cfg, batch=2, options=3, length=12, seed=0):

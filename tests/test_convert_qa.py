@@ -1,10 +1,7 @@
 """Conversion of SQuAD models: Hugging Face AlbertForQuestionAnswering and the release's
 run_squad_v1.py / run_squad_v2.py checkpoints -> albert_tf AlbertForQuestionAnswering."""
 
-import json
 import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -16,20 +13,8 @@ from albert_tf.convert.api import convert, load_source, tf1_values
 from albert_tf.convert.rename import ConversionError, apply_transforms, model_variables, rename
 from albert_tf.convert.templates import reverse, to_regex_table
 
-from convert_helpers import (ENV, RELEASE_V2_HEAD, ROOT, config, hf_albert_forward, inputs,  # noqa: F401
-                             randomize, write_hf_dir, write_release_checkpoint)
-
-
-def run_cli(*args):
-    result = subprocess.run([sys.executable, "-m", "albert_tf.convert", *args], capture_output=True, text=True,
-                            env=ENV, cwd=ROOT, timeout=300)
-    assert result.returncode == 0, result.stderr[-3000:]
-    return result
-
-
-def printed(stdout, name):
-    line = stdout.split(f"{name}[:5]")[1].split("\n")[0]
-    return [float(v) for v in line.split("[")[-1].split("]")[0].split(",")]
+from convert_helpers import (RELEASE_V2_HEAD, config, hf_albert_forward, inputs, printed, randomize, run_cli,
+                             write_hf_dir, write_release_checkpoint)
 
 
 def qa_batch(cfg):

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 from conftest import random_inputs
-from harness import check_config_round_trip, check_saved_model_round_trip, to_numpy
+from harness import check_config_round_trip, check_fine_tuned_directory, check_saved_model_round_trip, to_numpy
 
 from albert_tf import AlbertConfig, AlbertEncoder, AlbertForMultipleChoice, AlbertPretrainer
 from albert_tf.convert.api import tf1_values
@@ -266,15 +266,5 @@ def test_from_a_pretrained_encoder_or_pretrainer_directory_a_new_head(tiny_confi
         assert 0 < np.abs(np.asarray(model.head.output_weights)).max() <= 2 * tiny_config.initializer_range
     fresh = AlbertForMultipleChoice.from_pretrained(tmp_path / "encoder")
     assert fresh.dropout_prob == 0.1
-    # fine-tuned, saved, loaded again: the same model
-    fresh.save_pretrained(tmp_path / "fine_tuned")
-    again = AlbertForMultipleChoice.from_pretrained(tmp_path / "fine_tuned")
-    for a, b in zip(fresh.weights, again.weights, strict=True):
-        np.testing.assert_array_equal(np.asarray(a), np.asarray(b), err_msg=a.path)
-    os.remove(tmp_path / "encoder" / "encoder.weights.h5")
-    with pytest.raises(ValueError, match="encoder: none of multiple_choice.weights.h5, encoder.weights.h5, "
-                                         "pretrainer.weights.h5"):
-        AlbertForMultipleChoice.from_pretrained(tmp_path / "encoder")
-    with pytest.raises(ValueError, match="no albert_config.json"):
-        AlbertForMultipleChoice.from_pretrained(tmp_path)
+    again = check_fine_tuned_directory(fresh, tmp_path)
     assert isinstance(AlbertConfig.from_dict(again.get_config()["encoder"]["config"]["config"]), AlbertConfig)

@@ -12,7 +12,8 @@ import pytest
 import tensorflow as tf
 from conftest import random_inputs
 from convert_helpers import RELEASE_V2_HEAD
-from harness import check_config_round_trip, check_saved_model_round_trip, check_variable_lengths, to_numpy
+from harness import (check_config_round_trip, check_fine_tuned_directory, check_saved_model_round_trip,
+                     check_variable_lengths, to_numpy)
 
 from albert_tf import AlbertConfig, AlbertEncoder, AlbertForQuestionAnswering, AlbertPretrainer
 from albert_tf.convert.api import tf1_values
@@ -404,17 +405,7 @@ def test_from_a_pretrained_encoder_or_pretrainer_directory_a_new_head(tiny_confi
         np.testing.assert_array_equal(np.asarray(model.head.end_layer_norm.gamma), 1.0)
     v1 = AlbertForQuestionAnswering.from_pretrained(tmp_path / "encoder")
     assert v1.version == "v1"
-    # fine-tuned, saved, loaded again: the same model
-    v1.save_pretrained(tmp_path / "fine_tuned")
-    again = AlbertForQuestionAnswering.from_pretrained(tmp_path / "fine_tuned")
-    for a, b in zip(v1.weights, again.weights, strict=True):
-        np.testing.assert_array_equal(np.asarray(a), np.asarray(b), err_msg=a.path)
-    os.remove(tmp_path / "encoder" / "encoder.weights.h5")
-    with pytest.raises(ValueError, match="encoder: none of question_answering.weights.h5, encoder.weights.h5, "
-                                         "pretrainer.weights.h5"):
-        AlbertForQuestionAnswering.from_pretrained(tmp_path / "encoder")
-    with pytest.raises(ValueError, match="no albert_config.json"):
-        AlbertForQuestionAnswering.from_pretrained(tmp_path)
+    check_fine_tuned_directory(v1, tmp_path)
 
 
 def test_public_api_and_bad_arguments(tiny_config):

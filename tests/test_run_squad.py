@@ -10,7 +10,7 @@ import sys
 
 import pytest
 import squad_official as so
-from conftest import entry_point_cases, load_tool
+from conftest import entry_point_cases, load_tool, write_tiny_config
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=ROOT)
@@ -34,13 +34,7 @@ def squad_files(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def config_file(tmp_path_factory):
-    with open(os.path.join(ROOT, "configs", "albert_tiny.json"), encoding="utf-8") as f:
-        config = json.load(f)
-    config.update(vocab_size=3000, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
-    path = str(tmp_path_factory.mktemp("config") / "albert_config.json")
-    with open(path, "w", encoding="utf-8") as f:
-        json.dump(config, f)
-    return path
+    return write_tiny_config(tmp_path_factory.mktemp("config"))
 
 
 # loads a QA export in a fresh process and answers every question of a SQuAD file

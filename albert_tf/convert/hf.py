@@ -140,10 +140,6 @@ def read_weights(directory):
     return values
 
 
-def has_heads(names):
-    return model_kind(names) == "pretrainer"
-
-
 # model kind -> the prefixes of its head's weights, and the architecture that has them
 HEAD_PREFIXES = {
     "pretrainer": ("predictions.", "sop_classifier."),

@@ -84,11 +84,6 @@ def read_tf1(path):
     return values
 
 
-def has_heads(names):
-    """Whether the pretraining heads are there."""
-    return model_kind(names) == "pretrainer"
-
-
 # model kind -> its head's variables: a scope (ending in "/") or one variable's name
 HEAD_PREFIXES = {
     "pretrainer": ("cls/predictions/", "cls/seq_relationship/"),

@@ -22,9 +22,8 @@ The root subclasses tf.train.Checkpoint: tf.Module's `variables` is a read-only 
 
 import tensorflow as tf
 
+from albert_tf.modeling.encoder import INPUT_NAMES
 from albert_tf.storage.checkpoints import random_states
-
-INPUT_NAMES = ("input_word_ids", "input_mask", "input_type_ids")
 
 
 def input_specs(with_positions=False):

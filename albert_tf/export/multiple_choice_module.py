@@ -17,57 +17,38 @@ max_seq_length. Each request is padded only to the length bucket of its longest 
 not to max_seq_length (padding is masked, so the logits are the same). Dropout is off (training=False).
 """
 
-import json
 import os
-import tempfile
 
 import tensorflow as tf
 import tensorflow_text as tf_text
 
 from albert_tf.data.buckets import width_for
-from albert_tf.data.vocab import SpecialTokens
 from albert_tf.export import savedmodel
 from albert_tf.export.normalization import normalize
+from albert_tf.export.raw_text_module import RawTextModule, writing_export
 from albert_tf.modeling.encoder import skipping_padding
 from albert_tf.storage import atomic
-from albert_tf.storage.outputs import EXPORT, replacing_dir
 
 MULTIPLE_CHOICE_INFO = "multiple_choice_info.json"
 
 
-class MultipleChoiceModule(tf.train.Checkpoint):
+class MultipleChoiceModule(RawTextModule):
     """Root object of the multiple-choice SavedModel.
 
     Args:
         model: a fine-tuned AlbertForMultipleChoice.
-        spm_model_file: its SentencePiece model (saved as the asset `sp_model_file`).
-        do_lower_case: as in training.
+        spm_model_file, do_lower_case, widths: as RawTextModule's.
         max_seq_length, max_qa_length: the run's settings.
-        widths: the length buckets (albert_tf.data.buckets.bucket_widths): a request is
-            padded to the smallest that holds its longest input; None: max_seq_length.
     """
 
     def __init__(self, model, spm_model_file, do_lower_case=True, max_seq_length=512, max_qa_length=128,
                  widths=None):
-        super().__init__()
-        special = SpecialTokens.from_sentencepiece(spm_model_file)
-        self._cls_id, self._sep_id, self._pad_id = special.cls_id, special.sep_id, special.pad_id
-        self.model = model
-        self.variables = [getattr(v, "value", v) for v in model.weights]
-        self.sp_model_file = tf.saved_model.Asset(spm_model_file)
-        with open(spm_model_file, "rb") as f:
-            self._tokenizer = tf_text.SentencepieceTokenizer(model=f.read(), out_type=tf.int32)
-        self._lower = bool(do_lower_case)
-        self._max_seq_length = int(max_seq_length)
+        super().__init__(model, spm_model_file, do_lower_case, max_seq_length, widths)
         self._max_qa_length = int(max_qa_length)
-        self._widths = tuple(widths) if widths else (self._max_seq_length,)
         specs = [tf.TensorSpec([None], tf.string, name="article"), tf.TensorSpec([None], tf.string, name="question"),
                  tf.TensorSpec([None, None], tf.string, name="options")]
         self.__call__ = tf.function(self._answer, input_signature=specs)
         self._signature_fn = tf.function(self._answer, input_signature=specs)
-
-    def signatures(self):
-        return {"serving_default": self._signature_fn.get_concrete_function()}
 
     def _qa_text(self, question, option):
         """The release's question-with-option, on normalised strings [N]."""
@@ -127,14 +108,9 @@ def export_multiple_choice(model, spm_model_file, export_dir, do_lower_case=True
     Returns:
         export_dir (absolute).
     """
-    from albert_tf.data.tokenization import strip_machine_paths
-
     settings = dict(do_lower_case=bool(do_lower_case), max_seq_length=int(max_seq_length),
                     max_qa_length=int(max_qa_length))
-    with replacing_dir(export_dir, EXPORT) as tmp, tempfile.TemporaryDirectory() as scratch:
-        spm_copy = os.path.join(scratch, "spm.model")  # a stable asset name, no path of this machine
-        with open(spm_model_file, "rb") as src, open(spm_copy, "wb") as dst:
-            dst.write(strip_machine_paths(src.read()))
+    with writing_export(export_dir, spm_model_file) as (tmp, spm_copy):
         module = MultipleChoiceModule(model, spm_copy, widths=widths, **settings)
         # requests are served on the real tokens only (padding skipped; pooled outputs unchanged)
         with skipping_padding(model) as skipped:
@@ -145,9 +121,3 @@ def export_multiple_choice(model, spm_model_file, export_dir, do_lower_case=True
                 "outputs": ["logits", "probabilities", "choice", "letter"], **(extra_info or {})}
         atomic.write_json(os.path.join(tmp, MULTIPLE_CHOICE_INFO), info, sort_keys=False)
     return os.path.abspath(export_dir)
-
-
-def read_info(export_dir):
-    """multiple_choice_info.json of an export as a dict."""
-    with open(os.path.join(export_dir, MULTIPLE_CHOICE_INFO), encoding="utf-8") as f:
-        return json.load(f)

@@ -30,65 +30,47 @@ albert_tf.export.aligned_tokens (the in-graph twin of squad_data.tokenize_contex
 is off (training=False).
 """
 
-import json
 import os
-import tempfile
 
 import tensorflow as tf
-import tensorflow_text as tf_text
 
 from albert_tf.data.buckets import width_for
-from albert_tf.data.vocab import SpecialTokens
 from albert_tf.export import savedmodel
 from albert_tf.export.aligned_tokens import context_pieces
 from albert_tf.export.normalization import SPACE, normalize
+from albert_tf.export.raw_text_module import RawTextModule, writing_export
 from albert_tf.storage import atomic
-from albert_tf.storage.outputs import EXPORT, replacing_dir
 
 NO_SPAN_SCORE = -1e6
 QA_INFO = "qa_info.json"
 
 
-class QuestionAnsweringModule(tf.train.Checkpoint):
+class QuestionAnsweringModule(RawTextModule):
     """Root object of the QA SavedModel.
 
     Args:
         model: a fine-tuned AlbertForQuestionAnswering (v1 or v2 head).
-        spm_model_file: its SentencePiece model (saved as the asset `sp_model_file`).
-        do_lower_case: as in training.
+        spm_model_file, do_lower_case: as RawTextModule's.
         max_seq_length, doc_stride, max_query_length: the run's window settings.
         n_best_size: v1 starts and ends considered per window.
         max_answer_length: longest answer in pieces.
-        widths: the length buckets (albert_tf.data.buckets.bucket_widths): a question's
-            windows are padded to the smallest that holds the longest; None: max_seq_length.
+        widths: the length buckets: a question's windows are padded to the smallest that
+            holds the longest; None: max_seq_length.
     """
 
     def __init__(self, model, spm_model_file, do_lower_case=True, max_seq_length=384, doc_stride=128,
                  max_query_length=64, n_best_size=20, max_answer_length=30, widths=None):
-        super().__init__()
-        special = SpecialTokens.from_sentencepiece(spm_model_file)
-        self._cls_id, self._sep_id, self._pad_id = special.cls_id, special.sep_id, special.pad_id
-        self.model = model
-        self.variables = [getattr(v, "value", v) for v in model.weights]
-        self.sp_model_file = tf.saved_model.Asset(spm_model_file)
-        with open(spm_model_file, "rb") as f:
-            self._tokenizer = tf_text.SentencepieceTokenizer(model=f.read(), out_type=tf.int32)
-        self._lower = bool(do_lower_case)
-        self._max_seq_length = int(max_seq_length)
+        super().__init__(model, spm_model_file, do_lower_case, max_seq_length, widths)
         self._doc_stride = int(doc_stride)
         self._max_query_length = int(max_query_length)
         self._n_best_size = int(n_best_size)
         self._max_answer_length = int(max_answer_length)
         self._v2 = model.version == "v2"
-        self._widths = tuple(widths) if widths else (self._max_seq_length,)
         string = tf.TensorSpec([None], tf.string)
         self.__call__ = tf.function(self._answer_batch, input_signature=[string, string])
         self._signature_fn = tf.function(
             self._answer_batch, input_signature=[tf.TensorSpec([None], tf.string, name="question"),
                                                  tf.TensorSpec([None], tf.string, name="context")])
-
-    def signatures(self):
-        return {"serving_default": self._signature_fn.get_concrete_function()}
 
     # --- one question ------------------------------------------------------------------
 
@@ -231,16 +213,10 @@ def export_question_answering(model, spm_model_file, export_dir, do_lower_case=T
     Returns:
         export_dir (absolute).
     """
-    from albert_tf.data.tokenization import strip_machine_paths
-
     settings = dict(do_lower_case=bool(do_lower_case), max_seq_length=int(max_seq_length), doc_stride=int(doc_stride),
                     max_query_length=int(max_query_length), n_best_size=int(n_best_size),
                     max_answer_length=int(max_answer_length))
-    with replacing_dir(export_dir, EXPORT) as tmp, tempfile.TemporaryDirectory() as scratch:
-        # the asset gets a stable name and no path of this machine
-        spm_copy = os.path.join(scratch, "spm.model")
-        with open(spm_model_file, "rb") as src, open(spm_copy, "wb") as dst:
-            dst.write(strip_machine_paths(src.read()))
+    with writing_export(export_dir, spm_model_file) as (tmp, spm_copy):
         module = QuestionAnsweringModule(model, spm_copy, widths=widths, **settings)
         savedmodel.save(module, tmp, module.signatures)
         outputs = ["answer", "score", "start", "end"] + (["no_answer_score"] if model.version == "v2" else [])
@@ -249,9 +225,3 @@ def export_question_answering(model, spm_model_file, export_dir, do_lower_case=T
                 "outputs": outputs, **(extra_info or {})}
         atomic.write_json(os.path.join(tmp, QA_INFO), info, sort_keys=False)
     return os.path.abspath(export_dir)
-
-
-def read_info(export_dir):
-    """qa_info.json of a QA export as a dict."""
-    with open(os.path.join(export_dir, QA_INFO), encoding="utf-8") as f:
-        return json.load(f)

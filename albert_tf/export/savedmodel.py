@@ -9,14 +9,8 @@ Here the module's tracing runs inside the context the save then uses, so every f
 is traced once.
 """
 
-import contextlib
-
 import tensorflow as tf
-
-try:  # TensorFlow's own save context (private; without it the export is only slower)
-    from tensorflow.python.saved_model.save_context import save_context as _save_context
-except ImportError:  # pragma: no cover
-    _save_context = None
+from tensorflow.python.saved_model.save_context import save_context  # private; TensorFlow is pinned
 
 
 def save(module, path, trace):
@@ -28,7 +22,6 @@ def save(module, path, trace):
         trace: () -> {signature name: concrete function}; traces every function to save.
     """
     options = tf.saved_model.SaveOptions()
-    context = _save_context(options) if _save_context is not None else contextlib.nullcontext()
-    with context:
+    with save_context(options):
         signatures = trace()
     tf.saved_model.save(module, path, signatures=signatures, options=options)

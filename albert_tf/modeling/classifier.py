@@ -6,9 +6,7 @@ Shape legend: B batch, T sequence length, H hidden size, C classes (1 for regres
 import keras
 
 from albert_tf.modeling.embeddings import truncated_normal
-from albert_tf.modeling.encoder import encoder_inputs
-
-ENCODER_INPUTS = ("input_word_ids", "input_mask", "input_type_ids")
+from albert_tf.modeling.encoder import INPUT_NAMES, encoder_inputs
 
 
 @keras.saving.register_keras_serializable(package="albert_tf")
@@ -56,7 +54,7 @@ class AlbertClassifier(keras.Model):
 
         # === Functional model ===
         inputs = encoder_inputs()
-        pooled = encoder({k: inputs[k] for k in ENCODER_INPUTS})["pooled_output"]  # [B, H]
+        pooled = encoder({k: inputs[k] for k in INPUT_NAMES})["pooled_output"]  # [B, H]
         logits = self.output_dense(self.output_dropout(pooled))  # [B, C]
         super().__init__(inputs=inputs, outputs=logits, **kwargs)
 

@@ -36,17 +36,12 @@ out["logits"].shape  # (B, C)
 ```
 """
 
-import os
-
 import keras
 from keras import ops
 
-from albert_tf.modeling import pretrained
-from albert_tf.modeling.config import AlbertConfig
 from albert_tf.modeling.embeddings import check_rank, truncated_normal
-from albert_tf.modeling.encoder import INPUT_NAMES, AlbertEncoder
+from albert_tf.modeling.finetuned import FineTunedModel
 from albert_tf.modeling.losses import softmax_nll
-from albert_tf.storage import atomic
 
 
 MULTIPLE_CHOICE_WEIGHTS = "multiple_choice.weights.h5"
@@ -144,7 +139,7 @@ def multiple_choice_loss(logits, labels, per_example=False):
 
 
 @keras.saving.register_keras_serializable(package="albert_tf")
-class AlbertForMultipleChoice(pretrained.PretrainedMixin, keras.Model):
+class AlbertForMultipleChoice(FineTunedModel):
     """ALBERT with the release's multiple-choice (RACE) head: each option's pooled output
     scored by one linear map, the options of an example compared by a softmax.
 
@@ -183,79 +178,35 @@ class AlbertForMultipleChoice(pretrained.PretrainedMixin, keras.Model):
     # its file in a pretrained directory; the head's settings are in multiple_choice.json
     WEIGHTS_FILE = MULTIPLE_CHOICE_WEIGHTS
     EXTRA_PARTS = "multiple-choice head"
+    SETTINGS_FILE = MULTIPLE_CHOICE_SETTINGS
+    HEAD_SETTINGS = HEAD_SETTINGS
+    SETTINGS_HOLD = "the head's dropout_prob"
 
     def __init__(self, encoder, dropout_prob=0.1, **kwargs):
         kwargs.setdefault("name", "albert_for_multiple_choice")
-        super().__init__(**kwargs)
-        if not isinstance(encoder, keras.layers.Layer):
-            encoder = AlbertEncoder(AlbertConfig.from_dict(encoder), name="encoder")
-        if not isinstance(getattr(encoder, "config", None), AlbertConfig):
-            raise TypeError(f"encoder must be an AlbertEncoder (or an AlbertConfig), got {type(encoder).__name__}.")
+        super().__init__(encoder, **kwargs)
 
         # === Layers ===
-        self.encoder = encoder
-        hidden_size = encoder.config.hidden_size
-        self.head = MultipleChoiceHead(hidden_size, dropout_prob=dropout_prob,
-                                       initializer_range=encoder.config.initializer_range, name="multiple_choice")
-        # built here, outside any name scope: the head's paths are `multiple_choice/...`
-        self.head.build((None, None, hidden_size))
-        self.built = True
+        self.head = MultipleChoiceHead(self.encoder.config.hidden_size, dropout_prob=dropout_prob,
+                                       initializer_range=self.encoder.config.initializer_range, name="multiple_choice")
+        self._build_head()  # paths `multiple_choice/...`
 
         # === Config ===
         self.dropout_prob = self.head.dropout_prob
 
-    @property
-    def config(self):
-        """The encoder's AlbertConfig."""
-        return self.encoder.config
-
-    def build(self, input_shape=None):
-        # every weight exists from __init__ on
-        self.built = True
-
     def call(self, inputs, training=None):
-        missing = [name for name in INPUT_NAMES if name not in inputs]
-        if missing:
-            raise ValueError(f"AlbertForMultipleChoice: missing inputs {', '.join(missing)} "
-                             f"(got {', '.join(sorted(inputs))}).")
-        for name in INPUT_NAMES:
-            shape = tuple(inputs[name].shape)
+        inputs = self._encoder_inputs(inputs)
+        for name, value in inputs.items():
+            shape = tuple(value.shape)
             if len(shape) != 3:
                 raise ValueError(f"AlbertForMultipleChoice: `{name}` must have rank 3, [B, C, T] (batch, "
                                  f"options, tokens), got shape {shape}.")
         shape = ops.shape(inputs["input_word_ids"])
         options, length = shape[1], shape[2]
-        flat = {name: ops.reshape(inputs[name], (-1, length)) for name in INPUT_NAMES}  # [B*C, T]
+        flat = {name: ops.reshape(value, (-1, length)) for name, value in inputs.items()}  # [B*C, T]
         pooled = self.encoder(flat, training=training)["pooled_output"]  # [B*C, H]
         pooled = ops.reshape(pooled, (-1, options, self.config.hidden_size))  # [B, C, H]
         return {"logits": self.head(pooled, training=training)}  # [B, C]
-
-    def head_settings(self):
-        """The constructor arguments beside the encoder (multiple_choice.json)."""
-        return {"dropout_prob": self.dropout_prob}
-
-    def get_config(self):
-        return {
-            "name": self.name,
-            "trainable": self.trainable,
-            "encoder": keras.saving.serialize_keras_object(self.encoder),
-            **self.head_settings(),
-        }
-
-    @classmethod
-    def from_config(cls, config):
-        config = dict(config)
-        encoder = config["encoder"]
-        if isinstance(encoder, dict) and "class_name" in encoder:
-            config["encoder"] = keras.saving.deserialize_keras_object(encoder)
-        return cls(**config)
-
-    def save_pretrained(self, directory):
-        """Writes albert_config.json, multiple_choice.json and multiple_choice.weights.h5
-        into `directory` (each atomically)."""
-        directory = os.fspath(directory)
-        atomic.write_json(os.path.join(directory, MULTIPLE_CHOICE_SETTINGS), self.head_settings())
-        return pretrained.save_pretrained(self, directory)
 
     @classmethod
     def from_pretrained(cls, directory, dropout_prob=None):
@@ -270,11 +221,4 @@ class AlbertForMultipleChoice(pretrained.PretrainedMixin, keras.Model):
                 (a CheckpointMismatchError listing the variables when the weights file
                 does not fit albert_config.json).
         """
-        return pretrained.load_head_model(cls, AlbertEncoder, directory, MULTIPLE_CHOICE_SETTINGS,
-                                          lambda: _read_settings(directory), {"dropout_prob": dropout_prob},
-                                          new_head={})
-
-
-def _read_settings(directory):
-    return pretrained.read_head_settings(directory, MULTIPLE_CHOICE_SETTINGS, HEAD_SETTINGS, MULTIPLE_CHOICE_WEIGHTS,
-                                         "the head's dropout_prob")
+        return cls._load_pretrained(directory, {"dropout_prob": dropout_prob}, new_head={})

@@ -26,11 +26,8 @@ import os
 import keras
 from keras import ops
 
-from albert_tf.modeling import pretrained
-from albert_tf.modeling.config import AlbertConfig
-from albert_tf.modeling.encoder import INPUT_NAMES, AlbertEncoder
+from albert_tf.modeling.finetuned import FineTunedModel
 from albert_tf.modeling.qa_heads import VERSIONS, SquadV1Head, SquadV2Head
-from albert_tf.storage import atomic
 
 
 QUESTION_ANSWERING_WEIGHTS = "question_answering.weights.h5"
@@ -39,7 +36,7 @@ HEAD_SETTINGS = ("version", "start_n_top", "end_n_top", "dropout_prob")
 
 
 @keras.saving.register_keras_serializable(package="albert_tf")
-class AlbertForQuestionAnswering(pretrained.PretrainedMixin, keras.Model):
+class AlbertForQuestionAnswering(FineTunedModel):
     """ALBERT with a SQuAD head: "v1" (linear start/end, run_squad_v1.py) or "v2"
     (XLNet-style start, end and answerability, run_squad_v2.py).
 
@@ -85,29 +82,25 @@ class AlbertForQuestionAnswering(pretrained.PretrainedMixin, keras.Model):
     # its file in a pretrained directory; the head's settings are in question_answering.json
     WEIGHTS_FILE = QUESTION_ANSWERING_WEIGHTS
     EXTRA_PARTS = "SQuAD head"
+    SETTINGS_FILE = QUESTION_ANSWERING_SETTINGS
+    HEAD_SETTINGS = HEAD_SETTINGS
+    SETTINGS_HOLD = "the head's version"
 
     def __init__(self, encoder, version="v1", start_n_top=5, end_n_top=5, dropout_prob=0.1, **kwargs):
         if version not in VERSIONS:
             raise ValueError(f"version must be one of {', '.join(VERSIONS)}, got {version!r}.")
         kwargs.setdefault("name", "albert_for_question_answering")
-        super().__init__(**kwargs)
-        if not isinstance(encoder, keras.layers.Layer):
-            encoder = AlbertEncoder(AlbertConfig.from_dict(encoder), name="encoder")
-        if not isinstance(getattr(encoder, "config", None), AlbertConfig):
-            raise TypeError(f"encoder must be an AlbertEncoder (or an AlbertConfig), got {type(encoder).__name__}.")
+        super().__init__(encoder, **kwargs)
 
         # === Layers ===
-        self.encoder = encoder
-        hidden_size = encoder.config.hidden_size
-        initializer_range = encoder.config.initializer_range
+        hidden_size = self.encoder.config.hidden_size
+        initializer_range = self.encoder.config.initializer_range
         if version == "v1":
             self.head = SquadV1Head(hidden_size, initializer_range=initializer_range, name="squad")
         else:
             self.head = SquadV2Head(hidden_size, start_n_top=start_n_top, end_n_top=end_n_top,
                                     dropout_prob=dropout_prob, initializer_range=initializer_range, name="squad_v2")
-        # built here, outside any name scope: the head's paths are `squad/...`, `squad_v2/...`
-        self.head.build((None, None, hidden_size))
-        self.built = True
+        self._build_head()  # paths `squad/...`, `squad_v2/...`
 
         # === Config ===
         self.version = version
@@ -115,21 +108,8 @@ class AlbertForQuestionAnswering(pretrained.PretrainedMixin, keras.Model):
         self.end_n_top = int(end_n_top)
         self.dropout_prob = float(dropout_prob)
 
-    @property
-    def config(self):
-        """The encoder's AlbertConfig."""
-        return self.encoder.config
-
-    def build(self, input_shape=None):
-        # every weight exists from __init__ on
-        self.built = True
-
     def call(self, inputs, training=None):
-        missing = [name for name in INPUT_NAMES if name not in inputs]
-        if missing:
-            raise ValueError(f"AlbertForQuestionAnswering: missing inputs {', '.join(missing)} "
-                             f"(got {', '.join(sorted(inputs))}).")
-        encoded = self.encoder({name: inputs[name] for name in INPUT_NAMES}, training=training)
+        encoded = self.encoder(self._encoder_inputs(inputs), training=training)
         sequence_output = encoded["sequence_output"]  # [B, T, H]
         if self.version == "v1":
             return self.head(sequence_output)
@@ -137,34 +117,6 @@ class AlbertForQuestionAnswering(pretrained.PretrainedMixin, keras.Model):
         p_mask = inputs.get("p_mask")
         p_mask = padding if p_mask is None else ops.maximum(ops.cast(p_mask, "float32"), padding)
         return self.head(sequence_output, p_mask, inputs.get("start_positions"), training=training)
-
-    def head_settings(self):
-        """The constructor arguments beside the encoder (question_answering.json)."""
-        return {"version": self.version, "start_n_top": self.start_n_top, "end_n_top": self.end_n_top,
-                "dropout_prob": self.dropout_prob}
-
-    def get_config(self):
-        return {
-            "name": self.name,
-            "trainable": self.trainable,
-            "encoder": keras.saving.serialize_keras_object(self.encoder),
-            **self.head_settings(),
-        }
-
-    @classmethod
-    def from_config(cls, config):
-        config = dict(config)
-        encoder = config["encoder"]
-        if isinstance(encoder, dict) and "class_name" in encoder:
-            config["encoder"] = keras.saving.deserialize_keras_object(encoder)
-        return cls(**config)
-
-    def save_pretrained(self, directory):
-        """Writes albert_config.json, question_answering.json and
-        question_answering.weights.h5 into `directory` (each atomically)."""
-        directory = os.fspath(directory)
-        atomic.write_json(os.path.join(directory, QUESTION_ANSWERING_SETTINGS), self.head_settings())
-        return pretrained.save_pretrained(self, directory)
 
     @classmethod
     def from_pretrained(cls, directory, version=None, start_n_top=None, end_n_top=None, dropout_prob=None):
@@ -181,16 +133,10 @@ class AlbertForQuestionAnswering(pretrained.PretrainedMixin, keras.Model):
         directory = os.fspath(directory)
 
         def settings():
-            found = _read_settings(directory)
+            found = cls.read_settings(directory)
             if version is not None and version != found["version"]:
                 raise ValueError(f"{directory}: holds a SQuAD {found['version']} head, not {version}.")
             return found
 
         overrides = dict(start_n_top=start_n_top, end_n_top=end_n_top, dropout_prob=dropout_prob)
-        return pretrained.load_head_model(cls, AlbertEncoder, directory, QUESTION_ANSWERING_SETTINGS, settings,
-                                          overrides, new_head={"version": version or "v1"})
-
-
-def _read_settings(directory):
-    return pretrained.read_head_settings(directory, QUESTION_ANSWERING_SETTINGS, HEAD_SETTINGS,
-                                         QUESTION_ANSWERING_WEIGHTS, "the head's version")
+        return cls._load_pretrained(directory, overrides, new_head={"version": version or "v1"}, settings=settings)

@@ -24,15 +24,12 @@ from albert_tf.data.classifier_data import get_task, read_examples
 from albert_tf.data.classifier_metrics import compute
 from albert_tf.data.buckets import DEFAULT_BUCKETS, bucket_widths, bucketed_batches
 from albert_tf.data.classifier_pipeline import label_ids, pack, packed_lengths
+from albert_tf.modeling.encoder import INPUT_NAMES
 from albert_tf.modeling.losses import classifier_nll
 from albert_tf.storage import atomic
-from albert_tf.storage.outputs import claim_run
 from albert_tf.storage.report import CheckpointMismatchError
-from albert_tf.tasks.common import check_outputs, config_file_for, random_start
-from albert_tf.training.driver import EXAMPLE_INDEX, Task, TrainingOptions, train_and_evaluate
-from albert_tf.training.distribution import get_strategy
-
-ENCODER_INPUTS = ("input_word_ids", "input_mask", "input_type_ids")
+from albert_tf.tasks.common import check_outputs, config_file_for, random_start, start_run
+from albert_tf.training.driver import EXAMPLE_INDEX, Task, train_and_evaluate
 
 
 @dataclasses.dataclass
@@ -239,7 +236,7 @@ class ClassificationTask(Task):
     # --- loss and metrics ----------------------------------------------------------------
 
     def loss_and_terms(self, model, batch, normalizers, training):
-        logits = model({k: batch[k] for k in ENCODER_INPUTS}, training=training)
+        logits = model({k: batch[k] for k in INPUT_NAMES}, training=training)
         nll = classifier_nll(logits, batch["label"])  # [B]
         terms = {"nll_sum": tf.reduce_sum(nll), "count": tf.cast(tf.size(nll), tf.float32)}
         if self.labels:
@@ -255,7 +252,7 @@ class ClassificationTask(Task):
         return metrics
 
     def eval_outputs(self, model, batch):
-        logits = tf.cast(model({k: batch[k] for k in ENCODER_INPUTS}, training=False), tf.float32)
+        logits = tf.cast(model({k: batch[k] for k in INPUT_NAMES}, training=False), tf.float32)
         return {"logits": logits, "label": batch["label"], "nll": classifier_nll(logits, batch["label"])}
 
     def predictions(self, logits):
@@ -323,12 +320,7 @@ def _run(o, training, stream):
     # read (and check) every split first: a bad file fails before anything is written
     wanted = [name for name, on in (("train", o.do_train), ("dev", o.do_eval), ("test", o.do_predict)) if on]
     splits = {name: read_examples(task_def, o.data_dir, name) for name in wanted}
-
-    import keras
-
-    keras.utils.set_random_seed(o.random_seed)
-    strategy = get_strategy(o.strategy)
-    claim_run(o.output_dir)  # checked in check_options: created (or kept) and marked as albert_tf's run
+    strategy = start_run(o)
     training = dataclasses.replace(training, output_dir=o.output_dir, do_train=o.do_train, do_eval=o.do_eval,
                                    evaluate_every_checkpoint=True, keep_best=True)
     task = ClassificationTask(o, task_def, splits)

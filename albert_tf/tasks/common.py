@@ -1,6 +1,7 @@
 """What the fine-tuning tasks share: where a run's albert_config.json comes from, the
-encoder a model is built on, its starting weights and the warning for a random start.
-(Their batches come from albert_tf.data.buckets.)"""
+checks of their options (model source, outputs, positive numbers), the start of a run
+(seed, strategy, output directory), the encoder a model is built on, its starting weights
+and the warning for a random start. (Their batches come from albert_tf.data.buckets.)"""
 
 import os
 import sys
@@ -29,6 +30,13 @@ def spm_file_for(o):
         if os.path.isfile(candidate):
             return candidate
     return None
+
+
+def check_positive(o, names):
+    """ValueError naming the first of the options (flags) `names` that is not positive."""
+    for name in names:
+        if getattr(o, name) <= 0:
+            raise ValueError(f"--{name} must be positive, got {getattr(o, name)}.")
 
 
 def check_model_source(o):
@@ -78,13 +86,29 @@ def check_outputs(o, caches=(), inputs=()):
     from albert_tf.storage import outputs
 
     bucket_widths(o.max_seq_length, o.length_buckets)  # names a bad --length_buckets
-    found = [outputs.Input(f"--{name}", getattr(o, name, None)) for name in
+    found = [outputs.Input(f"--{name}", getattr(o, name)) for name in
              ("init_checkpoint", "albert_hub_module_handle", "albert_config_file", "spm_model_file")]
     found += [outputs.Input(f"--{flag}", path) for flag, path in inputs]
     outputs.check([outputs.Output("--output_dir", o.output_dir, outputs.RUN),
                    outputs.Output("--export_dir", o.export_dir, outputs.EXPORT),
                    *(outputs.Output(f"--{flag}", path, outputs.FEATURE_CACHE) for flag, path, used in caches if used)],
                   found)
+
+
+def start_run(o, tpu=None):
+    """After every check, before any work: seeds Keras (--random_seed), makes the
+    tf.distribute strategy (--strategy; `tpu`: the TPU's name or address) and claims
+    --output_dir (checked in check_outputs: created, or kept, and marked as albert_tf's
+    run). Returns the strategy."""
+    import keras
+
+    from albert_tf.storage.outputs import claim_run
+    from albert_tf.training.distribution import get_strategy
+
+    keras.utils.set_random_seed(o.random_seed)
+    strategy = get_strategy(o.strategy, tpu=tpu)
+    claim_run(o.output_dir)
+    return strategy
 
 
 def random_start():

@@ -27,14 +27,14 @@ import numpy as np
 import tensorflow as tf
 
 from albert_tf.data.buckets import DEFAULT_BUCKETS, bucket_widths, bucketed_batches, cut_to_width
+from albert_tf.modeling.encoder import INPUT_NAMES
 from albert_tf.modeling.multiple_choice import multiple_choice_loss
 from albert_tf.storage import atomic
-from albert_tf.storage.outputs import claim_run
 from albert_tf.storage.report import CheckpointMismatchError
-from albert_tf.tasks.common import check_model_source, check_outputs, encoder_for, initialize_from, spm_file_for
+from albert_tf.tasks.common import (check_model_source, check_outputs, check_positive, encoder_for, initialize_from,
+                                    spm_file_for, start_run)
 from albert_tf.training.driver import EXAMPLE_INDEX, Task, train_and_evaluate
 
-ENCODER_INPUTS = ("input_word_ids", "input_mask", "input_type_ids")
 TASK_NAMES = ("race", "multiple_choice")
 LEVELS = ("middle", "high")
 SPLITS = {"train": "train", "dev": "dev", "test": "test"}
@@ -95,9 +95,7 @@ def check_options(o):
     if (o.high_only or o.middle_only) and o.task_name != "race":
         raise ValueError("--high_only / --middle_only are for --task_name=race.")
     check_model_source(o)
-    for name in ("max_seq_length", "max_qa_length", "train_batch_size", "eval_batch_size", "predict_batch_size"):
-        if getattr(o, name) <= 0:
-            raise ValueError(f"--{name} must be positive, got {getattr(o, name)}.")
+    check_positive(o, ("max_seq_length", "max_qa_length", "train_batch_size", "eval_batch_size", "predict_batch_size"))
     if o.max_seq_length - o.max_qa_length - 3 < 1:
         raise ValueError(f"--max_seq_length ({o.max_seq_length}) must exceed --max_qa_length ({o.max_qa_length}) + 3 "
                          "to leave room for the article.")
@@ -186,7 +184,7 @@ class MultipleChoiceTask(Task):
     def _batches(self, split, batch_size, training, **kwargs):
         columns = self.columns(split, with_index=not training)
         lengths = columns["input_mask"].sum(-1).max(-1)  # the longest option of each question
-        return bucketed_batches(columns, lengths, batch_size, self.widths, cut_to_width(ENCODER_INPUTS, self.widths),
+        return bucketed_batches(columns, lengths, batch_size, self.widths, cut_to_width(INPUT_NAMES, self.widths),
                                 training=training, **kwargs)
 
     def columns(self, split, with_index=False):
@@ -213,7 +211,7 @@ class MultipleChoiceTask(Task):
     # --- loss and metrics ----------------------------------------------------------------
 
     def loss_and_terms(self, model, batch, normalizers, training):
-        logits = model({k: batch[k] for k in ENCODER_INPUTS}, training=training)["logits"]  # [B, C]
+        logits = model({k: batch[k] for k in INPUT_NAMES}, training=training)["logits"]  # [B, C]
         nll = multiple_choice_loss(logits, batch["label"], per_example=True)
         correct = tf.equal(tf.argmax(logits, -1, output_type=tf.int32), tf.cast(batch["label"], tf.int32))
         terms = {"nll_sum": tf.reduce_sum(nll), "count": tf.cast(tf.size(nll), tf.float32),
@@ -225,7 +223,7 @@ class MultipleChoiceTask(Task):
         return {"loss": totals["nll_sum"] / count, "accuracy": totals["correct_sum"] / count}
 
     def eval_outputs(self, model, batch):
-        logits = tf.cast(model({k: batch[k] for k in ENCODER_INPUTS}, training=False)["logits"], tf.float32)
+        logits = tf.cast(model({k: batch[k] for k in INPUT_NAMES}, training=False)["logits"], tf.float32)
         return {"probabilities": tf.nn.softmax(logits, -1), "label": batch["label"],
                 "nll": multiple_choice_loss(logits, batch["label"], per_example=True)}
 
@@ -273,7 +271,6 @@ def run(o, training, stream=sys.stdout):
 def _run(o, training, stream):
     from albert_tf.data import race_data
     from albert_tf.data.tokenization import SentencePieceTokenizer
-    from albert_tf.training.distribution import get_strategy
 
     check_options(o)
     wanted = [s for s, on in (("train", o.do_train), ("dev", o.do_eval), ("test", o.do_predict)) if on]
@@ -287,12 +284,7 @@ def _run(o, training, stream):
                              f"(first without one: {next(e.source for e in examples if e.label is None)}).")
     tokenizer = SentencePieceTokenizer(spm_file_for(o), do_lower_case=o.do_lower_case)
     settings = race_data.MultipleChoiceSettings(max_seq_length=o.max_seq_length, max_qa_length=o.max_qa_length)
-
-    import keras
-
-    keras.utils.set_random_seed(o.random_seed)
-    strategy = get_strategy(o.strategy, tpu=o.tpu_name)
-    claim_run(o.output_dir)  # checked in check_options: created (or kept) and marked as albert_tf's run
+    strategy = start_run(o, tpu=o.tpu_name)
     arrays = {}
     for split, examples in splits.items():
         cache = race_data.load_or_build_features(examples, o.feature_file(split), tokenizer, settings)

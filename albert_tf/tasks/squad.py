@@ -23,14 +23,14 @@ import numpy as np
 import tensorflow as tf
 
 from albert_tf.data.buckets import DEFAULT_BUCKETS, bucket_widths, bucketed_batches, cut_to_width
+from albert_tf.modeling.encoder import INPUT_NAMES
 from albert_tf.storage import atomic
-from albert_tf.storage.outputs import claim_run
 from albert_tf.storage.report import CheckpointMismatchError
-from albert_tf.tasks.common import check_model_source, check_outputs, encoder_for, initialize_from, spm_file_for
+from albert_tf.tasks.common import (check_model_source, check_outputs, check_positive, encoder_for, initialize_from,
+                                    spm_file_for, start_run)
 from albert_tf.training.driver import EXAMPLE_INDEX, Task, train_and_evaluate
 
-ENCODER_INPUTS = ("input_word_ids", "input_mask", "input_type_ids")
-SEQUENCE_INPUTS = ENCODER_INPUTS + ("p_mask",)
+SEQUENCE_INPUTS = INPUT_NAMES + ("p_mask",)
 PADDING_LOGIT = -1e9
 VERSIONS = ("v1", "v2")
 NO_ANSWER_WARNING_SHARE = 0.95
@@ -103,12 +103,8 @@ def check_options(o):
     if o.max_seq_length - o.max_query_length - 3 < 1:
         raise ValueError(f"--max_seq_length ({o.max_seq_length}) must exceed --max_query_length "
                          f"({o.max_query_length}) + 3 to leave room for the context.")
-    for name in ("max_seq_length", "doc_stride", "max_query_length", "train_batch_size", "predict_batch_size",
-                 "n_best_size", "max_answer_length"):
-        if getattr(o, name) <= 0:
-            raise ValueError(f"--{name} must be positive, got {getattr(o, name)}.")
-    if o.num_train_epochs <= 0:
-        raise ValueError(f"--num_train_epochs must be positive, got {o.num_train_epochs}.")
+    check_positive(o, ("max_seq_length", "doc_stride", "max_query_length", "train_batch_size", "predict_batch_size",
+                       "n_best_size", "max_answer_length", "num_train_epochs"))
     if not 0 <= o.warmup_proportion <= 1:
         raise ValueError(f"--warmup_proportion must be in [0, 1], got {o.warmup_proportion}.")
     if o.version == "v2":
@@ -165,12 +161,12 @@ class SquadTask(Task):
                                           end_n_top=o.end_n_top, dropout_prob=o.dropout_prob)
 
     def initialize(self, model):
-        from albert_tf.modeling.question_answering import QUESTION_ANSWERING_WEIGHTS, _read_settings
+        from albert_tf.modeling.question_answering import QUESTION_ANSWERING_WEIGHTS, AlbertForQuestionAnswering
 
         o = self.options
 
         def same_version(directory):
-            version = _read_settings(directory)["version"]
+            version = AlbertForQuestionAnswering.read_settings(directory)["version"]
             if version != o.version:
                 raise ValueError(f"--init_checkpoint={directory} holds a SQuAD {version} head; this is "
                                  f"run_squad_{o.version}.")
@@ -205,7 +201,7 @@ class SquadTask(Task):
     def loss_and_terms(self, model, batch, normalizers, training):
         from albert_tf.modeling.qa_heads import squad_v1_loss, squad_v2_loss
 
-        inputs = {k: batch[k] for k in ENCODER_INPUTS}
+        inputs = {k: batch[k] for k in INPUT_NAMES}
         if self.options.version == "v1":
             out = model(inputs, training=training)
             rows = squad_v1_loss(out["start_logits"], out["end_logits"], batch["start_positions"],
@@ -223,7 +219,7 @@ class SquadTask(Task):
         return {"loss": totals["loss_sum"] / max(totals["count"], 1.0)}
 
     def eval_outputs(self, model, batch):
-        inputs = {k: batch[k] for k in ENCODER_INPUTS}
+        inputs = {k: batch[k] for k in INPUT_NAMES}
         if self.options.version == "v2":
             inputs["p_mask"] = batch["p_mask"]
         out = model(inputs, training=False)
@@ -344,7 +340,6 @@ def run(o, training, stream=sys.stdout):
 def _run(o, training, stream):
     from albert_tf.data.squad_data import FeatureSettings, load_or_build_features, read_feature_arrays
     from albert_tf.data.tokenization import SentencePieceTokenizer
-    from albert_tf.training.distribution import get_strategy
 
     check_options(o)
     # read (and check) the input before anything is written
@@ -353,12 +348,7 @@ def _run(o, training, stream):
     if o.do_predict:
         _examples(o.predict_file, False, o.version)
     tokenizer = SentencePieceTokenizer(spm_file_for(o), do_lower_case=o.do_lower_case)
-
-    import keras
-
-    keras.utils.set_random_seed(o.random_seed)
-    strategy = get_strategy(o.strategy, tpu=o.tpu_name)
-    claim_run(o.output_dir)  # checked in check_options: created (or kept) and marked as albert_tf's run
+    strategy = start_run(o, tpu=o.tpu_name)
     results = {}
     train_arrays = None
     steps, warmup = 1, 0
@@ -396,7 +386,7 @@ def _run(o, training, stream):
     trainer = outcome["trainer"]
     results.update(final_step=outcome["final_step"], initialized_from=outcome["initialized_from"])
     if o.do_predict:
-        predict(task, trainer, outcome, predict_cache, results, stream)
+        _predict_and_score(task, trainer, outcome, predict_cache, results, stream)
     if o.export_dir:
         from albert_tf.export.qa_module import export_question_answering
 
@@ -415,8 +405,9 @@ def _run(o, training, stream):
     return results
 
 
-def predict(task, trainer, outcome, predict_cache, results, stream):
-    """Prediction after training: the files, the metrics, eval_results.json."""
+def _predict_and_score(task, trainer, outcome, predict_cache, results, stream):
+    """Prediction after training (SquadTask.predict: the files, the metrics), then
+    eval_results.json / .txt and the eval line."""
     o = task.options
     if not outcome["resumed_from"] and not o.do_train:
         print(f"WARNING: --do_predict without --do_train and no checkpoint in {o.output_dir}: predicting with the "

@@ -1,0 +1,61 @@
+"""What the raw-string SavedModels of the fine-tuned models share (qa_module,
+multiple_choice_module): the root object's model, variables, SentencePiece asset and
+in-graph tokenizer, the special ids and length buckets; writing the export atomically
+with a SentencePiece model that holds no path of this machine.
+"""
+
+import contextlib
+import os
+import tempfile
+
+import tensorflow as tf
+import tensorflow_text as tf_text
+
+from albert_tf.data.vocab import SpecialTokens
+from albert_tf.storage.outputs import EXPORT, replacing_dir
+
+
+class RawTextModule(tf.train.Checkpoint):
+    """Root object of a raw-string SavedModel: `model` and its `variables`, the asset
+    `sp_model_file`, the tokenizer and special ids, `_widths`. A subclass sets
+    `self._signature_fn` (the serving_default function) and `self.__call__`.
+
+    Args:
+        model: the fine-tuned Keras model.
+        spm_model_file: its SentencePiece model (saved as the asset `sp_model_file`).
+        do_lower_case: as in training.
+        max_seq_length: the run's setting.
+        widths: the length buckets (albert_tf.data.buckets.bucket_widths): a request is
+            padded to the smallest that holds its longest input; None: max_seq_length.
+    """
+
+    def __init__(self, model, spm_model_file, do_lower_case, max_seq_length, widths):
+        super().__init__()
+        special = SpecialTokens.from_sentencepiece(spm_model_file)
+        self._cls_id, self._sep_id, self._pad_id = special.cls_id, special.sep_id, special.pad_id
+        self.model = model
+        self.variables = [getattr(v, "value", v) for v in model.weights]
+        self.sp_model_file = tf.saved_model.Asset(spm_model_file)
+        with open(spm_model_file, "rb") as f:
+            self._tokenizer = tf_text.SentencepieceTokenizer(model=f.read(), out_type=tf.int32)
+        self._lower = bool(do_lower_case)
+        self._max_seq_length = int(max_seq_length)
+        self._widths = tuple(widths) if widths else (self._max_seq_length,)
+
+    def signatures(self):
+        return {"serving_default": self._signature_fn.get_concrete_function()}
+
+
+@contextlib.contextmanager
+def writing_export(export_dir, spm_model_file):
+    """Yields (tmp, spm_copy): the directory to write the export into, which replaces
+    `export_dir` when the block ends without error (storage.outputs.replacing_dir: a new
+    path or albert_tf's own export), and a copy of `spm_model_file` under a stable asset
+    name with no path of this machine (tokenization.strip_machine_paths)."""
+    from albert_tf.data.tokenization import strip_machine_paths
+
+    with replacing_dir(export_dir, EXPORT) as tmp, tempfile.TemporaryDirectory() as scratch:
+        spm_copy = os.path.join(scratch, "spm.model")
+        with open(spm_model_file, "rb") as src, open(spm_copy, "wb") as dst:
+            dst.write(strip_machine_paths(src.read()))
+        yield tmp, spm_copy
