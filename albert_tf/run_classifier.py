@@ -26,7 +26,7 @@ import sys
 from absl import flags
 
 from albert_tf import cli
-from albert_tf.data.buckets import DEFAULT_BUCKETS
+from albert_tf.data.buckets import DEFAULT_BUCKETS, FLAG_HELP
 
 
 def define_flags(flag_values=None):
@@ -50,9 +50,7 @@ def define_flags(flag_values=None):
     flags.DEFINE_bool("do_train", False, "Whether to run training.", **fv)
     flags.DEFINE_bool("do_eval", False, "Whether to run eval on the dev set (every --save_checkpoints_steps).", **fv)
     flags.DEFINE_bool("do_predict", False, "Whether to run the model on the test set.", **fv)
-    flags.DEFINE_string("length_buckets", DEFAULT_BUCKETS, "Batches are padded only to the smallest of these "
-                        "widths (and --max_seq_length) that holds their longest input; `none` pads every batch to "
-                        "--max_seq_length (the release). The results are the same either way.", **fv)
+    flags.DEFINE_string("length_buckets", DEFAULT_BUCKETS, FLAG_HELP, **fv)
     flags.DEFINE_integer("train_batch_size", 32, "Total batch size for training.", **fv)
     flags.DEFINE_integer("eval_batch_size", 8, "Total batch size for eval.", **fv)
     flags.DEFINE_integer("predict_batch_size", 8, "Total batch size for predict.", **fv)

@@ -33,7 +33,7 @@ import sys
 from absl import flags
 
 from albert_tf import cli
-from albert_tf.data.buckets import DEFAULT_BUCKETS
+from albert_tf.data.buckets import DEFAULT_BUCKETS, FLAG_HELP
 
 POSITIVE = ("train_batch_size", "eval_batch_size", "predict_batch_size", "save_checkpoints_steps",
             "num_keep_checkpoint", "iterations_per_loop", "train_step")
@@ -78,9 +78,7 @@ def define_flags(flag_values=None):
     flags.DEFINE_integer("iterations_per_loop", 1000, "Steps per tf.function call (and per progress line).", **fv)
     flags.DEFINE_string("export_dir", None, "Export the fine-tuned model here at the end: a SavedModel that takes "
                         "raw strings (article, question, options) and returns the option probabilities.", **fv)
-    flags.DEFINE_string("length_buckets", DEFAULT_BUCKETS, "Batches are padded only to the smallest of these "
-                        "widths (and --max_seq_length) that holds their longest input; `none` pads every batch to "
-                        "--max_seq_length (the release). The results are the same either way.", **fv)
+    flags.DEFINE_string("length_buckets", DEFAULT_BUCKETS, FLAG_HELP, **fv)
     cli.define_tpu_flags(fv["flag_values"])
     cli.define_dtype_policy_flag(fv["flag_values"])
     flags.DEFINE_integer("random_seed", 12345, "Seed of the head initialisation, dropout and shuffling.", **fv)

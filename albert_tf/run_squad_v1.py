@@ -38,7 +38,7 @@ import sys
 from absl import flags
 
 from albert_tf import cli
-from albert_tf.data.buckets import DEFAULT_BUCKETS
+from albert_tf.data.buckets import DEFAULT_BUCKETS, FLAG_HELP, SQUAD_V1_FLAG_HELP
 
 
 def define_flags(flag_values=None, version="v1"):
@@ -81,9 +81,7 @@ def define_flags(flag_values=None, version="v1"):
     flags.DEFINE_integer("max_answer_length", 30, "Longest answer in pieces.", **fv)
     flags.DEFINE_string("export_dir", None, "Export the fine-tuned model here at the end: a SavedModel that takes "
                         "raw strings (question, context) and returns the answer text, score and character span.", **fv)
-    flags.DEFINE_string("length_buckets", DEFAULT_BUCKETS, "Batches are padded only to the smallest of these "
-                        "widths (and --max_seq_length) that holds their longest input; `none` pads every batch to "
-                        "--max_seq_length (the release). The results are the same either way.", **fv)
+    flags.DEFINE_string("length_buckets", DEFAULT_BUCKETS, SQUAD_V1_FLAG_HELP if version == "v1" else FLAG_HELP, **fv)
     cli.define_tpu_flags(fv["flag_values"])
     cli.define_dtype_policy_flag(fv["flag_values"])
     flags.DEFINE_integer("random_seed", 12345, "Seed of the head initialisation, dropout and shuffling.", **fv)

@@ -11,7 +11,7 @@ albert_base has 30000) trained at start on the
 sample corpus (albert_tf.data.sample_corpus, --corpus_mb) and kept in --output_dir/spm for
 later runs with the same settings.
 
-(a) Feature conversion: albert_tf.data.squad_data.convert_examples_to_features (training
+(a) Feature conversion: albert_tf.data.squad.features.convert_examples_to_features (training
     features: context tokenization with character offsets, answer alignment, windows) at
     max_seq_length 384, doc_stride 128, max_query_length 64 over the read examples;
     reported as questions/s and features/s. The generator's contexts are short (at most
@@ -37,7 +37,6 @@ import importlib.util
 import json
 import os
 import statistics
-import sys
 import time
 
 from train_step_bench import matmul_peak_gflops  # the same peak measurement (benchmarks/ is on sys.path)
@@ -128,9 +127,8 @@ def sentencepiece_model(out_dir, vocab_size, corpus_mb):
 def run(f):
     if f.runs < 1 or f.steps < 1 or f.batch_size < 1 or f.num_questions < 1:
         raise ValueError("--runs, --steps, --batch_size and --num_questions must be positive.")
-    import tensorflow as tf
-
-    from albert_tf.data.squad_data import convert_examples_to_features, features_to_arrays, read_squad_examples
+    from albert_tf.data.squad.features import convert_examples_to_features, features_to_arrays
+    from albert_tf.data.squad.reading import read_squad_examples
     from albert_tf.data.tokenization import SentencePieceTokenizer
     from albert_tf.modeling.config import AlbertConfig
     from albert_tf.storage import atomic

@@ -1,13 +1,14 @@
 """The in-graph context tokenization of the QA SavedModel (albert_tf.export.aligned_tokens)
 gives exactly the ids and character spans of the Python alignment
-(albert_tf.data.squad_data.tokenize_context) on hard strings."""
+(albert_tf.data.squad.alignment.tokenize_context) on hard strings."""
 
 import pytest
 import tensorflow as tf
 import tensorflow_text as tf_text
 from test_squad_data import HARD
 
-from albert_tf.data import squad_data as sd
+from albert_tf.data.squad.alignment import normalize_with_offsets as python_normalize_with_offsets
+from albert_tf.data.squad.alignment import tokenize_context
 from albert_tf.data.tokenization import SentencePieceTokenizer, preprocess_text
 from albert_tf.export.aligned_tokens import context_pieces, normalize_with_offsets
 from albert_tf.export.preprocess_module import normalize
@@ -34,7 +35,7 @@ def test_ids_and_spans_equal_the_python_alignment(spm_model, lower):
     pieces = tf.function(lambda text: context_pieces(text, graph_tok, lower))
     for text in HARD + MORE:
         ids, starts, ends = (t.numpy().tolist() for t in pieces(tf.constant(text)))
-        expected = sd.tokenize_context(text, tok)
+        expected = tokenize_context(text, tok)
         assert ids == expected.ids.tolist(), text
         assert list(zip(starts, ends)) == [tuple(s) for s in expected.spans.tolist()], text
 
@@ -48,5 +49,5 @@ def test_normalized_characters_and_spans_are_pythons(lower):
         joined = tf.strings.reduce_join(chars).numpy().decode("utf-8")
         assert joined == preprocess_text(text, lower), text
         assert normalize(tf.constant(text), lower).numpy().decode("utf-8") == joined, text
-        normalized, py_starts, py_ends = sd.normalize_with_offsets(text, lower)
+        normalized, py_starts, py_ends = python_normalize_with_offsets(text, lower)
         assert (starts.numpy().tolist(), ends.numpy().tolist()) == (py_starts, py_ends), text

@@ -134,7 +134,8 @@ def test_classification_batches_dataset_keeps_the_given_batches(tiny_export):
 
 @pytest.mark.parametrize("version", ["v1", "v2"])
 def test_squad_same_outputs(spm_model, tmp_path, version):
-    from albert_tf.data.squad_data import convert_examples_to_features, features_to_arrays, read_squad_examples
+    from albert_tf.data.squad.features import convert_examples_to_features, features_to_arrays
+    from albert_tf.data.squad.reading import read_squad_examples
     from albert_tf.data.tokenization import SentencePieceTokenizer
     from albert_tf.tasks.squad import SquadOptions, SquadTask
 
@@ -172,14 +173,15 @@ def test_squad_same_outputs(spm_model, tmp_path, version):
 
 
 def test_race_same_probabilities_and_accuracy(spm_model, tmp_path):
-    from albert_tf.data import race_data
+    from albert_tf.data.race.features import MultipleChoiceSettings, examples_to_arrays
+    from albert_tf.data.race.reading import read_race
     from albert_tf.data.tokenization import SentencePieceTokenizer
     from albert_tf.tasks.race import MultipleChoiceOptions, MultipleChoiceTask
 
     load_tool("make_race_data").make_race(tmp_path / "data", num_articles=4, seed=2, layout="files")
-    examples = race_data.read_race(str(tmp_path / "data"), "dev")
-    arrays = race_data.examples_to_arrays(examples, SentencePieceTokenizer(spm_model),
-                                          race_data.MultipleChoiceSettings(max_seq_length=SEQ, max_qa_length=32))
+    examples = read_race(str(tmp_path / "data"), "dev")
+    arrays = examples_to_arrays(examples, SentencePieceTokenizer(spm_model),
+                                MultipleChoiceSettings(max_seq_length=SEQ, max_qa_length=32))
     cfg = json.load(open(os.path.join(ROOT, "configs", "albert_tiny.json")))
     cfg.update(vocab_size=3000)
     (tmp_path / "config.json").write_text(json.dumps(cfg))

@@ -19,8 +19,10 @@ import tensorflow_text  # noqa: F401  (registers the ops of the loaded SavedMode
 from conftest import MULTISCRIPT
 
 from albert_tf import AlbertConfig, AlbertEncoder
-from albert_tf.data import race_data
-from albert_tf.data import squad_data as sd
+from albert_tf.data.race.examples import MultipleChoiceExample
+from albert_tf.data.race.features import MultipleChoiceSettings, convert_example
+from albert_tf.data.squad.features import convert_examples_to_features, features_to_arrays
+from albert_tf.data.squad.reading import SquadExample
 from albert_tf.data import squad_postprocess as post
 from albert_tf.data.buckets import bucket_widths
 from albert_tf.data.tokenization import SentencePieceTokenizer
@@ -82,11 +84,11 @@ def exports(multiscript_spm, tmp_path_factory):
 
 def _qa_reference(exports, version, question, context):
     """The run's answer for one question: squad_data features, the model, squad_postprocess."""
-    example = sd.SquadExample(qas_id="q", question_text=question, context_text=context, answer_text="",
+    example = SquadExample(qas_id="q", question_text=question, context_text=context, answer_text="",
                               answer_start=None, is_impossible=False)
-    features = sd.convert_examples_to_features([example], exports.tok, max_seq_length=SEQ, doc_stride=STRIDE,
+    features = convert_examples_to_features([example], exports.tok, max_seq_length=SEQ, doc_stride=STRIDE,
                                                max_query_length=QUERY, is_training=False)
-    arrays = sd.features_to_arrays(features)
+    arrays = features_to_arrays(features)
     inputs = {"input_word_ids": arrays["input_ids"], "input_mask": arrays["input_mask"],
               "input_type_ids": arrays["segment_ids"], "p_mask": arrays["p_mask"]}
     outputs = {k: np.asarray(v) for k, v in exports.qa[version](inputs, training=False).items()}
@@ -103,9 +105,9 @@ def _qa_reference(exports, version, question, context):
 
 
 def _mc_reference(exports, article, question, options):
-    example = race_data.MultipleChoiceExample(example_id="a", question_index=0, context=article, question=question,
+    example = MultipleChoiceExample(example_id="a", question_index=0, context=article, question=question,
                                               options=tuple(options))
-    arrays = race_data.convert_example(example, exports.tok, race_data.MultipleChoiceSettings(MC_SEQ, MC_QA))
+    arrays = convert_example(example, exports.tok, MultipleChoiceSettings(MC_SEQ, MC_QA))
     inputs = {"input_word_ids": arrays["input_ids"][None], "input_mask": arrays["input_mask"][None],
               "input_type_ids": arrays["segment_ids"][None]}
     return np.asarray(exports.mc(inputs, training=False)["logits"])[0]

@@ -10,7 +10,7 @@ import sys
 import pytest
 from conftest import load_tool
 
-from albert_tf.data import squad_metrics
+from albert_tf.data.squad import metrics as squad_metrics
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 

@@ -179,7 +179,8 @@ def test_fine_tuning_at_mixed_bfloat16_ends_within_one_point_of_float32(tiny_exp
 def _squad_task(tmp_path, spm_model):
     from conftest import load_tool
 
-    from albert_tf.data.squad_data import convert_examples_to_features, features_to_arrays, read_squad_examples
+    from albert_tf.data.squad.features import convert_examples_to_features, features_to_arrays
+    from albert_tf.data.squad.reading import read_squad_examples
     from albert_tf.data.tokenization import SentencePieceTokenizer
     from albert_tf.tasks.squad import SquadOptions, SquadTask
 
@@ -199,18 +200,19 @@ def _squad_task(tmp_path, spm_model):
 def _race_task(tmp_path, spm_model):
     from conftest import load_tool
 
-    from albert_tf.data import race_data
+    from albert_tf.data.race.features import MultipleChoiceSettings, examples_to_arrays
+    from albert_tf.data.race.reading import read_race
     from albert_tf.data.tokenization import SentencePieceTokenizer
     from albert_tf.tasks.race import MultipleChoiceOptions, MultipleChoiceTask
 
     load_tool("make_race_data").make_race(tmp_path / "race", num_articles=4, seed=2, layout="files")
     cfg = AlbertConfig.from_preset("albert_tiny").replace(vocab_size=3000)
     cfg.to_json_file(str(tmp_path / "config.json"))
-    settings = race_data.MultipleChoiceSettings(max_seq_length=64, max_qa_length=24)
+    settings = MultipleChoiceSettings(max_seq_length=64, max_qa_length=24)
     splits, arrays = {}, {}
     for split in ("train", "dev"):
-        splits[split] = race_data.read_race(str(tmp_path / "race"), split)
-        arrays[split] = race_data.examples_to_arrays(splits[split], SentencePieceTokenizer(spm_model), settings)
+        splits[split] = read_race(str(tmp_path / "race"), split)
+        arrays[split] = examples_to_arrays(splits[split], SentencePieceTokenizer(spm_model), settings)
     options = MultipleChoiceOptions(data_dir=str(tmp_path / "race"), output_dir=str(tmp_path),
                                     albert_config_file=str(tmp_path / "config.json"), spm_model_file=spm_model,
                                     max_seq_length=64, max_qa_length=24)

@@ -13,7 +13,10 @@ import pytest
 from conftest import load_tool
 
 from albert_tf.data import feature_cache
-from albert_tf.data import race_data as rd
+from albert_tf.data.race.cache import load_or_build_features, read_feature_arrays
+from albert_tf.data.race.examples import MultipleChoiceDataError, MultipleChoiceExample
+from albert_tf.data.race.features import MultipleChoiceSettings, convert_example, examples_to_arrays, qa_text
+from albert_tf.data.race.reading import read_multiple_choice_jsonl, read_race
 from albert_tf.data.tokenization import SentencePieceTokenizer, preprocess_text
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
@@ -80,8 +83,8 @@ def _jsonl(path, rows):
 
 @pytest.mark.parametrize("split", ["train", "dev", "test"])
 def test_both_race_layouts_and_jsonl_give_the_same_examples(made, split):
-    files = rd.read_race(made["files"], split)
-    lines = rd.read_race(made["all.txt"], split)
+    files = read_race(made["files"], split)
+    lines = read_race(made["all.txt"], split)
     assert len(files) == len(lines) > 0
     assert [_content(e) for e in files] == [_content(e) for e in lines]
     assert files.summary.layout == "files" and lines.summary.layout == "all.txt"
@@ -101,7 +104,7 @@ def test_both_race_layouts_and_jsonl_give_the_same_examples(made, split):
     assert first.level == "middle" and first.example_id == "middle1.txt" and first.question_index == 0
     assert isinstance(first.options, tuple) and first.label in range(4)
 
-    generic = rd.read_multiple_choice_jsonl(os.path.join(made["jsonl"], f"{split}.jsonl"))
+    generic = read_multiple_choice_jsonl(os.path.join(made["jsonl"], f"{split}.jsonl"))
     assert generic.summary.layout == "jsonl" and generic.summary.num_choices == 4
     assert [(e.example_id, e.question_index, e.context, e.question, e.options, e.label) for e in generic] == \
            [(e.example_id, e.question_index, e.context, e.question, e.options, e.label) for e in files]
@@ -109,31 +112,31 @@ def test_both_race_layouts_and_jsonl_give_the_same_examples(made, split):
 
 
 def test_levels_and_data_dir_forms(made):
-    both = rd.read_race(made["files"], "train")
-    high = rd.read_race(made["files"], "train", high_only=True)
-    middle = rd.read_race(made["files"], "train", middle_only=True)
+    both = read_race(made["files"], "train")
+    high = read_race(made["files"], "train", high_only=True)
+    middle = read_race(made["files"], "train", middle_only=True)
     assert {e.level for e in high} == {"high"} and {e.level for e in middle} == {"middle"}
     assert [_content(e) for e in middle + high] == [_content(e) for e in both]
     assert list(high.summary.levels) == ["high"] and high.summary.questions == len(high)
     assert all("/high/" in p for p in high.summary.paths)
     # data_dir may be the RACE directory itself
-    inner = rd.read_race(os.path.join(made["all.txt"], "RACE"), "dev", middle_only=True)
-    assert [_content(e) for e in inner] == [_content(e) for e in rd.read_race(made["files"], "dev", middle_only=True)]
+    inner = read_race(os.path.join(made["all.txt"], "RACE"), "dev", middle_only=True)
+    assert [_content(e) for e in inner] == [_content(e) for e in read_race(made["files"], "dev", middle_only=True)]
     with pytest.raises(ValueError, match="exclude each other"):
-        rd.read_race(made["files"], "train", high_only=True, middle_only=True)
-    with pytest.raises(rd.MultipleChoiceDataError, match="'validation' is not one of train, dev, test"):
-        rd.read_race(made["files"], "validation")
+        read_race(made["files"], "train", high_only=True, middle_only=True)
+    with pytest.raises(MultipleChoiceDataError, match="'validation' is not one of train, dev, test"):
+        read_race(made["files"], "validation")
 
 
 def test_files_in_natural_order_and_all_txt_wins(tmp_path):
     articles = {f"{n}.txt": _article(article_id=f"high{n}.txt") for n in (10, 2, 1)}
     root = _race_files(tmp_path, "dev", {"high": articles})
-    examples = rd.read_race(root, "dev", high_only=True)
+    examples = read_race(root, "dev", high_only=True)
     assert [e.example_id for e in examples] == ["high1.txt", "high2.txt", "high10.txt"]
     assert examples.summary.layout == "files" and examples.summary.ignored == []
     lines = "\n".join(json.dumps(_article(article_id=f"line{n}")) for n in range(3)) + "\n\n"
     _race_files(tmp_path, "dev", {"high": {"all.txt": lines}})
-    examples = rd.read_race(root, "dev", high_only=True)
+    examples = read_race(root, "dev", high_only=True)
     assert [e.example_id for e in examples] == ["line0", "line1", "line2"]
     assert examples.summary.layout == "all.txt" and len(examples.summary.ignored) == 3
     assert examples.summary.paths == [os.path.join(root, "RACE", "dev", "high", "all.txt")]
@@ -145,7 +148,7 @@ def test_generic_jsonl_any_option_count_letters_and_indexes(tmp_path):
         {"context": "Cats purr.", "question": "Do dogs purr?", "options": ["yes", "no"], "answer": 1, "id": "c"},
         "",
         {"context": "Dogs bark.", "question": "Who barks?", "options": ["cats", "dogs"]}])
-    ex = rd.read_multiple_choice_jsonl(two)
+    ex = read_multiple_choice_jsonl(two)
     assert [(e.example_id, e.question_index, e.label) for e in ex] == \
            [("c", 0, 0), ("c", 1, 1), ("two.jsonl:4", 0, None)]
     assert ex[2].source == f"{two}:4" and ex.summary.unlabeled == 1 and ex.summary.articles == 2
@@ -153,13 +156,13 @@ def test_generic_jsonl_any_option_count_letters_and_indexes(tmp_path):
     three = _jsonl(tmp_path / "three.jsonl", [
         {"context": "x y z", "question": "_ comes last", "options": ["x", "y", "z"], "answer": "C"},
         {"context": "x y z", "question": "first?", "options": ["x", "y", "z"], "answer": 0, "id": 7}])
-    ex = rd.read_multiple_choice_jsonl(three)
+    ex = read_multiple_choice_jsonl(three)
     assert [e.label for e in ex] == [2, 0] and ex[1].example_id == "7" and ex.summary.num_choices == 3
     five = _jsonl(tmp_path / "five.jsonl", [
         {"context": "one two three four five", "question": "the fifth", "options": list("abcde"), "answer": "E"},
         {"context": "one two three four five", "question": "the fourth", "options": list("abcde"), "answer": 3},
         {"context": "one two three four five", "question": "unknown", "options": list("abcde"), "answer": None}])
-    ex = rd.read_multiple_choice_jsonl(five)
+    ex = read_multiple_choice_jsonl(five)
     assert [e.label for e in ex] == [4, 3, None] and ex.summary.num_choices == 5
 
 
@@ -183,8 +186,8 @@ GOOD = _article(questions=("Q1?", "Q2?"), options=(list("abcd"), list("efgh")), 
 ])
 def test_bad_race_files_name_the_file(tmp_path, name, content, message):
     root = _race_files(tmp_path, "train", {"middle": {"1.txt": GOOD, name: content}})
-    with pytest.raises(rd.MultipleChoiceDataError, match=message) as info:
-        rd.read_race(root, "train", middle_only=True)
+    with pytest.raises(MultipleChoiceDataError, match=message) as info:
+        read_race(root, "train", middle_only=True)
     assert isinstance(info.value, ValueError)
     assert os.path.join(root, "RACE", "train", "middle", name) in str(info.value)
 
@@ -193,26 +196,26 @@ def test_bad_all_txt_names_the_line(tmp_path):
     good = json.dumps(GOOD)
     root = _race_files(tmp_path, "test", {"high": {"all.txt": f"{good}\n\n{good[:-5]}\n"}})
     path = os.path.join(root, "RACE", "test", "high", "all.txt")
-    with pytest.raises(rd.MultipleChoiceDataError, match=re.escape(f"{path}:3: not JSON")):
-        rd.read_race(root, "test", high_only=True)
+    with pytest.raises(MultipleChoiceDataError, match=re.escape(f"{path}:3: not JSON")):
+        read_race(root, "test", high_only=True)
     _race_files(tmp_path, "test", {"high": {"all.txt": f"{good}\n{json.dumps(dict(GOOD, answers=['A', 'Z']))}\n"}})
-    with pytest.raises(rd.MultipleChoiceDataError, match=re.escape(f"{path}:2 (id 'x1.txt') question 1: answer 'Z'")):
-        rd.read_race(root, "test", high_only=True)
+    with pytest.raises(MultipleChoiceDataError, match=re.escape(f"{path}:2 (id 'x1.txt') question 1: answer 'Z'")):
+        read_race(root, "test", high_only=True)
 
 
 def test_missing_or_empty_directories(tmp_path):
-    with pytest.raises(rd.MultipleChoiceDataError, match=r"no RACE/train directory; expected .*RACE/train/\{middle"):
-        rd.read_race(tmp_path, "train")
+    with pytest.raises(MultipleChoiceDataError, match=r"no RACE/train directory; expected .*RACE/train/\{middle"):
+        read_race(tmp_path, "train")
     root = _race_files(tmp_path, "train", {"middle": {"1.txt": GOOD}})
-    with pytest.raises(rd.MultipleChoiceDataError, match=r"train/high: no such directory.*high_only or middle_only"):
-        rd.read_race(root, "train")
+    with pytest.raises(MultipleChoiceDataError, match=r"train/high: no such directory.*high_only or middle_only"):
+        read_race(root, "train")
     os.makedirs(tmp_path / "RACE" / "train" / "high")
     (tmp_path / "RACE" / "train" / "high" / "notes.md").write_text("not an article")
-    with pytest.raises(rd.MultipleChoiceDataError, match=r"train/high: empty, no \.txt article file"):
-        rd.read_race(root, "train")
+    with pytest.raises(MultipleChoiceDataError, match=r"train/high: empty, no \.txt article file"):
+        read_race(root, "train")
     (tmp_path / "RACE" / "train" / "high" / "all.txt").write_text("\n\n")
-    with pytest.raises(rd.MultipleChoiceDataError, match=r"train/high: no article in all\.txt"):
-        rd.read_race(root, "train")
+    with pytest.raises(MultipleChoiceDataError, match=r"train/high: no article in all\.txt"):
+        read_race(root, "train")
 
 
 @pytest.mark.parametrize("row,message", [
@@ -228,30 +231,30 @@ def test_missing_or_empty_directories(tmp_path):
 ])
 def test_bad_jsonl_names_file_and_line(tmp_path, row, message):
     path = _jsonl(tmp_path / "mc.jsonl", [{"context": "c", "question": "q", "options": ["a", "b"], "answer": 0}, row])
-    with pytest.raises(rd.MultipleChoiceDataError, match=re.escape(path) + message):
-        rd.read_multiple_choice_jsonl(path)
+    with pytest.raises(MultipleChoiceDataError, match=re.escape(path) + message):
+        read_multiple_choice_jsonl(path)
 
 
 def test_empty_or_missing_jsonl(tmp_path):
-    with pytest.raises(rd.MultipleChoiceDataError, match="no such file"):
-        rd.read_multiple_choice_jsonl(tmp_path / "none.jsonl")
-    with pytest.raises(rd.MultipleChoiceDataError, match="no question in the file"):
-        rd.read_multiple_choice_jsonl(_jsonl(tmp_path / "empty.jsonl", ["", "  "]))
+    with pytest.raises(MultipleChoiceDataError, match="no such file"):
+        read_multiple_choice_jsonl(tmp_path / "none.jsonl")
+    with pytest.raises(MultipleChoiceDataError, match="no question in the file"):
+        read_multiple_choice_jsonl(_jsonl(tmp_path / "empty.jsonl", ["", "  "]))
 
 
 # ---------------------------------------------------------------------------------------------- features
 
 
 def test_qa_text_blank_and_join():
-    assert rd.qa_text("the cat sat on the _ .", "mat") == "the cat sat on the mat ."
-    assert rd.qa_text("_ and _", "x") == "x and x"  # every blank, as the release's str.replace
-    assert rd.qa_text("where did the cat sit?", "on the mat") == "where did the cat sit? on the mat"
+    assert qa_text("the cat sat on the _ .", "mat") == "the cat sat on the mat ."
+    assert qa_text("_ and _", "x") == "x and x"  # every blank, as the release's str.replace
+    assert qa_text("where did the cat sit?", "on the mat") == "where did the cat sit? on the mat"
 
 
 def _expected(tok, context, question, option, T, L):
     """The release's layout of one (question, option), computed by hand."""
     q, o = preprocess_text(question), preprocess_text(option)
-    ending = tok.encode(rd.qa_text(q, o))[-L:]
+    ending = tok.encode(qa_text(q, o))[-L:]
     ctx = tok.encode(preprocess_text(context))
     if len(ctx) + len(ending) > T - 3:
         ctx = ctx[:T - 3 - len(ending)]
@@ -265,11 +268,11 @@ def test_convert_example_truncation_layout_by_hand(tok):
     context = " ".join(f"Sentence {i} says the parser returns a list of tokens." for i in range(12))
     question = "According to the passage, which of the following statements about the parser is true?"
     options = ("It returns a list of tokens", "It raises an error", "It never stops", "It writes a file to _ disk")
-    ex = rd.MultipleChoiceExample("a1", 0, context, question, options, 0)
+    ex = MultipleChoiceExample("a1", 0, context, question, options, 0)
     T, L = 48, 10
-    assert len(tok.encode(rd.qa_text(preprocess_text(question), preprocess_text(options[0])))) > L
+    assert len(tok.encode(qa_text(preprocess_text(question), preprocess_text(options[0])))) > L
     assert len(tok.encode(context)) > T
-    out = rd.convert_example(ex, tok, rd.MultipleChoiceSettings(max_seq_length=T, max_qa_length=L))
+    out = convert_example(ex, tok, MultipleChoiceSettings(max_seq_length=T, max_qa_length=L))
     assert set(out) == {"input_ids", "input_mask", "segment_ids"}
     assert all(v.shape == (4, T) and v.dtype == np.int32 for v in out.values())
     for j, option in enumerate(options):
@@ -283,9 +286,9 @@ def test_convert_example_truncation_layout_by_hand(tok):
     assert row[T - 1] == tok.sep_id and row[T - 1 - len(option_ids):T - 1] == option_ids
     assert row[1:T - 2 - L] == tok.encode(context)[:T - 3 - L] and row[T - 2 - L] == tok.sep_id
     # a cloze option: "_" in the question is filled, nothing is appended
-    cloze = rd.MultipleChoiceExample("a1", 1, "The quick brown fox jumps.", "The quick _ fox jumps.",
+    cloze = MultipleChoiceExample("a1", 1, "The quick brown fox jumps.", "The quick _ fox jumps.",
                                      ("brown", "green"), None)
-    short = rd.convert_example(cloze, tok, rd.MultipleChoiceSettings(max_seq_length=40, max_qa_length=20))
+    short = convert_example(cloze, tok, MultipleChoiceSettings(max_seq_length=40, max_qa_length=20))
     ids, mask, segments = _expected(tok, cloze.context, cloze.question, "green", 40, 20)
     assert short["input_ids"][1].tolist() == ids and short["input_mask"][1].tolist() == mask
     assert short["segment_ids"][1].tolist() == segments and sum(mask) < 40
@@ -295,33 +298,33 @@ def test_convert_example_truncation_layout_by_hand(tok):
 
 
 def test_examples_to_arrays(tok, made):
-    examples = rd.read_race(made["files"], "dev")
-    settings = rd.MultipleChoiceSettings(max_seq_length=64, max_qa_length=24)
-    arrays = rd.examples_to_arrays(examples, tok, settings)
+    examples = read_race(made["files"], "dev")
+    settings = MultipleChoiceSettings(max_seq_length=64, max_qa_length=24)
+    arrays = examples_to_arrays(examples, tok, settings)
     N = len(examples)
     assert arrays.keys() == {"input_ids", "input_mask", "segment_ids", "label_ids"}
     assert arrays["input_ids"].shape == arrays["input_mask"].shape == arrays["segment_ids"].shape == (N, 4, 64)
     assert arrays["label_ids"].tolist() == [e.label for e in examples]
     assert all(v.dtype == np.int32 for v in arrays.values())
     for i in (0, N // 2, N - 1):
-        one = rd.convert_example(examples[i], tok, settings)
+        one = convert_example(examples[i], tok, settings)
         assert all(np.array_equal(one[k], arrays[k][i]) for k in one)
     unlabeled = [dataclasses.replace(examples[0], label=None), examples[1]]
-    assert rd.examples_to_arrays(unlabeled, tok, settings)["label_ids"].tolist() == [-1, examples[1].label]
+    assert examples_to_arrays(unlabeled, tok, settings)["label_ids"].tolist() == [-1, examples[1].label]
     odd = dataclasses.replace(examples[1], options=examples[1].options[:3])
-    with pytest.raises(rd.MultipleChoiceDataError, match="3 options, but .* has 4"):
-        rd.examples_to_arrays([examples[0], odd], tok, settings)
-    with pytest.raises(rd.MultipleChoiceDataError, match="no examples"):
-        rd.examples_to_arrays([], tok, settings)
+    with pytest.raises(MultipleChoiceDataError, match="3 options, but .* has 4"):
+        examples_to_arrays([examples[0], odd], tok, settings)
+    with pytest.raises(MultipleChoiceDataError, match="no examples"):
+        examples_to_arrays([], tok, settings)
 
 
 def test_settings_validate():
-    assert rd.MultipleChoiceSettings() == rd.MultipleChoiceSettings(512, 128)
+    assert MultipleChoiceSettings() == MultipleChoiceSettings(512, 128)
     with pytest.raises(ValueError, match="must exceed max_qa_length"):
-        rd.MultipleChoiceSettings(max_seq_length=64, max_qa_length=61).validate()
+        MultipleChoiceSettings(max_seq_length=64, max_qa_length=61).validate()
     with pytest.raises(ValueError, match="max_qa_length must be >= 1"):
-        rd.MultipleChoiceSettings(max_seq_length=64, max_qa_length=0).validate()
-    assert rd.MultipleChoiceSettings(max_seq_length=64, max_qa_length=60).validate()
+        MultipleChoiceSettings(max_seq_length=64, max_qa_length=0).validate()
+    assert MultipleChoiceSettings(max_seq_length=64, max_qa_length=60).validate()
 
 
 # ---------------------------------------------------------------------------------------------- caching
@@ -335,18 +338,18 @@ def _listing(directory):
 def test_feature_cache_reused_or_rebuilt_with_the_reason(tmp_path, tok, tool, entries, spm_model):
     tool.make_race(str(tmp_path / "data"), num_articles=2, seed=5, layout="files", entries=entries)
     data = str(tmp_path / "data")
-    settings = rd.MultipleChoiceSettings(max_seq_length=64, max_qa_length=16)
+    settings = MultipleChoiceSettings(max_seq_length=64, max_qa_length=16)
     out = tmp_path / "cache"
     feature_file = str(out / "train.tfrecord")
 
     def load(s=settings, high_only=False, tokenizer=tok):
-        examples = rd.read_race(data, "train", high_only=high_only)
-        return rd.load_or_build_features(examples, feature_file, tokenizer, s), examples
+        examples = read_race(data, "train", high_only=high_only)
+        return load_or_build_features(examples, feature_file, tokenizer, s), examples
 
     first, examples = load()
     assert first.rebuilt and "does not exist" in first.reason and first.num_features == len(examples)
     assert _listing(out) == ["train.tfrecord", "train.tfrecord.json"]  # no temporaries left behind
-    expected = rd.examples_to_arrays(examples, tok, settings)
+    expected = examples_to_arrays(examples, tok, settings)
     assert all(np.array_equal(first.arrays[k], expected[k]) for k in expected)
     sidecar = json.loads((out / "train.tfrecord.json").read_text())
     assert sidecar["kind"] == "albert_tf multiple-choice features"
@@ -368,10 +371,10 @@ def test_feature_cache_reused_or_rebuilt_with_the_reason(tmp_path, tok, tool, en
     touched, _ = load()
     assert not touched.rebuilt and "mtime" in touched.reason
 
-    changed, _ = load(rd.MultipleChoiceSettings(max_seq_length=64, max_qa_length=8))
+    changed, _ = load(MultipleChoiceSettings(max_seq_length=64, max_qa_length=8))
     assert changed.rebuilt and changed.reason == "max_qa_length 16 -> 8"
     cased_tok = SentencePieceTokenizer(spm_model, do_lower_case=False)
-    cased, _ = load(rd.MultipleChoiceSettings(max_seq_length=64, max_qa_length=8), tokenizer=cased_tok)
+    cased, _ = load(MultipleChoiceSettings(max_seq_length=64, max_qa_length=8), tokenizer=cased_tok)
     assert cased.rebuilt and cased.reason == "do_lower_case True -> False"
     assert not np.array_equal(cased.arrays["input_ids"], changed.arrays["input_ids"])
 
@@ -379,10 +382,10 @@ def test_feature_cache_reused_or_rebuilt_with_the_reason(tmp_path, tok, tool, en
     article["questions"][0] += " really"
     with open(one_file, "w", encoding="utf-8") as f:
         f.write(json.dumps(article))
-    edited, _ = load(rd.MultipleChoiceSettings(max_seq_length=64, max_qa_length=8), tokenizer=cased_tok)
+    edited, _ = load(MultipleChoiceSettings(max_seq_length=64, max_qa_length=8), tokenizer=cased_tok)
     assert edited.rebuilt and edited.reason == "the input's content changed (sha256)"
 
-    high, high_examples = load(rd.MultipleChoiceSettings(max_seq_length=64, max_qa_length=8), high_only=True,
+    high, high_examples = load(MultipleChoiceSettings(max_seq_length=64, max_qa_length=8), high_only=True,
                                tokenizer=cased_tok)
     assert high.rebuilt and "the input's content changed (sha256)" in high.reason
     assert high.num_features == len(high_examples) < len(examples)
@@ -391,8 +394,8 @@ def test_feature_cache_reused_or_rebuilt_with_the_reason(tmp_path, tok, tool, en
     data_bytes = bytearray((out / "train.tfrecord").read_bytes())
     data_bytes[len(data_bytes) // 2] ^= 1  # a flipped bit: TensorFlow's CRC check refuses the file
     (out / "train.tfrecord").write_bytes(bytes(data_bytes))
-    with pytest.raises(rd.MultipleChoiceDataError, match="unreadable feature file"):
-        rd.read_feature_arrays(feature_file)
+    with pytest.raises(MultipleChoiceDataError, match="unreadable feature file"):
+        read_feature_arrays(feature_file)
 
 
 def test_feature_cache_of_jsonl_keeps_unlabeled(tmp_path, tok):
@@ -400,17 +403,17 @@ def test_feature_cache_of_jsonl_keeps_unlabeled(tmp_path, tok):
         {"context": "Cats purr and dogs bark.", "question": "Who barks?", "options": ["cats", "dogs", "cows"],
          "answer": 1},
         {"context": "Cats purr and dogs bark.", "question": "Who moos?", "options": ["cats", "dogs", "cows"]}])
-    examples = rd.read_multiple_choice_jsonl(path)
-    settings = rd.MultipleChoiceSettings(max_seq_length=24, max_qa_length=8)
+    examples = read_multiple_choice_jsonl(path)
+    settings = MultipleChoiceSettings(max_seq_length=24, max_qa_length=8)
     feature_file = str(tmp_path / "mc.tfrecord")
-    built = rd.load_or_build_features(examples, feature_file, tok, settings)
-    cached = rd.load_or_build_features(list(examples), feature_file, tok, settings, source_description="my questions",
+    built = load_or_build_features(examples, feature_file, tok, settings)
+    cached = load_or_build_features(list(examples), feature_file, tok, settings, source_description="my questions",
                                        input_paths=[path])
     assert built.rebuilt and not cached.rebuilt and cached.source == "my questions"
     assert cached.arrays["label_ids"].tolist() == [1, -1] and cached.arrays["input_ids"].shape == (2, 3, 24)
     assert all(np.array_equal(built.arrays[k], cached.arrays[k]) for k in built.arrays)
     # a file made from other examples than those given (same input): rebuilt, not trusted
-    fewer = rd.load_or_build_features(examples[:1], feature_file, tok, settings, input_paths=path)
+    fewer = load_or_build_features(examples[:1], feature_file, tok, settings, input_paths=path)
     assert fewer.rebuilt and fewer.reason == "2 features in the file, 1 examples given"
 
 
@@ -447,7 +450,7 @@ def test_tool_data_is_answerable_from_the_article(tool, entries):
             correct = options["ABCD".index(answer)]
             if "_" in question:
                 cloze += 1
-                assert question.count("_") == 1 and rd.qa_text(question, correct) in text
+                assert question.count("_") == 1 and qa_text(question, correct) in text
                 for other in options:
                     if other != correct:
                         assert other.lower() not in re.findall(r"[a-z]+", text.lower())
@@ -473,7 +476,7 @@ def test_tool_replaces_the_race_directory(tool, entries, tmp_path):
     assert first["counts"]["dev"]["high"]["articles"] == 1 and all(os.path.isfile(p) for p in first["paths"])
     second = tool.make_race(str(tmp_path), num_articles=2, seed=1, layout="all.txt", entries=entries)
     assert sorted(os.listdir(tmp_path / "RACE" / "train" / "high")) == ["all.txt"]  # no files of the old layout
-    assert rd.read_race(str(tmp_path), "train").summary.layout == "all.txt" and len(second["paths"]) == 6
+    assert read_race(str(tmp_path), "train").summary.layout == "all.txt" and len(second["paths"]) == 6
     assert sorted(os.listdir(tmp_path)) == ["RACE"]
     with pytest.raises(ValueError, match="--layout must be one of"):
         tool.make_race(str(tmp_path), layout="csv", entries=entries)
@@ -486,7 +489,7 @@ def test_command_line(tmp_path):
     assert result.returncode == 0, result.stderr[-1500:]
     assert result.stdout.strip() == f"wrote {tmp_path} (jsonl): 8 articles; questions: train 18, dev 9, test 9"
     assert sorted(os.listdir(tmp_path)) == ["dev.jsonl", "test.jsonl", "train.jsonl"]
-    assert len(rd.read_multiple_choice_jsonl(tmp_path / "train.jsonl")) == 18
+    assert len(read_multiple_choice_jsonl(tmp_path / "train.jsonl")) == 18
     missing = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     assert missing.returncode == 2 and "Traceback" not in missing.stderr
     assert missing.stderr.strip().splitlines()[-1] == "make_race_data: error: --output_dir is required."

@@ -70,7 +70,7 @@ def _rows(path):
 ANSWER = r"""
 import json, sys
 import tensorflow as tf, tensorflow_text  # noqa: F401 (registers the SentencePiece ops)
-from albert_tf.data.race_data import read_race
+from albert_tf.data.race.reading import read_race
 model = tf.saved_model.load(sys.argv[1])
 examples = read_race(sys.argv[2], "dev")
 out = model.signatures["serving_default"](article=tf.constant([e.context for e in examples]),

@@ -7,7 +7,12 @@ import unicodedata
 import numpy as np
 import pytest
 
-from albert_tf.data import squad_data as sd
+from albert_tf.data.squad.alignment import _is_blank, align_offsets, normalize_with_offsets, tokenize_context
+from albert_tf.data.squad.cache import (feature_file_settings, load_or_build_features, read_feature_arrays,
+                                        read_feature_file)
+from albert_tf.data.squad.features import (FIRST_UNIQUE_ID, FeatureSettings, convert_examples_to_features, doc_spans,
+                                           features_to_arrays)
+from albert_tf.data.squad.reading import SquadDataError, SquadExample, read_squad_examples
 from albert_tf.data.tokenization import SentencePieceTokenizer, preprocess_text
 
 HARD = [
@@ -39,7 +44,7 @@ def _nfkc(text):
 @pytest.mark.parametrize("lower", [True, False])
 def test_normalize_with_offsets_mirrors_preprocess_text(lower):
     for text in HARD:
-        normalized, starts, ends = sd.normalize_with_offsets(text, lower)
+        normalized, starts, ends = normalize_with_offsets(text, lower)
         assert normalized == preprocess_text(text, lower)
         assert len(starts) == len(ends) == len(normalized)
         assert all(0 <= s < e <= len(text) for s, e in zip(starts, ends))
@@ -48,7 +53,7 @@ def test_normalize_with_offsets_mirrors_preprocess_text(lower):
 
 def test_piece_spans_round_trip(tok):
     for text in HARD:
-        ctx = sd.tokenize_context(text, tok)
+        ctx = tokenize_context(text, tok)
         assert ctx.ids.tolist() == tok.encode(text), text
         spans = ctx.spans.tolist()
         assert len(spans) == len(ctx.pieces)
@@ -68,7 +73,7 @@ def test_piece_spans_round_trip(tok):
         for s, e in spans:
             covered[s:e] = True
         for i, c in enumerate(text):  # every character that survives normalisation is in a piece
-            if preprocess_text(c) and not sd._is_blank(preprocess_text(c)[0]):
+            if preprocess_text(c) and not _is_blank(preprocess_text(c)[0]):
                 assert covered[i], (text, i, c)
 
 
@@ -87,7 +92,7 @@ def test_piece_spans_round_trip(tok):
     ("  The\tquick\n\nbrown   fox  ", "fox"),
 ])
 def test_answer_span_round_trips_exactly(tok, text, answer):
-    ctx = sd.tokenize_context(text, tok)
+    ctx = tokenize_context(text, tok)
     start = text.index(answer)
     first, last = ctx.char_span_to_tokens(start, start + len(answer))
     assert ctx.token_span_to_text(first, last) == answer
@@ -95,7 +100,7 @@ def test_answer_span_round_trips_exactly(tok, text, answer):
 
 def test_answer_inside_a_piece_gets_the_smallest_covering_span(tok):
     text = "The ﬁx costs $3.50 and 1,000 people."
-    ctx = sd.tokenize_context(text, tok)
+    ctx = tokenize_context(text, tok)
     start = text.index("1,000")
     first, last = ctx.char_span_to_tokens(start, start + 1)  # "1" inside the piece "1,"
     got = ctx.token_span_to_text(first, last)
@@ -105,7 +110,7 @@ def test_answer_inside_a_piece_gets_the_smallest_covering_span(tok):
 
 
 def test_align_offsets_fallback():
-    starts, ends = sd.align_offsets("abXd", "abcd", [0, 1, 2, 4], [1, 2, 4, 5])
+    starts, ends = align_offsets("abXd", "abcd", [0, 1, 2, 4], [1, 2, 4, 5])
     assert starts[:2] == [0, 1] and starts[3] == 4 and (starts[2], ends[2]) == (2, 4)
 
 
@@ -135,7 +140,7 @@ def test_read_v1_and_v2(tmp_path):
         _qa("q1", "Where is Normandy?",
             [("France", CONTEXT.index("France")), ("in France", CONTEXT.index("in France"))]),
         _qa("q2", "Who?", [("The Normans", 0)])]}])
-    ex = sd.read_squad_examples(v1, is_training=False)
+    ex = read_squad_examples(v1, is_training=False)
     assert ex.summary.version == "v1" and ex.summary.questions == 2 and len(ex) == 2
     assert ex[0].gold_texts == ["France", "in France"] and ex[0].answer_text == "France"
     assert ex[0].context_text[ex[0].answer_start:ex[0].answer_end] == "France"
@@ -143,23 +148,23 @@ def test_read_v1_and_v2(tmp_path):
         _qa("a", "Where is Normandy?", [("France", CONTEXT.index("France"))], impossible=False),
         _qa("b", "Where is Paris?", [], impossible=True, plausible=[("France", CONTEXT.index("France"))])]}],
         version="v2.0")
-    ex = sd.read_squad_examples(v2, is_training=True)
+    ex = read_squad_examples(v2, is_training=True)
     assert ex.summary.version == "v2" and ex.summary.impossible == 1
     assert ex[1].is_impossible and ex[1].answer_text == "" and ex[1].answer_start is None
     assert ex[1].gold_texts == [""] and ex[1].plausible_answers == (("France", CONTEXT.index("France")),)
-    with pytest.raises(sd.SquadDataError, match=r"v2\.json.*'b'.*version='v2'"):
-        sd.read_squad_examples(v2, is_training=True, version="v1")
+    with pytest.raises(SquadDataError, match=r"v2\.json.*'b'.*version='v2'"):
+        read_squad_examples(v2, is_training=True, version="v1")
 
 
 def test_mismatched_answer_start_is_skipped_and_counted(tmp_path):
     path = _squad(tmp_path / "bad_start.json", [{"context": CONTEXT, "qas": [
         _qa("ok", "Who?", [("The Normans", 0)]),
         _qa("off", "Where?", [("France", 3)])]}])
-    train = sd.read_squad_examples(path, is_training=True)
+    train = read_squad_examples(path, is_training=True)
     assert [e.qas_id for e in train] == ["ok"]
     assert train.summary.mismatched_answers == 1 and train.summary.skipped == 1
     assert train.summary.mismatched_ids == ["off"]
-    dev = sd.read_squad_examples(path, is_training=False)  # kept for evaluation, no label
+    dev = read_squad_examples(path, is_training=False)  # kept for evaluation, no label
     assert [e.qas_id for e in dev] == ["ok", "off"] and dev[1].answer_start is None
     assert dev.summary.mismatched_answers == 1 and dev.summary.skipped == 0
 
@@ -185,8 +190,8 @@ def test_mismatched_answer_start_is_skipped_and_counted(tmp_path):
 def test_bad_input_errors_name_file_and_id(tmp_path, content, pattern):
     path = tmp_path / "bad.json"
     path.write_text(content if isinstance(content, str) else json.dumps(content), encoding="utf-8")
-    with pytest.raises(sd.SquadDataError, match=pattern):
-        sd.read_squad_examples(str(path), is_training=True)
+    with pytest.raises(SquadDataError, match=pattern):
+        read_squad_examples(str(path), is_training=True)
 
 
 # ---------------------------------------------------------------------------------------------- features
@@ -194,17 +199,17 @@ def test_bad_input_errors_name_file_and_id(tmp_path, content, pattern):
 
 def _example(context, question, answer=None, impossible=False, qid="q"):
     start = context.index(answer) if answer else None
-    return sd.SquadExample(qid, question, context, answer or "", start, impossible,
+    return SquadExample(qid, question, context, answer or "", start, impossible,
                            ((answer, start),) if answer else ())
 
 
 def test_feature_layout_and_answer_labels(tok):
     ex = _example(CONTEXT, "What is Normandy a region of?", "a region in France")
-    (f,) = sd.convert_examples_to_features([ex], tok, max_seq_length=64, doc_stride=32, max_query_length=16,
+    (f,) = convert_examples_to_features([ex], tok, max_seq_length=64, doc_stride=32, max_query_length=16,
                                            is_training=True)
     q = tok.encode(ex.question_text)
     off = len(q) + 2
-    ctx = sd.tokenize_context(CONTEXT, tok)
+    ctx = tokenize_context(CONTEXT, tok)
     n = len(ctx.ids)
     ids = f.input_ids.tolist()
     assert ids[0] == tok.cls_id and ids[1:off - 1] == q and ids[off - 1] == tok.sep_id
@@ -222,7 +227,7 @@ def test_feature_layout_and_answer_labels(tok):
     assert f.answer_text(ex, 0, f.end_position) is None
     window = f.as_window()
     assert window["qid"] == "q" and window["token_spans"] == spans and len(window["token_is_max_context"]) == 64
-    arrays = sd.features_to_arrays([f, f])
+    arrays = features_to_arrays([f, f])
     assert arrays["input_ids"].shape == (2, 64) and arrays["input_ids"].dtype == np.int32
     assert arrays["start_positions"].tolist() == [f.start_position] * 2 and arrays["is_impossible"].tolist() == [0, 0]
 
@@ -245,15 +250,15 @@ def test_windows_max_context_and_labels(tok):
     context = " ".join(words) + " The answer is Normandy in France."
     ex = _example(context, "Where?", "Normandy in France")
     T, stride = 48, 16
-    feats = sd.convert_examples_to_features([ex], tok, max_seq_length=T, doc_stride=stride, max_query_length=8,
+    feats = convert_examples_to_features([ex], tok, max_seq_length=T, doc_stride=stride, max_query_length=8,
                                             is_training=True)
-    ctx = sd.tokenize_context(context, tok)
+    ctx = tokenize_context(context, tok)
     n, q = len(ctx.ids), len(tok.encode("Where?"))
     max_doc = T - q - 3
     expected_windows = 1 + -(-(n - max_doc) // stride)
     assert len(feats) == expected_windows > 3
     windows = [(f.doc_start, f.context_length) for f in feats]
-    assert windows == sd.doc_spans(n, max_doc, stride)
+    assert windows == doc_spans(n, max_doc, stride)
     owners = np.zeros(n, int)
     for k, f in enumerate(feats):
         assert f.doc_start == k * stride and f.doc_span_index == k and f.context_offset == q + 2
@@ -276,21 +281,21 @@ def test_windows_max_context_and_labels(tok):
         else:  # a training window without the whole answer points at [CLS]
             assert f.is_impossible and f.start_position == f.end_position == 0
     assert feats.summary.features == len(feats) and feats.summary.answerable == len(with_answer)
-    assert [f.unique_id for f in feats] == list(range(sd.FIRST_UNIQUE_ID, sd.FIRST_UNIQUE_ID + len(feats)))
+    assert [f.unique_id for f in feats] == list(range(FIRST_UNIQUE_ID, FIRST_UNIQUE_ID + len(feats)))
 
 
 def test_max_query_length_and_impossible(tok):
     question = "what is the name of the region that the normans gave their name to in the tenth century " * 3
     ex = _example(CONTEXT, question, impossible=True)
-    (f,) = sd.convert_examples_to_features([ex], tok, max_seq_length=128, doc_stride=32, max_query_length=10,
+    (f,) = convert_examples_to_features([ex], tok, max_seq_length=128, doc_stride=32, max_query_length=10,
                                            is_training=True)
     assert f.input_ids[1:11].tolist() == tok.encode(question)[:10] and f.input_ids[11] == tok.sep_id
     assert f.context_offset == 12
     assert f.is_impossible and f.start_position == f.end_position == 0 and f.p_mask[0] == 0
-    (g,) = sd.convert_examples_to_features([ex], tok, max_seq_length=128, max_query_length=10, is_training=False)
+    (g,) = convert_examples_to_features([ex], tok, max_seq_length=128, max_query_length=10, is_training=False)
     assert g.is_impossible and g.token_spans[12] is not None
     with pytest.raises(ValueError, match="max_query_length"):
-        sd.convert_examples_to_features([ex], tok, max_seq_length=12, max_query_length=10)
+        convert_examples_to_features([ex], tok, max_seq_length=12, max_query_length=10)
 
 
 # ---------------------------------------------------------------------------------------------- caching
@@ -344,41 +349,41 @@ def test_feature_cache_rebuilt_when_settings_or_input_change(tmp_path, tok):
         {"context": CONTEXT, "qas": [_qa("c", "Who?", [("The Normans", 0)], impossible=False)]}], version="v2.0")
     out = tmp_path / "cache"
     feature_file = str(out / "train.tfrecord")
-    settings = sd.FeatureSettings(max_seq_length=64, doc_stride=24, max_query_length=12, is_training=True)
-    first = sd.load_or_build_features(path, feature_file, tok, settings, return_features=True)
+    settings = FeatureSettings(max_seq_length=64, doc_stride=24, max_query_length=12, is_training=True)
+    first = load_or_build_features(path, feature_file, tok, settings, return_features=True)
     assert first.rebuilt and "does not exist" in first.reason and first.num_features == len(first.features) > 3
     assert _listing(out) == ["train.tfrecord", "train.tfrecord.json"]  # no temporaries left behind
     sidecar = json.loads((out / "train.tfrecord.json").read_text())
     assert sidecar["settings"]["doc_stride"] == 24 and sidecar["convert_summary"]["features"] == first.num_features
     assert sidecar["settings"]["input_sha256"] and sidecar["settings"]["spm_model_sha256"]
 
-    again = sd.load_or_build_features(path, feature_file, tok, settings, return_features=True)
+    again = load_or_build_features(path, feature_file, tok, settings, return_features=True)
     assert not again.rebuilt and again.reason.startswith("reused")
-    a, b = sd.features_to_arrays(first.features), sd.features_to_arrays(again.features)
+    a, b = features_to_arrays(first.features), features_to_arrays(again.features)
     assert a.keys() == b.keys() and all(np.array_equal(a[k], b[k]) for k in a)
     assert again.features[0].token_spans is None  # training caches keep no spans
 
     os.utime(path, (1, 1))  # mtime only: content unchanged -> reused
-    touched = sd.load_or_build_features(path, feature_file, tok, settings)
+    touched = load_or_build_features(path, feature_file, tok, settings)
     assert not touched.rebuilt and "mtime" in touched.reason and touched.features is None
 
-    other = sd.FeatureSettings(max_seq_length=64, doc_stride=16, max_query_length=12, is_training=True)
-    changed = sd.load_or_build_features(path, feature_file, tok, other)
+    other = FeatureSettings(max_seq_length=64, doc_stride=16, max_query_length=12, is_training=True)
+    changed = load_or_build_features(path, feature_file, tok, other)
     assert changed.rebuilt and "doc_stride 24 -> 16" in changed.reason
 
     data = json.loads(open(path, encoding="utf-8").read())
     data["data"][0]["paragraphs"][1]["qas"][0]["question"] = "Who were they?"
     (tmp_path / "train.json").write_text(json.dumps(data), encoding="utf-8")
-    edited = sd.load_or_build_features(path, feature_file, tok, other)
+    edited = load_or_build_features(path, feature_file, tok, other)
     assert edited.rebuilt and "content changed" in edited.reason
-    with pytest.raises(sd.SquadDataError, match="stale"):
-        sd.read_feature_file(feature_file, sd.feature_file_settings(settings, tok, path))
+    with pytest.raises(SquadDataError, match="stale"):
+        read_feature_file(feature_file, feature_file_settings(settings, tok, path))
     assert _listing(out) == ["train.tfrecord", "train.tfrecord.json"]
     data = bytearray((out / "train.tfrecord").read_bytes())
     data[len(data) // 2] ^= 1  # a flipped bit: TensorFlow's CRC check refuses the file
     (out / "train.tfrecord").write_bytes(bytes(data))
-    with pytest.raises(sd.SquadDataError, match="unreadable feature file"):
-        sd.read_feature_arrays(feature_file)
+    with pytest.raises(SquadDataError, match="unreadable feature file"):
+        read_feature_arrays(feature_file)
 
 
 def test_prediction_cache_keeps_spans(tmp_path, tok):
@@ -386,11 +391,11 @@ def test_prediction_cache_keeps_spans(tmp_path, tok):
         _qa("d1", "Where is Normandy?", [("France", CONTEXT.index("France"))]),
         _qa("d2", "Who?", [("The Normans", 0)])]}])
     feature_file = str(tmp_path / "dev.tfrecord")
-    settings = sd.FeatureSettings(max_seq_length=48, doc_stride=16, max_query_length=12, is_training=False)
-    built = sd.load_or_build_features(path, feature_file, tok, settings)
+    settings = FeatureSettings(max_seq_length=48, doc_stride=16, max_query_length=12, is_training=False)
+    built = load_or_build_features(path, feature_file, tok, settings)
     assert built.rebuilt and len(built.features) > 2
     assert _listing(tmp_path) == ["dev.json", "dev.tfrecord", "dev.tfrecord.json", "dev.tfrecord.spans.json"]
-    cached = sd.load_or_build_features(path, feature_file, tok, settings)
+    cached = load_or_build_features(path, feature_file, tok, settings)
     assert not cached.rebuilt and [e.qas_id for e in cached.examples] == ["d1", "d2"]
     assert len(cached.features) == len(built.features)
     for x, y in zip(built.features, cached.features):

@@ -11,7 +11,7 @@ import tensorflow as tf
 import tensorflow_text as tf_text
 from conftest import MULTISCRIPT, load_tool
 
-from albert_tf.data import squad_data as sd
+from albert_tf.data.squad import alignment as sd
 from albert_tf.data.tokenization import SentencePieceTokenizer, is_combining, preprocess_text
 from albert_tf.export.aligned_tokens import context_pieces, normalize_with_offsets
 from albert_tf.export.preprocess_module import normalize

@@ -19,7 +19,7 @@ character from these tables, made here from Python's own functions:
   CASED           cased and not case-ignorable: str.lower() turns a capital sigma after such a
                   character, and not before one, into the final sigma
   BLANK           str.isspace() or category Cc, Cf, Zs, Zl, Zp: what SentencePiece treats as
-                  blank (left out of piece spans, albert_tf.data.squad_data and aligned_tokens)
+                  blank (left out of piece spans, albert_tf.data.squad.alignment and aligned_tokens)
 
 CASE_IGNORABLE and CASED are read off str.lower() itself: "AΣx".lower() keeps σ exactly when x
 is cased and not case-ignorable, and "AΣxB".lower() keeps σ when x is cased or case-ignorable.

@@ -6,7 +6,10 @@ examples are grouped into a few static widths (`--length_buckets`, default
 16,32,64,128,256,384,512 up to max_seq_length): a batch is cut (or packed) to the smallest
 width that holds its longest example. Padding is masked in attention, so the logits of the
 real positions are the same as with full padding; XLA and TPUs compile one program per
-width and no more.
+width and no more. What does differ is said in FLAG_HELP (the --length_buckets help of
+every command): training batches are drawn one bucket at a time, and the SQuAD v1 head's
+training loss, whose softmax over positions includes the padding, leaves out the padding
+past the batch's width (tests/test_bucket_losses.py).
 
     widths = bucket_widths(128, "16,32,64")                 # (16, 32, 64, 128)
     ds = bucketed_batches(columns, lengths, 32, widths, finalize=cut_to_width(("input_word_ids",)),
@@ -22,6 +25,16 @@ import tensorflow as tf
 
 DEFAULT_BUCKETS = "16,32,64,128,256,384,512"
 LENGTH = "_length"
+_HELP = ("Batches are padded only to the smallest of these widths (and --max_seq_length) that holds their longest "
+         "input; `none` pads every batch to --max_seq_length (the release). ")
+_BATCHES = "Training batches are drawn one bucket at a time, so a training run sees other batches than with `none`."
+FLAG_HELP = (_HELP + "On the same batch the outputs and the training loss are the same either way (float32 "
+             "rounding). " + _BATCHES)
+SQUAD_V1_FLAG_HELP = _HELP + (
+    "On the same batch the outputs are the same either way (float32 rounding), the v1 head's training loss is not: "
+    "its start and end softmax run over every position of the batch, padding included (as in the release), so with "
+    "buckets the padding past the batch's width drops out of them and the loss is lower than with `none` "
+    "(predictions are the same). ") + _BATCHES
 
 
 def bucket_widths(max_seq_length, buckets=DEFAULT_BUCKETS):

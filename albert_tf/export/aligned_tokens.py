@@ -1,6 +1,6 @@
 """In-graph SentencePiece pieces of one string with their character spans in the ORIGINAL text.
 
-The TensorFlow twin of `albert_tf.data.squad_data.tokenize_context` (read its docstring for
+The TensorFlow twin of `albert_tf.data.squad.alignment.tokenize_context` (read its docstring for
 the rules), for SavedModels that take raw text and answer with spans of it:
 
     tokenizer = tf_text.SentencepieceTokenizer(model=spm_bytes, out_type=tf.int32)

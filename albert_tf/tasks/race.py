@@ -1,7 +1,7 @@
 """The multiple-choice task: RACE (and users' own JSON-lines data), for `python -m albert_tf.run_race`.
 
 As the release's run_race.py: per option [CLS] article [SEP] question-with-option [SEP]
-(albert_tf.data.race_data: "_" in the question replaced by the option, else question and
+(albert_tf.data.race.features: "_" in the question replaced by the option, else question and
 option joined; that part keeps its last max_qa_length pieces and the article fills the
 rest), AlbertForMultipleChoice (pooled output -> output_weights [1, H], output_bias [1],
 one logit per option, softmax over the options), cross-entropy averaged over the global
@@ -112,15 +112,15 @@ def check_options(o):
 
 def read_split(o, split):
     """The examples of one split (MultipleChoiceExamples), checked."""
-    from albert_tf.data import race_data
+    from albert_tf.data.race.reading import read_multiple_choice_jsonl, read_race
 
     if o.task_name == "race":
-        return race_data.read_race(o.data_dir, split, high_only=o.high_only, middle_only=o.middle_only)
+        return read_race(o.data_dir, split, high_only=o.high_only, middle_only=o.middle_only)
     path = os.path.join(o.data_dir, f"{split}.jsonl")
     if not os.path.isfile(path):
         raise ValueError(f"--task_name=multiple_choice reads {path}, which does not exist (JSON lines with context, "
                          "question, options and answer).")
-    return race_data.read_multiple_choice_jsonl(path)
+    return read_multiple_choice_jsonl(path)
 
 
 def accuracy_by_level(probabilities, labels, levels):
@@ -149,7 +149,7 @@ class MultipleChoiceTask(Task):
     Args:
         options: MultipleChoiceOptions.
         splits: {split: MultipleChoiceExamples}.
-        arrays: {split: {name: array}} features of each split (race_data layout).
+        arrays: {split: {name: array}} features of each split (albert_tf.data.race.features layout).
     """
 
     skip_padding = True  # the loss reads pooled outputs only
@@ -269,7 +269,8 @@ def run(o, training, stream=sys.stdout):
 
 
 def _run(o, training, stream):
-    from albert_tf.data import race_data
+    from albert_tf.data.race.cache import load_or_build_features
+    from albert_tf.data.race.features import MultipleChoiceSettings
     from albert_tf.data.tokenization import SentencePieceTokenizer
 
     check_options(o)
@@ -283,11 +284,11 @@ def _run(o, training, stream):
             raise ValueError(f"--data_dir={o.data_dir}: {split} questions need answers "
                              f"(first without one: {next(e.source for e in examples if e.label is None)}).")
     tokenizer = SentencePieceTokenizer(spm_file_for(o), do_lower_case=o.do_lower_case)
-    settings = race_data.MultipleChoiceSettings(max_seq_length=o.max_seq_length, max_qa_length=o.max_qa_length)
+    settings = MultipleChoiceSettings(max_seq_length=o.max_seq_length, max_qa_length=o.max_qa_length)
     strategy = start_run(o, tpu=o.tpu_name)
     arrays = {}
     for split, examples in splits.items():
-        cache = race_data.load_or_build_features(examples, o.feature_file(split), tokenizer, settings)
+        cache = load_or_build_features(examples, o.feature_file(split), tokenizer, settings)
         print(f"{split} features {cache.feature_file}: {cache.num_features} ({cache.reason})", file=stream,
               flush=True)
         arrays[split] = cache.arrays

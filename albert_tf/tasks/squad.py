@@ -1,7 +1,7 @@
 """The SQuAD task (v1.1 and v2.0): for `python -m albert_tf.run_squad_v1` / `run_squad_v2`.
 
 As the release's run_squad_v1.py / run_squad_v2.py: windowed features ([CLS] question [SEP]
-context [SEP], albert_tf.data.squad_data, cached as TFRecords beside a settings sidecar and
+context [SEP], albert_tf.data.squad, cached as TFRecords beside a settings sidecar and
 rebuilt when the settings, tokenizer or input change), the v1 linear start/end head or the
 v2 XLNet-style head (albert_tf.modeling.question_answering), the release's losses averaged
 over the global batch, AdamW with linear warmup and decay, num_train_steps =
@@ -189,7 +189,7 @@ class SquadTask(Task):
     def predict_dataset(self, features, batch_size):
         """One finite pass over prediction features, by length (example_index restores the
         order; the last batch may be partial)."""
-        from albert_tf.data.squad_data import features_to_arrays
+        from albert_tf.data.squad.features import features_to_arrays
 
         columns = _feature_columns(features_to_arrays(features), with_labels=False)
         columns[EXAMPLE_INDEX] = np.arange(len(features), dtype=np.int32)
@@ -237,7 +237,7 @@ class SquadTask(Task):
     # --- prediction ----------------------------------------------------------------------
 
     def windows(self, features, outputs):
-        """Features + the model's per-feature outputs -> squad_postprocess windows."""
+        """Features + the model's per-feature outputs -> albert_tf.data.squad.postprocess windows."""
         keys = [k for k in outputs if k not in (EXAMPLE_INDEX, "_batches")]
         windows = []
         for k, feature in enumerate(features):
@@ -251,7 +251,8 @@ class SquadTask(Task):
         """Runs the model over the prediction features and writes predictions.json,
         nbest_predictions.json, (v2) null_odds.json and, when `predict_file` holds
         answers, the official metrics (returned; None otherwise)."""
-        from albert_tf.data import squad_metrics, squad_postprocess
+        from albert_tf.data.squad import metrics as squad_metrics
+        from albert_tf.data.squad import postprocess as squad_postprocess
 
         o = self.options
         outputs = trainer.per_example_outputs(self.predict_dataset(features, o.predict_batch_size),
@@ -315,7 +316,7 @@ class SquadTask(Task):
 
 
 def _examples(path, is_training, version):
-    from albert_tf.data.squad_data import read_squad_examples
+    from albert_tf.data.squad.reading import read_squad_examples
 
     return read_squad_examples(path, is_training, version)
 
@@ -338,7 +339,8 @@ def run(o, training, stream=sys.stdout):
 
 
 def _run(o, training, stream):
-    from albert_tf.data.squad_data import FeatureSettings, load_or_build_features, read_feature_arrays
+    from albert_tf.data.squad.cache import load_or_build_features, read_feature_arrays
+    from albert_tf.data.squad.features import FeatureSettings
     from albert_tf.data.tokenization import SentencePieceTokenizer
 
     check_options(o)

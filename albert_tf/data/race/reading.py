@@ -1,0 +1,329 @@
+"""Multiple-choice reading: RACE in both layouts and generic JSON lines -> MultipleChoiceExamples.
+
+    examples = read_race("data", "train")                 # data/RACE/train/{middle,high}/...
+    examples.summary.layout                                # "files" or "all.txt"
+
+Input (N questions, C options each, T = max_seq_length):
+
+- RACE, the official layout: `data_dir/RACE/<split>/<level>/*.txt`, split train / dev /
+  test, level middle / high, one JSON article per file: {"article": str, "questions":
+  [str], "options": [[str, ...]], "answers": ["A".."D"], "id": str}. Files are read in
+  natural order (2.txt before 10.txt).
+- RACE, the release's form: `data_dir/RACE/<split>/<level>/all.txt`, one such JSON
+  article per line. Where a level directory holds all.txt, only all.txt is read (its
+  other .txt files are listed in summary.ignored and a warning says so).
+  `data_dir` may also be the RACE directory itself. `examples.summary` says which layout
+  was found, per level: the directory, articles and questions.
+- Generic JSON lines (`read_multiple_choice_jsonl`): one question per line, {"context":
+  str, "question": str, "options": [str, ...] (2 or more, the same count on every line),
+  "answer": index (0-based int) or letter ("A", "B", ...), optional; "id": optional}.
+  Without an answer (absent or null) the label is None (prediction only).
+
+Every problem in the input (not JSON, a missing or mistyped key, options / answers
+counts that disagree, an answer outside the options, a question with another number of
+options than the rest, an empty directory) raises MultipleChoiceDataError (a ValueError)
+naming the file, for all.txt and JSONL also the line, and what to fix.
+"""
+
+import json
+import logging
+import os
+
+from albert_tf.data.race.examples import (MultipleChoiceDataError, MultipleChoiceExample, MultipleChoiceExamples,
+                                          MultipleChoiceSummary)
+
+logger = logging.getLogger("albert_tf")
+
+SPLITS = ("train", "dev", "test")
+LEVELS = ("middle", "high")
+LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+MAX_OPTIONS = len(LETTERS)
+RACE_KEYS = ("article", "questions", "options", "answers", "id")
+
+
+def _decode(path, data, line=None):
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        line = line or data.count(b"\n", 0, e.start) + 1
+        where = f"{path}:{line}"
+        raise MultipleChoiceDataError(f"{where}: not valid UTF-8 ({e.reason} at byte {e.start}); save the file "
+                                      "as UTF-8.") from None
+
+
+def _json(text, where, what):
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise MultipleChoiceDataError(f"{where}: not JSON ({e.msg} at column {e.colno}); {what}.") from None
+
+
+def _natural_key(name):
+    stem = os.path.splitext(name)[0]
+    return (0, int(stem), name) if stem.isdigit() else (1, 0, name)
+
+
+def _require(obj, key, kind, where, what):
+    if key not in obj:
+        raise MultipleChoiceDataError(f"{where}: missing key {key!r}; {what}.")
+    value = obj[key]
+    ok = isinstance(value, kind) and not (kind is int and isinstance(value, bool))
+    if not ok:
+        names = " or ".join(k.__name__ for k in (kind if isinstance(kind, tuple) else (kind,)))
+        raise MultipleChoiceDataError(f"{where}: key {key!r} is {type(value).__name__} {value!r:.60}, "
+                                      f"expected {names}.")
+    return value
+
+
+def _options(value, where, what):
+    if not isinstance(value, list) or not all(isinstance(o, str) for o in value):
+        raise MultipleChoiceDataError(f"{where}: options {value!r:.80} are not a list of strings; {what}.")
+    if not 2 <= len(value) <= MAX_OPTIONS:
+        raise MultipleChoiceDataError(f"{where}: {len(value)} options; a question needs 2 to {MAX_OPTIONS}.")
+    return tuple(value)
+
+
+def _letters(n):
+    return f"{LETTERS[0]}-{LETTERS[n - 1]}"
+
+
+def _answer_letter(answer, num_options, where):
+    if not isinstance(answer, str) or len(answer) != 1 or answer not in LETTERS:
+        raise MultipleChoiceDataError(f"{where}: answer {answer!r} is not a letter {_letters(num_options)}; "
+                                      "write the answer as the capital letter of its option.")
+    label = LETTERS.index(answer)
+    if label >= num_options:
+        raise MultipleChoiceDataError(f"{where}: answer {answer!r} is outside the options (the question has "
+                                      f"{num_options}: {_letters(num_options)}); fix the answer or add the option.")
+    return label
+
+
+class _ChoiceCount:
+    """Checks that every question has the same number of options as the first one."""
+
+    def __init__(self):
+        self.count = None
+        self.first = None
+
+    def check(self, n, where):
+        if self.count is None:
+            self.count, self.first = n, where
+        elif n != self.count:
+            raise MultipleChoiceDataError(f"{where}: {n} options, but {self.first} has {self.count}; every question "
+                                          "must have the same number of options (features are [N, C, T]).")
+
+
+_RACE_WHAT = ('a RACE article is one JSON object {"article": str, "questions": [str], '
+              '"options": [[str, ...]], "answers": ["A".."D"], "id": str}')
+
+
+def _race_article(obj, source, level, counter):
+    """One RACE article (a parsed JSON object read at `source`, file or file:line) -> its examples."""
+    where = source
+    if not isinstance(obj, dict):
+        raise MultipleChoiceDataError(f"{where}: a JSON {type(obj).__name__}, not an article object; {_RACE_WHAT}.")
+    for key in RACE_KEYS:
+        if key not in obj:
+            raise MultipleChoiceDataError(f"{where}: missing key {key!r}; {_RACE_WHAT}.")
+    article = _require(obj, "article", str, where, _RACE_WHAT)
+    questions = _require(obj, "questions", list, where, _RACE_WHAT)
+    options = _require(obj, "options", list, where, _RACE_WHAT)
+    answers = _require(obj, "answers", list, where, _RACE_WHAT)
+    article_id = str(_require(obj, "id", (str, int), where, _RACE_WHAT))
+    where = f"{where} (id {article_id!r})"
+    if not article.strip():
+        raise MultipleChoiceDataError(f"{where}: empty article; give it its text or remove it.")
+    if not questions:
+        raise MultipleChoiceDataError(f"{where}: no question; an article needs at least one.")
+    if not len(questions) == len(options) == len(answers):
+        raise MultipleChoiceDataError(f"{where}: {len(questions)} questions, {len(options)} option lists and "
+                                      f"{len(answers)} answers; they must agree (one option list and one answer "
+                                      "per question).")
+    out = []
+    for i, (question, opts, answer) in enumerate(zip(questions, options, answers)):
+        at = f"{where} question {i}"
+        if not isinstance(question, str):
+            raise MultipleChoiceDataError(f"{at}: the question is {type(question).__name__}, expected a string.")
+        opts = _options(opts, at, _RACE_WHAT)
+        counter.check(len(opts), at)
+        label = _answer_letter(answer, len(opts), at)
+        out.append(MultipleChoiceExample(example_id=article_id, question_index=i, context=article, question=question,
+                                         options=opts, label=label, level=level, source=source))
+    return out
+
+
+def _race_root(data_dir, split):
+    data_dir = os.fspath(data_dir)
+    for root in (os.path.join(data_dir, "RACE"), data_dir):
+        if os.path.isdir(os.path.join(root, split)):
+            return root
+    raise MultipleChoiceDataError(
+        f"{data_dir}: no RACE/{split} directory; expected {os.path.join(data_dir, 'RACE', split)}/{{middle,high}}/"
+        "*.txt (the official RACE layout, one JSON article per file) or .../all.txt (one JSON article per line).")
+
+
+def read_race(data_dir, split, high_only=False, middle_only=False):
+    """Reads one RACE split (module docstring: both layouts).
+
+    Args:
+        data_dir: the directory holding RACE/ (or the RACE directory itself).
+        split: "train", "dev" or "test".
+        high_only, middle_only: read only that level (at most one of them).
+
+    Returns:
+        MultipleChoiceExamples (articles in order, questions in article order) with
+        `.summary`, a MultipleChoiceSummary (layout, per-level counts, files read).
+
+    Raises:
+        MultipleChoiceDataError (a ValueError) naming the file (and line) and what to fix.
+    """
+    if split not in SPLITS:
+        raise MultipleChoiceDataError(f"RACE split {split!r} is not one of {', '.join(SPLITS)}.")
+    if high_only and middle_only:
+        raise MultipleChoiceDataError("high_only and middle_only exclude each other; set at most one.")
+    levels = ("high",) if high_only else ("middle",) if middle_only else LEVELS
+    root = _race_root(data_dir, split)
+    directory = os.path.join(root, split)
+    examples = MultipleChoiceExamples()
+    summary = MultipleChoiceSummary(source="", layout="", directory=directory, split=split)
+    counter = _ChoiceCount()
+    for level in levels:
+        level_dir = os.path.join(directory, level)
+        if not os.path.isdir(level_dir):
+            raise MultipleChoiceDataError(
+                f"{level_dir}: no such directory; the RACE layout has {directory}/{{middle,high}}/"
+                + ("" if high_only or middle_only else " (pass high_only or middle_only to read one level)") + ".")
+        names = sorted((n for n in os.listdir(level_dir) if n.endswith(".txt") and not n.startswith(".")
+                        and os.path.isfile(os.path.join(level_dir, n))), key=_natural_key)
+        if not names:
+            raise MultipleChoiceDataError(f"{level_dir}: empty, no .txt article file; put the RACE articles there "
+                                          "(one JSON article per <n>.txt, or one per line of all.txt).")
+        level_examples, articles = [], 0
+        if "all.txt" in names:
+            layout = "all.txt"
+            path = os.path.join(level_dir, "all.txt")
+            ignored = [os.path.join(level_dir, n) for n in names if n != "all.txt"]
+            if ignored:
+                logger.warning("%s: reading all.txt only; %d other .txt file(s) beside it are ignored.", level_dir,
+                               len(ignored))
+                summary.ignored.extend(ignored)
+            with open(path, "rb") as f:
+                raw_lines = f.read().split(b"\n")
+            for number, raw in enumerate(raw_lines, 1):
+                line = _decode(path, raw, number)
+                if not line.strip():
+                    continue
+                where = f"{path}:{number}"
+                obj = _json(line, where, "all.txt holds one JSON article per line")
+                level_examples += _race_article(obj, where, level, counter)
+                articles += 1
+            summary.paths.append(path)
+        else:
+            layout = "files"
+            for name in names:
+                path = os.path.join(level_dir, name)
+                with open(path, "rb") as f:
+                    text = _decode(path, f.read())
+                obj = _json(text, path, "a RACE article file holds one JSON article")
+                level_examples += _race_article(obj, path, level, counter)
+                articles += 1
+                summary.paths.append(path)
+        if not level_examples:
+            raise MultipleChoiceDataError(f"{level_dir}: no article in {layout}; put the RACE articles there.")
+        summary.levels[level] = {"layout": layout, "path": level_dir, "articles": articles,
+                                 "questions": len(level_examples)}
+        summary.articles += articles
+        examples.extend(level_examples)
+    layouts = {v["layout"] for v in summary.levels.values()}
+    summary.layout = layouts.pop() if len(layouts) == 1 else "mixed"
+    summary.questions = len(examples)
+    summary.num_choices = counter.count
+    per_level = ", ".join(f"{lv} {v['articles']} articles / {v['questions']} questions ({v['layout']})"
+                          for lv, v in summary.levels.items())
+    described = {"files": "files layout, one JSON article per file", "all.txt": "all.txt layout, one JSON "
+                 "article per line", "mixed": "mixed layouts"}[summary.layout]
+    summary.source = f"RACE {split} at {directory} ({described}): {per_level}"
+    examples.summary = summary
+    logger.info("%s", summary.source)
+    return examples
+
+
+_JSONL_WHAT = ('a multiple-choice line is one JSON object {"context": str, "question": str, "options": [str, ...], '
+               '"answer": index or letter (optional), "id": optional}')
+
+
+def _jsonl_answer(value, num_options, where):
+    if value is None:
+        return None
+    if isinstance(value, int) and not isinstance(value, bool):
+        if not 0 <= value < num_options:
+            raise MultipleChoiceDataError(f"{where}: answer index {value} is outside the options (0-{num_options - 1}"
+                                          f"); fix the answer or add the option.")
+        return value
+    if isinstance(value, str):
+        return _answer_letter(value, num_options, where)
+    raise MultipleChoiceDataError(f"{where}: answer {value!r:.60} is neither an index (0-{num_options - 1}) nor a "
+                                  f"letter ({_letters(num_options)}); leave it out (or null) for prediction.")
+
+
+def read_multiple_choice_jsonl(path):
+    """Reads generic multiple-choice JSON lines (module docstring).
+
+    Args:
+        path: the .jsonl file (blank lines are skipped).
+
+    Returns:
+        MultipleChoiceExamples with `.summary` (layout "jsonl", level "" on every example).
+
+    Raises:
+        MultipleChoiceDataError naming the file and line: not JSON, a missing or mistyped
+        key, fewer than 2 options, another option count than the first line's, an answer
+        outside the options; also an empty file.
+    """
+    path = os.fspath(path)
+    if not os.path.isfile(path):
+        raise MultipleChoiceDataError(f"{path}: no such file.")
+    with open(path, "rb") as f:
+        raw_lines = f.read().split(b"\n")
+    examples = MultipleChoiceExamples()
+    counter = _ChoiceCount()
+    per_id = {}
+    for number, raw in enumerate(raw_lines, 1):
+        line = _decode(path, raw, number)
+        if not line.strip():
+            continue
+        where = f"{path}:{number}"
+        obj = _json(line, where, _JSONL_WHAT)
+        if not isinstance(obj, dict):
+            raise MultipleChoiceDataError(f"{where}: a JSON {type(obj).__name__}; {_JSONL_WHAT}.")
+        context = _require(obj, "context", str, where, _JSONL_WHAT)
+        question = _require(obj, "question", str, where, _JSONL_WHAT)
+        if "options" not in obj:
+            raise MultipleChoiceDataError(f"{where}: missing key 'options'; {_JSONL_WHAT}.")
+        options = _options(obj["options"], where, _JSONL_WHAT)
+        counter.check(len(options), where)
+        label = _jsonl_answer(obj.get("answer"), len(options), where)
+        if not context.strip():
+            raise MultipleChoiceDataError(f"{where}: empty context; give the passage the question is about.")
+        example_id = obj.get("id")
+        if example_id is None:
+            example_id = f"{os.path.basename(path)}:{number}"
+        elif not isinstance(example_id, (str, int)) or isinstance(example_id, bool):
+            raise MultipleChoiceDataError(f"{where}: id {example_id!r:.60} is not a string or integer.")
+        example_id = str(example_id)
+        index = per_id.get(example_id, 0)
+        per_id[example_id] = index + 1
+        examples.append(MultipleChoiceExample(example_id=example_id, question_index=index, context=context,
+                                              question=question, options=options, label=label, level="",
+                                              source=where))
+    if not examples:
+        raise MultipleChoiceDataError(f"{path}: no question in the file; {_JSONL_WHAT}.")
+    unlabeled = sum(e.label is None for e in examples)
+    summary = MultipleChoiceSummary(
+        source=f"multiple-choice JSONL {path}: {len(examples)} questions on {len(per_id)} contexts, "
+               f"{counter.count} options each" + (f", {unlabeled} without answer" if unlabeled else ""),
+        layout="jsonl", directory=path, articles=len(per_id), questions=len(examples), num_choices=counter.count,
+        unlabeled=unlabeled, paths=[path])
+    examples.summary = summary
+    logger.info("%s", summary.source)
+    return examples

@@ -1,0 +1,20 @@
+"""SQuAD v1.1 / v2.0 data: the official JSON -> examples -> windowed features -> cached
+TFRecords -> (after the model) predictions and the official metrics. One module per role:
+
+    reading      read_squad_examples: the JSON, checked, as SquadExamples
+    alignment    tokenize_context: pieces with their exact character spans in the context
+    features     convert_examples_to_features / features_to_arrays: the release's windows
+    cache        load_or_build_features: feature TFRecords reused only when nothing changed
+    postprocess  the model's outputs on every window -> n-best answers, prediction files
+    metrics      the official v1.1 / v2.0 evaluation rules
+
+    from albert_tf.data.squad.reading import read_squad_examples
+    from albert_tf.data.squad.features import FeatureSettings, convert_examples_to_features, features_to_arrays
+    from albert_tf.data.squad.cache import load_or_build_features
+
+    examples = read_squad_examples("train-v2.0.json", is_training=True)   # examples.summary: ReadSummary
+    features = convert_examples_to_features(examples, tokenizer, is_training=True)
+    arrays = features_to_arrays(features)                                 # model inputs and labels
+    result = load_or_build_features("train-v2.0.json", "out/train.tfrecord", tokenizer,
+                                    FeatureSettings(is_training=True))    # result.rebuilt, result.reason
+"""

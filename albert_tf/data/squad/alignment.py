@@ -1,0 +1,221 @@
+"""SQuAD context alignment: every SentencePiece piece of a context with its exact span in
+the original text (what features need to map an answer to pieces and pieces back to text).
+
+    context = tokenize_context(example.context_text, tokenizer)   # ContextTokens
+    context.char_span_to_tokens(answer_start, answer_end)          # (first, last) piece
+
+Character alignment (exact, no LCS). The context is normalised the way `preprocess_text`
+does it (whitespace runs collapsed and stripped, `` and '' -> ", NFKD with the characters of
+non-zero combining class dropped, lower-cased), but built unit by unit so that every normalised character keeps the
+[start, end) of the original characters it came from. SentencePiece then encodes the
+normalised string (`return_type="proto"`, or `EncodeAsImmutableProto` on older
+sentencepiece), which gives each piece its begin/end byte offsets into that string; the two
+maps composed give every piece its span in the ORIGINAL context. Whitespace (and the
+control/format characters SentencePiece treats as such, e.g. U+200B) at the edges of a
+piece's surface is left out of its span; a piece with nothing else (a bare "▁") gets the
+empty span (p, p) at the original offset of the next character. One original character
+that normalises to several (the "ﬁ" ligature -> "fi") gives every piece made of it the whole
+character, so such neighbours share a span. The piece ids are exactly
+`SentencePieceTokenizer.encode(context)`; the release additionally splits pieces like "1,"
+into "1" "," (its encode_pieces), which the project's tokenizer does not, so neither does
+this module (features must match the tokenization used in pretraining).
+"""
+
+import dataclasses
+import difflib
+import logging
+import unicodedata
+
+import numpy as np
+
+from albert_tf.data.tokenization import is_blank, is_combining, preprocess_text
+
+logger = logging.getLogger("albert_tf")
+
+
+def normalize_with_offsets(text, lower=True):
+    """`preprocess_text(text, lower)` and, per normalised character, the [start, end) of the
+    original characters it came from.
+
+    Returns:
+        (normalized, starts, ends): the string and two int lists of len(normalized).
+    """
+    # 1. whitespace runs -> one space, ends stripped (" ".join(text.strip().split()))
+    chars, starts, ends = [], [], []
+    space = None
+    for i, c in enumerate(text):
+        if c.isspace():
+            space = (space[0], i + 1) if space else (i, i + 1)
+            continue
+        if space is not None and chars:
+            chars.append(" ")
+            starts.append(space[0])
+            ends.append(space[1])
+        space = None
+        chars.append(c)
+        starts.append(i)
+        ends.append(i + 1)
+    # 2. `` -> "  then  '' -> "  (two passes, as str.replace does them)
+    for pair in ("``", "''"):
+        if pair not in "".join(chars):
+            continue
+        out_c, out_s, out_e = [], [], []
+        k = 0
+        while k < len(chars):
+            if k + 1 < len(chars) and chars[k] + chars[k + 1] == pair:
+                out_c.append('"')
+                out_s.append(starts[k])
+                out_e.append(ends[k + 1])
+                k += 2
+            else:
+                out_c.append(chars[k])
+                out_s.append(starts[k])
+                out_e.append(ends[k])
+                k += 1
+        chars, starts, ends = out_c, out_s, out_e
+    # 3. NFKD, characters of non-zero combining class dropped (character by character:
+    #    canonical reordering only moves those, which are all dropped, so this equals the
+    #    whole-string form)
+    if not all(c < "\x80" for c in chars):
+        out_c, out_s, out_e = [], [], []
+        for c, s, e in zip(chars, starts, ends):
+            if c < "\x80":
+                out_c.append(c)
+                out_s.append(s)
+                out_e.append(e)
+                continue
+            for d in unicodedata.normalize("NFKD", c):
+                if not is_combining(d):
+                    out_c.append(d)
+                    out_s.append(s)
+                    out_e.append(e)
+        chars, starts, ends = out_c, out_s, out_e
+    normalized = "".join(chars)
+    # 4. lower case: the whole string (context-dependent rules such as the final sigma), per
+    #    character only when some character lower-cases to several
+    if lower:
+        low = normalized.lower()
+        if len(low) != len(normalized):
+            out_s, out_e = [], []
+            for c, s, e in zip(chars, starts, ends):
+                n = len(c.lower())
+                out_s.extend([s] * n)
+                out_e.extend([e] * n)
+            starts, ends = out_s, out_e
+        normalized = low
+    return normalized, starts, ends
+
+
+def align_offsets(target, source, starts, ends):
+    """Offsets for `target` from those of a nearly equal `source` (difflib on characters):
+    matched characters take their partner's span, unmatched ones the span between their
+    matched neighbours. A fallback for a normalisation that differs from the one mirrored."""
+    n = len(target)
+    t_starts, t_ends = [None] * n, [None] * n
+    matcher = difflib.SequenceMatcher(None, source, target, autojunk=False)
+    for a, b, size in matcher.get_matching_blocks():
+        for k in range(size):
+            t_starts[b + k], t_ends[b + k] = starts[a + k], ends[a + k]
+    total = ends[-1] if ends else 0
+    prev_end = starts[0] if starts else 0
+    for k in range(n):  # forward: unmatched start after the previous match
+        if t_starts[k] is None:
+            t_starts[k] = prev_end
+        else:
+            prev_end = t_ends[k]
+    next_start = total
+    for k in range(n - 1, -1, -1):  # backward: unmatched end before the next match
+        if t_ends[k] is None:
+            t_ends[k] = max(next_start, t_starts[k])
+        else:
+            next_start = t_starts[k]
+    return t_starts, t_ends
+
+
+def _encode_with_offsets(sp, text):
+    """SentencePiece pieces of `text` with their [begin, end) CHARACTER offsets in `text`."""
+    try:
+        proto = sp.Encode(text, return_type="proto")
+    except TypeError:  # sentencepiece < 0.2.1
+        proto = sp.EncodeAsImmutableProto(text)
+    pieces = proto.pieces
+    if text.isascii():
+        return [(p.id, p.piece, p.begin, p.end) for p in pieces]
+    byte_pos = np.cumsum([0] + [len(c.encode("utf-8")) for c in text])
+    out = []
+    for p in pieces:
+        b = int(np.searchsorted(byte_pos, p.begin, side="left"))
+        e = int(np.searchsorted(byte_pos, p.end, side="left"))
+        out.append((p.id, p.piece, b, e))
+    return out
+
+
+def _is_blank(c):
+    """Characters SentencePiece treats as whitespace or removes: left out of piece spans
+    (tokenization.is_blank: isspace or category Cc, Cf, Zs, Zl, Zp)."""
+    return is_blank(c)
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class ContextTokens:
+    """A context's pieces and their spans in the original text.
+
+    text: the original context; normalized: preprocess_text(text); ids: int32 [P] (exactly
+    tokenizer.encode(text)); pieces: the pieces as SentencePiece produced them (unknown
+    pieces keep their text); spans: int32 [P, 2], [start, end) in `text` (empty for a bare
+    "▁" piece).
+    """
+
+    text: str
+    normalized: str
+    ids: np.ndarray
+    pieces: tuple
+    spans: np.ndarray
+
+    def char_span_to_tokens(self, start, end):
+        """(first, last) pieces of the smallest run of pieces covering characters [start, end)
+        of the text; None when no piece covers any of them."""
+        s, e = self.spans[:, 0], self.spans[:, 1]
+        hit = np.nonzero((e > s) & (s < end) & (e > start))[0]
+        if not len(hit):
+            return None
+        return int(hit[0]), int(hit[-1])
+
+    def token_span_to_text(self, first, last):
+        """The original text from piece `first` to piece `last` (inclusive)."""
+        return self.text[int(self.spans[first, 0]):int(self.spans[last, 1])]
+
+
+def tokenize_context(text, tokenizer):
+    """A context -> ContextTokens (pieces of the normalised text, spans in the original)."""
+    lower = tokenizer.do_lower_case
+    normalized, starts, ends = normalize_with_offsets(text, lower)
+    expected = preprocess_text(text, lower)
+    if normalized != expected:  # never seen; keeps the spans sensible if preprocess_text changes
+        logger.warning("squad alignment: normalisation mirror differs from preprocess_text; aligning by difflib.")
+        starts, ends = align_offsets(expected, normalized, starts, ends)
+        normalized = expected
+    encoded = _encode_with_offsets(tokenizer.sp, normalized)
+    n = len(normalized)
+    blank = [_is_blank(c) for c in normalized]
+    next_solid = [n] * (n + 1)  # next non-blank character at or after k
+    for k in range(n - 1, -1, -1):
+        next_solid[k] = k if not blank[k] else next_solid[k + 1]
+    tail = ends[max((k for k in range(n) if not blank[k]), default=0)] if n else 0
+    ids, pieces, spans = [], [], []
+    for piece_id, piece, b, e in encoded:
+        while b < e and blank[b]:
+            b += 1
+        while e > b and blank[e - 1]:
+            e -= 1
+        if b < e:
+            span = (starts[b], ends[e - 1])
+        else:
+            k = next_solid[min(e, n)]
+            anchor = starts[k] if k < n else tail
+            span = (anchor, anchor)
+        ids.append(piece_id)
+        pieces.append(piece)
+        spans.append(span)
+    return ContextTokens(text=text, normalized=normalized, ids=np.asarray(ids, np.int32), pieces=tuple(pieces),
+                         spans=np.asarray(spans, np.int32).reshape(-1, 2))
