@@ -166,8 +166,8 @@ def test_squad_v1_loss_with_buckets_leaves_the_padding_past_the_width_out(spm_mo
     release's loss over the first W positions of the full batch's logits, and smaller than
     the full-padding loss whenever W < T. (Predictions are not affected, padding never
     holds an answer: tests/test_buckets.py.)"""
+    from albert_tf.modeling.encoder import INPUT_NAMES
     from albert_tf.modeling.qa_heads import squad_v1_loss
-    from albert_tf.tasks.squad import ENCODER_INPUTS
 
     task, pairs = _squad(spm_model, tmp_path, "v1")
     model = _model(task)
@@ -177,7 +177,7 @@ def test_squad_v1_loss_with_buckets_leaves_the_padding_past_the_width_out(spm_mo
         where = f"batch {k}, width {width}"
         loss_full, _ = _loss(task, model, full)
         loss_cut, terms_cut = _loss(task, model, cut)
-        out = model({name: full[name] for name in ENCODER_INPUTS}, training=True)
+        out = model({name: full[name] for name in INPUT_NAMES}, training=True)
         rows = squad_v1_loss(out["start_logits"][:, :width], out["end_logits"][:, :width], full["start_positions"],
                              full["end_positions"], per_example=True)
         expected = float(tf.reduce_mean(rows))
