@@ -6,31 +6,41 @@ import numpy as np
 import pytest
 
 from albert_tf.data import classifier_metrics as metrics
+from albert_tf.data.classifier_pipeline import label_ids
 from albert_tf.data.classifier_data import DataError, get_task, read_examples
 
-# Two rows per task in the GLUE distribution's layout (header, columns).
+# Two rows per task in the GLUE distribution's layout (header, columns), of different labels,
+# and what each row reads as: (text_a, text_b, label).
 LAYOUTS = {
     "cola": ("train.tsv", None, ["gj04\t1\t\tOur friends won't buy this analysis.", "gj04\t0\t*\tThey drank the pub."],
-             ("Our friends won't buy this analysis.", None, "1")),
-    "sst-2": ("dev.tsv", "sentence\tlabel", ["a gorgeous film\t1", "dull and long\t0"], ("a gorgeous film", None, "1")),
+             [("Our friends won't buy this analysis.", None, "1"), ("They drank the pub.", None, "0")]),
+    "sst-2": ("dev.tsv", "sentence\tlabel", ["a gorgeous film\t1", "dull and long\t0"],
+              [("a gorgeous film", None, "1"), ("dull and long", None, "0")]),
     "mrpc": ("train.tsv", "Quality\t#1 ID\t#2 ID\t#1 String\t#2 String",
              ["1\t1\t2\tHe said it.\tIt was said by him.", "0\t3\t4\tA cat.\tA dog."],
-             ("He said it.", "It was said by him.", "1")),
+             [("He said it.", "It was said by him.", "1"), ("A cat.", "A dog.", "0")]),
     "sts-b": ("dev.tsv", "index\tgenre\tfilename\tyear\told_index\tsource1\tsource2\tsentence1\tsentence2\tscore",
-              ["0\tmain\tf\t2012\t1\tnone\tnone\tA plane takes off.\tAn air plane is taking off.\t5.000"],
-              ("A plane takes off.", "An air plane is taking off.", 5.0)),
+              ["0\tmain\tf\t2012\t1\tnone\tnone\tA plane takes off.\tAn air plane is taking off.\t5.000",
+               "1\tmain\tf\t2012\t2\tnone\tnone\tA man eats.\tA woman swims.\t0.400"],
+              [("A plane takes off.", "An air plane is taking off.", 5.0), ("A man eats.", "A woman swims.", 0.4)]),
     "qqp": ("train.tsv", "id\tqid1\tqid2\tquestion1\tquestion2\tis_duplicate",
-            ["1\t1\t2\tHow do I learn?\tHow can I learn?\t1"], ("How do I learn?", "How can I learn?", "1")),
+            ["1\t1\t2\tHow do I learn?\tHow can I learn?\t1", "2\t3\t4\tWhat is AI?\tWho won?\t0"],
+            [("How do I learn?", "How can I learn?", "1"), ("What is AI?", "Who won?", "0")]),
     "mnli": ("dev_matched.tsv", "\t".join(["index", "promptID", "pairID", "genre", "s1b", "s2b", "s1p", "s2p",
                                             "sentence1", "sentence2", "label1", "gold_label"]),
-             ["0\t1\t1\tfiction\tb\tb\tp\tp\tThe cat sat.\tA cat is sitting.\tentailment\tentailment"],
-             ("The cat sat.", "A cat is sitting.", "entailment")),
-    "qnli": ("train.tsv", "index\tquestion\tsentence\tlabel", ["0\tWho?\tHe did.\tentailment"],
-             ("Who?", "He did.", "entailment")),
-    "rte": ("dev.tsv", "index\tsentence1\tsentence2\tlabel", ["0\tA man runs.\tA man moves.\tentailment"],
-            ("A man runs.", "A man moves.", "entailment")),
-    "wnli": ("train.tsv", "index\tsentence1\tsentence2\tlabel", ["0\tI saw it.\tIt was seen.\t1"],
-             ("I saw it.", "It was seen.", "1")),
+             # the label is the last column (gold_label), not label1
+             ["0\t1\t1\tfiction\tb\tb\tp\tp\tThe cat sat.\tA cat is sitting.\tneutral\tentailment",
+              "1\t2\t2\tfiction\tb\tb\tp\tp\tA dog ran.\tNothing moved.\tcontradiction\tcontradiction"],
+             [("The cat sat.", "A cat is sitting.", "entailment"), ("A dog ran.", "Nothing moved.", "contradiction")]),
+    "qnli": ("train.tsv", "index\tquestion\tsentence\tlabel",
+             ["0\tWho?\tHe did.\tentailment", "1\tWhere?\tIt rained.\tnot_entailment"],
+             [("Who?", "He did.", "entailment"), ("Where?", "It rained.", "not_entailment")]),
+    "rte": ("dev.tsv", "index\tsentence1\tsentence2\tlabel",
+            ["0\tA man runs.\tA man moves.\tentailment", "1\tA cat sleeps.\tA cat runs.\tnot_entailment"],
+            [("A man runs.", "A man moves.", "entailment"), ("A cat sleeps.", "A cat runs.", "not_entailment")]),
+    "wnli": ("train.tsv", "index\tsentence1\tsentence2\tlabel",
+             ["0\tI saw it.\tIt was seen.\t1", "1\tHe left.\tShe stayed.\t0"],
+             [("I saw it.", "It was seen.", "1"), ("He left.", "She stayed.", "0")]),
 }
 
 
@@ -42,14 +52,30 @@ def _write(directory, name, header, rows):
     return path
 
 
+# The release's label lists (classifier_utils.py, each processor's get_labels(): the order of a
+# converted classifier's outputs) and the class ids of LAYOUTS' two rows under them, by hand.
+RELEASE_LABELS = {
+    "cola": (("0", "1"), [1, 0]), "sst-2": (("0", "1"), [1, 0]), "mrpc": (("0", "1"), [1, 0]),
+    "sts-b": ((), [5.0, 0.4]), "qqp": (("0", "1"), [1, 0]),
+    "mnli": (("contradiction", "entailment", "neutral"), [1, 0]),
+    "qnli": (("entailment", "not_entailment"), [0, 1]), "rte": (("entailment", "not_entailment"), [0, 1]),
+    "wnli": (("0", "1"), [1, 0]),
+}
+
+
 @pytest.mark.parametrize("task_name", sorted(LAYOUTS))
 def test_glue_layouts(task_name, tmp_path):
     file_name, header, rows, expected = LAYOUTS[task_name]
     _write(tmp_path, file_name, header, rows)
     split = "train" if file_name == "train.tsv" else "dev"
-    examples = read_examples(get_task(task_name.upper()), str(tmp_path), split)
-    assert len(examples) == len(rows)
-    assert (examples[0].text_a, examples[0].text_b, examples[0].label) == expected
+    task = get_task(task_name.upper())
+    examples = read_examples(task, str(tmp_path), split)
+    # every row, in order: the text columns and the label of each (two labels where the file has two)
+    assert [(e.text_a, e.text_b, e.label) for e in examples] == expected
+    # the labels as the model sees them: the release's list, and each row's class id in it
+    labels, ids = RELEASE_LABELS[task_name]
+    assert tuple(task.labels) == labels
+    np.testing.assert_allclose(label_ids(examples, task.labels), ids, rtol=1e-6)
 
 
 def test_mismatched_mnli_reads_its_own_dev_file(tmp_path):

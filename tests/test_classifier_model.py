@@ -4,7 +4,7 @@ dropout only in training, the release's losses."""
 import numpy as np
 import pytest
 from conftest import random_inputs
-from harness import check_config_round_trip, check_saved_model_round_trip
+from harness import check_config_round_trip, check_saved_model_round_trip, to_numpy
 
 from albert_tf import AlbertEncoder
 from albert_tf.modeling.classifier import AlbertClassifier
@@ -25,6 +25,38 @@ def test_classifier_shapes_round_trips_and_dropout(tiny_config, tmp_path, num_cl
     check_saved_model_round_trip(model, inputs, str(tmp_path))
     np.testing.assert_array_equal(model(inputs, training=False), model(inputs, training=False))
     assert not np.allclose(model(inputs, training=True), model(inputs, training=True))
+
+
+@pytest.mark.parametrize("num_classes", [3, 1])
+def test_classifier_logits_are_the_pooled_output_times_the_output_layer(tiny_config, num_classes):
+    """logits = pooled_output . kernel + bias, in NumPy from the encoder's pooled output, with
+    known weights (biases included) that make the rows' logits differ; padding changes nothing."""
+    config = tiny_config.replace(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    model = AlbertClassifier(AlbertEncoder(config), num_classes, dropout=0.5)
+    rng = np.random.default_rng(3)
+    for v in model.weights:
+        v.assign(rng.normal(scale=0.3, size=v.shape).astype("float32") + (1.0 if "gamma" in v.path else 0.0))
+    inputs = random_inputs(config, batch=4, length=12)
+    logits = to_numpy(model(inputs, training=False))
+    pooled = to_numpy(model.encoder(inputs, training=False)["pooled_output"]).astype("float64")  # [B, H]
+    kernel, bias = (np.asarray(v, "float64") for v in model.output_dense.weights)  # [H, C], [C]
+    assert kernel.shape == (config.hidden_size, num_classes) and bias.shape == (num_classes,)
+    np.testing.assert_allclose(logits, pooled @ kernel + bias, atol=1e-5, rtol=0)
+    assert np.ptp(logits, axis=0).min() > 0.1  # the rows differ by far more than the tolerance
+    # input_mask 0 positions appended (rows 1 and 2 are padded already) change nothing
+    padded = {k: np.pad(v, ((0, 0), (0, 6))) for k, v in inputs.items()}
+    np.testing.assert_allclose(to_numpy(model(padded, training=False)), logits, atol=1e-5, rtol=0)
+
+
+def test_classifier_kernel_initializer_is_the_releases(tiny_config):
+    """output/kernel: truncated normal of stddev initializer_range (cut at 2 stddev), bias 0."""
+    model = AlbertClassifier(AlbertEncoder(tiny_config), 64, initializer_range=0.05)
+    kernel, bias = (np.asarray(v) for v in model.output_dense.weights)  # 32 x 64 values
+    np.testing.assert_array_equal(bias, 0.0)
+    # a normal cut at +-2 sigma has standard deviation 0.880 sigma
+    assert abs(kernel.std() / 0.05 - 0.880) < 0.05, kernel.std()
+    assert 1.9 * 0.05 < np.abs(kernel).max() <= 2 * 0.05 + 1e-7
+    assert abs(kernel.mean()) < 0.005
 
 
 def test_classifier_rejects_zero_classes(tiny_config):

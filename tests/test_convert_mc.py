@@ -93,6 +93,7 @@ def test_from_hugging_face_multiple_choice(tmp_path):
     ours = np.asarray(converted(x, training=False)["logits"])
     assert ours.shape == theirs.shape == (2, 3)
     np.testing.assert_allclose(ours, theirs, atol=1e-4, rtol=0)
+    assert np.ptp(theirs, axis=1).min() > 50 * 1e-4  # each example's options differ far beyond it
     np.testing.assert_allclose(np.asarray(original(x, training=False)["logits"]), theirs, atol=1e-4, rtol=0)
     # four options: the same model, no other shape
     x4 = mc_batch(cfg, batch=1, options=4, length=9, seed=1)
@@ -178,6 +179,7 @@ def test_from_release_race_checkpoint(tmp_path):
     pooled = np.asarray(converted.encoder(flat, training=False)["pooled_output"]).astype("float64")  # [B*C, H]
     logits = (pooled @ values["output_weights"].T.astype("float64") + values["output_bias"]).reshape(2, 4)
     np.testing.assert_allclose(ours, logits, atol=1e-5, rtol=0)
+    assert np.ptp(logits, axis=1).min() > 1000 * 1e-5
     fixed = np.asarray(original(fixed_inputs(), training=False)["logits"])[0]
     np.testing.assert_allclose(printed(result.stdout, "logits"), fixed, atol=1e-5)
 

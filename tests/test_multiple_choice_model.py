@@ -59,9 +59,11 @@ def test_head_variables_are_the_releases(tiny_config):
     assert model.head.name == "multiple_choice"
     assert [w.path for w in model.weights] == [w.path for w in model.encoder.weights] + [
         "multiple_choice/output_weights", "multiple_choice/output_bias"]
-    # initial values: truncated normal (|x| <= 2 stddev) weights, zero bias
+    # initial values: truncated normal (|x| <= 2 stddev) weights of stddev initializer_range (a
+    # normal cut at 2 stddev has standard deviation 0.880 stddev; 32 values here), zero bias
     weights = np.asarray(model.head.output_weights)
     assert 0 < np.abs(weights).max() <= 2 * tiny_config.initializer_range + 1e-7
+    assert 0.7 < weights.std() / tiny_config.initializer_range / 0.880 < 1.2, weights.std()
     np.testing.assert_array_equal(np.asarray(model.head.output_bias), 0.0)
 
     # the converter's rename: the release's top-level names, shapes and numbers
@@ -115,6 +117,7 @@ def test_logits_are_the_pooled_output_times_the_head(tiny_config, options, lengt
     # race_utils.create_model: [B*C, H] . W^T + b, reshaped to [B, C]
     expected = (pooled.reshape(-1, config.hidden_size) @ w.T + b).reshape(2, options)
     np.testing.assert_allclose(out["logits"], expected, atol=1e-4, rtol=0)
+    assert np.ptp(expected, axis=1).min() > 1000 * 1e-4  # each example's options differ far beyond it
 
 
 def test_options_are_independent_and_padding_is_ignored(tiny_config):
@@ -122,6 +125,7 @@ def test_options_are_independent_and_padding_is_ignored(tiny_config):
     model = randomize(AlbertForMultipleChoice(config), seed=4)
     inputs = mc_inputs(config, batch=2, options=4, length=10)
     logits = to_numpy(model(inputs))["logits"]
+    assert np.ptp(logits, axis=1).min() > 1000 * 1e-5  # options of distinct logits: a mix-up would show
     # options reordered: logits reordered the same way
     order = np.array([2, 0, 3, 1])
     shuffled = to_numpy(model({k: v[:, order] for k, v in inputs.items()}))["logits"]

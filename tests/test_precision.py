@@ -39,10 +39,27 @@ def test_auto_follows_the_hardware(tmp_path):
     # asked for explicitly: as asked, whatever the hardware
     assert choose("float32", cpuinfo=bf16, gpus=[]).policy == "float32"
     assert choose("mixed_bfloat16", cpuinfo=bf16, gpus=[]).native_bf16
-    record = choose("auto", cpuinfo=plain, gpus=[]).as_dict()
-    assert set(record) == {"dtype_policy", "dtype_policy_requested", "dtype_policy_reason", "native_bf16", "hardware"}
-    # this machine: whatever it is, auto resolves to one of the two
-    assert choose("auto").policy in ("float32", "mixed_bfloat16")
+    plain_auto = choose("auto", cpuinfo=plain, gpus=[])
+    assert plain_auto.as_dict() == {"dtype_policy": "float32", "dtype_policy_requested": "auto",
+                                    "dtype_policy_reason": plain_auto.reason, "native_bf16": False,
+                                    "hardware": plain_auto.hardware}
+    # this machine: what its own /proc/cpuinfo and GPUs say, read here without albert_tf
+    assert choose("auto").policy == _this_machines_policy()
+
+
+def _this_machines_policy():
+    """auto's rule applied to this machine, from its /proc/cpuinfo flags line and TensorFlow's
+    GPU list (read here, not through albert_tf.training.precision)."""
+    gpus = tf.config.list_physical_devices("GPU")
+    if gpus:
+        capabilities = [tf.config.experimental.get_device_details(g).get("compute_capability") for g in gpus]
+        return "mixed_bfloat16" if all(c is not None and tuple(c) >= (8, 0) for c in capabilities) else "float32"
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            flags = next((line.split(":", 1)[1].split() for line in f if line.startswith("flags")), [])
+    except OSError:
+        flags = []
+    return "mixed_bfloat16" if {"avx512_bf16", "amx_bf16"} & set(flags) else "float32"
 
 
 def test_bad_values_and_the_one_time_warning(tmp_path, monkeypatch):
@@ -79,10 +96,42 @@ def test_policy_scope_builds_mixed_models_with_float32_variables_and_islands():
     outputs = model(inputs)
     assert outputs["mlm_logits"].dtype == "float32" and outputs["sop_logits"].dtype == "float32"
     assert classifier({k: v for k, v in inputs.items() if k != "masked_lm_positions"}).dtype == "float32"
-    # the same weights in float32 give the same logits to bf16 rounding
+    # the same weights in float32 give the same logits to bf16 rounding (weights of scale 0.1:
+    # at initialization attention is nearly uniform, and a change to it would hardly show)
     full = AlbertPretrainer(config)
-    full.set_weights(model.get_weights())
-    np.testing.assert_allclose(outputs["mlm_logits"], full(inputs)["mlm_logits"], atol=0.05)
+    weights = _randomized(model, 0.1)
+    model.set_weights(weights)
+    full.set_weights(weights)
+    outputs = model(inputs)
+    assert_close_to_bf16_rounding(np.asarray(full(inputs)["mlm_logits"]), np.asarray(outputs["mlm_logits"]),
+                                  "mlm_logits")
+
+
+BF16_PRECISION = 2.0 ** -8  # bf16's relative rounding error (8 significant bits)
+
+
+def on_bf16_grid(values):
+    """Whether every value is exactly a bf16 number (what a bf16 computation cast to float32 gives)."""
+    return np.array_equal(np.asarray(tf.cast(tf.cast(values, tf.bfloat16), tf.float32)), values)
+
+
+def assert_close_to_bf16_rounding(full, mixed, name, factor=5):
+    """`mixed` (a mixed_bfloat16 model's float32 output) equals `full` (the same weights in
+    float32) to bf16 rounding: within `factor` bf16 roundings (2^-8 each) of the range the
+    values span across the inputs (measured here: 1.1 to 2.6 roundings), where two inputs' values
+    typically differ (sqrt(2) standard deviations) by 10 tolerances or more; computed in
+    float32 (not all on the bf16 grid, as a head computing in bf16 would give) and not equal to
+    float32's (the mixed model does compute in bf16)."""
+    assert full.dtype == mixed.dtype == np.float32, name
+    assert np.all(np.abs(full) < 1e4), name  # no masked (-1e30) entry: the range is the values'
+    tolerance = factor * BF16_PRECISION * float(np.ptp(full))
+    error = float(np.abs(full - mixed).max())
+    print(f"{name}: max |float32 - mixed_bfloat16| {error:.3g}, tolerance {tolerance:.3g}, "
+          f"std across inputs {full.std():.3g}")
+    assert np.sqrt(2) * full.std() >= 10 * tolerance, (name, full.std(), tolerance)
+    assert error <= tolerance, (name, error, tolerance)
+    assert error > 0, name
+    assert not on_bf16_grid(mixed), name
 
 
 def _pretraining(records, out, policy, steps, do_eval=True):
@@ -152,7 +201,7 @@ def test_fine_tuning_at_mixed_bfloat16_ends_within_one_point_of_float32(tiny_exp
     labels = ["no", "yes"]
     task_def = get_task("tsv", labels=labels, text_a_column="sentence")
     splits = {"train": read_examples(task_def, data_dir, "train"), "dev": read_examples(task_def, data_dir, "dev")}
-    accuracy, initial = {}, None
+    accuracy, initial, logits = {}, None, {}
     for policy in ("float32", "mixed_bfloat16"):
         options = ClassificationOptions(task_name="tsv", data_dir=data_dir, output_dir="unused",
                                         init_checkpoint=tiny_export["pretrained"], spm_model_file=tiny_export["spm"],
@@ -171,7 +220,10 @@ def test_fine_tuning_at_mixed_bfloat16_ends_within_one_point_of_float32(tiny_exp
         outputs = trainer.per_example_outputs(task.split_dataset("dev", 64), 64)
         accuracy[policy] = float(np.mean(np.argmax(outputs["logits"], -1) == outputs["label"]))
         assert outputs["logits"].dtype == np.float32
+        logits[policy] = outputs["logits"]
     print(accuracy)
+    # two different runs (the bf16 one did compute in bf16), not one run twice
+    assert not np.array_equal(logits["float32"], logits["mixed_bfloat16"])
     assert accuracy["float32"] > 0.75, accuracy  # it learned (majority 0.59): the comparison means something
     assert abs(accuracy["mixed_bfloat16"] - accuracy["float32"]) <= 0.01, accuracy
 
@@ -219,33 +271,96 @@ def _race_task(tmp_path, spm_model):
     return MultipleChoiceTask(options, splits, arrays)
 
 
+def _randomized(model, scale, seed=1):
+    """Known weights of a larger scale than the initializer's (LayerNorm gammas about 1)."""
+    rng = np.random.default_rng(seed)
+    return [rng.normal(scale=scale, size=v.shape).astype("float32") + (1.0 if "gamma" in v.path else 0.0)
+            for v in model.weights]
+
+
+def _varied_lengths(inputs, lengths):
+    """The inputs with sequence r (rows of [B, T] or [B, C, T] flattened) cut to lengths[r % len]
+    real positions (input_mask 0 and ids 0 after; p_mask 1 there): [CLS] states that differ."""
+    out = {k: np.array(v) for k, v in inputs.items()}
+    mask = out["input_mask"].reshape(-1, out["input_mask"].shape[-1])
+    for r in range(mask.shape[0]):
+        mask[r, lengths[r % len(lengths)]:] = 0
+    for k in ("input_word_ids", "input_type_ids"):
+        out[k] = out[k] * out["input_mask"]
+    if "p_mask" in out:
+        out["p_mask"] = np.maximum(out["p_mask"], 1 - out["input_mask"])
+    return out
+
+
+def _first_principal_direction(features):
+    """The unit vector along which the rows of `features` [N, H] vary most."""
+    centered = features - features.mean(axis=0)
+    return np.linalg.svd(centered, full_matrices=False)[2][0]
+
+
+def _set(model, weights, path, value):
+    """weights (model.get_weights()' order): the variable at `path` set to `value`."""
+    i = [v.path for v in model.weights].index(path)
+    weights[i] = np.asarray(value, "float32").reshape(weights[i].shape)
+
+
 @pytest.mark.parametrize("kind", ["squad_v2", "race"])
 def test_squad_and_race_heads_under_mixed_bfloat16(kind, spm_model, tmp_path):
     """The SQuAD v2 and multiple-choice models built by their tasks at mixed_bfloat16 give, from
-    the same weights, float32 outputs close to float32's (training at bf16 goes through the
-    same driver step as the pretraining and classification tests above)."""
-    outputs, weights = {}, None
+    the same weights, float32 outputs equal to float32's to bf16 rounding (training at bf16 goes
+    through the same driver step as the pretraining and classification tests above).
+
+    A random model's outputs hardly depend on its input (RACE logits at initialization: a spread
+    of 1e-5 across options and questions, below their bf16 error), so the head that reads the
+    [CLS] state is set along the direction in which the float32 model's features vary most over
+    the batch (RACE: the pooled outputs; SQuAD v2: the answerability layer's features, computed
+    here in NumPy), with weights of scale 0.1 (attention far from uniform) and sequences of
+    varied lengths: the compared outputs then differ across inputs by far more than bf16's error."""
     task = _squad_task(tmp_path, spm_model) if kind == "squad_v2" else _race_task(tmp_path, spm_model)
+    models = {}
     for policy in ("float32", "mixed_bfloat16"):
         with policy_scope(policy):
-            model = task.build_model()
-        weights = weights or model.get_weights()
+            models[policy] = task.build_model()
+    full = models["float32"]
+    if kind == "race":
+        batch = next(iter(task.eval_dataset(8)))
+        inputs = _varied_lengths({k: np.asarray(batch[k]) for k in ("input_word_ids", "input_mask", "input_type_ids")},
+                                 [3, 5, 8, 12, 20, 32, 48, 64])
+        weights = _randomized(full, 0.1)
+        full.set_weights(weights)
+        flat = {k: v.reshape(-1, v.shape[-1]) for k, v in inputs.items()}
+        pooled = np.asarray(full.encoder(flat, training=False)["pooled_output"], "float64")  # [B*C, H]
+        _set(full, weights, "multiple_choice/output_weights", _first_principal_direction(pooled))
+        _set(full, weights, "multiple_choice/output_bias", 0.0)
+        keys = ("logits",)
+    else:
+        batch = next(iter(task.train_dataset(None, 8, 0)))
+        inputs = _varied_lengths({k: np.asarray(batch[k]) for k in ("input_word_ids", "input_mask", "input_type_ids",
+                                                                   "p_mask")}, [40, 56, 72, 96, 48, 64, 80, 88])
+        weights = _randomized(full, 0.1)
+        full.set_weights(weights)
+        w = {v.path: np.asarray(v, "float64") for v in full.weights}
+        x = np.asarray(full.encoder({k: v for k, v in inputs.items() if k != "p_mask"}, training=False)
+                       ["sequence_output"], "float64")  # [B, T, H]
+        # SquadV2Head's answerability features: tanh(dense_0([softmax(start) . x ; x[:, 0]]))
+        p_mask = inputs["p_mask"].astype("float64")
+        start = (x @ w["squad_v2/start_logits_dense/kernel"])[..., 0] + w["squad_v2/start_logits_dense/bias"]
+        start = start * (1 - p_mask) - 1e30 * p_mask
+        start_p = np.exp(start - start.max(-1, keepdims=True))
+        start_p /= start_p.sum(-1, keepdims=True)
+        features = np.tanh(np.concatenate([np.einsum("bt,bth->bh", start_p, x), x[:, 0]], -1)
+                           @ w["squad_v2/answer_class_dense_0/kernel"] + w["squad_v2/answer_class_dense_0/bias"])
+        direction = _first_principal_direction(features)
+        _set(full, weights, "squad_v2/answer_class_dense_1/kernel", direction)
+        keys = ("start_top_log_probs", "cls_logits")
+    outputs = {}
+    for policy, model in models.items():
         model.set_weights(weights)
-        if kind == "race":
-            batch = next(iter(task.eval_dataset(8)))
-            inputs = {k: v for k, v in batch.items() if k in ("input_word_ids", "input_mask", "input_type_ids")}
-            outputs[policy] = {"logits": np.asarray(model(inputs, training=False)["logits"])}
-        else:
-            batch = next(iter(task.train_dataset(None, 8, 0)))
-            inputs = {k: v for k, v in batch.items() if k in ("input_word_ids", "input_mask", "input_type_ids",
-                                                              "p_mask")}
-            outputs[policy] = {k: np.asarray(v) for k, v in model(inputs, training=False).items()}
-    keys = ("logits",) if kind == "race" else ("start_top_log_probs", "cls_logits")
+        outputs[policy] = {k: np.asarray(v) for k, v in model(inputs, training=False).items()}
+    if kind == "squad_v2":  # the features above are the head's: its float32 cls_logits, from NumPy
+        np.testing.assert_allclose(outputs["float32"]["cls_logits"], features @ direction, atol=1e-5, rtol=0)
     for key in keys:
-        a, b = outputs["float32"][key], outputs["mixed_bfloat16"][key]
-        assert a.dtype == b.dtype == np.float32, key
-        np.testing.assert_allclose(a, b, atol=0.1, rtol=0.05, err_msg=key)
-        assert np.abs(a - b).max() > 0, key  # the mixed model does compute in bf16
+        assert_close_to_bf16_rounding(outputs["float32"][key], outputs["mixed_bfloat16"][key], f"{kind} {key}")
 
 
 def _traced_encoder_graph(encoder, inputs, training=False):
@@ -308,6 +423,12 @@ def test_cast_once_gives_the_per_use_cast_outputs(monkeypatch):
     for layer in (AlbertAttention, AlbertFeedForward):
         monkeypatch.setattr(layer, "cast_weights", lambda self, dtype: None)
     per_use = encoder(inputs, training=False)
+    # the patched forward is the other path: each shared kernel cast at each of its 4 uses
+    graph = _traced_encoder_graph(encoder, inputs)
+    kernel_casts = [op for op in graph.get_operations() if op.type == "Cast" and op.outputs[0].dtype == tf.bfloat16
+                    and op.inputs[0].op.type == "ReadVariableOp" and op.inputs[0].shape.rank == 2
+                    and "/embeddings" not in op.name]
+    assert len(kernel_casts) == 6 * config.num_hidden_layers + 2, len(kernel_casts)
     for key in ("sequence_output", "pooled_output"):
         assert once[key].dtype == ("float32" if key == "sequence_output" else "bfloat16")
         np.testing.assert_array_equal(np.asarray(tf.cast(once[key], tf.float32)),

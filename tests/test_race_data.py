@@ -2,6 +2,7 @@
 layout (checked by hand), every bad input naming its file, and the feature cache."""
 
 import dataclasses
+import hashlib
 import json
 import os
 import re
@@ -71,6 +72,22 @@ def _race_files(root, split="train", levels=None):
     return str(root)
 
 
+def _race_by_hand(root, split):
+    """[(level, id, question index, article, question, options, label)] of root/RACE/<split>/<level>/<n>.txt,
+    middle then high, files in number order; label = "ABCD".index(answer)."""
+    out = []
+    for level in ("middle", "high"):
+        directory = os.path.join(root, "RACE", split, level)
+        for name in sorted(os.listdir(directory), key=lambda n: int(n[:-len(".txt")])):
+            with open(os.path.join(directory, name), encoding="utf-8") as f:
+                article = json.load(f)
+            for i, (question, options, answer) in enumerate(zip(article["questions"], article["options"],
+                                                                article["answers"], strict=True)):
+                out.append((level, article["id"], i, article["article"], question, tuple(options),
+                            "ABCD".index(answer)))
+    return out
+
+
 def _jsonl(path, rows):
     with open(path, "w", encoding="utf-8") as f:
         for row in rows:
@@ -102,7 +119,12 @@ def test_both_race_layouts_and_jsonl_give_the_same_examples(made, split):
     assert all(re.fullmatch(r".*/RACE/%s/(middle|high)/all\.txt:\d+" % split, e.source) for e in lines)
     first = files[0]
     assert first.level == "middle" and first.example_id == "middle1.txt" and first.question_index == 0
-    assert isinstance(first.options, tuple) and first.label in range(4)
+    assert isinstance(first.options, tuple)
+    # every question against the files themselves (read here with json): the text, the options and
+    # the label, the index of the answer's letter
+    assert [(e.level, e.example_id, e.question_index, e.context, e.question, e.options, e.label) for e in files] == \
+           _race_by_hand(made["files"], split)
+    assert len({e.label for e in files}) == 4  # every letter is someone's answer: a letter mix-up would show
 
     generic = read_multiple_choice_jsonl(os.path.join(made["jsonl"], f"{split}.jsonl"))
     assert generic.summary.layout == "jsonl" and generic.summary.num_choices == 4
@@ -252,9 +274,10 @@ def test_qa_text_blank_and_join():
 
 
 def _expected(tok, context, question, option, T, L):
-    """The release's layout of one (question, option), computed by hand."""
+    """The release's layout of one (question, option), computed by hand (race_utils: the blank
+    filled with the option, else question and option joined by a space)."""
     q, o = preprocess_text(question), preprocess_text(option)
-    ending = tok.encode(qa_text(q, o))[-L:]
+    ending = tok.encode(q.replace("_", o) if "_" in q else q + " " + o)[-L:]
     ctx = tok.encode(preprocess_text(context))
     if len(ctx) + len(ending) > T - 3:
         ctx = ctx[:T - 3 - len(ending)]
@@ -306,9 +329,9 @@ def test_examples_to_arrays(tok, made):
     assert arrays["input_ids"].shape == arrays["input_mask"].shape == arrays["segment_ids"].shape == (N, 4, 64)
     assert arrays["label_ids"].tolist() == [e.label for e in examples]
     assert all(v.dtype == np.int32 for v in arrays.values())
-    for i in (0, N // 2, N - 1):
+    for i in range(N):  # every row (the article is tokenized once per run of questions on it)
         one = convert_example(examples[i], tok, settings)
-        assert all(np.array_equal(one[k], arrays[k][i]) for k in one)
+        assert all(np.array_equal(one[k], arrays[k][i]) for k in one), i
     unlabeled = [dataclasses.replace(examples[0], label=None), examples[1]]
     assert examples_to_arrays(unlabeled, tok, settings)["label_ids"].tolist() == [-1, examples[1].label]
     odd = dataclasses.replace(examples[1], options=examples[1].options[:3])
@@ -356,7 +379,10 @@ def test_feature_cache_reused_or_rebuilt_with_the_reason(tmp_path, tok, tool, en
     record = sidecar["settings"]
     assert (record["max_seq_length"], record["max_qa_length"], record["num_choices"], record["do_lower_case"]) == \
            (64, 16, 4, True)
-    assert record["spm_model_sha256"] and record["input_files"] == len(examples.summary.paths)
+    with open(spm_model, "rb") as f:
+        assert record["spm_model_sha256"] == hashlib.sha256(f.read()).hexdigest()
+    on_disk = [n for level in ("middle", "high") for n in os.listdir(os.path.join(data, "RACE", "train", level))]
+    assert record["input_files"] == len(on_disk) == len(examples.summary.paths)
     assert record["input_file"] == os.path.join(data, "RACE", "train")
     assert sidecar["source"].startswith("RACE train at ") and sidecar["read_summary"]["questions"] == len(examples)
 

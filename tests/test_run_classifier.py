@@ -95,19 +95,37 @@ def test_cola_from_the_export_best_checkpoint_predictions_and_raw_string_export(
 
     # the best dev checkpoint is kept even when newer ones pushed it out of keep_checkpoint_max
     summary = json.load(open(os.path.join(out, "eval_results.json")))
+    print("cola eval", {k: summary[k] for k in ("accuracy", "matthews_corrcoef", "majority_baseline", "best_step")})
     best = max(dev, key=lambda r: (r["matthews_corrcoef"], -r["step"]))
     assert summary["best_step"] == best["step"] and summary["metric"] == "matthews_corrcoef"
     assert summary["matthews_corrcoef"] == pytest.approx(best["matthews_corrcoef"])
-    assert set(summary["majority_baseline"]) == {"matthews_corrcoef", "accuracy"}
+    # the majority baseline, from the files: the most frequent training label (a tie here, 48 of each:
+    # the first label) predicted for every dev row
+    train_gold = [line.split("\t")[1] for line in open(os.path.join(cola_dir, "train.tsv"), encoding="utf-8")
+                  .read().splitlines()]
+    dev_gold = [line.split("\t")[1] for line in open(os.path.join(cola_dir, "dev.tsv"), encoding="utf-8")
+                .read().splitlines()]
+    majority = max(("0", "1"), key=train_gold.count)
+    assert 0 < dev_gold.count(majority) < len(dev_gold)  # both labels on dev: the metrics can tell
+    assert summary["majority_baseline"] == {"matthews_corrcoef": 0.0,
+                                            "accuracy": pytest.approx(dev_gold.count(majority) / len(dev_gold))}
     assert tf.train.latest_checkpoint(os.path.join(out, "best")).endswith(f"ckpt-{best['step']}")
     assert tf.train.latest_checkpoint(out).endswith("ckpt-60")
     assert len(tf.train.get_checkpoint_state(out).all_model_checkpoint_paths) == 1
     assert os.path.getsize(os.path.join(out, "training_curves.png")) > 10_000
 
+    # dev_predictions.tsv: each row's gold label is the file's (column 1), in the file's order;
+    # the summary's metrics are those of its predictions against those labels (computed here)
     dev_rows = _tsv(os.path.join(out, "dev_predictions.tsv"))
-    assert len(dev_rows) == 48 and {r[2] for r in dev_rows} <= {"0", "1"}
-    accuracy = np.mean([r[2] == r[3] for r in dev_rows])
-    assert accuracy == pytest.approx(summary["accuracy"])
+    assert [r[0] for r in dev_rows] == [str(i) for i in range(48)] and [r[3] for r in dev_rows] == dev_gold
+    assert {r[2] for r in dev_rows} <= {"0", "1"}
+    predicted, gold = np.array([r[2] == "1" for r in dev_rows]), np.array([g == "1" for g in dev_gold])
+    assert np.mean(predicted == gold) == pytest.approx(summary["accuracy"])
+    tp, tn = np.sum(predicted & gold), np.sum(~predicted & ~gold)
+    fp, fn = np.sum(predicted & ~gold), np.sum(~predicted & gold)
+    denominator = np.sqrt(float((tp + fp) * (tp + fn) * (tn + fp) * (tn + fn)))
+    assert summary["matthews_corrcoef"] == pytest.approx((tp * tn - fp * fn) / denominator if denominator else 0.0)
+    assert summary["accuracy"] > summary["majority_baseline"]["accuracy"], summary  # it learned the task
     test_rows = _tsv(os.path.join(out, "test_results.tsv"))
     assert [r[0] for r in test_rows] == [str(i) for i in range(10)]
 
@@ -117,6 +135,10 @@ def test_cola_from_the_export_best_checkpoint_predictions_and_raw_string_export(
                  .read().splitlines()]
     outputs = model(tf.constant(sentences))
     assert [x.decode() for x in outputs["label"].numpy()] == [r[2] for r in dev_rows]
+    # and the run's test predictions (test.tsv: index, sentence)
+    test_sentences = [line.split("\t")[1] for line in open(os.path.join(cola_dir, "test.tsv"), encoding="utf-8")
+                      .read().splitlines()[1:]]
+    assert [x.decode() for x in model(tf.constant(test_sentences))["label"].numpy()] == [r[2] for r in test_rows]
     np.testing.assert_array_equal(outputs["logits"].numpy(), model(tf.constant(sentences))["logits"].numpy())
     serving = model.signatures["serving_default"](text_a=tf.constant(sentences[:3]))
     np.testing.assert_allclose(serving["probabilities"].numpy().sum(-1), 1.0, rtol=1e-5)

@@ -66,6 +66,28 @@ def _rows(path):
         return [json.loads(line) for line in f]
 
 
+def _race_by_hand(data_dir, split, levels=("middle", "high")):
+    """[(id, question index, level, answer letter)] of data_dir/RACE/<split>, read here with json:
+    per level all.txt (one article a line) if there is one, else <n>.txt in number order."""
+    out = []
+    for level in levels:
+        directory = os.path.join(data_dir, "RACE", split, level)
+        if os.path.exists(os.path.join(directory, "all.txt")):
+            with open(os.path.join(directory, "all.txt"), encoding="utf-8") as f:
+                articles = [json.loads(line) for line in f if line.strip()]
+        else:
+            articles = []
+            for name in sorted(os.listdir(directory), key=lambda n: int(n[:-len(".txt")])):
+                with open(os.path.join(directory, name), encoding="utf-8") as f:
+                    articles.append(json.load(f))
+        out += [(a["id"], i, level, answer) for a in articles for i, answer in enumerate(a["answers"])]
+    return out
+
+
+def _accuracy(rows):
+    return sum(r["prediction"] == r["label"] for r in rows) / len(rows)
+
+
 # loads a multiple-choice export in a fresh process and answers every dev question
 ANSWER = r"""
 import json, sys
@@ -93,19 +115,27 @@ def test_race_learns_the_training_set_predicts_again_and_exports(race_dirs, spm_
     summary = json.load(open(out / "eval_results.json"))
     print("race eval", summary)
     assert summary["accuracy"] >= 0.9, summary
-    assert summary["count"] == 54 and summary["count_middle"] + summary["count_high"] == 54
-    assert {"accuracy_middle", "accuracy_high"} <= set(summary) and summary["initialized_from"] == "random"
+    assert summary["initialized_from"] == "random"
     assert results["eval"]["accuracy"] == summary["accuracy"]
 
+    # every question of the files, in their order, with the file's answer letter as the label; the
+    # summary's accuracies and counts are those of these rows (per level too)
+    dev_rows = _rows(out / "dev_predictions.jsonl")
+    dev = _race_by_hand(race_dirs["learn"], "dev")
+    assert [(r["id"], r["question_index"], r["level"], r["label"]) for r in dev_rows] == dev
+    for level in ("middle", "high"):
+        rows = [r for r in dev_rows if r["level"] == level]
+        assert 0 < summary[f"count_{level}"] == len(rows) < len(dev_rows)
+        assert summary[f"accuracy_{level}"] == pytest.approx(_accuracy(rows))
+    assert summary["count"] == len(dev_rows) == 54 and summary["accuracy"] == pytest.approx(_accuracy(dev_rows))
+
     test_rows = _rows(out / "predictions.jsonl")
+    assert [(r["id"], r["question_index"], r["level"], r["label"]) for r in test_rows] == \
+           _race_by_hand(race_dirs["learn"], "test")
     assert len(test_rows) == 27
     for row in test_rows:
-        assert set(row) >= {"id", "question_index", "prediction", "probabilities", "level"}
         assert len(row["probabilities"]) == 4 and abs(sum(row["probabilities"]) - 1) < 1e-4
         assert row["prediction"] == "ABCD"[int(np.argmax(row["probabilities"]))]
-    dev_rows = _rows(out / "dev_predictions.jsonl")
-    right = sum(r["prediction"] == r["label"] for r in dev_rows)
-    assert right / len(dev_rows) == pytest.approx(summary["accuracy"])
 
     # predict-only from the same output_dir: the best checkpoint, the same predictions (with
     # the default --dropout_prob: a checkpoint without dropout RNG states still predicts)
@@ -133,8 +163,10 @@ def test_all_txt_layout_and_generic_multiple_choice(race_dirs, spm_model, config
         "--iterations_per_loop=2", "--middle_only"])
     summary = json.load(open(out / "eval_results.json"))
     dev_rows = _rows(out / "dev_predictions.jsonl")
+    assert [(r["id"], r["question_index"], r["level"], r["label"]) for r in dev_rows] == \
+           _race_by_hand(race_dirs["all.txt"], "dev", levels=("middle",))
     assert summary["count"] == summary["count_middle"] == len(dev_rows) > 0 and summary["count_high"] == 0
-    assert all(r["level"] == "middle" for r in dev_rows)
+    assert summary["accuracy"] == pytest.approx(_accuracy(dev_rows))
 
     # generic JSON lines with three options per question
     data = tmp_path / "mc3"
@@ -156,8 +188,34 @@ def test_all_txt_layout_and_generic_multiple_choice(race_dirs, spm_model, config
         "--task_name=multiple_choice", "--do_train", "--do_eval", "--train_step=2", "--warmup_step=0",
         "--train_batch_size=8", "--iterations_per_loop=2"])
     dev_rows = _rows(out / "dev_predictions.jsonl")
-    assert dev_rows and all(len(r["probabilities"]) == 3 and r["prediction"] in "ABC" for r in dev_rows)
-    assert json.load(open(out / "eval_results.json"))["count"] == len(dev_rows)
+    # the labels are the file's answer indexes as letters, the predictions the most probable of 3 options
+    with open(data / "dev.jsonl", encoding="utf-8") as f:
+        dev = [json.loads(line) for line in f]
+    assert [(r["id"], r["label"]) for r in dev_rows] == [(row["id"], "ABC"[row["answer"]]) for row in dev]
+    for r in dev_rows:  # (2 steps: nearly equal probabilities, written to 6 decimals)
+        assert len(r["probabilities"]) == 3 and r["prediction"] in "ABC"
+        assert r["probabilities"]["ABC".index(r["prediction"])] >= max(r["probabilities"]) - 1e-6
+    summary = json.load(open(out / "eval_results.json"))
+    assert summary["count"] == len(dev_rows) and summary["accuracy"] == pytest.approx(_accuracy(dev_rows))
+
+
+def test_accuracy_by_level_by_hand():
+    """RACE's three accuracies (the trained run above scores 1.0 on every level, so these are checked
+    here): argmax of the probabilities against the label, per level, questions without a label
+    (-1) not counted."""
+    from albert_tf.tasks.race import accuracy_by_level
+
+    probabilities = [[.1, .7, .1, .1], [.4, .3, .2, .1], [.1, .1, .1, .7], [.2, .5, .2, .1], [.25, .25, .4, .1],
+                     [.1, .2, .3, .4]]  # argmax 1, 0, 3, 1, 2, 3
+    labels = [1, 2, 3, -1, 0, 3]
+    levels = ["middle", "middle", "high", "high", "high", "high"]
+    assert accuracy_by_level(probabilities, labels, levels) == {
+        "accuracy": pytest.approx(3 / 5), "count": 5, "accuracy_middle": pytest.approx(1 / 2), "count_middle": 2,
+        "accuracy_high": pytest.approx(2 / 3), "count_high": 3}
+    # generic data (level ""): the level accuracies are empty
+    assert accuracy_by_level(probabilities[:2], labels[:2], ["", ""]) == {
+        "accuracy": pytest.approx(1 / 2), "count": 2, "accuracy_middle": 0.0, "count_middle": 0,
+        "accuracy_high": 0.0, "count_high": 0}
 
 
 def test_bad_input_exits_2_naming_the_file(race_dirs, spm_model, config_file, tmp_path):
