@@ -90,7 +90,9 @@ def test_cola_from_the_export_best_checkpoint_predictions_and_raw_string_export(
     dev = [r for r in records if r["split"] == "eval"]
     assert [r["step"] for r in train] == [10, 20, 30, 40, 50, 60]
     assert [r["step"] for r in dev] == [20, 40, 60]
-    assert train[-1]["loss"] < train[0]["loss"]  # it learns
+    # it learns (checked on dev below: the best checkpoint's accuracy against the majority baseline);
+    # not train[-1] < train[0]: at this learning rate a run may learn, then diverge by step 60 (seen:
+    # train loss 0.696, 0.671, 0.266, 0.935, 1.255, 0.770; dev accuracy 0.917 at step 20, 0.458 at 60)
     assert train[0]["learning_rate"] > train[-1]["learning_rate"]  # linear decay after warmup
 
     # the best dev checkpoint is kept even when newer ones pushed it out of keep_checkpoint_max
@@ -125,7 +127,7 @@ def test_cola_from_the_export_best_checkpoint_predictions_and_raw_string_export(
     fp, fn = np.sum(predicted & ~gold), np.sum(~predicted & gold)
     denominator = np.sqrt(float((tp + fp) * (tp + fn) * (tn + fp) * (tn + fn)))
     assert summary["matthews_corrcoef"] == pytest.approx((tp * tn - fp * fn) / denominator if denominator else 0.0)
-    assert summary["accuracy"] > summary["majority_baseline"]["accuracy"], summary  # it learned the task
+    assert summary["accuracy"] >= 0.75 > summary["majority_baseline"]["accuracy"], summary  # it learned the task
     test_rows = _tsv(os.path.join(out, "test_results.tsv"))
     assert [r[0] for r in test_rows] == [str(i) for i in range(10)]
 
