@@ -34,8 +34,11 @@ def test_cli_prints_and_writes_csv_without_allocating_weights(tmp_path):
     assert result.returncode == 0, result.stderr[-2000:]
     assert "Table 5" in result.stdout and "1,275,291,648" in result.stdout
     rss = int(result.stdout.split("MAXRSS_MB")[1].split()[0])
-    # bert_xlarge alone holds 5.1 GB of fp32 weights; the table must need far less.
-    assert rss < 2000, rss
+    # bert_xlarge alone holds 5.1 GB of fp32 weights; the table must need far less. Peak RSS also
+    # counts the pages of TensorFlow's libraries the process maps, which vary with the machine's
+    # page cache: 605 MB alone, 2,360 MB once in a full parallel suite (2026-11-25); allocating the
+    # weights would put it above 5,100 MB.
+    assert rss < 4000, rss
     with open(tmp_path / "param_table.csv") as f:
         rows = list(csv.DictReader(f))
     assert len(rows) == 15 and all(r["match"] == "True" for r in rows)
