@@ -162,10 +162,13 @@ def test_a_users_shard_or_summary_name_is_refused(inputs, tmp_path, capsys):
     shard = _write(tmp_path / "data" / "train.tfrecord-00001-of-00002", b"mine")
     _refused("create_pretraining_data", fixed + [f"--output_file={out}", "--num_output_shards=2"],
              f"--output_file={shard} is a file that albert_tf did not make", tmp_path, capsys)
+    assert open(shard, "rb").read() == b"mine" and not out.exists()
     os.remove(shard)
     summary = _write(tmp_path / "data" / "summary_train.tfrecord.json", b"{}")
     _refused("create_pretraining_data", fixed + [f"--output_file={out}"],
              f"--output_file={summary} is a file that albert_tf did not make", tmp_path, capsys)
+    assert open(summary, "rb").read() == b"{}"
+    assert sorted(os.listdir(tmp_path / "data")) == ["summary_train.tfrecord.json"]  # no shard was written
 
 
 def _own_conversion(path, tf1=True):
@@ -230,8 +233,11 @@ def test_an_output_on_an_input_or_on_another_output_is_refused(inputs, tmp_path,
                                      f"--output_file={p.corpus}"],
          f"--output_file={p.corpus} is the same path as the input --input_file={p.corpus}"),
     ]
-    for command, argv, message in cases:
-        _refused(command, argv, message, tmp_path, capsys)
+    before = _tree(tmp_path)
+    errors = [_refused(command, argv, message, tmp_path, capsys) for command, argv, message in cases]
+    assert all(message in err for (_, _, message), err in zip(cases, errors))
+    assert _tree(tmp_path) == before  # the run, the conversion and the export all survive unchanged
+    assert os.path.exists(os.path.join(run, "ckpt-2.index")) and os.path.exists(os.path.join(converted, "model.ckpt.index"))
 
 
 def test_albert_tfs_own_outputs_pass_as_a_second_make_demo_needs(inputs, tmp_path):
