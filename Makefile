@@ -21,8 +21,13 @@ venv: $(STAMP)
 
 # Three workers on CI's two cores: many tests wait on subprocesses (entry points, TF start-up),
 # so a third keeps both cores busy (measured: 396 tests in 933 s against 1195 s with two).
+# One intra-op thread per TensorFlow process: three workers (and their subprocesses) on two
+# cores otherwise contend for them (measured on the 2-core EPYC, the four slowest modules:
+# 240 s against 253 s, 6.2 against 7.0 CPU-minutes). Modules go to workers in collection order
+# (--no-loadscope-reorder; xdist's default hands out the modules with most tests first), and
+# tests/conftest.py collects the slowest first, so that no slow module runs alone at the end.
 test: $(STAMP)
-	$(VPY) -m pytest -n 3 --dist loadscope tests
+	TF_NUM_INTRAOP_THREADS=1 $(VPY) -m pytest -n 3 --dist loadscope --no-loadscope-reorder tests
 
 demo: $(STAMP)
 	$(VPY) tools/demo.py --output_dir=demo_output

@@ -30,7 +30,9 @@ where every float32 seed does, and the bf16 mean is within 2 points (pretraining
 loss) of float32's, or within the float32 seeds' own spread (max - min) where that is wider.
 
 Finished runs are kept (their eval_results.json) and not redone; --output_dir remembers its
-settings and refuses other ones. Writes results.json, results.csv and learning_curves.png.
+settings and refuses other ones; results.json keeps the tasks of earlier invocations (on the
+same hardware) beside this one's, with their own seed counts.
+Writes results.json, results.csv and learning_curves.png.
 """
 
 import csv
@@ -306,8 +308,17 @@ def run(f):
               f"(spread {summary['float32']['spread']:.2f}), bf16 {summary['mixed_bfloat16']['mean']:.2f}; "
               f"left the plateau at f32 {summary['float32']['left_plateau_at']} bf16 "
               f"{summary['mixed_bfloat16']['left_plateau_at']}; same learning: {summary['same_learning']}", flush=True)
-    atomic.write_json(os.path.join(f.output_dir, "results.json"),
-                      {"hardware": native.hardware, "settings": s, "model": MODEL, "seeds": f.seeds, "table": table})
+    # tasks measured by earlier invocations into this --output_dir (same settings) stay in the
+    # table, each with its own runs and seeds; this invocation's replace theirs
+    results_file = os.path.join(f.output_dir, "results.json")
+    if os.path.exists(results_file):
+        with open(results_file, encoding="utf-8") as fh:
+            earlier = json.load(fh)
+        if earlier.get("settings") == s and earlier.get("hardware") == native.hardware:
+            table = {**{k: v for k, v in earlier.get("table", {}).items() if k not in table}, **table}
+    seeds = {key: len(entry["runs"]["float32"]) for key, entry in table.items()}
+    atomic.write_json(results_file, {"hardware": native.hardware, "settings": s, "model": MODEL, "seeds": seeds,
+                                     "table": table})
     rows = [[key, policy, r["seed"], f"{r['metric']:.4f}", r["left_plateau_at"], f"{r['seconds']:.1f}"]
             for key, entry in table.items() for policy in POLICIES for r in entry["runs"][policy]]
     with atomic.open_file(os.path.join(f.output_dir, "results.csv"), "w") as fh:

@@ -88,36 +88,69 @@ def entry_point_cases(module, cases, work_dir, name=None, timeout=600):
         return [types.SimpleNamespace(**r) for r in json.load(f)]
 
 
+def shared_once(tmp_path_factory, name, build):
+    """build(directory) run once per test session, shared by every pytest-xdist worker: the
+    first worker to ask builds into a directory of the session's common temporary root under a
+    file lock and records build's JSON-able result; the others wait and read that result.
+    (Session fixtures of their own would be built once per worker: three times under `make test`.)"""
+    import json
+
+    from filelock import FileLock
+
+    base = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        base = base.parent  # the session's root, common to the workers
+    directory = base / "shared" / name
+    directory.parent.mkdir(parents=True, exist_ok=True)
+    result_file = directory.parent / f"{name}.json"
+    with FileLock(str(directory.parent / f"{name}.lock")):
+        if not result_file.exists():
+            directory.mkdir()
+            result_file.write_text(json.dumps(build(directory)), encoding="utf-8")
+        return json.loads(result_file.read_text(encoding="utf-8"))
+
+
 @pytest.fixture(scope="session")
 def sample_corpus(tmp_path_factory):
     """The built-in sample corpus (1.2 MB of docstring prose), made once per session."""
-    from albert_tf.data.sample_corpus import write_corpus
 
-    path = str(tmp_path_factory.mktemp("corpus") / "sample_corpus.txt")
-    write_corpus(path, 1.2)
-    return path
+    def build(directory):
+        from albert_tf.data.sample_corpus import write_corpus
+
+        path = str(directory / "sample_corpus.txt")
+        write_corpus(path, 1.2)
+        return path
+
+    return shared_once(tmp_path_factory, "corpus", build)
 
 
 @pytest.fixture(scope="session")
 def spm_model(sample_corpus, tmp_path_factory):
     """A 3000-piece SentencePiece model of the sample corpus (the release's recipe)."""
-    from albert_tf.data.spm_training import SentencePieceOptions, train_sentencepiece
 
-    prefix = str(tmp_path_factory.mktemp("spm") / "sample")
-    return train_sentencepiece([sample_corpus], prefix, SentencePieceOptions(vocab_size=3000))
+    def build(directory):
+        from albert_tf.data.spm_training import SentencePieceOptions, train_sentencepiece
+
+        return train_sentencepiece([sample_corpus], str(directory / "sample"), SentencePieceOptions(vocab_size=3000))
+
+    return shared_once(tmp_path_factory, "spm", build)
 
 
 @pytest.fixture(scope="session")
 def pretraining_records(sample_corpus, spm_model, tmp_path_factory):
     """Static-masking TFRecords of the sample corpus at seq 128 (2 shards) and their summary."""
-    from albert_tf.data.instances import InstanceOptions
-    from albert_tf.data.writer import WriterOptions, write_pretraining_data
 
-    out = tmp_path_factory.mktemp("records")
-    outputs = [str(out / "train-0.tfrecord"), str(out / "train-1.tfrecord")]
-    summary = write_pretraining_data([sample_corpus], outputs, spm_model,
-                                     WriterOptions(InstanceOptions(max_seq_length=128), dupe_factor=2),
-                                     progress_stream=None)
+    def build(directory):
+        from albert_tf.data.instances import InstanceOptions
+        from albert_tf.data.writer import WriterOptions, write_pretraining_data
+
+        outputs = [str(directory / "train-0.tfrecord"), str(directory / "train-1.tfrecord")]
+        summary = write_pretraining_data([sample_corpus], outputs, spm_model,
+                                         WriterOptions(InstanceOptions(max_seq_length=128), dupe_factor=2),
+                                         progress_stream=None)
+        return [outputs, summary]
+
+    outputs, summary = shared_once(tmp_path_factory, "records", build)
     return outputs, summary
 
 
@@ -125,14 +158,20 @@ def pretraining_records(sample_corpus, spm_model, tmp_path_factory):
 def tiny_export(spm_model, tmp_path_factory):
     """A tiny random ALBERT (albert_tiny, vocab 3000) as an export (encoder/ + preprocess/,
     seq 32) and as an albert_tf pretrained directory, for the fine-tuning tests."""
-    from albert_tf import AlbertConfig, AlbertPretrainer
-    from albert_tf.export.exporter import export_tfhub
 
-    base = tmp_path_factory.mktemp("tiny_export")
-    model = AlbertPretrainer(AlbertConfig.from_preset("albert_tiny").replace(vocab_size=3000))
-    pretrained = model.save_pretrained(str(base / "pretrained"))
-    hub = export_tfhub(model, spm_model, str(base / "hub"), seq_length=32)
-    return {"hub": hub, "pretrained": pretrained, "spm": spm_model}
+    def build(directory):
+        import keras
+
+        from albert_tf import AlbertConfig, AlbertPretrainer
+        from albert_tf.export.exporter import export_tfhub
+
+        keras.utils.set_random_seed(1234)
+        model = AlbertPretrainer(AlbertConfig.from_preset("albert_tiny").replace(vocab_size=3000))
+        pretrained = model.save_pretrained(str(directory / "pretrained"))
+        hub = export_tfhub(model, spm_model, str(directory / "hub"), seq_length=32)
+        return {"hub": str(hub), "pretrained": str(pretrained), "spm": spm_model}
+
+    return shared_once(tmp_path_factory, "tiny_export", build)
 
 
 # Text in many scripts, each with what tells normalisations apart: accents and marks of
@@ -161,12 +200,46 @@ MULTISCRIPT = {
 def multiscript_spm(tmp_path_factory):
     """A small SentencePiece model (the release's recipe, every character covered) of
     MULTISCRIPT, so that each script's characters are pieces of their own, not <unk>."""
-    from albert_tf.data.spm_training import SentencePieceOptions, train_sentencepiece
 
-    base = tmp_path_factory.mktemp("multiscript_spm")
-    corpus = base / "corpus.txt"
-    words = " ".join(MULTISCRIPT.values()).split()
-    lines = list(MULTISCRIPT.values()) + [" ".join(words[i::7]) for i in range(7)]
-    corpus.write_text("\n".join(lines * 4) + "\n", encoding="utf-8")
-    return train_sentencepiece([str(corpus)], str(base / "multiscript"),
-                               SentencePieceOptions(vocab_size=256, character_coverage=1.0))
+    def build(directory):
+        from albert_tf.data.spm_training import SentencePieceOptions, train_sentencepiece
+
+        corpus = directory / "corpus.txt"
+        words = " ".join(MULTISCRIPT.values()).split()
+        lines = list(MULTISCRIPT.values()) + [" ".join(words[i::7]) for i in range(7)]
+        corpus.write_text("\n".join(lines * 4) + "\n", encoding="utf-8")
+        return train_sentencepiece([str(corpus)], str(directory / "multiscript"),
+                                   SentencePieceOptions(vocab_size=256, character_coverage=1.0))
+
+    return shared_once(tmp_path_factory, "multiscript_spm", build)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    """With ALBERT_TF_TEST_TIMELINE=FILE, appends one JSON line per test (worker, start, end,
+    node id): which worker ran what when, to find the tail of a parallel run."""
+    path = os.environ.get("ALBERT_TF_TEST_TIMELINE")
+    if not path:
+        yield
+        return
+    import json
+    import time
+
+    start = time.time()
+    yield
+    with open(path, "a", encoding="utf-8") as f:
+        f.write(json.dumps({"worker": os.environ.get("PYTEST_XDIST_WORKER", "main"), "start": start,
+                            "end": time.time(), "test": item.nodeid}) + "\n")
+
+
+# The slowest modules under `make test` (measured), collected first: pytest-xdist hands whole
+# modules to workers in collection order, and a slow module handed out last runs alone at the end.
+SLOW_FIRST = ("test_precision_learning.py", "test_run_pretraining.py", "test_run_classifier.py", "test_export.py",
+              "test_run_squad.py", "test_training.py", "test_run_race.py", "test_export_text_parity.py",
+              "test_precision.py", "test_benchmarks_smoke.py", "test_buckets.py", "test_bucket_losses.py",
+              "test_convert.py", "test_special_ids_end_to_end.py")
+
+
+def pytest_collection_modifyitems(config, items):
+    rank = {name: i for i, name in enumerate(SLOW_FIRST)}
+    items.sort(key=lambda item: rank.get(os.path.basename(str(item.path)), len(rank)))

@@ -83,13 +83,26 @@ def test_multi_worker_mirrored_two_processes_on_loopback(pretraining_records, ti
     assert [r["step"] for r in rows] == [2, 4]  # written by the chief only
 
 
-def _interrupted_run_matches_whole(records, config, tmp_path, common, kill_at, final):
-    """Runs once whole; once SIGKILLed after ckpt-kill_at and restarted; compares ckpt-final."""
-    whole = tmp_path / "whole"
-    done = subprocess.run(pretrain_cmd(records, whole, config, *common), capture_output=True, text=True,
-                          env=ENV, cwd=ROOT, timeout=600)
-    assert done.returncode == 0, done.stderr[-3000:]
+# the interruption tests' common flags; the strategy is added by each run
+INTERRUPTED = ("--deterministic", "--num_train_steps=30", "--save_checkpoints_steps=5", "--iterations_per_loop=5",
+               "--nodo_eval", "--dynamic_masking")
 
+
+@pytest.fixture(scope="module")
+def uninterrupted(pretraining_records, tiny_config_file, tmp_path_factory):
+    """ckpt-30 of one uninterrupted deterministic run (default strategy): the reference of
+    both interruption tests (a one_device run ended with bitwise the same weights when
+    measured, so it is the reference of the one_device test too)."""
+    outputs, _ = pretraining_records
+    whole = tmp_path_factory.mktemp("uninterrupted") / "whole"
+    done = subprocess.run(pretrain_cmd(outputs, whole, tiny_config_file, *INTERRUPTED), capture_output=True,
+                          text=True, env=ENV, cwd=ROOT, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return whole / "ckpt-30"
+
+
+def _killed_and_restarted_matches(records, config, tmp_path, reference, common, kill_at, final=30):
+    """Runs SIGKILLed after ckpt-kill_at and restarted; its ckpt-final must equal `reference`."""
     killed = tmp_path / "killed"
     proc = subprocess.Popen(pretrain_cmd(records, killed, config, *common), stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL, env=ENV, cwd=ROOT)
@@ -106,23 +119,22 @@ def _interrupted_run_matches_whole(records, config, tmp_path, common, kill_at, f
                              text=True, env=ENV, cwd=ROOT, timeout=600)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert "resuming from" in resumed.stdout
-    a, b = model_values(str(whole / f"ckpt-{final}")), model_values(str(killed / f"ckpt-{final}"))
+    a, b = model_values(str(reference)), model_values(str(killed / f"ckpt-{final}"))
     assert a.keys() == b.keys() and len(a) > 40
     for name in a:
         np.testing.assert_array_equal(a[name], b[name], err_msg=name)
     return resumed.stdout
 
 
-def test_sigkill_and_restart_ends_with_the_uninterrupted_weights(pretraining_records, tiny_config_file, tmp_path):
+def test_sigkill_and_restart_ends_with_the_uninterrupted_weights(pretraining_records, tiny_config_file, uninterrupted,
+                                                                  tmp_path):
     """Default strategy: the input position is in the checkpoint (dropout and dynamic masking on)."""
     outputs, _ = pretraining_records
-    common = ("--deterministic", "--num_train_steps=60", "--save_checkpoints_steps=10", "--iterations_per_loop=10",
-              "--nodo_eval", "--dynamic_masking")
-    stdout = _interrupted_run_matches_whole(outputs, tiny_config_file, tmp_path, common, 30, 60)
+    stdout = _killed_and_restarted_matches(outputs, tiny_config_file, tmp_path, uninterrupted, INTERRUPTED, 15)
     resumed_at = int(stdout.split("resuming from")[1].split("ckpt-")[1].split()[0])
-    # it restarted mid-run from a checkpoint of the killed run (ckpt-30's files can exist
-    # before the manager records it, so a kill in between resumes from ckpt-20)
-    assert 20 <= resumed_at < 60
+    # it restarted mid-run from a checkpoint of the killed run (ckpt-15's files can exist
+    # before the manager records it, so a kill in between resumes from ckpt-10)
+    assert 10 <= resumed_at < 30
 
 
 def test_records_in_the_release_format_train_and_export(pretraining_records, tiny_config_file, spm_model, tmp_path):
@@ -200,12 +212,13 @@ def test_bad_flags_and_checkpoints_fail_cleanly(pretraining_records, tiny_config
         assert message in result.stderr and "Traceback" not in result.stderr, (args, result.stderr[-2000:])
 
 
-def test_resume_without_iterator_checkpoint_skips_consumed_input(pretraining_records, tiny_config_file, tmp_path):
-    """one_device's distributed iterator cannot be checkpointed: resume fast-forwards the input."""
+def test_resume_without_iterator_checkpoint_skips_consumed_input(pretraining_records, tiny_config_file, uninterrupted,
+                                                                 tmp_path):
+    """one_device's distributed iterator cannot be checkpointed: resume fast-forwards the input
+    (dynamic masking included) and ends with the uninterrupted run's weights."""
     outputs, _ = pretraining_records
-    common = ("--deterministic", "--strategy=one_device", "--num_train_steps=50", "--save_checkpoints_steps=10",
-              "--iterations_per_loop=10", "--nodo_eval")
-    stdout = _interrupted_run_matches_whole(outputs, tiny_config_file, tmp_path, common, 20, 50)
+    stdout = _killed_and_restarted_matches(outputs, tiny_config_file, tmp_path, uninterrupted,
+                                           INTERRUPTED + ("--strategy=one_device",), 10)
     assert "steps of input already consumed" in stdout
 
 

@@ -37,21 +37,24 @@ def config_file(tmp_path_factory):
     return write_tiny_config(tmp_path_factory.mktemp("config"))
 
 
-# loads a QA export in a fresh process and answers every question of a SQuAD file
+# loads a QA export in a fresh process and answers every question of each SQuAD file given
 ANSWER = r"""
 import json, sys
 import tensorflow as tf, tensorflow_text  # noqa: F401 (registers the SentencePiece ops)
 qa = tf.saved_model.load(sys.argv[1])
-data = json.load(open(sys.argv[2], encoding="utf-8"))
-rows = [(q["id"], q["question"], p["context"]) for a in data["data"] for p in a["paragraphs"] for q in p["qas"]]
-rows.append(("empty-context", "Anything?", ""))
-out = qa.signatures["serving_default"](question=tf.constant([r[1] for r in rows]),
-                                       context=tf.constant([r[2] for r in rows]))
-answers = {}
-for i, (qid, _, _) in enumerate(rows):
-    answers[qid] = {k: (v[i].numpy().decode("utf-8") if v.dtype == tf.string else v[i].numpy().item())
-                    for k, v in out.items()}
-json.dump(answers, sys.stdout)
+per_file = []
+for path in sys.argv[2:]:
+    data = json.load(open(path, encoding="utf-8"))
+    rows = [(q["id"], q["question"], p["context"]) for a in data["data"] for p in a["paragraphs"] for q in p["qas"]]
+    rows.append(("empty-context", "Anything?", ""))
+    out = qa.signatures["serving_default"](question=tf.constant([r[1] for r in rows]),
+                                           context=tf.constant([r[2] for r in rows]))
+    answers = {}
+    for i, (qid, _, _) in enumerate(rows):
+        answers[qid] = {k: (v[i].numpy().decode("utf-8") if v.dtype == tf.string else v[i].numpy().item())
+                        for k, v in out.items()}
+    per_file.append(answers)
+json.dump(per_file, sys.stdout)
 """
 
 
@@ -75,14 +78,19 @@ def _long_contexts(path, out_path, version):
     return out_path
 
 
-def _check_export(export_dir, predict_file, output_dir, version):
-    """The export, loaded in a fresh process, gives the first n-best answer of the run's
-    nbest_predictions.json (text and character span) for every question; v2 also its null
-    odds; an empty context gets no answer."""
-    result = subprocess.run([sys.executable, "-c", ANSWER, str(export_dir), str(predict_file)], capture_output=True,
-                            text=True, env=ENV, cwd=ROOT, timeout=300)
+def _served(export_dir, *predict_files):
+    """The export's answers to every question of each file, loaded once in a fresh process."""
+    result = subprocess.run([sys.executable, "-c", ANSWER, str(export_dir), *map(str, predict_files)],
+                            capture_output=True, text=True, env=ENV, cwd=ROOT, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
-    answers = json.loads(result.stdout)
+    return json.loads(result.stdout)
+
+
+def _check_export(export_dir, served, output_dir, version):
+    """The export's answers (`served`: _served's for one predict file) are the first n-best
+    answer of the run's nbest_predictions.json (text and character span) for every question;
+    v2 also its null odds; an empty context gets no answer."""
+    answers = dict(served)
     empty = answers.pop("empty-context")
     assert {k: empty[k] for k in ("answer", "start", "end", "score")} == {"answer": "", "start": -1, "end": -1,
                                                                          "score": -1e6}
@@ -186,12 +194,13 @@ def test_v1_learns_the_training_set_and_predict_only_reproduces_it(squad_files, 
     assert json.load(open(out / "predictions.json")) == predictions
 
     # the QA SavedModel (raw strings in), exported at the end of training, answers as the run did
-    answers = _check_export(out / "export", squad_files["v1"], out, "v1")
+    long_file = _long_contexts(squad_files["v1"], tmp_path / "long-v1.json", "v1")
+    served, served_long = _served(out / "export", squad_files["v1"], long_file)
+    answers = _check_export(out / "export", served, out, "v1")
     assert sum(answers[qid]["answer"] == text for qid, text in predictions.items()) == len(predictions)
 
     # long contexts (several windows each, odd characters): predict-only from the same
     # output_dir and the export agree question by question
-    long_file = _long_contexts(squad_files["v1"], tmp_path / "long-v1.json", "v1")
     values = _flags(run_squad_v1, _common(spm_model, config_file, out, long_file)[:-1] + [
         "--n_best_size=5", "--do_predict", f"--predict_feature_file={tmp_path / 'long.tf_record'}"])
     run_squad_v1.run(values, stream=open(os.devnull, "w"))
@@ -199,7 +208,7 @@ def test_v1_learns_the_training_set_and_predict_only_reproduces_it(squad_files, 
     per_question = {qid: windows.count(qid) for qid in set(windows)}
     long_ids = [qid for qid, _ in so.questions(json.load(open(long_file, encoding="utf-8")))]
     assert set(per_question) == set(long_ids) and min(per_question.values()) >= 2, per_question
-    _check_export(out / "export", long_file, out, "v1")
+    _check_export(out / "export", served_long, out, "v1")
 
 
 def test_v2_metrics_and_the_best_threshold_file_under_the_official_rules(squad_files, spm_model, config_file,
@@ -250,7 +259,7 @@ def test_v2_metrics_and_the_best_threshold_file_under_the_official_rules(squad_f
           summary.get("best_f1_note"))
 
     assert len(predictions) == summary["total"] == len(qids)
-    _check_export(out / "export", squad_files["v2"], out, "v2")
+    _check_export(out / "export", _served(out / "export", squad_files["v2"])[0], out, "v2")
     info = json.load(open(out / "export" / "qa_info.json"))
     assert info["null_threshold"] == threshold and info["start_n_top"] == 3
 

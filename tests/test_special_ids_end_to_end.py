@@ -5,23 +5,28 @@ summary) -> export -> run_classifier from the export."""
 
 import json
 import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=ROOT)
 TOPICS = os.path.join(ROOT, "notebooks", "data", "docstring_topics")
 
 
-def _run(args, timeout=600):
-    result = subprocess.run([sys.executable, "-m", *args], capture_output=True, text=True, env=ENV, cwd=ROOT,
-                            timeout=timeout)
-    assert result.returncode == 0, result.stderr[-3000:]
-    return result
+def _run(module_name, args):
+    """The entry point's run() in this process, with its own flag values (the test's process
+    has TensorFlow started already: a subprocess per command would start it twice more)."""
+    import importlib
+    import io
+
+    from absl import flags
+
+    module = importlib.import_module(module_name)
+    values = flags.FlagValues()
+    module.define_flags(values)
+    values([module_name] + args)
+    return module.run(values) if module_name.endswith("run_pretraining") else module.run(values, stream=io.StringIO())
 
 
 def test_data_pretraining_and_fine_tuning_with_other_special_ids(sample_corpus, tmp_path):
@@ -51,7 +56,7 @@ def test_data_pretraining_and_fine_tuning_with_other_special_ids(sample_corpus, 
     config = str(tmp_path / "albert_config.json")
     AlbertConfig.from_preset("albert_tiny").replace(vocab_size=summary.vocab_size).to_json_file(config)
     run, export = tmp_path / "run", tmp_path / "export"
-    _run(["albert_tf.run_pretraining", f"--input_file={','.join(data['files'])}", f"--output_dir={run}",
+    _run("albert_tf.run_pretraining", [f"--input_file={','.join(data['files'])}", f"--output_dir={run}",
           f"--albert_config_file={config}", "--max_seq_length=128", "--max_predictions_per_seq=20",
           "--train_batch_size=8", "--eval_batch_size=8", "--num_train_steps=4", "--num_warmup_steps=1",
           "--save_checkpoints_steps=4", "--iterations_per_loop=2", "--max_eval_steps=2", "--dynamic_masking",
@@ -70,7 +75,7 @@ def test_data_pretraining_and_fine_tuning_with_other_special_ids(sample_corpus, 
     assert np.all(word_ids[n:] == UNUSUAL_TOKENS.pad_id) and n < len(word_ids)
 
     out = tmp_path / "classifier"
-    _run(["albert_tf.run_classifier", "--task_name=tsv", "--labels=networking,numbers,text,concurrency",
+    _run("albert_tf.run_classifier", ["--task_name=tsv", "--labels=networking,numbers,text,concurrency",
           "--text_a_column=sentence", f"--data_dir={TOPICS}", f"--albert_hub_module_handle={export}",
           f"--output_dir={out}", "--do_train", "--do_eval", "--max_seq_length=32", "--train_batch_size=16",
           "--eval_batch_size=64", "--train_step=4", "--save_checkpoints_steps=4", "--iterations_per_loop=2"])

@@ -254,9 +254,11 @@ class Trainer:
         return {k: self.strategy.reduce(tf.distribute.ReduceOp.SUM, v, axis=None) for k, v in per_replica.items()}
 
     def _train_loop(self, iterator, steps):
-        # the first step gives the terms' structure; the others add to it in a graph loop
-        totals = self._step_fn(iterator)
-        for _ in tf.range(steps - 1):
+        # one call site of the step in the graph (its traced outputs give the terms' structure),
+        # so graph optimization sees the step once
+        spec = self._step_fn.get_concrete_function(iterator).structured_outputs
+        totals = {k: tf.zeros(v.shape, v.dtype) for k, v in spec.items()}
+        for _ in tf.range(steps):
             step_terms = self._step_fn(iterator)
             totals = {k: totals[k] + step_terms[k] for k in totals}
         return totals
