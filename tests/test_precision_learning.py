@@ -99,8 +99,8 @@ def test_race_from_random_weights_learns_the_same_at_bf16(spm_model, config_file
         _run(run_race, [f"--dtype_policy={policy}", f"--data_dir={learn.parent}", f"--spm_model_file={spm_model}",
                         f"--albert_config_file={config_file}", f"--output_dir={out}", "--max_seq_length=64",
                         "--max_qa_length=32", "--eval_batch_size=16", "--do_train", "--do_eval",
-                        "--train_batch_size=16", "--learning_rate=1e-3", "--train_step=150", "--warmup_step=15",
-                        "--save_checkpoints_steps=150", "--iterations_per_loop=100", "--dropout_prob=0.0",
+                        "--train_batch_size=16", "--learning_rate=1e-3", "--train_step=80", "--warmup_step=8",
+                        "--save_checkpoints_steps=80", "--iterations_per_loop=100", "--dropout_prob=0.0",
                         "--random_seed=7"])
         summary = json.load(open(out / "eval_results.json"))
         assert summary["dtype_policy"] == policy
@@ -115,6 +115,7 @@ def test_race_from_random_weights_learns_the_same_at_bf16(spm_model, config_file
             probabilities[policy] = [json.loads(line)["probabilities"] for line in f]
     assert len(probabilities["float32"]) == len(probabilities["mixed_bfloat16"]) == 54
     assert probabilities["float32"] != probabilities["mixed_bfloat16"]
+    # measured at 80 steps: float32 96.3, bf16 90.7 (at 150 steps 94.4 and 96.3)
     assert accuracy["float32"] >= 80.0, accuracy
     assert abs(accuracy["mixed_bfloat16"] - accuracy["float32"]) <= 12.0, accuracy
 
@@ -137,8 +138,8 @@ def test_pretraining_loss_at_bf16_within_one_percent_of_float32(pretraining_reco
                                                   global_batch_size=16, deterministic=True, random_seed=1,
                                                   shuffle_buffer_size=100))
         options = TrainingOptions(output_dir=str(tmp_path / policy), train_batch_size=16, eval_batch_size=32,
-                                  num_train_steps=150, learning_rate=5e-3, optimizer="lamb", num_warmup_steps=15,
-                                  save_checkpoints_steps=150, iterations_per_loop=50, max_eval_steps=4,
+                                  num_train_steps=80, learning_rate=1e-2, optimizer="lamb", num_warmup_steps=8,
+                                  save_checkpoints_steps=80, iterations_per_loop=40, max_eval_steps=4,
                                   write_curves=False, dtype_policy=policy)
         results = train_and_evaluate(task, options, stream=open(os.devnull, "w"))
         return results["eval"]
@@ -146,6 +147,7 @@ def test_pretraining_loss_at_bf16_within_one_percent_of_float32(pretraining_reco
     evals = _both_policies(run_one)
     print("pretraining eval", evals)
     f32, bf16 = evals["float32"], evals["mixed_bfloat16"]
-    assert f32["masked_lm_loss"] < 7.0, f32  # it learned: about ln(3000) = 8.0 at the start
+    # it learned: about ln(3000) = 8.0 at the start (measured: 6.53 at both policies, losses 1.4e-5 apart)
+    assert f32["masked_lm_loss"] < 7.0, f32
     assert bf16["loss"] != f32["loss"], evals  # two runs that computed differently
     assert abs(bf16["loss"] - f32["loss"]) <= 0.01 * f32["loss"], evals
