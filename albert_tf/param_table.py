@@ -2,7 +2,9 @@
 
     python -m albert_tf.param_table [--output_dir=results]
 
-Prints both tables and writes `param_table.csv` in --output_dir. Counts come from the
+Prints both tables and writes `param_table.csv` in --output_dir (new, or replacing the one
+it wrote before; a file it did not make is refused before anything is built:
+albert_tf.storage.outputs). Counts come from the
 real `AlbertEncoder` built without allocating weights (`count_parameters`), so xxlarge
 and bert_xlarge need no weight memory. "reference" is the exact count in
 shared/ALBERT_REFERENCE.md (encoder + pooler, V = 30000); "paper" the rounded figure
@@ -118,9 +120,14 @@ def write_table(output_dir, stream=sys.stdout):
     built count differs from the reference."""
     if os.path.exists(output_dir) and not os.path.isdir(output_dir):
         raise NotADirectoryError(f"--output_dir={output_dir} exists and is not a directory.")
+    from albert_tf.storage import outputs
+
+    path = os.path.join(output_dir, "param_table.csv")
+    outputs.check([outputs.Output("--output_dir", path, outputs.GENERATED_DATA)])  # before any work
     rows = build_rows()
     print(format_rows(rows), file=stream)
-    path = write_csv(rows, os.path.join(output_dir, "param_table.csv"))
+    with outputs.replacing_file(path, outputs.GENERATED_DATA, "--output_dir"):
+        path = write_csv(rows, path)
     print(f"\nwrote {path}", file=stream)
     if not all(r["match"] for r in rows):
         print("param_table: some built counts differ from the reference", file=sys.stderr)

@@ -34,14 +34,15 @@ def test_plot_metrics_draws_a_png_and_names_broken_lines(tmp_path):
     assert data[:8] == b"\x89PNG\r\n\x1a\n"
     # 5 metrics and the learning rate: 6 panels of 4.6 x 3.4 inches in 3 columns, at 100 dpi
     assert struct.unpack(">II", data[16:24]) == (1380, 680)
-    assert sorted(os.listdir(tmp_path)) == ["curves.png", "metrics.jsonl"]  # no temporary left
+    # no temporary left; the plot's marker (albert_tf.storage.outputs) lets a second run replace it
+    assert sorted(os.listdir(tmp_path)) == [".curves.png.albert_tf_output.json", "curves.png", "metrics.jsonl"]
 
     (tmp_path / "metrics.jsonl").write_text(json.dumps(rows[0]) + "\n{broken\n")
     broken = _tool("plot_metrics", f"--run_dir={tmp_path}", f"--output={tmp_path}/other.png")
     assert broken.returncode == 2
     assert _last_error_line(broken) == (f"plot_metrics: error: {tmp_path}/metrics.jsonl:2: not a JSON record "
                                         "(Expecting property name enclosed in double quotes).")
-    assert not (tmp_path / "other.png").exists()
+    assert not (tmp_path / "other.png").exists() and not (tmp_path / ".other.png.albert_tf_output.json").exists()
     missing = _tool("plot_metrics")
     assert missing.returncode == 2 and _last_error_line(missing) == "plot_metrics: error: --run_dir is required."
 
@@ -52,7 +53,8 @@ def test_make_topic_task_writes_balanced_tsv_files(tmp_path):
     assert result.returncode == 0, result.stderr[-1500:]
     assert result.stdout.strip() == (f"wrote {out}/train.tsv (120 rows) and dev.tsv (40 rows); "
                                      "labels: networking, numbers, text, concurrency")
-    assert sorted(os.listdir(out)) == ["dev.tsv", "train.tsv"]
+    assert sorted(os.listdir(out)) == [".dev.tsv.albert_tf_output.json", ".train.tsv.albert_tf_output.json",
+                                       "dev.tsv", "train.tsv"]  # each with its marker (albert_tf.storage.outputs)
     splits = {}
     for split in ("train", "dev"):
         lines = (out / f"{split}.tsv").read_text(encoding="utf-8").splitlines()
@@ -73,7 +75,8 @@ def test_make_topic_task_writes_balanced_tsv_files(tmp_path):
 def test_write_preset_configs_matches_the_shipped_configs(tmp_path):
     result = _tool("write_preset_configs", f"--output_dir={tmp_path}")
     assert result.returncode == 0, result.stderr[-1500:]
-    names = sorted(os.listdir(tmp_path))
+    names = sorted(n for n in os.listdir(tmp_path) if not n.startswith("."))  # not the markers
+    assert sorted(os.listdir(tmp_path)) == sorted([*names, *(f".{n}.albert_tf_output.json" for n in names)])
     assert result.stdout.splitlines() == [f"wrote {tmp_path}/{n}" for n in names]
     assert "albert_base.json" in names and "albert_tiny.json" in names
     for name in names:

@@ -140,7 +140,7 @@ def test_command_line(tmp_path):
     impossible = sum(not qa["answers"] for _, qa in _qas(dataset))
     assert result.stdout.strip() == (f"wrote {out}: SQuAD 2.0, {paragraphs} paragraphs, 25 questions "
                                      f"({impossible} unanswerable)")
-    assert os.listdir(out.parent) == ["dev-v2.0.json"]
+    assert sorted(os.listdir(out.parent)) == [".dev-v2.0.json.albert_tf_output.json", "dev-v2.0.json"]  # and its marker
     missing = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     assert missing.returncode == 2 and "Traceback" not in missing.stderr
     assert missing.stderr.strip().splitlines()[-1] == "make_squad_data: error: --output_file is required."

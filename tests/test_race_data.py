@@ -514,7 +514,8 @@ def test_command_line(tmp_path):
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr[-1500:]
     assert result.stdout.strip() == f"wrote {tmp_path} (jsonl): 8 articles; questions: train 18, dev 9, test 9"
-    assert sorted(os.listdir(tmp_path)) == ["dev.jsonl", "test.jsonl", "train.jsonl"]
+    assert sorted(n for n in os.listdir(tmp_path) if not n.startswith(".")) == ["dev.jsonl", "test.jsonl",
+                                                                                "train.jsonl"]
     assert len(read_multiple_choice_jsonl(tmp_path / "train.jsonl")) == 18
     missing = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     assert missing.returncode == 2 and "Traceback" not in missing.stderr

@@ -70,7 +70,8 @@ def test_spm_tool_writes_the_libraries_model(sample_corpus, spm_model, tmp_path)
     assert result.returncode == 0, result.stderr[-1500:]
     assert result.stdout.strip() == f"wrote {tmp_path}/tool.model (3000 pieces)"
     assert open(f"{tmp_path}/tool.model", "rb").read() == open(spm_model, "rb").read()
-    assert sorted(os.listdir(tmp_path)) == ["tool.model", "tool.vocab"]  # scratch files removed
+    assert sorted(os.listdir(tmp_path)) == [".tool.model.albert_tf_output.json", ".tool.vocab.albert_tf_output.json",
+                                            "tool.model", "tool.vocab"]  # scratch files removed; the markers
     assert open(f"{tmp_path}/tool.vocab", encoding="utf-8").readline() == "<pad>\t0\n"
 
 

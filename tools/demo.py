@@ -9,6 +9,11 @@ TF-Hub-style export -> the exported encoder run through hub.KerasLayer on a real
 shipped docstring-topics task -> fine-tuning with run_classifier (Keras 3) and its
 raw-string classifier export -> the parameter table. Each step prints what it did and how
 long it took; results are written under --output_dir.
+
+--output_dir is the demo's own directory (albert_tf.storage.outputs, kind DEMO): created
+and marked when new, reused when the demo made it (a second `make demo` resumes the runs,
+which are complete, and replaces the data, model, plots and exports it made, each under the
+same rule), refused (exit status 2) before any step when it is anything else.
 """
 
 import os
@@ -19,6 +24,7 @@ import time
 from absl import flags
 
 from albert_tf import cli
+from albert_tf.storage import outputs
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
@@ -164,8 +170,8 @@ def read_batch(pattern, spm_model):
 
 
 def run(f):
+    outputs.claim_dir(f.output_dir, outputs.DEMO, "--output_dir")  # before any step
     out = os.path.abspath(f.output_dir)
-    os.makedirs(out, exist_ok=True)
     total = 10
     start = time.time()
     corpus = os.path.join(out, "sample_corpus.txt")

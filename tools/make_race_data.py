@@ -31,6 +31,11 @@ Layouts (--layout):
     jsonl    output_dir/{train,dev,test}.jsonl, one question per line (the generic
              multiple-choice format): {"id", "context", "question", "options", "answer": letter}
 The RACE directory is replaced as a whole (atomically), so layouts never mix.
+
+Outputs follow albert_tf's rule (albert_tf.storage.outputs): RACE/ (a generated data
+directory) and the .jsonl files (generated data files) are written when new, replaced
+when this tool made them (their markers), and refused otherwise (exit status 2) before
+any work; other files in --output_dir are left alone.
 """
 
 import importlib.util
@@ -44,7 +49,7 @@ import zlib
 from absl import flags
 
 from albert_tf import cli
-from albert_tf.storage import atomic
+from albert_tf.storage import atomic, outputs
 
 SPLITS = ("train", "dev", "test")
 LEVELS = ("middle", "high")
@@ -225,21 +230,33 @@ def jsonl_lines(articles):
     return lines
 
 
-def make_race(output_dir, num_articles=6, seed=12345, layout="files", entries=None):
+def race_outputs(output_dir, layout, flag="--output_dir"):
+    """The outputs.Output items that make_race writes under `output_dir` for `layout`."""
+    output_dir = os.fspath(output_dir)
+    if layout == "jsonl":
+        return [outputs.Output(flag, os.path.join(output_dir, f"{split}.jsonl"), outputs.GENERATED_DATA)
+                for split in SPLITS]
+    return [outputs.Output(flag, os.path.join(output_dir, "RACE"), outputs.DATA_DIRECTORY)]
+
+
+def make_race(output_dir, num_articles=6, seed=12345, layout="files", entries=None, flag="--output_dir"):
     """Writes the data (module docstring) under `output_dir`.
 
     Args:
-        output_dir: the directory (made when missing).
+        output_dir: the directory (made when missing); what the tool would write there
+            must be new or its own (outputs.OutputRefused, checked before any work).
         num_articles: articles per level in train (dev, test: half, at least 1).
         seed: int; the same arguments give the same files.
         layout: "files", "all.txt" or "jsonl".
         entries: docstring_entries() output (read from the standard library when None).
+        flag: the flag named in a refusal.
     Returns:
         {"layout", "paths": [files written], "counts": {split: {level: {"articles", "questions"}}}}.
     """
     if layout not in LAYOUTS:
         raise ValueError(f"--layout must be one of {', '.join(LAYOUTS)}, got {layout!r}.")
     output_dir = os.fspath(output_dir)
+    outputs.check(race_outputs(output_dir, layout, flag))
     dataset = make_dataset(num_articles, seed, entries)
     counts = {split: {level: {"articles": len(arts), "questions": sum(len(a["questions"]) for a in arts)}
                       for level, arts in levels.items()} for split, levels in dataset.items()}
@@ -247,11 +264,12 @@ def make_race(output_dir, num_articles=6, seed=12345, layout="files", entries=No
     if layout == "jsonl":
         for split, levels in dataset.items():
             path = os.path.join(output_dir, f"{split}.jsonl")
-            atomic.write_text(path, "\n".join(jsonl_lines([a for lv in LEVELS for a in levels[lv]])) + "\n")
+            with outputs.replacing_file(path, outputs.GENERATED_DATA, flag):
+                atomic.write_text(path, "\n".join(jsonl_lines([a for lv in LEVELS for a in levels[lv]])) + "\n")
             paths.append(path)
         return {"layout": layout, "paths": paths, "counts": counts}
     race_dir = os.path.join(output_dir, "RACE")
-    with atomic.output_dir(race_dir) as tmp:
+    with outputs.replacing_dir(race_dir, outputs.DATA_DIRECTORY, flag) as tmp:
         for split, levels in dataset.items():
             for level, articles in levels.items():
                 directory = os.path.join(tmp, split, level)

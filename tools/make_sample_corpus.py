@@ -4,13 +4,16 @@
 
 One sentence per line, a blank line between documents (one document per docstring), the
 format of create_pretraining_data; byte-identical for a given Python and
-requirements.txt (`albert_tf.data.sample_corpus`).
+requirements.txt (`albert_tf.data.sample_corpus`). The file is written when new, replaced
+when this tool made it (its marker), and refused otherwise (exit status 2) before any
+work (albert_tf.storage.outputs).
 """
 
 from absl import flags
 
 from albert_tf import cli
 from albert_tf.data.sample_corpus import write_corpus  # noqa: F401  (tests/conftest.py imports it from here)
+from albert_tf.storage import outputs
 
 
 def define_flags():
@@ -22,7 +25,9 @@ def run(f):
     output_file, size_mb = f.output_file, f.size_mb
     if size_mb < 1:
         raise ValueError(f"--size_mb must be at least 1, got {size_mb}.")
-    documents, sentences, written = write_corpus(output_file, size_mb)
+    outputs.check([outputs.Output("--output_file", output_file, outputs.GENERATED_DATA)])  # before any work
+    with outputs.replacing_file(output_file, outputs.GENERATED_DATA, "--output_file"):
+        documents, sentences, written = write_corpus(output_file, size_mb)
     print(f"wrote {output_file}: {documents} documents, {sentences} sentences, {written / 1e6:.2f} MB")
     if written < 1_000_000:
         raise ValueError(f"the installed Python files gave {written / 1e6:.2f} MB of prose, less than 1 MB.")

@@ -59,7 +59,7 @@ from absl import flags
 
 from albert_tf import cli
 from albert_tf.data.sample_corpus import docstring_sentences
-from albert_tf.storage import atomic
+from albert_tf.storage import atomic, outputs
 
 MODULES = (
     "_pydecimal.py", "abc.py", "argparse.py", "ast.py", "asyncio/base_events.py", "asyncio/events.py",
@@ -383,10 +383,12 @@ def run(f):
     seed, max_context_chars, split = f.seed, f.max_context_chars, f.split
     if not output_file:
         raise ValueError("--output_file is required.")
+    outputs.check([outputs.Output("--output_file", output_file, outputs.GENERATED_DATA)])  # before any work
     make = make_people_dataset if f.kind == "people" else make_dataset
     dataset = make(version, num_questions, seed, max_context_chars, split)
     paragraphs, questions, unanswerable = check_dataset(dataset)
-    atomic.write_json(output_file, dataset, indent=None, sort_keys=False)
+    with outputs.replacing_file(output_file, outputs.GENERATED_DATA, "--output_file"):
+        atomic.write_json(output_file, dataset, indent=None, sort_keys=False)
     print(f"wrote {output_file}: SQuAD {version}, {paragraphs} paragraphs, {questions} questions "
           f"({unanswerable} unanswerable)")
     return 0

@@ -16,6 +16,10 @@ Output: `train.tsv` and `dev.tsv` with the header `sentence<TAB>label`, the layo
 each class is capped at --per_class sentences (chosen by a hash of the text, so the
 output does not depend on file order), and the dev split is chosen by the same hash, so
 no sentence is in both files. Available offline on any machine with Python 3.11.
+
+Each file is written when new, replaced when this tool made it (its marker
+`.<name>.albert_tf_output.json`, committed beside the shipped files), and refused
+otherwise (exit status 2) before any work (albert_tf.storage.outputs).
 """
 
 import ast
@@ -27,7 +31,7 @@ from absl import flags
 
 from albert_tf import cli
 from albert_tf.data.sample_corpus import docstring_sentences
-from albert_tf.storage import atomic
+from albert_tf.storage import atomic, outputs
 
 TOPICS = {
     "networking": ("http", "urllib", "email", "smtplib.py", "ftplib.py", "imaplib.py", "poplib.py", "socket.py",
@@ -102,18 +106,28 @@ def tsv_text(rows):
     return "sentence\tlabel\n" + "".join(f"{sentence}\t{label}\n" for sentence, label in rows)
 
 
-def write_task(output_dir, train, dev):
-    """Writes output_dir/train.tsv and dev.tsv, each atomically; returns their paths."""
-    paths = os.path.join(output_dir, "train.tsv"), os.path.join(output_dir, "dev.tsv")
-    for path, rows in zip(paths, (train, dev)):
-        atomic.write_text(path, tsv_text(rows))
-    return paths
+def task_outputs(output_dir, flag="--output_dir"):
+    """The outputs.Output items of output_dir/train.tsv and dev.tsv."""
+    return [outputs.Output(flag, os.path.join(output_dir, name), outputs.GENERATED_DATA)
+            for name in ("train.tsv", "dev.tsv")]
+
+
+def write_task(output_dir, train, dev, flag="--output_dir"):
+    """Writes output_dir/train.tsv and dev.tsv, each atomically, under the output rule
+    (outputs.OutputRefused for a file this tool did not make); returns their paths."""
+    items = task_outputs(output_dir, flag)
+    outputs.check(items)
+    for item, rows in zip(items, (train, dev)):
+        with outputs.replacing_file(item.path, item.kind, flag):
+            atomic.write_text(item.path, tsv_text(rows))
+    return tuple(item.path for item in items)
 
 
 def run(f):
     output_dir, per_class, dev_fraction = f.output_dir, f.per_class, f.dev_fraction
     if not 0 < dev_fraction < 1 or per_class < 10:
         raise ValueError(f"need 0 < --dev_fraction < 1 and --per_class >= 10 (got {dev_fraction}, {per_class}).")
+    outputs.check(task_outputs(output_dir))  # before any work
     train, dev = make_task(per_class, dev_fraction)
     write_task(output_dir, train, dev)
     print(f"wrote {output_dir}/train.tsv ({len(train)} rows) and dev.tsv ({len(dev)} rows); "

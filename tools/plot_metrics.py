@@ -4,6 +4,9 @@ training driver writes the same picture as output_dir/training_curves.png at the
 a run; this tool draws it at any time (e.g. during a run).
 
     python tools/plot_metrics.py --run_dir=runs/base [--output=runs/base/curves.png]
+
+--output is written when new, replaced when this tool drew it (its marker), and refused
+otherwise (exit status 2) before anything is drawn (albert_tf.storage.outputs).
 """
 
 import os
@@ -11,6 +14,7 @@ import os
 from absl import flags
 
 from albert_tf import cli
+from albert_tf.storage import outputs
 
 
 def define_flags():
@@ -26,11 +30,13 @@ def run(f):
     path = os.path.join(f.run_dir, METRICS_FILE)
     if not os.path.isfile(path):
         raise ValueError(f"{path} does not exist: is --run_dir the output_dir of a run?")
+    output = f.output or os.path.join(f.run_dir, "curves.png")
+    outputs.check([outputs.Output("--output", output, outputs.PLOT)], [outputs.Input("--run_dir", path)])
     records = read_records(path)
     if not records:
         raise ValueError(f"{path} holds no logged step yet.")
-    output = f.output or os.path.join(f.run_dir, "curves.png")
-    plot_curves(records, output, title=os.path.basename(os.path.normpath(f.run_dir)))
+    with outputs.replacing_file(output, outputs.PLOT, "--output"):
+        plot_curves(records, output, title=os.path.basename(os.path.normpath(f.run_dir)))
     print(f"wrote {output} ({len(records)} logged records)")
     return 0
 

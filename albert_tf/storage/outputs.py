@@ -1,13 +1,14 @@
 """No command deletes or overwrites what it did not make: the one rule for output paths.
 
 Every path a command writes (a run's --output_dir, an export, a conversion, a feature
-cache, pretraining data) is an `Output(flag, path, kind)`. `check` decides for all of a
+cache, pretraining data; and what the tools write: generated data files and directories,
+SentencePiece models, plots, config files, the demo's directory) is an `Output(flag, path, kind)`. `check` decides for all of a
 command's outputs at once, before any work starts:
 
 - a path that does not exist (or an empty directory, for a directory kind: nothing there
   to lose) is new: the command creates it;
-- albert_tf's own output of the same kind is resumed (a run directory) or replaced
-  atomically (an export, a conversion, a feature cache, pretraining data);
+- albert_tf's own output of the same kind is resumed (a run directory), reused (the
+  demo's directory) or replaced atomically (everything else);
 - anything else is refused with `OutputRefused` (a ValueError: exit status 2) naming the
   flag and the path, and nothing is written.
 
@@ -23,7 +24,9 @@ cache is rebuilt; the marker stays). Outputs written before markers existed coun
 when they look exactly like albert_tf's: a run directory with run_info.json; an export
 holding nothing but albert_tf's SavedModel(s) and their info file; a conversion holding
 nothing but albert_tf's config, weights and settings; a feature cache with its albert_tf
-sidecar; pretraining data listed by a summary_*.json beside it.
+sidecar; pretraining data listed by a summary_*.json beside it. The tools' outputs count
+only when marked; the files the repository ships that a tool regenerates (configs/*.json,
+notebooks/data/docstring_topics/*.tsv) are committed with their markers.
 
     from albert_tf.storage import outputs
     outputs.check([outputs.Output("--output_dir", run_dir, outputs.RUN),
@@ -49,12 +52,20 @@ from albert_tf.storage import atomic
 MARKER = ".albert_tf_output.json"
 RUN, EXPORT, CONVERSION, FEATURE_CACHE, PRETRAINING_DATA = (
     "run", "export", "conversion", "feature_cache", "pretraining_data")
+# What the tools write (tools/): data files and directories, SentencePiece models, plots,
+# config files, and the demo's directory.
+GENERATED_DATA, DATA_DIRECTORY, SENTENCEPIECE_MODEL, PLOT, CONFIG, DEMO = (
+    "generated_data", "data_directory", "sentencepiece_model", "plot", "config", "demo")
 DESCRIPTIONS = {RUN: "run directory", EXPORT: "export", CONVERSION: "conversion", FEATURE_CACHE: "feature cache",
-                PRETRAINING_DATA: "pretraining data file"}
-ARTICLES = {RUN: "a", EXPORT: "an", CONVERSION: "a", FEATURE_CACHE: "a", PRETRAINING_DATA: "a"}
-DIRECTORY_KINDS = (RUN, EXPORT, CONVERSION)
+                PRETRAINING_DATA: "pretraining data file", GENERATED_DATA: "generated data file",
+                DATA_DIRECTORY: "generated data directory", SENTENCEPIECE_MODEL: "SentencePiece model file",
+                PLOT: "plot", CONFIG: "config file", DEMO: "demo directory"}
+ARTICLES = {RUN: "a", EXPORT: "an", CONVERSION: "a", FEATURE_CACHE: "a", PRETRAINING_DATA: "a", GENERATED_DATA: "a",
+            DATA_DIRECTORY: "a", SENTENCEPIECE_MODEL: "a", PLOT: "a", CONFIG: "a", DEMO: "a"}
+DIRECTORY_KINDS = (RUN, EXPORT, CONVERSION, DATA_DIRECTORY, DEMO)
 WHAT_HAPPENS = {RUN: "resumes", EXPORT: "replaces", CONVERSION: "replaces", FEATURE_CACHE: "replaces",
-                PRETRAINING_DATA: "replaces"}
+                PRETRAINING_DATA: "replaces", GENERATED_DATA: "replaces", DATA_DIRECTORY: "replaces",
+                SENTENCEPIECE_MODEL: "replaces", PLOT: "replaces", CONFIG: "replaces", DEMO: "reuses"}
 
 # Names of albert_tf's own outputs from before the marker (the modules that write them
 # use the same names; tests/test_storage.py checks they agree).
@@ -164,10 +175,12 @@ def _legacy_own(path, kind):
         return _legacy_export(path)
     if kind == CONVERSION:
         return _legacy_conversion(path)
+    if kind == PRETRAINING_DATA:
+        return _legacy_pretraining_data(path)
     if kind == FEATURE_CACHE:
         sidecar = _read_json(os.fspath(path) + ".json")
         return isinstance(sidecar, dict) and str(sidecar.get("kind", "")).startswith("albert_tf ")
-    return _legacy_pretraining_data(path)
+    return False  # the tools' outputs (GENERATED_DATA, ...): marked from the start
 
 
 def _companions(path):
@@ -339,19 +352,26 @@ def write_marker(path, kind):
     return atomic.write_json(marker_path(path, kind), _marker_record(kind))
 
 
+def claim_dir(path, kind, flag=None):
+    """A directory output kept in place (RUN, DEMO): created when new, kept (resumed,
+    reused) when albert_tf's own `kind`, refused (OutputRefused) otherwise; marked either
+    way. Returns "new" or "own"."""
+    status = refuse_if_foreign(path, kind, flag)
+    os.makedirs(path, exist_ok=True)
+    if read_marker(path, kind) is None:
+        write_marker(path, kind)
+    return status
+
+
 def claim_run(path, flag="--output_dir"):
     """A run directory for this run: created when new, resumed when albert_tf's own run,
     refused (OutputRefused) otherwise; marked either way. Returns "new" or "own"."""
-    status = refuse_if_foreign(path, RUN, flag)
-    os.makedirs(path, exist_ok=True)
-    if read_marker(path, RUN) is None:
-        write_marker(path, RUN)
-    return status
+    return claim_dir(path, RUN, flag)
 
 
 @contextlib.contextmanager
 def replacing_dir(path, kind, flag=None):
-    """Writes directory output `path` of `kind` (EXPORT, CONVERSION) under a temporary
+    """Writes directory output `path` of `kind` (EXPORT, CONVERSION, DATA_DIRECTORY) under a temporary
     name (yielded, already marked) that replaces `path` only when the block completes
     (`atomic.output_dir`); refuses (OutputRefused) a path that is not new or own."""
     refuse_if_foreign(path, kind, flag)
@@ -363,7 +383,7 @@ def replacing_dir(path, kind, flag=None):
 @contextlib.contextmanager
 def replacing_file(path, kind, flag=None):
     """Around the (atomic) writing of file output `path` of `kind` (FEATURE_CACHE,
-    PRETRAINING_DATA): refuses (OutputRefused) a path that is not new or own, marks it
+    PRETRAINING_DATA, GENERATED_DATA, SENTENCEPIECE_MODEL, PLOT, CONFIG): refuses (OutputRefused) a path that is not new or own, marks it
     before the block, and removes the marker again when the block fails leaving neither
     the file nor a companion of it."""
     refuse_if_foreign(path, kind, flag)
