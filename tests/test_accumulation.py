@@ -178,3 +178,29 @@ def test_bad_accumulation_exits_2_naming_both_flags(tmp_path):
         assert "Traceback" not in result.stderr
     assert "must be at least 1, got 0" in results[0].stderr
     assert "--gradient_accumulation_steps=3 must divide" in results[1].stderr
+
+
+def test_every_training_command_passes_k_to_the_driver(pretraining_records):
+    """--gradient_accumulation_steps reaches TrainingOptions in every command (one flag,
+    defined in albert_tf.cli)."""
+    from absl import flags
+
+    from albert_tf import run_classifier, run_pretraining, run_race, run_squad_v1, run_squad_v2
+
+    outputs, _ = pretraining_records
+    for module, args in ((run_classifier, []), (run_race, []), (run_squad_v1, ["v1"]), (run_squad_v2, ["v2"])):
+        values = flags.FlagValues()
+        module.define_flags(values)
+        values(["cmd", "--gradient_accumulation_steps=4", "--train_batch_size=8"])
+        assert "each step's batch is split into K slices" in values["gradient_accumulation_steps"].help
+        entry = run_squad_v1 if module is run_squad_v2 else module  # v2 is v1's code with version="v2"
+        entry.check_flags(values)
+        _, training = entry.options_from_flags(values, *args)
+        assert training.gradient_accumulation_steps == 4 and training.train_batch_size == 8, module.__name__
+    values = flags.FlagValues()
+    run_pretraining.define_flags(values)
+    values(["cmd", "--gradient_accumulation_steps=4", "--train_batch_size=8", "--output_dir=X",
+            "--albert_config_file=Y", f"--input_file={outputs[0]}", "--max_seq_length=128"])
+    run_pretraining.check_flags(values)
+    _, training = run_pretraining.options_from_flags(values, config().replace(vocab_size=3000))
+    assert training.gradient_accumulation_steps == 4 and training.train_batch_size == 8
