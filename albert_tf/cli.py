@@ -139,6 +139,16 @@ def define_dtype_policy_flag(flag_values=None, default="auto", what="training an
                         "float32 either way.", **kwargs)
 
 
+def define_gradient_accumulation_flag(flag_values=None):
+    """--gradient_accumulation_steps for a training command (albert_tf.training.accumulation)."""
+    from absl import flags
+
+    from albert_tf.training.accumulation import FLAG_HELP
+
+    kwargs = {} if flag_values is None else {"flag_values": flag_values}
+    flags.DEFINE_integer("gradient_accumulation_steps", 1, FLAG_HELP, **kwargs)
+
+
 def define_tpu_flags(flag_values):
     """The release's TPU flags (use_tpu, tpu_name, tpu_zone, gcp_project, master,
     num_tpu_cores) and --strategy, for the fine-tuning commands: --use_tpu maps to the
@@ -163,14 +173,17 @@ FINE_TUNING_STRATEGIES = ("mirrored", "one_device", "default")
 
 def check_fine_tuning_flags(f, positive, warmup=True, tpu=True):
     """A fine-tuning command's checks of flag values alone (its task checks the inputs):
-    --dtype_policy, the `positive` flags, --warmup_step in [0, --train_step] (`warmup`),
+    --dtype_policy, the `positive` flags, --gradient_accumulation_steps (which must divide
+    --train_batch_size; the Trainer checks the per-replica batch), --warmup_step in [0, --train_step] (`warmup`),
     --learning_rate, --strategy and (`tpu`: the flags of define_tpu_flags) --use_tpu's
     address. Raises ValueError naming the flag."""
     from albert_tf.tasks.common import check_positive
+    from albert_tf.training.accumulation import check_accumulation
     from albert_tf.training.precision import check_policy
 
     check_policy(f.dtype_policy)
     check_positive(f, positive)
+    check_accumulation(f.gradient_accumulation_steps, f.train_batch_size)
     if warmup and not 0 <= f.warmup_step <= f.train_step:
         raise ValueError(f"--warmup_step must be in [0, --train_step={f.train_step}], got {f.warmup_step}.")
     if f.learning_rate <= 0:
@@ -203,12 +216,13 @@ def task_options(cls, f, **given):
 def training_options(f, **given):
     """The driver's TrainingOptions from the flags every fine-tuning command has
     (--output_dir, --train_batch_size, --learning_rate, --save_checkpoints_steps,
-    --iterations_per_loop, --dtype_policy) and `given`."""
+    --iterations_per_loop, --dtype_policy, --gradient_accumulation_steps) and `given`."""
     from albert_tf.training.driver import TrainingOptions
 
     return TrainingOptions(output_dir=f.output_dir, train_batch_size=f.train_batch_size,
                            learning_rate=f.learning_rate, save_checkpoints_steps=f.save_checkpoints_steps,
-                           iterations_per_loop=f.iterations_per_loop, dtype_policy=f.dtype_policy, **given)
+                           iterations_per_loop=f.iterations_per_loop, dtype_policy=f.dtype_policy,
+                           gradient_accumulation_steps=f.gradient_accumulation_steps, **given)
 
 
 def run_task(task_module, task, training, stream):

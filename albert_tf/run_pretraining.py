@@ -18,6 +18,7 @@ from absl import flags
 
 from albert_tf import cli
 from albert_tf.tasks.common import check_positive
+from albert_tf.training.accumulation import check_accumulation
 from albert_tf.training.precision import check_policy
 
 
@@ -51,6 +52,7 @@ def define_flags(flag_values=None):
     flags.DEFINE_string("tpu", None, "TPU name or grpc:// address (with --strategy=tpu).", **fv)
     flags.DEFINE_bool("jit_compile", False, "Compile the train step with XLA.", **fv)
     cli.define_dtype_policy_flag(fv["flag_values"])
+    cli.define_gradient_accumulation_flag(fv["flag_values"])
     flags.DEFINE_bool("use_one_hot_embeddings", False, "One-hot word-embedding lookups (faster on TPUs).", **fv)
     flags.DEFINE_bool("deterministic", False, "Deterministic input order and ops (exactly repeatable runs).", **fv)
     flags.DEFINE_bool("dynamic_masking", False, "Re-draw the masked-LM masks every epoch in tf.data.", **fv)
@@ -78,6 +80,7 @@ def check_flags(f):
     check_positive(f, ("train_batch_size", "eval_batch_size", "num_train_steps", "save_checkpoints_steps",
                        "keep_checkpoint_max", "iterations_per_loop", "max_eval_steps", "max_seq_length",
                        "max_predictions_per_seq"))
+    check_accumulation(f.gradient_accumulation_steps, f.train_batch_size)
     if f.num_warmup_steps < 0 or f.start_warmup_step < 0:
         raise ValueError("--num_warmup_steps and --start_warmup_step must not be negative.")
     if f.max_predictions_per_seq > f.max_seq_length:
@@ -131,7 +134,8 @@ def options_from_flags(f, config):
         optimizer=f.optimizer, save_checkpoints_steps=f.save_checkpoints_steps,
         keep_checkpoint_max=f.keep_checkpoint_max, iterations_per_loop=f.iterations_per_loop,
         do_train=f.do_train, do_eval=f.do_eval, evaluate_every_checkpoint=False, max_eval_steps=f.max_eval_steps,
-        jit_compile=f.jit_compile, dtype_policy=f.dtype_policy)
+        jit_compile=f.jit_compile, dtype_policy=f.dtype_policy,
+        gradient_accumulation_steps=f.gradient_accumulation_steps)
     return task, training
 
 

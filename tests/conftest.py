@@ -69,13 +69,18 @@ def load_tool(name):
 def entry_point_cases(module, cases, work_dir, name=None, timeout=600):
     """Runs every argument list of `cases` as `python -m module ARGS` would, all in ONE
     subprocess (tests/entry_point_cases.py: one TensorFlow import for all of them);
-    returns one object per case with returncode, stdout and stderr."""
+    returns one object per case with returncode, stdout and stderr. With `module` None,
+    each case is (module, args) and runs as `python -m module ARGS`: several entry points
+    in the one subprocess."""
     import json
     import subprocess
     import sys
     import types
 
     root = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+    if module is None:
+        module = name = "-"
+        cases = [[m, m.split(".")[-1], *args] for m, args in cases]
     name = name or module.split(".")[-1]
     cases_file, results_file = os.path.join(work_dir, "cases.json"), os.path.join(work_dir, "results.json")
     with open(cases_file, "w", encoding="utf-8") as f:

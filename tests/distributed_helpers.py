@@ -3,12 +3,16 @@
     python tests/distributed_helpers.py mirrored_vs_one_device RECORDS...
     python tests/distributed_helpers.py finetune_mirrored_vs_one_device
     python tests/distributed_helpers.py fit_mirrored_vs_one_device
+    python tests/distributed_helpers.py accumulation_mirrored RECORDS...
 
 Splits the CPU into 2 logical devices and trains the same 5 steps with MirroredStrategy
 (2 replicas x 4 examples) and with one device (8 examples); prints both loss lists as
 JSON on the last line: the driver with the pretraining task on RECORDS, the driver with
 a small classification task, or Keras `model.fit` with albert_tf's LAMB (whose
-gradients must then be summed over the replicas by Keras).
+gradients must then be summed over the replicas by Keras). `accumulation_mirrored` trains
+3 steps under MirroredStrategy with --gradient_accumulation_steps 1 and 2, for LAMB and
+AdamW, on the pretraining task and the classification task, and prints the largest
+per-variable ||difference|| / ||weights|| between them (`accumulation_differences`).
 """
 
 import json
@@ -30,7 +34,7 @@ def _two_cpus():
 
 def _iterator(trainer, strategy):
     def dataset_fn(context):
-        return trainer.task.train_dataset(context, context.get_per_replica_batch_size(8), 0)
+        return trainer.task.train_dataset(context, context.get_per_replica_batch_size(trainer.global_batch_size), 0)
 
     return iter(strategy.distribute_datasets_from_function(dataset_fn))
 
@@ -63,7 +67,8 @@ class ArrayClassification:
     """A small classification task on fixed arrays, for the driver under two strategies."""
 
     @staticmethod
-    def make(config):
+    def make(config, padded=False):
+        """The task; `padded`: rows end in padding (input_mask 0) and the encoders skip it."""
         import numpy as np
         import tensorflow as tf
 
@@ -77,9 +82,12 @@ class ArrayClassification:
         data = {"input_word_ids": rng.integers(5, config.vocab_size, (n, length)).astype("int32"),
                 "input_mask": np.ones((n, length), "int32"), "input_type_ids": np.zeros((n, length), "int32"),
                 "label": rng.integers(0, 3, n).astype("int32")}
+        if padded:
+            data["input_mask"] = (np.arange(length)[None, :] < rng.integers(3, length, (n, 1))).astype("int32")
 
         class Arrays(Task):
             name = "arrays"
+            skip_padding = padded
 
             def build_model(self):
                 return AlbertClassifier(AlbertEncoder(config), 3, dropout=0.0)
@@ -148,8 +156,81 @@ def fit_mirrored_vs_one_device(args):
     print(json.dumps(results))
 
 
+def weights_after_steps(task, strategy, slices, optimizer, steps=3, **options):
+    """Trains `steps` steps of global batch 8 with --gradient_accumulation_steps=`slices`
+    (weights drawn from seed 7); returns (initial, final) trainable weights ({path: numpy}),
+    the Trainer and each step's summed terms."""
+    import keras
+    import numpy as np
+
+    from albert_tf.training.driver import Trainer, TrainingOptions
+
+    keras.utils.set_random_seed(7)
+    values = dict(train_batch_size=8, optimizer=optimizer, learning_rate=0.01 if optimizer == "lamb" else 0.001,
+                  num_train_steps=100, gradient_accumulation_steps=slices)
+    values.update(options)
+    trainer = Trainer(task, TrainingOptions("unused", **values), strategy)
+    initial = {v.path: np.array(v) for v in trainer.model.trainable_variables}
+    iterator = _iterator(trainer, strategy)
+    terms = [trainer.train(iterator, 1) for _ in range(steps)]
+    return initial, {v.path: np.array(v) for v in trainer.model.trainable_variables}, trainer, terms
+
+
+# The attention key bias adds the same q.b to every score of a query, which the softmax
+# ignores: its true gradient is 0 and the computed one is rounding noise (1e-7 of the
+# others), which Adam and LAMB scale to full-size steps. No two orders of computation (XLA
+# or not, other hardware, slices) agree on it, so the comparisons leave it out.
+ROUNDING_NOISE_ONLY = ("attention/key/bias",)
+
+
+def relative_difference(weights, reference, reduce=max):
+    """The largest (or `reduce`) per-variable ||weights - reference|| / ||reference||
+    (float64) over the {path: array} dicts, leaving out ROUNDING_NOISE_ONLY."""
+    import numpy as np
+
+    assert weights.keys() == reference.keys()
+    return reduce(float(np.linalg.norm(weights[k].astype("float64") - reference[k].astype("float64"))
+                     / np.linalg.norm(reference[k].astype("float64")))
+               for k in reference if not any(p in k for p in ROUNDING_NOISE_ONLY))
+
+
+def median(values):
+    import numpy as np
+
+    return float(np.median(list(values)))
+
+
+def accumulation_differences(records):
+    """Under 2 mirrored replicas: for LAMB and AdamW and each task, K=2 vs K=1 after 3 steps
+    (`difference`) and how far K=1 moved the weights (`moved`: the median variable's); a
+    per-replica batch that K does not divide (`refused`: the Trainer's message)."""
+    strategy = _two_cpus()[0][1]  # mirrored over /cpu:0 and /cpu:1
+    from albert_tf import AlbertConfig
+    from albert_tf.tasks.pretraining import PretrainingOptions, PretrainingTask
+
+    config = AlbertConfig.from_preset("albert_tiny").replace(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    tasks = {"pretraining": lambda: PretrainingTask(PretrainingOptions(
+                 config.replace(vocab_size=3000), records, max_seq_length=128, global_batch_size=8,
+                 deterministic=True, random_seed=5, shuffle_buffer_size=100)),
+             "classification": lambda: ArrayClassification.make(config)}
+    results = {}
+    for optimizer in ("lamb", "adamw"):
+        for name, make in tasks.items():
+            initial, whole, _, _ = weights_after_steps(make(), strategy, 1, optimizer)
+            _, accumulated, trainer, _ = weights_after_steps(make(), strategy, 2, optimizer)
+            results[f"{name}/{optimizer}"] = {"replicas": trainer.strategy.num_replicas_in_sync,
+                                              "difference": relative_difference(accumulated, whole),
+                                              "moved": relative_difference(initial, whole, median)}
+    try:
+        weights_after_steps(tasks["classification"](), strategy, 8, "adamw", steps=1)
+    except ValueError as e:
+        results["refused"] = str(e)
+    print(json.dumps(results))
+
+
 if __name__ == "__main__":
     command, *args = sys.argv[1:]
     {"mirrored_vs_one_device": mirrored_vs_one_device,
      "finetune_mirrored_vs_one_device": finetune_mirrored_vs_one_device,
-     "fit_mirrored_vs_one_device": fit_mirrored_vs_one_device}[command](args)
+     "fit_mirrored_vs_one_device": fit_mirrored_vs_one_device,
+     "accumulation_mirrored": accumulation_differences}[command](args)

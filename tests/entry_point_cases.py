@@ -3,8 +3,10 @@
 convention), so error-path tests pay for one TensorFlow import instead of one per case.
 
     python tests/entry_point_cases.py MODULE NAME CASES.json RESULTS.json
+    python tests/entry_point_cases.py - - CASES.json RESULTS.json
 
-CASES.json: a list of argument lists. RESULTS.json: a list of {"returncode", "stdout",
+CASES.json: a list of argument lists (with MODULE and NAME "-": of [MODULE, NAME, ARGS...]
+lists, several entry points in one process). RESULTS.json: a list of {"returncode", "stdout",
 "stderr"} (what the entry point printed; an exception that escaped it is a traceback in
 stderr and returncode 1, as the interpreter would report it).
 """
@@ -50,12 +52,19 @@ def run_case(module, name, args):
 
 def main():
     module_name, name, cases_file, results_file = sys.argv[1:5]
-    module = importlib.import_module(module_name)
-    if not inspect.signature(module.define_flags).parameters:
-        module.define_flags()  # on the global FLAGS, once
     with open(cases_file, encoding="utf-8") as f:
         cases = json.load(f)
-    results = [run_case(module, name, args) for args in cases]
+    if module_name == "-":  # several entry points: each case is [MODULE, NAME, ARGS...]
+        results = []
+        for module_name, name, *args in cases:
+            module = importlib.import_module(module_name)
+            assert inspect.signature(module.define_flags).parameters, f"{module_name} defines global FLAGS"
+            results.append(run_case(module, name, args))
+    else:
+        module = importlib.import_module(module_name)
+        if not inspect.signature(module.define_flags).parameters:
+            module.define_flags()  # on the global FLAGS, once
+        results = [run_case(module, name, args) for args in cases]
     with open(results_file, "w", encoding="utf-8") as f:
         json.dump(results, f)
 

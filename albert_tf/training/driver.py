@@ -9,8 +9,10 @@ driver owns everything else, once:
 - the train step under any tf.distribute strategy: each replica computes its share of
   the global-batch loss (normalizers such as the masked-LM weight total are all-reduced
   first), gradients are summed over replicas, clipped to global norm `clip_norm`, then
-  applied; `iterations_per_loop` steps run inside one tf.function; with `jit_compile`
-  the forward and backward passes are one XLA program;
+  applied; with `gradient_accumulation_steps` K each batch is computed in K slices one
+  after another, the same step with 1/K of the activation memory (training/step.py);
+  `iterations_per_loop` steps run inside one tf.function; with `jit_compile` the forward
+  and backward passes (of each slice) are one XLA program;
 - checkpoints (`output_dir/ckpt-N`: model, optimizer slots and step, dropout RNG state,
   and the input position) and exact resume from the newest one; the best checkpoint by
   the task's metric in `output_dir/best/`;
@@ -36,8 +38,10 @@ import tensorflow as tf
 
 from albert_tf.modeling.encoder import set_skip_padding
 from albert_tf.storage import atomic
+from albert_tf.training import step as step_lib
+from albert_tf.training.accumulation import check_accumulation
 from albert_tf.training.checkpoints import TrainingCheckpoints
-from albert_tf.training.distribution import check_global_batch, sum_and_clip
+from albert_tf.training.distribution import check_global_batch
 from albert_tf.training.errors import TrainingDivergedError, raise_if_interrupted
 from albert_tf.training.optimizer import create_optimizer
 from albert_tf.training.precision import choose, policy_scope
@@ -128,7 +132,10 @@ class TrainingOptions:
 
     Attributes:
         output_dir: the run directory (checkpoints, metrics, results).
-        train_batch_size, eval_batch_size: global batches G.
+        train_batch_size, eval_batch_size: global batches G (G of one optimizer step).
+        gradient_accumulation_steps: K; each replica's batch of a step is computed in K
+            slices one after another and their gradients summed (the same step, 1/K of
+            the activation memory; K divides the per-replica batch).
         num_train_steps, num_warmup_steps, start_warmup_step, poly_power, learning_rate:
             the release's schedule (linear warmup, then polynomial decay to 0).
         optimizer: "lamb" or "adamw".
@@ -167,6 +174,7 @@ class TrainingOptions:
     jit_compile: bool = False
     write_curves: bool = True
     dtype_policy: str = "float32"
+    gradient_accumulation_steps: int = 1
 
 
 class Trainer:
@@ -184,6 +192,8 @@ class Trainer:
         self.strategy = strategy or tf.distribute.get_strategy()
         check_global_batch(self.strategy, options.train_batch_size)
         check_global_batch(self.strategy, options.eval_batch_size, flag="--eval_batch_size")
+        check_accumulation(options.gradient_accumulation_steps, options.train_batch_size,
+                           self.strategy.num_replicas_in_sync)
         # one place decides what every command computes in (training/precision.py)
         self.precision = choose(options.dtype_policy, self.strategy)
         with self.strategy.scope():
@@ -199,8 +209,13 @@ class Trainer:
         self.skips_padding = False
         if task.skip_padding and not static_shapes:
             self.skips_padding = set_skip_padding(self.model, True) > 0
-        self._gradients_fn = (tf.function(self._gradients, jit_compile=True) if options.jit_compile
-                              else self._gradients)
+        # the gradient pass of a batch (or of each slice of it: a tf.function, called in a loop)
+        if options.jit_compile:
+            self._gradients_fn = tf.function(self._gradients, jit_compile=True)
+        elif options.gradient_accumulation_steps > 1:
+            self._gradients_fn = tf.function(self._gradients, autograph=False)
+        else:
+            self._gradients_fn = self._gradients
         # The step is a function of its own, called twice by the loop below, so it is traced
         # once. Model, loss and metrics code has no Python control flow on tensors, so the
         # step and the evaluation skip AutoGraph's source conversion (a quarter of tracing).
@@ -230,24 +245,13 @@ class Trainer:
     # --- training ---------------------------------------------------------------------
 
     def _gradients(self, batch, normalizers):
-        variables = self.model.trainable_variables
-        with tf.GradientTape() as tape:
-            loss, terms = self.task.loss_and_terms(self.model, batch, normalizers, training=True)
-        return tape.gradient(loss, variables), terms
+        return step_lib.gradients(self.task, self.model, batch, normalizers)
 
     def replica_step(self, batch):
-        """One step on this replica's batch (inside strategy.run); returns its terms."""
-        ctx = tf.distribute.get_replica_context()
-        normalizers = {k: tf.cast(v, tf.float32) for k, v in self.task.loss_normalizers(batch).items()}
-        if ctx.num_replicas_in_sync > 1:
-            normalizers = ctx.all_reduce(tf.distribute.ReduceOp.SUM, normalizers)
-        grads, terms = self._gradients_fn(batch, normalizers)
-        # variables the task's loss does not reach (e.g. the pooler under a SQuAD head)
-        # get no gradient: they are left out of the sum, the clipping and the update
-        pairs = [(g, v) for g, v in zip(grads, self.model.trainable_variables) if g is not None]
-        clipped = sum_and_clip([g for g, _ in pairs], self.options.clip_norm)
-        self.optimizer.apply_summed(clipped, [v for _, v in pairs])
-        return terms
+        """One optimizer step on this replica's batch [B, ...] (inside strategy.run), in
+        `gradient_accumulation_steps` slices; returns its terms (training/step.py)."""
+        return step_lib.replica_step(self.task, self.model, self.optimizer, self._gradients_fn, batch,
+                                     self.options.clip_norm, self.options.gradient_accumulation_steps)
 
     def _reduced_step(self, iterator):
         per_replica = self.strategy.run(self.replica_step, args=(next(iterator),))
@@ -401,7 +405,10 @@ def train_and_evaluate(task, options, strategy=None, is_chief=True, stream=sys.s
     logger = MetricsLogger(options.output_dir, options.num_train_steps, task.progress_metrics,
                            enabled=is_chief, stream=stream, fresh=not resumed)
     print(f"strategy {type(strategy).__name__} with {strategy.num_replicas_in_sync} replicas; global batch "
-          f"{options.train_batch_size}; dtype policy {trainer.precision.policy} ({trainer.precision.reason})"
+          f"{options.train_batch_size}"
+          + (f" in {options.gradient_accumulation_steps} accumulated slices"
+             if options.gradient_accumulation_steps > 1 else "")
+          + f"; dtype policy {trainer.precision.policy} ({trainer.precision.reason})"
           + ("; padding skipped" if trainer.skips_padding else ""), file=stream, flush=True)
     results = {"trainer": trainer, "initialized_from": task.initialized_from, "resumed_from": resumed,
                "best": None, "eval": None, "precision": trainer.precision}
