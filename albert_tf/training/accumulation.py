@@ -4,7 +4,8 @@ again once the replica count is known). The accumulation itself is in
 albert_tf.training.step."""
 
 FLAG_HELP = ("Gradient accumulation over K slices: each step's batch is split into K slices computed one after "
-             "another: the same step with 1/K of the activation memory. --train_batch_size stays the global batch "
+             "another: the same step, with the activations of one slice alive at a time. --train_batch_size "
+             "stays the global batch "
              "of one optimizer step, and K must divide its share per replica; the step count, learning-rate "
              "schedule, checkpoints and examples/s count optimizer steps and whole batches.")
 

@@ -10,7 +10,8 @@ driver owns everything else, once:
   the global-batch loss (normalizers such as the masked-LM weight total are all-reduced
   first), gradients are summed over replicas, clipped to global norm `clip_norm`, then
   applied; with `gradient_accumulation_steps` K each batch is computed in K slices one
-  after another, the same step with 1/K of the activation memory (training/step.py);
+  after another, the same step with one slice's activations alive at a time
+  (training/step.py);
   `iterations_per_loop` steps run inside one tf.function; with `jit_compile` the forward
   and backward passes (of each slice) are one XLA program;
 - checkpoints (`output_dir/ckpt-N`: model, optimizer slots and step, dropout RNG state,
@@ -134,8 +135,8 @@ class TrainingOptions:
         output_dir: the run directory (checkpoints, metrics, results).
         train_batch_size, eval_batch_size: global batches G (G of one optimizer step).
         gradient_accumulation_steps: K; each replica's batch of a step is computed in K
-            slices one after another and their gradients summed (the same step, 1/K of
-            the activation memory; K divides the per-replica batch).
+            slices one after another and their gradients summed (the same step, one
+            slice's activations alive at a time; K divides the per-replica batch).
         num_train_steps, num_warmup_steps, start_warmup_step, poly_power, learning_rate:
             the release's schedule (linear warmup, then polynomial decay to 0).
         optimizer: "lamb" or "adamw".

@@ -14,8 +14,8 @@ A step on a batch of B examples per replica (the global batch G = B x replicas):
 
 Since every slice's loss is its part of the whole batch's (its sums over the same
 normalizers), the K slices' gradients sum to the whole batch's: an accumulated step is
-the step of one batch of B, within float32 rounding, with about 1/K of its activation
-memory.
+the step of one batch of B, within float32 rounding, with one slice's activations alive
+at a time (the memory saving is not measured yet: issue 31's memory benchmark).
 """
 
 import tensorflow as tf
