@@ -12,6 +12,7 @@ import os
 import types
 
 import pytest
+from test_output_rule import _tree, _write  # the same snapshot and user files as the commands' tests
 from conftest import load_tool
 
 from albert_tf import cli
@@ -26,27 +27,6 @@ class Flags(types.SimpleNamespace):
 
     def __contains__(self, name):
         return False
-
-
-def _tree(root):
-    """{relative path: bytes (files), None (directories)} under root."""
-    found = {}
-    for directory, dirs, files in os.walk(root):
-        for name in dirs + files:
-            path = os.path.join(directory, name)
-            if os.path.isdir(path):
-                found[os.path.relpath(path, root)] = None
-            else:
-                with open(path, "rb") as f:
-                    found[os.path.relpath(path, root)] = f.read()
-    return found
-
-
-def _write(path, data=b"placeholder\n"):
-    os.makedirs(os.path.dirname(str(path)), exist_ok=True)
-    with open(path, "wb") as f:
-        f.write(data)
-    return str(path)
 
 
 _MODULES = {}
