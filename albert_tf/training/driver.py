@@ -217,7 +217,7 @@ class Trainer:
             self._gradients_fn = tf.function(self._gradients, autograph=False)
         else:
             self._gradients_fn = self._gradients
-        # The step is a function of its own, called twice by the loop below, so it is traced
+        # The step is a function of its own, called once in the loop below, so it is traced
         # once. Model, loss and metrics code has no Python control flow on tensors, so the
         # step and the evaluation skip AutoGraph's source conversion (a quarter of tracing).
         self._step_fn = tf.function(self._reduced_step, autograph=False)
@@ -261,8 +261,7 @@ class Trainer:
     def _train_loop(self, iterator, steps):
         # one call site of the step in the graph (its traced outputs give the terms' structure),
         # so graph optimization sees the step once
-        spec = self._step_fn.get_concrete_function(iterator).structured_outputs
-        totals = {k: tf.zeros(v.shape, v.dtype) for k, v in spec.items()}
+        totals = step_lib.zero_terms(self._step_fn.get_concrete_function(iterator).structured_outputs)
         for _ in tf.range(steps):
             step_terms = self._step_fn(iterator)
             totals = {k: totals[k] + step_terms[k] for k in totals}

@@ -43,6 +43,12 @@ def gradients(task, model, batch, normalizers):
     return tape.gradient(loss, model.trainable_variables), terms
 
 
+def zero_terms(specs):
+    """Zeros of the terms dict a traced function returns (its structured_outputs' specs):
+    the start of a sum over a graph loop of its calls."""
+    return {k: tf.zeros(v.shape, v.dtype) for k, v in specs.items()}
+
+
 def split_batch(batch, slices):
     """Each tensor [B, ...] of `batch` as [K, B / K, ...] (K = `slices`): slice i is rows
     i B / K to (i + 1) B / K. Static dimensions stay static."""
@@ -80,7 +86,6 @@ def accumulated_gradients(gradients_fn, batch, normalizers, variables, slices):
     spec_gradients, spec_terms = gradients_fn.get_concrete_function(first, normalizers).structured_outputs
     present = [i for i, g in enumerate(spec_gradients) if g is not None]
     zero_gradients = [tf.zeros(variables[i].shape, tf.float32) for i in present]
-    zero_terms = {k: tf.zeros(v.shape, v.dtype) for k, v in spec_terms.items()}
 
     def body(i, sums, totals):
         piece = {k: tf.gather(v, i) for k, v in stacked.items()}
@@ -90,7 +95,7 @@ def accumulated_gradients(gradients_fn, batch, normalizers, variables, slices):
         return i + 1, sums, totals
 
     _, sums, totals = tf.while_loop(lambda i, sums, totals: i < slices, body,
-                                    (tf.constant(0), zero_gradients, zero_terms), parallel_iterations=1)
+                                    (tf.constant(0), zero_gradients, zero_terms(spec_terms)), parallel_iterations=1)
     out = [None] * len(variables)
     for j, g in zip(present, sums, strict=True):
         out[j] = g
