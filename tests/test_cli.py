@@ -6,6 +6,8 @@ import os
 import subprocess
 import sys
 
+from conftest import entry_point_cases
+
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=ROOT)
 
@@ -19,35 +21,32 @@ def _error_lines(result, name):
     return [line for line in result.stderr.splitlines() if line.startswith(f"{name}: error: ")]
 
 
-def test_a_missing_flagfile_exits_2_naming_it(tmp_path):
+def test_missing_flagfiles_unknown_flags_and_bad_values_exit_2(tmp_path):
+    """A missing --flagfile (or one named inside another) is named, an unknown flag and a bad
+    value too: one `name: error:` line, exit 2 (all cases in one process: tests/entry_point_cases.py,
+    which parses as `python -m` does: cli.parse_flags and cli.run_entry_point)."""
     missing = tmp_path / "nonexistent.flags"
-    for name in ("run_pretraining", "run_classifier"):
-        result = _run(f"albert_tf.{name}", f"--flagfile={missing}")
-        assert result.returncode == 2, result.stderr[-2000:]
+    outer = tmp_path / "outer.flags"
+    outer.write_text(f"--flagfile={tmp_path / 'inner.flags'}\n", encoding="utf-8")
+    cases = [("albert_tf.run_pretraining", [f"--flagfile={missing}"]),
+             ("albert_tf.run_classifier", [f"--flagfile={missing}"]),
+             ("albert_tf.run_pretraining", [f"--flagfile={outer}"]),
+             ("albert_tf.run_pretraining", ["--no_such_flag=1"]),
+             ("albert_tf.run_classifier", ["--train_batch_size=many"])]
+    results = entry_point_cases(None, cases, tmp_path)
+    assert all(r.returncode == 2 and "Traceback" not in r.stderr and "FATAL" not in r.stderr for r in results), \
+        [r.stderr[-2000:] for r in results]
+    for (module, _), result in zip(cases[:2], results):
+        name = module.split(".")[-1]
         assert _error_lines(result, name) == [
             f"{name}: error: --flagfile={missing}: No such file or directory. Check the flag file's path "
             f"(a relative path is read from the current directory, {ROOT})."], result.stderr[-2000:]
-        assert "Traceback" not in result.stderr and "FATAL" not in result.stderr
-
-
-def test_a_missing_nested_flagfile_is_the_one_named(tmp_path):
-    outer = tmp_path / "outer.flags"
-    outer.write_text(f"--flagfile={tmp_path / 'inner.flags'}\n", encoding="utf-8")
-    result = _run("albert_tf.run_pretraining", f"--flagfile={outer}")
-    assert result.returncode == 2, result.stderr[-2000:]
-    [line] = _error_lines(result, "run_pretraining")
+    [line] = _error_lines(results[2], "run_pretraining")
     assert line.startswith(f"run_pretraining: error: --flagfile={tmp_path / 'inner.flags'}: No such file")
-
-
-def test_unknown_flags_and_bad_values_exit_2():
-    result = _run("albert_tf.run_pretraining", "--no_such_flag=1")
-    assert result.returncode == 2, result.stderr[-2000:]
-    assert _error_lines(result, "run_pretraining") == [
+    assert _error_lines(results[3], "run_pretraining") == [
         "run_pretraining: error: Unknown command line flag 'no_such_flag' (see --helpfull)."]
-    result = _run("albert_tf.run_classifier", "--train_batch_size=many")
-    assert result.returncode == 2, result.stderr[-2000:]
-    [line] = _error_lines(result, "run_classifier")
-    assert "--train_batch_size" in line and "many" in line and "Traceback" not in result.stderr
+    [line] = _error_lines(results[4], "run_classifier")
+    assert "--train_batch_size" in line and "many" in line
 
 
 def _flags(module, *args):

@@ -9,7 +9,7 @@ import sys
 
 import numpy as np
 import pytest
-from conftest import load_tool
+from conftest import entry_point_cases, load_tool
 import tensorflow as tf
 import tensorflow_text  # noqa: F401  (the preprocessing model's ops)
 
@@ -210,7 +210,7 @@ class _Capture:
         pass
 
 
-@pytest.mark.parametrize("files, extra, message", [
+BAD_INPUT = [  # (files of --data_dir, extra flags, the message expected on stderr)
     ({"train.tsv": ["src\t1\t\tfine", "src\t0\tonly three"]}, [], r"train.tsv:2: 3 columns, expected 4"),
     ({"train.tsv": ["src\t1\t\tfine", "src\tyes\t\tbad label"]}, [], r"train.tsv:2: label 'yes' is not one of 0, 1"),
     ({"train.tsv": []}, [], r"train.tsv: the file is empty"),
@@ -218,41 +218,48 @@ class _Capture:
     ({"train.tsv": ["src\t1\t\tfine"]}, ["--albert_hub_module_handle=/nonexistent"], r"no encoder/saved_model.pb"),
     ({"train.tsv": ["src\t1\t\tfine"]}, ["--dtype_policy=bf16"],
      r"--dtype_policy='bf16' is not one of auto, float32, mixed_bfloat16"),
-])
-def test_bad_input_names_the_file_and_line(tmp_path, spm_model, files, extra, message):
-    for name, lines in files.items():
-        _write(str(tmp_path / "data" / name), lines)
-    args = ["--task_name=cola", f"--data_dir={tmp_path / 'data'}", f"--output_dir={tmp_path / 'out'}",
-            f"--spm_model_file={spm_model}", f"--albert_config_file={os.path.join(ROOT, 'configs', 'albert_demo.json')}",
-            "--do_train", *extra]
-    result = subprocess.run(classifier_cmd(*args), capture_output=True, text=True, env=ENV, cwd=ROOT, timeout=120)
-    assert result.returncode == 2, result.stderr[-2000:]
-    assert "Traceback" not in result.stderr
+]
+
+
+def test_bad_input_names_the_file_and_line_and_a_random_start_warns(tmp_path, spm_model, tiny_export, cola_dir):
+    """Every bad input exits 2 naming the file, line or flag, with nothing written; a hub
+    handle whose encoder is shorter than --max_seq_length fails before any work; a run with
+    no starting point warns and records "random". All in one process (entry_point_cases)."""
     import re
 
-    assert re.search(message, result.stderr), result.stderr
-    assert not os.path.exists(tmp_path / "out")  # nothing written for bad input
+    common = [f"--max_seq_length={SEQ}", "--train_batch_size=16", "--eval_batch_size=16", "--predict_batch_size=4",
+              f"--spm_model_file={spm_model}",
+              f"--albert_config_file={os.path.join(ROOT, 'configs', 'albert_demo.json')}", "--do_train"]
+    cases, outs = [], []
+    for i, (files, extra, _) in enumerate(BAD_INPUT):
+        for name, lines in files.items():
+            _write(str(tmp_path / f"data{i}" / name), lines)
+        outs.append(tmp_path / f"out{i}")
+        cases.append(["--task_name=cola", f"--data_dir={tmp_path / f'data{i}'}", f"--output_dir={outs[-1]}", *common,
+                      *extra])
+    too_long = tmp_path / "too_long"
+    cases.append(["--task_name=cola", f"--data_dir={cola_dir}", f"--output_dir={too_long}",
+                  f"--albert_hub_module_handle={tiny_export['hub']}", "--do_train", "--max_seq_length=4096"])
+    random_start = tmp_path / "random"
+    cases.append(["--task_name=cola", f"--data_dir={cola_dir}", f"--output_dir={random_start}", *common, "--do_eval",
+                  "--train_step=2", "--save_checkpoints_steps=2", "--iterations_per_loop=2"])
+    results = entry_point_cases("albert_tf.run_classifier", cases, tmp_path)
+    for (_, _, message), out, result in zip(BAD_INPUT, outs, results):
+        assert result.returncode == 2, (message, result.stderr[-2000:])
+        assert "Traceback" not in result.stderr
+        assert re.search(message, result.stderr), result.stderr
+        assert not os.path.exists(out)  # nothing written for bad input
 
-
-def test_random_start_warns_and_is_recorded(cola_dir, spm_model, tmp_path):
-    args = ["--task_name=cola", f"--data_dir={cola_dir}", f"--output_dir={tmp_path / 'out'}",
-            f"--spm_model_file={spm_model}", f"--albert_config_file={os.path.join(ROOT, 'configs', 'albert_demo.json')}",
-            "--do_train", "--do_eval", "--train_step=2", "--save_checkpoints_steps=2", "--iterations_per_loop=2"]
-    result = subprocess.run(classifier_cmd(*args), capture_output=True, text=True, env=ENV, cwd=ROOT, timeout=300)
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert "WARNING: no --init_checkpoint and no --albert_hub_module_handle" in result.stderr
-    summary = json.load(open(tmp_path / "out" / "eval_results.json"))
-    assert summary["initialized_from"] == "random" and summary["examples"] == 48
-
-
-def test_hub_handle_with_too_long_sequences_fails_before_any_work(tiny_export, cola_dir, tmp_path):
-    args = ["--task_name=cola", f"--data_dir={cola_dir}", f"--output_dir={tmp_path / 'out'}",
-            f"--albert_hub_module_handle={tiny_export['hub']}", "--do_train"]
-    result = subprocess.run(classifier_cmd(*args) + ["--max_seq_length=4096"], capture_output=True,
-                            text=True, env=ENV, cwd=ROOT, timeout=120)
+    result = results[len(BAD_INPUT)]
     assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr[-2000:]
     assert "--max_seq_length (4096) exceeds max_position_embeddings (128)" in result.stderr
-    assert not os.path.exists(tmp_path / "out")
+    assert not os.path.exists(too_long)
+
+    result = results[-1]
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "WARNING: no --init_checkpoint and no --albert_hub_module_handle" in result.stderr
+    summary = json.load(open(random_start / "eval_results.json"))
+    assert summary["initialized_from"] == "random" and summary["examples"] == 48
 
 
 def test_shipped_topic_task_is_balanced_and_disjoint():

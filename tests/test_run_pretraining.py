@@ -197,21 +197,6 @@ BAD_FLAGS = [
 ]
 
 
-def test_bad_flags_and_checkpoints_fail_cleanly(pretraining_records, tiny_config_file, tmp_path):
-    """Bad flag combinations, a missing --init_checkpoint and an unknown --strategy: exit 2,
-    the flag named, no traceback (all cases in one process: tests/entry_point_cases.py)."""
-    outputs, _ = pretraining_records
-    cases = list(BAD_FLAGS)
-    for extra, message in (([f"--init_checkpoint={tmp_path}/nothing"], "no checkpoint there"),
-                           (["--strategy=parameter_server"], "--strategy must be one of")):
-        cases.append((pretrain_cmd(outputs, tmp_path / "run", tiny_config_file, "--num_train_steps=2", *extra)[3:],
-                      message))
-    results = entry_point_cases("albert_tf.run_pretraining", [args for args, _ in cases], tmp_path)
-    for (args, message), result in zip(cases, results, strict=True):
-        assert result.returncode == 2, (args, result.stderr[-2000:])
-        assert message in result.stderr and "Traceback" not in result.stderr, (args, result.stderr[-2000:])
-
-
 def test_resume_without_iterator_checkpoint_skips_consumed_input(pretraining_records, tiny_config_file, uninterrupted,
                                                                  tmp_path):
     """one_device's distributed iterator cannot be checkpointed: resume fast-forwards the input
@@ -222,10 +207,28 @@ def test_resume_without_iterator_checkpoint_skips_consumed_input(pretraining_rec
     assert "steps of input already consumed" in stdout
 
 
-def test_bad_input_is_found_before_anything_is_written(pretraining_records, tiny_config_file, tmp_path):
-    """Every input shard is checked (not only the first), the SentencePiece model of
-    --export_dir before training, and an output_dir that is a file; nothing is written."""
+def test_bad_flags_input_checkpoints_and_configs_fail_cleanly_before_any_work(pretraining_records, tiny_config_file,
+                                                                              tmp_path):
+    """Every refusal exits 2 naming the flag or file, with no traceback, all in one process
+    (tests/entry_point_cases.py), in this order:
+    - bad flag combinations, a missing --init_checkpoint, an unknown --strategy;
+    - every input shard is checked (not only the first), the SentencePiece model of
+      --export_dir before training, and an output_dir that is a file; nothing is written;
+    - an --init_checkpoint whose shapes do not fit (another embedding size): the output
+      directory this run made (and its parent it made) is gone, and an empty directory made
+      for the run beforehand is empty again (no albert_config.json, no marker); a directory
+      of the user's is refused before any work (albert_tf.storage.outputs) and keeps their
+      file byte for byte;
+    - resuming a run with another config is refused and keeps the run's own config."""
+    from albert_tf import AlbertConfig, AlbertPretrainer
+
     outputs, _ = pretraining_records
+    cases = [(args, message, None) for args, message in BAD_FLAGS]  # (args, message, output that must not exist)
+    for extra, message in (([f"--init_checkpoint={tmp_path}/nothing"], "no checkpoint there"),
+                           (["--strategy=parameter_server"], "--strategy must be one of")):
+        cases.append((pretrain_cmd(outputs, tmp_path / "run", tiny_config_file, "--num_train_steps=2", *extra)[3:],
+                      message, tmp_path / "run"))
+
     broken = tmp_path / "broken.tfrecord"
     with tf.io.TFRecordWriter(str(broken)) as writer:
         writer.write(tf.train.Example().SerializeToString())
@@ -233,32 +236,14 @@ def test_bad_input_is_found_before_anything_is_written(pretraining_records, tiny
     not_spm.write_text("not a model")
     a_file = tmp_path / "a_file"
     a_file.write_text("x")
-    cases = [
-        ([*outputs, str(broken)], tmp_path / "r1", [], "broken.tfrecord: missing features"),
-        (outputs, tmp_path / "r2", [f"--export_dir={tmp_path / 'e'}", f"--spm_model_file={not_spm}"],
-         "is not a SentencePiece model"),
-        (outputs, a_file, [], "exists and is not a directory"),
-    ]
-    results = entry_point_cases("albert_tf.run_pretraining",
-                                [pretrain_cmd(records, out, tiny_config_file, "--num_train_steps=2", *extra)[3:]
-                                 for records, out, extra, _ in cases], tmp_path)
-    for (records, out, extra, message), result in zip(cases, results, strict=True):
-        assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr[-2000:]
-        assert message in result.stderr, result.stderr[-2000:]
-        assert out == a_file or not out.exists()
+    for records, out, extra, message in (
+            ([*outputs, str(broken)], tmp_path / "r1", [], "broken.tfrecord: missing features"),
+            (outputs, tmp_path / "r2", [f"--export_dir={tmp_path / 'e'}", f"--spm_model_file={not_spm}"],
+             "is not a SentencePiece model"),
+            (outputs, a_file, [], "exists and is not a directory")):
+        cases.append((pretrain_cmd(records, out, tiny_config_file, "--num_train_steps=2", *extra)[3:], message,
+                      None if out == a_file else out))
 
-
-
-def test_a_refused_init_checkpoint_leaves_no_new_output_dir_and_keeps_a_users(pretraining_records, tiny_config_file,
-                                                                               tmp_path):
-    """An --init_checkpoint whose shapes do not fit (another embedding size): exit 2, the
-    output directory this run made (and its parent it made) is gone, and an empty directory
-    made for the run beforehand is empty again (no albert_config.json, no marker). A
-    directory of the user's is refused before any work (albert_tf.storage.outputs) and
-    keeps their file byte for byte."""
-    from albert_tf import AlbertConfig, AlbertPretrainer
-
-    outputs, _ = pretraining_records
     config = AlbertConfig.from_json_file(tiny_config_file)
     wrong = AlbertPretrainer(config.replace(embedding_size=config.embedding_size * 2))
     init = wrong.save_pretrained(str(tmp_path / "wrong_shapes"))
@@ -268,38 +253,35 @@ def test_a_refused_init_checkpoint_leaves_no_new_output_dir_and_keeps_a_users(pr
     made_for_it = tmp_path / "made_for_it"
     made_for_it.mkdir()
     new = tmp_path / "new" / "run"
-    results = entry_point_cases("albert_tf.run_pretraining",
-                                [pretrain_cmd(outputs, out, tiny_config_file, "--num_train_steps=2",
-                                              f"--init_checkpoint={init}")[3:] for out in (new, made_for_it, users)],
-                                tmp_path)
-    for result, message in zip(results, ("shape mismatches", "shape mismatches",
-                                         f"--output_dir={users} is a directory that albert_tf did not make")):
-        assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr[-2000:]
-        assert message in result.stderr, result.stderr[-2000:]
+    for out, message in ((new, "shape mismatches"), (made_for_it, "shape mismatches"),
+                         (users, f"--output_dir={users} is a directory that albert_tf did not make")):
+        cases.append((pretrain_cmd(outputs, out, tiny_config_file, "--num_train_steps=2",
+                                   f"--init_checkpoint={init}")[3:], message, None))
+
+    run = tmp_path / "resumed_run"
+    common = ("--num_train_steps=2", "--save_checkpoints_steps=2", "--nodo_eval")
+    other = tmp_path / "other.json"
+    config.replace(intermediate_size=48).to_json_file(str(other))
+    refusals = len(cases)
+    cases.append((pretrain_cmd(outputs, run, tiny_config_file, *common)[3:], None, None))  # the run, then
+    cases.append((pretrain_cmd(outputs, run, other, "--num_train_steps=4", *common[1:])[3:],  # its refused resume
+                  "differs from the config of the run", None))
+
+    results = entry_point_cases("albert_tf.run_pretraining", [args for args, _, _ in cases], tmp_path)
+    for (args, message, out), result in zip(cases[:refusals], results, strict=False):
+        assert result.returncode == 2, (args, result.stderr[-2000:])
+        assert message in result.stderr and "Traceback" not in result.stderr, (args, result.stderr[-2000:])
+        assert out is None or not out.exists(), args
     assert not (tmp_path / "new").exists()
     assert os.listdir(made_for_it) == []
     assert sorted(os.listdir(users)) == ["notes.txt"] and (users / "notes.txt").read_bytes() == b"my notes\x00\xff"
 
-
-def test_resuming_with_another_config_is_refused_and_keeps_the_runs_own(pretraining_records, tiny_config_file,
-                                                                        tmp_path):
-    from albert_tf import AlbertConfig
-
-    outputs, _ = pretraining_records
-    out = tmp_path / "run"
-    common = ("--num_train_steps=2", "--save_checkpoints_steps=2", "--nodo_eval")
-    first = subprocess.run(pretrain_cmd(outputs, out, tiny_config_file, *common), capture_output=True, text=True,
-                           env=ENV, cwd=ROOT, timeout=300)
+    first, second = results[refusals:]
     assert first.returncode == 0, first.stderr[-2000:]
-    own = (out / "albert_config.json").read_text()
-    other = tmp_path / "other.json"
-    AlbertConfig.from_json_file(tiny_config_file).replace(intermediate_size=48).to_json_file(str(other))
-    second = subprocess.run(pretrain_cmd(outputs, out, other, "--num_train_steps=4", *common[1:]),
-                            capture_output=True, text=True, env=ENV, cwd=ROOT, timeout=300)
-    assert second.returncode == 2 and "Traceback" not in second.stderr
+    assert second.returncode == 2 and "Traceback" not in second.stderr, second.stderr[-2000:]
     assert "differs from the config of the run" in second.stderr and "intermediate_size" in second.stderr
-    assert (out / "albert_config.json").read_text() == own
-    assert json.load(open(out / "run_info.json"))["initialized_from"] == "random"
+    assert AlbertConfig.from_json_file(str(run / "albert_config.json")).to_dict() == config.to_dict()  # the run's own
+    assert json.load(open(run / "run_info.json"))["initialized_from"] == "random"
 
 
 def test_ctrl_c_ends_cleanly_and_the_run_resumes(pretraining_records, tiny_config_file, tmp_path):

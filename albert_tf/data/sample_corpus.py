@@ -9,6 +9,7 @@ labels its sentences (`docstring_sentences`).
 """
 
 import ast
+import collections
 import os
 import re
 import sysconfig
@@ -62,13 +63,27 @@ def iter_documents():
                 tree = ast.parse(f.read(), path)
         except (SyntaxError, UnicodeDecodeError, ValueError):
             continue
-        for node in ast.walk(tree):
-            if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
-                doc = ast.get_docstring(node)
-                if doc:
-                    sentences = docstring_sentences(doc)
-                    if len(sentences) >= 2:
-                        yield sentences
+        for node in _definitions(tree):
+            doc = ast.get_docstring(node)
+            if doc:
+                sentences = docstring_sentences(doc)
+                if len(sentences) >= 2:
+                    yield sentences
+
+
+_HOLDS_STATEMENTS = (ast.stmt, ast.excepthandler, ast.match_case)
+
+
+def _definitions(tree):
+    """The module, classes and functions of `tree` in `ast.walk`'s breadth-first order,
+    without walking into expressions (which hold no definitions): the same nodes in the same
+    order (so the same corpus bytes) in about half the time."""
+    queue = collections.deque([tree])
+    while queue:
+        node = queue.popleft()
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            yield node
+        queue.extend(child for child in ast.iter_child_nodes(node) if isinstance(child, _HOLDS_STATEMENTS))
 
 
 def write_corpus(output_file, size_mb):
