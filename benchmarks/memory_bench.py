@@ -1,0 +1,416 @@
+"""Peak memory and step time of one pretraining step: albert_tf with and without --remat
+against keras-hub's AlbertMaskedLM and Hugging Face's AlbertForPreTraining.
+
+    python benchmarks/memory_bench.py [--sizes=base,large,xxlarge] [--seqs=128,512] \
+        [--batches=1,2,4,8] [--systems=albert_tf,albert_tf_remat,keras_hub,hf,hf_checkpointing] \
+        [--policies=float32,auto] [--steps=2] [--rounds=1] [--budget_gb=16] [--cap_gb=...] \
+        [--output_dir=results/memory]
+
+Each cell (system x size x T x micro-batch B x policy) runs in a fresh process
+(benchmarks/memory_cell.py: a warm-up step, then --steps timed ones), watched by this one:
+a cell whose resident memory passes --cap_gb (default 90% of the memory available at the
+start) is killed and recorded as "does not fit", and the larger micro-batches of the same
+setting are not tried; the benchmark and the machine go on. Rounds interleave the
+settings (round 1 of every cell, then round 2, ...), so a drift in the machine's speed
+hits all of them; memory and step time are medians over the rounds.
+
+What each row reports (bytes; CPU, so resident memory, Linux /proc/self/status):
+- `training_memory`: peak minus the process after its framework's imports: weights,
+  optimizer slots, gradients, activations and the framework's per-model state; what a
+  device of --budget_gb must hold (`fits_budget`; the summary names the largest micro-batch
+  that fits, per setting).
+- `peak_over_baseline`: peak of the timed steps minus the memory once the model and the
+  optimizer's slots exist (the issue's "peak RSS over the baseline").
+- `activation_memory`: peak_over_baseline minus the float32 gradients (4 bytes a
+  parameter): what the activations and the step's temporaries take.
+hf runs with benchmarks/.peers-venv's python (make_peers_venv.sh); where it is missing, or
+where a system has no such setting (keras-hub has no rematerialization; transformers 5.23
+has no gradient checkpointing for ALBERT), the row says so.
+
+Writes results.json, results.csv and memory_vs_batch.png (training memory against B, one
+line per setting, a panel per size and T) under --output_dir, and prints the table, the
+targets of --remat (xxlarge at T 512: activation memory at most 1/3 of the plain run's,
+step time at most 1.4x, less activation memory than both peers) and, from the measured
+activation memory per example, an estimate of the micro-batch and the accumulation steps K
+that reach the paper's global batch 4096 on 16 GB and 80 GB devices.
+"""
+
+import json
+import math
+import os
+import statistics
+import subprocess
+import sys
+import threading
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.normpath(os.path.join(HERE, ".."))
+PEERS_PYTHON = os.path.join(HERE, ".peers-venv", "bin", "python")
+SYSTEMS = {  # name -> (memory_cell system, remat)
+    "albert_tf": ("albert_tf", False), "albert_tf_remat": ("albert_tf", True),
+    "keras_hub": ("keras_hub", False), "hf": ("hf", False), "hf_checkpointing": ("hf", True),
+}
+GLOBAL_BATCH = 4096  # the paper's
+GB = 1024 ** 3
+
+
+def define_flags():
+    from absl import flags
+
+    flags.DEFINE_list("sizes", ["base", "large", "xxlarge"], "ALBERT sizes: tiny, base, large, xlarge, xxlarge.")
+    flags.DEFINE_list("seqs", ["128", "512"], "Sequence lengths T.")
+    flags.DEFINE_list("batches", ["1", "2", "4", "8"], "Micro-batches B (one device, one slice).")
+    flags.DEFINE_list("systems", list(SYSTEMS), f"Systems, of {', '.join(SYSTEMS)}.")
+    flags.DEFINE_list("policies", ["float32", "auto"], "float32, mixed_bfloat16 or auto (this machine's choice).")
+    flags.DEFINE_integer("steps", 2, "Timed steps per cell and round (after one warm-up step).")
+    flags.DEFINE_integer("rounds", 1, "Interleaved rounds (5 or more for the step-time target).")
+    flags.DEFINE_float("budget_gb", 16.0, "A device's memory: the largest micro-batch whose training memory fits.")
+    flags.DEFINE_float("cap_gb", None, "Kill a cell above this resident memory (default: 90% of MemAvailable).")
+    flags.DEFINE_integer("cell_timeout", 3600, "Seconds before a cell is stopped.")
+    flags.DEFINE_string("output_dir", "results/memory", "Where results go.")
+
+
+def mem_available():
+    with open("/proc/meminfo") as f:
+        for line in f:
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    raise OSError("no MemAvailable in /proc/meminfo")
+
+
+def _rss_of(pid):
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
+def run_cell(cell, cap_bytes, timeout, python=sys.executable):
+    """Runs one cell in a fresh process under the memory cap; returns its record (with
+    "does_not_fit" or "error" where it did not finish)."""
+    proc = subprocess.Popen([python, os.path.join(HERE, "memory_cell.py"), json.dumps(cell)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, cwd=ROOT,
+                            env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=ROOT))
+    killed = {"over_cap": 0}
+
+    def watch():
+        while proc.poll() is None:
+            used = _rss_of(proc.pid)
+            if used > cap_bytes:
+                killed["over_cap"] = used
+                proc.kill()
+                return
+            time.sleep(0.05)
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    try:
+        stdout, stderr = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        stdout, stderr = proc.communicate()
+        return dict(cell, error=f"stopped after {timeout} s")
+    watcher.join()
+    if killed["over_cap"]:
+        return dict(cell, does_not_fit=f"resident memory passed the cap of {cap_bytes / GB:.1f} GB")
+    lines = [line for line in stdout.splitlines() if line.startswith("MEMORY_CELL ")]
+    if proc.returncode != 0 or not lines:
+        if proc.returncode in (-9, 137) or "MemoryError" in stderr or "bad_alloc" in stderr:
+            return dict(cell, does_not_fit=f"killed (exit {proc.returncode}): out of memory")
+        return dict(cell, error=f"exit {proc.returncode}: {stderr.strip().splitlines()[-1:] or ['']}"[:500])
+    return json.loads(lines[-1][len("MEMORY_CELL "):])
+
+
+def measured(record):
+    return "peak_rss" in record
+
+
+def summarize_cell(records):
+    """The rounds of one cell -> one row (medians over rounds)."""
+    first = records[0]
+    keys = ("name", "system", "remat", "size", "seq", "batch", "policy")
+    row = {k: first[k] for k in keys}
+    done = [r for r in records if measured(r)]
+    if not done:
+        row["status"] = next((r.get("unsupported") or r.get("does_not_fit") or r.get("error") for r in records), "")
+        row["fits_machine"] = not any("does_not_fit" in r for r in records) and not any("error" in r for r in records)
+        return row
+    parameters = done[0]["parameters"]
+    gradients = 4 * parameters
+    training = statistics.median(r["peak_rss"] - r["rss_after_imports"] for r in done)
+    over = statistics.median(r["peak_rss"] - r["baseline_rss"] for r in done)
+    step = statistics.median(statistics.median(r["step_seconds"]) for r in done)
+    row.update(status="measured", fits_machine=True, rounds=len(done), parameters=parameters,
+               training_memory=int(training), peak_over_baseline=int(over),
+               activation_memory=int(max(over - gradients, 0)),
+               model_and_slots=int(statistics.median(r["baseline_rss"] - r["rss_after_imports"] for r in done)),
+               step_seconds=round(step, 4), step_seconds_by_round=[round(statistics.median(r["step_seconds"]), 4)
+                                                                     for r in done])
+    return row
+
+
+def setting_of(row):
+    return (row["name"], row["size"], row["seq"], row["policy"])
+
+
+def largest_batch_within(rows, budget_bytes):
+    """setting -> the largest measured micro-batch whose training memory fits the budget (0: none)."""
+    best = {}
+    for row in rows:
+        if row["status"] != "measured":
+            continue
+        key = setting_of(row)
+        best.setdefault(key, 0)
+        if row["training_memory"] <= budget_bytes:
+            best[key] = max(best[key], row["batch"])
+    return best
+
+
+def per_example_activation(rows):
+    """(name, size, seq, policy) -> (static bytes, activation bytes per example), fitted by least
+    squares over the measured micro-batches (static: training memory at B = 0)."""
+    groups = {}
+    for row in rows:
+        if row["status"] == "measured":
+            groups.setdefault(setting_of(row), []).append((row["batch"], row["training_memory"]))
+    fits = {}
+    for key, points in groups.items():
+        if len(points) == 1:
+            (b, m), = points
+            fits[key] = (None, m / b)
+            continue
+        n = len(points)
+        mean_b = sum(b for b, _ in points) / n
+        mean_m = sum(m for _, m in points) / n
+        slope = sum((b - mean_b) * (m - mean_m) for b, m in points) / sum((b - mean_b) ** 2 for b, _ in points)
+        fits[key] = (mean_m - slope * mean_b, slope)
+    return fits
+
+
+def accumulation_plan(static_bytes, per_example_bytes, device_bytes, global_batch=GLOBAL_BATCH):
+    """An estimate: the largest power-of-two micro-batch that fits a device of `device_bytes`
+    with `static_bytes` taken, and the K that reaches `global_batch` on one device."""
+    if per_example_bytes <= 0 or static_bytes >= device_bytes:
+        return None
+    fit = int((device_bytes - static_bytes) // per_example_bytes)
+    if fit < 1:
+        return None
+    micro = 2 ** int(math.log2(min(fit, global_batch)))
+    return {"micro_batch": micro, "accumulation_steps": math.ceil(global_batch / micro)}
+
+
+def targets(rows):
+    """The --remat targets wherever their cells were measured: xxlarge at T 512, per B and policy."""
+    by = {(r["name"], r["size"], r["seq"], r["batch"], r["policy"]): r for r in rows}
+    out = []
+    for (name, size, seq, batch, policy), remat in sorted(by.items()):
+        if name != "albert_tf_remat" or size != "xxlarge" or seq != 512 or remat["status"] != "measured":
+            continue
+        plain = by.get(("albert_tf", size, seq, batch, policy))
+        entry = {"size": size, "seq": seq, "batch": batch, "policy": policy,
+                 "remat_activation_memory": remat["activation_memory"]}
+        if plain and plain["status"] == "measured":
+            entry["activation_ratio"] = round(remat["activation_memory"] / plain["activation_memory"], 3)
+            entry["activation_target_met"] = entry["activation_ratio"] <= 1 / 3
+            entry["step_time_ratio"] = round(remat["step_seconds"] / plain["step_seconds"], 3)
+            entry["step_time_target_met"] = entry["step_time_ratio"] <= 1.4
+        elif plain:
+            entry["plain"] = plain["status"]
+        for peer in ("keras_hub", "hf", "hf_checkpointing"):
+            row = by.get((peer, size, seq, batch, policy))
+            if row is None:
+                continue
+            if row["status"] == "measured":
+                entry[f"{peer}_activation_memory"] = row["activation_memory"]
+                entry[f"less_than_{peer}"] = remat["activation_memory"] < row["activation_memory"]
+            else:
+                entry[f"{peer}"] = row["status"]
+        out.append(entry)
+    return out
+
+
+def plot(rows, path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    panels = sorted({(r["size"], r["seq"]) for r in rows}, key=lambda p: (p[0], p[1]))
+    fig, axes = plt.subplots(1, len(panels), figsize=(5 * len(panels), 4), squeeze=False)
+    for ax, (size, seq) in zip(axes[0], panels):
+        lines = sorted({(r["name"], r["policy"]) for r in rows if (r["size"], r["seq"]) == (size, seq)})
+        for name, policy in lines:
+            points = sorted((r["batch"], r["training_memory"] / GB) for r in rows
+                            if (r["name"], r["policy"], r["size"], r["seq"]) == (name, policy, size, seq)
+                            and r["status"] == "measured")
+            if points:
+                ax.plot([b for b, _ in points], [m for _, m in points], marker="o", label=f"{name} {policy}")
+        ax.set_title(f"albert_{size}, T {seq}")
+        ax.set_xlabel("micro-batch B")
+        ax.set_ylabel("training memory (GB)")
+        ax.set_xscale("log", base=2)
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    from albert_tf.storage import atomic
+
+    with atomic.open_file(path, "wb") as f:
+        fig.savefig(f, format="png", dpi=110)
+    plt.close(fig)
+
+
+def plan_cells(sizes, seqs, policies, systems, batches, steps):
+    """Every cell, a setting's micro-batches in increasing order."""
+    cells = []
+    for size in sizes:
+        for seq in seqs:
+            for policy in policies:
+                for name in systems:
+                    system, remat = SYSTEMS[name]
+                    for batch in sorted(batches):
+                        cells.append({"name": name, "system": system, "remat": remat, "size": size, "seq": seq,
+                                      "batch": batch, "policy": policy, "steps": steps})
+    return cells
+
+
+def run_rounds(cells, rounds, cap_bytes, timeout, runner=run_cell, stream=sys.stdout):
+    """Runs every cell `rounds` times, round by round; a setting whose micro-batch did not fit
+    (or that a system does not have) is not tried at larger micro-batches (or again).
+    Returns {cell index: [records]}."""
+    records = {i: [] for i in range(len(cells))}
+    refused = {}  # setting -> (smallest micro-batch that did not fit, why) or (0, unsupported reason)
+    started, count, total = time.time(), 0, len(cells) * rounds
+    for round_ in range(rounds):
+        for i, cell in enumerate(cells):
+            setting = (cell["name"], cell["size"], cell["seq"], cell["policy"])
+            if setting in refused and cell["batch"] >= refused[setting][0]:
+                batch, why = refused[setting]
+                record = dict(cell, unsupported=why) if batch == 0 else dict(
+                    cell, does_not_fit=f"not tried: B={batch} of this setting did not fit ({why})")
+            elif cell["system"] == "hf" and not os.path.exists(PEERS_PYTHON):
+                record = dict(cell, unsupported="no benchmarks/.peers-venv (bash benchmarks/make_peers_venv.sh)")
+            else:
+                python = PEERS_PYTHON if cell["system"] == "hf" else sys.executable
+                record = runner({k: cell[k] for k in ("system", "remat", "size", "seq", "batch", "policy", "steps")},
+                                cap_bytes, timeout, python)
+                if "does_not_fit" in record:
+                    refused[setting] = (cell["batch"], record["does_not_fit"])
+                elif "unsupported" in record:
+                    refused[setting] = (0, record["unsupported"])
+            record["name"] = cell["name"]
+            records[i].append(record)
+            count += 1
+            elapsed = time.time() - started
+            if measured(record):
+                what = (f"{(record['peak_rss'] - record['rss_after_imports']) / GB:.2f} GB, "
+                        f"{statistics.median(record['step_seconds']):.3f} s/step")
+            else:
+                what = record.get("does_not_fit") or record.get("unsupported") or record.get("error")
+            print(f"[{count}/{total}] round {round_ + 1} {cell['name']} {cell['size']} T{cell['seq']} B{cell['batch']} "
+                  f"{cell['policy']}: {what}  ({elapsed:.0f} s, ETA {elapsed / count * (total - count):.0f} s)",
+                  file=stream, flush=True)
+    return records
+
+
+def main(argv):
+    del argv
+    import csv
+
+    from absl import app, flags
+
+    from albert_tf.storage import atomic
+    from albert_tf.training.precision import choose, read_cpuinfo
+
+    f = flags.FLAGS
+    unknown = [s for s in f.systems if s not in SYSTEMS]
+    if unknown:
+        raise app.UsageError(f"--systems: unknown {', '.join(unknown)}; expected some of {', '.join(SYSTEMS)}")
+    bad_sizes = [s for s in f.sizes if s not in ("tiny", "base", "large", "xlarge", "xxlarge")]
+    if bad_sizes:
+        raise app.UsageError(f"--sizes: unknown {', '.join(bad_sizes)}; expected tiny, base, large, xlarge, xxlarge")
+    try:
+        seqs, batches = [int(s) for s in f.seqs], [int(b) for b in f.batches]
+    except ValueError as e:
+        raise app.UsageError(f"--seqs and --batches take integers: {e}") from None
+    if min(seqs + batches) < 1 or max(seqs) > 512:
+        raise app.UsageError("--seqs must be in 1..512 and --batches positive")
+    chosen = {}
+    for asked in f.policies:
+        try:
+            precision = choose(asked)
+        except ValueError as e:
+            raise app.UsageError(f"--policies: {e}") from None
+        chosen.setdefault(precision.policy, f"{asked}: {precision.reason}")
+    cap = int(f.cap_gb * GB) if f.cap_gb else int(0.9 * mem_available())
+    cpu, cpu_flags = read_cpuinfo()
+    bf16 = sorted(x for x in cpu_flags if "bf16" in x or x.startswith("amx"))
+    print(f"CPU {cpu} (bf16 flags: {' '.join(bf16) or 'none'}); cells in fresh processes, each stopped above "
+          f"{cap / GB:.1f} GB resident; policies: " + ", ".join(f"{p} ({why})" for p, why in chosen.items()), flush=True)
+
+    cells = plan_cells(f.sizes, seqs, list(chosen), f.systems, batches, f.steps)
+    records = run_rounds(cells, f.rounds, cap, f.cell_timeout)
+    rows = [summarize_cell(records[i]) for i in range(len(cells))]
+    budget = int(f.budget_gb * GB)
+    for row in rows:
+        if row["status"] == "measured":
+            row["fits_budget"] = row["training_memory"] <= budget
+    largest = largest_batch_within(rows, budget)
+    plans = []
+    for (name, size, seq, policy), (static, per_example) in sorted(per_example_activation(rows).items()):
+        entry = {"name": name, "size": size, "seq": seq, "policy": policy, "estimate": True,
+                 "activation_per_example": int(per_example), "static": None if static is None else int(static)}
+        if static is not None:
+            for device_gb in (16, 80):
+                entry[f"plan_{device_gb}gb"] = accumulation_plan(static, per_example, device_gb * GB)
+        plans.append(entry)
+    goal = targets(rows)
+
+    print(f"\n{'setting':<40} {'B':>3} {'training GB':>11} {'over base GB':>12} {'activ. GB':>9} {'s/step':>8}")
+    for row in rows:
+        label = f"{row['name']} {row['size']} T{row['seq']} {row['policy']}"
+        if row["status"] == "measured":
+            print(f"{label:<40} {row['batch']:>3} {row['training_memory'] / GB:>11.2f} "
+                  f"{row['peak_over_baseline'] / GB:>12.2f} {row['activation_memory'] / GB:>9.2f} "
+                  f"{row['step_seconds']:>8.3f}")
+        else:
+            print(f"{label:<40} {row['batch']:>3} {row['status']}")
+    print(f"\nlargest micro-batch within {f.budget_gb:g} GB of training memory (of those measured):")
+    for (name, size, seq, policy), batch in sorted(largest.items()):
+        print(f"  {name} {size} T{seq} {policy}: {batch or 'none'}")
+    print("\nestimates from the measured activation memory per example (paper's global batch 4096, one device):")
+    for entry in plans:
+        print(f"  {entry['name']} {entry['size']} T{entry['seq']} {entry['policy']}: "
+              f"{entry['activation_per_example'] / GB:.3f} GB/example; 16 GB: {entry.get('plan_16gb')}; "
+              f"80 GB: {entry.get('plan_80gb')}")
+    for entry in goal:
+        print("target (xxlarge, T 512): " + json.dumps(entry))
+
+    out = f.output_dir if os.path.isabs(f.output_dir) else os.path.join(ROOT, f.output_dir)
+    os.makedirs(out, exist_ok=True)
+    atomic.write_json(os.path.join(out, "results.json"), {
+        "cpu_model": cpu, "cpu_bf16_flags": " ".join(bf16), "policies": chosen, "cap_bytes": cap,
+        "budget_gb": f.budget_gb, "rounds": f.rounds, "steps": f.steps, "rows": rows,
+        "largest_micro_batch_within_budget": [{"name": k[0], "size": k[1], "seq": k[2], "policy": k[3], "batch": v}
+                                              for k, v in sorted(largest.items())],
+        "accumulation_estimates": plans, "targets": goal, "cells": [r for i in records for r in records[i]]})
+    fields = ["name", "size", "seq", "batch", "policy", "status", "training_memory", "peak_over_baseline",
+              "activation_memory", "model_and_slots", "parameters", "step_seconds", "rounds", "fits_budget"]
+    with atomic.open_file(os.path.join(out, "results.csv"), "w") as fh:
+        writer = csv.DictWriter(fh, fieldnames=fields, extrasaction="ignore")
+        writer.writeheader()
+        writer.writerows(rows)
+    plot(rows, os.path.join(out, "memory_vs_batch.png"))
+    print(f"wrote {out}/results.json, results.csv and memory_vs_batch.png", flush=True)
+
+
+if __name__ == "__main__":
+    from absl import app
+
+    sys.path.insert(0, ROOT)
+    sys.path.insert(0, HERE)
+    define_flags()
+    app.run(main)
