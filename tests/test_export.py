@@ -2,8 +2,6 @@
 
 import os
 import shutil
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -15,7 +13,6 @@ from albert_tf import AlbertConfig, AlbertPretrainer
 from albert_tf.data.tokenization import SentencePieceTokenizer, strip_machine_paths
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=ROOT)
 SEQ = 32
 
 
@@ -33,11 +30,15 @@ def exported(spm_model, tmp_path_factory):
     config_file = str(base / "albert_config.json")
     config.to_json_file(config_file)
     path = str(base / "hub")
-    result = subprocess.run(
-        [sys.executable, "-m", "albert_tf.export_tfhub", f"--albert_config_file={config_file}",
-         f"--checkpoint={run_dir}", f"--spm_model_file={spm_model}", f"--export_path={path}",
-         f"--seq_length={SEQ}"], capture_output=True, text=True, env=ENV, cwd=ROOT, timeout=600)
-    assert result.returncode == 0, result.stderr[-3000:]
+    from absl import flags
+
+    from albert_tf import export_tfhub
+
+    values = flags.FlagValues()  # the command's own flags, run in this process (TensorFlow is up already)
+    export_tfhub.define_flags(values)
+    values(["export_tfhub", f"--albert_config_file={config_file}", f"--checkpoint={run_dir}",
+            f"--spm_model_file={spm_model}", f"--export_path={path}", f"--seq_length={SEQ}"])
+    export_tfhub.run(values)
     return {"path": path, "model": model, "config": config, "base": base, "config_file": config_file,
             "run_dir": run_dir}
 
