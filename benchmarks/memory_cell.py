@@ -142,9 +142,11 @@ def _keras_hub(cell):
 def _hf(cell):
     """-> (parameters, step()) for transformers' AlbertForPreTraining with AdamW."""
     import contextlib
+    import importlib
 
-    import torch
-    import transformers
+    # the peers' environment's packages, never albert_tf's dependencies (see hf_peer.py)
+    torch = importlib.import_module("torch")
+    transformers = importlib.import_module("transformers")
 
     dims = albert_dims(cell["size"])
     config = transformers.AlbertConfig(
@@ -217,8 +219,10 @@ def main(argv):
         sys.path.insert(0, os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")))
     # imports before the baseline: the framework itself is not the cell's memory
     if cell["system"] == "hf":
-        import torch  # noqa: F401
-        import transformers  # noqa: F401
+        import importlib
+
+        for name in ("torch", "transformers"):
+            importlib.import_module(name)
     else:
         import keras  # noqa: F401
         import tensorflow  # noqa: F401
