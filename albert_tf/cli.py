@@ -13,6 +13,9 @@ flags, parses them (flag files with --flagfile) and calls `run(FLAGS)`. Exit sta
   checks, DataError with file:line, CheckpointMismatchError, ConversionError) and OSError
   (a path that is a file, unwritable or unreadable: the path is named), never a traceback;
 - 1 with `name: stopped: ...` when training diverged;
+- 3 with `name: worker lost: ...` when multi-worker training lost a worker (killed,
+  preempted, unreachable): the message names it (as TensorFlow's error does) and the
+  newest checkpoint; starting every worker again with the same command resumes from it;
 - 130 with `name: interrupted ...` on Ctrl-C (what was written is complete; a training
   run resumes from its newest checkpoint when started again);
 - 0 otherwise (or what `run` returns when it returns an int).
@@ -36,7 +39,7 @@ def run_entry_point(name, run, flag_values=None):
     """Runs `run(FLAGS)`; returns the exit status (see module docstring)."""
     from absl import flags, logging
 
-    from albert_tf.training.errors import INTERRUPTED, TrainingDivergedError
+    from albert_tf.training.errors import INTERRUPTED, TrainingDivergedError, WorkerLostError
 
     fv = flags.FLAGS if flag_values is None else flag_values
     if "verbosity" in fv and not fv["verbosity"].present:
@@ -55,6 +58,9 @@ def run_entry_point(name, run, flag_values=None):
     except TrainingDivergedError as e:
         print(f"{name}: stopped: {e}", file=sys.stderr)
         return 1
+    except WorkerLostError as e:
+        print(f"{name}: worker lost: {e}", file=sys.stderr)
+        return 3
     except KeyboardInterrupt:
         print(f"{name}: interrupted. Everything already written is complete; run the same command again to "
               "resume from the newest checkpoint (training commands).", file=sys.stderr)

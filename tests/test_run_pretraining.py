@@ -61,26 +61,82 @@ def _free_ports(n):
     return ports
 
 
-def test_multi_worker_mirrored_two_processes_on_loopback(pretraining_records, tiny_config_file, tmp_path):
-    outputs, _ = pretraining_records
-    ports = _free_ports(2)
-    cluster = {"worker": [f"127.0.0.1:{p}" for p in ports]}
-    out = tmp_path / "run"
+def _two_workers(records, config, output_dirs, *extra):
+    """Starts the two workers of a cluster on loopback (worker 0 is the chief) with the same
+    command but each its own --output_dir of `output_dirs`; returns (processes, addresses)."""
+    cluster = {"worker": [f"127.0.0.1:{p}" for p in _free_ports(2)]}
     procs = []
-    for index in range(2):
+    for index, output_dir in enumerate(output_dirs):
         env = dict(ENV, TF_CONFIG=json.dumps({"cluster": cluster, "task": {"type": "worker", "index": index}}))
-        cmd = pretrain_cmd(outputs, out, tiny_config_file, "--strategy=multi_worker_mirrored",
-                           "--num_train_steps=4", "--save_checkpoints_steps=4", "--iterations_per_loop=2",
-                           "--nodo_eval")
-        procs.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-                                      cwd=ROOT))
-    logs = [p.communicate(timeout=600) for p in procs]
-    for p, (_, err) in zip(procs, logs):
-        assert p.returncode == 0, err[-3000:]
-    assert "with 2 replicas" in logs[0][1] or "with 2 replicas" in logs[0][0]
-    assert sorted(p.name for p in out.glob("ckpt-*.index")) == ["ckpt-4.index"]
-    rows = [json.loads(l) for l in open(out / "metrics.jsonl")]
-    assert [r["step"] for r in rows] == [2, 4]  # written by the chief only
+        procs.append(subprocess.Popen(pretrain_cmd(records, output_dir, config, "--strategy=multi_worker_mirrored",
+                                                   *extra), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                      text=True, env=env, cwd=ROOT))
+    return procs, cluster["worker"]
+
+
+def _finished(procs):
+    """(returncode, stdout, stderr) of each process, once all have ended."""
+    outs = [p.communicate(timeout=600) for p in procs]
+    return [(p.returncode, stdout, stderr) for p, (stdout, stderr) in zip(procs, outs, strict=True)]
+
+
+# deterministic, dropout and dynamic masking on: what must come out the same after a restart
+MULTI_WORKER = ("--deterministic", "--num_train_steps=12", "--save_checkpoints_steps=4", "--iterations_per_loop=4",
+                "--nodo_eval", "--dynamic_masking")
+
+
+def test_two_workers_on_loopback_lose_one_stop_with_3_and_resume_exactly(pretraining_records, tiny_config_file,
+                                                                        tmp_path):
+    """MultiWorkerMirroredStrategy over two processes on loopback (each worker reads one of
+    the two input files):
+    - uninterrupted: 2 replicas; checkpoints and metrics.jsonl are the chief's alone;
+    - the chief SIGKILLed after ckpt-4: the other worker exits 3 within seconds with
+      `worker lost` naming worker 0 and its address and the newest checkpoint, no traceback;
+    - restarted with the second worker on another --output_dir: both exit 2 before
+      training (they would start at different steps);
+    - restarted alike: both workers resume from the checkpoint the message named and end
+      with the uninterrupted run's weights, bit for bit (before, only the chief resumed)."""
+    outputs, _ = pretraining_records
+    whole = tmp_path / "whole"
+    procs, _ = _two_workers(outputs, tiny_config_file, [whole, whole], *MULTI_WORKER)
+    for code, stdout, stderr in _finished(procs):
+        assert code == 0, stderr[-3000:]
+        assert "with 2 replicas" in stdout
+    assert sorted(p.name for p in whole.glob("ckpt-*.index")) == ["ckpt-12.index", "ckpt-4.index", "ckpt-8.index"]
+    rows = [json.loads(line) for line in open(whole / "metrics.jsonl")]
+    assert [r["step"] for r in rows] == [4, 8, 12]  # written by the chief only
+
+    killed = tmp_path / "killed"
+    procs, addresses = _two_workers(outputs, tiny_config_file, [killed, killed], *MULTI_WORKER)
+    deadline = time.time() + 300
+    while not (killed / "ckpt-4.index").exists():
+        assert all(p.poll() is None for p in procs) and time.time() < deadline, "the run ended before the kill"
+        time.sleep(0.02)
+    procs[0].send_signal(signal.SIGKILL)
+    killed_at = time.time()
+    code, _, stderr = _finished(procs)[1]
+    assert time.time() - killed_at < 30
+    assert code == 3, stderr[-3000:]
+    assert "Traceback" not in stderr
+    [line] = [line for line in stderr.splitlines() if line.startswith("run_pretraining: worker lost: ")]
+    assert f"worker 0 ({addresses[0]}) is gone" in line and "this worker (worker 1)" in line, line
+    newest = line.split("The newest checkpoint is ")[1].split(":")[0]
+    assert newest in (str(killed / "ckpt-4"), str(killed / "ckpt-8")), line
+
+    procs, _ = _two_workers(outputs, tiny_config_file, [killed, tmp_path / "elsewhere"], *MULTI_WORKER)
+    for code, _, stderr in _finished(procs):
+        assert code == 2 and "Traceback" not in stderr, stderr[-3000:]
+        assert f"the workers start at different steps (0, {newest.split('-')[-1]})" in stderr, stderr[-3000:]
+    assert not (tmp_path / "elsewhere").exists()
+
+    procs, _ = _two_workers(outputs, tiny_config_file, [killed, killed], *MULTI_WORKER)
+    for code, stdout, stderr in _finished(procs):
+        assert code == 0, stderr[-3000:]
+        assert f"resuming from {newest} at step" in stdout, stdout
+    a, b = model_values(str(whole / "ckpt-12")), model_values(str(killed / "ckpt-12"))
+    assert a.keys() == b.keys() and len(a) > 40
+    for name in a:
+        np.testing.assert_array_equal(a[name], b[name], err_msg=name)
 
 
 # the interruption tests' common flags; the strategy is added by each run

@@ -253,3 +253,26 @@ def test_batch_must_divide_over_replicas(pretraining_records):
     outputs, _ = pretraining_records
     with pytest.raises(ValueError, match="not divisible by the 3 replicas"):
         Trainer(make_task(outputs), make_options(), Fake())
+
+
+def test_the_lost_worker_is_read_from_tensorflows_message():
+    """What TensorFlow's collective errors say of the lost peer (as measured on loopback:
+    the worker 0 side, the worker 1 side, the peer health check) -> the worker named by
+    albert_tf.training.distribution.describe_lost_peer; this worker is never the one."""
+    from albert_tf.training.distribution import describe_lost_peer
+
+    cluster = {"worker": ["127.0.0.1:2221", "127.0.0.1:2222"]}
+    refused = ("Collective ops is aborted by: failed to connect to all addresses; last error: UNKNOWN: "
+               "ipv4:127.0.0.1:2222: Failed to connect to remote host: Connection refused\n")
+    remote = "Additional GRPC error information from remote target /job:worker/replica:0/task:{} while calling " \
+             "/tensorflow.WorkerService/RecvBuf:\n"
+    assert describe_lost_peer(refused + remote.format(1), cluster, ("worker", 0)) == "worker 1 (127.0.0.1:2222)"
+    assert describe_lost_peer(refused, cluster, ("worker", 0)) == "worker 1 (127.0.0.1:2222)"  # the address alone
+    assert describe_lost_peer("Collective ops is aborted by: Socket closed\n" + remote.format(0), cluster,
+                              ("worker", 1)) == "worker 0 (127.0.0.1:2221)"
+    assert describe_lost_peer("cluster check alive failed, /job:worker/replica:0/task:1 is down", cluster,
+                              ("worker", 0)) == "worker 1 (127.0.0.1:2222)"
+    assert describe_lost_peer("ipv4:10.0.0.9:2222: Connection refused", cluster, ("worker", 0)) == \
+        "the worker at 10.0.0.9:2222"
+    assert describe_lost_peer(remote.format(0) + "ipv4:127.0.0.1:2221: Connection refused", cluster,
+                              ("worker", 0)) is None

@@ -7,12 +7,14 @@ A training checkpoint (`output_dir/ckpt-N`, N = global step) holds `model`, `opt
 dev metric so far, described by `best/best_metrics.json`; `output_dir/run_info.json`
 records where the run's weights started. Under multi-worker training every worker saves
 (the collective needs them all), the non-chief ones to a temporary directory that is
-removed.
+removed, and every worker resumes from the chief's newest checkpoint in output_dir (so
+output_dir must be one directory that every worker reads: a shared filesystem).
 """
 
 import json
 import os
 import tempfile
+import weakref
 
 import tensorflow as tf
 
@@ -31,6 +33,18 @@ def load_init_checkpoint(model, init_checkpoint):
     """Loads `model` (an AlbertPretrainer) from a training checkpoint (prefix or run
     directory) or an albert_tf pretrained directory; see storage.checkpoints."""
     return _load(model, init_checkpoint, weights_file_names=(PRETRAINER_WEIGHTS,))
+
+
+def newest_checkpoint(output_dir):
+    """The newest training checkpoint (`ckpt-N` prefix) of a run directory, or None: the
+    one its `checkpoint` state file names, else (a run stopped after a checkpoint's files
+    were complete, TF writes the .index last, but before the state file named it) the
+    highest ckpt-N."""
+    path = tf.train.latest_checkpoint(output_dir)
+    if not path:
+        found = latest_prefix(output_dir)
+        path = found if found and os.path.basename(found).startswith("ckpt-") else None
+    return path
 
 
 class TrainingCheckpoints:
@@ -69,6 +83,8 @@ class TrainingCheckpoints:
         self.on_save = on_save
         directory = output_dir if is_chief else tempfile.mkdtemp(prefix="albert_tf_worker_ckpt_")
         self._temp_dir = None if is_chief else directory
+        # removed by close(), or when the process ends otherwise (a lost worker, Ctrl-C)
+        self._remove_temp_dir = weakref.finalize(self, atomic.remove_own, directory) if self._temp_dir else None
         self.manager = tf.train.CheckpointManager(
             self.checkpoint, directory, max_to_keep=keep_checkpoint_max, checkpoint_name="ckpt")
         self.keep_best = keep_best
@@ -88,12 +104,10 @@ class TrainingCheckpoints:
             ValueError: the checkpoint lacks objects this run saves (written by another
                 version or another command) or its model does not match (named).
         """
-        path = self.manager.latest_checkpoint
-        if not path and self.is_chief:
-            # a run stopped after a checkpoint's files were complete (TF writes the .index
-            # last) but before the `checkpoint` state file named it: the highest ckpt-N
-            found = latest_prefix(self.output_dir)
-            path = found if found and os.path.basename(found).startswith("ckpt-") else None
+        # Every worker restores the chief's newest checkpoint in output_dir (the others only
+        # write theirs to scratch directories): a worker that started fresh would train on
+        # other weights, input and dropout masks than the chief, step against step.
+        path = newest_checkpoint(self.output_dir)
         if not path:
             return None
         self.check_resumable(path)
@@ -154,8 +168,8 @@ class TrainingCheckpoints:
         return path
 
     def close(self):
-        if self._temp_dir:
-            atomic.remove_own(self._temp_dir)
+        if self._remove_temp_dir is not None:
+            self._remove_temp_dir()
 
     # --- best checkpoint -----------------------------------------------------------------
 

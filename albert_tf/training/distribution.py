@@ -1,8 +1,19 @@
 """`--strategy` -> a tf.distribute strategy (tpu | multi_worker_mirrored | mirrored |
-one_device | default). The training loop is the same for all of them."""
+one_device | default). The training loop is the same for all of them.
+
+Multi-worker: every worker runs the same command (TF_CONFIG names the cluster and this
+worker's place in it); each step's gradients are summed over all workers, so when one is
+lost (killed, preempted, unreachable) the others cannot go on: TensorFlow aborts their
+collective ops, at once when the peer's port refuses connections, else when its peer
+health check gives up (about a minute). `worker_lost` turns that error into a
+`WorkerLostError` naming the lost worker and the newest checkpoint.
+"""
+
+import re
 
 import tensorflow as tf
 
+from albert_tf.training.errors import WorkerLostError
 from albert_tf.training.optimizer import dense
 
 STRATEGIES = ("tpu", "multi_worker_mirrored", "mirrored", "one_device", "default")
@@ -46,6 +57,97 @@ def is_chief(strategy):
         return True
     task_type, task_id = resolver.task_type, resolver.task_id
     return task_type is None or task_type == "chief" or (task_type == "worker" and task_id == 0)
+
+
+def is_multi_worker(strategy):
+    """True under MultiWorkerMirroredStrategy with a cluster of more than one worker."""
+    if not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
+        return False
+    resolver = getattr(strategy, "cluster_resolver", None)
+    spec = resolver.cluster_spec() if resolver is not None else tf.train.ClusterSpec({})
+    return sum(spec.num_tasks(job) for job in spec.jobs) > 1
+
+
+def check_same_start(strategy, step, output_dir):
+    """Multi-worker: raises ValueError unless every worker starts at the same step (each
+    resumes from the newest checkpoint in output_dir, which must then be one directory that
+    every worker reads: a shared filesystem). One collective op at the start; nothing
+    elsewhere."""
+    if not is_multi_worker(strategy):
+        return
+
+    def gather():
+        return tf.distribute.get_replica_context().all_gather(tf.constant([int(step)], tf.int64), axis=0)
+
+    gathered = tf.function(lambda: strategy.run(gather), autograph=False)()
+    steps = sorted({int(s) for s in strategy.experimental_local_results(gathered)[0].numpy()})
+    if len(steps) > 1:
+        raise ValueError(f"the workers start at different steps ({', '.join(map(str, steps))}): every worker resumes "
+                         f"from the newest checkpoint in --output_dir={output_dir}, so it must be the same directory "
+                         "for all of them, on a filesystem they all read (e.g. gs:// or a shared mount).")
+
+
+# TensorFlow names the peer of a failed collective as a task ("from remote target
+# /job:worker/replica:0/task:1", "cluster check alive failed, /job:worker/replica:0/task:1
+# is down") and/or by its address ("ipv4:127.0.0.1:32859: Failed to connect").
+_TASK = re.compile(r"/job:(\w+)/replica:\d+/task:(\d+)")
+_ADDRESS = re.compile(r"ipv[46]:(\[[^\]]+\]:\d+|[\w.-]+:\d+)")
+_REASON = re.compile(r"(Collective ops is aborted by: .*|cluster check alive failed.*)")
+# What TensorFlow raises in a worker whose peer is gone: Unavailable (connection refused or
+# closed, the health check) or DeadlineExceeded (a timeout); Aborted, Cancelled (ops
+# aborted beside the failed one) and FailedPrecondition (the peer restarted meanwhile)
+# count only when the message says that collectives were aborted or names another worker.
+_LOST_PEER_ERRORS = (tf.errors.UnavailableError, tf.errors.DeadlineExceededError)
+_MAYBE_LOST_PEER_ERRORS = (tf.errors.AbortedError, tf.errors.CancelledError, tf.errors.FailedPreconditionError)
+
+
+def describe_lost_peer(message, cluster, own_task):
+    """Which worker TensorFlow's error `message` names as lost: "worker 1 (127.0.0.1:2223)"
+    from its /job:worker/replica:0/task:1 or its address, resolved with `cluster` (the
+    cluster spec as a dict, job -> addresses); this worker (`own_task`, (job, index)) is
+    never the one. None when the message names no other worker."""
+    for job, index in _TASK.findall(message):
+        if (job, int(index)) != tuple(own_task):
+            addresses = cluster.get(job, [])
+            address = f" ({addresses[int(index)]})" if int(index) < len(addresses) else ""
+            return f"{job} {index}{address}"
+    for address in _ADDRESS.findall(message):
+        tasks = [(job, addresses.index(address)) for job, addresses in cluster.items() if address in addresses]
+        if not tasks:
+            return f"the worker at {address}"
+        if tasks[0] != tuple(own_task):
+            return f"{tasks[0][0]} {tasks[0][1]} ({address})"
+    return None
+
+
+def worker_lost(strategy, error, newest_checkpoint):
+    """A WorkerLostError for `error` (a tf.errors.OpError of this worker) when it is the
+    loss of a peer under multi-worker training, else None.
+
+    Args:
+        strategy: the run's strategy.
+        error: what the training raised.
+        newest_checkpoint: the prefix every worker will resume from, or None.
+    """
+    if not (is_multi_worker(strategy) and isinstance(error, tf.errors.OpError)):
+        return None
+    message = error.message or ""
+    resolver = strategy.cluster_resolver
+    peer = describe_lost_peer(message, resolver.cluster_spec().as_dict(), (resolver.task_type, resolver.task_id))
+    reason = _REASON.search(message)
+    if not (isinstance(error, _LOST_PEER_ERRORS) or reason
+            or (isinstance(error, _MAYBE_LOST_PEER_ERRORS) and peer is not None)):
+        return None
+    said = reason.group(1) if reason else message.strip().splitlines()[-1] if message.strip() else ""
+    if len(said) > 300:
+        said = said[:300] + "..."
+    resume = (f"The newest checkpoint is {newest_checkpoint}: start every worker again with the same command and "
+              "TF_CONFIG to resume from it" if newest_checkpoint else
+              "No checkpoint was written yet: starting every worker again with the same command and TF_CONFIG "
+              "starts the run anew")
+    return WorkerLostError(f"{peer or 'a peer worker'} is gone; this worker ({resolver.task_type} "
+                           f"{resolver.task_id}) cannot go on without it. {resume} (a replacement machine takes the "
+                           f"lost one's address in TF_CONFIG). TensorFlow: {type(error).__name__}: {said}")
 
 
 def check_global_batch(strategy, global_batch_size, flag="--train_batch_size"):

@@ -15,14 +15,16 @@ driver owns everything else, once:
   `iterations_per_loop` steps run inside one tf.function; with `jit_compile` the forward
   and backward passes (of each slice) are one XLA program;
 - checkpoints (`output_dir/ckpt-N`: model, optimizer slots and step, dropout RNG state,
-  and the input position) and exact resume from the newest one; the best checkpoint by
-  the task's metric in `output_dir/best/`;
+  and the input position) and exact resume from the newest one (every worker of a
+  multi-worker run from the chief's); the best checkpoint by the task's metric in
+  `output_dir/best/`;
 - evaluation over every example (the last batch is padded with zero-weight rows, which
   no metric sees), after every checkpoint or at the end;
 - the console progress line with rate and ETA, `metrics.jsonl`, TensorBoard
   (`output_dir/train`, `output_dir/eval`), `training_curves.png`, `eval_results.json`
   and `.txt`;
-- the NaN stop (TrainingDivergedError, the last good checkpoint kept).
+- the NaN stop (TrainingDivergedError, the last good checkpoint kept), and the stop of
+  a multi-worker run that lost a worker (WorkerLostError).
 
 Shape legend: B batch per replica, G global batch.
 """
@@ -41,8 +43,8 @@ from albert_tf.modeling.encoder import set_skip_padding
 from albert_tf.storage import atomic
 from albert_tf.training import step as step_lib
 from albert_tf.training.accumulation import check_accumulation
-from albert_tf.training.checkpoints import TrainingCheckpoints
-from albert_tf.training.distribution import check_global_batch
+from albert_tf.training.checkpoints import TrainingCheckpoints, newest_checkpoint
+from albert_tf.training.distribution import check_global_batch, check_same_start, worker_lost
 from albert_tf.training.errors import TrainingDivergedError, raise_if_interrupted
 from albert_tf.training.optimizer import create_optimizer
 from albert_tf.training.precision import choose, policy_scope
@@ -359,9 +361,23 @@ def train_and_evaluate(task, options, strategy=None, is_chief=True, stream=sys.s
 
     Raises:
         TrainingDivergedError: the loss became NaN or infinite (no checkpoint written for it).
-        ValueError: an output_dir whose checkpoints do not fit this run (named).
+        WorkerLostError: multi-worker training lost a worker (TensorFlow aborted the
+            collective ops); names it and the newest checkpoint, which every worker
+            resumes from when all are started again.
+        ValueError: an output_dir whose checkpoints do not fit this run (named), or workers
+            that would resume from different steps.
     """
     strategy = strategy or tf.distribute.get_strategy()
+    try:
+        return _train_and_evaluate(task, options, strategy, is_chief, stream, stop_after_steps)
+    except tf.errors.OpError as e:
+        lost = worker_lost(strategy, e, newest_checkpoint(options.output_dir))
+        if lost is None:
+            raise
+        raise lost from None
+
+
+def _train_and_evaluate(task, options, strategy, is_chief, stream, stop_after_steps):
     if is_chief:
         os.makedirs(options.output_dir, exist_ok=True)
         atomic.sweep(options.output_dir)
@@ -389,6 +405,7 @@ def train_and_evaluate(task, options, strategy=None, is_chief=True, stream=sys.s
                                       on_save=(lambda: task.on_checkpoint(trainer.model, options.output_dir))
                                       if is_chief else None)
     resumed = checkpoints.restore_latest()
+    check_same_start(strategy, trainer.step, options.output_dir)
     if resumed:
         task.initialized_from = checkpoints.read_run_info().get("initialized_from", task.initialized_from)
         print(f"resuming from {resumed} at step {trainer.step}", file=stream, flush=True)

@@ -18,3 +18,10 @@ def raise_if_interrupted():
 
 class TrainingDivergedError(RuntimeError):
     """The loss became NaN or infinite."""
+
+
+class WorkerLostError(RuntimeError):
+    """Multi-worker training lost a worker (killed, preempted, unreachable): the others
+    cannot go on, since every step's gradients are summed over all of them. The message
+    names the lost worker as far as TensorFlow's error tells it, the newest checkpoint
+    and how to resume (albert_tf.training.distribution.worker_lost)."""
