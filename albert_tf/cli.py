@@ -155,6 +155,21 @@ def define_gradient_accumulation_flag(flag_values=None):
     flags.DEFINE_integer("gradient_accumulation_steps", 1, FLAG_HELP, **kwargs)
 
 
+REMAT_HELP = ("Rematerialization: the backward pass keeps only the input of each application of the encoder's "
+              "shared (attention, feed-forward) block and recomputes the rest of its forward from it, instead of "
+              "keeping every application's activations: less activation memory for one more forward of the encoder "
+              "per step. The gradients are the plain run's (within float rounding; dropout masks are redrawn "
+              "identically). Composes with --gradient_accumulation_steps, --dtype_policy and padding skipping.")
+
+
+def define_remat_flag(flag_values=None):
+    """--remat for a training command (AlbertEncoder's "Rematerialization", through the driver)."""
+    from absl import flags
+
+    kwargs = {} if flag_values is None else {"flag_values": flag_values}
+    flags.DEFINE_bool("remat", False, REMAT_HELP, **kwargs)
+
+
 def define_tpu_flags(flag_values):
     """The release's TPU flags (use_tpu, tpu_name, tpu_zone, gcp_project, master,
     num_tpu_cores) and --strategy, for the fine-tuning commands: --use_tpu maps to the
@@ -222,13 +237,13 @@ def task_options(cls, f, **given):
 def training_options(f, **given):
     """The driver's TrainingOptions from the flags every fine-tuning command has
     (--output_dir, --train_batch_size, --learning_rate, --save_checkpoints_steps,
-    --iterations_per_loop, --dtype_policy, --gradient_accumulation_steps) and `given`."""
+    --iterations_per_loop, --dtype_policy, --gradient_accumulation_steps, --remat) and `given`."""
     from albert_tf.training.driver import TrainingOptions
 
     return TrainingOptions(output_dir=f.output_dir, train_batch_size=f.train_batch_size,
                            learning_rate=f.learning_rate, save_checkpoints_steps=f.save_checkpoints_steps,
                            iterations_per_loop=f.iterations_per_loop, dtype_policy=f.dtype_policy,
-                           gradient_accumulation_steps=f.gradient_accumulation_steps, **given)
+                           gradient_accumulation_steps=f.gradient_accumulation_steps, remat=f.remat, **given)
 
 
 def run_task(task_module, task, training, stream):

@@ -72,6 +72,7 @@ def define_flags(flag_values=None):
     flags.DEFINE_integer("random_seed", 12345, "Seed of the classifier initialisation, dropout and shuffling.", **fv)
     cli.define_dtype_policy_flag(fv["flag_values"])
     cli.define_gradient_accumulation_flag(fv["flag_values"])
+    cli.define_remat_flag(fv["flag_values"])
 
 
 POSITIVE = ("max_seq_length", "train_batch_size", "eval_batch_size", "predict_batch_size", "train_step",

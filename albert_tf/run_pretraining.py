@@ -53,6 +53,7 @@ def define_flags(flag_values=None):
     flags.DEFINE_bool("jit_compile", False, "Compile the train step with XLA.", **fv)
     cli.define_dtype_policy_flag(fv["flag_values"])
     cli.define_gradient_accumulation_flag(fv["flag_values"])
+    cli.define_remat_flag(fv["flag_values"])
     flags.DEFINE_bool("use_one_hot_embeddings", False, "One-hot word-embedding lookups (faster on TPUs).", **fv)
     flags.DEFINE_bool("deterministic", False, "Deterministic input order and ops (exactly repeatable runs).", **fv)
     flags.DEFINE_bool("dynamic_masking", False, "Re-draw the masked-LM masks every epoch in tf.data.", **fv)
@@ -135,7 +136,7 @@ def options_from_flags(f, config):
         keep_checkpoint_max=f.keep_checkpoint_max, iterations_per_loop=f.iterations_per_loop,
         do_train=f.do_train, do_eval=f.do_eval, evaluate_every_checkpoint=False, max_eval_steps=f.max_eval_steps,
         jit_compile=f.jit_compile, dtype_policy=f.dtype_policy,
-        gradient_accumulation_steps=f.gradient_accumulation_steps)
+        gradient_accumulation_steps=f.gradient_accumulation_steps, remat=f.remat)
     return task, training
 
 

@@ -82,6 +82,7 @@ def define_flags(flag_values=None):
     cli.define_tpu_flags(fv["flag_values"])
     cli.define_dtype_policy_flag(fv["flag_values"])
     cli.define_gradient_accumulation_flag(fv["flag_values"])
+    cli.define_remat_flag(fv["flag_values"])
     flags.DEFINE_integer("random_seed", 12345, "Seed of the head initialisation, dropout and shuffling.", **fv)
 
 

@@ -4,6 +4,7 @@
     python tests/distributed_helpers.py finetune_mirrored_vs_one_device
     python tests/distributed_helpers.py fit_mirrored_vs_one_device
     python tests/distributed_helpers.py accumulation_mirrored RECORDS...
+    python tests/distributed_helpers.py remat_mirrored
 
 Splits the CPU into 2 logical devices and trains the same 5 steps with MirroredStrategy
 (2 replicas x 4 examples) and with one device (8 examples); prints both loss lists as
@@ -13,6 +14,9 @@ gradients must then be summed over the replicas by Keras). `accumulation_mirrore
 3 steps under MirroredStrategy with --gradient_accumulation_steps 1 and 2, for LAMB and
 AdamW, on the pretraining task and the classification task, and prints the largest
 per-variable ||difference|| / ||weights|| between them (`accumulation_differences`).
+`remat_mirrored` compares --remat with the plain run (AdamW classification, dropout on,
+padding skipped) and checks that the two replicas draw different dropout masks
+(`remat_differences`).
 """
 
 import json
@@ -230,9 +234,42 @@ def accumulation_differences(records):
     print(json.dumps(results))
 
 
+def remat_differences(args):
+    """Under 2 mirrored replicas, dropout on: AdamW classification with padding skipped, --remat
+    vs the plain run after 3 steps (`difference`, `moved` as accumulation_differences);
+    `replica_masks_differ`: the same example on both replicas gives other training outputs."""
+    del args
+    strategy = _two_cpus()[0][1]  # mirrored over /cpu:0 and /cpu:1
+    import numpy as np
+    import tensorflow as tf
+
+    from albert_tf import AlbertConfig
+    from albert_tf.modeling.encoder import INPUT_NAMES, encoders_in
+
+    config = AlbertConfig.from_preset("albert_tiny").replace(num_hidden_layers=2, num_hidden_groups=1,
+                                                             hidden_dropout_prob=0.3, attention_probs_dropout_prob=0.2)
+    initial, plain, _, _ = weights_after_steps(ArrayClassification.make(config, padded=True), strategy, 1, "adamw")
+    _, remat, trainer, _ = weights_after_steps(ArrayClassification.make(config, padded=True), strategy, 1, "adamw",
+                                               remat=True)
+    results = {"replicas": trainer.strategy.num_replicas_in_sync, "remats": trainer.remats,
+               "skips_padding": trainer.skips_padding, "difference": relative_difference(remat, plain),
+               "moved": relative_difference(initial, plain, median)}
+    (encoder,) = encoders_in(trainer.model)
+    row = {k: v[:1] for k, v in next(iter(trainer.task.train_dataset(None, 8, 0))).items() if k in INPUT_NAMES}
+
+    @tf.function
+    def both_replicas():
+        return strategy.run(lambda: encoder(row, training=True)["sequence_output"])
+
+    first, second = (np.asarray(t) for t in strategy.experimental_local_results(both_replicas()))
+    results["replica_masks_differ"] = bool(np.abs(first - second).max() > 1e-3)
+    print(json.dumps(results))
+
+
 if __name__ == "__main__":
     command, *args = sys.argv[1:]
     {"mirrored_vs_one_device": mirrored_vs_one_device,
      "finetune_mirrored_vs_one_device": finetune_mirrored_vs_one_device,
      "fit_mirrored_vs_one_device": fit_mirrored_vs_one_device,
-     "accumulation_mirrored": accumulation_differences}[command](args)
+     "accumulation_mirrored": accumulation_differences,
+     "remat_mirrored": remat_differences}[command](args)

@@ -8,6 +8,8 @@ embedding_hidden_mapping_in`) it belongs to the encoder, and exists only when E 
 import keras
 from keras import ops
 
+from albert_tf.modeling.dropout import dropout
+
 LAYER_NORM_EPSILON = 1e-12
 
 
@@ -54,6 +56,8 @@ class AlbertEmbeddings(keras.layers.Layer):
         input_word_ids: int [B, T].
         input_type_ids: int [B, T].
         training: bool.
+        seed: None (the Dropout layer draws from its own SeedGenerator), or int32 [2]: the
+            dropout's seed, a stateless draw (modeling.dropout; AlbertEncoder passes it).
 
     Returns:
         float32 [B, T, E] (the LayerNorm and dropout compute in float32 under every policy:
@@ -124,7 +128,7 @@ class AlbertEmbeddings(keras.layers.Layer):
             return ops.matmul(ops.one_hot(ids, depth, dtype=dtype), ops.cast(table, dtype))
         return ops.take(table, ids, axis=0)  # the table's dtype (float32)
 
-    def call(self, input_word_ids, input_type_ids, training=None):
+    def call(self, input_word_ids, input_type_ids, training=None, seed=None):
         check_rank(input_word_ids, 2, "input_word_ids")
         check_rank(input_type_ids, 2, "input_type_ids")
         seq_length = input_word_ids.shape[1]
@@ -141,8 +145,7 @@ class AlbertEmbeddings(keras.layers.Layer):
         length = ops.shape(input_word_ids)[1]
         positions = ops.cast(ops.slice(self.position_embeddings, (0, 0), (length, self.embedding_size)), "float32")
         x = ops.cast(words, "float32") + types + ops.expand_dims(positions, 0)  # summed in float32
-        x = self.layer_norm(x)
-        return self.dropout_layer(x, training=training)
+        return dropout(self.dropout_layer, self.layer_norm(x), training, seed)
 
     def compute_output_shape(self, input_word_ids_shape, input_type_ids_shape=None):
         return tuple(input_word_ids_shape) + (self.embedding_size,)

@@ -31,9 +31,10 @@ import keras
 from keras import ops
 
 from albert_tf.modeling.config import AlbertConfig
+from albert_tf.modeling.dropout import GivenSeed
 from albert_tf.modeling.embeddings import AlbertEmbeddings, truncated_normal
 from albert_tf.modeling.encoder_block import (AlbertAttention, AlbertFeedForward, apply_dense, cast_dense,
-                                              padding_indices, to_padded, to_tokens)
+                                              dense_gradient, padding_indices, to_padded, to_tokens)
 from albert_tf.modeling.pretrained import ENCODER_WEIGHTS, PretrainedMixin
 
 INPUT_NAMES = ("input_word_ids", "input_mask", "input_type_ids")
@@ -83,6 +84,26 @@ class AlbertEncoder(PretrainedMixin, keras.Model):
     for eager and tf.function runs on CPUs and GPUs, not XLA or TPUs (static shapes); off
     by default.
 
+    Rematerialization: with `encoder.remat = True` (`set_remat(model, True)`; the training
+    driver's `--remat`) each application of an (attention, feed-forward) pair in training
+    is wrapped in `keras.remat`: the backward pass keeps only the pair's input [R, H] (and
+    its seeds and cast weights) and recomputes the rest, so one application's activations
+    are alive at a time in the backward pass instead of all L. The gradients are the plain
+    forward's (the same ops on the same values, float rounding aside). Every tensor the
+    pair differentiates through is an explicit argument of the wrapped function (a tensor it
+    merely captured would get no gradient from TensorFlow's recompute_grad): the hidden
+    states and, under a mixed policy, the weights cast once per forward.
+
+    Dropout in training: one seed is drawn per forward from the first of the encoder's
+    Dropout SeedGenerators (so checkpoints hold the same RNG states as before), turned into
+    a seed per dropout site of every application (the embeddings', then per application
+    the attention probabilities', the attention output's and the feed-forward output's), and
+    each site draws its mask statelessly from its seed (modeling/dropout.py). Masks thus
+    differ between sites, applications of a shared sub-layer, forwards and, with
+    `encoder.replica_index` set (`set_replica_index`; the training driver sets it), between
+    the replicas of a distributed step, and a recomputed application draws the masks of its
+    first pass. Plain and rematerialized forwards draw the same masks.
+
     Example:
     ```python
     encoder = AlbertEncoder(AlbertConfig.from_preset("albert_tiny"))
@@ -97,8 +118,12 @@ class AlbertEncoder(PretrainedMixin, keras.Model):
 
     # its file in a pretrained directory (`save_pretrained` / `from_pretrained`)
     WEIGHTS_FILE = ENCODER_WEIGHTS
-    # a run-time choice (not config): see "Skipping padding" above
+    # run-time choices (not config): see "Skipping padding" and "Rematerialization" above
     skip_padding = False
+    remat = False
+    # None, or a callable -> int scalar: this replica's index in a distributed step (see
+    # "Dropout in training" above)
+    replica_index = None
 
     def __init__(self, config, use_one_hot_embeddings=False, dtype=None, **kwargs):
         config = AlbertConfig.from_dict(config)
@@ -212,18 +237,76 @@ class AlbertEncoder(PretrainedMixin, keras.Model):
             for layer in (self.embedding_projection, self.pooler):
                 if layer is not None:
                     cast[id(layer)] = cast_dense([layer], self.compute_dtype)[0]
-        x = to_tokens(self.embeddings(word_ids, type_ids, training=training), token_index)  # [R, E]
+        # int32 [1 + 3 A, 2] (A applications), or None: no dropout to draw
+        seeds = self._dropout_seeds() if training else None
+        embedded = self.embeddings(word_ids, type_ids, training=training, seed=None if seeds is None else seeds[0])
+        x = to_tokens(embedded, token_index)  # [R, E]
         if self.embedding_projection is not None:
             x = apply_dense(self.embedding_projection, x, cast.get(id(self.embedding_projection)))  # [R, H]
         encoder_outputs = []
+        application = 0
         for steps in self._layer_steps:
             for attention, ffn in steps:
-                x = attention(x, input_mask, training=training, indices=indices, cast=cast.get(id(attention)))
-                x = ffn(x, training=training, cast=cast.get(id(ffn)))
+                pair_seeds = None if seeds is None else seeds[1 + 3 * application:4 + 3 * application]
+                x = self._apply_pair(attention, ffn, x, input_mask, training, indices, cast, pair_seeds)
+                application += 1
             encoder_outputs.append(to_padded(x, padded_index, batch, length))  # [B, T, H]
         sequence_output = encoder_outputs[-1]
         return {"sequence_output": sequence_output, "pooled_output": apply_dense(self.pooler, sequence_output[:, 0, :], cast.get(id(self.pooler))),
                 "encoder_outputs": encoder_outputs}
+
+    def _dropout_seeds(self):
+        """int32 [1 + 3 A, 2]: this forward's seed per dropout site (A applications of a
+        sub-layer pair; "Dropout in training" above), or None when no rate is above 0.
+        Advances one SeedGenerator by one draw."""
+        generators = [layer.seed_generator for layer in self._dropout_layers()
+                      if getattr(layer, "seed_generator", None) is not None]
+        if not generators:
+            return None
+        base = generators[0].next()  # int64 [2]: (the generator's seed, its draw count)
+        if self.replica_index is not None:  # a stream per replica (the draw count stays unique)
+            base = base + ops.cast(ops.stack([self.replica_index(), 0]), base.dtype)
+        sites = 1 + 3 * sum(len(steps) for steps in self._layer_steps)
+        return keras.random.randint((sites, 2), 0, 2**31 - 1, dtype="int32", seed=GivenSeed(base))
+
+    def _dropout_layers(self):
+        """Every keras Dropout of the encoder, in a fixed order (embeddings first)."""
+        layers = [self.embeddings.dropout_layer]
+        for layer in self.attention_layers:
+            layers += [layer.probs_dropout, layer.output_dropout]
+        return layers + [layer.output_dropout for layer in self.ffn_layers]
+
+    def _apply_pair(self, attention, ffn, x, input_mask, training, indices, cast, seeds):
+        """One application of an (attention, feed-forward) pair to x [R, H]; rematerialized
+        in training when `self.remat` ("Rematerialization" above).
+
+        Args:
+            attention, ffn: the sub-layers.
+            x: float32 [R, H].
+            input_mask: int [B, T].
+            training: bool.
+            indices: None or `padding_indices(input_mask)`.
+            cast: {id(layer): its weights in the compute dtype}, empty in float32.
+            seeds: None or int32 [3, 2]: the attention's two dropout sites', the
+                feed-forward's.
+        Returns:
+            float32 [R, H].
+        """
+        attention_cast, ffn_cast = cast.get(id(attention)), cast.get(id(ffn))
+        # the wrapped function's arguments: x and each cast (kernel, bias), flat (the seeds and
+        # indices are integers, through which no gradient flows: captured)
+        weights = [t for pairs in (attention_cast or [], ffn_cast or []) for pair in pairs for t in pair]
+        pair_seeds = (None,) * 3 if seeds is None else (seeds[:2], seeds[2])
+
+        def pair(x, *weights):
+            casts = [tuple(weights[i:i + 2]) for i in range(0, len(weights), 2)]
+            x = attention(x, input_mask, training=training, indices=indices,
+                          cast=casts[:4] if attention_cast is not None else None, seeds=pair_seeds[0])
+            return ffn(x, training=training, cast=casts[4:] if ffn_cast is not None else None, seed=pair_seeds[1])
+
+        if self.remat and training:
+            return dense_gradient(keras.remat(pair)(x, *weights))
+        return pair(x, *weights)
 
 
 def encoders_in(model):
@@ -238,6 +321,39 @@ def set_skip_padding(model, enabled):
     encoders = encoders_in(model)
     for encoder in encoders:
         encoder.skip_padding = bool(enabled)
+    return len(encoders)
+
+
+def set_remat(model, enabled):
+    """Turns rematerialization (AlbertEncoder's "Rematerialization") on or off for every
+    AlbertEncoder in `model`; returns how many encoders it set."""
+    encoders = encoders_in(model)
+    for encoder in encoders:
+        encoder.remat = bool(enabled)
+    return len(encoders)
+
+
+@contextlib.contextmanager
+def rematerializing(model, enabled=True):
+    """`set_remat(model, enabled)` inside the block, restored after (e.g. off around tracing
+    an export: a SavedModel cannot hold the recomputing gradient functions)."""
+    encoders = encoders_in(model)
+    before = [e.remat for e in encoders]
+    count = set_remat(model, enabled)
+    try:
+        yield count
+    finally:
+        for encoder, value in zip(encoders, before):
+            encoder.remat = value
+
+
+def set_replica_index(model, replica_index):
+    """Gives every AlbertEncoder in `model` the callable that tells, inside a distributed
+    step, this replica's index (an int scalar), so that replicas draw different dropout
+    masks (None: the same stream everywhere); returns how many encoders it set."""
+    encoders = encoders_in(model)
+    for encoder in encoders:
+        encoder.replica_index = replica_index
     return len(encoders)
 
 

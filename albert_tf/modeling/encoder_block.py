@@ -39,6 +39,13 @@ Mixed precision (a bf16 compute dtype, float32 variables):
   (kernel, bias) in the compute dtype, which the encoder computes once per call and passes
   to every application of the sub-layer (`cast=`), instead of Keras casting each float32
   variable again at each of its L uses.
+
+Dropout seeds: called alone, each sub-layer's Dropout layers draw their masks from their own
+Keras SeedGenerators (a stateful draw at each call). AlbertEncoder instead passes every
+dropout site of every application its own seed (`seeds=`, drawn once per forward, see
+`AlbertEncoder`), and the sub-layer then draws the mask statelessly from that seed at the
+layer's rate (`modeling.dropout.dropout`): the same seed gives the same mask, which is what lets a
+rematerialized application recompute its forward with the masks of the first pass.
 """
 
 import math
@@ -46,6 +53,7 @@ import math
 import keras
 from keras import ops
 
+from albert_tf.modeling.dropout import dropout
 from albert_tf.modeling.embeddings import LAYER_NORM_EPSILON, check_rank, truncated_normal
 
 # Added to attention scores at padded key positions, as in the release.
@@ -110,6 +118,33 @@ def add_bias(y, bias):
     return ops.add(y, bias), grad
 
 
+@ops.custom_gradient
+def dense_gradient(x):
+    """x itself, whose gradient reaches the ops before it as a dense tensor.
+
+    The gradient of a gather (`to_padded` under padding skipping: ops.take) comes as
+    IndexedSlices, rows `.values` at `.indices`. TensorFlow's recompute_grad (keras.remat)
+    accepts only dense gradients for the outputs of the function it wraps, so the encoder
+    passes each rematerialized application's output through this, which sums such rows
+    into a dense [R, C] gradient.
+
+    Args:
+        x: float [R, C].
+    Returns:
+        x.
+    """
+    rows = ops.shape(x)[0]
+
+    def grad(*args, upstream=None):
+        if upstream is None:
+            (upstream,) = args
+        if hasattr(upstream, "indices") and hasattr(upstream, "values"):  # IndexedSlices
+            upstream = ops.segment_sum(upstream.values, upstream.indices, num_segments=rows)
+        return upstream
+
+    return x, grad
+
+
 def apply_dense(layer, x, cast=None):
     """`layer(x)`, or with `cast` = its (kernel, bias) in the compute dtype: x cast to it, then
     the same matmul, bias add (`add_bias`: the bias gradient summed in float32) and activation."""
@@ -168,6 +203,9 @@ class AlbertAttention(keras.layers.Layer):
         indices: None, or `padding_indices(input_mask)` with x [R, H] (padding skipped).
         cast: None, or `self.cast_weights(dtype)`: the projections' weights already in the
             compute dtype (a shared layer's, cast once per forward by the encoder).
+        seeds: None (each Dropout layer draws from its own SeedGenerator), or int32 [2, 2]:
+            the seeds of this call's two dropout sites, the attention probabilities' then
+            the output's (module doc, "Dropout seeds").
 
     Returns:
         float, the shape of x.
@@ -235,7 +273,7 @@ class AlbertAttention(keras.layers.Layer):
         x = ops.reshape(x, (batch, length, self.num_attention_heads, self.head_size))
         return ops.transpose(x, (0, 2, 1, 3))
 
-    def call(self, x, input_mask, training=None, indices=None, cast=None):
+    def call(self, x, input_mask, training=None, indices=None, cast=None, seeds=None):
         rows = indices is not None or len(x.shape) == 2  # x is [R, H]
         check_rank(x, 2 if rows else 3, "x")
         check_rank(input_mask, 2, "input_mask")
@@ -256,13 +294,14 @@ class AlbertAttention(keras.layers.Layer):
         scores = ops.matmul(q, ops.transpose(k, (0, 1, 3, 2))) * (1.0 / math.sqrt(self.head_size))  # [B, N, T, T]
         mask = ops.cast(input_mask, "float32")[:, None, None, :]  # [B, 1, 1, T]
         scores = scores + (1.0 - mask) * _MASK_ADDER
-        probs = self.probs_dropout(ops.softmax(scores, axis=-1), training=training)
+        probs_seed, output_seed = (None, None) if seeds is None else (seeds[0], seeds[1])
+        probs = dropout(self.probs_dropout, ops.softmax(scores, axis=-1), training, probs_seed)
         context = ops.matmul(probs, v)  # [B, N, T, D]
         context = ops.reshape(ops.transpose(context, (0, 2, 1, 3)), (batch, length, self.hidden_size))
         context = ops.cast(context, self.compute_dtype)
         if rows:
             context = to_tokens(context, token_index)  # [R, H]
-        out = self.output_dropout(apply_dense(self.dense, context, dense), training=training)
+        out = dropout(self.output_dropout, apply_dense(self.dense, context, dense), training, output_seed)
         return self.layer_norm(ops.cast(x, "float32") + ops.cast(out, "float32"))
 
     def compute_output_shape(self, x_shape, input_mask_shape=None):
@@ -298,6 +337,8 @@ class AlbertFeedForward(keras.layers.Layer):
         x: float [B, T, H] (or the real tokens [R, H]: every op is per token).
         training: bool.
         cast: None, or `self.cast_weights(dtype)` (see AlbertAttention).
+        seed: None (the Dropout layer draws from its own SeedGenerator), or int32 [2]: the
+            output dropout's seed (module doc, "Dropout seeds").
 
     Returns:
         float, x's shape.
@@ -354,12 +395,12 @@ class AlbertFeedForward(keras.layers.Layer):
         """[(kernel, bias)] of intermediate and output_dense cast to `dtype` (the `cast` call arg)."""
         return cast_dense((self.intermediate, self.output_dense), dtype)
 
-    def call(self, x, training=None, cast=None):
+    def call(self, x, training=None, cast=None, seed=None):
         if len(x.shape) not in (2, 3):
             raise ValueError(f"`x` must have rank 3 ([B, T, H]) or 2 ([R, H]), got shape {tuple(x.shape)}.")
         intermediate, output_dense = cast or (None, None)
         out = apply_dense(self.output_dense, apply_dense(self.intermediate, x, intermediate), output_dense)
-        out = self.output_dropout(out, training=training)
+        out = dropout(self.output_dropout, out, training, seed)
         return self.layer_norm(ops.cast(x, "float32") + ops.cast(out, "float32"))
 
     def compute_output_shape(self, input_shape):

@@ -11,7 +11,9 @@ driver owns everything else, once:
   first), gradients are summed over replicas, clipped to global norm `clip_norm`, then
   applied; with `gradient_accumulation_steps` K each batch is computed in K slices one
   after another, the same step with one slice's activations alive at a time
-  (training/step.py);
+  (training/step.py); with `remat` each application of the encoders' shared block keeps
+  only its input for the backward pass and recomputes the rest (modeling/encoder.py);
+  replicas draw different dropout masks (the encoders' `replica_index`);
   `iterations_per_loop` steps run inside one tf.function; with `jit_compile` the forward
   and backward passes (of each slice) are one XLA program;
 - checkpoints (`output_dir/ckpt-N`: model, optimizer slots and step, dropout RNG state,
@@ -39,7 +41,7 @@ import time
 import numpy as np
 import tensorflow as tf
 
-from albert_tf.modeling.encoder import set_skip_padding
+from albert_tf.modeling.encoder import set_remat, set_replica_index, set_skip_padding
 from albert_tf.storage import atomic
 from albert_tf.training import step as step_lib
 from albert_tf.training.accumulation import check_accumulation
@@ -151,6 +153,9 @@ class TrainingOptions:
         keep_best: keep the best checkpoint by task.best_metric in output_dir/best and
             end with its weights restored.
         jit_compile: compile forward + backward with XLA.
+        remat: rematerialization: in the backward pass each application of an encoder's
+            (attention, feed-forward) pair is recomputed from its input instead of keeping
+            its activations (AlbertEncoder, "Rematerialization"); the same gradients.
         write_curves: write training_curves.png at the end.
         dtype_policy: "auto", "float32" or "mixed_bfloat16" (training/precision.py: the
             Trainer resolves it for its hardware and builds the model in it).
@@ -178,6 +183,7 @@ class TrainingOptions:
     write_curves: bool = True
     dtype_policy: str = "float32"
     gradient_accumulation_steps: int = 1
+    remat: bool = False
 
 
 class Trainer:
@@ -212,6 +218,9 @@ class Trainer:
         self.skips_padding = False
         if task.skip_padding and not static_shapes:
             self.skips_padding = set_skip_padding(self.model, True) > 0
+        # whether the encoders rematerialize (False for a model without an AlbertEncoder)
+        self.remats = set_remat(self.model, True) > 0 if options.remat else False
+        set_replica_index(self.model, _replica_index)
         # the gradient pass of a batch (or of each slice of it: a tf.function, called in a loop)
         if options.jit_compile:
             self._gradients_fn = tf.function(self._gradients, jit_compile=True)
@@ -329,6 +338,13 @@ class Trainer:
         return metrics
 
 
+def _replica_index():
+    """This replica's index in the step being traced (0 outside a replica context): the
+    encoders fold it into their dropout seeds, so that replicas draw different masks."""
+    context = tf.distribute.get_replica_context()
+    return 0 if context is None else context.replica_id_in_sync_group
+
+
 def pad_batch(batch, size):
     """Pads every tensor of a batch dict along axis 0 to `size` rows with zeros and adds
     `example_weight` (1 for real rows, 0 for padding); shapes become static."""
@@ -414,7 +430,7 @@ def _train_and_evaluate(task, options, strategy, is_chief, stream, stop_after_st
         print(f"initialized from {task.initialized_from}", file=stream, flush=True)
         if is_chief:
             checkpoints.write_run_info({"initialized_from": task.initialized_from, "task": task.name,
-                                        **trainer.precision.as_dict()})
+                                        **trainer.precision.as_dict(), "remat": trainer.remats})
     if options.do_train and not saves_iterator:
         if resumed and trainer.step:
             print(f"skipping the {trainer.step} steps of input already consumed", file=stream, flush=True)
@@ -426,9 +442,10 @@ def _train_and_evaluate(task, options, strategy, is_chief, stream, stop_after_st
           + (f" in {options.gradient_accumulation_steps} accumulated slices"
              if options.gradient_accumulation_steps > 1 else "")
           + f"; dtype policy {trainer.precision.policy} ({trainer.precision.reason})"
-          + ("; padding skipped" if trainer.skips_padding else ""), file=stream, flush=True)
+          + ("; padding skipped" if trainer.skips_padding else "")
+          + ("; blocks rematerialized" if trainer.remats else ""), file=stream, flush=True)
     results = {"trainer": trainer, "initialized_from": task.initialized_from, "resumed_from": resumed,
-               "best": None, "eval": None, "precision": trainer.precision}
+               "best": None, "eval": None, "precision": trainer.precision, "remat": trainer.remats}
 
     def evaluate_now():
         metrics = trainer.evaluate()
@@ -503,5 +520,6 @@ def _summary(task, results):
     summary["initialized_from"] = task.initialized_from
     summary["task"] = task.name
     summary.update(results["precision"].as_dict())
+    summary["remat"] = results["remat"]
     summary.update(task.results_extras())
     return summary
