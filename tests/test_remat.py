@@ -8,8 +8,9 @@ within 1e-5 of each other: pretraining with LAMB in 2 accumulated slices under X
 classification with AdamW with padding skipped on 2 mirrored replicas; in mixed_bfloat16
 with Grappler (as shipped) within bf16 rounding. The encoder's masks differ per site,
 application, forward and replica and keep their rates; the gradient graph holds a recomputed
-forward; nothing is added to checkpoints or weight files; every training command takes
---remat and records it in run_info.json, and an export traces the plain forward.
+forward; nothing is added to checkpoints or weight files; run_pretraining and run_race train
+with --remat and record it in run_info.json (run_classifier and run_squad_v1/v2 parse it into
+the driver's options the same way), and an export traces the plain forward.
 """
 
 import json
@@ -261,19 +262,26 @@ def test_two_mirrored_replicas():
 
 
 def test_every_training_command_takes_remat_and_records_it(pretraining_records, spm_model, tmp_path):
-    """One optimizer step of each command with --remat, all in one subprocess; run_pretraining
-    also exports."""
+    """One optimizer step of run_pretraining (which also exports) and of run_race with --remat,
+    in one subprocess; run_classifier and run_squad_v1/v2 parse --remat into the driver's
+    options through the same cli.training_options as run_race (the driver, not the
+    command, rematerializes: tested above)."""
+    from absl import flags
+
+    from albert_tf import cli, run_classifier, run_squad_v1, run_squad_v2
+
+    for module in (run_classifier, run_squad_v1, run_squad_v2):
+        values = flags.FlagValues()
+        module.define_flags(values)
+        values([module.__name__, "--output_dir=x", "--remat"])
+        assert cli.training_options(values).remat is True, module.__name__
+        values([module.__name__, "--output_dir=x", "--noremat"])
+        assert cli.training_options(values).remat is False, module.__name__
+
     outputs, _ = pretraining_records
     config_file = write_tiny_config(tmp_path)
-    squad = load_tool("make_squad_data")
     race = load_tool("make_race_data")
-    squad_file = tmp_path / "squad.json"
-    squad_file.write_text(json.dumps(squad.make_dataset("1.1", 4, seed=3, max_context_chars=200)), encoding="utf-8")
     race.make_race(tmp_path / "race", num_articles=2, seed=7, layout="files")
-    topics = tmp_path / "topics"
-    topics.mkdir()
-    with open(os.path.join(ROOT, "notebooks", "data", "docstring_topics", "train.tsv"), encoding="utf-8") as f:
-        (topics / "train.tsv").write_text("".join(f.readlines()[:17]), encoding="utf-8")  # header and 16 rows
     common = ["--dtype_policy=float32", "--train_batch_size=4", "--remat", "--iterations_per_loop=1"]
     fine_tuning = common + [f"--albert_config_file={config_file}", f"--spm_model_file={spm_model}", "--do_train",
                             "--save_checkpoints_steps=1"]
@@ -282,16 +290,6 @@ def test_every_training_command_takes_remat_and_records_it(pretraining_records, 
                                                 "--max_seq_length=128", "--num_train_steps=1", "--do_eval=false",
                                                 f"--output_dir={tmp_path / 'pretraining'}", f"--spm_model_file={spm_model}",
                                                 f"--export_dir={tmp_path / 'export'}"]),
-        ("albert_tf.run_classifier", fine_tuning + ["--task_name=tsv", f"--data_dir={topics}",
-                                                    "--labels=concurrency,networking,numbers,text",
-                                                    "--text_a_column=sentence", "--max_seq_length=32",
-                                                    "--train_step=1", f"--output_dir={tmp_path / 'classifier'}"]),
-        ("albert_tf.run_squad_v1", fine_tuning + [f"--train_file={squad_file}", "--max_seq_length=96",
-                                                  "--doc_stride=48", "--max_query_length=32", "--num_train_epochs=1",
-                                                  f"--output_dir={tmp_path / 'squad_v1'}"]),
-        ("albert_tf.run_squad_v2", fine_tuning + [f"--train_file={squad_file}", "--max_seq_length=96",
-                                                  "--doc_stride=48", "--max_query_length=32", "--num_train_epochs=1",
-                                                  f"--output_dir={tmp_path / 'squad_v2'}"]),
         ("albert_tf.run_race", fine_tuning + [f"--data_dir={tmp_path / 'race'}", "--max_seq_length=64",
                                               "--max_qa_length=32", "--train_step=1", "--warmup_step=0",
                                               f"--output_dir={tmp_path / 'race_out'}"]),
