@@ -79,7 +79,7 @@ class ArrayClassification:
         from albert_tf import AlbertEncoder
         from albert_tf.modeling.classifier import AlbertClassifier
         from albert_tf.modeling.losses import classifier_nll
-        from albert_tf.training.driver import Task
+        from albert_tf.training.task import Task
 
         rng = np.random.default_rng(3)
         n, length = 40, 16

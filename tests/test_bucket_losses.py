@@ -35,7 +35,8 @@ from conftest import load_tool
 
 from albert_tf.data.buckets import bucketed_batches, cut_to_width
 from albert_tf.modeling.encoder import encoders_in, set_skip_padding
-from albert_tf.training.driver import EXAMPLE_INDEX, Trainer, TrainingOptions
+from albert_tf.training.driver import Trainer, TrainingOptions
+from albert_tf.training.task import EXAMPLE_INDEX
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 SEQ = 128

@@ -29,7 +29,8 @@ from albert_tf.modeling.losses import classifier_nll
 from albert_tf.storage import atomic
 from albert_tf.storage.report import CheckpointMismatchError
 from albert_tf.tasks.common import check_outputs, config_file_for, random_start, start_run
-from albert_tf.training.driver import EXAMPLE_INDEX, Task, train_and_evaluate
+from albert_tf.training.driver import train_and_evaluate
+from albert_tf.training.task import EXAMPLE_INDEX, Task
 
 
 @dataclasses.dataclass

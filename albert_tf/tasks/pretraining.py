@@ -21,7 +21,7 @@ from albert_tf.modeling.config import AlbertConfig
 from albert_tf.modeling.pretrained import CONFIG_NAME, save_pretrained
 from albert_tf.modeling.pretrainer import AlbertPretrainer
 from albert_tf.training.checkpoints import load_init_checkpoint
-from albert_tf.training.driver import Task
+from albert_tf.training.task import Task
 
 MODEL_INPUTS = ("input_word_ids", "input_mask", "input_type_ids", "masked_lm_positions")
 

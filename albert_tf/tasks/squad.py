@@ -28,7 +28,8 @@ from albert_tf.storage import atomic
 from albert_tf.storage.report import CheckpointMismatchError
 from albert_tf.tasks.common import (check_model_source, check_outputs, check_positive, encoder_for, initialize_from,
                                     spm_file_for, start_run)
-from albert_tf.training.driver import EXAMPLE_INDEX, Task, train_and_evaluate
+from albert_tf.training.driver import train_and_evaluate
+from albert_tf.training.task import EXAMPLE_INDEX, Task
 
 SEQUENCE_INPUTS = INPUT_NAMES + ("p_mask",)
 PADDING_LOGIT = -1e9

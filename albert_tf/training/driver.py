@@ -1,7 +1,7 @@
 """The one training driver: every command (pretraining, classification, and the tasks to
 come) runs through `train_and_evaluate(task, options)`.
 
-A task (see `Task`) brings what differs between commands: its model, its loss and the
+A task (`Task`, training/task.py) brings what differs between commands: its model, its loss and the
 per-replica terms it sums, its metrics, its datasets and where its weights start. The
 driver owns everything else, once:
 
@@ -31,7 +31,6 @@ driver owns everything else, once:
 Shape legend: B batch per replica, G global batch.
 """
 
-import abc
 import dataclasses
 import math
 import os
@@ -52,84 +51,7 @@ from albert_tf.training.optimizer import create_optimizer
 from albert_tf.training.precision import choose, policy_scope
 from albert_tf.training.reporting import MetricsLogger, plot_curves, read_records
 from albert_tf.training.schedules import WarmupPolynomialDecay
-
-EXAMPLE_WEIGHT = "example_weight"
-EXAMPLE_INDEX = "example_index"
-
-
-class Task(abc.ABC):
-    """What a command brings to the driver. Subclass and override; see
-    albert_tf/tasks/ for the pretraining and classification tasks.
-
-    Attributes:
-        name: shown in logs.
-        best_metric: eval metric (higher is better) that picks the best checkpoint, or None.
-        progress_metrics: (metric key, console label) pairs for the progress line.
-        skip_padding: whether the model's encoders may skip padding (per-token work on the
-            real tokens only; modeling.encoder.AlbertEncoder): the driver turns it on unless
-            the step is XLA-compiled or runs on TPUs (static shapes). Real positions and
-            pooled outputs do not change, padded positions of sequence outputs become zeros,
-            so tasks whose loss reads padded positions leave it off.
-        checkpointable_input: whether the training iterator can be saved in checkpoints
-            (False when its dataset calls stateful functions, e.g. a loaded SavedModel;
-            a resumed run then skips the batches already consumed instead).
-        initialized_from: set by `initialize` ("random" when nothing was loaded).
-    """
-
-    name = "task"
-    skip_padding = False
-    checkpointable_input = True
-    best_metric = None
-    progress_metrics = (("loss", "loss"),)
-    initialized_from = "random"
-
-    @abc.abstractmethod
-    def build_model(self):
-        """The Keras model (called inside the strategy scope)."""
-
-    def initialize(self, model):
-        """Loads starting weights for a new run (not on resume); returns where they came
-        from, "random" for none."""
-        return "random"
-
-    @abc.abstractmethod
-    def train_dataset(self, input_context, batch_size, skip_batches):
-        """Batches of B examples (dicts of tensors, static shapes), repeating forever,
-        with the first `skip_batches` skipped."""
-
-    def eval_dataset(self, batch_size):
-        """One pass over the evaluation examples in batches of up to `batch_size` (the
-        last may be partial: the driver pads it), or None when there is none."""
-        return None
-
-    def loss_normalizers(self, batch):
-        """Scalars summed over replicas before the loss (default: the example count)."""
-        return {"examples": tf.cast(tf.shape(next(iter(batch.values())))[0], tf.float32)}
-
-    @abc.abstractmethod
-    def loss_and_terms(self, model, batch, normalizers, training):
-        """(this replica's share of the global loss, dict of scalar sums for metrics)."""
-
-    @abc.abstractmethod
-    def train_metrics(self, totals):
-        """Summed terms of some steps -> reported metrics (Python floats)."""
-
-    def eval_outputs(self, model, batch):
-        """Per-example results [B, ...] of one evaluation batch (dict of tensors)."""
-        raise TypeError(f"task {self.name} does not evaluate (no eval_outputs); run it with do_eval off.")
-
-    def eval_metrics(self, outputs):
-        """The metrics of the evaluation set from the concatenated per-example results
-        (numpy arrays, padding rows already removed)."""
-        raise TypeError(f"task {self.name} does not evaluate (no eval_metrics); run it with do_eval off.")
-
-    def results_extras(self):
-        """Extra fields for eval_results.json (e.g. a majority-class baseline)."""
-        return {}
-
-    def on_checkpoint(self, model, output_dir):
-        """Called by the chief after each checkpoint (e.g. write a pretrained directory)."""
-
+from albert_tf.training.task import EXAMPLE_INDEX, EXAMPLE_WEIGHT
 
 @dataclasses.dataclass
 class TrainingOptions:
