@@ -130,6 +130,37 @@ def test_remat_gradients_equal_the_plain_ones_and_the_graph_recomputes_each_appl
     assert softmaxes == [2, 4]
 
 
+def test_shared_weight_gradients_are_summed_before_the_earlier_applications_backward():
+    """Ordered gradients (AlbertEncoder, "Shared weights' gradients"): the word embeddings'
+    gradient (the end of the backward pass) waits for every weight-gradient matmul of the
+    shared feed-forward kernel, so TensorFlow cannot compute all L of them first and keep
+    them; the gradients are the same as without the ordering."""
+    encoder = AlbertEncoder(config().replace(num_hidden_layers=4))
+    inputs = random_inputs(config(), batch=2, length=8)
+    ordered, graph = gradients(encoder, inputs, False)
+    encoder.orders_gradients = False
+    unordered, unordered_graph = gradients(encoder, inputs, False)
+    encoder.orders_gradients = True
+    assert relative_difference(ordered, unordered) <= 1e-6
+
+    def matmul_ancestors(graph, name):
+        """The MatMul ops the gradient of variable `name` is computed from."""
+        index = [v.path for v in encoder.trainable_variables].index(name)
+        seen, todo = set(), [graph.structured_outputs[index].op]
+        while todo:
+            op = todo.pop()
+            if op.name not in seen:
+                seen.add(op.name)
+                todo.extend(t.op for t in op.inputs)
+        return {name for name in seen if graph.get_operation_by_name(name).type == "MatMul"}
+
+    for g, waits in ((graph, True), (unordered_graph, False)):
+        kernel = matmul_ancestors(g, "group_0_inner_group_0_ffn/intermediate/kernel")
+        table = matmul_ancestors(g, "embeddings/word_embeddings")
+        assert len(kernel) >= 8  # forward and weight-gradient matmuls of 4 applications
+        assert (kernel <= table) is waits, (waits, sorted(kernel - table))
+
+
 def test_mixed_bfloat16_remat_gradients_equal_the_plain_ones_without_graph_rewrites():
     """Grappler rewrites the two graphs differently: its remapper cannot fuse a matmul with the
     bias add and activation after it in a plain training forward, whose intermediate results

@@ -34,7 +34,8 @@ from albert_tf.modeling.config import AlbertConfig
 from albert_tf.modeling.dropout import GivenSeed
 from albert_tf.modeling.embeddings import AlbertEmbeddings, truncated_normal
 from albert_tf.modeling.encoder_block import (AlbertAttention, AlbertFeedForward, apply_dense, cast_dense,
-                                              dense_gradient, padding_indices, to_padded, to_tokens)
+                                              dense_gradient, ordered_gradients, padding_indices, to_padded,
+                                              to_tokens)
 from albert_tf.modeling.pretrained import ENCODER_WEIGHTS, PretrainedMixin
 
 INPUT_NAMES = ("input_word_ids", "input_mask", "input_type_ids")
@@ -94,6 +95,17 @@ class AlbertEncoder(PretrainedMixin, keras.Model):
     merely captured would get no gradient from TensorFlow's recompute_grad): the hidden
     states and, under a mixed policy, the weights cast once per forward.
 
+    Shared weights' gradients: the dense weights of each sub-layer are taken once per forward
+    (cast to the compute dtype), and in training each application gets them, with its input
+    [R, H], through `encoder_block.ordered_gradients`: an identity whose gradient makes the
+    backward pass of the application before it wait until this application's weight
+    gradients are added to the sum of the later ones. TensorFlow otherwise computes the L
+    per-application weight gradients of a shared sub-layer as soon as each can be, keeps
+    them all and sums them at the end: measured like benchmarks/memory_cell.py at H 1024,
+    I 4096, T 128, B 1, float32, the peak grew by 56 MB per layer, about one application's
+    weight gradient (50 MB), with or without `remat`; at albert_xxlarge, T 512, B 1 about 10
+    GB of a 16.6 GB step.
+
     Dropout in training: one seed is drawn per forward from the first of the encoder's
     Dropout SeedGenerators (so checkpoints hold the same RNG states as before), turned into
     a seed per dropout site of every application (the embeddings', then per application
@@ -121,6 +133,8 @@ class AlbertEncoder(PretrainedMixin, keras.Model):
     # run-time choices (not config): see "Skipping padding" and "Rematerialization" above
     skip_padding = False
     remat = False
+    # see "Shared weights' gradients" above (off only while tracing an export)
+    orders_gradients = True
     # None, or a callable -> int scalar: this replica's index in a distributed step (see
     # "Dropout in training" above)
     replica_index = None
@@ -228,12 +242,12 @@ class AlbertEncoder(PretrainedMixin, keras.Model):
         # token_index [R], padded_index [B*T]; None: every position is a row (R = B * T)
         indices = padding_indices(input_mask) if self.skip_padding else None
         token_index, padded_index = (None, None) if indices is None else indices
-        # mixed precision: each sub-layer's weights cast to the compute dtype once per forward,
-        # not at each of its uses, and every bias gradient summed in float32 (encoder_block
-        # module doc); empty: Keras reads the weights as usual
-        cast = {}
+        # each sub-layer's dense weights once per forward, in the compute dtype (under mixed
+        # precision a cast, not one at each use, and every bias gradient summed in float32:
+        # encoder_block module doc), linked from one application to the next ("Shared
+        # weights' gradients" above)
+        cast = {id(layer): layer.cast_weights(self.compute_dtype) for layer in self.attention_layers + self.ffn_layers}
         if self.compute_dtype != self.variable_dtype:
-            cast = {id(layer): layer.cast_weights(self.compute_dtype) for layer in self.attention_layers + self.ffn_layers}
             for layer in (self.embedding_projection, self.pooler):
                 if layer is not None:
                     cast[id(layer)] = cast_dense([layer], self.compute_dtype)[0]
@@ -248,6 +262,8 @@ class AlbertEncoder(PretrainedMixin, keras.Model):
         for steps in self._layer_steps:
             for attention, ffn in steps:
                 pair_seeds = None if seeds is None else seeds[1 + 3 * application:4 + 3 * application]
+                if training and self.orders_gradients:  # this application's links ("Shared weights' gradients")
+                    x, cast[id(attention)], cast[id(ffn)] = ordered_gradients(x, cast[id(attention)], cast[id(ffn)])
                 x = self._apply_pair(attention, ffn, x, input_mask, training, indices, cast, pair_seeds)
                 application += 1
             encoder_outputs.append(to_padded(x, padded_index, batch, length))  # [B, T, H]
@@ -334,17 +350,20 @@ def set_remat(model, enabled):
 
 
 @contextlib.contextmanager
-def rematerializing(model, enabled=True):
-    """`set_remat(model, enabled)` inside the block, restored after (e.g. off around tracing
-    an export: a SavedModel cannot hold the recomputing gradient functions)."""
+def tracing_for_export(model):
+    """Inside the block every AlbertEncoder of `model` runs its plain training forward: no
+    rematerialization and no ordered gradients (`remat` and `orders_gradients` off, restored
+    after): a SavedModel cannot hold their gradient functions, so an export traces the same
+    graph whatever the run that trained the weights used."""
     encoders = encoders_in(model)
-    before = [e.remat for e in encoders]
-    count = set_remat(model, enabled)
+    before = [(e.remat, e.orders_gradients) for e in encoders]
+    for encoder in encoders:
+        encoder.remat, encoder.orders_gradients = False, False
     try:
-        yield count
+        yield len(encoders)
     finally:
-        for encoder, value in zip(encoders, before):
-            encoder.remat = value
+        for encoder, (remat, ordered) in zip(encoders, before):
+            encoder.remat, encoder.orders_gradients = remat, ordered
 
 
 def set_replica_index(model, replica_index):

@@ -145,6 +145,50 @@ def dense_gradient(x):
     return x, grad
 
 
+def ordered_gradients(x, *weights):
+    """x and `weights` themselves (identities, no copy), whose backward pass goes in order.
+
+    For one application of shared sub-layers: x [R, H] its input, `weights` its lists of
+    (kernel, bias) pairs, which the application uses instead of the ones given (the next
+    application chains from them). The gradient reaching x, i.e. the backward pass of
+    everything before this application, is made to depend on the complete gradient of these
+    weights (this application's contribution added to the later ones'), through a term that
+    is 0 (0 x one element of each weight gradient). So the per-application weight gradients
+    of a shared sub-layer are added up one application after another, and at most about two
+    of them are alive at a time, instead of TensorFlow computing all L as soon as it can and
+    summing them at the end (AlbertEncoder, "Shared weights' gradients"). Forward values and
+    gradients are unchanged (a non-finite weight gradient makes the step non-finite either way).
+
+    Args:
+        x: float [R, H].
+        *weights: lists of (kernel, bias) pairs (any number of lists).
+    Returns:
+        (x, *weights) of the same structure.
+    """
+    flat = [t for pairs in weights for pair in pairs for t in pair]
+    outputs = _ordered(x, *flat)
+    rebuilt, position = [], 1
+    for pairs in weights:
+        rebuilt.append([(outputs[position + 2 * i], outputs[position + 2 * i + 1]) for i in range(len(pairs))])
+        position += 2 * len(pairs)
+    return (outputs[0], *rebuilt)
+
+
+@ops.custom_gradient
+def _ordered(x, *flat):
+    def grad(*args, upstream=None):
+        upstream = list(args if upstream is None else upstream)
+        dx, gradients = upstream[0], upstream[1:]
+        if hasattr(dx, "indices") and hasattr(dx, "values"):  # IndexedSlices: summed into rows
+            dx = ops.segment_sum(dx.values, dx.indices, num_segments=ops.shape(x)[0])
+        anchor = [ops.cast(ops.reshape(g, (-1,))[0], "float32") for g in gradients if g is not None]
+        if anchor:
+            dx = dx + ops.cast(ops.sum(ops.stack(anchor)) * 0.0, dx.dtype)
+        return (dx, *gradients)
+
+    return (ops.copy(x), *[ops.copy(t) for t in flat]), grad
+
+
 def apply_dense(layer, x, cast=None):
     """`layer(x)`, or with `cast` = its (kernel, bias) in the compute dtype: x cast to it, then
     the same matmul, bias add (`add_bias`: the bias gradient summed in float32) and activation."""
