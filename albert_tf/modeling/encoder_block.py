@@ -191,11 +191,14 @@ def _ordered(x, *flat):
 
 def apply_dense(layer, x, cast=None):
     """`layer(x)`, or with `cast` = its (kernel, bias) in the compute dtype: x cast to it, then
-    the same matmul, bias add (`add_bias`: the bias gradient summed in float32) and activation."""
+    the same matmul, bias add (in bf16 `add_bias`: the bias gradient summed in float32) and
+    activation."""
     if cast is None:
         return layer(x)
     kernel, bias = cast
-    y = add_bias(ops.matmul(ops.cast(x, kernel.dtype), kernel), bias)
+    y = ops.matmul(ops.cast(x, kernel.dtype), kernel)
+    # float32: Keras Dense's own bias add (its gradient is exact there)
+    y = ops.add(y, bias) if kernel.dtype == "float32" else add_bias(y, bias)
     return y if layer.activation is None else layer.activation(y)
 
 
