@@ -99,3 +99,40 @@ def test_task_options_take_every_field_from_the_flag_of_its_name():
             if field.name != "tpu_name":
                 assert getattr(task, field.name) == getattr(f, field.name), field.name
         assert (training.num_train_steps, training.num_warmup_steps) == (f.train_step, f.warmup_step)
+
+
+def test_the_shipped_flag_files_parse_and_single_device_ones_reach_the_papers_batch():
+    """configs/*.flags parse with run_pretraining's flags (relative paths from the project
+    root, as the README runs them); each paper-size file keeps batch 4096 at T 512 with LAMB,
+    and each single_device_*.flags is its size's file plus --remat and accumulation: K
+    micro-batches of 4096 / K on one device."""
+    from absl import flags
+
+    from albert_tf import run_pretraining
+
+    here = os.getcwd()
+    os.chdir(ROOT)
+    try:
+        parsed = {}
+        for name in sorted(os.listdir(os.path.join(ROOT, "configs"))):
+            if name.endswith(".flags"):
+                values = flags.FlagValues()
+                run_pretraining.define_flags(values)
+                values(["run_pretraining", f"--flagfile=configs/{name}"])
+                assert os.path.exists(values.albert_config_file), (name, values.albert_config_file)
+                parsed[name[:-len(".flags")]] = values
+    finally:
+        os.chdir(here)
+    singles = [name for name in parsed if name.startswith("single_device_")]
+    assert sorted(singles) == ["single_device_base", "single_device_large", "single_device_xxlarge"]
+    for size in ("base", "large", "xlarge", "xxlarge"):
+        paper = parsed[size]
+        assert (paper.train_batch_size, paper.max_seq_length, paper.optimizer) == (4096, 512, "lamb")
+        assert not paper.remat and paper.gradient_accumulation_steps == 1
+    for name in singles:
+        single, paper = parsed[name], parsed[name[len("single_device_"):]]
+        assert single.remat and single.strategy == "one_device"
+        k = single.gradient_accumulation_steps
+        assert k > 1 and single.train_batch_size == 4096 and 4096 % k == 0, name
+        for flag in ("albert_config_file", "max_seq_length", "learning_rate", "num_train_steps", "num_warmup_steps"):
+            assert single[flag].value == paper[flag].value, (name, flag)
