@@ -316,34 +316,31 @@ def run_rounds(cells, rounds, cap_bytes, timeout, runner=run_cell, stream=sys.st
     return records
 
 
-def main(argv):
-    del argv
+def run(f):
+    """The benchmark with the parsed flags `f` (ValueError for a bad one, before any cell runs)."""
     import csv
-
-    from absl import app, flags
 
     from albert_tf.storage import atomic
     from albert_tf.training.precision import choose, read_cpuinfo
 
-    f = flags.FLAGS
     unknown = [s for s in f.systems if s not in SYSTEMS]
     if unknown:
-        raise app.UsageError(f"--systems: unknown {', '.join(unknown)}; expected some of {', '.join(SYSTEMS)}")
+        raise ValueError(f"--systems: unknown {', '.join(unknown)}; expected some of {', '.join(SYSTEMS)}")
     bad_sizes = [s for s in f.sizes if s not in ("tiny", "base", "large", "xlarge", "xxlarge")]
     if bad_sizes:
-        raise app.UsageError(f"--sizes: unknown {', '.join(bad_sizes)}; expected tiny, base, large, xlarge, xxlarge")
+        raise ValueError(f"--sizes: unknown {', '.join(bad_sizes)}; expected tiny, base, large, xlarge, xxlarge")
     try:
         seqs, batches = [int(s) for s in f.seqs], [int(b) for b in f.batches]
     except ValueError as e:
-        raise app.UsageError(f"--seqs and --batches take integers: {e}") from None
+        raise ValueError(f"--seqs and --batches take integers: {e}") from None
     if min(seqs + batches) < 1 or max(seqs) > 512:
-        raise app.UsageError("--seqs must be in 1..512 and --batches positive")
+        raise ValueError("--seqs must be in 1..512 and --batches positive")
     chosen = {}
     for asked in f.policies:
         try:
             precision = choose(asked)
         except ValueError as e:
-            raise app.UsageError(f"--policies: {e}") from None
+            raise ValueError(f"--policies: {e}") from None
         chosen.setdefault(precision.policy, f"{asked}: {precision.reason}")
     cap = int(f.cap_gb * GB) if f.cap_gb else int(0.9 * mem_available())
     cpu, cpu_flags = read_cpuinfo()
@@ -405,12 +402,16 @@ def main(argv):
         writer.writerows(rows)
     plot(rows, os.path.join(out, "memory_vs_batch.png"))
     print(f"wrote {out}/results.json, results.csv and memory_vs_batch.png", flush=True)
+    return 0
+
+
+def entry():
+    from albert_tf import cli
+
+    cli.main("memory_bench", define_flags, run)
 
 
 if __name__ == "__main__":
-    from absl import app
-
     sys.path.insert(0, ROOT)
     sys.path.insert(0, HERE)
-    define_flags()
-    app.run(main)
+    entry()

@@ -102,3 +102,16 @@ def test_a_cell_over_the_cap_is_stopped_and_a_real_remat_cell_measures_a_step():
     assert record["remat"] is True and record["parameters"] > 30000 * 16  # the word embeddings alone
     assert record["peak_rss"] >= record["baseline_rss"] > record["rss_after_imports"]
     assert len(record["step_seconds"]) == 1 and record["step_seconds"][0] > 0
+
+
+def test_bad_flags_are_refused_before_any_cell():
+    import types
+
+    good = dict(systems=["albert_tf"], sizes=["tiny"], seqs=["32"], batches=["1"], policies=["float32"])
+    for change, message in ((dict(systems=["albert_tf", "torch"]), "--systems: unknown torch"),
+                            (dict(sizes=["huge"]), "--sizes: unknown huge"),
+                            (dict(seqs=["1024"]), "--seqs must be in 1..512"),
+                            (dict(batches=["two"]), "--seqs and --batches take integers"),
+                            (dict(policies=["float16"]), "--policies")):
+        with pytest.raises(ValueError, match=message):
+            bench.run(types.SimpleNamespace(**dict(good, **change)))
