@@ -34,8 +34,8 @@ from albert_tf.modeling.config import AlbertConfig
 from albert_tf.modeling.dropout import GivenSeed
 from albert_tf.modeling.embeddings import AlbertEmbeddings, truncated_normal
 from albert_tf.modeling.encoder_block import (AlbertAttention, AlbertFeedForward, apply_dense, cast_dense,
-                                              dense_gradient, ordered_gradients, padding_indices, to_padded,
-                                              to_tokens)
+                                              dense_gradient, flatten_pairs, ordered_gradients, padding_indices,
+                                              to_padded, to_tokens, unflatten_pairs)
 from albert_tf.modeling.pretrained import ENCODER_WEIGHTS, PretrainedMixin
 
 INPUT_NAMES = ("input_word_ids", "input_mask", "input_type_ids")
@@ -302,24 +302,25 @@ class AlbertEncoder(PretrainedMixin, keras.Model):
             input_mask: int [B, T].
             training: bool.
             indices: None or `padding_indices(input_mask)`.
-            cast: {id(layer): its weights in the compute dtype}, empty in float32.
+            cast: {id(layer): its dense weights in the compute dtype}; a sub-layer's None: Keras
+                reads its weights at each use.
             seeds: None or int32 [3, 2]: the attention's two dropout sites', the
                 feed-forward's.
         Returns:
             float32 [R, H].
         """
-        attention_cast, ffn_cast = cast.get(id(attention)), cast.get(id(ffn))
-        # the wrapped function's arguments: x and each cast (kernel, bias), flat (the seeds and
-        # indices are integers, through which no gradient flows: captured)
-        weights = [t for pairs in (attention_cast or [], ffn_cast or []) for pair in pairs for t in pair]
+        casts = [cast.get(id(attention)), cast.get(id(ffn))]
+        lengths = [0 if c is None else len(c) for c in casts]
         pair_seeds = (None,) * 3 if seeds is None else (seeds[:2], seeds[2])
 
+        # the wrapped function's arguments: x and every (kernel, bias), flat (the seeds and
+        # indices are integers, through which no gradient flows: captured)
         def pair(x, *weights):
-            casts = [tuple(weights[i:i + 2]) for i in range(0, len(weights), 2)]
-            x = attention(x, input_mask, training=training, indices=indices,
-                          cast=casts[:4] if attention_cast is not None else None, seeds=pair_seeds[0])
-            return ffn(x, training=training, cast=casts[4:] if ffn_cast is not None else None, seed=pair_seeds[1])
+            attention_cast, ffn_cast = (None if c is None else w for c, w in zip(casts, unflatten_pairs(weights, lengths)))
+            x = attention(x, input_mask, training=training, indices=indices, cast=attention_cast, seeds=pair_seeds[0])
+            return ffn(x, training=training, cast=ffn_cast, seed=pair_seeds[1])
 
+        weights = flatten_pairs([c or [] for c in casts])
         if self.remat and training:
             return dense_gradient(keras.remat(pair)(x, *weights))
         return pair(x, *weights)
@@ -331,22 +332,24 @@ def encoders_in(model):
     return [layer for layer in layers if isinstance(layer, AlbertEncoder)]
 
 
+def _set_on_encoders(model, attribute, value):
+    """Sets `attribute` to `value` on every AlbertEncoder in `model`; returns how many."""
+    encoders = encoders_in(model)
+    for encoder in encoders:
+        setattr(encoder, attribute, value)
+    return len(encoders)
+
+
 def set_skip_padding(model, enabled):
     """Turns padding skipping on or off for every AlbertEncoder in `model`; returns how many
     encoders it set (0 for a model without one, e.g. around a loaded SavedModel)."""
-    encoders = encoders_in(model)
-    for encoder in encoders:
-        encoder.skip_padding = bool(enabled)
-    return len(encoders)
+    return _set_on_encoders(model, "skip_padding", bool(enabled))
 
 
 def set_remat(model, enabled):
     """Turns rematerialization (AlbertEncoder's "Rematerialization") on or off for every
     AlbertEncoder in `model`; returns how many encoders it set."""
-    encoders = encoders_in(model)
-    for encoder in encoders:
-        encoder.remat = bool(enabled)
-    return len(encoders)
+    return _set_on_encoders(model, "remat", bool(enabled))
 
 
 @contextlib.contextmanager
@@ -370,10 +373,7 @@ def set_replica_index(model, replica_index):
     """Gives every AlbertEncoder in `model` the callable that tells, inside a distributed
     step, this replica's index (an int scalar), so that replicas draw different dropout
     masks (None: the same stream everywhere); returns how many encoders it set."""
-    encoders = encoders_in(model)
-    for encoder in encoders:
-        encoder.replica_index = replica_index
-    return len(encoders)
+    return _set_on_encoders(model, "replica_index", replica_index)
 
 
 @contextlib.contextmanager

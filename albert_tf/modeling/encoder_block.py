@@ -165,13 +165,23 @@ def ordered_gradients(x, *weights):
     Returns:
         (x, *weights) of the same structure.
     """
-    flat = [t for pairs in weights for pair in pairs for t in pair]
-    outputs = _ordered(x, *flat)
-    rebuilt, position = [], 1
-    for pairs in weights:
-        rebuilt.append([(outputs[position + 2 * i], outputs[position + 2 * i + 1]) for i in range(len(pairs))])
-        position += 2 * len(pairs)
-    return (outputs[0], *rebuilt)
+    outputs = _ordered(x, *flatten_pairs(weights))
+    return (outputs[0], *unflatten_pairs(outputs[1:], [len(pairs) for pairs in weights]))
+
+
+def flatten_pairs(weights):
+    """Lists of (kernel, bias) pairs -> one flat list of tensors (for functions that take
+    tensors as positional arguments: custom gradients, keras.remat)."""
+    return [t for pairs in weights for pair in pairs for t in pair]
+
+
+def unflatten_pairs(flat, lengths):
+    """`flatten_pairs`' inverse: a flat list -> lists of `lengths[i]` (kernel, bias) pairs."""
+    lists, position = [], 0
+    for length in lengths:
+        lists.append([(flat[position + 2 * i], flat[position + 2 * i + 1]) for i in range(length)])
+        position += 2 * length
+    return lists
 
 
 @ops.custom_gradient
