@@ -49,13 +49,11 @@ class ClassifierModule(tf.train.Checkpoint):
         self.variables = [getattr(v, "value", v) for v in classifier.weights]
         if self._labels:
             self._label_names = tf.constant(self._labels)
-        string = tf.TensorSpec([None], tf.string)
         specs = {"text_a": tf.TensorSpec([None], tf.string, name="text_a")}
         if self._pair:
             specs["text_b"] = tf.TensorSpec([None], tf.string, name="text_b")
         fn = self._call_pair if self._pair else self._call_single
-        self.__call__ = tf.function(fn, input_signature=[string, string] if self._pair else [string])
-        self._signature_fn = tf.function(fn, input_signature=list(specs.values()))
+        self.__call__ = tf.function(fn, input_signature=list(specs.values()))
 
     def _outputs(self, text_a, text_b):
         inputs = pack(self.preprocess, text_a, text_b, self._seq_length, self._widths)
@@ -73,7 +71,7 @@ class ClassifierModule(tf.train.Checkpoint):
         return self._outputs(text_a, text_b)
 
     def signatures(self):
-        return {"serving_default": self._signature_fn.get_concrete_function()}
+        return {"serving_default": self.__call__.get_concrete_function()}  # the one trace of __call__
 
 
 def export_classifier(preprocess, classifier, export_dir, seq_length, labels=(), pair=False, task_name="",

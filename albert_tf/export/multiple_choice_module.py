@@ -48,7 +48,6 @@ class MultipleChoiceModule(RawTextModule):
         specs = [tf.TensorSpec([None], tf.string, name="article"), tf.TensorSpec([None], tf.string, name="question"),
                  tf.TensorSpec([None, None], tf.string, name="options")]
         self.__call__ = tf.function(self._answer, input_signature=specs)
-        self._signature_fn = tf.function(self._answer, input_signature=specs)
 
     def _qa_text(self, question, option):
         """The release's question-with-option, on normalised strings [N]."""

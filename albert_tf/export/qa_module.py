@@ -66,9 +66,7 @@ class QuestionAnsweringModule(RawTextModule):
         self._n_best_size = int(n_best_size)
         self._max_answer_length = int(max_answer_length)
         self._v2 = model.version == "v2"
-        string = tf.TensorSpec([None], tf.string)
-        self.__call__ = tf.function(self._answer_batch, input_signature=[string, string])
-        self._signature_fn = tf.function(
+        self.__call__ = tf.function(
             self._answer_batch, input_signature=[tf.TensorSpec([None], tf.string, name="question"),
                                                  tf.TensorSpec([None], tf.string, name="context")])
 

@@ -18,7 +18,8 @@ from albert_tf.storage.outputs import EXPORT, replacing_dir
 class RawTextModule(tf.train.Checkpoint):
     """Root object of a raw-string SavedModel: `model` and its `variables`, the asset
     `sp_model_file`, the tokenizer and special ids, `_widths`. A subclass sets
-    `self._signature_fn` (the serving_default function) and `self.__call__`.
+    `self.__call__` (a tf.function with named input specs), which is also the
+    serving_default signature: one function, traced once for both.
 
     Args:
         model: the fine-tuned Keras model.
@@ -43,7 +44,7 @@ class RawTextModule(tf.train.Checkpoint):
         self._widths = tuple(widths) if widths else (self._max_seq_length,)
 
     def signatures(self):
-        return {"serving_default": self._signature_fn.get_concrete_function()}
+        return {"serving_default": self.__call__.get_concrete_function()}
 
 
 @contextlib.contextmanager
