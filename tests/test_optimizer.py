@@ -143,3 +143,49 @@ def test_embedding_gradients_with_repeated_tokens_update_as_their_dense_sum(cls)
     strategy = tf.distribute.get_strategy()
     clipped = strategy.run(lambda: sum_and_clip([sparse], 1.0))[0]
     np.testing.assert_allclose(np.asarray(clipped), dense.numpy() / np.linalg.norm(dense.numpy()), atol=1e-6)
+
+
+def _ancestors(op):
+    """Every op `op` depends on, through data and control inputs."""
+    seen, stack = set(), [op]
+    while stack:
+        current = stack.pop()
+        for parent in [t.op for t in current.inputs] + list(current.control_inputs):
+            if parent not in seen:
+                seen.add(parent)
+                stack.append(parent)
+    return seen
+
+
+@pytest.mark.parametrize("cls, trust", [(LAMB, True), (AdamWeightDecay, False)])
+def test_in_a_graph_each_update_waits_for_the_previous_one_and_computes_the_same(cls, trust):
+    """In a tf.function (the driver's step) the variables' updates run one after another:
+    each one's delta depends on the previous one's (so one variable's temporaries are alive
+    at a time: issue 31's memory); the values are the release's, as in eager mode."""
+    import keras
+    import tensorflow as tf
+
+    rng = np.random.default_rng(1)
+    shapes = {"kernel_a": (6, 5), "bias": (5,), "kernel_b": (5, 7), "LayerNorm_gamma": (7,)}
+    variables = [keras.Variable(rng.normal(size=s).astype("float32"), name=n) for n, s in shapes.items()]
+    optimizer = cls(learning_rate=0.01)
+    optimizer.build(variables)
+    grads = [tf.constant(rng.normal(scale=0.1, size=v.shape).astype("float32")) for v in variables]
+    state = {v.path: (np.asarray(v, np.float64), np.zeros(v.shape), np.zeros(v.shape)) for v in variables}
+
+    step = tf.function(lambda: optimizer.apply(grads, variables))
+    graph = step.get_concrete_function().graph
+    deltas = [op.inputs[1].op for op in graph.get_operations() if op.type == "AssignSubVariableOp"]
+    assert len(deltas) == len(variables)
+    for earlier, later in zip(deltas, deltas[1:]):
+        assert earlier in _ancestors(later), (earlier.name, later.name)
+    assert deltas[-1] not in _ancestors(deltas[0])
+
+    for _ in range(2):
+        step()
+        for v, g in zip(variables, grads):
+            w, m, s = state[v.path]
+            state[v.path] = numpy_release_update(w, m, s, np.asarray(g, np.float64), 0.01,
+                                                 bool(EXCLUDED.search(v.path)), trust)
+    for v in variables:
+        np.testing.assert_allclose(np.asarray(v), state[v.path][0], atol=1e-6, rtol=0, err_msg=v.path)

@@ -88,7 +88,25 @@ class _ReleaseOptimizer(keras.optimizers.Optimizer):
         """Whether the trust ratio applies to `variable` (after build)."""
         return self.use_trust_ratio and self._adapt[self._get_variable_index(variable)]
 
+    # The variables' updates run one after another on each device: each update's ops wait
+    # for the previous update's delta (a control dependency, no other change), so that the
+    # temporaries of one variable's update are alive at a time. Left to the executor, the
+    # updates of all variables advance together and their temporaries (m, v, their squares,
+    # the update, its norm inputs: each of the variable's size) are alive at once, several
+    # times the model's weights at the peak of a step.
+    _chain = None
+
     def update_step(self, gradient, variable, learning_rate):
+        chain = self._chain if self._chain is not None and tf.inside_function() else None
+        device = getattr(variable, "device", "")
+        with tf.control_dependencies(chain.get(device, []) if chain is not None else []):
+            delta = self._update(gradient, variable, learning_rate)
+        if chain is not None:
+            chain[device] = [delta]
+        self.assign_sub(variable, delta)
+
+    def _update(self, gradient, variable, learning_rate):
+        """The update of one variable; returns lr x update (the delta to subtract)."""
         index = self._get_variable_index(variable)
         dtype = variable.dtype
         lr = ops.cast(learning_rate, dtype)
@@ -108,7 +126,7 @@ class _ReleaseOptimizer(keras.optimizers.Optimizer):
                 ops.ones_like(w_norm),
             )
             update = ops.multiply(update, ratio)
-        self.assign_sub(variable, ops.multiply(lr, update))
+        return ops.multiply(lr, update)
 
     def _trackable_children(self, save_type="checkpoint", **kwargs):
         # Keras keeps a list of the model's variables on the optimizer; as a checkpoint
@@ -121,7 +139,11 @@ class _ReleaseOptimizer(keras.optimizers.Optimizer):
     def apply(self, grads, trainable_variables=None):
         """Keras' apply with embedding gradients made dense first, so that Keras' own clipping
         (clipnorm, global_clipnorm, under model.fit) sees the gradient's norm, not its rows'."""
-        return super().apply([None if g is None else dense(g) for g in grads], trainable_variables)
+        self._chain = {}
+        try:
+            return super().apply([None if g is None else dense(g) for g in grads], trainable_variables)
+        finally:
+            self._chain = None
 
     _gradients_summed = False
 
