@@ -88,16 +88,21 @@ class _ReleaseOptimizer(keras.optimizers.Optimizer):
         """Whether the trust ratio applies to `variable` (after build)."""
         return self.use_trust_ratio and self._adapt[self._get_variable_index(variable)]
 
-    # The variables' updates run one after another on each device: each update's ops wait
-    # for the previous update's delta (a control dependency, no other change), so that the
-    # temporaries of one variable's update are alive at a time. Left to the executor, the
-    # updates of all variables advance together and their temporaries (m, v, their squares,
-    # the update, its norm inputs: each of the variable's size) are alive at once, several
-    # times the model's weights at the peak of a step.
+    # The large variables' updates run one after another on each device: each one's ops wait
+    # for the previous one's delta (a control dependency, no other change), so that the
+    # temporaries of one large update are alive at a time. Left to the executor, the updates
+    # of all variables advance together and their temporaries (m, v, their squares, the
+    # update, its norm inputs: each of the variable's size) are alive at once, several times
+    # the model's weights at the peak of a step. Variables under `chain_min_size` elements
+    # (biases, LayerNorm, small models' kernels) update freely: their temporaries are small
+    # and running them in parallel keeps a small model's step fast.
+    chain_min_size = 1 << 20
     _chain = None
 
     def update_step(self, gradient, variable, learning_rate):
         chain = self._chain if self._chain is not None and tf.inside_function() else None
+        if chain is not None and (variable.shape.num_elements() or 0) < self.chain_min_size:
+            chain = None
         device = getattr(variable, "device", "")
         with tf.control_dependencies(chain.get(device, []) if chain is not None else []):
             delta = self._update(gradient, variable, learning_rate)
