@@ -143,7 +143,8 @@ class _ReleaseOptimizer(keras.optimizers.Optimizer):
 
     def apply(self, grads, trainable_variables=None):
         """Keras' apply with embedding gradients made dense first, so that Keras' own clipping
-        (clipnorm, global_clipnorm, under model.fit) sees the gradient's norm, not its rows'."""
+        (clipnorm, global_clipnorm, under model.fit) sees the gradient's norm, not its rows';
+        in a graph the large variables' updates run in turn (see `chain_min_size`)."""
         self._chain = {}
         try:
             return super().apply([None if g is None else dense(g) for g in grads], trainable_variables)
