@@ -4,6 +4,7 @@ import gc
 import os
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 
 # Python's cyclic garbage collector scans every tracked object, and a test worker that traces
 # hundreds of TensorFlow graphs holds millions: at the default thresholds (700, 10, 10)
@@ -11,7 +12,6 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 # collections); at these, 2.9 s in 33 (92 s in all). Objects that live through collection
 # (modules, TensorFlow's own) are frozen out of the scans after it (pytest_collection_finish).
 gc.set_threshold(50_000, 20, 100)
-os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402

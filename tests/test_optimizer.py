@@ -174,18 +174,18 @@ def test_in_a_graph_each_update_waits_for_the_previous_one_and_computes_the_same
     grads = [tf.constant(rng.normal(scale=0.1, size=v.shape).astype("float32")) for v in variables]
     state = {v.path: (np.asarray(v, np.float64), np.zeros(v.shape), np.zeros(v.shape)) for v in variables}
 
-    def deltas_of(fn):
-        graph = tf.function(fn).get_concrete_function().graph
+    def deltas_of(step):
+        graph = step.get_concrete_function().graph
         deltas = [op.inputs[1].op for op in graph.get_operations() if op.type == "AssignSubVariableOp"]
         assert len(deltas) == len(variables)
         return deltas
 
     # these variables are under the default chain_min_size: their updates are independent
-    deltas = deltas_of(lambda: optimizer.apply(grads, variables))
+    deltas = deltas_of(tf.function(lambda: optimizer.apply(grads, variables)))
     assert not any(earlier in _ancestors(later) for earlier, later in zip(deltas, deltas[1:]))
     optimizer.chain_min_size = 0  # as if every variable were large
     step = tf.function(lambda: optimizer.apply(grads, variables))
-    deltas = deltas_of(lambda: optimizer.apply(grads, variables))
+    deltas = deltas_of(step)  # the trace that step() runs below
     for earlier, later in zip(deltas, deltas[1:]):
         assert earlier in _ancestors(later), (earlier.name, later.name)
     assert deltas[-1] not in _ancestors(deltas[0])

@@ -316,7 +316,8 @@ class AlbertEncoder(PretrainedMixin, keras.Model):
         # the wrapped function's arguments: x and every (kernel, bias), flat (the seeds and
         # indices are integers, through which no gradient flows: captured)
         def pair(x, *weights):
-            attention_cast, ffn_cast = (None if c is None else w for c, w in zip(casts, unflatten_pairs(weights, lengths)))
+            given = unflatten_pairs(weights, lengths)
+            attention_cast, ffn_cast = (None if c is None else w for c, w in zip(casts, given))
             x = attention(x, input_mask, training=training, indices=indices, cast=attention_cast, seeds=pair_seeds[0])
             return ffn(x, training=training, cast=ffn_cast, seed=pair_seeds[1])
 

@@ -100,14 +100,13 @@ class _ReleaseOptimizer(keras.optimizers.Optimizer):
     _chain = None
 
     def update_step(self, gradient, variable, learning_rate):
-        chain = self._chain if self._chain is not None and tf.inside_function() else None
-        if chain is not None and (variable.shape.num_elements() or 0) < self.chain_min_size:
-            chain = None
-        device = getattr(variable, "device", "")
-        with tf.control_dependencies(chain.get(device, []) if chain is not None else []):
+        if (self._chain is None or not tf.inside_function()
+                or (variable.shape.num_elements() or 0) < self.chain_min_size):
+            self.assign_sub(variable, self._update(gradient, variable, learning_rate))
+            return
+        with tf.control_dependencies(self._chain.get(variable.device, [])):
             delta = self._update(gradient, variable, learning_rate)
-        if chain is not None:
-            chain[device] = [delta]
+        self._chain[variable.device] = [delta]
         self.assign_sub(variable, delta)
 
     def _update(self, gradient, variable, learning_rate):
