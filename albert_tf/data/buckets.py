@@ -23,6 +23,8 @@ Shape legend: N examples, B batch, T max_seq_length, W a bucket width (<= T).
 import numpy as np
 import tensorflow as tf
 
+from albert_tf.data.maps import graph_map
+
 DEFAULT_BUCKETS = "16,32,64,128,256,384,512"
 LENGTH = "_length"
 _HELP = ("Batches are padded only to the smallest of these widths (and --max_seq_length) that holds their longest "
@@ -105,7 +107,8 @@ def bucketed_batches(columns, lengths, batch_size, widths, finalize, training, s
         lengths: int [N], each example's real length (what it needs of the width).
         batch_size: B.
         widths: bucket_widths output; one width (T) gives plain batches.
-        finalize: batch dict (with LENGTH [B]) -> model batch (e.g. cut_to_width(...)).
+        finalize: batch dict (with LENGTH [B]) -> model batch (e.g. cut_to_width(...)); plain graph
+            code, traced without AutoGraph (data/maps.py).
         training: True: shuffled (seed) and repeated forever, batches of exactly B drawn from
             one bucket each, buckets interleaved as the shuffled stream fills them. False:
             one pass sorted by length (then by index; the last batch may be partial).
@@ -122,7 +125,7 @@ def bucketed_batches(columns, lengths, batch_size, widths, finalize, training, s
     if not training:
         order = np.argsort(lengths, kind="stable")
         sorted_columns = {k: np.asarray(v)[order] for k, v in columns.items()}
-        return tf.data.Dataset.from_tensor_slices(sorted_columns).batch(batch_size).map(finalize)
+        return graph_map(tf.data.Dataset.from_tensor_slices(sorted_columns).batch(batch_size), finalize)
     ds = tf.data.Dataset.from_tensor_slices(columns)
     if input_context is not None and input_context.num_input_pipelines > 1:
         ds = ds.shard(input_context.num_input_pipelines, input_context.input_pipeline_id)
@@ -131,7 +134,8 @@ def bucketed_batches(columns, lengths, batch_size, widths, finalize, training, s
         ds = ds.batch(batch_size, drop_remainder=True)
     else:
         ds = ds.bucket_by_sequence_length(
-            lambda row: row[LENGTH], bucket_boundaries=[w + 1 for w in widths[:-1]],
-            bucket_batch_sizes=[batch_size] * len(widths), no_padding=True, drop_remainder=True)
+            tf.autograph.experimental.do_not_convert(lambda row: row[LENGTH]),
+            bucket_boundaries=[w + 1 for w in widths[:-1]], bucket_batch_sizes=[batch_size] * len(widths),
+            no_padding=True, drop_remainder=True)
     ds = ds.skip(skip_batches) if skip_batches else ds
-    return ds.map(finalize, num_parallel_calls=tf.data.AUTOTUNE)
+    return graph_map(ds, finalize, num_parallel_calls=tf.data.AUTOTUNE)

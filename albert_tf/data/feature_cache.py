@@ -316,6 +316,8 @@ def read_feature_arrays(path, kind, names=None):
     """
     import tensorflow as tf
 
+    from albert_tf.data.maps import graph_map
+
     path = os.fspath(path)
     sidecar = read_sidecar(path, kind)
     if sidecar is None:
@@ -325,7 +327,7 @@ def read_feature_arrays(path, kind, names=None):
             for name, shape in shapes.items()}
     names = tuple(shapes) if names is None else tuple(names)
     parts = {name: [] for name in names}
-    dataset = tf.data.TFRecordDataset(path).batch(4096).map(lambda r: tf.io.parse_example(r, spec))
+    dataset = graph_map(tf.data.TFRecordDataset(path).batch(4096), lambda r: tf.io.parse_example(r, spec))
     try:
         for batch in dataset.as_numpy_iterator():
             for name in names:

@@ -23,6 +23,7 @@ import tensorflow as tf
 from albert_tf.data.example_codec import FEATURE_NAMES, feature_lengths
 from albert_tf.data.files import expand_input_files
 from albert_tf.data.instances import ngram_weights
+from albert_tf.data.maps import graph_map
 from albert_tf.data.vocab import SpecialTokens
 
 
@@ -235,14 +236,14 @@ def pretraining_dataset(
         ds = ds.shuffle(shuffle_buffer_size, seed=seed, reshuffle_each_iteration=True)
     else:
         ds = ds.flat_map(tf.data.TFRecordDataset)
-    ds = ds.map(_parse_fn(max_seq_length, max_predictions_per_seq), num_parallel_calls=parallel,
-                deterministic=deterministic)
+    ds = graph_map(ds, _parse_fn(max_seq_length, max_predictions_per_seq), num_parallel_calls=parallel,
+                   deterministic=deterministic)
     if dynamic_masking is not None:
-        ds = ds.enumerate().map(
-            lambda i, f: remask(f, tf.stack([tf.constant(seed, tf.int64), i]), dynamic_masking,
-                                max_predictions_per_seq),
+        ds = graph_map(
+            ds.enumerate(),
+            lambda i, f: remask(f, tf.stack([tf.constant(seed, tf.int64), i]), dynamic_masking, max_predictions_per_seq),
             num_parallel_calls=parallel, deterministic=deterministic)
-    ds = ds.map(_to_model_features, num_parallel_calls=parallel, deterministic=deterministic)
+    ds = graph_map(ds, _to_model_features, num_parallel_calls=parallel, deterministic=deterministic)
     ds = ds.batch(batch_size, drop_remainder=True)
     if skip_batches:
         ds = ds.skip(skip_batches)

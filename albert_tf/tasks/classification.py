@@ -24,6 +24,7 @@ from albert_tf.data.classifier_data import get_task, read_examples
 from albert_tf.data.classifier_metrics import compute
 from albert_tf.data.buckets import DEFAULT_BUCKETS, bucket_widths, bucketed_batches
 from albert_tf.data.classifier_pipeline import label_ids, pack, packed_lengths
+from albert_tf.data.maps import graph_map
 from albert_tf.modeling.encoder import INPUT_NAMES
 from albert_tf.modeling.losses import classifier_nll
 from albert_tf.storage import atomic
@@ -223,7 +224,7 @@ class ClassificationTask(Task):
         if order.min() < 0 or order.max() >= count:
             raise ValueError(f"batches_dataset: an index is outside {split}'s {count} examples")
         columns = {k: v[order] for k, v in self._columns(self.splits[split]).items()}
-        return tf.data.Dataset.from_tensor_slices(columns).batch(sizes.pop()).map(self._to_features)
+        return graph_map(tf.data.Dataset.from_tensor_slices(columns).batch(sizes.pop()), self._to_features)
 
     def split_dataset(self, split, batch_size):
         """One pass over a split by length (example_index restores the order; the last

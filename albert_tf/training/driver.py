@@ -40,6 +40,7 @@ import time
 import numpy as np
 import tensorflow as tf
 
+from albert_tf.data.maps import graph_map
 from albert_tf.modeling.encoder import set_remat, set_replica_index, set_skip_padding
 from albert_tf.storage import atomic
 from albert_tf.training import step as step_lib
@@ -154,7 +155,7 @@ class Trainer:
         # once. Model, loss and metrics code has no Python control flow on tensors, so the
         # step and the evaluation skip AutoGraph's source conversion (a quarter of tracing).
         self._step_fn = tf.function(self._reduced_step, autograph=False)
-        self._train_fn = tf.function(self._train_loop)
+        self._train_fn = tf.function(self._train_loop, autograph=False)
         self._eval_fn = tf.function(self._eval_step, autograph=False)
 
     def model_in(self, policy):
@@ -195,10 +196,12 @@ class Trainer:
         # one call site of the step in the graph (its traced outputs give the terms' structure),
         # so graph optimization sees the step once
         totals = step_lib.zero_terms(self._step_fn.get_concrete_function(iterator).structured_outputs)
-        for _ in tf.range(steps):
+
+        def body(i, totals):
             step_terms = self._step_fn(iterator)
-            totals = {k: totals[k] + step_terms[k] for k in totals}
-        return totals
+            return i + 1, {k: totals[k] + step_terms[k] for k in totals}
+
+        return tf.while_loop(lambda i, _: i < steps, body, (tf.constant(0, steps.dtype), totals))[1]
 
     def train(self, iterator, steps):
         """Runs `steps` (>= 1) steps in one tf.function call; returns the summed terms as floats."""
@@ -225,7 +228,7 @@ class Trainer:
         Raises:
             ValueError: the dataset holds no example.
         """
-        padded = dataset.map(lambda b: pad_batch(b, global_batch_size))
+        padded = graph_map(dataset, lambda b: pad_batch(b, global_batch_size))
         distributed = self.strategy.experimental_distribute_dataset(padded)
         chunks = {}
         steps = 0
