@@ -89,7 +89,7 @@ ALLOWED_ROOMS = {
     "modeling": {"storage"},
     "data": {"storage"},
     "training": {"storage", "modeling", "data"},
-    "convert": {"storage", "modeling"},
+    "convert": {"storage", "modeling", "data"},  # data: the tokenizer written with --to=hf / keras_hub
     "export": {"storage", "modeling", "data"},
     "tasks": {"storage", "modeling", "data", "training", "export"},
 }

@@ -1,4 +1,5 @@
-"""Converts ALBERT weights between the original TF1 release, Hugging Face, keras-hub and albert_tf.
+"""Converts ALBERT weights between the original TF1 release, Hugging Face, keras-hub and albert_tf
+(reading all four; writing albert_tf, tf1, hf and keras_hub).
 
 Pretrained models, bare encoders, SQuAD and multiple-choice models convert alike: a
 release checkpoint from run_squad_v1.py / run_squad_v2.py, or a Hugging Face
@@ -12,6 +13,10 @@ both back to tf1).
     python -m albert_tf.convert --from=hf --to=albert_tf --input=hf/albert-base-v2 --output=converted/base
     python -m albert_tf.convert --from=keras_hub --to=albert_tf --input=keras_hub_preset_dir --output=...
     python -m albert_tf.convert --from=albert_tf --to=tf1 --input=runs/base --output=release_format/
+    python -m albert_tf.convert --from=albert_tf --to=hf --input=runs/base --spm_model_file=spm.model \
+        --output=hf/albert_tf_base          # transformers' from_pretrained / AutoTokenizer load it
+    python -m albert_tf.convert --from=albert_tf --to=keras_hub --input=runs/base --spm_model_file=spm.model \
+        --output=keras_hub/albert_tf_base   # keras_hub.models.AlbertMaskedLM.from_preset loads it
 
 --output is a new path or an earlier conversion of albert_tf's (replaced atomically); an
 existing directory albert_tf did not make, the input itself or a directory holding it is
@@ -32,12 +37,17 @@ from albert_tf import cli
 def define_flags(flag_values=None):
     fv = {"flag_values": flags.FLAGS if flag_values is None else flag_values}
     flags.DEFINE_enum("from", None, ["tf1", "hf", "keras_hub", "albert_tf"], "Source format.", **fv)
-    flags.DEFINE_enum("to", "albert_tf", ["albert_tf", "tf1"], "Target format.", **fv)
+    flags.DEFINE_enum("to", "albert_tf", ["albert_tf", "tf1", "hf", "keras_hub"], "Target format.", **fv)
     flags.DEFINE_string("input", None, "Source checkpoint, model directory or weights file.", **fv)
     flags.DEFINE_string("output", None, "Output directory: a new path or an earlier conversion of albert_tf's "
                         "(replaced); anything else is refused.", **fv)
     flags.DEFINE_string("albert_config_file", None, "albert_config.json (needed where the source carries no config).",
                         **fv)
+    flags.DEFINE_string("spm_model_file", None, "The model's SentencePiece model, written with --to=hf and "
+                        "--to=keras_hub (default: the one the input carries: spiece.model, spm.model, "
+                        "assets/tokenizer/vocabulary.spm).", **fv)
+    flags.DEFINE_bool("do_lower_case", True, "--to=hf: the tokenizer lower-cases and strips accents (as the model "
+                      "was trained).", **fv)
 
 
 def check_paths(f):
@@ -47,7 +57,8 @@ def check_paths(f):
 
     outputs.check([outputs.Output("--output", f["output"].value, outputs.CONVERSION)],
                   [outputs.Input("--input", f["input"].value),
-                   outputs.Input("--albert_config_file", f["albert_config_file"].value)])
+                   outputs.Input("--albert_config_file", f["albert_config_file"].value),
+                   outputs.Input("--spm_model_file", f["spm_model_file"].value)])
 
 
 def run(f):
@@ -56,20 +67,35 @@ def run(f):
     if not source or not input_path or not output:
         raise ValueError("--from, --input and --output are required.")
     check_paths(f)  # before TensorFlow starts
-    from albert_tf.convert.api import convert, fixed_head_output, fixed_ids, fixed_output
+    from albert_tf.convert.api import load_source, spm_model_in, write_target
     from albert_tf.modeling.config import AlbertConfig
 
     config = AlbertConfig.from_json_file(albert_config_file) if albert_config_file else None
-    model, written = convert(source, target, input_path, output, config)
-    values = ", ".join(f"{v:+.6f}" for v in fixed_output(model)[:5])
+    model = load_source(source, input_path, config)
+    spm_model_file = f["spm_model_file"].value or spm_model_in(source, input_path)
+    written, kind, left_behind = write_target(model, target, output, spm_model_file, f["do_lower_case"].value)
     print(f"converted {input_path} ({source}) -> {written} ({target}) as {type(model).__name__}, "
           f"{model.count_params():,} parameters")
+    print_fixed_outputs(model)
+    if target in ("hf", "keras_hub"):
+        print(f"written as {kind}" + (f"; left behind (no place in {target}): {', '.join(left_behind)}"
+                                      if left_behind else "; every weight kept"))
+    # the written model read back, with the same fixed ids: compare the lines by eye
+    print(f"read back from {written} ({target}):")
+    print_fixed_outputs(load_source(target, written))
+    return 0
+
+
+def print_fixed_outputs(model):
+    """The fixed-ids lines: pooled_output[:5], and the head's first outputs where it has one."""
+    from albert_tf.convert.api import fixed_head_output, fixed_ids, fixed_output
+
+    values = ", ".join(f"{v:+.6f}" for v in fixed_output(model)[:5])
     print(f"pooled_output[:5] for ids {list(fixed_ids(model.config))}: [{values}]")
     head = fixed_head_output(model)
     if head is not None:
         name, array = head
         print(f"{name}[:5] for the same ids: [{', '.join(f'{v:+.6f}' for v in array[:5])}]")
-    return 0
 
 
 def entry():

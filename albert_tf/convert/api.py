@@ -16,7 +16,7 @@ import os
 
 import numpy as np
 
-from albert_tf.convert import hf, keras_hub, tf1
+from albert_tf.convert import hf, hf_write, keras_hub, keras_hub_write, tf1
 from albert_tf.convert.rename import ConversionError, apply_transforms, assign_to_model, model_variables, rename
 from albert_tf.modeling.config import AlbertConfig
 from albert_tf.modeling.encoder import AlbertEncoder
@@ -29,7 +29,7 @@ from albert_tf.storage import outputs
 logger = logging.getLogger("albert_tf")
 
 SOURCES = ("tf1", "hf", "keras_hub", "albert_tf")
-TARGETS = ("albert_tf", "tf1")
+TARGETS = ("albert_tf", "tf1", "hf", "keras_hub")
 # [CLS] and a few ordinary ids, [SEP]: the fixed input whose output the tool reports.
 FIXED_IDS = (2, 31, 51, 99, 7, 3)
 
@@ -107,35 +107,81 @@ def tf1_values(model):
     return apply_transforms(rename(source, tf1.TO_TF1))
 
 
-def write_target(model, target, output):
+def check_target(model, target, spm_model_file):
+    """Everything `write_target` refuses, before anything is written: an unknown target,
+    a layout the target cannot hold (every reason at once), a missing SentencePiece model
+    for a target that carries the tokenizer. Raises ValueError naming the flag."""
+    if target not in TARGETS:
+        raise ValueError(f"--to must be one of {', '.join(TARGETS)}, got {target!r}.")
+    if target == "tf1":
+        tf1_values(model)
+    elif target == "hf":
+        hf_write.architecture_of(model)
+        hf_write.check_layout(model.config)
+    elif target == "keras_hub":
+        keras_hub_write.check_layout(model.config)
+    if target in ("hf", "keras_hub"):
+        if not spm_model_file:
+            raise ValueError(f"--to={target} writes the tokenizer too: give --spm_model_file (the model's "
+                             "SentencePiece model; the input holds none).")
+        if not os.path.isfile(spm_model_file):
+            raise ValueError(f"--spm_model_file={spm_model_file} does not exist.")
+
+
+def write_target(model, target, output, spm_model_file=None, do_lower_case=True):
     """Writes `model` as `target` into the directory `output`, atomically: everything is
     written into a temporary sibling (`albert_tf.storage.outputs.replacing_dir`) that
     replaces `output` only when complete; on any error an existing `output` stays as it
     was and the temporary is removed. `output` must be new or albert_tf's own conversion
-    (OutputRefused otherwise: a user's directory is never replaced)."""
-    if target not in TARGETS:
-        raise ValueError(f"--to must be one of {', '.join(TARGETS)}, got {target!r}.")
+    (OutputRefused otherwise: a user's directory is never replaced). hf and keras_hub
+    targets carry the tokenizer: `spm_model_file` is the model's SentencePiece model.
+
+    Returns:
+        (output path, what the target holds (e.g. "AlbertForPreTraining"), the albert_tf
+        variable paths the target has no place for).
+    """
+    check_target(model, target, spm_model_file)
     output = os.path.abspath(output)
-    values = tf1_values(model) if target == "tf1" else None  # checked before anything is written
+    values = tf1_values(model) if target == "tf1" else None
+    kind, left_behind = type(model).__name__, []
     with outputs.replacing_dir(output, outputs.CONVERSION, "--output") as tmp:
         if target == "albert_tf":
             model.save_pretrained(tmp)
-        else:
+        elif target == "tf1":
             tf1.write_tf1(values, os.path.join(tmp, "model.ckpt"))
             model.config.to_json_file(os.path.join(tmp, "albert_config.json"))
-    return output
+        elif target == "hf":
+            kind, left_behind = hf_write.write_hf(model, tmp, spm_model_file, do_lower_case)
+        else:
+            kind, left_behind = keras_hub_write.write_keras_hub_preset(model, tmp, spm_model_file)
+    return output, kind, left_behind
 
 
-def convert(source, target, input_path, output_path, config=None):
+def spm_model_in(source, path):
+    """The SentencePiece model a source directory carries (hf: spiece.model, keras_hub:
+    assets/tokenizer/vocabulary.spm, albert_tf: spm.model), or None."""
+    names = {"hf": ("spiece.model",), "keras_hub": (os.path.join("assets", "tokenizer", "vocabulary.spm"),),
+             "albert_tf": ("spm.model", "spiece.model"), "tf1": ("30k-clean.model", "spm.model")}.get(source, ())
+    directory = path if os.path.isdir(path) else os.path.dirname(path)
+    for name in names:
+        candidate = os.path.join(directory, name)
+        if os.path.isfile(candidate):
+            return candidate
+    return None
+
+
+def convert(source, target, input_path, output_path, config=None, spm_model_file=None, do_lower_case=True):
     """Converts and writes; returns (model, output path). The output is checked first
     (albert_tf.storage.outputs: new or albert_tf's own conversion, and neither the input,
-    inside it nor holding it)."""
+    inside it nor holding it); `spm_model_file` (for hf and keras_hub targets) defaults to
+    the one the input carries (`spm_model_in`)."""
     if target not in TARGETS:
         raise ValueError(f"--to must be one of {', '.join(TARGETS)}, got {target!r}.")
     outputs.check([outputs.Output("--output", output_path, outputs.CONVERSION)],
-                  [outputs.Input("--input", input_path)])
+                  [outputs.Input("--input", input_path), outputs.Input("--spm_model_file", spm_model_file)])
     model = load_source(source, input_path, config)
-    return model, write_target(model, target, output_path)
+    spm_model_file = spm_model_file or spm_model_in(source, input_path)
+    return model, write_target(model, target, output_path, spm_model_file, do_lower_case)[0]
 
 
 def fixed_ids(config):
@@ -175,5 +221,5 @@ def fixed_head_output(model):
     return "cls_logits", np.asarray(model(inputs, training=False)["cls_logits"])
 
 
-__all__ = ["convert", "load_source", "write_target", "fixed_output", "fixed_head_output", "fixed_ids",
+__all__ = ["convert", "load_source", "write_target", "check_target", "spm_model_in", "fixed_output", "fixed_head_output", "fixed_ids",
            "ConversionError", "SOURCES", "TARGETS"]

@@ -1,0 +1,263 @@
+"""albert_tf -> Hugging Face transformers (hf.py reads; this file writes).
+
+Writes a directory that `transformers`' `from_pretrained` loads with no missing or
+unexpected weight, with NumPy and the safetensors library only (albert_tf needs no torch):
+
+    config.json              transformers' AlbertConfig: the dims, hidden_act "gelu_new"
+                             (the release's tanh GELU), layer_norm_eps 1e-12, the special
+                             ids, `architectures`
+    model.safetensors        the weights under transformers' names: hf.py's tables reversed
+                             (Keras kernels [in, out] transposed to torch's [out, in])
+    spiece.model             the SentencePiece model (the writing machine's paths stripped)
+    tokenizer.json           the same model as a `tokenizers` pipeline that segments as
+                             SentencePiece does (`tokenizer_json`)
+    tokenizer_config.json    AlbertTokenizer with do_lower_case and the special pieces
+    special_tokens_map.json
+
+Which transformers model an albert_tf model becomes (`architecture_of`):
+
+    AlbertEncoder                       AlbertModel
+    AlbertPretrainer                    AlbertForPreTraining: MLM head tied to the word
+                                        embeddings (its decoder is not written, as
+                                        transformers' own save leaves it out), and the
+                                        sentence-order head as sop_classifier
+    AlbertForQuestionAnswering, v1      AlbertForQuestionAnswering (transformers builds it
+                                        without a pooler: albert_tf's pooler, which the span
+                                        head does not read, is left behind and reported)
+    AlbertForMultipleChoice             AlbertForMultipleChoice
+
+What transformers cannot represent is refused (HfLayoutError, a ValueError: exit 2 from
+the convert tool) with every reason at once, before anything is written: `sharing` other
+than "all", embedding_size equal to hidden_size (albert_tf then has no embedding
+projection, transformers always applies one), a group layout whose layer-to-group map
+differs between transformers' `int(i / (L / G))` and the release's `int(i / L * G)`, an
+activation without a transformers name, and the SQuAD v2 head (its end logits are
+conditioned on the start position; transformers' qa_outputs scores start and end
+independently).
+"""
+
+import json
+import os
+
+import numpy as np
+
+from albert_tf.convert.hf import CONFIG_KEYS, HF_ENCODER_TABLE, HF_HEAD_TABLE, HF_MC_TABLE, HF_QA_TABLE
+from albert_tf.convert.rename import apply_transforms, model_variables, rename
+from albert_tf.convert.templates import reverse, to_regex_table
+
+# albert_tf hidden_act -> transformers' name (hf.HF_ACTIVATIONS read the other way)
+TO_HF_ACTIVATIONS = {"gelu": "gelu_new", "gelu_exact": "gelu", "relu": "relu", "tanh": "tanh", "swish": "swish",
+                     "silu": "silu"}
+WEIGHTS_NAME = "model.safetensors"
+SPM_NAME = "spiece.model"
+PREFIX = "albert."  # the encoder's weights inside every transformers model but AlbertModel
+
+
+class HfLayoutError(ValueError):
+    """A model transformers' ALBERT cannot represent (the reasons in the message)."""
+
+
+def architecture_of(model):
+    """transformers' class for an albert_tf model (see the module docstring).
+
+    Raises:
+        HfLayoutError: a SQuAD v2 model, or a model of another kind.
+    """
+    from albert_tf.modeling.encoder import AlbertEncoder
+    from albert_tf.modeling.multiple_choice import AlbertForMultipleChoice
+    from albert_tf.modeling.pretrainer import AlbertPretrainer
+    from albert_tf.modeling.question_answering import AlbertForQuestionAnswering
+
+    if isinstance(model, AlbertPretrainer):
+        return "AlbertForPreTraining"
+    if isinstance(model, AlbertForQuestionAnswering):
+        if model.version != "v1":
+            raise HfLayoutError(
+                "--to=hf: transformers cannot represent a SQuAD v2 head: its end logits are conditioned on the start "
+                "position (the release's run_squad_v2 beam) and it has an answerability classifier, while "
+                "AlbertForQuestionAnswering's qa_outputs scores start and end independently. Convert the encoder "
+                "(an AlbertEncoder directory) or keep the model in albert_tf / tf1.")
+        return "AlbertForQuestionAnswering"
+    if isinstance(model, AlbertForMultipleChoice):
+        return "AlbertForMultipleChoice"
+    if isinstance(model, AlbertEncoder):
+        return "AlbertModel"
+    raise HfLayoutError(f"--to=hf: no transformers counterpart of {type(model).__name__}.")
+
+
+def layout_problems(config):
+    """Why transformers' ALBERT cannot hold `config` (an empty list when it can)."""
+    problems = []
+    if config.sharing != "all":
+        problems.append(f"sharing={config.sharing!r}: transformers' ALBERT shares every sub-layer of a group "
+                        "(sharing='all'; num_hidden_groups = num_hidden_layers gives unshared layers)")
+    if not config.has_embedding_projection:
+        problems.append(f"embedding_size = hidden_size = {config.hidden_size}: albert_tf has no embedding projection "
+                        "then, transformers' ALBERT always applies embedding_hidden_mapping_in")
+    layers, groups = config.num_hidden_layers, config.num_hidden_groups
+    theirs = [int(i / (layers / groups)) for i in range(layers)]  # transformers' AlbertTransformer
+    ours = [config.group_of_layer(i) for i in range(layers)]
+    if theirs != ours:
+        problems.append(f"num_hidden_layers={layers} with num_hidden_groups={groups}: transformers applies the "
+                        f"groups {theirs}, the release {ours}")
+    if config.hidden_act not in TO_HF_ACTIVATIONS:
+        problems.append(f"hidden_act={config.hidden_act!r} has no transformers name")
+    return problems
+
+
+def check_layout(config):
+    """Raises HfLayoutError listing every reason transformers cannot hold `config`."""
+    problems = layout_problems(config)
+    if problems:
+        raise HfLayoutError("--to=hf: transformers' ALBERT cannot represent this model:\n  " + "\n  ".join(problems))
+
+
+def _table(prefix):
+    encoder = tuple((rule[0], prefix + rule[1]) + tuple(rule[2:]) for rule in reverse(HF_ENCODER_TABLE))
+    return to_regex_table(encoder + reverse(HF_HEAD_TABLE + HF_QA_TABLE + HF_MC_TABLE))
+
+
+def hf_state(model):
+    """(transformers name -> float32 array, albert_tf paths left behind) of `model`.
+
+    Raises:
+        HfLayoutError: the model or its layout has no transformers form.
+    """
+    architecture = architecture_of(model)
+    check_layout(model.config)
+    source = {path: np.asarray(v) for path, v in model_variables(model).items()}
+    left_behind = []
+    if architecture == "AlbertForQuestionAnswering":
+        left_behind = sorted(p for p in source if p.startswith("pooler/"))
+        source = {p: v for p, v in source.items() if p not in left_behind}
+    values = apply_transforms(rename(source, _table("" if architecture == "AlbertModel" else PREFIX)))
+    return {k: np.ascontiguousarray(v, dtype=np.float32) for k, v in values.items()}, left_behind
+
+
+def hf_config(model, architecture, special_tokens):
+    """transformers' config.json dict of `model` (`special_tokens`: albert_tf SpecialTokens)."""
+    config = model.config
+    values = {"architectures": [architecture], "model_type": "albert"}
+    values.update({k: getattr(config, k) for k in CONFIG_KEYS})
+    values.update(hidden_act=TO_HF_ACTIVATIONS[config.hidden_act], layer_norm_eps=1e-12,
+                  classifier_dropout_prob=float(getattr(model, "dropout_prob", 0.1)),
+                  position_embedding_type="absolute", pad_token_id=special_tokens.pad_id,
+                  bos_token_id=special_tokens.cls_id, eos_token_id=special_tokens.sep_id, tie_word_embeddings=True,
+                  dtype="float32")
+    return values
+
+
+def tokenizer_json(model_bytes, special_tokens, do_lower_case):
+    """The `tokenizers` pipeline of the SentencePiece model, as tokenizer.json's dict.
+
+    transformers builds its ALBERT tokenizer from spiece.model with the model's
+    user-defined pieces (the release's recipe declares ( ) " - . and a few more) as
+    *added tokens*, cut out of the text before the SentencePiece segmentation: "tuple (low"
+    then becomes "tuple", "(", "▁low" where SentencePiece, and albert_tf, give "▁tuple",
+    "▁", "(", "low". Here every piece stays in the Unigram model, as in SentencePiece (a
+    user-defined piece scores 0, above every learned piece, so the segmentation still
+    takes it whole); only the five control pieces are added tokens. The normaliser is the
+    release's (`` and '' to ", NFKD, accents stripped, lower-cased) followed by the model's
+    own character map.
+    """
+    import base64
+
+    from sentencepiece import sentencepiece_model_pb2
+
+    proto = sentencepiece_model_pb2.ModelProto()
+    proto.ParseFromString(model_bytes)
+    control = {special_tokens.pad_id, special_tokens.unk_id, special_tokens.cls_id, special_tokens.sep_id,
+               special_tokens.mask_id}
+    added = [{"id": i, "content": proto.pieces[i].piece, "single_word": False, "lstrip": False, "rstrip": False,
+              "normalized": False, "special": True} for i in sorted(control)]
+    normalizers = [{"type": "Replace", "pattern": {"String": "``"}, "content": '"'},
+                   {"type": "Replace", "pattern": {"String": "''"}, "content": '"'},
+                   {"type": "NFKD"}, {"type": "StripAccents"}]
+    if do_lower_case:
+        normalizers.append({"type": "Lowercase"})
+    charsmap = proto.normalizer_spec.precompiled_charsmap
+    if charsmap:
+        normalizers.append({"type": "Precompiled", "precompiled_charsmap": base64.b64encode(charsmap).decode()})
+    metaspace = {"type": "Metaspace", "replacement": "\u2581", "prepend_scheme": "always", "split": True}
+    cls, sep = proto.pieces[special_tokens.cls_id].piece, proto.pieces[special_tokens.sep_id].piece
+
+    def special(piece, type_id):
+        return {"SpecialToken": {"id": piece, "type_id": type_id}}
+
+    def sequence(name, type_id):
+        return {"Sequence": {"id": name, "type_id": type_id}}
+
+    return {
+        "version": "1.0", "truncation": None, "padding": None, "added_tokens": added,
+        "normalizer": {"type": "Sequence", "normalizers": normalizers},
+        "pre_tokenizer": {"type": "Sequence", "pretokenizers": [{"type": "WhitespaceSplit"}, metaspace]},
+        "post_processor": {
+            "type": "TemplateProcessing",
+            "single": [special(cls, 0), sequence("A", 0), special(sep, 0)],
+            "pair": [special(cls, 0), sequence("A", 0), special(sep, 0), sequence("B", 1), special(sep, 1)],
+            "special_tokens": {cls: {"id": cls, "ids": [special_tokens.cls_id], "tokens": [cls]},
+                               sep: {"id": sep, "ids": [special_tokens.sep_id], "tokens": [sep]}}},
+        "decoder": metaspace,
+        "model": {"type": "Unigram", "unk_id": special_tokens.unk_id,
+                  "vocab": [[p.piece, float(p.score)] for p in proto.pieces], "byte_fallback": False},
+    }
+
+
+def tokenizer_files(spm_model_file, do_lower_case, max_length):
+    """{file name: bytes} of the tokenizer: spiece.model, tokenizer.json (`tokenizer_json`)
+    and the two JSON files of its settings."""
+    from albert_tf.data.tokenization import SentencePieceTokenizer, strip_machine_paths
+    from albert_tf.data.vocab import PIECES
+
+    with open(spm_model_file, "rb") as f:
+        model_bytes = strip_machine_paths(f.read())
+    special_tokens = SentencePieceTokenizer(spm_model_file, do_lower_case).special_tokens
+    special = {"bos_token": PIECES["cls_id"], "eos_token": PIECES["sep_id"], "unk_token": PIECES["unk_id"],
+               "sep_token": PIECES["sep_id"], "pad_token": PIECES["pad_id"], "cls_token": PIECES["cls_id"],
+               "mask_token": PIECES["mask_id"]}
+    # token_type_ids too (transformers' AlbertTokenizer leaves them out by default): a text
+    # pair's second segment must reach the model as type 1, as albert_tf packs it
+    config = dict(tokenizer_class="AlbertTokenizer", do_lower_case=bool(do_lower_case), keep_accents=False,
+                  remove_space=True, model_max_length=int(max_length),
+                  model_input_names=["input_ids", "token_type_ids", "attention_mask"], **special)
+    return {SPM_NAME: model_bytes,
+            "tokenizer.json": json.dumps(tokenizer_json(model_bytes, special_tokens, do_lower_case),
+                                         ensure_ascii=False).encode(),
+            "tokenizer_config.json": json.dumps(config, indent=2).encode(),
+            "special_tokens_map.json": json.dumps(special, indent=2).encode()}
+
+
+def write_hf(model, directory, spm_model_file, do_lower_case=True):
+    """Writes `model` as a transformers model directory into the (new, empty) `directory`.
+
+    Args:
+        model: AlbertEncoder, AlbertPretrainer, AlbertForQuestionAnswering (v1) or
+            AlbertForMultipleChoice.
+        directory: where the files go (the caller makes it atomic).
+        spm_model_file: the model's SentencePiece model (its pieces must number vocab_size).
+        do_lower_case: the tokenizer's lower-casing (as the model was trained).
+
+    Returns:
+        (architecture, albert_tf paths left behind).
+
+    Raises:
+        HfLayoutError: what transformers cannot represent; ValueError: a SentencePiece
+        model that does not fit the model.
+    """
+    from safetensors.numpy import save_file
+
+    from albert_tf.data.tokenization import SentencePieceTokenizer
+
+    architecture = architecture_of(model)
+    state, left_behind = hf_state(model)
+    tokens = SentencePieceTokenizer(spm_model_file, do_lower_case).special_tokens
+    if tokens.vocab_size != model.config.vocab_size:
+        raise ValueError(f"--spm_model_file={spm_model_file} has {tokens.vocab_size} pieces but the model's "
+                         f"vocab_size is {model.config.vocab_size}; give the model's own SentencePiece model.")
+    save_file(state, os.path.join(directory, WEIGHTS_NAME), metadata={"format": "pt"})
+    with open(os.path.join(directory, "config.json"), "w") as f:
+        json.dump(hf_config(model, architecture, tokens), f, indent=2)
+    for name, data in tokenizer_files(spm_model_file, do_lower_case, model.config.max_position_embeddings).items():
+        with open(os.path.join(directory, name), "wb") as f:
+            f.write(data)
+    return architecture, left_behind

@@ -1,0 +1,142 @@
+"""albert_tf -> a keras-hub preset directory (keras_hub.py reads; this file writes).
+
+The preset is written by keras-hub itself (`save_to_preset`), so that
+`keras_hub.models.AlbertBackbone.from_preset(DIR)`, `AlbertTokenizer.from_preset(DIR)` and
+`AlbertMaskedLM.from_preset(DIR)` load it:
+
+    AlbertEncoder, AlbertForQuestionAnswering, AlbertForMultipleChoice
+        -> the backbone and the tokenizer (keras-hub has no ALBERT question-answering or
+           multiple-choice task: their heads are left behind and reported)
+    AlbertPretrainer
+        -> an AlbertMaskedLM task (backbone, tokenizer, preprocessor and the masked-LM head,
+           tied to the token embedding as in the release); the sentence-order head has no
+           keras-hub counterpart and is left behind, reported
+
+The backbone's weights go through keras_hub.py's table reversed (attention kernels split
+per head again); the masked-LM head through `MLM_HEAD_TABLE`. keras-hub's masked-LM head
+normalises with epsilon 1e-5 where the release uses 1e-12 (its layer is built that way by
+AlbertMaskedLM and not configurable from a preset), so its logits differ slightly: the
+tests measure that difference. keras-hub's AlbertTokenizer applies the SentencePiece model
+alone, without the release's lower-casing and accent stripping: lower-case the text first
+for a do_lower_case model.
+
+Refused (KerasHubLayoutError, a ValueError: exit 2) before anything is written: `sharing`
+other than "all", embedding_size equal to hidden_size (keras-hub always applies its
+embedding projection), a group layout whose layer-to-group map differs between
+AlbertBackbone (each group L // G times in a row) and the release's `int(i / L * G)`
+(float rounding makes them differ for some layouts, e.g. L = G = 22), and an activation
+other than the tanh GELU (AlbertBackbone's only one).
+"""
+
+import numpy as np
+
+from albert_tf.convert.keras_hub import write_keras_hub_backbone
+from albert_tf.convert.rename import assign_to_model, model_variables
+from albert_tf.convert.templates import reverse, to_regex_table
+
+MLM_HEAD_TABLE = (
+    ("mlm_head/intermediate_dense/{var}", "predictions/transform/{var}"),
+    ("mlm_head/intermediate_layer_norm/{ln}", "predictions/transform_LayerNorm/{ln}"),
+    ("mlm_head/output_bias", "predictions/output_bias"),
+)
+ALBERT_TF_TO_MLM_HEAD = to_regex_table(reverse(MLM_HEAD_TABLE))
+KERAS_HUB_MLM_EPSILON = 1e-5  # keras_hub MaskedLMHead's default, which AlbertMaskedLM keeps
+
+
+class KerasHubLayoutError(ValueError):
+    """A model keras-hub's AlbertBackbone cannot represent (the reasons in the message)."""
+
+
+def layout_problems(config):
+    """Why keras-hub's AlbertBackbone cannot hold `config` (an empty list when it can)."""
+    problems = []
+    if config.sharing != "all":
+        problems.append(f"sharing={config.sharing!r}: keras-hub's AlbertBackbone shares every layer of a group")
+    if not config.has_embedding_projection:
+        problems.append(f"embedding_size = hidden_size = {config.hidden_size}: albert_tf has no embedding projection "
+                        "then, AlbertBackbone always applies embedding_projection")
+    layers, groups = config.num_hidden_layers, config.num_hidden_groups
+    theirs = [i // max(1, layers // groups) for i in range(layers)]  # AlbertBackbone: each group L // G times
+    ours = [config.group_of_layer(i) for i in range(layers)]
+    if theirs != ours:
+        problems.append(f"num_hidden_layers={layers} with num_hidden_groups={groups}: AlbertBackbone applies the "
+                        f"groups {theirs}, the release {ours}")
+    if config.hidden_act != "gelu":
+        problems.append(f"hidden_act={config.hidden_act!r}: AlbertBackbone uses the tanh GELU ('gelu') only")
+    return problems
+
+
+def check_layout(config):
+    """Raises KerasHubLayoutError listing every reason keras-hub cannot hold `config`."""
+    problems = layout_problems(config)
+    if problems:
+        raise KerasHubLayoutError("--to=keras_hub: keras-hub's ALBERT cannot represent this model:\n  "
+                                  + "\n  ".join(problems))
+
+
+def backbone_for(config):
+    """A new keras-hub AlbertBackbone of `config`'s shape (float32)."""
+    import keras_hub
+
+    return keras_hub.models.AlbertBackbone(
+        vocabulary_size=config.vocab_size, num_layers=config.num_hidden_layers,
+        num_heads=config.num_attention_heads, embedding_dim=config.embedding_size, hidden_dim=config.hidden_size,
+        intermediate_dim=config.intermediate_size, num_groups=config.num_hidden_groups,
+        num_inner_repetitions=config.inner_group_num, dropout=config.hidden_dropout_prob,
+        max_sequence_length=config.max_position_embeddings, num_segments=config.type_vocab_size, dtype="float32")
+
+
+def write_keras_hub_preset(model, directory, spm_model_file, sequence_length=512):
+    """Writes `model` as a keras-hub preset into the (new) `directory`.
+
+    Args:
+        model: AlbertEncoder, AlbertPretrainer, AlbertForQuestionAnswering or
+            AlbertForMultipleChoice.
+        directory: where the files go (the caller makes it atomic).
+        spm_model_file: the model's SentencePiece model (the tokenizer's proto).
+        sequence_length: the masked-LM preprocessor's sequence length.
+
+    Returns:
+        (what keras-hub loads it as, albert_tf paths left behind).
+    """
+    import keras_hub
+
+    from albert_tf.data.tokenization import strip_machine_paths
+    from albert_tf.modeling.pretrainer import AlbertPretrainer
+
+    config = model.config
+    check_layout(config)
+    encoder = getattr(model, "encoder", model)
+    backbone = backbone_for(config)
+    write_keras_hub_backbone(encoder, backbone, label="the albert_tf encoder")
+    with open(spm_model_file, "rb") as f:
+        tokenizer = keras_hub.models.AlbertTokenizer(proto=strip_machine_paths(f.read()))
+    if tokenizer.vocabulary_size() != config.vocab_size:
+        raise ValueError(f"--spm_model_file={spm_model_file} has {tokenizer.vocabulary_size()} pieces but the "
+                         f"model's vocab_size is {config.vocab_size}; give the model's own SentencePiece model.")
+    kept = {v.path for v in encoder.weights}
+    if isinstance(model, AlbertPretrainer):
+        preprocessor = keras_hub.models.AlbertMaskedLMPreprocessor(
+            tokenizer, sequence_length=min(int(sequence_length), config.max_position_embeddings))
+        task = keras_hub.models.AlbertMaskedLM(backbone, preprocessor=preprocessor)
+        head = {p: np.asarray(v) for p, v in model_variables(model).items()
+                if p.startswith("predictions/")}
+        head_paths = {v.path for v in task.masked_lm_head.weights} - {v.path for v in backbone.weights}
+        kept |= set(head)
+        assign_to_model(_Variables(task, head_paths), head, ALBERT_TF_TO_MLM_HEAD, label="the albert_tf MLM head")
+        task.save_to_preset(directory)
+        kind = "AlbertMaskedLM"
+    else:
+        backbone.save_to_preset(directory)
+        tokenizer.save_to_preset(directory)
+        kind = "AlbertBackbone"
+    left_behind = sorted(p for p in model_variables(model) if p not in kept)
+    return kind, left_behind
+
+
+class _Variables:
+    """The variables of `model` whose paths are in `paths`, as assign_to_model wants them
+    (a `.weights` list)."""
+
+    def __init__(self, model, paths):
+        self.weights = [v for v in model.weights if v.path in paths]
