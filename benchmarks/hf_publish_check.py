@@ -7,7 +7,8 @@ dependencies).
         [--hf_python=benchmarks/.peers-venv/bin/python] [--texts=2000]
 
 For each model (AlbertPretrainer with one and with two groups of two inner layers,
-AlbertForQuestionAnswering v1, AlbertForMultipleChoice, AlbertEncoder; random known
+AlbertForQuestionAnswering v1, AlbertForMultipleChoice, AlbertEncoder, an AlbertClassifier
+of three labels (transformers must read its id2label); random known
 weights, float32): albert_tf writes it with `python -m albert_tf.convert --to=hf`'s
 code, transformers loads it with `from_pretrained(..., output_loading_info=True)` (no
 missing, unexpected or mismatched weight allowed) and computes on the same ids; the
@@ -43,7 +44,10 @@ for name, spec in job["models"].items():
     model.eval()
     x = {k: torch.tensor(np.asarray(v)) for k, v in spec["inputs"].items()}
     with torch.no_grad():
-        if spec["architecture"] == "AlbertForMultipleChoice":
+        if spec["architecture"] == "AlbertForSequenceClassification":
+            r = model(input_ids=x["input_word_ids"], attention_mask=x["input_mask"], token_type_ids=x["input_type_ids"])
+            outputs = {"logits": r.logits}
+        elif spec["architecture"] == "AlbertForMultipleChoice":
             r = model(input_ids=x["input_word_ids"][None], attention_mask=x["input_mask"][None],
                       token_type_ids=x["input_type_ids"][None])
             outputs = {"logits": r.logits[0]}
@@ -61,6 +65,7 @@ for name, spec in job["models"].items():
             if spec["architecture"] == "AlbertForQuestionAnswering":
                 outputs["start_logits"], outputs["end_logits"] = r.start_logits, r.end_logits
     out["models"][name] = {"loading_info": {k: [str(i) for i in v] for k, v in info.items()},
+                           "id2label": {str(k): v for k, v in model.config.id2label.items()},
                            "outputs": {k: v.numpy().tolist() for k, v in outputs.items()}}
 tok = AutoTokenizer.from_pretrained(job["tokenizer_dir"])
 out["tokenizer_class"] = type(tok).__name__
@@ -102,6 +107,8 @@ def _ours(model, x):
 
     if isinstance(model, AlbertForMultipleChoice):
         return {"logits": np.asarray(model({k: v[None] for k, v in x.items()}, training=False)["logits"])[0]}
+    if type(model).__name__ == "AlbertClassifier":
+        return {"logits": np.asarray(model(x, training=False))}
     encoder = model if isinstance(model, AlbertEncoder) else model.encoder
     enc = encoder(x, training=False)
     out = {"sequence_output": np.asarray(enc["sequence_output"])}
@@ -132,6 +139,7 @@ def main(argv=None):
     import keras
 
     from albert_tf import AlbertConfig, AlbertEncoder, AlbertPretrainer
+    from albert_tf.modeling.classifier import AlbertClassifier
     from albert_tf.convert.api import write_target
     from albert_tf.data.sample_corpus import iter_documents
     from albert_tf.data.spm_training import SentencePieceOptions, train_sentencepiece
@@ -160,7 +168,9 @@ def main(argv=None):
         "squad_v1": AlbertForQuestionAnswering(base, version="v1"),
         "multiple_choice": AlbertForMultipleChoice(base),
         "encoder": AlbertEncoder(base),
+        "classifier_3_labels": AlbertClassifier(AlbertEncoder(base, name="encoder"), 3),
     }
+    models["classifier_3_labels"].run_labels = ["contradiction", "entailment", "neutral"]
     rng = np.random.default_rng(0)
     ids = rng.integers(5, 3000, (2, 16)).astype("int32")
     mask = np.ones_like(ids)
@@ -199,6 +209,8 @@ def main(argv=None):
             diffs[key] = float(np.abs(value - other).max())
         problems = {k: v for k, v in got["loading_info"].items() if v}
         ok = not problems and max(diffs.values()) <= 1e-4
+        if name == "classifier_3_labels":
+            ok &= got["id2label"] == {"0": "contradiction", "1": "entailment", "2": "neutral"}
         result["ok"] &= ok
         result["models"][name] = {"architecture": spec["architecture"], "loading_problems": problems,
                                   "left_behind": spec["left_behind"], "max_abs_difference": diffs, "ok": ok}

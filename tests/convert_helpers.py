@@ -151,3 +151,40 @@ def write_hf_dir(directory, cfg, state, architectures):
         json.dump(hf_config, f)
     save_file(state, os.path.join(directory, "model.safetensors"))
     return hf_config
+
+
+def gelu_new(x):
+    return 0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x ** 3)))
+
+
+def hf_outputs(directory, x):
+    """transformers' outputs of the written directory, in NumPy float64 from its own files:
+    sequence, pooled (where the model has a pooler) and each head's logits; with the state
+    as written and config.json."""
+    import json
+
+    from safetensors.numpy import load_file
+
+    c = json.load(open(os.path.join(directory, "config.json")))
+    raw = load_file(os.path.join(directory, "model.safetensors"))
+    [architecture] = c["architectures"]
+    # transformers' bare AlbertModel has no "albert." prefix
+    state = {"albert." + k: v for k, v in raw.items()} if architecture == "AlbertModel" else raw
+    seq, linear = hf_albert_forward(state, c, x["input_word_ids"], x["input_mask"], x["input_type_ids"])
+    out = {"sequence_output": seq}
+    if "albert.pooler.weight" in state:
+        out["pooled_output"] = np.tanh(linear(seq[:, 0], "albert.pooler"))
+    if architecture == "AlbertForPreTraining":  # AlbertMLMHead, the decoder tied to the word embeddings
+        h = _layer_norm(gelu_new(linear(seq, "predictions.dense")), state["predictions.LayerNorm.weight"],
+                        state["predictions.LayerNorm.bias"], c["layer_norm_eps"])
+        out["mlm_logits"] = h @ state["albert.embeddings.word_embeddings.weight"].T.astype("float64") + state[
+            "predictions.bias"]
+        out["sop_logits"] = linear(out["pooled_output"], "sop_classifier.classifier")
+    if architecture == "AlbertForQuestionAnswering":
+        logits = linear(seq, "qa_outputs")
+        out["start_logits"], out["end_logits"] = logits[..., 0], logits[..., 1]
+    if architecture == "AlbertForMultipleChoice":
+        out["logits"] = linear(out["pooled_output"], "classifier")[:, 0]  # each row one option
+    if architecture == "AlbertForSequenceClassification":
+        out["logits"] = linear(out["pooled_output"], "classifier")
+    return out, raw, c

@@ -132,12 +132,11 @@ def test_hugging_face_multiple_choice_problems_are_named(tmp_path):
         load_source("hf", str(tmp_path / "three"))
     assert r"multiple_choice/output_weights: source [3, 32], model [1, 32]" in str(error.value)
     assert r"multiple_choice/output_bias: source [3], model [1]" in str(error.value)
-    # the same names in a sequence classifier: not read as a multiple-choice model
+    # the same names in a sequence classifier: read as a classifier of three classes, not as a
+    # multiple-choice model
     write_hf_mc_dir(tmp_path / "glue", cfg, three, architectures=["AlbertForSequenceClassification"])
-    with pytest.raises(ValueError, match="classifier.weight / classifier.bias are converted as "
-                                         "AlbertForMultipleChoice's head, but config.json names "
-                                         "AlbertForSequenceClassification"):
-        load_source("hf", str(tmp_path / "glue"))
+    classifier = load_source("hf", str(tmp_path / "glue"))
+    assert type(classifier).__name__ == "AlbertClassifier" and classifier.num_classes == 3
     # two heads
     two = dict(state, **{"qa_outputs.weight": np.zeros((2, 32), "float32"), "qa_outputs.bias": np.zeros(2, "float32")})
     write_hf_mc_dir(tmp_path / "two", cfg, two, architectures=None)

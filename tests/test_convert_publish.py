@@ -12,8 +12,7 @@ import os
 
 import numpy as np
 import pytest
-from convert_helpers import _layer_norm, config, hf_albert_forward, inputs, randomize
-from safetensors.numpy import load_file
+from convert_helpers import _layer_norm, config, gelu_new, hf_outputs, inputs, randomize
 
 from albert_tf import AlbertEncoder, AlbertPretrainer
 from albert_tf.convert.api import load_source, write_target
@@ -27,37 +26,6 @@ VOCAB = 3000  # the suite's SentencePiece model (conftest.spm_model)
 
 def cfg_of(**changes):
     return config(vocab_size=VOCAB, **changes)
-
-
-def gelu_new(x):
-    return 0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x ** 3)))
-
-
-def hf_outputs(directory, x):
-    """transformers' outputs of the written directory, in NumPy float64 from its own files:
-    sequence, pooled (where the model has a pooler) and each head's logits; with the state
-    as written and config.json."""
-    c = json.load(open(os.path.join(directory, "config.json")))
-    raw = load_file(os.path.join(directory, "model.safetensors"))
-    [architecture] = c["architectures"]
-    # transformers' bare AlbertModel has no "albert." prefix
-    state = {"albert." + k: v for k, v in raw.items()} if architecture == "AlbertModel" else raw
-    seq, linear = hf_albert_forward(state, c, x["input_word_ids"], x["input_mask"], x["input_type_ids"])
-    out = {"sequence_output": seq}
-    if "albert.pooler.weight" in state:
-        out["pooled_output"] = np.tanh(linear(seq[:, 0], "albert.pooler"))
-    if architecture == "AlbertForPreTraining":  # AlbertMLMHead, the decoder tied to the word embeddings
-        h = _layer_norm(gelu_new(linear(seq, "predictions.dense")), state["predictions.LayerNorm.weight"],
-                        state["predictions.LayerNorm.bias"], c["layer_norm_eps"])
-        out["mlm_logits"] = h @ state["albert.embeddings.word_embeddings.weight"].T.astype("float64") + state[
-            "predictions.bias"]
-        out["sop_logits"] = linear(out["pooled_output"], "sop_classifier.classifier")
-    if architecture == "AlbertForQuestionAnswering":
-        logits = linear(seq, "qa_outputs")
-        out["start_logits"], out["end_logits"] = logits[..., 0], logits[..., 1]
-    if architecture == "AlbertForMultipleChoice":
-        out["logits"] = linear(out["pooled_output"], "classifier")[:, 0]  # each row one option
-    return out, raw, c
 
 
 def written(model, tmp_path, target, spm_model, name="out"):
@@ -283,3 +251,27 @@ def test_convert_cli_to_hf_prints_the_read_back_line_and_refuses_bad_flags(tmp_p
     assert onto_input.returncode == 2 and "--output" in onto_input.stderr
     assert sorted(os.listdir(tmp_path / "run")) == before  # the input untouched
     assert not (tmp_path / "onnx").exists()
+
+
+def test_a_classifier_keeps_its_labels_through_hf_and_keras_hub(tmp_path, spm_model):
+    from albert_tf.modeling.classifier import AlbertClassifier
+
+    cfg = cfg_of()
+    model = randomize(AlbertClassifier(AlbertEncoder(cfg, name="encoder"), 3), seed=12)
+    model.run_labels = ["contradiction", "entailment", "neutral"]
+    out, kind, _ = written(model, tmp_path, "hf", spm_model)
+    x = inputs(cfg)
+    theirs, state, c = hf_outputs(out, x)
+    assert kind == "AlbertForSequenceClassification" and state["classifier.weight"].shape == (3, cfg.hidden_size)
+    assert c["id2label"] == {"0": "contradiction", "1": "entailment", "2": "neutral"} and c["num_labels"] == 3
+    assert c["problem_type"] == "single_label_classification"
+    assert_close(model(x, training=False), theirs["logits"], "classifier logits", atol=1e-5)
+    back = load_source("hf", out)
+    assert back.run_labels == model.run_labels
+    assert_same_weights(model, back)
+    with pytest.raises(ValueError, match="a classifier run converts to hf or keras_hub"):
+        write_target(model, "albert_tf", str(tmp_path / "a"), spm_model)
+    preset, kind, _ = written(model, tmp_path, "keras_hub", spm_model, "kh")
+    assert kind == "AlbertTextClassifier"
+    assert json.load(open(os.path.join(preset, "labels.json"))) == model.run_labels
+

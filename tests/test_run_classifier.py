@@ -147,6 +147,12 @@ def test_cola_from_the_export_best_checkpoint_predictions_and_raw_string_export(
     info = json.load(open(os.path.join(export, "classifier_info.json")))
     assert info["labels"] == ["0", "1"] and info["inputs"] == ["text_a"] and info["seq_length"] == SEQ
     assert info["skips_padding"] is False  # an encoder loaded from an export runs as exported
+    # a classifier fine-tuned on an export (a Keras TFSMLayer) has no AlbertEncoder to convert
+    from albert_tf.convert.api import load_source
+
+    assert json.load(open(os.path.join(out, "run_info.json")))["model"]["encoder"] == "export"
+    with pytest.raises(ValueError, match="TFSMLayer"):
+        load_source("albert_tf", out)
 
 
 def test_sts_b_regression_from_an_albert_tf_checkpoint_in_process(tiny_export, stsb_dir, tmp_path):
@@ -190,6 +196,7 @@ def test_sts_b_regression_from_an_albert_tf_checkpoint_in_process(tiny_export, s
     scores = model(tf.constant([r[7] for r in dev]), tf.constant([r[8] for r in dev]))["score"].numpy()
     np.testing.assert_allclose(scores, [float(r[2]) for r in rows], atol=1e-5)
     assert json.load(open(tmp_path / "export" / "classifier_info.json"))["skips_padding"] is True
+    _run_converts_to_hf_and_keras_hub(tmp_path, tiny_export["spm"], dev, scores, summary["best_step"])
 
     # a second run with more steps resumes from the newest checkpoint
     values["train_step"].value = 18
@@ -197,6 +204,48 @@ def test_sts_b_regression_from_an_albert_tf_checkpoint_in_process(tiny_export, s
     buffer = _Capture()
     assert run_classifier.run(values, stream=buffer)["final_step"] == 18, buffer.text
     assert "resuming from" in buffer.text and "ckpt-12" in buffer.text
+
+
+def _run_converts_to_hf_and_keras_hub(tmp_path, spm, dev, scores, best_step):
+    """The run directory (its best checkpoint, as the export) converts to transformers'
+    AlbertForSequenceClassification and keras-hub's AlbertTextClassifier; both compute the
+    export's scores from the same ids (transformers: the suite's NumPy transcription)."""
+    import keras_hub
+    from convert_helpers import hf_outputs
+
+    from albert_tf.convert.api import load_source, write_target
+    from albert_tf.data.tokenization import SentencePieceTokenizer
+
+    model = load_source("albert_tf", str(tmp_path / "run"))
+    assert model.run_checkpoint.endswith(os.path.join("best", f"ckpt-{best_step}")) and model.run_labels == []
+    hf_dir, kind, left_behind = write_target(model, "hf", str(tmp_path / "hf"), spm)
+    assert (kind, left_behind) == ("AlbertForSequenceClassification", [])
+    preset, kind, _ = write_target(model, "keras_hub", str(tmp_path / "keras_hub"), spm)
+    assert kind == "AlbertTextClassifier" and json.load(open(tmp_path / "keras_hub" / "labels.json")) == []
+
+    tokenizer = SentencePieceTokenizer(spm)
+    ids, types = [], []
+    for r in dev:  # packed as the release packs a pair: the longer side loses its last piece until it fits
+        a, b = tokenizer.encode(r[7]), tokenizer.encode(r[8])
+        while len(a) + len(b) > SEQ - 3:
+            (a if len(a) > len(b) else b).pop()
+        ids.append([tokenizer.cls_id] + a + [tokenizer.sep_id] + b + [tokenizer.sep_id])
+        types.append([0] * (len(a) + 2) + [1] * (len(b) + 1))
+    rows = np.arange(len(dev))
+    x = {"input_word_ids": np.zeros((len(rows), SEQ), "int32"), "input_mask": np.zeros((len(rows), SEQ), "int32"),
+         "input_type_ids": np.zeros((len(rows), SEQ), "int32")}
+    for n, (i, t) in enumerate(zip(ids, types, strict=True)):
+        x["input_word_ids"][n, :len(i)], x["input_mask"][n, :len(i)], x["input_type_ids"][n, :len(t)] = i, 1, t
+    theirs, _, c = hf_outputs(hf_dir, x)
+    assert c["problem_type"] == "regression" and c["num_labels"] == 1 and c["id2label"] == {"0": "score"}
+    np.testing.assert_allclose(theirs["logits"][:, 0], scores[rows], atol=1e-4, rtol=0)
+    classifier = keras_hub.models.AlbertTextClassifier.from_preset(preset)
+    keras_hub_scores = classifier({"token_ids": x["input_word_ids"], "segment_ids": x["input_type_ids"],
+                                   "padding_mask": x["input_mask"]})
+    np.testing.assert_allclose(np.asarray(keras_hub_scores)[:, 0], scores[rows], atol=1e-4, rtol=0)
+    back = load_source("hf", hf_dir)
+    for a, b in zip(model.weights, back.weights, strict=True):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b), err_msg=a.path)
 
 
 class _Capture:

@@ -154,6 +154,22 @@ def test_race_learns_the_training_set_predicts_again_and_exports(race_dirs, spm_
     info = json.load(open(out / "export" / "multiple_choice_info.json"))
     assert info["max_seq_length"] == SEQ and info["max_qa_length"] == 32 and info["skips_padding"] is True
 
+    # the run directory converts to transformers' AlbertForMultipleChoice: its best checkpoint,
+    # every variable read (the head compared here with the checkpoint file itself)
+    import tensorflow as tf
+    from safetensors.numpy import load_file
+
+    from albert_tf.convert.api import load_source, write_target
+
+    model = load_source("albert_tf", str(out))
+    assert type(model).__name__ == "AlbertForMultipleChoice" and "best" in model.run_checkpoint
+    hf_dir, kind, left_behind = write_target(model, "hf", str(tmp_path / "hf"), spm_model)
+    assert (kind, left_behind) == ("AlbertForMultipleChoice", [])
+    reader = tf.train.load_checkpoint(model.run_checkpoint)
+    [head] = [n for n in reader.get_variable_to_shape_map() if n.endswith("output_weights/.ATTRIBUTES/VARIABLE_VALUE")]
+    np.testing.assert_array_equal(load_file(os.path.join(hf_dir, "model.safetensors"))["classifier.weight"],
+                                  reader.get_tensor(head))
+
 
 def test_all_txt_layout_and_generic_multiple_choice(race_dirs, spm_model, config_file, tmp_path):
     # the release's all.txt layout: found, said, and evaluated over every dev question

@@ -75,7 +75,8 @@ def run(f):
     spm_model_file = f["spm_model_file"].value or spm_model_in(source, input_path)
     written, kind, left_behind = write_target(model, target, output, spm_model_file, f["do_lower_case"].value)
     print(f"converted {input_path} ({source}) -> {written} ({target}) as {type(model).__name__}, "
-          f"{model.count_params():,} parameters")
+          f"{model.count_params():,} parameters"
+          + (f", from {model.run_checkpoint}" if getattr(model, "run_checkpoint", None) else ""))
     print_fixed_outputs(model)
     if target in ("hf", "keras_hub"):
         print(f"written as {kind}" + (f"; left behind (no place in {target}): {', '.join(left_behind)}"
@@ -89,9 +90,10 @@ def run(f):
 def print_fixed_outputs(model):
     """The fixed-ids lines: pooled_output[:5], and the head's first outputs where it has one."""
     from albert_tf.convert.api import fixed_head_output, fixed_ids, fixed_output
+    from albert_tf.convert.hf_write import config_of
 
     values = ", ".join(f"{v:+.6f}" for v in fixed_output(model)[:5])
-    print(f"pooled_output[:5] for ids {list(fixed_ids(model.config))}: [{values}]")
+    print(f"pooled_output[:5] for ids {list(fixed_ids(config_of(model)))}: [{values}]")
     head = fixed_head_output(model)
     if head is not None:
         name, array = head

@@ -16,8 +16,9 @@ import os
 
 import numpy as np
 
-from albert_tf.convert import hf, hf_write, keras_hub, keras_hub_write, tf1
+from albert_tf.convert import hf, hf_write, keras_hub, keras_hub_write, read_json, tf1
 from albert_tf.convert.rename import ConversionError, apply_transforms, assign_to_model, model_variables, rename
+from albert_tf.modeling.classifier import AlbertClassifier
 from albert_tf.modeling.config import AlbertConfig
 from albert_tf.modeling.encoder import AlbertEncoder
 from albert_tf.modeling.multiple_choice import MULTIPLE_CHOICE_WEIGHTS, AlbertForMultipleChoice
@@ -32,6 +33,7 @@ SOURCES = ("tf1", "hf", "keras_hub", "albert_tf")
 TARGETS = ("albert_tf", "tf1", "hf", "keras_hub")
 # [CLS] and a few ordinary ids, [SEP]: the fixed input whose output the tool reports.
 FIXED_IDS = (2, 31, 51, 99, 7, 3)
+RUN_INFO, BEST_DIR = "run_info.json", "best"  # albert_tf.training.checkpoints' names (a room above convert)
 
 
 def _build(config, kind):
@@ -75,6 +77,8 @@ def load_source(source, path, config=None):
             raise ValueError(f"--input={path}: a Hugging Face model is a directory (config.json + weights).")
         config = config or AlbertConfig.from_dict(hf.read_config(path), source=os.path.join(path, "config.json"))
         values = hf.read_weights(path)
+        if hf.SEQUENCE_CLASSIFICATION in hf.read_architectures(path):
+            return _hf_classifier(path, config, values, label)
         kind = hf.model_kind(values)
         hf.check_architectures(path, kind)
         if kind == "squad_v1":
@@ -91,6 +95,9 @@ def load_source(source, path, config=None):
         keras_hub.load_keras_hub_backbone(backbone, model, label=label)
         return model
     if source == "albert_tf":
+        record = run_record(path)
+        if record is not None:
+            return load_run(path, record)
         if os.path.isfile(os.path.join(path, QUESTION_ANSWERING_WEIGHTS)):
             return AlbertForQuestionAnswering.from_pretrained(path)
         if os.path.isfile(os.path.join(path, MULTIPLE_CHOICE_WEIGHTS)):
@@ -98,6 +105,66 @@ def load_source(source, path, config=None):
         with_heads = os.path.isfile(os.path.join(path, PRETRAINER_WEIGHTS))
         return (AlbertPretrainer if with_heads else AlbertEncoder).from_pretrained(path)
     raise ValueError(f"--from must be one of {', '.join(SOURCES)}, got {source!r}.")
+
+
+def _hf_classifier(path, config, values, label):
+    """An AlbertClassifier of a transformers AlbertForSequenceClassification directory
+    (`model.run_labels`: its id2label in order; none for a regression)."""
+    from albert_tf.modeling.classifier import AlbertClassifier
+
+    settings = read_json(os.path.join(path, "config.json"))
+    weight = values.get("classifier.weight")
+    if weight is None or np.ndim(weight) != 2:
+        raise ValueError(f"{label}: config.json names {hf.SEQUENCE_CLASSIFICATION} but the weights have no "
+                         "classifier.weight [num_labels, hidden_size].")
+    num_classes = int(weight.shape[0])
+    model = AlbertClassifier(AlbertEncoder(config, name="encoder"), num_classes,
+                             dropout=float(settings.get("classifier_dropout_prob", 0.1)),
+                             initializer_range=config.initializer_range)
+    assign_to_model(model, values, hf.FROM_HF_CLASSIFIER, hf.SKIP, label=label)
+    id2label = settings.get("id2label") or {}
+    regression = num_classes == 1 and settings.get("problem_type") in (None, "regression")
+    model.run_labels = [] if regression else [str(id2label.get(str(i), i)) for i in range(num_classes)]
+    return model
+
+
+def run_record(path):
+    """The model record of a fine-tuning run directory (run_info.json's "model",
+    albert_tf.modeling.records), or None for anything else."""
+    info = os.path.join(path, RUN_INFO)
+    if not os.path.isdir(path) or not os.path.isfile(info):
+        return None
+    return read_json(info).get("model")
+
+
+def load_run(path, record):
+    """The model of a fine-tuning run directory: rebuilt from its record, with the weights
+    of the run's best checkpoint (best/, kept by the dev metric; what its predictions and
+    export came from) or else its newest. `model.run_labels` holds the task's labels and
+    `model.run_checkpoint` the checkpoint read.
+
+    Raises:
+        ValueError: no checkpoint, or one whose variables differ from the record's model
+            (the one matching report names them).
+    """
+    import tensorflow as tf
+
+    from albert_tf.modeling.records import model_from_record
+    from albert_tf.storage.checkpoints import latest_prefix, object_variables
+    from albert_tf.storage.checkpoints import model_variables as checkpoint_variables
+    from albert_tf.storage.report import MatchReport
+
+    model = model_from_record(record, os.path.join(path, RUN_INFO))
+    prefix = latest_prefix(os.path.join(path, BEST_DIR)) if os.path.isdir(os.path.join(path, BEST_DIR)) else None
+    prefix = prefix or latest_prefix(path)
+    if prefix is None:
+        raise ValueError(f"--input={path}: a fine-tuning run directory without a checkpoint (ckpt-N); train first.")
+    MatchReport.compare(checkpoint_variables(model), object_variables(prefix, "model"),
+                        f"--input={prefix} (the run's {record['class']})").raise_if_mismatched()
+    tf.train.Checkpoint(model=model).read(prefix).expect_partial().assert_existing_objects_matched()
+    model.run_labels = record.get("labels")
+    model.run_checkpoint = prefix
+    return model
 
 
 def tf1_values(model):
@@ -113,13 +180,16 @@ def check_target(model, target, spm_model_file):
     for a target that carries the tokenizer. Raises ValueError naming the flag."""
     if target not in TARGETS:
         raise ValueError(f"--to must be one of {', '.join(TARGETS)}, got {target!r}.")
+    if isinstance(model, AlbertClassifier) and target in ("albert_tf", "tf1"):
+        raise ValueError(f"--to={target}: a classifier run converts to hf or keras_hub (its run directory already "
+                         "is the albert_tf form: run_classifier --init_checkpoint and --export_dir read it).")
     if target == "tf1":
         tf1_values(model)
     elif target == "hf":
         hf_write.architecture_of(model)
-        hf_write.check_layout(model.config)
+        hf_write.check_layout(hf_write.config_of(model))
     elif target == "keras_hub":
-        keras_hub_write.check_layout(model.config)
+        keras_hub_write.check_layout(hf_write.config_of(model))
     if target in ("hf", "keras_hub"):
         if not spm_model_file:
             raise ValueError(f"--to={target} writes the tokenizer too: give --spm_model_file (the model's "
@@ -197,8 +267,8 @@ def _fixed_inputs(config):
 def fixed_output(model):
     """pooled_output of `fixed_ids(model.config)` (to compare with the source framework)."""
     encoder = model.encoder if isinstance(model, (AlbertPretrainer, AlbertForQuestionAnswering,
-                                                  AlbertForMultipleChoice)) else model
-    outputs = encoder(_fixed_inputs(model.config), training=False)
+                                                  AlbertForMultipleChoice, AlbertClassifier)) else model
+    outputs = encoder(_fixed_inputs(encoder.config), training=False)
     return np.asarray(outputs["pooled_output"])[0]
 
 
@@ -208,6 +278,8 @@ def fixed_head_output(model):
     below start_n_top or end_n_top); for an AlbertForMultipleChoice the logits [1] of
     the ids as the one option of one example (the option's score before the softmax);
     None for other models."""
+    if isinstance(model, AlbertClassifier):
+        return "logits", np.asarray(model(_fixed_inputs(model.encoder.config), training=False))[0]
     inputs = _fixed_inputs(model.config)
     if isinstance(model, AlbertForMultipleChoice):
         one_option = {name: value[:, None] for name, value in inputs.items()}  # [1, 1, T]

@@ -18,9 +18,10 @@ outputs do not use it).
 AlbertForMultipleChoice's `classifier` (weight [1, H], bias [1]) holds the numbers of the
 release's RACE head (top-level output_weights, output_bias; albert_tf
 AlbertForMultipleChoice); that model keeps its pooler, which the head reads.
-AlbertForSequenceClassification uses the same `classifier` names ([num_labels, H]) and
-is not converted: `check_architectures` says so when config.json names it (without
-`architectures`, a classifier of more than one label is reported by its shape).
+AlbertForSequenceClassification uses the same `classifier` names ([num_labels, H]): when
+config.json's `architectures` names it, the weights become an albert_tf AlbertClassifier
+(HF_CLASSIFIER_TABLE; its labels from id2label); without `architectures`, a classifier of
+more than one label is reported by its shape.
 """
 
 import os
@@ -75,7 +76,15 @@ HF_MC_TABLE = (
     ("classifier.weight", "multiple_choice/output_weights"),  # torch [out=1, in=H]: the release's layout
     ("classifier.bias", "multiple_choice/output_bias"),
 )
+# AlbertForSequenceClassification's `classifier` (weight [num_labels, H]): albert_tf
+# AlbertClassifier's Dense `output` (kernel [H, num_labels]); read when config.json names it
+HF_CLASSIFIER_TABLE = (
+    ("classifier.weight", "output/kernel", T),
+    ("classifier.bias", "output/bias"),
+)
 FROM_HF = to_regex_table(HF_ENCODER_TABLE + HF_HEAD_TABLE + HF_QA_TABLE + HF_MC_TABLE)
+FROM_HF_CLASSIFIER = to_regex_table(HF_ENCODER_TABLE + HF_CLASSIFIER_TABLE)
+SEQUENCE_CLASSIFICATION = "AlbertForSequenceClassification"
 # what AlbertForQuestionAnswering lacks, and the value it gets (H = hidden_size)
 ABSENT_QA_POOLER = {"pooler.weight": lambda h: np.zeros((h, h), "float32"),
                     "pooler.bias": lambda h: np.zeros((h,), "float32")}

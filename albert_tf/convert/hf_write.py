@@ -25,6 +25,9 @@ Which transformers model an albert_tf model becomes (`architecture_of`):
                                         without a pooler: albert_tf's pooler, which the span
                                         head does not read, is left behind and reported)
     AlbertForMultipleChoice             AlbertForMultipleChoice
+    AlbertClassifier (a run_classifier  AlbertForSequenceClassification: id2label from the
+    run)                                task's labels; one output is a regression
+                                        (problem_type "regression", STS-B)
 
 What transformers cannot represent is refused (HfLayoutError, a ValueError: exit 2 from
 the convert tool) with every reason at once, before anything is written: `sharing` other
@@ -41,7 +44,8 @@ import os
 
 import numpy as np
 
-from albert_tf.convert.hf import CONFIG_KEYS, HF_ENCODER_TABLE, HF_HEAD_TABLE, HF_MC_TABLE, HF_QA_TABLE
+from albert_tf.convert.hf import CONFIG_KEYS, HF_CLASSIFIER_TABLE, HF_ENCODER_TABLE, HF_HEAD_TABLE, HF_MC_TABLE, \
+    HF_QA_TABLE
 from albert_tf.convert.rename import apply_transforms, model_variables, rename
 from albert_tf.convert.templates import reverse, to_regex_table
 
@@ -63,6 +67,7 @@ def architecture_of(model):
     Raises:
         HfLayoutError: a SQuAD v2 model, or a model of another kind.
     """
+    from albert_tf.modeling.classifier import AlbertClassifier
     from albert_tf.modeling.encoder import AlbertEncoder
     from albert_tf.modeling.multiple_choice import AlbertForMultipleChoice
     from albert_tf.modeling.pretrainer import AlbertPretrainer
@@ -80,6 +85,8 @@ def architecture_of(model):
         return "AlbertForQuestionAnswering"
     if isinstance(model, AlbertForMultipleChoice):
         return "AlbertForMultipleChoice"
+    if isinstance(model, AlbertClassifier):
+        return "AlbertForSequenceClassification"
     if isinstance(model, AlbertEncoder):
         return "AlbertModel"
     raise HfLayoutError(f"--to=hf: no transformers counterpart of {type(model).__name__}.")
@@ -114,7 +121,7 @@ def check_layout(config):
 
 def _table(prefix):
     encoder = tuple((rule[0], prefix + rule[1]) + tuple(rule[2:]) for rule in reverse(HF_ENCODER_TABLE))
-    return to_regex_table(encoder + reverse(HF_HEAD_TABLE + HF_QA_TABLE + HF_MC_TABLE))
+    return to_regex_table(encoder + reverse(HF_HEAD_TABLE + HF_QA_TABLE + HF_MC_TABLE + HF_CLASSIFIER_TABLE))
 
 
 def hf_state(model):
@@ -124,7 +131,7 @@ def hf_state(model):
         HfLayoutError: the model or its layout has no transformers form.
     """
     architecture = architecture_of(model)
-    check_layout(model.config)
+    check_layout(config_of(model))
     source = {path: np.asarray(v) for path, v in model_variables(model).items()}
     left_behind = []
     if architecture == "AlbertForQuestionAnswering":
@@ -136,15 +143,30 @@ def hf_state(model):
 
 def hf_config(model, architecture, special_tokens):
     """transformers' config.json dict of `model` (`special_tokens`: albert_tf SpecialTokens)."""
-    config = model.config
+    config = config_of(model)
     values = {"architectures": [architecture], "model_type": "albert"}
     values.update({k: getattr(config, k) for k in CONFIG_KEYS})
     values.update(hidden_act=TO_HF_ACTIVATIONS[config.hidden_act], layer_norm_eps=1e-12,
-                  classifier_dropout_prob=float(getattr(model, "dropout_prob", 0.1)),
+                  classifier_dropout_prob=float(getattr(model, "dropout_prob", getattr(model, "dropout", 0.1))),
                   position_embedding_type="absolute", pad_token_id=special_tokens.pad_id,
                   bos_token_id=special_tokens.cls_id, eos_token_id=special_tokens.sep_id, tie_word_embeddings=True,
                   dtype="float32")
+    if architecture == "AlbertForSequenceClassification":
+        labels = list(getattr(model, "run_labels", None) or [])
+        if model.num_classes == 1:
+            labels, problem = ["score"], "regression"
+        else:
+            labels = labels if len(labels) == model.num_classes else [f"LABEL_{i}" for i in range(model.num_classes)]
+            problem = "single_label_classification"
+        values.update(num_labels=model.num_classes, id2label={str(i): str(x) for i, x in enumerate(labels)},
+                      label2id={str(x): i for i, x in enumerate(labels)}, problem_type=problem)
     return values
+
+
+def config_of(model):
+    """The AlbertConfig of any albert_tf model (a classifier keeps it on its encoder)."""
+    config = getattr(model, "config", None)
+    return config if config is not None and hasattr(config, "sharing") else model.encoder.config
 
 
 def tokenizer_json(model_bytes, special_tokens, do_lower_case):
@@ -250,14 +272,15 @@ def write_hf(model, directory, spm_model_file, do_lower_case=True):
 
     architecture = architecture_of(model)
     state, left_behind = hf_state(model)
+    config = config_of(model)
     tokens = SentencePieceTokenizer(spm_model_file, do_lower_case).special_tokens
-    if tokens.vocab_size != model.config.vocab_size:
+    if tokens.vocab_size != config.vocab_size:
         raise ValueError(f"--spm_model_file={spm_model_file} has {tokens.vocab_size} pieces but the model's "
-                         f"vocab_size is {model.config.vocab_size}; give the model's own SentencePiece model.")
+                         f"vocab_size is {config.vocab_size}; give the model's own SentencePiece model.")
     save_file(state, os.path.join(directory, WEIGHTS_NAME), metadata={"format": "pt"})
     with open(os.path.join(directory, "config.json"), "w") as f:
         json.dump(hf_config(model, architecture, tokens), f, indent=2)
-    for name, data in tokenizer_files(spm_model_file, do_lower_case, model.config.max_position_embeddings).items():
+    for name, data in tokenizer_files(spm_model_file, do_lower_case, config.max_position_embeddings).items():
         with open(os.path.join(directory, name), "wb") as f:
             f.write(data)
     return architecture, left_behind

@@ -11,6 +11,10 @@ The preset is written by keras-hub itself (`save_to_preset`), so that
         -> an AlbertMaskedLM task (backbone, tokenizer, preprocessor and the masked-LM head,
            tied to the token embedding as in the release); the sentence-order head has no
            keras-hub counterpart and is left behind, reported
+    AlbertClassifier (a run_classifier run)
+        -> an AlbertTextClassifier task (num_classes, dropout; its `logits` layer holds the
+           release's output layer) and `labels.json`, the task's labels in class order
+           (keras-hub keeps no labels; [] for a regression)
 
 The backbone's weights go through keras_hub.py's table reversed (attention kernels split
 per head again); the masked-LM head through `MLM_HEAD_TABLE`. keras-hub's masked-LM head
@@ -28,12 +32,18 @@ AlbertBackbone (each group L // G times in a row) and the release's `int(i / L *
 other than the tanh GELU (AlbertBackbone's only one).
 """
 
+import json
+import os
+
 import numpy as np
 
 from albert_tf.convert.keras_hub import write_keras_hub_backbone
 from albert_tf.convert.rename import assign_to_model, model_variables
 from albert_tf.convert.templates import reverse, to_regex_table
 
+CLASSIFIER_HEAD_TABLE = (("logits/{var}", "output/{var}"),)
+ALBERT_TF_TO_CLASSIFIER_HEAD = to_regex_table(reverse(CLASSIFIER_HEAD_TABLE))
+LABELS_FILE = "labels.json"
 MLM_HEAD_TABLE = (
     ("mlm_head/intermediate_dense/{var}", "predictions/transform/{var}"),
     ("mlm_head/intermediate_layer_norm/{ln}", "predictions/transform_LayerNorm/{ln}"),
@@ -101,10 +111,12 @@ def write_keras_hub_preset(model, directory, spm_model_file, sequence_length=512
     """
     import keras_hub
 
+    from albert_tf.convert.hf_write import config_of
     from albert_tf.data.tokenization import strip_machine_paths
+    from albert_tf.modeling.classifier import AlbertClassifier
     from albert_tf.modeling.pretrainer import AlbertPretrainer
 
-    config = model.config
+    config = config_of(model)
     check_layout(config)
     encoder = getattr(model, "encoder", model)
     backbone = backbone_for(config)
@@ -126,6 +138,20 @@ def write_keras_hub_preset(model, directory, spm_model_file, sequence_length=512
         assign_to_model(_Variables(task, head_paths), head, ALBERT_TF_TO_MLM_HEAD, label="the albert_tf MLM head")
         task.save_to_preset(directory)
         kind = "AlbertMaskedLM"
+    elif isinstance(model, AlbertClassifier):
+        preprocessor = keras_hub.models.AlbertTextClassifierPreprocessor(
+            tokenizer, sequence_length=min(int(sequence_length), config.max_position_embeddings))
+        task = keras_hub.models.AlbertTextClassifier(backbone, num_classes=model.num_classes,
+                                                     preprocessor=preprocessor, dropout=model.dropout)
+        head = {p: np.asarray(v) for p, v in model_variables(model).items() if p.startswith("output/")}
+        head_paths = {v.path for v in task.output_dense.weights}
+        kept |= set(head)
+        assign_to_model(_Variables(task, head_paths), head, ALBERT_TF_TO_CLASSIFIER_HEAD,
+                        label="the albert_tf classifier head")
+        task.save_to_preset(directory)
+        with open(os.path.join(directory, LABELS_FILE), "w", encoding="utf-8") as f:
+            json.dump(list(getattr(model, "run_labels", None) or []), f)
+        kind = "AlbertTextClassifier"
     else:
         backbone.save_to_preset(directory)
         tokenizer.save_to_preset(directory)

@@ -42,6 +42,7 @@ import tensorflow as tf
 
 from albert_tf.data.maps import graph_map
 from albert_tf.modeling.encoder import set_remat, set_replica_index, set_skip_padding
+from albert_tf.modeling.records import model_record
 from albert_tf.storage import atomic
 from albert_tf.training import step as step_lib
 from albert_tf.training.accumulation import check_accumulation
@@ -354,8 +355,10 @@ def _train_and_evaluate(task, options, strategy, is_chief, stream, stop_after_st
         task.initialized_from = task.initialize(trainer.model)
         print(f"initialized from {task.initialized_from}", file=stream, flush=True)
         if is_chief:
+            record = model_record(trainer.model, getattr(task, "labels", None))  # what convert rebuilds
             checkpoints.write_run_info({"initialized_from": task.initialized_from, "task": task.name,
-                                        **trainer.precision.as_dict(), "remat": trainer.remats})
+                                        **trainer.precision.as_dict(), "remat": trainer.remats,
+                                        **({"model": record} if record else {})})
     if options.do_train and not saves_iterator:
         if resumed and trainer.step:
             print(f"skipping the {trainer.step} steps of input already consumed", file=stream, flush=True)
