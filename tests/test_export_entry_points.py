@@ -9,6 +9,7 @@ import sys
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=ROOT)
 SCRIPTS = {"albert-export-tfhub": "albert_tf.export_tfhub:entry", "albert-convert": "albert_tf.convert.__main__:entry",
+           "albert-export-litert": "albert_tf.export_litert:entry",
            "albert-param-table": "albert_tf.param_table:entry"}
 
 

@@ -21,6 +21,7 @@ ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)),
 # import name -> requirements.txt name
 THIRD_PARTY = {
     "absl": "absl-py",
+    "ai_edge_litert": "ai-edge-litert",
     "filelock": "filelock",
     "h5py": "h5py",
     "keras": "keras",

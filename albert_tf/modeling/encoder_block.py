@@ -349,7 +349,9 @@ class AlbertAttention(keras.layers.Layer):
         k = heads(apply_dense(self.key, projected, key))
         v = heads(apply_dense(self.value, projected, value))
         scores = ops.matmul(q, ops.transpose(k, (0, 1, 3, 2))) * (1.0 / math.sqrt(self.head_size))  # [B, N, T, T]
-        mask = ops.cast(input_mask, "float32")[:, None, None, :]  # [B, 1, 1, T]
+        # [B, 1, 1, T]; expand_dims, not [:, None, None, :]: LiteRT's StridedSlice takes no new axes
+        # at dynamic shapes (export/litert_model.py)
+        mask = ops.expand_dims(ops.expand_dims(ops.cast(input_mask, "float32"), 1), 1)
         scores = scores + (1.0 - mask) * _MASK_ADDER
         probs_seed, output_seed = (None, None) if seeds is None else (seeds[0], seeds[1])
         probs = dropout(self.probs_dropout, ops.softmax(scores, axis=-1), training, probs_seed)

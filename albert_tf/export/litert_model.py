@@ -1,0 +1,134 @@
+"""LiteRT (TensorFlow Lite) models of albert_tf models, for on-device ALBERT.
+
+The model's serving function (token ids in, its outputs out) is traced at float32 with
+dynamic batch and length, its variables frozen into constants, saved as a one-signature
+SavedModel and converted by TensorFlow's LiteRT converter with the builtin op set only
+(no TF Select ops: the file runs in the plain `ai_edge_litert` interpreter):
+
+    model                              inputs (int32)                  outputs (float32)
+    AlbertEncoder / AlbertPretrainer   input_word_ids, input_mask,     pooled_output [B, H],
+                                       input_type_ids [B, T]           sequence_output [B, T, H]
+    AlbertClassifier                   the same                        logits [B, C]
+    AlbertForQuestionAnswering (v1)    the same                        start_logits, end_logits [B, T]
+    AlbertForMultipleChoice            the same, [B, C, T]             logits [B, C]
+
+Quantization (`QUANTIZATIONS`): "none" (float32 weights), "float16" (weights stored in
+float16, computed in float32) and "dynamic_int8" (weights int8, activations quantized on
+the fly: the converter's dynamic-range quantization).
+
+Raw-string input is not offered: the SentencePiece op of a LiteRT model is a custom op
+(tensorflow-text's TFLite registrar) that the maintained `ai_edge_litert` runtime does not
+ship, so a model using it would not load there. The SentencePiece model is written beside
+the file instead, for the app's tokenizer.
+
+Shape legend: B batch, C classes or choices, T sequence length, H hidden size.
+"""
+
+import tempfile
+
+import tensorflow as tf
+
+QUANTIZATIONS = ("none", "float16", "dynamic_int8")
+INPUT_NAMES = ("input_word_ids", "input_mask", "input_type_ids")
+
+
+def serving_spec(model):
+    """(kind, input rank, output names, fn(ids, mask, types) -> dict of outputs) of `model`.
+
+    Raises:
+        ValueError: a model with no LiteRT form (a SQuAD v2 head, another class).
+    """
+    from albert_tf.modeling.classifier import AlbertClassifier
+    from albert_tf.modeling.encoder import AlbertEncoder
+    from albert_tf.modeling.multiple_choice import AlbertForMultipleChoice
+    from albert_tf.modeling.pretrainer import AlbertPretrainer
+    from albert_tf.modeling.question_answering import AlbertForQuestionAnswering
+
+    def inputs(a, b, c):
+        return {"input_word_ids": a, "input_mask": b, "input_type_ids": c}
+
+    if isinstance(model, (AlbertEncoder, AlbertPretrainer)):
+        encoder = model.encoder if isinstance(model, AlbertPretrainer) else model
+
+        def encode(a, b, c):
+            out = encoder(inputs(a, b, c), training=False)
+            return {"pooled_output": out["pooled_output"], "sequence_output": out["sequence_output"]}
+
+        return "encoder", 2, ("pooled_output", "sequence_output"), encode
+    if isinstance(model, AlbertClassifier):
+        return "classifier", 2, ("logits",), lambda a, b, c: {"logits": model(inputs(a, b, c), training=False)}
+    if isinstance(model, AlbertForQuestionAnswering):
+        if model.version != "v1":
+            raise ValueError("export_litert: the SQuAD v2 head (end logits conditioned on a beam of starts) has no "
+                             "LiteRT form here; export a v1 model or the encoder.")
+
+        def spans(a, b, c):
+            out = model(inputs(a, b, c), training=False)
+            return {"start_logits": out["start_logits"], "end_logits": out["end_logits"]}
+
+        return "squad_v1", 2, ("end_logits", "start_logits"), spans
+    if isinstance(model, AlbertForMultipleChoice):
+        return "multiple_choice", 3, ("logits",), lambda a, b, c: {"logits": model(inputs(a, b, c),
+                                                                                     training=False)["logits"]}
+    raise ValueError(f"export_litert: no LiteRT form of {type(model).__name__}.")
+
+
+def litert_bytes(model, quantization="none"):
+    """The LiteRT flatbuffer of `model` (built at float32), its signature "serving_default"
+    taking INPUT_NAMES and returning `serving_spec`'s outputs.
+
+    Raises:
+        ValueError: an unknown quantization or a model with no LiteRT form.
+    """
+    from tensorflow.python.framework.convert_to_constants import convert_variables_to_constants_v2
+
+    if quantization not in QUANTIZATIONS:
+        raise ValueError(f"--quantization must be one of {', '.join(QUANTIZATIONS)}, got {quantization!r}.")
+    _, rank, names, fn = serving_spec(model)
+    specs = [tf.TensorSpec([None] * rank, tf.int32, name=n) for n in INPUT_NAMES]
+    traced = tf.function(fn, input_signature=specs, autograph=False).get_concrete_function()
+    frozen = convert_variables_to_constants_v2(traced)  # the weights become constants of the graph
+    order = sorted(names)  # a dict's outputs flatten in key order
+
+    class Serving(tf.Module):
+        @tf.function(input_signature=specs, autograph=False)
+        def __call__(self, input_word_ids, input_mask, input_type_ids):
+            outputs = frozen(input_word_ids, input_mask, input_type_ids)
+            return dict(zip(order, outputs, strict=True))
+
+    module = Serving()
+    with tempfile.TemporaryDirectory(prefix="albert_tf_litert_") as tmp:
+        tf.saved_model.save(module, tmp, signatures={"serving_default": module.__call__.get_concrete_function()})
+        converter = tf.lite.TFLiteConverter.from_saved_model(tmp)
+        converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]
+        if quantization != "none":
+            converter.optimizations = [tf.lite.Optimize.DEFAULT]
+        if quantization == "float16":
+            converter.target_spec.supported_types = [tf.float16]
+        return converter.convert()
+
+
+def sidecar(model, quantization, max_seq_length, labels=None):
+    """The JSON written beside the file: what goes in and out, the length, the labels."""
+    kind, rank, names, _ = serving_spec(model)
+    shape = ["batch", "choices", "length"] if rank == 3 else ["batch", "length"]
+    return {"kind": kind, "model": type(model).__name__, "quantization": quantization,
+            "inputs": {n: {"dtype": "int32", "shape": shape} for n in INPUT_NAMES},
+            "outputs": sorted(names), "max_seq_length": int(max_seq_length),
+            "labels": list(labels) if labels is not None else None, "signature": "serving_default",
+            "raw_string_input": False}
+
+
+def companion_paths(output):
+    """(SentencePiece model, JSON) written beside `output` (x.tflite -> x.spm.model, x.json)."""
+    stem = output[: -len(".tflite")] if output.endswith(".tflite") else output
+    return stem + ".spm.model", stem + ".json"
+
+
+def run_litert(model_content, inputs, num_threads=None):
+    """Runs a LiteRT model once in ai_edge_litert's interpreter: dict of int32 arrays in,
+    dict of float32 arrays out (its serving_default signature)."""
+    from ai_edge_litert.interpreter import Interpreter
+
+    interpreter = Interpreter(model_content=model_content, num_threads=num_threads)
+    return interpreter.get_signature_runner("serving_default")(**inputs)

@@ -1,0 +1,124 @@
+"""Exports an albert_tf model as a LiteRT (TensorFlow Lite) file for on-device use.
+
+    python -m albert_tf.export_litert --init_checkpoint=runs/base --output=base.tflite \
+        --quantization=dynamic_int8 [--max_seq_length=128] [--spm_model_file=spm.model]
+
+--init_checkpoint is a model directory (albert_tf pretrained, SQuAD or multiple-choice,
+e.g. from albert_tf.convert) or a run directory (a pretraining run; a fine-tuning run's
+best, else newest, checkpoint): the encoder, or the fine-tuned classifier, SQuAD v1 or
+multiple-choice model with its head (albert_tf/export/litert_model.py lists the inputs and
+outputs). Writes OUTPUT (the .tflite file), OUTPUT's stem + ".spm.model" (the
+SentencePiece model, for the app's tokenizer) and stem + ".json" (inputs, outputs, the
+maximum length, the labels). Each is new or an earlier output of albert_tf's (replaced
+atomically); anything else, or an input, is refused (exit 2) before anything is loaded.
+The file runs in the `ai_edge_litert` interpreter; the tool runs it once on fixed ids and
+prints the largest difference from the Keras model.
+"""
+
+import json
+import os
+
+from absl import flags
+
+from albert_tf import cli
+
+QUANTIZATIONS = ("none", "float16", "dynamic_int8")  # albert_tf.export.litert_model's
+
+
+def define_flags(flag_values=None):
+    fv = {"flag_values": flags.FLAGS if flag_values is None else flag_values}
+    flags.DEFINE_string("init_checkpoint", None, "The model: an albert_tf model directory or a run directory.", **fv)
+    flags.DEFINE_string("output", None, "The .tflite file to write (new, or an earlier one of albert_tf's).", **fv)
+    flags.DEFINE_enum("quantization", "none", list(QUANTIZATIONS), "none: float32 weights; float16: weights "
+                      "stored in float16; dynamic_int8: int8 weights, activations quantized at run time.", **fv)
+    flags.DEFINE_integer("max_seq_length", 128, "The longest input the app will send (recorded in the JSON; the "
+                         "model takes any length up to max_position_embeddings).", **fv)
+    flags.DEFINE_string("spm_model_file", None, "The model's SentencePiece model (default: the one the input "
+                        "directory carries, e.g. spm.model).", **fv)
+
+
+def _paths(f):
+    from albert_tf.export.litert_model import companion_paths
+
+    output = f.output
+    if not output or not output.endswith(".tflite"):
+        raise ValueError(f"--output must name a .tflite file, got {output!r}.")
+    return (output, *companion_paths(output))
+
+
+def check_paths(f):
+    """The three outputs: new or albert_tf's own, and apart from the inputs
+    (albert_tf.storage.outputs); raises OutputRefused naming the flag. Writes nothing."""
+    from albert_tf.storage import outputs
+
+    model, spm, info = _paths(f)
+    outputs.check([outputs.Output("--output", model, outputs.LITERT_MODEL),
+                   outputs.Output("--output (its SentencePiece model)", spm, outputs.SENTENCEPIECE_MODEL),
+                   outputs.Output("--output (its JSON)", info, outputs.CONFIG)],
+                  [outputs.Input("--init_checkpoint", f.init_checkpoint),
+                   outputs.Input("--spm_model_file", f.spm_model_file)])
+
+
+def run(f):
+    if not f.init_checkpoint:
+        raise ValueError("--init_checkpoint is required (an albert_tf model directory or a run directory).")
+    if not os.path.isdir(f.init_checkpoint):
+        raise ValueError(f"--init_checkpoint={f.init_checkpoint} is not a directory (a model or run directory).")
+    if f.max_seq_length < 2:
+        raise ValueError(f"--max_seq_length must be at least 2, got {f.max_seq_length}.")
+    output, spm_output, info_output = _paths(f)
+    check_paths(f)  # before TensorFlow starts
+    import keras
+    import numpy as np
+
+    keras.config.set_dtype_policy("float32")  # the LiteRT model computes in float32 (its weights may be quantized)
+    from albert_tf.convert.api import load_source, spm_model_in
+    from albert_tf.convert.hf_write import config_of
+    from albert_tf.export.litert_model import litert_bytes, run_litert, serving_spec, sidecar
+    from albert_tf.storage import atomic, outputs
+
+    model = load_source("albert_tf", f.init_checkpoint)
+    config = config_of(model)
+    if f.max_seq_length > config.max_position_embeddings:
+        raise ValueError(f"--max_seq_length {f.max_seq_length} exceeds max_position_embeddings "
+                         f"{config.max_position_embeddings}.")
+    spm = f.spm_model_file or spm_model_in("albert_tf", f.init_checkpoint)
+    if not spm or not os.path.isfile(spm):
+        raise ValueError("--spm_model_file is required (the model's SentencePiece model; the input directory holds "
+                         "none)" if not spm else f"--spm_model_file={spm} does not exist.")
+    serving_spec(model)  # refuses a model with no LiteRT form before the conversion
+    print(f"converting {type(model).__name__} of {f.init_checkpoint} ({f.quantization})", flush=True)
+    content = litert_bytes(model, f.quantization)
+
+    # one run on fixed ids, against the Keras model
+    _, rank, names, fn = serving_spec(model)
+    length = min(16, f.max_seq_length)
+    ids = (np.arange(length, dtype="int32") % max(1, config.vocab_size - 5) + 5).reshape((1,) * (rank - 1) + (length,))
+    inputs = {"input_word_ids": ids, "input_mask": np.ones_like(ids), "input_type_ids": np.zeros_like(ids)}
+    theirs = run_litert(content, inputs)
+    ours = fn(*(inputs[n] for n in ("input_word_ids", "input_mask", "input_type_ids")))
+    difference = max(float(np.abs(np.asarray(ours[n]) - theirs[n]).max()) for n in names)
+
+    from albert_tf.data.tokenization import strip_machine_paths
+
+    with open(spm, "rb") as source:
+        spm_bytes = strip_machine_paths(source.read())
+    labels = getattr(model, "run_labels", None)
+    with outputs.replacing_file(output, outputs.LITERT_MODEL, "--output"):
+        atomic.write_bytes(output, content)
+    with outputs.replacing_file(spm_output, outputs.SENTENCEPIECE_MODEL, "--output"):
+        atomic.write_bytes(spm_output, spm_bytes)
+    with outputs.replacing_file(info_output, outputs.CONFIG, "--output"):
+        atomic.write_text(info_output, json.dumps(sidecar(model, f.quantization, f.max_seq_length, labels),
+                                                  indent=2) + "\n")
+    print(f"wrote {output} ({len(content):,} bytes), {spm_output} and {info_output}")
+    print(f"LiteRT vs Keras on {length} fixed ids: largest difference {difference:.2e} ({', '.join(sorted(names))})")
+    return 0
+
+
+def entry():
+    cli.main("export_litert", define_flags, run)
+
+
+if __name__ == "__main__":
+    entry()

@@ -1,0 +1,132 @@
+"""export_litert: LiteRT files of the encoder and of each fine-tuned head, run in the
+maintained runtime (ai_edge_litert's interpreter) and compared with the Keras model."""
+
+import json
+import os
+
+import numpy as np
+import pytest
+from convert_helpers import config, randomize
+
+from albert_tf import AlbertEncoder, AlbertPretrainer
+from albert_tf.export.litert_model import litert_bytes, run_litert, serving_spec
+from albert_tf.modeling.classifier import AlbertClassifier
+from albert_tf.modeling.multiple_choice import AlbertForMultipleChoice
+from albert_tf.modeling.question_answering import AlbertForQuestionAnswering
+
+VOCAB = 3000
+
+
+def batch(length, rows=2, choices=None, seed=0):
+    """int32 inputs [rows, length] (or [rows, choices, length]); the last row padded after
+    half its length."""
+    rng = np.random.default_rng(seed)
+    shape = (rows, length) if choices is None else (rows, choices, length)
+    ids = rng.integers(5, VOCAB, shape).astype("int32")
+    mask = np.ones(shape, "int32")
+    mask[-1, ..., length // 2:] = 0
+    types = np.zeros(shape, "int32")
+    types[..., length // 3:] = 1
+    return {"input_word_ids": ids * mask, "input_mask": mask, "input_type_ids": types * mask}
+
+
+def keras_outputs(model, x):
+    _, _, names, fn = serving_spec(model)
+    out = fn(x["input_word_ids"], x["input_mask"], x["input_type_ids"])
+    return {n: np.asarray(out[n]) for n in names}
+
+
+def real_positions(name, x):
+    """The entries compared: every one, but only real tokens of per-token outputs."""
+    if name in ("sequence_output", "start_logits", "end_logits"):
+        return x["input_mask"].astype(bool)
+    return Ellipsis
+
+
+@pytest.fixture(scope="module")
+def models():
+    cfg = config(vocab_size=VOCAB, num_hidden_groups=2)
+    models = {
+        "encoder": randomize(AlbertPretrainer(cfg), seed=1),
+        "classifier": randomize(AlbertClassifier(AlbertEncoder(cfg, name="encoder"), 3), seed=2),
+        "squad_v1": randomize(AlbertForQuestionAnswering(cfg, version="v1"), seed=3),
+        "multiple_choice": randomize(AlbertForMultipleChoice(cfg), seed=4),
+    }
+    for v in models["multiple_choice"].weights:  # logits of order 1, as a trained head's, not 0.05
+        if v.path.endswith("output_weights"):
+            v.assign(np.asarray(v) * 20)
+    return models
+
+
+@pytest.mark.parametrize("name", ["encoder", "classifier", "squad_v1", "multiple_choice"])
+def test_float32_and_float16_files_compute_the_keras_outputs_at_any_length(models, name):
+    model = models[name]
+    files = {q: litert_bytes(model, q) for q in ("none", "float16")}
+    choices = 4 if name == "multiple_choice" else None
+    for length in (16, 40):  # one file, any length up to max_position_embeddings
+        x = batch(length, choices=choices, seed=length)
+        ours = keras_outputs(model, x)
+        for quantization, atol in (("none", 1e-4), ("float16", 1e-2)):
+            theirs = run_litert(files[quantization], x)
+            assert set(theirs) == set(ours), quantization
+            for key, value in ours.items():
+                keep = real_positions(key, x)
+                assert np.abs(value[keep]).max() > 10 * atol, (key, "values too small for the tolerance")
+                np.testing.assert_allclose(theirs[key][keep], value[keep], atol=atol, rtol=0,
+                                           err_msg=f"{name} {quantization} {key} at length {length}")
+    if name == "encoder":
+        int8 = litert_bytes(model, "dynamic_int8")
+        # (a tiny model: its many small tensors stay float32; albert_base: benchmarks/litert_bench.py)
+        assert len(int8) < 0.5 * len(files["none"]) and len(files["float16"]) < 0.65 * len(files["none"])
+        x = batch(16)
+        theirs, ours = run_litert(int8, x)["pooled_output"], keras_outputs(model, x)["pooled_output"]
+        assert np.corrcoef(theirs.ravel(), ours.ravel())[0, 1] > 0.95  # quantized, still the same function
+
+
+def test_export_litert_cli_writes_the_file_its_tokenizer_and_json(tmp_path, spm_model):
+    import sentencepiece as spm
+    from conftest import entry_point_cases
+
+    from albert_tf.storage import outputs
+
+    cfg = config(vocab_size=VOCAB)
+    randomize(AlbertPretrainer(cfg), seed=5).save_pretrained(str(tmp_path / "pretrained"))
+    AlbertForQuestionAnswering(cfg, version="v2").save_pretrained(str(tmp_path / "squad_v2"))
+    (tmp_path / "mine.tflite").write_bytes(b"a user's file")
+    common = [f"--spm_model_file={spm_model}", "--max_seq_length=64"]
+    cases = [[f"--init_checkpoint={tmp_path / 'pretrained'}", f"--output={tmp_path / 'out' / 'enc.tflite'}",
+              "--quantization=dynamic_int8", *common],
+             [f"--init_checkpoint={tmp_path / 'pretrained'}", f"--output={tmp_path / 'bad.tflite'}",
+              "--quantization=int4", *common],
+             [f"--init_checkpoint={tmp_path / 'pretrained'}", f"--output={tmp_path / 'enc.bin'}", *common],
+             [f"--init_checkpoint={tmp_path / 'pretrained'}", f"--output={tmp_path / 'mine.tflite'}", *common],
+             [f"--init_checkpoint={tmp_path / 'squad_v2'}", f"--output={tmp_path / 'v2.tflite'}", *common],
+             [f"--init_checkpoint={tmp_path / 'pretrained'}", f"--output={tmp_path / 'long.tflite'}",
+              f"--spm_model_file={spm_model}", "--max_seq_length=100000"]]
+    (tmp_path / "out").mkdir()
+    ok, bad_quantization, not_tflite, users_file, v2, too_long = entry_point_cases(
+        "albert_tf.export_litert", cases, str(tmp_path))
+    assert ok.returncode == 0, ok.stderr[-3000:]
+    difference = float(ok.stdout.split("largest difference ")[1].split()[0])
+    assert 0 < difference < 0.5  # int8 weights: close to the Keras model, not equal
+    info = json.load(open(tmp_path / "out" / "enc.json"))
+    assert info["kind"] == "encoder" and info["quantization"] == "dynamic_int8" and info["max_seq_length"] == 64
+    assert sorted(info["inputs"]) == ["input_mask", "input_type_ids", "input_word_ids"]
+    assert info["outputs"] == ["pooled_output", "sequence_output"] and info["raw_string_input"] is False
+    theirs, ours = spm.SentencePieceProcessor(), spm.SentencePieceProcessor()
+    theirs.Load(str(tmp_path / "out" / "enc.spm.model"))
+    ours.Load(spm_model)
+    assert [theirs.IdToPiece(i) for i in range(VOCAB)] == [ours.IdToPiece(i) for i in range(VOCAB)]
+    assert outputs.read_marker(str(tmp_path / "out" / "enc.tflite"), outputs.LITERT_MODEL) is not None
+    x = batch(12, rows=1)
+    result = run_litert((tmp_path / "out" / "enc.tflite").read_bytes(), x)
+    assert result["sequence_output"].shape == (1, 12, cfg.hidden_size)
+
+    assert bad_quantization.returncode == 2 and "--quantization" in bad_quantization.stderr
+    assert not_tflite.returncode == 2 and "--output must name a .tflite file" in not_tflite.stderr
+    assert users_file.returncode == 2 and "--output" in users_file.stderr
+    assert (tmp_path / "mine.tflite").read_bytes() == b"a user's file"
+    assert v2.returncode == 2 and "SQuAD v2" in v2.stderr and not (tmp_path / "v2.tflite").exists()
+    assert too_long.returncode == 2 and "max_position_embeddings" in too_long.stderr
+    for result in (bad_quantization, not_tflite, users_file, v2, too_long):
+        assert "Traceback" not in result.stderr
