@@ -142,3 +142,10 @@ def test_precision_learning_bench_verdict_rule_and_bad_flags(tmp_path):
                             env=ENV, cwd=ROOT, timeout=120)
     assert result.returncode == 2 and "--tasks: squad_v3" in result.stderr
     assert not (tmp_path / "x").exists()
+
+
+def test_litert_bench_refuses_bad_flags(tmp_path):
+    result = _run("litert_bench.py", "--repeats=0", f"--output_dir={tmp_path}", timeout=120)
+    assert result.returncode == 2 and "--repeats and --calls must be positive" in result.stderr
+    assert not os.listdir(tmp_path)
+
