@@ -269,7 +269,7 @@ def test_a_classifier_keeps_its_labels_through_hf_and_keras_hub(tmp_path, spm_mo
     back = load_source("hf", out)
     assert back.run_labels == model.run_labels
     assert_same_weights(model, back)
-    with pytest.raises(ValueError, match="a classifier run converts to hf or keras_hub"):
+    with pytest.raises(ValueError, match="a classifier converts to hf or keras_hub"):
         write_target(model, "albert_tf", str(tmp_path / "a"), spm_model)
     preset, kind, _ = written(model, tmp_path, "keras_hub", spm_model, "kh")
     assert kind == "AlbertTextClassifier"

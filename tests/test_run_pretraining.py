@@ -365,7 +365,7 @@ def test_console_scripts_are_installed_and_share_the_error_convention(tmp_path):
     """pyproject.toml's console scripts (installed by `make venv` with pip install -e .)."""
     bindir = os.path.dirname(sys.executable)
     for script in ("albert-run-pretraining", "albert-run-classifier", "albert-run-squad-v1", "albert-run-squad-v2",
-                   "albert-export-tfhub", "albert-convert",
+                   "albert-export-tfhub", "albert-export-litert", "albert-convert",
                    "albert-param-table", "albert-create-pretraining-data"):
         path = os.path.join(bindir, script)
         assert os.access(path, os.X_OK), f"{script} is not installed in {bindir}: run `make venv`"

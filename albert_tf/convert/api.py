@@ -110,8 +110,6 @@ def load_source(source, path, config=None):
 def _hf_classifier(path, config, values, label):
     """An AlbertClassifier of a transformers AlbertForSequenceClassification directory
     (`model.run_labels`: its id2label in order; none for a regression)."""
-    from albert_tf.modeling.classifier import AlbertClassifier
-
     settings = read_json(os.path.join(path, "config.json"))
     weight = values.get("classifier.weight")
     if weight is None or np.ndim(weight) != 2:
@@ -134,7 +132,12 @@ def run_record(path):
     info = os.path.join(path, RUN_INFO)
     if not os.path.isdir(path) or not os.path.isfile(info):
         return None
-    return read_json(info).get("model")
+    values = read_json(info)
+    if "model" not in values and values.get("task") not in (None, "pretraining") \
+            and not os.path.isfile(os.path.join(path, PRETRAINER_WEIGHTS)):
+        raise ValueError(f"--input={path}: a {values['task']} run directory whose {RUN_INFO} records no model (runs "
+                         "before albert_tf recorded it); train it again into a new --output_dir to convert it.")
+    return values.get("model")
 
 
 def load_run(path, record):
@@ -181,8 +184,9 @@ def check_target(model, target, spm_model_file):
     if target not in TARGETS:
         raise ValueError(f"--to must be one of {', '.join(TARGETS)}, got {target!r}.")
     if isinstance(model, AlbertClassifier) and target in ("albert_tf", "tf1"):
-        raise ValueError(f"--to={target}: a classifier run converts to hf or keras_hub (its run directory already "
-                         "is the albert_tf form: run_classifier --init_checkpoint and --export_dir read it).")
+        raise ValueError(f"--to={target}: a classifier converts to hf or keras_hub; the {target} form holds "
+                         "pretrained, SQuAD and multiple-choice models (a classifier's run directory is its "
+                         "albert_tf form).")
     if target == "tf1":
         tf1_values(model)
     elif target == "hf":

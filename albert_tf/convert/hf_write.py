@@ -147,7 +147,8 @@ def hf_config(model, architecture, special_tokens):
     values = {"architectures": [architecture], "model_type": "albert"}
     values.update({k: getattr(config, k) for k in CONFIG_KEYS})
     values.update(hidden_act=TO_HF_ACTIVATIONS[config.hidden_act], layer_norm_eps=1e-12,
-                  classifier_dropout_prob=float(getattr(model, "dropout_prob", getattr(model, "dropout", 0.1))),
+                  classifier_dropout_prob=float(model.dropout if architecture == "AlbertForSequenceClassification"
+                                                else getattr(model, "dropout_prob", 0.1)),
                   position_embedding_type="absolute", pad_token_id=special_tokens.pad_id,
                   bos_token_id=special_tokens.cls_id, eos_token_id=special_tokens.sep_id, tie_word_embeddings=True,
                   dtype="float32")

@@ -154,7 +154,8 @@ class Trainer:
             self._gradients_fn = self._gradients
         # The step is a function of its own, called once in the loop below, so it is traced
         # once. Model, loss and metrics code has no Python control flow on tensors, so the
-        # step and the evaluation skip AutoGraph's source conversion (a quarter of tracing).
+        # step, the loop (a tf.while_loop) and the evaluation skip AutoGraph's source
+        # conversion (a quarter of tracing; data/maps.py does the same for the input functions).
         self._step_fn = tf.function(self._reduced_step, autograph=False)
         self._train_fn = tf.function(self._train_loop, autograph=False)
         self._eval_fn = tf.function(self._eval_step, autograph=False)
