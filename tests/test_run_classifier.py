@@ -147,12 +147,25 @@ def test_cola_from_the_export_best_checkpoint_predictions_and_raw_string_export(
     info = json.load(open(os.path.join(export, "classifier_info.json")))
     assert info["labels"] == ["0", "1"] and info["inputs"] == ["text_a"] and info["seq_length"] == SEQ
     assert info["skips_padding"] is False  # an encoder loaded from an export runs as exported
-    # a classifier fine-tuned on an export (a Keras TFSMLayer) has no AlbertEncoder to convert
-    from albert_tf.convert.api import load_source
+    # fine-tuned on an export (a Keras TFSMLayer), the run still converts: transformers' logits
+    # (the suite's NumPy transcription) equal the export's on every dev sentence
+    from convert_helpers import hf_outputs
+
+    from albert_tf.convert.api import load_source, write_target
+    from albert_tf.data.tokenization import SentencePieceTokenizer
 
     assert json.load(open(os.path.join(out, "run_info.json")))["model"]["encoder"] == "export"
-    with pytest.raises(ValueError, match="TFSMLayer"):
-        load_source("albert_tf", out)
+    run_model = load_source("albert_tf", out)
+    assert run_model.run_labels == ["0", "1"] and "best" in run_model.run_checkpoint
+    hf_dir, kind, _ = write_target(run_model, "hf", str(tmp_path / "hf"), tiny_export["spm"])
+    tokenizer = SentencePieceTokenizer(tiny_export["spm"])
+    x = {name: np.zeros((len(sentences), SEQ), "int32") for name in ("input_word_ids", "input_mask", "input_type_ids")}
+    for n, sentence in enumerate(sentences):
+        ids = [tokenizer.cls_id] + tokenizer.encode(sentence)[: SEQ - 2] + [tokenizer.sep_id]
+        x["input_word_ids"][n, :len(ids)], x["input_mask"][n, :len(ids)] = ids, 1
+    theirs, _, c = hf_outputs(hf_dir, x)
+    assert kind == "AlbertForSequenceClassification" and c["id2label"] == {"0": "0", "1": "1"}
+    np.testing.assert_allclose(theirs["logits"], outputs["logits"].numpy(), atol=1e-4, rtol=0)
 
 
 def test_sts_b_regression_from_an_albert_tf_checkpoint_in_process(tiny_export, stsb_dir, tmp_path):

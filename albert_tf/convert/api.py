@@ -152,7 +152,7 @@ def load_run(path, record):
     """
     import tensorflow as tf
 
-    from albert_tf.modeling.records import model_from_record
+    from albert_tf.modeling.records import EXPORT_VARIABLES, model_from_record
     from albert_tf.storage.checkpoints import latest_prefix, object_variables
     from albert_tf.storage.checkpoints import model_variables as checkpoint_variables
     from albert_tf.storage.report import MatchReport
@@ -162,9 +162,29 @@ def load_run(path, record):
     prefix = prefix or latest_prefix(path)
     if prefix is None:
         raise ValueError(f"--input={path}: a fine-tuning run directory without a checkpoint (ckpt-N); train first.")
-    MatchReport.compare(checkpoint_variables(model), object_variables(prefix, "model"),
-                        f"--input={prefix} (the run's {record['class']})").raise_if_mismatched()
-    tf.train.Checkpoint(model=model).read(prefix).expect_partial().assert_existing_objects_matched()
+    label = f"--input={prefix} (the run's {record['class']})"
+    if record.get("encoder") == "export":  # a classifier fine-tuned on an export's TFSMLayer
+        names = record.get("export_variables")
+        if not names:
+            raise ValueError(f"{os.path.join(path, RUN_INFO)}: a classifier fine-tuned on an export whose record "
+                             "lacks export_variables (runs before albert_tf recorded them); train it again into a "
+                             "new --output_dir to convert it.")
+        reader = tf.train.load_checkpoint(prefix)
+        stored = {name: reader.get_tensor(f"model/{EXPORT_VARIABLES}/{i}/.ATTRIBUTES/VARIABLE_VALUE")
+                  for i, name in enumerate(names) if reader.has_tensor(f"model/{EXPORT_VARIABLES}/{i}"
+                                                                       "/.ATTRIBUTES/VARIABLE_VALUE")}
+        encoder = {v.path: v for v in model.encoder.weights}
+        found = {name: value.shape for name, value in stored.items() if not name.startswith("mlm/")}
+        MatchReport.compare({p: tuple(v.shape) for p, v in encoder.items()}, found,
+                            label).raise_if_mismatched()
+        for name, variable in encoder.items():
+            variable.assign(stored[name])
+        tf.train.Checkpoint(model=tf.train.Checkpoint(output_dense=model.output_dense)).read(
+            prefix).expect_partial().assert_existing_objects_matched()
+    else:
+        MatchReport.compare(checkpoint_variables(model), object_variables(prefix, "model"),
+                            label).raise_if_mismatched()
+        tf.train.Checkpoint(model=model).read(prefix).expect_partial().assert_existing_objects_matched()
     model.run_labels = record.get("labels")
     model.run_checkpoint = prefix
     return model

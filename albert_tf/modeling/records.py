@@ -13,9 +13,16 @@ checkpoint into it:
      "settings": {"version": "v1", "start_n_top": 5, "end_n_top": 5, "dropout_prob": 0.1}}
     {"class": "AlbertForMultipleChoice", "albert_config": {...}, "settings": {"dropout_prob": 0.1}}
 
-A classifier fine-tuned on an export loaded as a Keras TFSMLayer has no AlbertEncoder to
-rebuild: its record says so ("encoder": "export") and `model_from_record` refuses it.
+A classifier fine-tuned on an export loaded as a Keras TFSMLayer (run_classifier
+--albert_hub_module_handle) records "encoder": "export", the export's albert_config and
+"export_variables", the names of the restored export's variables in order: its checkpoint
+holds the fine-tuned values as `encoder/_reloaded_obj/variables/<i>` (the export's own
+object path `encoder/_reloaded_obj/_encoder/...` keeps the values it was loaded with), and
+the reader maps variable i onto the AlbertEncoder variable of that name.
 """
+
+import os
+
 
 from albert_tf.modeling.classifier import AlbertClassifier
 from albert_tf.modeling.config import AlbertConfig
@@ -24,6 +31,7 @@ from albert_tf.modeling.multiple_choice import AlbertForMultipleChoice
 from albert_tf.modeling.question_answering import AlbertForQuestionAnswering
 
 CLASSIFIER_SETTINGS = ("num_classes", "dropout", "initializer_range")
+EXPORT_VARIABLES = "encoder/_reloaded_obj/variables"  # in a run's checkpoint, under "model/"
 _CLASSES = {"AlbertClassifier": AlbertClassifier, "AlbertForQuestionAnswering": AlbertForQuestionAnswering,
             "AlbertForMultipleChoice": AlbertForMultipleChoice}
 
@@ -40,6 +48,12 @@ def model_record(model, labels=None):
         record["albert_config"] = model.encoder.config.to_dict()
     else:
         record["encoder"] = "export"
+        config_file = os.path.join(str(getattr(model.encoder, "filepath", "")), "assets", "albert_config.json")
+        if os.path.isfile(config_file):
+            record["albert_config"] = AlbertConfig.from_json_file(config_file).to_dict()
+        reloaded = getattr(model.encoder, "_reloaded_obj", None)
+        if reloaded is not None:
+            record["export_variables"] = [v.name.split(":")[0] for v in reloaded.variables]
     if labels is not None:
         record["labels"] = list(labels)
     return record
@@ -55,10 +69,9 @@ def model_from_record(record, source="run_info.json"):
     name = record.get("class") if isinstance(record, dict) else None
     if name not in _CLASSES:
         raise ValueError(f"{source}: \"model\" names {name!r}, not one of {', '.join(_CLASSES)}.")
-    if record.get("encoder") == "export" or "albert_config" not in record:
-        raise ValueError(f"{source}: this {name} was fine-tuned on an export loaded as a TFSMLayer, whose weights "
-                         "are not an AlbertEncoder's; fine-tune from --init_checkpoint (an albert_tf directory) or "
-                         "with run_squad / run_race's export loading to convert the run.")
+    if "albert_config" not in record:
+        raise ValueError(f"{source}: this {name}'s record has no albert_config (an encoder of unknown shape); it "
+                         "cannot be rebuilt.")
     config = AlbertConfig.from_dict(record["albert_config"], source=source)
     settings = dict(record.get("settings") or {})
     if name == "AlbertClassifier":
