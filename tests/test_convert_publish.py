@@ -273,5 +273,8 @@ def test_a_classifier_keeps_its_labels_through_hf_and_keras_hub(tmp_path, spm_mo
         write_target(model, "albert_tf", str(tmp_path / "a"), spm_model)
     preset, kind, _ = written(model, tmp_path, "keras_hub", spm_model, "kh")
     assert kind == "AlbertTextClassifier"
-    assert json.load(open(os.path.join(preset, "labels.json"))) == model.run_labels
+    assert json.load(open(os.path.join(preset, "labels.json"))) == {"labels": model.run_labels}
+    back = load_source("keras_hub", preset)  # albert_tf -> keras_hub -> albert_tf, head and labels too
+    assert type(back).__name__ == "AlbertClassifier" and back.run_labels == model.run_labels
+    assert_same_weights(model, back)
 

@@ -234,7 +234,7 @@ def _run_converts_to_hf_and_keras_hub(tmp_path, spm, dev, scores, best_step):
     hf_dir, kind, left_behind = write_target(model, "hf", str(tmp_path / "hf"), spm)
     assert (kind, left_behind) == ("AlbertForSequenceClassification", [])
     preset, kind, _ = write_target(model, "keras_hub", str(tmp_path / "keras_hub"), spm)
-    assert kind == "AlbertTextClassifier" and json.load(open(tmp_path / "keras_hub" / "labels.json")) == []
+    assert kind == "AlbertTextClassifier" and json.load(open(tmp_path / "keras_hub" / "labels.json")) == {"labels": []}
 
     tokenizer = SentencePieceTokenizer(spm)
     ids, types = [], []

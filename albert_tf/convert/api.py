@@ -93,7 +93,17 @@ def load_source(source, path, config=None):
         backbone = keras_hub.backbone_from_file(path, config)
         model = AlbertEncoder(config or keras_hub.config_of_backbone(backbone))
         keras_hub.load_keras_hub_backbone(backbone, model, label=label)
-        return model
+        task = keras_hub.text_classifier_task(path)
+        if task is None:
+            return model
+        # an AlbertTextClassifier preset: its head too, and the labels albert_tf wrote beside it
+        classifier = AlbertClassifier(model, task.num_classes, dropout=task.dropout,
+                                      initializer_range=model.config.initializer_range)
+        head = {v.path: np.asarray(v) for v in task.output_dense.weights}
+        assign_to_model(_Weights(classifier.output_dense.weights), head, keras_hub.KERAS_HUB_TO_CLASSIFIER_HEAD,
+                        label=f"{label} (AlbertTextClassifier's logits layer)")
+        classifier.run_labels = keras_hub.preset_labels(path)
+        return classifier
     if source == "albert_tf":
         record = run_record(path)
         if record is not None:
@@ -105,6 +115,13 @@ def load_source(source, path, config=None):
         with_heads = os.path.isfile(os.path.join(path, PRETRAINER_WEIGHTS))
         return (AlbertPretrainer if with_heads else AlbertEncoder).from_pretrained(path)
     raise ValueError(f"--from must be one of {', '.join(SOURCES)}, got {source!r}.")
+
+
+class _Weights:
+    """Some of a model's variables, as assign_to_model takes a model (a `.weights` list)."""
+
+    def __init__(self, weights):
+        self.weights = list(weights)
 
 
 def _hf_classifier(path, config, values, label):

@@ -32,7 +32,11 @@ KERAS_HUB_TABLE = (
     (_K + "/feedforward_layer_norm/{ln}", _G + "_ffn/LayerNorm/{ln}"),
     ("pooled_dense/{var}", "pooler/{var}"),
 )
+# AlbertTextClassifier's `logits` Dense (kernel [H, C]) is AlbertClassifier's `output`
+CLASSIFIER_HEAD_TABLE = (("logits/{var}", "output/{var}"),)
 KERAS_HUB_TO_ALBERT_TF = to_regex_table(KERAS_HUB_TABLE)
+KERAS_HUB_TO_CLASSIFIER_HEAD = to_regex_table(CLASSIFIER_HEAD_TABLE)
+LABELS_FILE = "labels.json"  # written beside an AlbertTextClassifier preset by albert_tf (keras-hub keeps no labels)
 ALBERT_TF_TO_KERAS_HUB = to_regex_table(reverse(KERAS_HUB_TABLE))
 BACKBONE_CLASS = "AlbertBackbone"
 
@@ -127,3 +131,23 @@ def config_of_backbone(backbone, hidden_act="gelu"):
         num_attention_heads=backbone.num_heads, intermediate_size=backbone.intermediate_dim,
         hidden_act=hidden_act, hidden_dropout_prob=backbone.dropout, attention_probs_dropout_prob=backbone.dropout,
         max_position_embeddings=backbone.max_sequence_length, type_vocab_size=backbone.num_segments)
+
+
+def text_classifier_task(path):
+    """keras-hub's AlbertTextClassifier of a preset directory whose task.json names it
+    (loaded with its head), else None."""
+    task_file = os.path.join(path, "task.json")
+    if not os.path.isdir(path) or not os.path.isfile(task_file):
+        return None
+    if read_json(task_file).get("class_name") != "AlbertTextClassifier":
+        return None
+    import keras_hub
+
+    return keras_hub.models.AlbertTextClassifier.from_preset(path)
+
+
+def preset_labels(path):
+    """The labels albert_tf wrote beside a classifier preset (LABELS_FILE), or None."""
+    labels_file = os.path.join(path, LABELS_FILE)
+    return [str(x) for x in read_json(labels_file).get("labels", [])] if os.path.isfile(labels_file) else None
+

@@ -13,8 +13,8 @@ The preset is written by keras-hub itself (`save_to_preset`), so that
            keras-hub counterpart and is left behind, reported
     AlbertClassifier (a run_classifier run)
         -> an AlbertTextClassifier task (num_classes, dropout; its `logits` layer holds the
-           release's output layer) and `labels.json`, the task's labels in class order
-           (keras-hub keeps no labels; [] for a regression)
+           release's output layer) and `labels.json` ({"labels": [...]}, the task's labels
+           in class order; keras-hub keeps none; [] for a regression)
 
 The backbone's weights go through keras_hub.py's table reversed (attention kernels split
 per head again); the masked-LM head through `MLM_HEAD_TABLE`. keras-hub's masked-LM head
@@ -37,13 +37,11 @@ import os
 
 import numpy as np
 
-from albert_tf.convert.keras_hub import write_keras_hub_backbone
+from albert_tf.convert.keras_hub import CLASSIFIER_HEAD_TABLE, LABELS_FILE, write_keras_hub_backbone
 from albert_tf.convert.rename import assign_to_model, model_variables
 from albert_tf.convert.templates import reverse, to_regex_table
 
-CLASSIFIER_HEAD_TABLE = (("logits/{var}", "output/{var}"),)
 ALBERT_TF_TO_CLASSIFIER_HEAD = to_regex_table(reverse(CLASSIFIER_HEAD_TABLE))
-LABELS_FILE = "labels.json"
 MLM_HEAD_TABLE = (
     ("mlm_head/intermediate_dense/{var}", "predictions/transform/{var}"),
     ("mlm_head/intermediate_layer_norm/{ln}", "predictions/transform_LayerNorm/{ln}"),
@@ -150,7 +148,7 @@ def write_keras_hub_preset(model, directory, spm_model_file, sequence_length=512
                         label="the albert_tf classifier head")
         task.save_to_preset(directory)
         with open(os.path.join(directory, LABELS_FILE), "w", encoding="utf-8") as f:
-            json.dump(list(getattr(model, "run_labels", None) or []), f)
+            json.dump({"labels": list(getattr(model, "run_labels", None) or [])}, f)
         kind = "AlbertTextClassifier"
     else:
         backbone.save_to_preset(directory)
