@@ -7,8 +7,12 @@ full list of problems and nothing written) and assigned; the target is then writ
 The albert_tf model is the one the source's variables make: AlbertEncoder,
 AlbertPretrainer, AlbertForQuestionAnswering (version "v1" from the release's
 run_squad_v1.py or Hugging Face's AlbertForQuestionAnswering, "v2" from run_squad_v2.py),
-or AlbertForMultipleChoice (the release's run_race.py or Hugging Face's
-AlbertForMultipleChoice).
+AlbertForMultipleChoice (the release's run_race.py or Hugging Face's
+AlbertForMultipleChoice), or AlbertClassifier (Hugging Face's
+AlbertForSequenceClassification, keras-hub's AlbertTextClassifier, an albert_tf
+run_classifier run). An albert_tf run directory is read through the model record its
+run_info.json holds (`load_run`). Targets: albert_tf, tf1, hf (hf_write.py) and keras_hub
+(keras_hub_write.py).
 """
 
 import logging
