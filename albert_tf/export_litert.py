@@ -22,7 +22,8 @@ from absl import flags
 
 from albert_tf import cli
 
-QUANTIZATIONS = ("none", "float16", "dynamic_int8")  # albert_tf.export.litert_model's
+QUANTIZATIONS = ("none", "float16", "dynamic_int8")  # albert_tf.export.litert_model's (kept here: flags parse
+# before TensorFlow is imported; tests/test_export_litert.py checks the two agree)
 
 
 def define_flags(flag_values=None):
@@ -75,6 +76,7 @@ def run(f):
     from albert_tf.convert.api import load_source, spm_model_in
     from albert_tf.convert.hf_write import config_of
     from albert_tf.export.litert_model import litert_bytes, run_litert, serving_spec, sidecar
+    from albert_tf.modeling.encoder import INPUT_NAMES
     from albert_tf.storage import atomic, outputs
 
     model = load_source("albert_tf", f.init_checkpoint)
@@ -96,7 +98,7 @@ def run(f):
     ids = (np.arange(length, dtype="int32") % max(1, config.vocab_size - 5) + 5).reshape((1,) * (rank - 1) + (length,))
     inputs = {"input_word_ids": ids, "input_mask": np.ones_like(ids), "input_type_ids": np.zeros_like(ids)}
     theirs = run_litert(content, inputs)
-    ours = fn(*(inputs[n] for n in ("input_word_ids", "input_mask", "input_type_ids")))
+    ours = fn(*(inputs[n] for n in INPUT_NAMES))
     difference = max(float(np.abs(np.asarray(ours[n]) - theirs[n]).max()) for n in names)
 
     from albert_tf.data.tokenization import strip_machine_paths

@@ -83,6 +83,13 @@ def test_float32_and_float16_files_compute_the_keras_outputs_at_any_length(model
         assert np.corrcoef(theirs.ravel(), ours.ravel())[0, 1] > 0.95  # quantized, still the same function
 
 
+def test_the_flag_offers_the_quantizations_the_converter_knows():
+    from albert_tf import export_litert
+    from albert_tf.export import litert_model
+
+    assert export_litert.QUANTIZATIONS == litert_model.QUANTIZATIONS
+
+
 def test_export_litert_cli_writes_the_file_its_tokenizer_and_json(tmp_path, spm_model):
     import sentencepiece as spm
     from conftest import entry_point_cases

@@ -28,8 +28,9 @@ import tempfile
 
 import tensorflow as tf
 
+from albert_tf.modeling.encoder import INPUT_NAMES
+
 QUANTIZATIONS = ("none", "float16", "dynamic_int8")
-INPUT_NAMES = ("input_word_ids", "input_mask", "input_type_ids")
 
 
 def serving_spec(model):
