@@ -74,13 +74,12 @@ def run(f):
 
     keras.config.set_dtype_policy("float32")  # the LiteRT model computes in float32 (its weights may be quantized)
     from albert_tf.convert.api import load_source, spm_model_in
-    from albert_tf.convert.hf_write import config_of
     from albert_tf.export.litert_model import litert_bytes, run_litert, serving_spec, sidecar
     from albert_tf.modeling.encoder import INPUT_NAMES
     from albert_tf.storage import atomic, outputs
 
     model = load_source("albert_tf", f.init_checkpoint)
-    config = config_of(model)
+    config = model.config
     if f.max_seq_length > config.max_position_embeddings:
         raise ValueError(f"--max_seq_length {f.max_seq_length} exceeds max_position_embeddings "
                          f"{config.max_position_embeddings}.")
@@ -88,12 +87,11 @@ def run(f):
     if not spm or not os.path.isfile(spm):
         raise ValueError("--spm_model_file is required (the model's SentencePiece model; the input directory holds "
                          "none)" if not spm else f"--spm_model_file={spm} does not exist.")
-    serving_spec(model)  # refuses a model with no LiteRT form before the conversion
+    _, rank, names, fn = serving_spec(model)  # refuses a model with no LiteRT form before the conversion
     print(f"converting {type(model).__name__} of {f.init_checkpoint} ({f.quantization})", flush=True)
     content = litert_bytes(model, f.quantization)
 
     # one run on fixed ids, against the Keras model
-    _, rank, names, fn = serving_spec(model)
     length = min(16, f.max_seq_length)
     ids = (np.arange(length, dtype="int32") % max(1, config.vocab_size - 5) + 5).reshape((1,) * (rank - 1) + (length,))
     inputs = {"input_word_ids": ids, "input_mask": np.ones_like(ids), "input_type_ids": np.zeros_like(ids)}

@@ -29,8 +29,8 @@ def cfg_of(**changes):
 
 
 def written(model, tmp_path, target, spm_model, name="out"):
-    out, kind, left_behind = write_target(model, target, str(tmp_path / name), spm_model)
-    return out, kind, left_behind
+    """(output, what the target holds, paths left behind) of write_target into tmp_path / name."""
+    return write_target(model, target, str(tmp_path / name), spm_model)
 
 
 def assert_close(ours, theirs, what, atol=1e-4):

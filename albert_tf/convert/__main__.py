@@ -90,10 +90,9 @@ def run(f):
 def print_fixed_outputs(model):
     """The fixed-ids lines: pooled_output[:5], and the head's first outputs where it has one."""
     from albert_tf.convert.api import fixed_head_output, fixed_ids, fixed_output
-    from albert_tf.convert.hf_write import config_of
 
     values = ", ".join(f"{v:+.6f}" for v in fixed_output(model)[:5])
-    print(f"pooled_output[:5] for ids {list(fixed_ids(config_of(model)))}: [{values}]")
+    print(f"pooled_output[:5] for ids {list(fixed_ids(model.config))}: [{values}]")
     head = fixed_head_output(model)
     if head is not None:
         name, array = head

@@ -21,7 +21,8 @@ import os
 import numpy as np
 
 from albert_tf.convert import hf, hf_write, keras_hub, keras_hub_write, read_json, tf1
-from albert_tf.convert.rename import ConversionError, apply_transforms, assign_to_model, model_variables, rename
+from albert_tf.convert.rename import ConversionError, apply_transforms, assign_to_model, assign_to_variables, \
+    model_variables, rename
 from albert_tf.modeling.classifier import AlbertClassifier
 from albert_tf.modeling.config import AlbertConfig
 from albert_tf.modeling.encoder import AlbertEncoder
@@ -104,8 +105,8 @@ def load_source(source, path, config=None):
         classifier = AlbertClassifier(model, task.num_classes, dropout=task.dropout,
                                       initializer_range=model.config.initializer_range)
         head = {v.path: np.asarray(v) for v in task.output_dense.weights}
-        assign_to_model(_Weights(classifier.output_dense.weights), head, keras_hub.KERAS_HUB_TO_CLASSIFIER_HEAD,
-                        label=f"{label} (AlbertTextClassifier's logits layer)")
+        assign_to_variables(classifier.output_dense.weights, head, keras_hub.KERAS_HUB_TO_CLASSIFIER_HEAD,
+                            label=f"{label} (AlbertTextClassifier's logits layer)")
         classifier.run_labels = keras_hub.preset_labels(path)
         return classifier
     if source == "albert_tf":
@@ -119,13 +120,6 @@ def load_source(source, path, config=None):
         with_heads = os.path.isfile(os.path.join(path, PRETRAINER_WEIGHTS))
         return (AlbertPretrainer if with_heads else AlbertEncoder).from_pretrained(path)
     raise ValueError(f"--from must be one of {', '.join(SOURCES)}, got {source!r}.")
-
-
-class _Weights:
-    """Some of a model's variables, as assign_to_model takes a model (a `.weights` list)."""
-
-    def __init__(self, weights):
-        self.weights = list(weights)
 
 
 def _hf_classifier(path, config, values, label):
@@ -195,7 +189,8 @@ def load_run(path, record):
                   for i, name in enumerate(names) if reader.has_tensor(f"model/{EXPORT_VARIABLES}/{i}"
                                                                        "/.ATTRIBUTES/VARIABLE_VALUE")}
         encoder = {v.path: v for v in model.encoder.weights}
-        found = {name: value.shape for name, value in stored.items() if not name.startswith("mlm/")}
+        # (the export's other variables, e.g. its MLM head, are saved elsewhere: not in `stored`)
+        found = {name: value.shape for name, value in stored.items()}
         MatchReport.compare({p: tuple(v.shape) for p, v in encoder.items()}, found,
                             label).raise_if_mismatched()
         for name, variable in encoder.items():
@@ -232,15 +227,19 @@ def check_target(model, target, spm_model_file):
         tf1_values(model)
     elif target == "hf":
         hf_write.architecture_of(model)
-        hf_write.check_layout(hf_write.config_of(model))
+        hf_write.check_layout(model.config)
     elif target == "keras_hub":
-        keras_hub_write.check_layout(hf_write.config_of(model))
+        keras_hub_write.check_layout(model.config)
     if target in ("hf", "keras_hub"):
         if not spm_model_file:
             raise ValueError(f"--to={target} writes the tokenizer too: give --spm_model_file (the model's "
                              "SentencePiece model; the input holds none).")
-        if not os.path.isfile(spm_model_file):
-            raise ValueError(f"--spm_model_file={spm_model_file} does not exist.")
+        from albert_tf.data.tokenization import SentencePieceTokenizer
+
+        pieces = SentencePieceTokenizer(spm_model_file).vocab_size  # ValueError naming a missing or bad file
+        if pieces != model.config.vocab_size:
+            raise ValueError(f"--spm_model_file={spm_model_file} has {pieces} pieces but the model's vocab_size "
+                             f"is {model.config.vocab_size}; give the model's own SentencePiece model.")
 
 
 def write_target(model, target, output, spm_model_file=None, do_lower_case=True):
@@ -313,7 +312,7 @@ def fixed_output(model):
     """pooled_output of `fixed_ids(model.config)` (to compare with the source framework)."""
     encoder = model.encoder if isinstance(model, (AlbertPretrainer, AlbertForQuestionAnswering,
                                                   AlbertForMultipleChoice, AlbertClassifier)) else model
-    outputs = encoder(_fixed_inputs(encoder.config), training=False)
+    outputs = encoder(_fixed_inputs(model.config), training=False)
     return np.asarray(outputs["pooled_output"])[0]
 
 
@@ -322,10 +321,10 @@ def fixed_head_output(model):
     AlbertForQuestionAnswering v1 start_logits [T], v2 cls_logits [1] (None when T is
     below start_n_top or end_n_top); for an AlbertForMultipleChoice the logits [1] of
     the ids as the one option of one example (the option's score before the softmax);
-    None for other models."""
-    if isinstance(model, AlbertClassifier):
-        return "logits", np.asarray(model(_fixed_inputs(model.encoder.config), training=False))[0]
+    for an AlbertClassifier its logits [C]; None for other models."""
     inputs = _fixed_inputs(model.config)
+    if isinstance(model, AlbertClassifier):
+        return "logits", np.asarray(model(inputs, training=False))[0]
     if isinstance(model, AlbertForMultipleChoice):
         one_option = {name: value[:, None] for name, value in inputs.items()}  # [1, 1, T]
         return "logits", np.asarray(model(one_option, training=False)["logits"])[0]

@@ -124,14 +124,9 @@ def _table(prefix):
     return to_regex_table(encoder + reverse(HF_HEAD_TABLE + HF_QA_TABLE + HF_MC_TABLE + HF_CLASSIFIER_TABLE))
 
 
-def hf_state(model):
-    """(transformers name -> float32 array, albert_tf paths left behind) of `model`.
-
-    Raises:
-        HfLayoutError: the model or its layout has no transformers form.
-    """
-    architecture = architecture_of(model)
-    check_layout(config_of(model))
+def hf_state(model, architecture):
+    """(transformers name -> float32 array, albert_tf paths left behind) of `model`, which
+    becomes `architecture` (`architecture_of`; its layout checked by `check_layout`)."""
     source = {path: np.asarray(v) for path, v in model_variables(model).items()}
     left_behind = []
     if architecture == "AlbertForQuestionAnswering":
@@ -143,7 +138,7 @@ def hf_state(model):
 
 def hf_config(model, architecture, special_tokens):
     """transformers' config.json dict of `model` (`special_tokens`: albert_tf SpecialTokens)."""
-    config = config_of(model)
+    config = model.config
     values = {"architectures": [architecture], "model_type": "albert"}
     values.update({k: getattr(config, k) for k in CONFIG_KEYS})
     values.update(hidden_act=TO_HF_ACTIVATIONS[config.hidden_act], layer_norm_eps=1e-12,
@@ -162,12 +157,6 @@ def hf_config(model, architecture, special_tokens):
         values.update(num_labels=model.num_classes, id2label={str(i): str(x) for i, x in enumerate(labels)},
                       label2id={str(x): i for i, x in enumerate(labels)}, problem_type=problem)
     return values
-
-
-def config_of(model):
-    """The AlbertConfig of any albert_tf model (a classifier keeps it on its encoder)."""
-    config = getattr(model, "config", None)
-    return config if config is not None and hasattr(config, "sharing") else model.encoder.config
 
 
 def tokenizer_json(model_bytes, special_tokens, do_lower_case):
@@ -226,15 +215,14 @@ def tokenizer_json(model_bytes, special_tokens, do_lower_case):
     }
 
 
-def tokenizer_files(spm_model_file, do_lower_case, max_length):
+def tokenizer_files(spm_model_file, special_tokens, do_lower_case, max_length):
     """{file name: bytes} of the tokenizer: spiece.model, tokenizer.json (`tokenizer_json`)
-    and the two JSON files of its settings."""
-    from albert_tf.data.tokenization import SentencePieceTokenizer, strip_machine_paths
+    and the two JSON files of its settings (`special_tokens`: the model's SpecialTokens)."""
+    from albert_tf.data.tokenization import strip_machine_paths
     from albert_tf.data.vocab import PIECES
 
     with open(spm_model_file, "rb") as f:
         model_bytes = strip_machine_paths(f.read())
-    special_tokens = SentencePieceTokenizer(spm_model_file, do_lower_case).special_tokens
     special = {"bos_token": PIECES["cls_id"], "eos_token": PIECES["sep_id"], "unk_token": PIECES["unk_id"],
                "sep_token": PIECES["sep_id"], "pad_token": PIECES["pad_id"], "cls_token": PIECES["cls_id"],
                "mask_token": PIECES["mask_id"]}
@@ -257,31 +245,29 @@ def write_hf(model, directory, spm_model_file, do_lower_case=True):
         model: AlbertEncoder, AlbertPretrainer, AlbertForQuestionAnswering (v1) or
             AlbertForMultipleChoice.
         directory: where the files go (the caller makes it atomic).
-        spm_model_file: the model's SentencePiece model (its pieces must number vocab_size).
+        spm_model_file: the model's SentencePiece model (api.check_target checks that its
+            pieces number vocab_size).
         do_lower_case: the tokenizer's lower-casing (as the model was trained).
 
     Returns:
         (architecture, albert_tf paths left behind).
 
     Raises:
-        HfLayoutError: what transformers cannot represent; ValueError: a SentencePiece
-        model that does not fit the model.
+        HfLayoutError: what transformers cannot represent.
     """
     from safetensors.numpy import save_file
 
     from albert_tf.data.tokenization import SentencePieceTokenizer
 
     architecture = architecture_of(model)
-    state, left_behind = hf_state(model)
-    config = config_of(model)
+    check_layout(model.config)
+    state, left_behind = hf_state(model, architecture)
     tokens = SentencePieceTokenizer(spm_model_file, do_lower_case).special_tokens
-    if tokens.vocab_size != config.vocab_size:
-        raise ValueError(f"--spm_model_file={spm_model_file} has {tokens.vocab_size} pieces but the model's "
-                         f"vocab_size is {config.vocab_size}; give the model's own SentencePiece model.")
     save_file(state, os.path.join(directory, WEIGHTS_NAME), metadata={"format": "pt"})
     with open(os.path.join(directory, "config.json"), "w") as f:
         json.dump(hf_config(model, architecture, tokens), f, indent=2)
-    for name, data in tokenizer_files(spm_model_file, do_lower_case, config.max_position_embeddings).items():
+    for name, data in tokenizer_files(spm_model_file, tokens, do_lower_case,
+                                      model.config.max_position_embeddings).items():
         with open(os.path.join(directory, name), "wb") as f:
             f.write(data)
     return architecture, left_behind

@@ -38,7 +38,7 @@ import os
 import numpy as np
 
 from albert_tf.convert.keras_hub import CLASSIFIER_HEAD_TABLE, LABELS_FILE, write_keras_hub_backbone
-from albert_tf.convert.rename import assign_to_model, model_variables
+from albert_tf.convert.rename import assign_to_variables, model_variables
 from albert_tf.convert.templates import reverse, to_regex_table
 
 ALBERT_TF_TO_CLASSIFIER_HEAD = to_regex_table(reverse(CLASSIFIER_HEAD_TABLE))
@@ -109,43 +109,37 @@ def write_keras_hub_preset(model, directory, spm_model_file, sequence_length=512
     """
     import keras_hub
 
-    from albert_tf.convert.hf_write import config_of
     from albert_tf.data.tokenization import strip_machine_paths
     from albert_tf.modeling.classifier import AlbertClassifier
     from albert_tf.modeling.pretrainer import AlbertPretrainer
 
-    config = config_of(model)
+    config = model.config
     check_layout(config)
     encoder = getattr(model, "encoder", model)
     backbone = backbone_for(config)
     write_keras_hub_backbone(encoder, backbone, label="the albert_tf encoder")
     with open(spm_model_file, "rb") as f:
         tokenizer = keras_hub.models.AlbertTokenizer(proto=strip_machine_paths(f.read()))
-    if tokenizer.vocabulary_size() != config.vocab_size:
-        raise ValueError(f"--spm_model_file={spm_model_file} has {tokenizer.vocabulary_size()} pieces but the "
-                         f"model's vocab_size is {config.vocab_size}; give the model's own SentencePiece model.")
+    length = min(int(sequence_length), config.max_position_embeddings)
     kept = {v.path for v in encoder.weights}
+
+    def copy_head(prefix, weights, table):  # the albert_tf head's variables (paths `prefix...`) into `weights`
+        head = {p: np.asarray(v) for p, v in model_variables(model).items() if p.startswith(prefix)}
+        assign_to_variables(weights, head, table, label=f"the albert_tf {prefix[:-1]} head")
+        kept.update(head)
+
     if isinstance(model, AlbertPretrainer):
-        preprocessor = keras_hub.models.AlbertMaskedLMPreprocessor(
-            tokenizer, sequence_length=min(int(sequence_length), config.max_position_embeddings))
-        task = keras_hub.models.AlbertMaskedLM(backbone, preprocessor=preprocessor)
-        head = {p: np.asarray(v) for p, v in model_variables(model).items()
-                if p.startswith("predictions/")}
-        head_paths = {v.path for v in task.masked_lm_head.weights} - {v.path for v in backbone.weights}
-        kept |= set(head)
-        assign_to_model(_Variables(task, head_paths), head, ALBERT_TF_TO_MLM_HEAD, label="the albert_tf MLM head")
+        task = keras_hub.models.AlbertMaskedLM(
+            backbone, preprocessor=keras_hub.models.AlbertMaskedLMPreprocessor(tokenizer, sequence_length=length))
+        tied = {v.path for v in backbone.weights}  # the head's output embedding is the token embedding
+        copy_head("predictions/", [v for v in task.masked_lm_head.weights if v.path not in tied], ALBERT_TF_TO_MLM_HEAD)
         task.save_to_preset(directory)
         kind = "AlbertMaskedLM"
     elif isinstance(model, AlbertClassifier):
-        preprocessor = keras_hub.models.AlbertTextClassifierPreprocessor(
-            tokenizer, sequence_length=min(int(sequence_length), config.max_position_embeddings))
-        task = keras_hub.models.AlbertTextClassifier(backbone, num_classes=model.num_classes,
-                                                     preprocessor=preprocessor, dropout=model.dropout)
-        head = {p: np.asarray(v) for p, v in model_variables(model).items() if p.startswith("output/")}
-        head_paths = {v.path for v in task.output_dense.weights}
-        kept |= set(head)
-        assign_to_model(_Variables(task, head_paths), head, ALBERT_TF_TO_CLASSIFIER_HEAD,
-                        label="the albert_tf classifier head")
+        task = keras_hub.models.AlbertTextClassifier(
+            backbone, num_classes=model.num_classes, dropout=model.dropout,
+            preprocessor=keras_hub.models.AlbertTextClassifierPreprocessor(tokenizer, sequence_length=length))
+        copy_head("output/", task.output_dense.weights, ALBERT_TF_TO_CLASSIFIER_HEAD)
         task.save_to_preset(directory)
         with open(os.path.join(directory, LABELS_FILE), "w", encoding="utf-8") as f:
             json.dump({"labels": list(getattr(model, "run_labels", None) or [])}, f)
@@ -156,11 +150,3 @@ def write_keras_hub_preset(model, directory, spm_model_file, sequence_length=512
         kind = "AlbertBackbone"
     left_behind = sorted(p for p in model_variables(model) if p not in kept)
     return kind, left_behind
-
-
-class _Variables:
-    """The variables of `model` whose paths are in `paths`, as assign_to_model wants them
-    (a `.weights` list)."""
-
-    def __init__(self, model, paths):
-        self.weights = [v for v in model.weights if v.path in paths]

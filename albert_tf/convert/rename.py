@@ -257,8 +257,13 @@ def match_shapes(renamed, target_shapes, source="the source", unmatched=None):
 
 def model_variables(model):
     """Keras variable path -> variable (each variable once)."""
+    return variables_by_path(model.weights)
+
+
+def variables_by_path(weights):
+    """Keras variable path -> variable of a list of variables (each once)."""
     variables = {}
-    for v in model.weights:
+    for v in weights:
         variables.setdefault(v.path, v)
     return variables
 
@@ -279,7 +284,12 @@ def convert_arrays(source, table, target_shapes, skip=(), label="the source"):
 def assign_to_model(model, source, table, skip=(), label="the source"):
     """Renames, transforms, checks, then assigns `source` arrays to `model`'s variables
     (by Keras path). Nothing is assigned unless everything matches."""
-    variables = model_variables(model)
+    return assign_to_variables(model.weights, source, table, skip, label)
+
+
+def assign_to_variables(weights, source, table, skip=(), label="the source"):
+    """`assign_to_model` for a list of variables (e.g. one head of a model)."""
+    variables = variables_by_path(weights)
     values = convert_arrays(source, table, {p: v.shape for p, v in variables.items()}, skip, label)
     for path, value in values.items():
         variables[path].assign(np.asarray(value).astype(variables[path].dtype))

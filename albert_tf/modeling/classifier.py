@@ -40,6 +40,9 @@ class AlbertClassifier(keras.Model):
     ```
     """
 
+    # the head's constructor arguments (as the fine-tuned models' HEAD_SETTINGS; modeling/records.py)
+    HEAD_SETTINGS = ("num_classes", "dropout", "initializer_range")
+
     def __init__(self, encoder, num_classes, dropout=0.1, initializer_range=0.02, **kwargs):
         if int(num_classes) < 1:
             raise ValueError(f"num_classes must be at least 1 (1 = regression), got {num_classes}.")
@@ -62,6 +65,11 @@ class AlbertClassifier(keras.Model):
         self.num_classes = int(num_classes)
         self.dropout = float(dropout)
         self.initializer_range = float(initializer_range)
+
+    @property
+    def config(self):
+        """The encoder's AlbertConfig (None for an encoder without one, e.g. an export's TFSMLayer)."""
+        return getattr(self.encoder, "config", None)
 
     @property
     def is_regression(self):

@@ -30,7 +30,6 @@ from albert_tf.modeling.encoder import AlbertEncoder
 from albert_tf.modeling.multiple_choice import AlbertForMultipleChoice
 from albert_tf.modeling.question_answering import AlbertForQuestionAnswering
 
-CLASSIFIER_SETTINGS = ("num_classes", "dropout", "initializer_range")
 EXPORT_VARIABLES = "encoder/_reloaded_obj/variables"  # in a run's checkpoint, under "model/"
 _CLASSES = {"AlbertClassifier": AlbertClassifier, "AlbertForQuestionAnswering": AlbertForQuestionAnswering,
             "AlbertForMultipleChoice": AlbertForMultipleChoice}
@@ -42,8 +41,7 @@ def model_record(model, labels=None):
     name = type(model).__name__
     if name not in _CLASSES:
         return None
-    keys = CLASSIFIER_SETTINGS if name == "AlbertClassifier" else model.HEAD_SETTINGS
-    record = {"class": name, "settings": {k: getattr(model, k) for k in keys}}
+    record = {"class": name, "settings": {k: getattr(model, k) for k in model.HEAD_SETTINGS}}
     if isinstance(model.encoder, AlbertEncoder):
         record["albert_config"] = model.encoder.config.to_dict()
     else:
@@ -63,8 +61,8 @@ def model_from_record(record, source="run_info.json"):
     """A new model of `record`'s class and shape (weights to be read from the run).
 
     Raises:
-        ValueError: naming `source`: an unknown class, a classifier on an export, a
-            malformed record.
+        ValueError: naming `source`: an unknown class, a record without albert_config, a
+            malformed config.
     """
     name = record.get("class") if isinstance(record, dict) else None
     if name not in _CLASSES:

@@ -356,7 +356,7 @@ def _train_and_evaluate(task, options, strategy, is_chief, stream, stop_after_st
         task.initialized_from = task.initialize(trainer.model)
         print(f"initialized from {task.initialized_from}", file=stream, flush=True)
         if is_chief:
-            record = model_record(trainer.model, getattr(task, "labels", None))  # what convert rebuilds
+            record = model_record(trainer.model, task.labels)  # what convert rebuilds
             checkpoints.write_run_info({"initialized_from": task.initialized_from, "task": task.name,
                                         **trainer.precision.as_dict(), "remat": trainer.remats,
                                         **({"model": record} if record else {})})

@@ -35,6 +35,7 @@ class Task(abc.ABC):
     best_metric = None
     progress_metrics = (("loss", "loss"),)
     initialized_from = "random"
+    labels = None  # the class labels of a task that has them (recorded with the run's model)
 
     @abc.abstractmethod
     def build_model(self):
