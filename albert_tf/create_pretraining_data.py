@@ -91,7 +91,8 @@ def run(f):
         num_workers=f.num_workers, shuffle_buffer_size=f.shuffle_buffer_size,
         documents_per_chunk=f.documents_per_chunk, strict_utf8=f.strict_utf8)
     inputs, outputs, summary_file = check_paths(f)
-    summary = write_pretraining_data(inputs, outputs, f.spm_model_file, options, summary_file=summary_file)
+    summary = write_pretraining_data(inputs, outputs, f.spm_model_file, options, progress_stream=sys.stderr,
+                                     summary_file=summary_file)
     report(summary)
     return 0
 

@@ -13,6 +13,7 @@ model is exported at the end as albert_tf.export_tfhub does.
 """
 
 import os
+import sys
 
 from absl import flags
 
@@ -56,6 +57,9 @@ def define_flags(flag_values=None):
     cli.define_remat_flag(fv["flag_values"])
     flags.DEFINE_bool("use_one_hot_embeddings", False, "One-hot word-embedding lookups (faster on TPUs).", **fv)
     flags.DEFINE_bool("deterministic", False, "Deterministic input order and ops (exactly repeatable runs).", **fv)
+    flags.DEFINE_bool("sentence_loss", True, "Train the sentence head on the data's labels (sentence order, or next "
+                      "sentence for data written with --random_next_sentence); false: masked LM only (the paper's "
+                      "'None' objective; the head is still evaluated).", **fv)
     flags.DEFINE_bool("dynamic_masking", False, "Re-draw the masked-LM masks every epoch in tf.data.", **fv)
     flags.DEFINE_integer("random_seed", 12345, "Seed of initialisation, shuffling and dynamic masking.", **fv)
     flags.DEFINE_integer("shuffle_buffer_size", 10000, "Examples in the input shuffle buffer.", **fv)
@@ -127,7 +131,7 @@ def options_from_flags(f, config):
         max_predictions_per_seq=f.max_predictions_per_seq, global_batch_size=f.train_batch_size,
         deterministic=f.deterministic, random_seed=f.random_seed, shuffle_buffer_size=f.shuffle_buffer_size,
         dynamic_masking=masking, init_checkpoint=f.init_checkpoint,
-        use_one_hot_embeddings=f.use_one_hot_embeddings)
+        use_one_hot_embeddings=f.use_one_hot_embeddings, sentence_loss=f.sentence_loss)
     training = TrainingOptions(
         output_dir=f.output_dir, train_batch_size=f.train_batch_size, eval_batch_size=f.eval_batch_size,
         num_train_steps=f.num_train_steps, num_warmup_steps=f.num_warmup_steps,
@@ -159,8 +163,9 @@ def check_paths(f):
                    outputs.Output("--export_dir", f.export_dir, outputs.EXPORT)], inputs)
 
 
-def run(f):
-    """Runs training and/or evaluation as the flags say; returns a dict of results."""
+def run(f, stream=None):
+    """Runs training and/or evaluation as the flags say; returns a dict of results.
+    Progress goes to `stream` (default: sys.stdout as it is at the call)."""
     check_flags(f)  # before importing TensorFlow: bad flags and outputs fail at once
     check_paths(f)
     from albert_tf.storage import atomic
@@ -169,10 +174,10 @@ def run(f):
     # a run refused for its starting weights (--init_checkpoint) leaves no output_dir it
     # made, and nothing new in one that existed (its albert_config.json, its marker)
     with atomic.removed_if_refused(f.output_dir, CheckpointMismatchError):
-        return _run(f)
+        return _run(f, stream or sys.stdout)
 
 
-def _run(f):
+def _run(f, stream):
     from albert_tf.modeling.config import AlbertConfig
     from albert_tf.tasks.pretraining import check_run_config
 
@@ -202,7 +207,7 @@ def _run(f):
         outputs.claim_run(f.output_dir)  # checked in check_paths; created (or kept) and marked
         if not has_config:
             config.to_json_file(os.path.join(f.output_dir, "albert_config.json"))
-    outcome = train_and_evaluate(PretrainingTask(task_options), training, strategy, is_chief=chief)
+    outcome = train_and_evaluate(PretrainingTask(task_options), training, strategy, is_chief=chief, stream=stream)
     results = {"final_step": outcome["final_step"], "initialized_from": outcome["initialized_from"]}
     if outcome.get("summary"):
         results["eval"] = outcome["summary"]
@@ -212,7 +217,8 @@ def _run(f):
         model = outcome["trainer"].model
         results["export_dir"] = export_tfhub(model, f.spm_model_file, f.export_dir,
                                              seq_length=min(f.export_seq_length, config.max_position_embeddings))
-        print(f"exported to {results['export_dir']}/encoder and {results['export_dir']}/preprocess", flush=True)
+        print(f"exported to {results['export_dir']}/encoder and {results['export_dir']}/preprocess", file=stream,
+              flush=True)
     return results
 
 

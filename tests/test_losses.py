@@ -151,3 +151,39 @@ def test_removed_duplicates():
     for name in ("masked_lm_loss", "masked_lm_accuracy", "sentence_order_loss", "sentence_order_accuracy",
                  "masked_lm_terms", "sentence_order_terms", "metrics_from_terms"):
         assert not hasattr(losses, name), name
+
+
+def test_without_the_sentence_loss_only_masked_lm_is_trained(example, tiny_config):
+    """sentence_loss=False (the paper's 'None' objective): the loss is the masked-LM term
+    alone, and the sentence head gets no gradient through the pretraining task while the
+    encoder still does."""
+    import tensorflow as tf
+
+    from albert_tf.tasks.pretraining import PretrainingOptions, PretrainingTask
+    from conftest import random_inputs
+
+    rows = _numpy_rows(example)
+    w_total = rows["mlm_weight_sum"].sum()
+    got = losses.pretraining_loss(_terms(example), w_total, 4, sentence_loss=False)
+    assert float(got) == pytest.approx(rows["mlm_nll_sum"].sum() / (w_total + 1e-5), rel=1e-5)
+    metrics = losses.pretraining_metrics(_terms(example), sentence_loss=False)
+    assert metrics["loss"] == pytest.approx(metrics["masked_lm_loss"], rel=1e-7)
+    assert metrics["sentence_order_loss"] == pytest.approx(rows["sop_nll_sum"].mean(), rel=1e-5)  # still evaluated
+
+    batch = random_inputs(tiny_config, batch=2, length=12)
+    batch.update(masked_lm_positions=np.array([[1, 2], [3, 0]], "int32"),
+                 masked_lm_ids=np.array([[7, 8], [9, 0]], "int32"),
+                 masked_lm_weights=np.array([[1, 1], [1, 0]], "float32"),
+                 next_sentence_labels=np.array([[0], [1]], "int32"))
+    for sentence_loss in (True, False):
+        task = PretrainingTask(PretrainingOptions(config=tiny_config, input_files=[], global_batch_size=2,
+                                                  sentence_loss=sentence_loss))
+        model = task.build_model()
+        with tf.GradientTape() as tape:
+            loss, _ = task.loss_and_terms(model, batch, task.loss_normalizers(batch), training=True)
+        head = model.sentence_order_head.trainable_weights
+        grads = tape.gradient(loss, head + model.encoder.trainable_weights)
+        head_norm = sum(float(tf.norm(g)) for g in grads[: len(head)] if g is not None)
+        encoder_norm = sum(float(tf.norm(g)) for g in grads[len(head):] if g is not None)
+        assert encoder_norm > 0
+        assert (head_norm > 0) == sentence_loss, (sentence_loss, head_norm)

@@ -8,8 +8,9 @@ import subprocess
 import sys
 
 import pytest
-from conftest import load_tool
+from conftest import entry_point_cases, load_tool
 
+from albert_tf.data import sample_corpus
 from albert_tf.data.squad import metrics as squad_metrics
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
@@ -176,3 +177,83 @@ def test_people_kind_asks_one_of_eight_facts_by_name(tool, entries):
     train_people = {name for a in train["data"] for name in a["title"].split(" and ")}
     dev_people = {name for a in dev["data"] for name in a["title"].split(" and ")}
     assert train_people and dev_people and not train_people & dev_people
+
+
+# ------------------------------------------------------------------------------------ --corpus_file
+
+
+@pytest.fixture(scope="module")
+def corpus_file(tool, tmp_path_factory):
+    """A corpus input of real docstrings: the standard-library packages of MODULES (JSON lines)."""
+    packages = {m.split("/")[0].removesuffix(".py") for m in tool.MODULES}
+    path = tmp_path_factory.mktemp("squad_corpus") / "heldout.jsonl"
+    sample_corpus.write_entries(str(path), sample_corpus.iter_entries(("stdlib",), packages))
+    return path
+
+
+def test_corpus_entries_pass_the_same_filter(tool, entries, corpus_file):
+    records = sample_corpus.read_entries(str(corpus_file))
+    from_corpus = tool.corpus_docstring_entries(records)
+    names = [e["name"] for e in from_corpus]
+    assert len(names) > 100 and names == sorted(set(names))
+    kinds = {r["name"]: r["kind"] for r in records}
+    modules = {r["name"]: r["source"][:-3].replace("/", ".").removesuffix(".__init__") for r in records}
+    assert {kinds[name] for name in names} == {"function"}
+    assert not any(part.startswith("_") for name in names for part in name[len(modules[name]) + 1:].split("."))
+    # the functions MODULES also holds come out identical (one filter, return_entry)
+    by_name = {e["name"]: e for e in entries}
+    shared = [e for e in from_corpus if e["name"] in by_name]
+    assert len(shared) > 100 and all(by_name[e["name"]] == e for e in shared)
+    assert tool.corpus_docstring_entries([]) == []
+
+
+def test_corpus_file_gives_valid_data_of_both_kinds(tool, corpus_file, tmp_path):
+    entries = tool.corpus_docstring_entries(sample_corpus.read_entries(str(corpus_file)))
+    datasets = {}
+    for kind, make in (("functions", tool.make_dataset), ("people", tool.make_people_dataset)):
+        for split in ("train", "dev"):
+            datasets[kind, split] = make("2.0", 60, seed=3, max_context_chars=500, split=split, entries=entries)
+            assert tool.check_dataset(datasets[kind, split])[1] == 60
+            for context, qa in _qas(datasets[kind, split]):
+                for answer in qa["answers"] + qa.get("plausible_answers", []):
+                    start = answer["answer_start"]
+                    assert context[start:start + len(answer["text"])] == answer["text"]
+
+    def asked(split):
+        return {re.search(r"(\S+)\(\)", qa["question"]).group(1) for _, qa in _qas(datasets["functions", split])}
+
+    assert asked("train") and asked("dev") and not asked("train") & asked("dev")
+    assert asked("train") | asked("dev") <= {e["name"] for e in entries}
+
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(corpus_file.read_text(encoding="utf-8").splitlines()[0] + "\n[1, 2]\n", encoding="utf-8")
+    small = tmp_path / "small.jsonl"
+    sample_corpus.write_entries(str(small), [r for r in sample_corpus.read_entries(str(corpus_file))
+                                             if r["source"] in ("glob.py", "hmac.py", "secrets.py")])
+    small_count = len(tool.corpus_docstring_entries(sample_corpus.read_entries(str(small))))
+    out = tmp_path / "squad"
+    ok, people, bad_line, too_small = entry_point_cases("tools.make_squad_data", [
+        [f"--output_file={out}/dev-v2.0.json", f"--corpus_file={corpus_file}", "--version=2.0",
+         "--num_questions=25", "--seed=4", "--split=dev"],
+        [f"--output_file={out}/people.json", f"--corpus_file={corpus_file}", "--kind=people", "--num_questions=20"],
+        [f"--output_file={out}/bad.json", f"--corpus_file={bad}"],
+        [f"--output_file={out}/small.json", f"--corpus_file={small}"],
+    ], str(tmp_path))
+    assert ok.returncode == 0, ok.stderr[-1500:]
+    dataset = json.loads((out / "dev-v2.0.json").read_text(encoding="utf-8"))
+    assert dataset == tool.make_dataset("2.0", 25, seed=4, max_context_chars=600, split="dev", entries=entries)
+    assert ok.stdout.strip().startswith(f"wrote {out}/dev-v2.0.json: SQuAD 2.0, ")
+    assert people.returncode == 0, people.stderr[-1500:]
+    assert tool.check_dataset(json.loads((out / "people.json").read_text(encoding="utf-8")))[1] == 20
+    assert bad_line.returncode == 2 and "Traceback" not in bad_line.stderr
+    assert bad_line.stderr.strip().splitlines()[-1] == (
+        f"make_squad_data: error: {bad}:2: not a docstring entry: a JSON array, not an object.")
+    assert too_small.returncode == 2 and "Traceback" not in too_small.stderr
+    assert 0 < small_count < 8
+    assert too_small.stderr.strip().splitlines()[-1] == (
+        f"make_squad_data: error: {small}: too few usable entries: only {small_count} docstring entries fit "
+        f"--max_context_chars=600 and --split=all; need at least 8. Of its "
+        f"{len(sample_corpus.read_entries(str(small)))} entries, {small_count} are public functions whose docstring "
+        "starts \"Return(s) ...\"; use a larger corpus (or --split=all, a larger --max_context_chars).")
+    assert sorted(os.listdir(out)) == [".dev-v2.0.json.albert_tf_output.json", ".people.json.albert_tf_output.json",
+                                       "dev-v2.0.json", "people.json"]

@@ -11,9 +11,9 @@ import sys
 
 import numpy as np
 import pytest
-from conftest import load_tool
+from conftest import entry_point_cases, load_tool
 
-from albert_tf.data import feature_cache
+from albert_tf.data import feature_cache, sample_corpus
 from albert_tf.data.race.cache import load_or_build_features, read_feature_arrays
 from albert_tf.data.race.examples import MultipleChoiceDataError, MultipleChoiceExample
 from albert_tf.data.race.features import MultipleChoiceSettings, convert_example, examples_to_arrays, qa_text
@@ -520,3 +520,66 @@ def test_command_line(tmp_path):
     missing = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     assert missing.returncode == 2 and "Traceback" not in missing.stderr
     assert missing.stderr.strip().splitlines()[-1] == "make_race_data: error: --output_dir is required."
+
+
+def _check_answerable(article):
+    """Every question of a tool-made article has 4 distinct options and its answer in the article."""
+    text = article["article"]
+    for question, options, answer in zip(article["questions"], article["options"], article["answers"]):
+        assert len(options) == len(set(options)) == 4 and answer in "ABCD"
+        correct = options["ABCD".index(answer)]
+        if "_" in question:
+            assert question.count("_") == 1 and qa_text(question, correct) in text
+        else:
+            returned = re.fullmatch(r"Which function returns (.+)\?", question).group(1)
+            assert re.search(re.escape(correct) + r"\(\): Returns? " + re.escape(returned), text)
+
+
+def test_corpus_file_gives_valid_data(tool, tmp_path):
+    """--corpus_file: the functions of a corpus input (make_squad_data.corpus_docstring_entries
+    of its JSON lines) instead of the standard library's MODULES."""
+    squad = load_tool("make_squad_data")
+    packages = {m.split("/")[0].removesuffix(".py") for m in squad.MODULES}
+    corpus = tmp_path / "heldout.jsonl"
+    sample_corpus.write_entries(str(corpus), sample_corpus.iter_entries(("stdlib",), packages))
+    entries = tool.corpus_entries(str(corpus))
+    assert entries == squad.corpus_docstring_entries(sample_corpus.read_entries(str(corpus)))
+    dataset = tool.make_dataset(2, seed=5, entries=entries)
+    names = {}
+    for split, levels in dataset.items():
+        for article in (a for level in levels.values() for a in level):
+            _check_answerable(article)
+        names[split] = {e["name"] for level in levels.values() for a in level for e in entries
+                        if e["name"] + "(): " in a["article"]}
+        assert names[split] and {tool.split_of(n) for n in names[split]} == {split}
+    assert not names["train"] & names["dev"] and not names["train"] & names["test"] and not names["dev"] & names["test"]
+
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(corpus.read_text(encoding="utf-8").splitlines()[0] + "\n{broken\n", encoding="utf-8")
+    small = tmp_path / "small.jsonl"
+    sample_corpus.write_entries(str(small), [r for r in sample_corpus.read_entries(str(corpus)) if r["source"] in (
+        "glob.py", "hmac.py", "secrets.py", "shutil.py", "tarfile.py", "zipfile/__init__.py")])
+    small_entries = tool.corpus_entries(str(small))
+    in_train = sum(tool.split_of(e["name"]) == "train" for e in small_entries)
+    out = tmp_path / "out"
+    ok, bad_line, too_small = entry_point_cases("tools.make_race_data", [
+        [f"--output_dir={out}", f"--corpus_file={corpus}", "--layout=jsonl", "--num_articles=2", "--seed=5"],
+        [f"--output_dir={tmp_path}/bad", f"--corpus_file={bad}"],
+        [f"--output_dir={tmp_path}/small", f"--corpus_file={small}"],
+    ], str(tmp_path))
+    assert ok.returncode == 0, ok.stderr[-1500:]
+    assert ok.stdout.strip() == f"wrote {out} (jsonl): 8 articles; questions: train 18, dev 9, test 9"
+    expected = {split: tool.jsonl_lines([a for level in ("middle", "high") for a in dataset[split][level]])
+                for split in dataset}
+    for split in ("train", "dev", "test"):
+        assert (out / f"{split}.jsonl").read_text(encoding="utf-8").splitlines() == expected[split]
+        assert len(read_multiple_choice_jsonl(out / f"{split}.jsonl")) == len(expected[split])
+    assert bad_line.returncode == 2 and "Traceback" not in bad_line.stderr
+    assert bad_line.stderr.strip().splitlines()[-1] == (
+        f"make_race_data: error: {bad}:2: not a JSON object (Expecting property name enclosed in double quotes).")
+    assert too_small.returncode == 2 and "Traceback" not in too_small.stderr and in_train < 12
+    assert too_small.stderr.strip().splitlines()[-1] == (
+        f"make_race_data: error: {small}: too few usable entries: only {in_train} docstring functions in split "
+        f"'train'; need at least 12. The corpus has {len(small_entries)} public functions whose docstring starts "
+        "\"Return(s) ...\" (about 20% of them go to dev and 20% to test); use a larger corpus.")
+    assert not (tmp_path / "bad").exists() and not (tmp_path / "small").exists()

@@ -1,11 +1,16 @@
 """The sample corpus and SentencePiece tools (the demo's first two steps)."""
 
+import ast
+import json
 import os
+import re
 import subprocess
 import sys
+import sysconfig
 
 import pytest
 
+from albert_tf.data import sample_corpus
 from albert_tf.data.sample_corpus import write_corpus
 from albert_tf.data.spm_training import SentencePieceOptions, train_sentencepiece
 from albert_tf.data.tokenization import SentencePieceTokenizer, preprocess_text
@@ -44,6 +49,126 @@ def test_sample_corpus_tool(tmp_path):
     assert bad.returncode == 2
     assert bad.stderr.strip().splitlines()[-1] == "make_sample_corpus: error: --size_mb must be at least 1, got 0.5."
     assert not (tmp_path / "small.txt").exists()
+
+
+# ------------------------------------------------------------ the corpus before iter_entries, frozen
+
+_OLD_SKIP_DIRS = {"test", "tests", "idle_test", "site-packages", "lib2to3", "__pycache__", "turtledemo"}
+
+
+def _old_source_files(roots=("stdlib", "purelib"), keep=None):
+    """sample_corpus._source_files as it was before iter_entries (with `keep`: only the
+    files under these top-level names of each root, for speed)."""
+    paths = sysconfig.get_paths()
+    for name in roots:
+        root, skip = paths[name], _OLD_SKIP_DIRS - ({"site-packages"} if name == "purelib" else set())
+        for dirpath, dirnames, filenames in os.walk(root):
+            dirnames[:] = sorted(d for d in dirnames if d not in skip)
+            for filename in sorted(filenames):
+                path = os.path.join(dirpath, filename)
+                top = os.path.relpath(path, root).split(os.sep)[0]
+                if filename.endswith(".py") and (keep is None or re.sub(r"\.py$", "", top) in keep):
+                    yield path
+
+
+def _old_documents(**kwargs):
+    """sample_corpus.iter_documents as it was (ast.walk's order)."""
+    for path in _old_source_files(**kwargs):
+        try:
+            with open(path, encoding="utf-8") as f:
+                tree = ast.parse(f.read(), path)
+        except (SyntaxError, UnicodeDecodeError, ValueError):
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+                doc = ast.get_docstring(node)
+                if doc:
+                    sentences = sample_corpus.docstring_sentences(doc)
+                    if len(sentences) >= 2:
+                        yield sentences
+
+
+def test_write_corpus_bytes_are_those_of_the_old_traversal(tmp_path):
+    """iter_documents through iter_entries: the corpus file is byte-identical."""
+    documents, sentences, written = write_corpus(str(tmp_path / "new.txt"), 0.3)
+    old = b""
+    for doc in _old_documents():
+        old += ("\n".join(doc) + "\n\n").encode("utf-8")
+        if len(old) >= 300_000:
+            break
+    assert (tmp_path / "new.txt").read_bytes() == old and written == len(old)
+    # and further on, in the installed packages (purelib), file by file
+    kept = {"absl", "filelock"}
+    purelib = [e["sentences"] for e in sample_corpus.iter_entries(("purelib",), kept)]
+    assert len(purelib) > 50 and purelib == list(_old_documents(roots=("purelib",), keep=kept))
+
+
+def _definition(tree, parts):
+    """The node named by `parts` (class and function names) in a module's tree, searched
+    through every statement block (a definition may sit in an `if`)."""
+    node = tree
+    for part in parts:
+        node = next(n for n in ast.walk(node) if isinstance(n, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+                    and n.name == part)
+    return node
+
+
+def test_iter_entries_name_their_documents():
+    packages = {"json", "os", "asyncio"}
+    entries = list(sample_corpus.iter_entries(("stdlib",), packages))
+    assert [e["sentences"] for e in entries] == list(_old_documents(roots=("stdlib",), keep=packages))
+    stdlib = sysconfig.get_paths()["stdlib"]
+    by_name = {e["name"]: e for e in entries}
+    assert by_name["os"]["source"] == "os.py" and by_name["os"]["kind"] == "module"
+    assert by_name["json"]["source"] == "json/__init__.py" and by_name["json"]["kind"] == "module"
+    assert by_name["json.encoder.JSONEncoder"]["kind"] == "class"
+    assert by_name["asyncio.tasks.Task.cancel"] == {
+        "source": "asyncio/tasks.py", "name": "asyncio.tasks.Task.cancel", "kind": "function",
+        "sentences": by_name["asyncio.tasks.Task.cancel"]["sentences"]}
+    trees = {}
+    for e in entries:
+        assert set(e) == {"source", "name", "kind", "sentences"}
+        source = e["source"]
+        assert "\\" not in source and source.split("/")[0].removesuffix(".py") in packages
+        module = source[:-3].replace("/", ".").removesuffix(".__init__")
+        assert e["name"] == module or e["name"].startswith(module + ".")
+        if source not in trees:
+            with open(os.path.join(stdlib, source), encoding="utf-8") as f:
+                trees[source] = ast.parse(f.read())
+        parts = e["name"][len(module) + 1:].split(".") if e["name"] != module else []
+        node = _definition(trees[source], parts)
+        assert e["kind"] == {ast.Module: "module", ast.ClassDef: "class"}.get(type(node), "function")
+        assert e["sentences"] == sample_corpus.docstring_sentences(ast.get_docstring(node))
+
+
+def test_entries_round_trip_and_bad_lines_are_named(tmp_path):
+    entries = list(sample_corpus.iter_entries(("stdlib",), {"textwrap"}))
+    path = tmp_path / "entries.jsonl"
+    assert sample_corpus.write_entries(str(path), entries) == len(entries) > 3
+    assert os.listdir(tmp_path) == ["entries.jsonl"]  # no temporary left
+    lines = path.read_text(encoding="utf-8").splitlines()
+    assert len(lines) == len(entries) and json.loads(lines[0]) == entries[0]
+    assert sample_corpus.read_entries(str(path)) == entries
+    path.write_text(lines[0] + "\n\n" + lines[1] + "\n", encoding="utf-8")  # blank lines are skipped
+    assert sample_corpus.read_entries(str(path)) == entries[:2]
+    good = json.dumps({"source": "a.py", "name": "a.f", "sentences": ["One.", "Two."]})
+    for line, problem in (
+            ("{broken", "not a JSON object (Expecting property name enclosed in double quotes)."),
+            ('["a.py"]', "not a docstring entry: a JSON array, not an object."),
+            ('{"source": "a.py", "sentences": ["One."]}', "not a docstring entry: 'name' is missing or not a string."),
+            ('{"name": "a.f", "source": 3, "sentences": ["One."]}',
+             "not a docstring entry: 'source' is missing or not a string."),
+            ('{"name": "a.f", "source": "a.py", "sentences": []}',
+             "not a docstring entry: 'sentences' is missing or not a list of at least one string."),
+            ('{"name": "a.f", "source": "a.py", "sentences": ["One.", 2]}',
+             "not a docstring entry: 'sentences' is missing or not a list of at least one string.")):
+        path.write_text(good + "\n" + line + "\n", encoding="utf-8")
+        with pytest.raises(ValueError) as error:
+            sample_corpus.read_entries(str(path))
+        assert str(error.value) == f"{path}:2: {problem}"
+    path.write_text("\n", encoding="utf-8")
+    with pytest.raises(ValueError, match=re.escape(f"{path}: no docstring entries (an empty file)")):
+        sample_corpus.read_entries(str(path))
 
 
 def test_spm_model_follows_the_release_recipe(spm_model):

@@ -30,6 +30,12 @@ Layouts (--layout):
              (the release's form); the same articles as `files`
     jsonl    output_dir/{train,dev,test}.jsonl, one question per line (the generic
              multiple-choice format): {"id", "context", "question", "options", "answer": letter}
+
+--corpus_file takes the functions from a corpus input instead (a file of
+albert_tf.data.sample_corpus.write_entries, e.g. a corpus's held-out documents; the
+entries of make_squad_data.corpus_docstring_entries); a corpus with fewer than 12
+functions in a split is refused.
+
 The RACE directory is replaced as a whole (atomically), so layouts never mix.
 
 Outputs follow albert_tf's rule (albert_tf.storage.outputs): RACE/ (a generated data
@@ -49,6 +55,7 @@ import zlib
 from absl import flags
 
 from albert_tf import cli
+from albert_tf.data.sample_corpus import read_entries
 from albert_tf.storage import atomic, outputs
 
 SPLITS = ("train", "dev", "test")
@@ -66,6 +73,12 @@ def define_flags():
     flags.DEFINE_integer("seed", 12345, "Random seed; the same seed gives the same data.")
     flags.DEFINE_enum("layout", "files", list(LAYOUTS),
                       "files: one JSON article per file; all.txt: one per line; jsonl: generic JSON lines.")
+    flags.DEFINE_string("corpus_file", None, "Docstring entries (JSON lines of sample_corpus.write_entries) to take "
+                        "the functions from instead of the standard library (make_squad_data's MODULES).")
+
+
+class TooFewEntriesError(ValueError):
+    """The docstring entries are too few for the articles asked for."""
 
 
 def _make_squad_data():
@@ -82,6 +95,12 @@ def _make_squad_data():
 def docstring_entries():
     """make_squad_data.docstring_entries(): [{"name", "sentences", "answer", ...}]."""
     return _make_squad_data().docstring_entries()
+
+
+def corpus_entries(path):
+    """The entries of a corpus input: make_squad_data.corpus_docstring_entries of the
+    file's records (sample_corpus.read_entries; ValueError naming a bad line)."""
+    return _make_squad_data().corpus_docstring_entries(read_entries(path))
 
 
 def split_of(name):
@@ -132,6 +151,9 @@ def _cloze_questions(chosen, article, vocabulary, rng, positions, count):
     rng.shuffle(candidates)
     present = _words(article)
     pool = sorted(vocabulary - present)
+    if candidates[:count] and len(pool) < 3:
+        raise TooFewEntriesError(f"only {len(pool)} words of 5+ letters outside an article for cloze options; "
+                                 "need at least 3.")
     made = []
     for sentence, tokens, words in candidates[:count]:
         word = rng.choice(words)
@@ -155,7 +177,7 @@ def _which_questions(chosen, others, rng, positions, count):
             if len(distractors) == 3:
                 break
         if len(distractors) < 3:
-            raise ValueError(f"too few functions with another answer than {entry['name']}.")
+            raise TooFewEntriesError(f"too few functions with another answer than {entry['name']}.")
         options, letter = _with_answer(positions, entry["name"], distractors)
         made.append((f"Which function returns {entry['answer']}?", options, letter))
     return made
@@ -176,7 +198,7 @@ def make_articles(split, level, num_articles, seed, entries=None, stream=None):
     entries = docstring_entries() if entries is None else entries
     pool = [e for e in entries if split_of(e["name"]) == split]
     if len(pool) < 12:
-        raise ValueError(f"only {len(pool)} docstring functions in split {split!r}; need at least 12.")
+        raise TooFewEntriesError(f"only {len(pool)} docstring functions in split {split!r}; need at least 12.")
     rng = random.Random(f"race-{seed}-{split}-{level}")
     stream = stream if stream is not None else []
     vocabulary = {w for e in entries for s in e["sentences"] for w in s.split(" ") if CLOZE_WORD.match(w)}
@@ -289,7 +311,18 @@ def make_race(output_dir, num_articles=6, seed=12345, layout="files", entries=No
 def run(f):
     if not f.output_dir:
         raise ValueError("--output_dir is required.")
-    result = make_race(f.output_dir, f.num_articles, f.seed, f.layout)
+    corpus_file = getattr(f, "corpus_file", None)  # None in flag values made before the flag
+    if corpus_file:
+        outputs.check(race_outputs(f.output_dir, f.layout))  # before any work
+        entries = corpus_entries(corpus_file)
+        try:
+            result = make_race(f.output_dir, f.num_articles, f.seed, f.layout, entries=entries)
+        except TooFewEntriesError as e:
+            raise ValueError(f"{corpus_file}: too few usable entries: {e} The corpus has {len(entries)} public "
+                             "functions whose docstring starts \"Return(s) ...\" (about 20% of them go to dev and "
+                             "20% to test); use a larger corpus.") from None
+    else:
+        result = make_race(f.output_dir, f.num_articles, f.seed, f.layout)
     articles = sum(c["articles"] for levels in result["counts"].values() for c in levels.values())
     per_split = ", ".join(f"{split} {sum(c['questions'] for c in levels.values())}"
                           for split, levels in result["counts"].items())

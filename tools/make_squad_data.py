@@ -38,6 +38,12 @@ about 12) until attention learns to match the question's kind and then its name 
 context. v2.0 adds questions about a
 third person who is not in the context (plausible answer: the same attribute of one who is).
 
+--corpus_file takes the functions from a corpus input instead of MODULES: a file of
+albert_tf.data.sample_corpus.write_entries (JSON lines {"source", "name", "kind",
+"sentences"}, e.g. a corpus's held-out documents), of which the "function" entries with
+a public name pass the same filter (corpus_docstring_entries); both --kind values use
+them. A corpus with fewer than 8 such functions that fit (in the --split) is refused.
+
 Deterministic for a given --seed and Python version. --split=train|dev keeps ~80% / ~20%
 of the functions (by a hash of their names), so two files made with different splits
 share no function; --split=all uses every function.
@@ -58,7 +64,7 @@ import zlib
 from absl import flags
 
 from albert_tf import cli
-from albert_tf.data.sample_corpus import docstring_sentences
+from albert_tf.data.sample_corpus import docstring_sentences, module_name, read_entries
 from albert_tf.storage import atomic, outputs
 
 MODULES = (
@@ -99,11 +105,12 @@ def define_flags():
     flags.DEFINE_enum("kind", "functions", ["functions", "people"],
                       "functions: questions about the docstrings' functions; people: about two people per "
                       "context, mixed with docstring sentences (module doc).")
+    flags.DEFINE_string("corpus_file", None, "Docstring entries (JSON lines of sample_corpus.write_entries) to take "
+                        "the functions from instead of the standard library's MODULES.")
 
 
-def _module_name(relative_path):
-    name = relative_path[:-3].replace("/", ".")
-    return name[: -len(".__init__")] if name.endswith(".__init__") else name
+class TooFewEntriesError(ValueError):
+    """The docstring entries are too few for the dataset asked for."""
 
 
 def _functions(tree):
@@ -115,6 +122,39 @@ def _functions(tree):
             for item in node.body:
                 if isinstance(item, ast.FunctionDef) and not item.name.startswith("_"):
                     yield f"{node.name}.{item.name}", item
+
+
+def return_entry(name, sentences):
+    """The entry of a function whose docstring's first sentence is "Return(s) <answer>."
+    (the filter of docstring_entries and corpus_docstring_entries), or None.
+
+    Args:
+        name: the function's dotted name ("textwrap.dedent").
+        sentences: its docstring's sentences (sample_corpus.docstring_sentences).
+    Returns:
+        {"name", "sentences": [first, up to two more], "answer", "answer_offset"}, or
+        None when the docstring does not qualify (no "Return(s) ..." first sentence, an
+        answer of other characters or not 2 to 12 words, double spaces).
+    """
+    match = FIRST_SENTENCE.match(sentences[0]) if sentences else None
+    if not match or not ANSWER_CHARS.match(match["answer"]) or not 2 <= len(match["answer"].split()) <= 12:
+        return None
+    if "  " in sentences[0]:
+        return None
+    extra = [s for s in sentences[1:3] if len(s) <= 160 and ":" not in s and "\t" not in s and "  " not in s]
+    return {"name": name, "sentences": [sentences[0], *extra], "answer": match["answer"],
+            "answer_offset": match.start("answer")}
+
+
+def _sorted_entries(pairs):
+    """(name, sentences) pairs -> their return_entry entries, the first of each name, sorted by name."""
+    entries = {}
+    for name, sentences in pairs:
+        if name not in entries:
+            entry = return_entry(name, sentences)
+            if entry is not None:
+                entries[name] = entry
+    return [entries[k] for k in sorted(entries)]
 
 
 def docstring_entries(stdlib=None):
@@ -129,27 +169,41 @@ def docstring_entries(stdlib=None):
         one per name.
     """
     stdlib = stdlib or sysconfig.get_paths()["stdlib"]
-    entries = {}
-    for relative in MODULES:
-        path = os.path.join(stdlib, relative)
-        if not os.path.isfile(path):
-            continue
-        with open(path, encoding="utf-8") as f:
-            tree = ast.parse(f.read(), path)
-        for name, node in _functions(tree):
-            doc = ast.get_docstring(node)
-            sentences = docstring_sentences(doc) if doc else []
-            match = FIRST_SENTENCE.match(sentences[0]) if sentences else None
-            if not match or not ANSWER_CHARS.match(match["answer"]) or not 2 <= len(match["answer"].split()) <= 12:
+
+    def pairs():
+        for relative in MODULES:
+            path = os.path.join(stdlib, relative)
+            if not os.path.isfile(path):
                 continue
-            if "  " in sentences[0]:
-                continue
-            extra = [s for s in sentences[1:3]
-                     if len(s) <= 160 and ":" not in s and "\t" not in s and "  " not in s]
-            full_name = f"{_module_name(relative)}.{name}"
-            entries.setdefault(full_name, {"name": full_name, "sentences": [sentences[0], *extra],
-                                           "answer": match["answer"], "answer_offset": match.start("answer")})
-    return [entries[k] for k in sorted(entries)]
+            with open(path, encoding="utf-8") as f:
+                tree = ast.parse(f.read(), path)
+            for name, node in _functions(tree):
+                doc = ast.get_docstring(node)
+                yield f"{module_name(relative)}.{name}", docstring_sentences(doc) if doc else []
+
+    return _sorted_entries(pairs())
+
+
+def _is_public(record):
+    """Whether a corpus record's definition has a public name (no part after its module's
+    name starts with "_"), as _functions keeps."""
+    name, module = record["name"], module_name(record["source"].replace("\\", "/"))
+    inner = name[len(module) + 1:] if name.startswith(module + ".") else name.rsplit(".", 1)[-1]
+    return not any(part.startswith("_") for part in inner.split("."))
+
+
+def corpus_docstring_entries(records):
+    """docstring_entries from a corpus input instead of MODULES: its "function" records
+    with a public name, through the same filter (return_entry).
+
+    Args:
+        records: docstring entries {"source", "name", "kind", "sentences"}
+            (sample_corpus.read_entries / iter_entries).
+    Returns:
+        list of entries as docstring_entries', sorted by name, one per name (the first).
+    """
+    return _sorted_entries((r["name"], r["sentences"]) for r in records
+                           if r.get("kind") == "function" and _is_public(r))
 
 
 def in_split(name, split):
@@ -267,7 +321,7 @@ def make_dataset(version, num_questions, seed, max_context_chars, split="all", e
     pool = [e for e in entries if in_split(e["name"], split)
             and len(e["name"]) + 3 + len(" ".join(e["sentences"])) + EXTRA_CHARS <= max_context_chars]
     if len(pool) < 8:
-        raise ValueError(f"only {len(pool)} docstring entries fit --max_context_chars={max_context_chars} "
+        raise TooFewEntriesError(f"only {len(pool)} docstring entries fit --max_context_chars={max_context_chars} "
                          f"and --split={split}; need at least 8.")
     rng = random.Random(seed)
     order, articles, total = [], [], 0
@@ -316,6 +370,9 @@ def make_people_dataset(version, num_questions, seed, max_context_chars, split="
     _check_arguments(version, num_questions, max_context_chars)
     entries = docstring_entries() if entries is None else entries
     filler = [s for e in entries if in_split(e["name"], split) for s in e["sentences"] if len(s) <= 120]
+    if len(filler) < 3:
+        raise TooFewEntriesError(f"only {len(filler)} docstring sentences of at most 120 characters in "
+                                 f"--split={split}; need at least 3.")
     people, rng = _people(split), random.Random(seed)
     articles, total = [], 0
     while total < num_questions:
@@ -385,7 +442,18 @@ def run(f):
         raise ValueError("--output_file is required.")
     outputs.check([outputs.Output("--output_file", output_file, outputs.GENERATED_DATA)])  # before any work
     make = make_people_dataset if f.kind == "people" else make_dataset
-    dataset = make(version, num_questions, seed, max_context_chars, split)
+    corpus_file = getattr(f, "corpus_file", None)  # None in flag values made before the flag
+    if corpus_file:
+        records = read_entries(corpus_file)
+        entries = corpus_docstring_entries(records)
+        try:
+            dataset = make(version, num_questions, seed, max_context_chars, split, entries=entries)
+        except TooFewEntriesError as e:
+            raise ValueError(f"{corpus_file}: too few usable entries: {e} Of its {len(records)} entries, "
+                             f"{len(entries)} are public functions whose docstring starts \"Return(s) ...\"; use "
+                             f"a larger corpus (or --split=all, a larger --max_context_chars).") from None
+    else:
+        dataset = make(version, num_questions, seed, max_context_chars, split)
     paragraphs, questions, unanswerable = check_dataset(dataset)
     with outputs.replacing_file(output_file, outputs.GENERATED_DATA, "--output_file"):
         atomic.write_json(output_file, dataset, indent=None, sort_keys=False)

@@ -17,6 +17,17 @@ each class is capped at --per_class sentences (chosen by a hash of the text, so 
 output does not depend on file order), and the dev split is chosen by the same hash, so
 no sentence is in both files. Available offline on any machine with Python 3.11.
 
+With --corpus_file (a file of albert_tf.data.sample_corpus.write_entries: JSON lines
+{"source", "name", "kind", "sentences"}, e.g. the held-out documents of a corpus) the
+sentences (5 to 40 words, deduplicated) come from its entries instead, labelled by the
+top-level package of each entry's source ("asyncio/tasks.py" -> asyncio, "os.py" -> os);
+a sentence found under two packages is dropped (it has no single label). The classes are
+the --num_classes packages with the most distinct sentences (ties by name), each capped
+at --per_class as above:
+
+    python tools/make_topic_task.py --corpus_file=heldout.jsonl --num_classes=4 --per_class=200 \\
+        --output_dir=data/heldout_topics
+
 Each file is written when new, replaced when this tool made it (its marker
 `.<name>.albert_tf_output.json`, committed beside the shipped files), and refused
 otherwise (exit status 2) before any work (albert_tf.storage.outputs).
@@ -30,7 +41,7 @@ import zlib
 from absl import flags
 
 from albert_tf import cli
-from albert_tf.data.sample_corpus import docstring_sentences
+from albert_tf.data.sample_corpus import docstring_sentences, read_entries
 from albert_tf.storage import atomic, outputs
 
 TOPICS = {
@@ -50,6 +61,11 @@ def define_flags():
     flags.DEFINE_string("output_dir", "notebooks/data/docstring_topics", "Where to write train.tsv and dev.tsv.")
     flags.DEFINE_integer("per_class", 560, "Sentences per class (train + dev).")
     flags.DEFINE_float("dev_fraction", 0.2, "Share of each class in dev.tsv.")
+    flags.DEFINE_string("corpus_file", None, "Docstring entries (JSON lines of sample_corpus.write_entries) to take "
+                        "the sentences from, labelled by top-level package; default: the fixed standard-library "
+                        "topics.")
+    flags.DEFINE_integer("num_classes", 4, "With --corpus_file: how many packages (those with the most sentences) "
+                         "are the classes (at least 2).")
 
 
 def _files(stdlib, name):
@@ -84,6 +100,20 @@ def _hash(text):
     return zlib.crc32(text.encode("utf-8"))
 
 
+def _choose(sentences, label, per_class, dev_fraction):
+    """(train rows, dev rows) of one class: `per_class` of its distinct `sentences` chosen by
+    a hash of the text, the dev share by another hash."""
+    chosen = sorted(sentences, key=lambda s: (_hash(s), s))[:per_class]
+    n_dev = int(round(per_class * dev_fraction))
+    by_split = sorted(chosen, key=lambda s: (_hash("dev:" + s), s))
+    return [(s, label) for s in by_split[n_dev:]], [(s, label) for s in by_split[:n_dev]]
+
+
+def _interleaved(rows):
+    """The classes' rows in a fixed pseudo-random order."""
+    return sorted(rows, key=lambda r: _hash(r[0]))
+
+
 def make_task(per_class=560, dev_fraction=0.2):
     """-> (train rows, dev rows) of (sentence, label); ValueError if a class is too small."""
     seen, train, dev = set(), [], []
@@ -91,14 +121,80 @@ def make_task(per_class=560, dev_fraction=0.2):
         sentences = [s for s in topic_sentences(topic) if s not in seen]
         if len(sentences) < per_class:
             raise ValueError(f"topic {topic!r} has {len(sentences)} sentences, fewer than --per_class={per_class}.")
-        chosen = sorted(sentences, key=lambda s: (_hash(s), s))[:per_class]
-        seen.update(chosen)
-        n_dev = int(round(per_class * dev_fraction))
-        by_split = sorted(chosen, key=lambda s: (_hash("dev:" + s), s))
-        dev.extend((s, topic) for s in by_split[:n_dev])
-        train.extend((s, topic) for s in by_split[n_dev:])
-    # interleave the classes in a fixed pseudo-random order
-    return sorted(train, key=lambda r: _hash(r[0])), sorted(dev, key=lambda r: _hash(r[0]))
+        train_rows, dev_rows = _choose(sentences, topic, per_class, dev_fraction)
+        seen.update(s for s, _ in train_rows + dev_rows)
+        dev.extend(dev_rows)
+        train.extend(train_rows)
+    return _interleaved(train), _interleaved(dev)
+
+
+def package_of(source):
+    """An entry's source -> its top-level package: "asyncio/tasks.py" -> "asyncio", "os.py" -> "os"."""
+    first = source.replace("\\", "/").split("/")[0]
+    return first[:-3] if first.endswith(".py") else first
+
+
+def corpus_sentences(entries):
+    """The distinct sentences (5 to 40 words, whitespace collapsed) of docstring entries by
+    top-level package; a sentence found under two packages is left out.
+
+    Args:
+        entries: dicts with "source" and "sentences" (sample_corpus.read_entries).
+    Returns:
+        {package: sorted list of its sentences}, packages without sentences left out.
+    """
+    by_package = {}
+    for entry in entries:
+        package = package_of(entry["source"])
+        for sentence in entry["sentences"]:
+            if 5 <= len(sentence.split()) <= 40:
+                by_package.setdefault(package, set()).add(" ".join(sentence.split()))
+    packages_of = {}
+    for package, sentences in by_package.items():
+        for sentence in sentences:
+            packages_of[sentence] = packages_of.get(sentence, 0) + 1
+    found = {package: sorted(s for s in sentences if packages_of[s] == 1) for package, sentences in by_package.items()}
+    return {package: sentences for package, sentences in found.items() if sentences}
+
+
+def make_corpus_task(entries, num_classes=4, per_class=560, dev_fraction=0.2, source="the corpus"):
+    """The topic task of a corpus input: sentences labelled by the top-level package of
+    their entry (corpus_sentences), the `num_classes` packages with the most sentences
+    (ties by name) as the classes, each capped at `per_class` as make_task's topics.
+
+    Args:
+        entries: dicts with "source" and "sentences" (sample_corpus.read_entries).
+        num_classes: how many classes, >= 2.
+        per_class: sentences per class (train + dev).
+        dev_fraction: each class's share in dev, 0 < dev_fraction < 1.
+        source: what to call the entries in an error (the corpus file).
+    Returns:
+        (train rows, dev rows, labels): rows of (sentence, label); labels the packages,
+        most sentences first.
+    Raises:
+        ValueError: fewer than `num_classes` packages have `per_class` sentences, or a bad
+            argument.
+    """
+    if num_classes < 2 or per_class < 1 or not 0 < dev_fraction < 1:
+        raise ValueError(f"need --num_classes >= 2, --per_class >= 1 and 0 < --dev_fraction < 1 "
+                         f"(got {num_classes}, {per_class}, {dev_fraction}).")
+    by_package = corpus_sentences(entries)
+    ranked = sorted(by_package, key=lambda p: (-len(by_package[p]), p))
+    labels = ranked[:num_classes]
+    if len(labels) < num_classes or len(by_package[labels[-1]]) < per_class:
+        enough = sum(len(by_package[p]) >= per_class for p in ranked)
+        counts = ", ".join(f"{p} {len(by_package[p])}" for p in ranked[:num_classes + 2]) or "none"
+        largest = len(by_package[labels[-1]]) if len(labels) == num_classes else 0
+        hint = (f"lower --per_class to at most {largest}" if largest >= 10 else "use a larger corpus")
+        raise ValueError(f"{source}: {enough} of its {len(ranked)} packages have --per_class={per_class} distinct "
+                         f"sentences of 5 to 40 words, fewer than --num_classes={num_classes} (the most: {counts}); "
+                         f"{hint} or lower --num_classes.")
+    train, dev = [], []
+    for label in labels:
+        train_rows, dev_rows = _choose(by_package[label], label, per_class, dev_fraction)
+        train.extend(train_rows)
+        dev.extend(dev_rows)
+    return _interleaved(train), _interleaved(dev), labels
 
 
 def tsv_text(rows):
@@ -125,13 +221,24 @@ def write_task(output_dir, train, dev, flag="--output_dir"):
 
 def run(f):
     output_dir, per_class, dev_fraction = f.output_dir, f.per_class, f.dev_fraction
+    # flag values made before these flags (a namespace, not absl's FLAGS) mean the defaults
+    corpus_file, num_classes = getattr(f, "corpus_file", None), getattr(f, "num_classes", len(LABELS))
     if not 0 < dev_fraction < 1 or per_class < 10:
         raise ValueError(f"need 0 < --dev_fraction < 1 and --per_class >= 10 (got {dev_fraction}, {per_class}).")
+    if num_classes < 2:
+        raise ValueError(f"--num_classes must be at least 2, got {num_classes}.")
+    if not corpus_file and num_classes != len(LABELS):
+        raise ValueError(f"--num_classes={num_classes} needs --corpus_file (the built-in task has the "
+                         f"{len(LABELS)} topics {', '.join(LABELS)}).")
     outputs.check(task_outputs(output_dir))  # before any work
-    train, dev = make_task(per_class, dev_fraction)
+    if corpus_file:
+        train, dev, labels = make_corpus_task(read_entries(corpus_file), num_classes, per_class, dev_fraction,
+                                              source=corpus_file)
+    else:
+        (train, dev), labels = make_task(per_class, dev_fraction), LABELS
     write_task(output_dir, train, dev)
     print(f"wrote {output_dir}/train.tsv ({len(train)} rows) and dev.tsv ({len(dev)} rows); "
-          f"labels: {', '.join(LABELS)}")
+          f"labels: {', '.join(labels)}")
     return 0
 
 

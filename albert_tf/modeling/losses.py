@@ -92,7 +92,7 @@ def pretraining_terms(mlm_logits, sop_logits, masked_lm_ids, masked_lm_weights, 
     return {k: ops.sum(per_row[k]) for k in PRETRAINING_TERMS}
 
 
-def pretraining_loss(terms, mlm_weight_total, global_batch_size):
+def pretraining_loss(terms, mlm_weight_total, global_batch_size, sentence_loss=True):
     """This replica's share of the release's loss over the global batch.
 
         terms["mlm_nll_sum"] / (mlm_weight_total + MLM_LOSS_EPSILON)
@@ -105,13 +105,15 @@ def pretraining_loss(terms, mlm_weight_total, global_batch_size):
         terms: this replica's `pretraining_terms` (scalars).
         mlm_weight_total: float scalar, sum of masked_lm_weights over the global batch.
         global_batch_size: int, examples over all replicas.
+        sentence_loss: bool; False drops the sentence term (masked LM only: the paper's
+            "None" row of the sentence-level table; the sentence head is left untrained).
 
     Returns:
         float32 scalar.
     """
     mlm_weight_total = ops.cast(mlm_weight_total, "float32")
-    return (terms["mlm_nll_sum"] / (mlm_weight_total + MLM_LOSS_EPSILON)
-            + terms["sop_nll_sum"] / float(global_batch_size))
+    mlm = terms["mlm_nll_sum"] / (mlm_weight_total + MLM_LOSS_EPSILON)
+    return mlm + terms["sop_nll_sum"] / float(global_batch_size) if sentence_loss else mlm
 
 
 def _ratio(numerator, denominator):
@@ -120,7 +122,7 @@ def _ratio(numerator, denominator):
     return numerator / denominator if denominator > 0 else 0.0
 
 
-def pretraining_metrics(totals):
+def pretraining_metrics(totals, sentence_loss=True):
     """The reported metrics from summed terms.
 
     Args:
@@ -131,14 +133,15 @@ def pretraining_metrics(totals):
         dict over `PRETRAINING_METRICS` of Python floats: masked_lm_loss = nll_sum /
         (weight_sum + 1e-5) (the release's loss), masked_lm_accuracy = correct_sum /
         weight_sum, sentence_order_loss = sop_nll_sum / sop_count, sentence_order_accuracy
-        = sop_correct_sum / sop_count, loss = masked_lm_loss + sentence_order_loss. A zero
+        = sop_correct_sum / sop_count, loss = masked_lm_loss + sentence_order_loss (the
+        trained loss: masked_lm_loss alone when `sentence_loss` is False). A zero
         weight_sum or sop_count gives 0.0 for the ratios over it (not NaN).
     """
     t = {k: float(ops.convert_to_numpy(totals[k])) for k in PRETRAINING_TERMS}
     masked_lm_loss = t["mlm_nll_sum"] / (t["mlm_weight_sum"] + MLM_LOSS_EPSILON)
     sentence_order_loss = _ratio(t["sop_nll_sum"], t["sop_count"])
     return {
-        "loss": masked_lm_loss + sentence_order_loss,
+        "loss": masked_lm_loss + sentence_order_loss if sentence_loss else masked_lm_loss,
         "masked_lm_loss": masked_lm_loss,
         "masked_lm_accuracy": _ratio(t["mlm_correct_sum"], t["mlm_weight_sum"]),
         "sentence_order_loss": sentence_order_loss,

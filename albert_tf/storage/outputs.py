@@ -57,17 +57,20 @@ RUN, EXPORT, CONVERSION, FEATURE_CACHE, PRETRAINING_DATA = (
 GENERATED_DATA, DATA_DIRECTORY, SENTENCEPIECE_MODEL, PLOT, CONFIG, DEMO = (
     "generated_data", "data_directory", "sentencepiece_model", "plot", "config", "demo")
 LITERT_MODEL = "litert_model"  # export_litert's .tflite file
+REPRODUCTION = "reproduction"  # tools/reproduce.py's grid directory (resumed)
 DESCRIPTIONS = {RUN: "run directory", EXPORT: "export", CONVERSION: "conversion", FEATURE_CACHE: "feature cache",
                 PRETRAINING_DATA: "pretraining data file", GENERATED_DATA: "generated data file",
                 DATA_DIRECTORY: "generated data directory", SENTENCEPIECE_MODEL: "SentencePiece model file",
-                PLOT: "plot", CONFIG: "config file", DEMO: "demo directory", LITERT_MODEL: "LiteRT model"}
+                PLOT: "plot", CONFIG: "config file", DEMO: "demo directory", LITERT_MODEL: "LiteRT model",
+                REPRODUCTION: "reproduction directory"}
 ARTICLES = {RUN: "a", EXPORT: "an", CONVERSION: "a", FEATURE_CACHE: "a", PRETRAINING_DATA: "a", GENERATED_DATA: "a",
-            DATA_DIRECTORY: "a", SENTENCEPIECE_MODEL: "a", PLOT: "a", CONFIG: "a", DEMO: "a", LITERT_MODEL: "a"}
-DIRECTORY_KINDS = (RUN, EXPORT, CONVERSION, DATA_DIRECTORY, DEMO)
+            DATA_DIRECTORY: "a", SENTENCEPIECE_MODEL: "a", PLOT: "a", CONFIG: "a", DEMO: "a", LITERT_MODEL: "a",
+            REPRODUCTION: "a"}
+DIRECTORY_KINDS = (RUN, EXPORT, CONVERSION, DATA_DIRECTORY, DEMO, REPRODUCTION)
 WHAT_HAPPENS = {RUN: "resumes", EXPORT: "replaces", CONVERSION: "replaces", FEATURE_CACHE: "replaces",
                 PRETRAINING_DATA: "replaces", GENERATED_DATA: "replaces", DATA_DIRECTORY: "replaces",
                 SENTENCEPIECE_MODEL: "replaces", PLOT: "replaces", CONFIG: "replaces", DEMO: "reuses",
-                LITERT_MODEL: "replaces"}
+                LITERT_MODEL: "replaces", REPRODUCTION: "resumes"}
 
 # Names of albert_tf's own outputs from before the marker (the modules that write them
 # use the same names; tests/test_storage.py checks they agree).

@@ -40,6 +40,8 @@ class PretrainingOptions:
         dynamic_masking: a `DynamicMasking` (re-draws masks every epoch) or None.
         init_checkpoint: weights to start a new run from, or None.
         use_one_hot_embeddings: one-hot word lookups (TPUs).
+        sentence_loss: train the sentence head on the data's labels (SOP or NSP, as the
+            data tool wrote them); False: masked LM only (the head is still evaluated).
 
     The dtype policy is the driver's (TrainingOptions.dtype_policy), as for every task.
     """
@@ -56,6 +58,7 @@ class PretrainingOptions:
     dynamic_masking: object = None
     init_checkpoint: str = None
     use_one_hot_embeddings: bool = False
+    sentence_loss: bool = True
 
 
 def check_run_config(output_dir, config, config_file):
@@ -126,10 +129,11 @@ class PretrainingTask(Task):
 
     def loss_and_terms(self, model, batch, normalizers, training):
         terms = self._terms(model, batch, training)
-        return losses.pretraining_loss(terms, normalizers["mlm_weight"], self.options.global_batch_size), terms
+        o = self.options
+        return losses.pretraining_loss(terms, normalizers["mlm_weight"], o.global_batch_size, o.sentence_loss), terms
 
     def train_metrics(self, totals):
-        return losses.pretraining_metrics(totals)
+        return losses.pretraining_metrics(totals, self.options.sentence_loss)
 
     def eval_outputs(self, model, batch):
         # per-example terms; padding rows carry zero masked-LM weights and are dropped
@@ -137,7 +141,8 @@ class PretrainingTask(Task):
         return self._terms(model, batch, training=False, per_example=True)
 
     def eval_metrics(self, outputs):
-        return losses.pretraining_metrics({k: float(outputs[k].sum()) for k in losses.PRETRAINING_TERMS})
+        return losses.pretraining_metrics({k: float(outputs[k].sum()) for k in losses.PRETRAINING_TERMS},
+                                          self.options.sentence_loss)
 
     def on_checkpoint(self, model, output_dir):
         # the newest weights also as an albert_tf pretrained directory (from_pretrained)

@@ -1,0 +1,152 @@
+"""tools/reproduce.py --quick end to end on the built-in sample corpus: the whole pipeline
+(corpus, SentencePiece, SOP and NSP data, pretraining, held-out evaluation, three
+fine-tuning tasks and the random-init control, the report), resumption after a kill,
+and its refusals. The claims themselves are not asserted (tiny models, one seed)."""
+
+import csv
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+TOOL = os.path.join(ROOT, "tools", "reproduce.py")
+sys.path.insert(0, os.path.join(ROOT, "tools"))
+
+import reproduce_grid as grid  # noqa: E402
+
+
+def _env():
+    return dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=ROOT)
+
+
+def _run(args, timeout=600):
+    return subprocess.run([sys.executable, TOOL, *args], capture_output=True, text=True, cwd=ROOT, env=_env(),
+                          timeout=timeout)
+
+
+def _records(output_dir):
+    found = {}
+    for dirpath, _, filenames in os.walk(output_dir):
+        if os.path.basename(dirpath) == "steps":
+            for name in filenames:
+                if name.endswith(".json"):
+                    path = os.path.join(dirpath, name)
+                    with open(path, encoding="utf-8") as f:
+                        found[os.path.relpath(path, output_dir)] = f.read()
+    return found
+
+
+@pytest.fixture(scope="module")
+def quick_grid(tmp_path_factory):
+    """A quick grid killed once after its first pretraining run finished, then resumed."""
+    out = str(tmp_path_factory.mktemp("repro") / "grid")
+    args = ["--quick", "--tables=sop", "--dtype_policy=float32", f"--output_dir={out}"]
+    first = subprocess.Popen([sys.executable, TOOL, *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                             text=True, cwd=ROOT, env=_env())
+    marker = os.path.join(out, "cells", grid.Cell("all", "1/6", "none").id, "seed1", "steps", "pretrain.json")
+    deadline = time.time() + 400
+    while not os.path.exists(marker) and first.poll() is None and time.time() < deadline:
+        time.sleep(0.5)
+    assert first.poll() is None, first.stdout.read()[-3000:]
+    first.send_signal(signal.SIGKILL)
+    first.wait()
+    before = _records(out)
+    start = time.time()
+    second = _run(args)
+    return {"out": out, "before": before, "second": second, "seconds": time.time() - start, "args": args}
+
+
+def test_resumes_after_a_kill_without_redoing_finished_steps(quick_grid):
+    second, before = quick_grid["second"], quick_grid["before"]
+    assert second.returncode == 0, second.stderr[-3000:] + second.stdout[-3000:]
+    # corpus, spm, 4 data sets, tasks and the first pretraining at least were finished
+    assert len(before) >= 8
+    assert f"{len(before)} already done" in second.stdout
+    after = _records(quick_grid["out"])
+    for path, text in before.items():  # never redone: the records are byte-identical
+        assert after[path] == text, path
+    # every step of the grid is recorded: 3 cells x (pretrain + 2 evals + 3 tasks) + control x 3 tasks + 7 data
+    assert len(after) == 3 * 6 + 3 + 7
+    # progress with rate and ETA across the grid
+    assert "ETA" in second.stdout and "/min" in second.stdout
+
+
+def test_results_and_report(quick_grid):
+    out = quick_grid["out"]
+    with open(os.path.join(out, "results.json"), encoding="utf-8") as f:
+        results = json.load(f)
+    assert set(results["cells"]) == {c.id for c in grid.grid_cells(("sop",))}
+    for cell_id, cell in results["cells"].items():
+        row = cell["seeds"]["1"]
+        for task in grid.TASKS:
+            assert 0.0 <= row["downstream"][task] <= 100.0
+        assert row["avg"] == pytest.approx(sum(row["downstream"][t] for t in grid.TASKS) / 3)
+        if cell["objective"] != "random":
+            assert set(row["intrinsic"]) == {"mlm_accuracy", "sop_accuracy", "nsp_accuracy"}
+            assert all(0.0 <= v <= 100.0 for v in row["intrinsic"].values())
+            with open(os.path.join(out, row["curve"]), encoding="utf-8") as f:
+                assert [json.loads(line)["step"] for line in f if '"train"' in line][-1] == 20
+    # the 'none' objective trained masked LM alone (its loss is the masked-LM loss), the others
+    # both terms
+    for cell_id, cell in results["cells"].items():
+        if cell["objective"] != "random":
+            with open(os.path.join(out, cell["seeds"]["1"]["curve"]), encoding="utf-8") as f:
+                last = [json.loads(line) for line in f if '"train"' in line][-1]
+            trained = last["masked_lm_loss"] + (last["sentence_order_loss"] if cell["objective"] != "none" else 0)
+            assert last["loss"] == pytest.approx(trained, rel=1e-6), cell_id
+    # the table's CSV holds the same numbers as results.json
+    with open(os.path.join(out, "table_sop.csv"), newline="") as f:
+        rows = {r["cell"]: r for r in csv.DictReader(f)}
+    assert list(rows) == [c.id for c in grid.table_cells("sop")]
+    for cell_id, row in rows.items():
+        seed = results["cells"][cell_id]["seeds"]["1"]
+        assert float(row["avg_mean"]) == pytest.approx(seed["avg"], abs=1e-4)
+        assert float(row["sop_accuracy_mean"]) == pytest.approx(seed["intrinsic"]["sop_accuracy"], abs=1e-4)
+    assert rows[grid.Cell("all", "1/6", "nsp").id]["paper_sop_accuracy"] == "52.0"
+    report = open(os.path.join(out, "report.md"), encoding="utf-8").read()
+    assert "## Sentence-level loss" in report and "## Claims" in report
+    with open(os.path.join(out, "claims.json"), encoding="utf-8") as f:
+        verdicts = json.load(f)
+    assert verdicts and {v["verdict"] for v in verdicts} == {"inconclusive"}  # one seed: no spread
+    for name in ("table_sop.png", os.path.join("curves", f"{grid.BASE.id}.png")):
+        with open(os.path.join(out, name), "rb") as f:
+            assert f.read(8) == b"\x89PNG\r\n\x1a\n"
+    # the downstream tasks were made from held-out documents only
+    with open(os.path.join(out, "data", "corpus", "held_out.jsonl"), encoding="utf-8") as f:
+        held = [json.loads(line) for line in f]
+    pretrain_text = open(os.path.join(out, "data", "corpus", "pretrain.txt"), encoding="utf-8").read()
+    assert held and not any(e["sentences"][0] + "\n" + e["sentences"][1] in pretrain_text for e in held[:50])
+
+
+def test_another_grid_in_the_same_directory_is_refused(quick_grid):
+    out = quick_grid["out"]
+    before = _records(out)
+    done = _run(["--quick", "--tables=sop,sharing", "--dtype_policy=float32", f"--output_dir={out}"], timeout=120)
+    assert done.returncode == 2, done.stderr
+    assert "holds another grid" in done.stderr and "tables" in done.stderr
+    assert _records(out) == before
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--tables=sop,nsp_only"], "unknown table(s) nsp_only"),
+    (["--width=1.1"], "not a whole number"),
+    (["--num_attention_heads=5"], "does not divide into 5 attention heads"),
+    (["--width=0.0625", "--num_attention_heads=2"], "multiple of 12"),
+])
+def test_bad_settings_exit_2_before_any_work(tmp_path, args, message):
+    out = tmp_path / "grid"
+    done = _run([*args, f"--output_dir={out}"], timeout=120)
+    assert done.returncode == 2 and message in done.stderr, done.stderr
+    assert not out.exists()
+
+
+def test_a_users_directory_is_refused(tmp_path):
+    (tmp_path / "notes.txt").write_text("mine")
+    done = _run(["--quick", f"--output_dir={tmp_path}"], timeout=120)
+    assert done.returncode == 2 and "--output_dir" in done.stderr, done.stderr
+    assert sorted(os.listdir(tmp_path)) == ["notes.txt"]

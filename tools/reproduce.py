@@ -1,0 +1,101 @@
+"""Re-runs the paper's ablations small, with error bars: sentence-level loss (SOP / NSP /
+none), cross-layer sharing, embedding size, and pretrained against random init.
+
+    python tools/reproduce.py --output_dir=repro                      # the default grid
+    python tools/reproduce.py --tables=sop,sharing --seeds=3 --width=2 --output_dir=repro_gpu
+    python tools/reproduce.py --quick --output_dir=/tmp/repro_quick   # the pipeline in minutes
+
+One process runs everything through the project's own commands (tools/reproduce_steps.py):
+the docstring corpus of the installed environment split by source file into pretraining
+and held-out documents, a SentencePiece model, pretraining data for SOP and NSP
+(create_pretraining_data), every cell of the chosen tables pretrained with the same
+budget and every seed (run_pretraining; the "none" objective is SOP data with
+--nosentence_loss), each model's held-out masked-LM accuracy and its sentence head's
+accuracy on held-out SOP and NSP pairs, then three downstream tasks made from the held-out
+documents by the project's task tools (topic classification with run_classifier,
+SQuAD-style QA with run_squad_v1, RACE-style multiple choice with run_race), fine-tuned
+from every pretrained model and from random weights (the control).
+
+Resumable: every finished step is recorded (`step.json`) and never redone; a killed run
+continues at the first unfinished step (a training run from its newest checkpoint).
+--output_dir holding a grid with other settings is refused (exit status 2) before any
+work, as is any directory albert_tf did not make. Writes `results.json`, one CSV per
+table, `report.md` (our mean +- std beside the paper's numbers, and each claim's
+verdict by tools/reproduce_report.py's rule) and PNG figures.
+"""
+
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import reproduce_grid as grid  # noqa: E402
+from absl import flags  # noqa: E402
+
+from albert_tf import cli  # noqa: E402
+
+QUICK = {"tables": ("sop",), "seeds": 1, "hidden_size": 24, "num_attention_heads": 2, "num_hidden_layers": 2,
+         "max_seq_length": 48, "max_predictions_per_seq": 6, "vocab_size": 1000, "pretrain_steps": 20,
+         "pretrain_batch_size": 16, "finetune_steps": 6, "finetune_batch_size": 8, "corpus_mb": 1.5,
+         "held_out_percent": 30}
+BASE_HIDDEN = grid.Settings().hidden_size
+
+
+def define_flags(flag_values=None):
+    fv = {"flag_values": flags.FLAGS if flag_values is None else flag_values}
+    d = grid.Settings()
+    flags.DEFINE_string("output_dir", None, "Where the grid lives: a new directory, or this tool's own (resumed).",
+                        **fv)
+    flags.DEFINE_list("tables", list(grid.TABLES), f"Which of the paper's tables: {', '.join(grid.TABLES)}.", **fv)
+    flags.DEFINE_integer("seeds", d.seeds, "Seeds per cell (pretraining and fine-tuning).", **fv)
+    flags.DEFINE_float("width", 1.0, f"Width multiplier: hidden size {BASE_HIDDEN} x width (a multiple of 12 and "
+                       "of the heads), embedding sizes at the paper's E/H ratios.", **fv)
+    flags.DEFINE_integer("num_attention_heads", d.num_attention_heads, "Attention heads.", **fv)
+    flags.DEFINE_integer("num_hidden_layers", d.num_hidden_layers, "Transformer layers.", **fv)
+    flags.DEFINE_integer("steps", d.pretrain_steps, "Pretraining steps of every cell.", **fv)
+    flags.DEFINE_integer("finetune_steps", d.finetune_steps, "Steps of every fine-tuning run.", **fv)
+    flags.DEFINE_float("corpus_mb", d.corpus_mb, "MB of docstring text to use (0: all found).", **fv)
+    cli.define_dtype_policy_flag(fv["flag_values"])
+    flags.DEFINE_bool("quick", False, "Tiny models on the built-in sample corpus (1.5 MB), one seed, the "
+                      "sentence-level table unless --tables says otherwise: the whole pipeline in under 3 minutes "
+                      "(for tests; its numbers mean nothing).", **fv)
+
+
+def settings_from_flags(f):
+    """The grid's Settings (ValueError naming the flag for bad values)."""
+    tables = tuple(t.strip() for t in f.tables if t.strip())
+    if f.quick:  # its own sizes; --tables, --seeds, --steps and --finetune_steps when given
+        values = dict(QUICK, dtype_policy=f.dtype_policy)
+        for flag, key in (("tables", "tables"), ("seeds", "seeds"), ("steps", "pretrain_steps"),
+                          ("finetune_steps", "finetune_steps")):
+            if f[flag].present:
+                values[key] = tables if flag == "tables" else f[flag].value
+        return grid.Settings(**values)
+    hidden = BASE_HIDDEN * f.width
+    if f.width <= 0 or abs(hidden - round(hidden)) > 1e-9:
+        raise ValueError(f"--width={f.width} gives a hidden size of {hidden:g}, not a whole number.")
+    return grid.Settings(tables=tables, seeds=f.seeds, hidden_size=int(round(hidden)),
+                         num_attention_heads=f.num_attention_heads, num_hidden_layers=f.num_hidden_layers,
+                         pretrain_steps=f.steps, finetune_steps=f.finetune_steps, corpus_mb=f.corpus_mb,
+                         dtype_policy=f.dtype_policy)
+
+
+def run(f):
+    from albert_tf.training.precision import check_policy
+
+    if not f.output_dir:
+        raise ValueError("--output_dir is required.")
+    settings = settings_from_flags(f)
+    settings.validate()
+    check_policy(settings.dtype_policy)
+    import reproduce_runner
+
+    return reproduce_runner.run_grid(settings, f.output_dir, quick=f.quick, stream=sys.stdout)
+
+
+def entry():
+    cli.main("reproduce", define_flags, run)
+
+
+if __name__ == "__main__":
+    entry()

@@ -1,0 +1,349 @@
+"""The report of tools/reproduce.py: from `results.json` to one CSV per table, `report.md`
+(our mean +- std beside the paper's numbers, each claim's verdict) and PNG figures.
+
+The verdict rule, stated once (and printed in the report): a claim compares a difference
+d (a linear combination of cell means, e.g. avg(not-shared) - avg(all-shared)) with its
+standard error se = sqrt(sum_i c_i^2 s_i^2 / n_i) over the seeds (s_i: the sample standard
+deviation of cell i over its n_i seeds).
+
+- "A is better than B" (d = A - B): holds when d > 2 se, does not hold when d < -2 se,
+  else inconclusive.
+- "A is about B" (within a tolerance t, e.g. 1 point): holds when |d| + 2 se <= t, does not
+  hold when |d| - 2 se > t, else inconclusive.
+- With a single seed there is no spread: every claim is inconclusive.
+
+Two seeds make this a weak test (2 se is no 95% interval with one degree of freedom): a
+"holds" says that the effect's direction exceeds the seed-to-seed spread seen, not that it
+is significant. Pure Python plus matplotlib; nothing here imports TensorFlow.
+"""
+
+import csv
+import io
+import json
+import math
+import os
+import statistics
+
+import reproduce_grid as grid
+
+from albert_tf.storage import atomic
+
+METRICS = ("mlm_accuracy", "sop_accuracy", "nsp_accuracy")
+SCORES = grid.TASKS + ("avg",)
+SCORE_NAMES = {"topic": "topic cls (acc)", "squad": "SQuAD-style (F1/EM)", "race": "RACE-style (acc)",
+               "avg": "Avg", "mlm_accuracy": "MLM acc", "sop_accuracy": "SOP acc", "nsp_accuracy": "NSP acc"}
+MARGIN = 2.0  # standard errors
+
+
+def seed_values(cell, key):
+    """The per-seed values of `key` (a downstream task, "avg", or an intrinsic metric) of a
+    cell of results.json; [] when the cell has none (the random-init control's intrinsic)."""
+    values = []
+    for row in cell["seeds"].values():
+        if key == "avg":
+            values.append(row["avg"])
+        elif key in row["downstream"]:
+            values.append(row["downstream"][key])
+        elif key in row["intrinsic"]:
+            values.append(row["intrinsic"][key])
+    return values
+
+
+def mean_std(values):
+    """(mean, sample std, n); std is None for fewer than two values."""
+    if not values:
+        return None, None, 0
+    return statistics.mean(values), (statistics.stdev(values) if len(values) > 1 else None), len(values)
+
+
+class Claim:
+    """One claim of the paper: a linear combination `terms` [(coefficient, cell id, key)]
+    of cell means plus `constant`, and how it is judged: kind "better" (d > 0) or "about"
+    (|d| <= tolerance)."""
+
+    def __init__(self, table, text, terms, kind="better", tolerance=None, constant=0.0, paper=None):
+        self.table, self.text, self.terms, self.kind = table, text, terms, kind
+        self.tolerance, self.constant, self.paper = tolerance, constant, paper
+
+    def cells(self):
+        return {cell for _, cell, _ in self.terms}
+
+    def judge(self, results):
+        """-> dict(verdict, d, se, rule), or None when a cell lacks the values."""
+        d, variance, single = self.constant, 0.0, False
+        for coefficient, cell_id, key in self.terms:
+            mean, std, n = mean_std(seed_values(results["cells"][cell_id], key))
+            if mean is None:
+                return None
+            d += coefficient * mean
+            if std is None:
+                single = True
+            else:
+                variance += coefficient ** 2 * std ** 2 / n
+        se = math.sqrt(variance)
+        if single:
+            verdict = "inconclusive"
+        elif self.kind == "better":
+            verdict = "holds" if d > MARGIN * se else "does not hold" if d < -MARGIN * se else "inconclusive"
+        else:
+            t = self.tolerance
+            verdict = ("holds" if abs(d) + MARGIN * se <= t else
+                       "does not hold" if abs(d) - MARGIN * se > t else "inconclusive")
+        rule = (f"d = {d:+.2f}, 2 se = {MARGIN * se:.2f}" +
+                (f", tolerance {self.tolerance:g}" if self.kind == "about" else "") +
+                (" (one seed: no spread)" if single else ""))
+        return {"verdict": verdict, "d": d, "se": se, "rule": rule}
+
+
+def _id(sharing, ratio, objective="sop"):
+    return grid.Cell(sharing, ratio, objective).id
+
+
+def claims():
+    """Every claim of the issue's list, as data (shared/ALBERT_REFERENCE.md section 10)."""
+    sop, nsp, none = (_id("all", "1/6", o) for o in ("sop", "nsp", "none"))
+    made = [
+        Claim("sop", "NSP-trained model solves SOP only at chance (paper 52.0%): SOP acc within 5 points of 50",
+              [(1, nsp, "sop_accuracy")], kind="about", tolerance=5.0, constant=-50.0, paper="52.0"),
+        Claim("sop", "SOP-trained model solves NSP well (paper 78.9%): NSP acc above chance",
+              [(1, sop, "nsp_accuracy")], constant=-50.0, paper="78.9"),
+        Claim("sop", "SOP-trained model solves SOP (paper 86.5%): SOP acc above chance",
+              [(1, sop, "sop_accuracy")], constant=-50.0, paper="86.5"),
+        Claim("sop", "SOP's model solves NSP better than NSP's model solves SOP (78.9 vs 52.0)",
+              [(1, sop, "nsp_accuracy"), (-1, nsp, "sop_accuracy")], paper="78.9 > 52.0"),
+        Claim("sop", "MLM accuracy about the same with SOP and None (within 1 point)",
+              [(1, sop, "mlm_accuracy"), (-1, none, "mlm_accuracy")], kind="about", tolerance=1.0),
+        Claim("sop", "MLM accuracy about the same with SOP and NSP (within 1 point)",
+              [(1, sop, "mlm_accuracy"), (-1, nsp, "mlm_accuracy")], kind="about", tolerance=1.0),
+        Claim("sop", "SOP gives a better downstream average than NSP",
+              [(1, sop, "avg"), (-1, nsp, "avg")], paper="about one point"),
+        Claim("sop", "SOP gives a better downstream average than None",
+              [(1, sop, "avg"), (-1, none, "avg")]),
+    ]
+    avg = grid.PAPER_AVG["sharing"]
+    for ratio, paper_e in (("1", 768), ("1/6", 128)):
+        a = {s: _id(s, ratio) for s in grid.SHARINGS}
+        made += [
+            Claim("sharing", f"E={grid.e_label(ratio)}: not-shared better than shared-attention",
+                  [(1, a["none"], "avg"), (-1, a["attention"], "avg")],
+                  paper=f"E={paper_e}: {avg[('none', ratio)]} vs {avg[('attention', ratio)]}"),
+            Claim("sharing", f"E={grid.e_label(ratio)}: sharing FFN hurts more than sharing attention "
+                  "(shared-attention better than shared-FFN)", [(1, a["attention"], "avg"), (-1, a["ffn"], "avg")],
+                  paper=f"E={paper_e}: {avg[('attention', ratio)]} vs {avg[('ffn', ratio)]}"),
+        ]
+    a = {s: _id(s, "1") for s in grid.SHARINGS}
+    made += [
+        Claim("sharing", "E=H: shared-attention better than all-shared",
+              [(1, a["attention"], "avg"), (-1, a["all"], "avg")], paper="E=768: 81.6 vs 79.8"),
+        Claim("sharing", "E=H: all-shared about shared-FFN (within 1 point)",
+              [(1, a["all"], "avg"), (-1, a["ffn"], "avg")], kind="about", tolerance=1.0,
+              paper="E=768: 79.8 vs 79.5"),
+        Claim("sharing", "The drop from sharing everything is smaller at E=H/6 than at E=H",
+              [(1, _id("none", "1"), "avg"), (-1, _id("all", "1"), "avg"),
+               (-1, _id("none", "1/6"), "avg"), (1, _id("all", "1/6"), "avg")],
+              paper="drop 2.5 at E=768, 1.5 at E=128"),
+        Claim("embedding", "all-shared: E=H/6 better than E=H (a small E is as good or better)",
+              [(1, _id("all", "1/6"), "avg"), (-1, _id("all", "1"), "avg")], paper="80.1 vs 79.8"),
+        Claim("embedding", "all-shared: E=H/6 better than E=H/12",
+              [(1, _id("all", "1/6"), "avg"), (-1, _id("all", "1/12"), "avg")], paper="80.1 vs 79.0"),
+        Claim("embedding", "not-shared: a larger E is better (E=H better than E=H/12)",
+              [(1, _id("none", "1"), "avg"), (-1, _id("none", "1/12"), "avg")], paper="82.3 vs 81.3"),
+    ]
+    for task in grid.TASKS:
+        made.append(Claim("premise", f"pretrained beats random init on {SCORE_NAMES[task]}",
+                          [(1, grid.BASE.id, task), (-1, grid.CONTROL.id, task)]))
+    return made
+
+
+def judged_claims(results):
+    """The claims whose cells the grid has, each with its verdict."""
+    out = []
+    for claim in claims():
+        judged = claim.judge(results) if claim.cells() <= set(results["cells"]) else None
+        if judged:
+            out.append({"table": claim.table, "claim": claim.text, "paper": claim.paper, **judged})
+    return out
+
+
+def _fmt(mean, std):
+    if mean is None:
+        return ""
+    return f"{mean:.2f}" if std is None else f"{mean:.2f} ± {std:.2f}"
+
+
+def table_rows(results, table):
+    """One dict per cell of a table: settings, per key mean/std/n and the paper's numbers."""
+    rows = []
+    for cell_id in results["tables"][table]:
+        cell = results["cells"][cell_id]
+        row = {"cell": cell_id, "sharing": grid.SHARING_NAMES[cell["sharing"]], "E": cell["embedding_size"],
+               "E/H": cell["ratio"], "paper_E": grid.PAPER_E[cell["ratio"]], "objective": cell["objective"]}
+        for key in METRICS + SCORES:
+            mean, std, n = mean_std(seed_values(cell, key))
+            row[f"{key}_mean"], row[f"{key}_std"], row["seeds"] = mean, std, n
+        if table in grid.PAPER_AVG:
+            row["paper_avg"] = grid.PAPER_AVG[table].get((cell["sharing"], cell["ratio"]))
+        else:
+            for key in ("sop_accuracy", "nsp_accuracy"):
+                row[f"paper_{key}"] = grid.PAPER_SENTENCE.get((cell["objective"], key))
+        rows.append(row)
+    return rows
+
+
+def write_csv(rows, path):
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=list(rows[0]), lineterminator="\n")
+    writer.writeheader()
+    for row in rows:
+        writer.writerow({k: ("" if v is None else round(v, 4) if isinstance(v, float) else v) for k, v in row.items()})
+    atomic.write_text(path, buffer.getvalue())
+
+
+def _markdown_table(results, table, rows):
+    keys = (METRICS if table == "sop" else ()) + SCORES
+    paper = ["paper SOP acc", "paper NSP acc"] if table == "sop" else ["paper Avg"]
+    head = ["cell", *[SCORE_NAMES[k] for k in keys], *paper]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for row in rows:
+        cell = results["cells"][row["cell"]]
+        values = [_fmt(row[f"{k}_mean"], row[f"{k}_std"]) for k in keys]
+        if table == "sop":
+            values += [_paper(row["paper_sop_accuracy"]), _paper(row["paper_nsp_accuracy"])]
+        else:
+            values.append(_paper(row["paper_avg"]))
+        lines.append("| " + " | ".join([f"{cell['label']} ({cell['embedding_size']})", *values]) + " |")
+    return "\n".join(lines)
+
+
+def _paper(value):
+    return "—" if value is None else f"{value:.1f}"
+
+
+TITLES = {"sop": "Sentence-level loss (all-shared, E=H/6)", "sharing": "Cross-layer sharing",
+          "embedding": "Embedding size E"}
+
+
+def write_report(results, output_dir, figures=True):
+    """Writes table_<t>.csv, claims.csv, report.md and (figures) the PNGs; returns the paths."""
+    written = []
+    verdicts = judged_claims(results)
+    s = results["settings"]
+    md = ["# The paper's ablations, reproduced small", "",
+          f"Grid: H={s['hidden_size']}, L={s['num_hidden_layers']}, {s['num_attention_heads']} heads, "
+          f"sequence {s['max_seq_length']}, vocabulary {s['vocab_size']}; {s['pretrain_steps']} LAMB steps at batch "
+          f"{s['pretrain_batch_size']} per cell, {s['seeds']} seed(s); fine-tuning {s['finetune_steps']} steps at "
+          f"batch {s['finetune_batch_size']}; dtype policy {s['dtype_policy']}. Scores are dev percentages; "
+          "mean ± sample std over seeds. Avg = mean of the three downstream tasks (the paper's Avg averages "
+          "SQuAD1.1, SQuAD2.0, MNLI, SST-2 and RACE; compare directions, not values).", ""]
+    for table in results["tables"]:
+        rows = table_rows(results, table)
+        path = os.path.join(output_dir, f"table_{table}.csv")
+        write_csv(rows, path)
+        written.append(path)
+        md += [f"## {TITLES[table]}", "", _markdown_table(results, table, rows), ""]
+        if figures:
+            written.append(_bar_chart(results, table, rows, output_dir))
+    control = results["cells"].get(results["control"])
+    if control:
+        md += ["## Pretrained against random init (same architecture: all-shared, E=H/6)", "",
+               "| start | " + " | ".join(SCORE_NAMES[k] for k in SCORES) + " |", "|---|" + "---|" * len(SCORES)]
+        for cell_id, name in ((results["base"], "pretrained (SOP)"), (results["control"], "random init")):
+            cell = results["cells"][cell_id]
+            md.append(f"| {name} | " + " | ".join(_fmt(*mean_std(seed_values(cell, k))[:2]) for k in SCORES) + " |")
+        md.append("")
+    md += ["## Claims", "", "Rule: " + " ".join(__doc__.split("The verdict rule, stated once (and printed in the "
+                                                              "report): ")[1].split("Pure Python")[0].split()), "",
+           "| table | claim | paper | ours | verdict |", "|---|---|---|---|---|"]
+    for v in verdicts:
+        md.append(f"| {v['table']} | {v['claim']} | {v['paper'] or ''} | {v['rule']} | **{v['verdict']}** |")
+    md.append("")
+    if verdicts:
+        path = os.path.join(output_dir, "claims.csv")
+        write_csv([{k: v[k] for k in ("table", "claim", "paper", "d", "se", "verdict")} for v in verdicts], path)
+        written.append(path)
+    if figures:
+        written += _curves(results, output_dir)
+        md += ["## Figures", "", *[f"![{t}](table_{t}.png)" for t in results["tables"]],
+               "", "Learning curves per cell: `curves/<cell>.png`.", ""]
+    path = os.path.join(output_dir, "report.md")
+    atomic.write_text(path, "\n".join(md))
+    written.append(path)
+    results_claims = os.path.join(output_dir, "claims.json")
+    atomic.write_text(results_claims, json.dumps(verdicts, indent=2) + "\n")
+    return written + [results_claims]
+
+
+def _pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _bar_chart(results, table, rows, output_dir):
+    """Our downstream average per cell with +- std error bars, beside the paper's numbers."""
+    plt = _pyplot()
+    keys = ("sop_accuracy", "nsp_accuracy", "avg") if table == "sop" else ("avg",)
+    fig, axes = plt.subplots(1, len(keys), figsize=(4.5 * len(keys) + 1, 4), squeeze=False)
+    labels = [f"{r['sharing']}\nE={r['E']}" + (f"\n{r['objective']}" if table == "sop" else "") for r in rows]
+    for ax, key in zip(axes[0], keys):
+        means = [r[f"{key}_mean"] or 0.0 for r in rows]
+        errors = [r[f"{key}_std"] or 0.0 for r in rows]
+        ax.bar(range(len(rows)), means, yerr=errors, capsize=4, color="tab:blue", label="ours (mean ± std)")
+        paper = [r.get(f"paper_{key}", r.get("paper_avg") if key == "avg" else None) for r in rows]
+        if any(p is not None for p in paper):
+            ax.scatter([i for i, p in enumerate(paper) if p is not None], [p for p in paper if p is not None],
+                       color="tab:red", marker="D", zorder=3, label="paper")
+        ax.set_xticks(range(len(rows)), labels, fontsize=7)
+        ax.set_title(SCORE_NAMES[key])
+        ax.legend(fontsize=7)
+    fig.suptitle(TITLES[table])
+    fig.tight_layout()
+    path = os.path.join(output_dir, f"table_{table}.png")
+    with atomic.open_file(path, "wb") as f:
+        fig.savefig(f, format="png", dpi=110)
+    plt.close(fig)
+    return path
+
+
+def _read_curve(path):
+    points = []
+    if not os.path.isfile(path):
+        return points
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            record = json.loads(line)
+            if "masked_lm_loss" in record and "step" in record and record.get("split", "train") == "train":
+                points.append(record)
+    return points
+
+
+def _curves(results, output_dir):
+    """curves/<cell>.png: masked-LM loss and sentence-head accuracy against step, one line
+    per seed."""
+    plt = _pyplot()
+    written = []
+    os.makedirs(os.path.join(output_dir, "curves"), exist_ok=True)
+    for cell_id, cell in results["cells"].items():
+        runs = {seed: _read_curve(os.path.join(output_dir, row["curve"]))
+                for seed, row in cell["seeds"].items() if row.get("curve")}
+        if not any(runs.values()):
+            continue
+        fig, (left, right) = plt.subplots(1, 2, figsize=(9, 3.5))
+        for seed, points in runs.items():
+            steps = [p["step"] for p in points]
+            left.plot(steps, [p["masked_lm_loss"] for p in points], label=f"seed {seed}")
+            right.plot(steps, [p["sentence_order_accuracy"] for p in points], label=f"seed {seed}")
+        left.set(xlabel="step", ylabel="masked-LM loss (train)")
+        right.set(xlabel="step", ylabel="sentence head accuracy (train)")
+        left.legend(fontsize=7)
+        fig.suptitle(cell["label"])
+        fig.tight_layout()
+        path = os.path.join(output_dir, "curves", f"{cell_id}.png")
+        with atomic.open_file(path, "wb") as f:
+            fig.savefig(f, format="png", dpi=100)
+        plt.close(fig)
+        written.append(path)
+    return written

@@ -1,0 +1,189 @@
+"""Runs a grid of tools/reproduce.py step by step: checks --output_dir and the settings
+before any work, plans every step, skips the finished ones, prints progress with an ETA
+across the whole grid, gathers `results.json` and hands it to tools/reproduce_report.py.
+"""
+
+import json
+import os
+import statistics
+import time
+
+import reproduce_grid as grid
+import reproduce_report
+import reproduce_steps as steps
+
+from albert_tf.storage import atomic, outputs
+
+SETTINGS_FILE = "grid.json"
+# Seconds a step of each kind is guessed to take before one has run (the ETA then uses
+# the measured mean of the kind): per pretraining / fine-tuning step and fixed.
+GUESS = {"corpus": 25.0, "spm": 30.0, "data": 15.0, "tasks": 10.0, "eval": 15.0}
+GUESS_PER_STEP = {"pretrain": 0.2, "finetune": 0.15}
+GUESS_FIXED = {"pretrain": 15.0, "finetune": 20.0}
+
+
+class Step:
+    """One unit of the grid: `kind`, a label, its record (written when done), what runs
+    it and its guessed seconds."""
+
+    def __init__(self, kind, label, record, function, guess):
+        self.kind, self.label, self.record, self.function, self.guess = kind, label, record, function, guess
+
+    def done(self):
+        return steps.read_done(self.record)
+
+
+def check_output_dir(output_dir, settings):
+    """--output_dir: new, or this tool's own grid with the same settings; else ValueError
+    (exit 2) before anything is written."""
+    outputs.check([outputs.Output("--output_dir", output_dir, outputs.REPRODUCTION)])
+    path = os.path.join(output_dir, SETTINGS_FILE)
+    if os.path.isfile(path):
+        with open(path, encoding="utf-8") as f:
+            existing = json.load(f)
+        wanted = settings.to_dict()
+        changed = sorted(k for k in set(existing) | set(wanted) if existing.get(k) != wanted.get(k))
+        if changed:
+            detail = ", ".join(f"{k}: {existing.get(k)!r} there, {wanted.get(k)!r} asked" for k in changed)
+            raise ValueError(f"--output_dir={output_dir} holds another grid ({detail}); resume it with its own "
+                             f"settings ({path}) or choose a new --output_dir.")
+
+
+def plan(settings, paths, quick, state):
+    """Every step of the grid in order. `state` carries what later steps need from earlier
+    ones (the downstream tasks: topic labels, SQuAD feature count)."""
+    data = paths.data
+    plan_ = [
+        Step("corpus", "corpus", paths.record(None, None, "corpus"), lambda: steps.build_corpus(settings, paths),
+             GUESS["corpus"]),
+        Step("spm", "SentencePiece model", paths.record(None, None, "spm"),
+             lambda: steps.train_spm(settings, paths), GUESS["spm"]),
+    ]
+    for split, objective, dupe in steps.PRETRAINING_DATA:
+        plan_.append(Step("data", f"{split} data ({objective.upper()})",
+                          paths.record(None, None, f"{split}_{objective}"),
+                          lambda s=split, o=objective, d=dupe, log=os.path.join(data, "log.txt"):
+                          steps.make_pretraining_data(settings, paths, s, o, d, log), GUESS["data"]))
+
+    def tasks():
+        result = steps.make_tasks(settings, paths, quick)
+        state["tasks"] = result
+        return result
+
+    plan_.append(Step("tasks", "downstream tasks", paths.record(None, None, "tasks"), tasks, GUESS["tasks"]))
+    for seed in range(1, settings.seeds + 1):
+        for cell in grid.grid_cells(settings.tables):
+            log = os.path.join(paths.cell(cell), f"seed{seed}", "log.txt")
+            where = f"{cell.id} seed {seed}"
+            if cell.pretrained:
+                plan_.append(Step("pretrain", f"pretrain {where}", paths.record(cell, seed, "pretrain"),
+                                  lambda c=cell, s=seed, log=log: steps.pretrain(settings, paths, c, s, log),
+                                  GUESS_FIXED["pretrain"] + GUESS_PER_STEP["pretrain"] * settings.pretrain_steps))
+                for objective in ("sop", "nsp"):
+                    plan_.append(Step("eval", f"held-out {objective.upper()} eval {where}",
+                                      paths.record(cell, seed, f"eval_{objective}"),
+                                      lambda c=cell, s=seed, o=objective, log=log:
+                                      steps.evaluate(settings, paths, c, s, o, log), GUESS["eval"]))
+            for task in grid.TASKS:
+                plan_.append(Step("finetune", f"{task} {where}", paths.record(cell, seed, task),
+                                  lambda c=cell, s=seed, t=task, log=log:
+                                  steps.finetune(settings, paths, c, s, t, state["tasks"], log),
+                                  GUESS_FIXED["finetune"] + GUESS_PER_STEP["finetune"] * settings.finetune_steps))
+    return plan_
+
+
+def _duration(seconds):
+    seconds = int(round(seconds))
+    hours, rest = divmod(seconds, 3600)
+    return f"{hours}h{rest // 60:02d}m" if hours else f"{rest // 60}m{rest % 60:02d}s"
+
+
+def run_grid(settings, output_dir, quick=False, stream=None):
+    """Runs (or resumes) the grid in output_dir; returns 0. See tools/reproduce.py."""
+    check_output_dir(output_dir, settings)
+    outputs.claim_dir(output_dir, outputs.REPRODUCTION, "--output_dir")
+    settings_path = os.path.join(output_dir, SETTINGS_FILE)
+    if not os.path.isfile(settings_path):
+        atomic.write_text(settings_path, json.dumps(settings.to_dict(), indent=2, sort_keys=True) + "\n")
+    paths = steps.Paths(output_dir)
+    state = {}
+    tasks_done = steps.read_done(paths.record(None, None, "tasks"))
+    if tasks_done:
+        state["tasks"] = tasks_done["result"]
+    todo = plan(settings, paths, quick, state)
+    finished = [s for s in todo if s.done()]
+    steps.log_line(stream, f"reproduce: {len(todo)} steps, {len(finished)} already done "
+                           f"({len(grid.grid_cells(settings.tables))} cells x {settings.seeds} seeds; "
+                           f"H={settings.hidden_size}, L={settings.num_hidden_layers}, "
+                           f"{settings.pretrain_steps} pretraining steps; dtype policy {settings.dtype_policy})")
+    measured = {}
+    start = time.perf_counter()
+    done_now = 0
+    for index, step in enumerate(todo, 1):
+        if step.done():
+            continue
+        result, seconds = steps.timed(step.function)
+        steps.record_done(step.record, result, seconds)
+        measured.setdefault(step.kind, []).append(seconds / step.guess)
+        done_now += 1
+        remaining = [s for s in todo[index:] if not s.done()]
+        eta = sum(s.guess * statistics.mean(measured.get(s.kind, [1.0])) for s in remaining)
+        elapsed = time.perf_counter() - start
+        steps.log_line(stream, f"[{index}/{len(todo)}] {step.label}: {_summary(step.kind, result)} "
+                               f"({seconds:.0f}s); {done_now} steps in {_duration(elapsed)}, "
+                               f"{done_now / elapsed * 60:.1f}/min, ETA {_duration(eta)}")
+    results = gather(settings, paths)
+    atomic.write_text(os.path.join(output_dir, "results.json"), json.dumps(results, indent=2, sort_keys=True) + "\n")
+    written = reproduce_report.write_report(results, output_dir)
+    steps.log_line(stream, f"reproduce: wrote results.json, {', '.join(os.path.basename(p) for p in written)} "
+                           f"in {output_dir}")
+    return 0
+
+
+def _summary(kind, result):
+    if kind == "pretrain":
+        return f"{result['final_step']} steps"
+    if kind == "eval":
+        return (f"mlm_acc {result['masked_lm_accuracy']:.4f}, sentence head acc "
+                f"{result['sentence_order_accuracy']:.4f}")
+    if kind == "finetune":
+        return f"dev score {result['score']:.2f}"
+    return ", ".join(f"{k} {v}" for k, v in result.items() if not isinstance(v, (list, dict)))[:160]
+
+
+def gather(settings, paths):
+    """results.json: the settings, the data's counts, and per cell and seed the intrinsic
+    accuracies (percent), downstream scores (percent) and their average, the step times
+    and the pretraining curve's file."""
+    data = {name: (steps.read_done(paths.record(None, None, name)) or {}).get("result", {})
+            for name in ("corpus", "spm", "tasks")}
+    cells = {}
+    for cell in grid.grid_cells(settings.tables):
+        seeds = {}
+        for seed in range(1, settings.seeds + 1):
+            row = {"intrinsic": {}, "downstream": {}, "seconds": {}}
+            if cell.pretrained:
+                pre = steps.read_done(paths.record(cell, seed, "pretrain"))
+                row["seconds"]["pretrain"] = pre["seconds"]
+                row["curve"] = os.path.relpath(os.path.join(paths.run(cell, seed, "pretrain"), "metrics.jsonl"),
+                                               paths.root)
+                for objective in ("sop", "nsp"):
+                    ev = steps.read_done(paths.record(cell, seed, f"eval_{objective}"))["result"]
+                    row["intrinsic"][f"{objective}_accuracy"] = 100 * ev["sentence_order_accuracy"]
+                    if objective == "sop":
+                        row["intrinsic"]["mlm_accuracy"] = 100 * ev["masked_lm_accuracy"]
+            for task in grid.TASKS:
+                done = steps.read_done(paths.record(cell, seed, task))
+                row["downstream"][task] = done["result"]["score"]
+                row["seconds"][task] = done["seconds"]
+                if task == "squad":
+                    row["downstream"]["squad_f1"] = done["result"]["f1"]
+                    row["downstream"]["squad_exact_match"] = done["result"]["exact_match"]
+            row["avg"] = statistics.mean(row["downstream"][t] for t in grid.TASKS)
+            seeds[str(seed)] = row
+        cells[cell.id] = {"sharing": cell.sharing, "ratio": cell.ratio, "objective": cell.objective,
+                          "embedding_size": settings.embedding_size(cell.ratio), "label": cell.label(),
+                          "seeds": seeds}
+    return {"settings": settings.to_dict(), "data": data, "cells": cells,
+            "tables": {t: [c.id for c in grid.table_cells(t)] for t in settings.tables},
+            "control": grid.CONTROL.id, "base": grid.BASE.id}
