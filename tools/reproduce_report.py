@@ -234,7 +234,12 @@ def write_report(results, output_dir, figures=True):
           f"{s['pretrain_batch_size']} per cell, {s['seeds']} seed(s); fine-tuning {s['finetune_steps']} steps at "
           f"batch {s['finetune_batch_size']}; dtype policy {s['dtype_policy']}. Scores are dev percentages; "
           "mean ± sample std over seeds. Avg = mean of the three downstream tasks (the paper's Avg averages "
-          "SQuAD1.1, SQuAD2.0, MNLI, SST-2 and RACE; compare directions, not values).", ""]
+          "SQuAD1.1, SQuAD2.0, MNLI, SST-2 and RACE; compare directions, not values)."]
+    if "machine" in results:
+        m = results["machine"]
+        md.append(f"Run {m['date']} on {m['cpu']} ({m['cores']} cores; {', '.join(m['cpu_flags']) or 'no bf16 flags'}); "
+                  f"the grid's steps took {results['step_seconds'] / 60:.1f} minutes.")
+    md.append("")
     for table in results["tables"]:
         rows = table_rows(results, table)
         path = os.path.join(output_dir, f"table_{table}.csv")

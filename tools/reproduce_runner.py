@@ -151,10 +151,27 @@ def _summary(kind, result):
     return ", ".join(f"{k} {v}" for k, v in result.items() if not isinstance(v, (list, dict)))[:160]
 
 
+def machine():
+    """The CPU (model name and its bf16 flags), its cores and the date of the report."""
+    model, flags_ = "unknown", []
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                if key.strip() == "model name" and model == "unknown":
+                    model = value.strip()
+                elif key.strip() == "flags" and not flags_:
+                    flags_ = [x for x in value.split() if x in ("avx512_bf16", "amx_bf16", "avx512f", "amx_tile")]
+    except OSError:
+        pass
+    return {"cpu": model, "cpu_flags": flags_, "cores": os.cpu_count(), "date": time.strftime("%Y-%m-%d")}
+
+
 def gather(settings, paths):
-    """results.json: the settings, the data's counts, and per cell and seed the intrinsic
-    accuracies (percent), downstream scores (percent) and their average, the step times
-    and the pretraining curve's file."""
+    """results.json: the settings, the data's counts, the machine, the seconds of all the
+    grid's steps (over every session that worked on it), and per cell and seed the
+    intrinsic accuracies (percent), downstream scores (percent) and their average, the step
+    times and the pretraining curve's file."""
     data = {name: (steps.read_done(paths.record(None, None, name)) or {}).get("result", {})
             for name in ("corpus", "spm", "tasks")}
     cells = {}
@@ -184,6 +201,9 @@ def gather(settings, paths):
         cells[cell.id] = {"sharing": cell.sharing, "ratio": cell.ratio, "objective": cell.objective,
                           "embedding_size": settings.embedding_size(cell.ratio), "label": cell.label(),
                           "seeds": seeds}
+    step_seconds = sum(record["seconds"] for record in
+                       (steps.read_done(step.record) for step in plan(settings, paths, False, {})) if record)
     return {"settings": settings.to_dict(), "data": data, "cells": cells,
+            "machine": machine(), "step_seconds": round(step_seconds, 1),
             "tables": {t: [c.id for c in grid.table_cells(t)] for t in settings.tables},
             "control": grid.CONTROL.id, "base": grid.BASE.id}
