@@ -108,12 +108,12 @@ class Settings:
     max_seq_length: int = 64
     max_predictions_per_seq: int = 10
     vocab_size: int = 8000
-    pretrain_steps: int = 500
+    pretrain_steps: int = 400
     pretrain_batch_size: int = 64
     pretrain_learning_rate: float = 0.005
-    finetune_steps: int = 200
+    finetune_steps: int = 150
     finetune_batch_size: int = 32
-    finetune_learning_rate: float = 3e-4
+    finetune_learning_rate: float = 5e-4
     corpus_mb: float = 0.0
     held_out_percent: int = 10
     dtype_policy: str = "auto"
