@@ -119,6 +119,10 @@ def claims():
               [(1, sop, "avg"), (-1, nsp, "avg")], paper="about one point"),
         Claim("sop", "SOP gives a better downstream average than None",
               [(1, sop, "avg"), (-1, none, "avg")]),
+        Claim("sop", "SOP better than NSP on the multi-sentence task SQuAD-style QA",
+              [(1, sop, "squad"), (-1, nsp, "squad")], paper="SOP's gain is mostly on SQuAD and RACE"),
+        Claim("sop", "SOP better than NSP on the multi-sentence task RACE-style multiple choice",
+              [(1, sop, "race"), (-1, nsp, "race")], paper="SOP's gain is mostly on SQuAD and RACE"),
     ]
     avg = grid.PAPER_AVG["sharing"]
     for ratio, paper_e in (("1", 768), ("1/6", 128)):
