@@ -1,7 +1,7 @@
 """The report of tools/reproduce.py: from `results.json` to one CSV per table, `report.md`
 (our mean +- std beside the paper's numbers, each claim's verdict) and PNG figures.
 
-The verdict rule, stated once (and printed in the report): a claim compares a difference
+The verdict rule (RULE, printed in the report): a claim compares a difference
 d (a linear combination of cell means, e.g. avg(not-shared) - avg(all-shared)) with its
 standard error se = sqrt(sum_i c_i^2 s_i^2 / n_i) over the seeds (s_i: the sample standard
 deviation of cell i over its n_i seeds).
@@ -28,6 +28,13 @@ import reproduce_grid as grid
 
 from albert_tf.storage import atomic
 
+RULE = ("a claim's difference d (between cell means over the seeds) counts when it exceeds twice its standard "
+        "error se = sqrt(sum_i c_i^2 s_i^2 / n_i) (s_i: the sample standard deviation of cell i over its n_i seeds). "
+        "'A is better than B' (d = A - B): holds when d > 2 se, does not hold when d < -2 se, else inconclusive. "
+        "'A is about B' (within a tolerance t): holds when |d| + 2 se <= t, does not hold when |d| - 2 se > t, "
+        "else inconclusive. One seed gives no spread: every claim is inconclusive. Two seeds make this a weak test "
+        "(2 se is no 95% interval with one degree of freedom): 'holds' says the effect's direction exceeds the "
+        "seed-to-seed spread seen, not that it is significant.")
 METRICS = ("mlm_accuracy", "sop_accuracy", "nsp_accuracy")
 SCORES = grid.TASKS + ("avg",)
 SCORE_NAMES = {"topic": "topic cls (acc)", "squad": "SQuAD-style (F1/EM)", "race": "RACE-style (acc)",
@@ -260,8 +267,7 @@ def write_report(results, output_dir, figures=True):
             cell = results["cells"][cell_id]
             md.append(f"| {name} | " + " | ".join(_fmt(*mean_std(seed_values(cell, k))[:2]) for k in SCORES) + " |")
         md.append("")
-    md += ["## Claims", "", "Rule: " + " ".join(__doc__.split("The verdict rule, stated once (and printed in the "
-                                                              "report): ")[1].split("Pure Python")[0].split()), "",
+    md += ["## Claims", "", "Rule: " + RULE, "",
            "| table | claim | paper | ours | verdict |", "|---|---|---|---|---|"]
     for v in verdicts:
         md.append(f"| {v['table']} | {v['claim']} | {v['paper'] or ''} | {v['rule']} | **{v['verdict']}** |")

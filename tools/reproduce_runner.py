@@ -3,6 +3,7 @@ before any work, plans every step, skips the finished ones, prints progress with
 across the whole grid, gathers `results.json` and hands it to tools/reproduce_report.py.
 """
 
+import glob
 import json
 import os
 import statistics
@@ -201,8 +202,8 @@ def gather(settings, paths):
         cells[cell.id] = {"sharing": cell.sharing, "ratio": cell.ratio, "objective": cell.objective,
                           "embedding_size": settings.embedding_size(cell.ratio), "label": cell.label(),
                           "seeds": seeds}
-    step_seconds = sum(record["seconds"] for record in
-                       (steps.read_done(step.record) for step in plan(settings, paths, False, {})) if record)
+    step_seconds = sum(steps.read_done(path)["seconds"] for path in
+                       glob.glob(os.path.join(paths.root, "**", "steps", "*.json"), recursive=True))
     return {"settings": settings.to_dict(), "data": data, "cells": cells,
             "machine": machine(), "step_seconds": round(step_seconds, 1),
             "tables": {t: [c.id for c in grid.table_cells(t)] for t in settings.tables},

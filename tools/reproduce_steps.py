@@ -111,7 +111,7 @@ class Paths:
 
     def record(self, cell, seed, step):
         """The record of a finished step: of a cell's seed, or (cell None) of the data."""
-        where = self.data if cell is None else self.run(cell, seed, "")
+        where = self.data if cell is None else os.path.join(self.cell(cell), f"seed{seed}")
         return os.path.join(where, "steps", f"{step}.json")
 
     def task(self, name):
@@ -303,6 +303,8 @@ def finetune(settings, paths, cell, seed, task, data, log_path):
     from albert_tf import run_classifier, run_race, run_squad_v1
 
     steps, batch = settings.finetune_steps, settings.finetune_batch_size
+    if task == "race":  # a question is four sequences: half the batch keeps a step's cost near the others'
+        batch = max(1, batch // 2)
     out = paths.run(cell, seed, task)
     common = [*_model_source(settings, paths, cell, seed), f"--output_dir={out}",
               f"--max_seq_length={settings.max_seq_length}", f"--train_batch_size={batch}",
@@ -332,8 +334,6 @@ def finetune(settings, paths, cell, seed, task, data, log_path):
         return {"score": (metrics["f1"] + metrics["exact_match"]) / 2, "f1": metrics["f1"],
                 "exact_match": metrics["exact_match"]}
     race = paths.task("race")
-    # a question is four sequences: half the batch keeps a step's cost near the others'
-    common[common.index(f"--train_batch_size={batch}")] = f"--train_batch_size={max(1, batch // 2)}"
     args = [*common, f"--data_dir={os.path.join(race, 'RACE')}",
             f"--train_file={os.path.join(race, 'train_features.tfrecord')}",
             f"--eval_file={os.path.join(race, 'dev_features.tfrecord')}",
