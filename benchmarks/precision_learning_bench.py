@@ -1,7 +1,7 @@
 """bf16 against float32 learning: every task trained at both policies from the same start.
 
     python benchmarks/precision_learning_bench.py [--tasks=squad_v1,squad_v2,race,classification,pretraining] \\
-        [--starts=random,pretrained] [--seeds=3] [--output_dir=results/precision_learning]
+        [--starts=random,pretrained] [--seeds=3] [--output_dir=results/precision_learning] [--classifier_steps=400]
     python benchmarks/precision_learning_bench.py --tiny      # smoke test: tiny data, 1 seed, short runs
 
 Each run is the task's own entry point (run_squad_v1, run_squad_v2, run_race, run_classifier,
@@ -73,6 +73,8 @@ def define_flags():
     flags.DEFINE_float("leave_factor", 1.25, "Leaving the plateau: training loss <= this x float32's mean final loss.")
     flags.DEFINE_string("output_dir", "results/precision_learning", "Where data, runs and results go.")
     flags.DEFINE_bool("tiny", False, "Smoke test: tiny data, short runs (plumbing only; no verdict is meaningful).")
+    flags.DEFINE_integer("classifier_steps", None, "Classification budget in steps (default: 400, --tiny 10); "
+                         "another budget is another --output_dir.")
 
 
 def plan_of(tasks, starts):
@@ -93,6 +95,8 @@ def check_flags(f):
         bad = [x for x in values if x not in allowed]
         if bad or not values:
             raise ValueError(f"--{name}: {', '.join(bad) or 'empty'} not among {', '.join(allowed)}.")
+    if f.classifier_steps is not None and f.classifier_steps < 10:
+        raise ValueError(f"--classifier_steps must be at least 10 (got {f.classifier_steps}).")
     if f.seeds < 1 or f.leave_factor <= 1.0:
         raise ValueError(f"need --seeds >= 1 and --leave_factor > 1 (got {f.seeds}, {f.leave_factor}).")
 
@@ -263,7 +267,9 @@ def run(f):
     check_flags(f)
     from albert_tf.storage import atomic
 
-    s = SETTINGS[f.tiny]
+    s = dict(SETTINGS[f.tiny])
+    if f.classifier_steps is not None:
+        s["classifier_steps"] = f.classifier_steps
     os.makedirs(f.output_dir, exist_ok=True)
     settings_file = os.path.join(f.output_dir, "settings.json")
     if os.path.exists(settings_file):

@@ -137,6 +137,11 @@ def test_precision_learning_bench_verdict_rule_and_bad_flags(tmp_path):
     assert not worse["same_learning"] and worse["allowed_difference"] == pytest.approx(0.06005)
     assert bench.plan_of(["squad_v1:random", "race", "pretraining"], ["random", "pretrained"]) == [
         ("squad_v1", "random"), ("race", "random"), ("race", "pretrained"), ("pretraining", "random")]
+    import types
+
+    with pytest.raises(ValueError, match="--classifier_steps must be at least 10"):
+        bench.check_flags(types.SimpleNamespace(tasks=["classification"], starts=["pretrained"], seeds=3,
+                                                leave_factor=1.25, classifier_steps=5))
     result = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "precision_learning_bench.py"),
                              "--tasks=squad_v3", f"--output_dir={tmp_path / 'x'}"], capture_output=True, text=True,
                             env=ENV, cwd=ROOT, timeout=120)
