@@ -289,6 +289,7 @@ def run(f):
         module, args = run_flags("pretraining", p, s, "random", "float32", 1, p["pretrained"])
         print("pretrained start: run_pretraining float32 ...", flush=True)
         execute(module, args, p["pretrained"], p["pretrained"] + ".log")
+    os.makedirs(os.path.join(f.output_dir, "runs"), exist_ok=True)
     total, done, ran, ran_seconds = len(plan) * len(POLICIES) * f.seeds, 0, 0, 0.0
     table = {}
     for task, start in plan:
