@@ -5,11 +5,11 @@
 
 --init_checkpoint is a model directory (albert_tf pretrained, SQuAD or multiple-choice,
 e.g. from albert_tf.convert) or a run directory (a pretraining run; a fine-tuning run's
-best, else newest, checkpoint): the encoder, or the fine-tuned classifier, SQuAD v1 or
-multiple-choice model with its head (albert_tf/export/litert_model.py lists the inputs and
-outputs). Writes OUTPUT (the .tflite file), OUTPUT's stem + ".spm.model" (the
-SentencePiece model, for the app's tokenizer) and stem + ".json" (inputs, outputs, the
-maximum length, the labels). Each is new or an earlier output of albert_tf's (replaced
+best, else newest, checkpoint): the encoder, or the fine-tuned classifier, SQuAD (v1 span
+logits; v2 the release's beam and answerability logit) or multiple-choice model with its
+head (albert_tf/export/litert_model.py lists the inputs and outputs). Writes OUTPUT (the
+.tflite file), OUTPUT's stem + ".spm.model" (the SentencePiece model, for the app's
+tokenizer) and stem + ".json" (inputs, outputs, the maximum length, the labels). Each is new or an earlier output of albert_tf's (replaced
 atomically); anything else, or an input, is refused (exit 2) before anything is loaded.
 The file runs in the `ai_edge_litert` interpreter; the tool runs it once on fixed ids and
 prints the largest difference from the Keras model.
@@ -88,6 +88,10 @@ def run(f):
         raise ValueError("--spm_model_file is required (the model's SentencePiece model; the input directory holds "
                          "none)" if not spm else f"--spm_model_file={spm} does not exist.")
     _, rank, names, fn = serving_spec(model)  # refuses a model with no LiteRT form before the conversion
+    beam = max(getattr(model, "start_n_top", 0), getattr(model, "end_n_top", 0)) if "cls_logits" in names else 0
+    if f.max_seq_length < beam:
+        raise ValueError(f"--max_seq_length {f.max_seq_length} is below the SQuAD v2 beam ({beam}: start_n_top, "
+                         "end_n_top): the file needs at least that many tokens.")
     print(f"converting {type(model).__name__} of {f.init_checkpoint} ({f.quantization})", flush=True)
     content = litert_bytes(model, f.quantization)
 
@@ -97,7 +101,10 @@ def run(f):
     inputs = {"input_word_ids": ids, "input_mask": np.ones_like(ids), "input_type_ids": np.zeros_like(ids)}
     theirs = run_litert(content, inputs)
     ours = fn(*(inputs[n] for n in INPUT_NAMES))
-    difference = max(float(np.abs(np.asarray(ours[n]) - theirs[n]).max()) for n in names)
+    scores = [n for n in names if theirs[n].dtype.kind == "f"]  # (a v2 file's beam indices are compared apart)
+    difference = max(float(np.abs(np.asarray(ours[n]) - theirs[n]).max()) for n in scores)
+    indices = [n for n in names if n not in scores]
+    same_indices = all(np.array_equal(np.asarray(ours[n]), theirs[n]) for n in indices)
 
     from albert_tf.data.tokenization import strip_machine_paths
 
@@ -112,7 +119,8 @@ def run(f):
         atomic.write_text(info_output, json.dumps(sidecar(model, f.quantization, f.max_seq_length, labels),
                                                   indent=2) + "\n")
     print(f"wrote {output} ({len(content):,} bytes), {spm_output} and {info_output}")
-    print(f"LiteRT vs Keras on {length} fixed ids: largest difference {difference:.2e} ({', '.join(sorted(names))})")
+    print(f"LiteRT vs Keras on {length} fixed ids: largest difference {difference:.2e} ({', '.join(sorted(scores))})"
+          + (f"; {', '.join(indices)} {'the same' if same_indices else 'differ'}" if indices else ""))
     return 0
 
 

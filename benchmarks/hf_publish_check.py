@@ -7,7 +7,8 @@ dependencies).
         [--hf_python=benchmarks/.peers-venv/bin/python] [--texts=2000]
 
 For each model (AlbertPretrainer with one and with two groups of two inner layers,
-AlbertForQuestionAnswering v1, AlbertForMultipleChoice, AlbertEncoder, an AlbertClassifier
+AlbertForQuestionAnswering v1, a v2 one (written as AlbertModel, its head left behind),
+AlbertForMultipleChoice, AlbertEncoder, an AlbertClassifier
 of three labels (transformers must read its id2label); random known
 weights, float32): albert_tf writes it with `python -m albert_tf.convert --to=hf`'s
 code, transformers loads it with `from_pretrained(..., output_loading_info=True)` (no
@@ -112,14 +113,15 @@ def _ours(model, x):
     encoder = model if isinstance(model, AlbertEncoder) else model.encoder
     enc = encoder(x, training=False)
     out = {"sequence_output": np.asarray(enc["sequence_output"])}
-    if not isinstance(model, AlbertForQuestionAnswering):
+    v1 = isinstance(model, AlbertForQuestionAnswering) and model.version == "v1"
+    if not v1:  # transformers' AlbertForQuestionAnswering has no pooler; a v2 model is written as AlbertModel
         out["pooled_output"] = np.asarray(enc["pooled_output"])
     if isinstance(model, AlbertPretrainer):
         length = x["input_word_ids"].shape[1]
         positions = np.tile(np.arange(length, dtype="int32"), (x["input_word_ids"].shape[0], 1))
         r = model({**x, "masked_lm_positions": positions}, training=False)
         out["mlm_logits"], out["sop_logits"] = np.asarray(r["mlm_logits"]), np.asarray(r["sop_logits"])
-    if isinstance(model, AlbertForQuestionAnswering):
+    if v1:
         r = model(x, training=False)
         out["start_logits"], out["end_logits"] = np.asarray(r["start_logits"]), np.asarray(r["end_logits"])
     return out
@@ -166,6 +168,7 @@ def main(argv=None):
         "pretrainer": AlbertPretrainer(base),
         "pretrainer_2_groups_2_inner": AlbertPretrainer(base.replace(num_hidden_groups=2, inner_group_num=2)),
         "squad_v1": AlbertForQuestionAnswering(base, version="v1"),
+        "squad_v2_encoder": AlbertForQuestionAnswering(base, version="v2"),
         "multiple_choice": AlbertForMultipleChoice(base),
         "encoder": AlbertEncoder(base),
         "classifier_3_labels": AlbertClassifier(AlbertEncoder(base, name="encoder"), 3),

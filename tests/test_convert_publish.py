@@ -107,6 +107,20 @@ def test_qa_and_multiple_choice_to_hf(tmp_path, spm_model):
     assert_close(np.asarray(ours["logits"])[0], theirs["logits"], "multiple-choice logits", atol=1e-5)
     assert_same_weights(mc, load_source("hf", out))
 
+    # SQuAD v2: transformers has no place for the release's v2 head (end conditioned on the
+    # start, answerability): the encoder is written as AlbertModel, the head listed as left behind
+    v2 = randomize(AlbertForQuestionAnswering(cfg, version="v2"), seed=5)
+    out, kind, left_behind = written(v2, tmp_path, "hf", spm_model, "qa_v2")
+    head = sorted(v.path for v in v2.weights if v.path.startswith("squad_v2/"))
+    assert kind == "AlbertModel" and left_behind == head and len(head) >= 8
+    theirs, state, _ = hf_outputs(out, x)
+    assert json.load(open(os.path.join(out, "config.json")))["architectures"] == ["AlbertModel"]
+    assert not any("squad" in k or "qa_outputs" in k for k in state)
+    assert_close(np.asarray(v2.encoder(x)["sequence_output"])[real], theirs["sequence_output"][real], "v2 encoder")
+    back = load_source("hf", out)
+    assert isinstance(back, AlbertEncoder)
+    assert_same_weights(v2.encoder, back)
+
     encoder = randomize(AlbertEncoder(cfg), seed=8)
     out, kind, _ = written(encoder, tmp_path, "hf", spm_model, "encoder")
     theirs, state, _ = hf_outputs(out, x)
@@ -161,8 +175,6 @@ def test_layouts_targets_cannot_hold_are_refused_with_every_reason(tmp_path, spm
     assert "sharing='none'" in str(e.value) and "embedding_size = hidden_size = 32" in str(e.value)
     with pytest.raises(KerasHubLayoutError, match="sharing='none'"):
         write_target(unshared, "keras_hub", str(tmp_path / "kh"), spm_model)
-    with pytest.raises(HfLayoutError, match="SQuAD v2"):
-        write_target(AlbertForQuestionAnswering(cfg_of(), version="v2"), "hf", str(tmp_path / "hf"), spm_model)
     # the release's int(i / L * G) puts some layers of L = G = 22 in their neighbour's group
     # (float rounding); transformers and keras-hub apply group i to layer i
     rounded = AlbertEncoder(cfg_of(num_hidden_layers=22, num_hidden_groups=22))
@@ -217,13 +229,19 @@ def test_pretrainer_to_keras_hub_loads_and_computes_in_keras_hub(tmp_path, spm_m
 
     assert [int(i) for i in tokenizer(text)] == SentencePieceTokenizer(spm_model).encode(text)
 
-    back = load_source("keras_hub", out)
-    assert isinstance(back, AlbertEncoder)
-    assert_same_weights(model.encoder, back)
     head_weights = {v.path: np.asarray(v) for v in masked_lm.masked_lm_head.weights}
     np.testing.assert_array_equal(head_weights["mlm_head/output_bias"], weights["predictions/output_bias"].astype("float32"))
     np.testing.assert_array_equal(head_weights["mlm_head/intermediate_dense/kernel"],
                                   weights["predictions/transform/kernel"].astype("float32"))
+
+    # read back: the backbone and the masked-LM head bit for bit; the sentence-order head,
+    # which keras-hub does not hold, is named as not in the source
+    back = load_source("keras_hub", out)
+    assert isinstance(back, AlbertPretrainer)
+    assert back.not_in_source == ["seq_relationship/output_bias", "seq_relationship/output_weights"]
+    assert_same_weights(model, back, skip=("seq_relationship/",))
+    mlm_back = back({**x, "masked_lm_positions": positions}, training=False)["mlm_logits"]
+    np.testing.assert_array_equal(np.asarray(mlm_back, "float64"), ours_mlm)
 
 
 def test_convert_cli_to_hf_prints_the_read_back_line_and_refuses_bad_flags(tmp_path, spm_model):
@@ -236,10 +254,12 @@ def test_convert_cli_to_hf_prints_the_read_back_line_and_refuses_bad_flags(tmp_p
     cases = [common + ["--to=hf", f"--spm_model_file={spm_model}", f"--output={tmp_path / 'hf'}"],
              common + ["--to=hf", f"--output={tmp_path / 'no_spm'}"],
              common + ["--to=onnx", f"--output={tmp_path / 'onnx'}"],
-             common + ["--to=hf", f"--spm_model_file={spm_model}", f"--output={tmp_path / 'run'}"]]
+             common + ["--to=hf", f"--spm_model_file={spm_model}", f"--output={tmp_path / 'run'}"],
+             common + ["--to=keras_hub", f"--spm_model_file={spm_model}", f"--output={tmp_path / 'kh'}"],
+             ["--from=keras_hub", f"--input={tmp_path / 'kh'}", "--to=albert_tf", f"--output={tmp_path / 'kh_back'}"]]
     before = sorted(os.listdir(tmp_path / "run"))
-    ok, no_spm, unknown, onto_input = entry_point_cases("albert_tf.convert.__main__", cases, str(tmp_path),
-                                                        name="convert")
+    ok, no_spm, unknown, onto_input, to_kh, from_kh = entry_point_cases("albert_tf.convert.__main__", cases,
+                                                                        str(tmp_path), name="convert")
     assert ok.returncode == 0, ok.stderr[-3000:]
     lines = ok.stdout.split("read back from")
     assert len(lines) == 2 and "written as AlbertForPreTraining; every weight kept" in lines[0]
@@ -251,6 +271,15 @@ def test_convert_cli_to_hf_prints_the_read_back_line_and_refuses_bad_flags(tmp_p
     assert onto_input.returncode == 2 and "--output" in onto_input.stderr
     assert sorted(os.listdir(tmp_path / "run")) == before  # the input untouched
     assert not (tmp_path / "onnx").exists()
+    # albert_tf -> keras_hub -> albert_tf: a pretrainer again, its sentence-order head named as
+    # not in keras-hub's preset, every other weight as written
+    assert to_kh.returncode == 0 and from_kh.returncode == 0, to_kh.stderr[-2000:] + from_kh.stderr[-2000:]
+    assert "written as AlbertMaskedLM; left behind (no place in keras_hub): seq_relationship/" in to_kh.stdout
+    assert "as AlbertPretrainer" in from_kh.stdout
+    assert ("not in the source (initial values written): seq_relationship/output_bias, "
+            "seq_relationship/output_weights") in from_kh.stdout
+    again = AlbertPretrainer.from_pretrained(str(tmp_path / "kh_back"))
+    assert_same_weights(model, again, skip=("seq_relationship/",))
 
 
 def test_a_classifier_keeps_its_labels_through_hf_and_keras_hub(tmp_path, spm_model):

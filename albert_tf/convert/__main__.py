@@ -77,6 +77,8 @@ def run(f):
     print(f"converted {input_path} ({source}) -> {written} ({target}) as {type(model).__name__}, "
           f"{model.count_params():,} parameters"
           + (f", from {model.run_checkpoint}" if getattr(model, "run_checkpoint", None) else ""))
+    if getattr(model, "not_in_source", None):
+        print(f"not in the source (initial values written): {', '.join(model.not_in_source)}")
     print_fixed_outputs(model)
     if target in ("hf", "keras_hub"):
         print(f"written as {kind}" + (f"; left behind (no place in {target}): {', '.join(left_behind)}"

@@ -8,7 +8,9 @@ The albert_tf model is the one the source's variables make: AlbertEncoder,
 AlbertPretrainer, AlbertForQuestionAnswering (version "v1" from the release's
 run_squad_v1.py or Hugging Face's AlbertForQuestionAnswering, "v2" from run_squad_v2.py),
 AlbertForMultipleChoice (the release's run_race.py or Hugging Face's
-AlbertForMultipleChoice), or AlbertClassifier (Hugging Face's
+AlbertForMultipleChoice), AlbertPretrainer of a keras-hub AlbertMaskedLM preset (its
+sentence-order head, which keras-hub does not hold, at initial values and named in
+`model.not_in_source`), or AlbertClassifier (Hugging Face's
 AlbertForSequenceClassification, keras-hub's AlbertTextClassifier, an albert_tf
 run_classifier run). An albert_tf run directory is read through the model record its
 run_info.json holds (`load_run`). Targets: albert_tf, tf1, hf (hf_write.py) and keras_hub
@@ -96,9 +98,12 @@ def load_source(source, path, config=None):
         return model
     if source == "keras_hub":
         backbone = keras_hub.backbone_from_file(path, config)
-        model = AlbertEncoder(config or keras_hub.config_of_backbone(backbone))
+        config = config or keras_hub.config_of_backbone(backbone)
+        task = keras_hub.preset_task(path)
+        if type(task).__name__ == "AlbertMaskedLM":
+            return _keras_hub_masked_lm(backbone, task, config, label)
+        model = AlbertEncoder(config)
         keras_hub.load_keras_hub_backbone(backbone, model, label=label)
-        task = keras_hub.text_classifier_task(path)
         if task is None:
             return model
         # an AlbertTextClassifier preset: its head too, and the labels albert_tf wrote beside it
@@ -120,6 +125,21 @@ def load_source(source, path, config=None):
         with_heads = os.path.isfile(os.path.join(path, PRETRAINER_WEIGHTS))
         return (AlbertPretrainer if with_heads else AlbertEncoder).from_pretrained(path)
     raise ValueError(f"--from must be one of {', '.join(SOURCES)}, got {source!r}.")
+
+
+def _keras_hub_masked_lm(backbone, task, config, label):
+    """An AlbertPretrainer of a keras-hub AlbertMaskedLM preset: the backbone and the
+    masked-LM head read back; the sentence-order head, which keras-hub does not hold, keeps
+    its initial values and is named in `model.not_in_source` (and logged)."""
+    model = AlbertPretrainer(config)
+    keras_hub.load_keras_hub_backbone(backbone, model.encoder, label=label)
+    head = [v for v in model.weights if v.path.startswith("predictions/")]
+    assign_to_variables(head, keras_hub.masked_lm_head_values(task), keras_hub.KERAS_HUB_TO_MLM_HEAD,
+                        label=f"{label} (AlbertMaskedLM's masked-LM head)")
+    model.not_in_source = sorted(p for p in model_variables(model) if p.startswith("seq_relationship/"))
+    logger.warning("%s: keras-hub's AlbertMaskedLM has no sentence-order head; %s keep their initial values.",
+                   label, ", ".join(model.not_in_source))
+    return model
 
 
 def _hf_classifier(path, config, values, label):

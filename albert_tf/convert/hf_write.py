@@ -24,6 +24,13 @@ Which transformers model an albert_tf model becomes (`architecture_of`):
     AlbertForQuestionAnswering, v1      AlbertForQuestionAnswering (transformers builds it
                                         without a pooler: albert_tf's pooler, which the span
                                         head does not read, is left behind and reported)
+    AlbertForQuestionAnswering, v2      AlbertModel: the encoder alone. The release's v2 head
+                                        has no transformers counterpart (its end logits are
+                                        conditioned on the start position, beam-style, and it
+                                        has an answerability classifier; transformers'
+                                        qa_outputs scores start and end independently): a
+                                        qa_outputs holding part of it would answer wrongly,
+                                        so the whole head is left behind and reported
     AlbertForMultipleChoice             AlbertForMultipleChoice
     AlbertClassifier (a run_classifier  AlbertForSequenceClassification: id2label from the
     run)                                task's labels; one output is a regression
@@ -34,9 +41,7 @@ the convert tool) with every reason at once, before anything is written: `sharin
 than "all", embedding_size equal to hidden_size (albert_tf then has no embedding
 projection, transformers always applies one), a group layout whose layer-to-group map
 differs between transformers' `int(i / (L / G))` and the release's `int(i / L * G)`, an
-activation without a transformers name, and the SQuAD v2 head (its end logits are
-conditioned on the start position; transformers' qa_outputs scores start and end
-independently).
+and an activation without a transformers name.
 """
 
 import json
@@ -55,6 +60,7 @@ TO_HF_ACTIVATIONS = {"gelu": "gelu_new", "gelu_exact": "gelu", "relu": "relu", "
 WEIGHTS_NAME = "model.safetensors"
 SPM_NAME = "spiece.model"
 PREFIX = "albert."  # the encoder's weights inside every transformers model but AlbertModel
+V2_HEAD = "squad_v2/"  # the variables of the release's v2 head (albert_tf.modeling.qa_heads)
 
 
 class HfLayoutError(ValueError):
@@ -65,7 +71,7 @@ def architecture_of(model):
     """transformers' class for an albert_tf model (see the module docstring).
 
     Raises:
-        HfLayoutError: a SQuAD v2 model, or a model of another kind.
+        HfLayoutError: a model of another kind.
     """
     from albert_tf.modeling.classifier import AlbertClassifier
     from albert_tf.modeling.encoder import AlbertEncoder
@@ -76,13 +82,7 @@ def architecture_of(model):
     if isinstance(model, AlbertPretrainer):
         return "AlbertForPreTraining"
     if isinstance(model, AlbertForQuestionAnswering):
-        if model.version != "v1":
-            raise HfLayoutError(
-                "--to=hf: transformers cannot represent a SQuAD v2 head: its end logits are conditioned on the start "
-                "position (the release's run_squad_v2 beam) and it has an answerability classifier, while "
-                "AlbertForQuestionAnswering's qa_outputs scores start and end independently. Convert the encoder "
-                "(an AlbertEncoder directory) or keep the model in albert_tf / tf1.")
-        return "AlbertForQuestionAnswering"
+        return "AlbertForQuestionAnswering" if model.version == "v1" else "AlbertModel"
     if isinstance(model, AlbertForMultipleChoice):
         return "AlbertForMultipleChoice"
     if isinstance(model, AlbertClassifier):
@@ -131,7 +131,9 @@ def hf_state(model, architecture):
     left_behind = []
     if architecture == "AlbertForQuestionAnswering":
         left_behind = sorted(p for p in source if p.startswith("pooler/"))
-        source = {p: v for p, v in source.items() if p not in left_behind}
+    elif architecture == "AlbertModel":  # an encoder, or a SQuAD v2 model's encoder (its head left behind)
+        left_behind = sorted(p for p in source if p.startswith(V2_HEAD))
+    source = {p: v for p, v in source.items() if p not in left_behind}
     values = apply_transforms(rename(source, _table("" if architecture == "AlbertModel" else PREFIX)))
     return {k: np.ascontiguousarray(v, dtype=np.float32) for k, v in values.items()}, left_behind
 
@@ -242,8 +244,8 @@ def write_hf(model, directory, spm_model_file, do_lower_case=True):
     """Writes `model` as a transformers model directory into the (new, empty) `directory`.
 
     Args:
-        model: AlbertEncoder, AlbertPretrainer, AlbertForQuestionAnswering (v1) or
-            AlbertForMultipleChoice.
+        model: AlbertEncoder, AlbertPretrainer, AlbertForQuestionAnswering (v2: its
+            encoder only), AlbertForMultipleChoice or AlbertClassifier.
         directory: where the files go (the caller makes it atomic).
         spm_model_file: the model's SentencePiece model (api.check_target checks that its
             pieces number vocab_size).

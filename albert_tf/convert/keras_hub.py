@@ -34,8 +34,17 @@ KERAS_HUB_TABLE = (
 )
 # AlbertTextClassifier's `logits` Dense (kernel [H, C]) is AlbertClassifier's `output`
 CLASSIFIER_HEAD_TABLE = (("logits/{var}", "output/{var}"),)
+# AlbertMaskedLM's head (its output embedding is the backbone's token embedding, tied) is
+# AlbertPretrainer's `predictions`
+MLM_HEAD_TABLE = (
+    ("mlm_head/intermediate_dense/{var}", "predictions/transform/{var}"),
+    ("mlm_head/intermediate_layer_norm/{ln}", "predictions/transform_LayerNorm/{ln}"),
+    ("mlm_head/output_bias", "predictions/output_bias"),
+)
 KERAS_HUB_TO_ALBERT_TF = to_regex_table(KERAS_HUB_TABLE)
 KERAS_HUB_TO_CLASSIFIER_HEAD = to_regex_table(CLASSIFIER_HEAD_TABLE)
+KERAS_HUB_TO_MLM_HEAD = to_regex_table(MLM_HEAD_TABLE)
+TASKS = ("AlbertTextClassifier", "AlbertMaskedLM")  # the keras-hub tasks --from=keras_hub reads with their heads
 LABELS_FILE = "labels.json"  # written beside an AlbertTextClassifier preset by albert_tf (keras-hub keeps no labels)
 ALBERT_TF_TO_KERAS_HUB = to_regex_table(reverse(KERAS_HUB_TABLE))
 BACKBONE_CLASS = "AlbertBackbone"
@@ -133,17 +142,25 @@ def config_of_backbone(backbone, hidden_act="gelu"):
         max_position_embeddings=backbone.max_sequence_length, type_vocab_size=backbone.num_segments)
 
 
-def text_classifier_task(path):
-    """keras-hub's AlbertTextClassifier of a preset directory whose task.json names it
-    (loaded with its head), else None."""
+def preset_task(path):
+    """keras-hub's AlbertTextClassifier or AlbertMaskedLM of a preset directory whose
+    task.json names it (loaded with its head), else None (a backbone preset, a file)."""
     task_file = os.path.join(path, "task.json")
     if not os.path.isdir(path) or not os.path.isfile(task_file):
         return None
-    if read_json(task_file).get("class_name") != "AlbertTextClassifier":
+    name = read_json(task_file).get("class_name")
+    if name not in TASKS:
         return None
     import keras_hub
 
-    return keras_hub.models.AlbertTextClassifier.from_preset(path)
+    return getattr(keras_hub.models, name).from_preset(path)
+
+
+def masked_lm_head_values(task):
+    """keras-hub path -> array of an AlbertMaskedLM's own head weights (the tied token
+    embedding, which is the backbone's, left out)."""
+    tied = {v.path for v in task.backbone.weights}
+    return {v.path: v.numpy() for v in task.masked_lm_head.weights if v.path not in tied}
 
 
 def preset_labels(path):

@@ -37,16 +37,11 @@ import os
 
 import numpy as np
 
-from albert_tf.convert.keras_hub import CLASSIFIER_HEAD_TABLE, LABELS_FILE, write_keras_hub_backbone
+from albert_tf.convert.keras_hub import CLASSIFIER_HEAD_TABLE, LABELS_FILE, MLM_HEAD_TABLE, write_keras_hub_backbone
 from albert_tf.convert.rename import assign_to_variables, model_variables
 from albert_tf.convert.templates import reverse, to_regex_table
 
 ALBERT_TF_TO_CLASSIFIER_HEAD = to_regex_table(reverse(CLASSIFIER_HEAD_TABLE))
-MLM_HEAD_TABLE = (
-    ("mlm_head/intermediate_dense/{var}", "predictions/transform/{var}"),
-    ("mlm_head/intermediate_layer_norm/{ln}", "predictions/transform_LayerNorm/{ln}"),
-    ("mlm_head/output_bias", "predictions/output_bias"),
-)
 ALBERT_TF_TO_MLM_HEAD = to_regex_table(reverse(MLM_HEAD_TABLE))
 KERAS_HUB_MLM_EPSILON = 1e-5  # keras_hub MaskedLMHead's default, which AlbertMaskedLM keeps
 

@@ -5,11 +5,17 @@ dynamic batch and length, its variables frozen into constants, saved as a one-si
 SavedModel and converted by TensorFlow's LiteRT converter with the builtin op set only
 (no TF Select ops: the file runs in the plain `ai_edge_litert` interpreter):
 
-    model                              inputs (int32)                  outputs (float32)
+    model                              inputs (int32)                  outputs (float32 but indices)
     AlbertEncoder / AlbertPretrainer   input_word_ids, input_mask,     pooled_output [B, H],
                                        input_type_ids [B, T]           sequence_output [B, T, H]
     AlbertClassifier                   the same                        logits [B, C]
     AlbertForQuestionAnswering (v1)    the same                        start_logits, end_logits [B, T]
+    AlbertForQuestionAnswering (v2)    the same (T >= the beam:        start_top_log_probs,
+                                       start_n_top and end_n_top)      start_top_index [B, K1];
+                                                                       end_top_log_probs,
+                                                                       end_top_index [B, K1 x K2];
+                                                                       cls_logits [B] (the release's
+                                                                       v2 beam, indices int32)
     AlbertForMultipleChoice            the same, [B, C, T]             logits [B, C]
 
 Quantization (`QUANTIZATIONS`): "none" (float32 weights), "float16" (weights stored in
@@ -31,13 +37,16 @@ import tensorflow as tf
 from albert_tf.modeling.encoder import INPUT_NAMES
 
 QUANTIZATIONS = ("none", "float16", "dynamic_int8")
+V1_OUTPUTS = ("end_logits", "start_logits")
+# the release's v2 beam (albert_tf.modeling.qa_heads), computed inside the file with builtin ops
+V2_OUTPUTS = ("cls_logits", "end_top_index", "end_top_log_probs", "start_top_index", "start_top_log_probs")
 
 
 def serving_spec(model):
     """(kind, input rank, output names, fn(ids, mask, types) -> dict of outputs) of `model`.
 
     Raises:
-        ValueError: a model with no LiteRT form (a SQuAD v2 head, another class).
+        ValueError: a model with no LiteRT form (another class).
     """
     from albert_tf.modeling.classifier import AlbertClassifier
     from albert_tf.modeling.encoder import AlbertEncoder
@@ -59,15 +68,13 @@ def serving_spec(model):
     if isinstance(model, AlbertClassifier):
         return "classifier", 2, ("logits",), lambda a, b, c: {"logits": model(inputs(a, b, c), training=False)}
     if isinstance(model, AlbertForQuestionAnswering):
-        if model.version != "v1":
-            raise ValueError("export_litert: the SQuAD v2 head (end logits conditioned on a beam of starts) has no "
-                             "LiteRT form here; export a v1 model or the encoder.")
+        names = V1_OUTPUTS if model.version == "v1" else V2_OUTPUTS
 
         def spans(a, b, c):
             out = model(inputs(a, b, c), training=False)
-            return {"start_logits": out["start_logits"], "end_logits": out["end_logits"]}
+            return {name: out[name] for name in names}
 
-        return "squad_v1", 2, ("end_logits", "start_logits"), spans
+        return f"squad_{model.version}", 2, names, spans
     if isinstance(model, AlbertForMultipleChoice):
         return "multiple_choice", 3, ("logits",), lambda a, b, c: {"logits": model(inputs(a, b, c),
                                                                                      training=False)["logits"]}
