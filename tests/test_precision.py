@@ -437,7 +437,7 @@ def test_cast_once_gives_the_per_use_cast_outputs(monkeypatch):
 
 def test_bf16_bias_gradients_are_summed_in_float32():
     """Issue 29: a bf16 bias add's gradient (TensorFlow's BiasAddGrad, what Keras' add of a
-    bias vector becomes) was 20% off the sum of its rows here; add_bias sums them in float32.
+    bias vector becomes) was 20% off the sum of its rows here; add_bias accumulates in float32.
     The reference: float64 sums of the same bf16 values. Then the encoder: under
     mixed_bfloat16 every one of its dense layers adds its bias with add_bias."""
     from albert_tf.modeling.encoder import AlbertEncoder
@@ -448,13 +448,13 @@ def test_bf16_bias_gradients_are_summed_in_float32():
     upstream = tf.cast(np.random.default_rng(0).normal(size=(rows, width)), tf.bfloat16)
     exact = np.asarray(tf.cast(upstream, tf.float64)).sum(axis=0)
     bias = tf.zeros([width], tf.bfloat16)
-    for add, most in ((add_bias, 0.01), (keras.ops.add, None)):
+    for add, most in ((add_bias, 0.004), (keras.ops.add, None)):
         with tf.GradientTape() as tape:
             tape.watch(bias)
             y = add(tf.zeros([rows, width], tf.bfloat16), bias)
         got = np.asarray(tf.cast(tape.gradient(y, bias, output_gradients=upstream), tf.float64))
         error = np.linalg.norm(got - exact) / np.linalg.norm(exact)
-        if most is not None:
+        if most is not None:  # float32 accumulation, one rounding to bf16 (2^-9 relative at most per entry)
             assert error < most, error
         else:  # what it replaces: far off, or the test above would not need add_bias
             assert error > 0.05, error
