@@ -115,7 +115,7 @@ def run(f):
     return write_table(f.output_dir)
 
 
-def write_table(output_dir, stream=sys.stdout):
+def write_table(output_dir, stream=None):
     """Prints both tables, writes output_dir/param_table.csv; returns 0, or 1 when a
     built count differs from the reference."""
     if os.path.exists(output_dir) and not os.path.isdir(output_dir):

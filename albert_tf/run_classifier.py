@@ -21,7 +21,6 @@ checkpoint), `dev_predictions.tsv`, `test_results.tsv` (GLUE submission layout),
 anything else is refused with exit status 2 before any work.
 """
 
-import sys
 
 from absl import flags
 
@@ -96,7 +95,7 @@ def options_from_flags(f):
     return task, training
 
 
-def run(f, stream=sys.stdout):
+def run(f, stream=None):
     """Trains, evaluates, predicts and exports as the flags say; returns a dict of results."""
     check_flags(f)
     from albert_tf.tasks import classification

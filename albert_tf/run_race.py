@@ -28,7 +28,6 @@ probabilities). --export_dir: a SavedModel answering raw (article, question, opt
 (albert_tf.storage.outputs); anything else is refused with exit status 2 before any work.
 """
 
-import sys
 
 from absl import flags
 
@@ -102,7 +101,7 @@ def options_from_flags(f):
     return task, training
 
 
-def run(f, stream=sys.stdout):
+def run(f, stream=None):
     """Trains, evaluates, predicts and exports as the flags say; returns a dict of results."""
     check_flags(f)
     from albert_tf.tasks import race

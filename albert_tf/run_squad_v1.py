@@ -33,7 +33,6 @@ character span; v2 also no_answer_score), with qa_info.json beside it. --output_
 (albert_tf.storage.outputs); anything else is refused with exit status 2 before any work.
 """
 
-import sys
 
 from absl import flags
 
@@ -113,7 +112,7 @@ def options_from_flags(f, version):
     return task, training
 
 
-def run(f, stream=sys.stdout, version="v1"):
+def run(f, stream=None, version="v1"):
     """Trains and predicts as the flags say; returns a dict of results."""
     check_flags(f)
     from albert_tf.tasks import squad

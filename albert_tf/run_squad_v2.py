@@ -14,14 +14,13 @@ questions the head calls unanswerable (a WARNING when nearly all).
 """
 
 import functools
-import sys
 
 from albert_tf import cli, run_squad_v1
 
 define_flags = functools.partial(run_squad_v1.define_flags, version="v2")
 
 
-def run(f, stream=sys.stdout):
+def run(f, stream=None):
     """Trains and predicts as the flags say; returns a dict of results."""
     return run_squad_v1.run(f, stream=stream, version="v2")
 

@@ -277,7 +277,7 @@ def plan_cells(sizes, seqs, policies, systems, batches, steps):
     return cells
 
 
-def run_rounds(cells, rounds, cap_bytes, timeout, runner=run_cell, stream=sys.stdout):
+def run_rounds(cells, rounds, cap_bytes, timeout, runner=run_cell, stream=None):
     """Runs every cell `rounds` times, round by round; a setting whose micro-batch did not fit
     (or that a system does not have) is not tried at larger micro-batches (or again).
     Returns {cell index: [records]}."""

@@ -136,3 +136,29 @@ def test_the_shipped_flag_files_parse_and_single_device_ones_reach_the_papers_ba
         assert k > 1 and single.train_batch_size == 4096 and 4096 % k == 0, name
         for flag in ("albert_config_file", "max_seq_length", "learning_rate", "num_train_steps", "num_warmup_steps"):
             assert single[flag].value == paper[flag].value, (name, flag)
+
+
+def test_no_default_stream_is_bound_at_import():
+    """A `stream=sys.stdout` default is the stream of import time: a command run in-process
+    under redirect_stdout (tools/reproduce.py runs every command that way) would print to a
+    closed log ever after. Every function of albert_tf takes None (or writer.STDERR) and
+    looks the console up when it is called."""
+    import importlib
+    import inspect
+    import pkgutil
+
+    import albert_tf
+
+    bound = []
+    for info in pkgutil.walk_packages(albert_tf.__path__, "albert_tf."):
+        module = importlib.import_module(info.name)
+        for owner in [module] + [c for _, c in inspect.getmembers(module, inspect.isclass)
+                                 if c.__module__ == info.name]:
+            for name, fn in inspect.getmembers(owner, inspect.isfunction):
+                if fn.__module__ != info.name:
+                    continue
+                for parameter in inspect.signature(fn).parameters.values():
+                    default = parameter.default  # a file-like default: a stream bound at import
+                    if not isinstance(default, type) and callable(getattr(default, "write", None)):
+                        bound.append(f"{info.name}.{owner.__name__ if owner is not module else ''}{name}({parameter.name})")
+    assert not bound, bound

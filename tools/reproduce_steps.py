@@ -25,7 +25,6 @@ Layout of --output_dir:
 
 import contextlib
 import gc
-import inspect
 import json
 import os
 import sys
@@ -52,8 +51,9 @@ def read_done(path):
 def call_command(module, name, args, log_path):
     """Runs `python -m albert_tf.<name> ARGS` in this process: the command's own flag
     definitions and checks; its output goes to `log_path` (appended). Returns what its
-    run() returns; its errors propagate (a ValueError names the flag or file)."""
-    _import_before_redirecting()
+    run() returns; its errors propagate (a ValueError names the flag or file). The commands
+    print to sys.stdout / sys.stderr as they are at the call (no default stream is bound at
+    import), here the log."""
     values = flags.FlagValues()
     module.define_flags(values)
     cli.parse_flags(name, [name, *args], values)
@@ -61,22 +61,10 @@ def call_command(module, name, args, log_path):
     with open(log_path, "a", encoding="utf-8") as log, contextlib.redirect_stdout(log), \
             contextlib.redirect_stderr(log):
         print(f"$ python -m albert_tf.{name} " + " ".join(args), flush=True)
-        kwargs = {"stream": log} if "stream" in inspect.signature(module.run).parameters else {}
         try:
-            return module.run(values, **kwargs)
+            return module.run(values)
         finally:
             _release_models()
-
-
-def _import_before_redirecting():
-    """Modules whose defaults name sys.stdout / sys.stderr (`stream=sys.stdout`) are imported
-    while those are the real streams, never while one of call_command's logs stands in for
-    them (a closed log would be their default ever after); the commands get `stream`."""
-    import albert_tf.data.writer  # noqa: F401
-    import albert_tf.tasks.classification  # noqa: F401
-    import albert_tf.tasks.race  # noqa: F401
-    import albert_tf.tasks.squad  # noqa: F401
-    import albert_tf.training.driver  # noqa: F401
 
 
 def _release_models():

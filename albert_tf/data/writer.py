@@ -38,6 +38,8 @@ from albert_tf.data.summary import describe_data, summary_path_for
 from albert_tf.data.tokenization import SentencePieceTokenizer
 from albert_tf.storage import atomic, outputs
 
+STDERR = object()  # a default stream: sys.stderr as it is when the progress starts, not at import
+
 
 @dataclasses.dataclass(frozen=True)
 class WriterOptions:
@@ -308,10 +310,10 @@ class ShuffledShards:
 class Progress:
     """Prints documents, instances, rate and ETA every `every` seconds."""
 
-    def __init__(self, total_bytes, stream=sys.stderr, every=5.0):
+    def __init__(self, total_bytes, stream=STDERR, every=5.0):
         self.total_bytes = max(total_bytes, 1)
         self.bytes_read = 0
-        self.stream = stream
+        self.stream = sys.stderr if stream is STDERR else stream
         self.every = every
         self.start = self.last = time.time()
 
@@ -345,7 +347,7 @@ def output_paths(output_file, num_output_shards=1):
     return outputs
 
 
-def write_pretraining_data(input_files, output_files, spm_model_file, options, progress_stream=sys.stderr,
+def write_pretraining_data(input_files, output_files, spm_model_file, options, progress_stream=STDERR,
                            summary_file=None):
     """Writes the TFRecords and their summary; returns the summary dict (plus
     "summary_file", where it was written).
@@ -355,7 +357,8 @@ def write_pretraining_data(input_files, output_files, spm_model_file, options, p
         output_files: list of TFRecord paths; instances go round-robin after shuffling.
         spm_model_file: SentencePiece model with <pad>, <unk>, [CLS], [SEP], [MASK].
         options: `WriterOptions`.
-        progress_stream: where progress lines go (None: silent).
+        progress_stream: where progress lines go (default: sys.stderr as it is at the
+            call; None: silent).
         summary_file: where the JSON summary goes (default `summary_path_for(output_files[0])`).
 
     Raises:

@@ -15,7 +15,6 @@ Shape legend: B batch, T max_seq_length, C classes (1 for regression).
 
 import dataclasses
 import os
-import sys
 
 import numpy as np
 import tensorflow as tf
@@ -299,7 +298,7 @@ def write_predictions(path, examples, predictions, labels, with_gold):
     atomic.write_text(path, "\n".join(lines) + "\n")
 
 
-def run(o, training, stream=sys.stdout):
+def run(o, training, stream=None):
     """Trains, evaluates, predicts and exports as the options say.
 
     Args:

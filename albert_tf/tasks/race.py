@@ -21,7 +21,6 @@ Shape legend: B batch, C options, T max_seq_length.
 import dataclasses
 import json
 import os
-import sys
 
 import numpy as np
 import tensorflow as tf
@@ -254,7 +253,7 @@ def write_predictions(path, examples, probabilities):
     return path
 
 
-def run(o, training, stream=sys.stdout):
+def run(o, training, stream=None):
     """Trains, evaluates, predicts and exports as the options say.
 
     Args:

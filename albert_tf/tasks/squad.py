@@ -248,7 +248,7 @@ class SquadTask(Task):
             windows.append(window)
         return windows
 
-    def predict(self, trainer, features, examples, predict_file, stream=sys.stdout):
+    def predict(self, trainer, features, examples, predict_file, stream=None):
         """Runs the model over the prediction features and writes predictions.json,
         nbest_predictions.json, (v2) null_odds.json and, when `predict_file` holds
         answers, the official metrics (returned; None otherwise)."""
@@ -322,7 +322,7 @@ def _examples(path, is_training, version):
     return read_squad_examples(path, is_training, version)
 
 
-def run(o, training, stream=sys.stdout):
+def run(o, training, stream=None):
     """Trains and predicts as the options say.
 
     Args:

@@ -34,7 +34,6 @@ Shape legend: B batch per replica, G global batch.
 import dataclasses
 import math
 import os
-import sys
 import time
 
 import numpy as np
@@ -288,7 +287,7 @@ def pad_batch(batch, size):
     return out
 
 
-def train_and_evaluate(task, options, strategy=None, is_chief=True, stream=sys.stdout,
+def train_and_evaluate(task, options, strategy=None, is_chief=True, stream=None,
                        stop_after_steps=None):
     """Runs a task: resume or initialize, train with checkpoints and evaluation, write
     the results. Returns a dict: trainer, final_step, eval (metrics), best (info or None),

@@ -38,13 +38,13 @@ class MetricsLogger:
     """
 
     def __init__(self, output_dir, num_train_steps, progress_metrics=(("loss", "loss"),), enabled=True,
-                 stream=sys.stdout, fresh=True):
+                 stream=None, fresh=True):
         import tensorflow as tf
 
         self.enabled = enabled
         self.num_train_steps = num_train_steps
         self.progress_metrics = tuple(progress_metrics)
-        self.stream = stream
+        self.stream = stream or sys.stdout  # the console as it is now, not at import
         self.path = os.path.join(output_dir, METRICS_FILE)
         self._tf = tf
         self.writer = tf.summary.create_file_writer(os.path.join(output_dir, "train")) if enabled else None
