@@ -76,6 +76,10 @@ def define_flags(flag_values=None, version="v1"):
     flags.DEFINE_integer("save_checkpoints_steps", 1000, "How often to save a checkpoint.", **fv)
     flags.DEFINE_integer("keep_checkpoint_max", 5, "How many checkpoints to keep.", **fv)
     flags.DEFINE_integer("iterations_per_loop", 1000, "Steps per tf.function call (and per progress line).", **fv)
+    flags.DEFINE_bool("best_checkpoint", False, "Score --predict_file (it must hold answers) at every checkpoint of "
+                      "training with the official metric (v1 f1, v2 best_f1), keep the best checkpoint in "
+                      "output_dir/best and predict and export from it (the release's model.ckpt-best); needs "
+                      "--do_train and --do_predict.", **fv)
     flags.DEFINE_integer("n_best_size", 20, "n-best predictions per question in nbest_predictions.json.", **fv)
     flags.DEFINE_integer("max_answer_length", 30, "Longest answer in pieces.", **fv)
     flags.DEFINE_string("export_dir", None, "Export the fine-tuned model here at the end: a SavedModel that takes "

@@ -7,15 +7,15 @@ v2 XLNet-style head (albert_tf.modeling.question_answering), the release's losse
 over the global batch, AdamW with linear warmup and decay, num_train_steps =
 int(train features / train_batch_size * num_train_epochs). Training runs through the
 driver (checkpoints, resume, TensorBoard, curves, NaN stop); prediction runs after
-training from the final weights (or, with --do_predict alone, from the newest checkpoint
-of output_dir) and writes predictions.json, nbest_predictions.json, (v2) null_odds.json
+training from the final weights (with --best_checkpoint: from the checkpoint that scored
+best on the predict file, scored at every checkpoint; with --do_predict alone, from
+output_dir's best checkpoint where a --best_checkpoint run kept one, else its newest) and writes predictions.json, nbest_predictions.json, (v2) null_odds.json
 and, when the predict file holds answers, the official metrics in eval_results.json.
 
 Shape legend: B batch, T max_seq_length, k1 start_n_top, k2 end_n_top.
 """
 
 import dataclasses
-import json
 import os
 import sys
 
@@ -28,6 +28,7 @@ from albert_tf.storage import atomic
 from albert_tf.storage.report import CheckpointMismatchError
 from albert_tf.tasks.common import (check_model_source, check_outputs, check_positive, encoder_for, initialize_from,
                                     spm_file_for, start_run)
+from albert_tf.training.checkpoints import BEST_DIR
 from albert_tf.training.driver import train_and_evaluate
 from albert_tf.training.task import EXAMPLE_INDEX, Task
 
@@ -72,6 +73,7 @@ class SquadOptions:
     tpu_name: str = None
     export_dir: str = None
     length_buckets: str = DEFAULT_BUCKETS
+    best_checkpoint: bool = False
 
     @property
     def train_features_path(self):
@@ -97,6 +99,9 @@ def check_options(o):
         raise ValueError("--do_train needs --train_file (a SQuAD JSON file).")
     if o.do_predict and not o.predict_file:
         raise ValueError("--do_predict needs --predict_file (a SQuAD JSON file).")
+    if o.best_checkpoint and not (o.do_train and o.do_predict):
+        raise ValueError("--best_checkpoint needs --do_train and --do_predict (it scores --predict_file at every "
+                         "checkpoint of training).")
     for flag, path, on in (("train_file", o.train_file, o.do_train), ("predict_file", o.predict_file, o.do_predict)):
         if on and not os.path.isfile(path):
             raise ValueError(f"--{flag}={path} does not exist or is not a file.")
@@ -140,15 +145,23 @@ class SquadTask(Task):
     Args:
         options: SquadOptions.
         train_arrays: {name: array} of the training features (read_feature_arrays), or None.
+        dev: with --best_checkpoint, the predict file's DevSet (its features, examples and
+            answered questions): the driver's evaluation scores it at every checkpoint.
+        keep_best: the run keeps (training) or predicts from (--do_predict alone) the best
+            checkpoint, output_dir/best.
     """
 
     # the training input is from_tensor_slices of numpy arrays: the iterator is checkpointed
     checkpointable_input = True
 
-    def __init__(self, options, train_arrays=None):
+    def __init__(self, options, train_arrays=None, dev=None, keep_best=False):
         self.options = options
         self.name = f"squad_{options.version}"
         self.train_arrays = train_arrays
+        self.dev = dev
+        # the official metric picks the best checkpoint (v2: at its best null-odds threshold,
+        # as the release reports v2)
+        self.best_metric = ("f1" if options.version == "v1" else "best_f1") if keep_best else None
         self._pretrainer = None
 
     # --- model -------------------------------------------------------------------------
@@ -232,8 +245,17 @@ class SquadTask(Task):
                 out[key] = tf.pad(out[key], [[0, 0], [0, pad]], constant_values=PADDING_LOGIT)
         return out
 
+    def eval_dataset(self, batch_size):
+        return None if self.dev is None else self.predict_dataset(self.dev.features, batch_size)
+
     def eval_metrics(self, outputs):
-        return {}
+        """The official metrics of the dev set's answers from the model's per-feature outputs
+        (the same post-processing and scoring as `predict`, no files written)."""
+        if self.dev is None:
+            return {}
+        result = self.answers(outputs, self.dev.features, self.dev.examples)
+        metrics = self.score(self.dev.questions, result)
+        return {k: v for k, v in metrics.items() if isinstance(v, (int, float, np.integer, np.floating))}
 
     # --- prediction ----------------------------------------------------------------------
 
@@ -248,17 +270,12 @@ class SquadTask(Task):
             windows.append(window)
         return windows
 
-    def predict(self, trainer, features, examples, predict_file, stream=None):
-        """Runs the model over the prediction features and writes predictions.json,
-        nbest_predictions.json, (v2) null_odds.json and, when `predict_file` holds
-        answers, the official metrics (returned; None otherwise)."""
-        from albert_tf.data.squad import metrics as squad_metrics
+    def answers(self, outputs, features, examples):
+        """The model's per-feature outputs (`features` order) -> {"predictions", "nbest",
+        (v2) "null_odds"}, each keyed by question id in the order of `examples`."""
         from albert_tf.data.squad import postprocess as squad_postprocess
 
         o = self.options
-        outputs = trainer.per_example_outputs(self.predict_dataset(features, o.predict_batch_size),
-                                              o.predict_batch_size)
-        outputs.pop("_batches", None)
         if len(outputs[EXAMPLE_INDEX]) != len(features):
             raise RuntimeError(f"prediction gave {len(outputs[EXAMPLE_INDEX])} outputs for {len(features)} features.")
         windows = self.windows(features, outputs)
@@ -278,33 +295,59 @@ class SquadTask(Task):
         for key in ("predictions", "nbest", "null_odds"):
             if key in result:
                 result[key] = {e.qas_id: result[key][e.qas_id] for e in examples}
+        return result
+
+    def score(self, questions, result):
+        """The official metrics of `result` (`answers`) against `questions`
+        (data.squad.metrics.read_questions), or None when no question has a gold answer. v1.1 scores the
+        questions that have answers (the others are predicted, not scored, and counted in
+        questions_without_answers); v2.0 all of them, with the no-answer share."""
+        from albert_tf.data.squad import metrics as squad_metrics
+        from albert_tf.data.squad import postprocess as squad_postprocess
+
+        answerable = [q for q in questions if q["answers"]]
+        if not answerable:
+            return None
+        if self.options.version == "v1":
+            metrics = squad_metrics.evaluate_v1(answerable, result["predictions"])
+            metrics["questions_without_answers"] = len(questions) - len(answerable)
+            return metrics
+        metrics = squad_metrics.evaluate_v2(questions, result["predictions"], result["null_odds"])
+        share = squad_postprocess.no_answer_share(result["null_odds"], 0.0)
+        metrics["no_answer_share"] = share["share"]
+        metrics["no_answer_questions"] = share["no_answer"]
+        return metrics
+
+    def predict(self, trainer, features, examples, predict_file, stream=None):
+        """Runs the model over the prediction features and writes predictions.json,
+        nbest_predictions.json, (v2) null_odds.json and, when `predict_file` holds
+        answers, the official metrics (returned; None otherwise)."""
+        from albert_tf.data.squad import metrics as squad_metrics
+        from albert_tf.data.squad import postprocess as squad_postprocess
+
+        o = self.options
+        outputs = trainer.per_example_outputs(self.predict_dataset(features, o.predict_batch_size),
+                                              o.predict_batch_size)
+        outputs.pop("_batches", None)
+        result = self.answers(outputs, features, examples)
         paths = squad_postprocess.write_prediction_files(o.output_dir, result)
         print(f"wrote {', '.join(paths)} ({len(result['predictions'])} questions, {len(features)} windows)",
               file=stream, flush=True)
-        with open(predict_file, encoding="utf-8") as f:
-            dataset = json.load(f)
-        questions = squad_metrics.questions_from_squad_json(dataset)
-        answerable = [q for q in questions if q["answers"]]
-        if not answerable:
+        questions = squad_metrics.read_questions(predict_file)
+        metrics = self.score(questions, result)
+        if metrics is None:
             print(f"{predict_file} holds no answers: no metrics.", file=stream, flush=True)
             return None, result
+        answerable = [q for q in questions if q["answers"]]
         if o.version == "v1":
-            # the v1.1 rules score a question against its gold answers: those without any are
-            # predicted but not scored, and counted
-            metrics = squad_metrics.evaluate_v1(answerable, result["predictions"])
-            metrics["questions_without_answers"] = len(questions) - len(answerable)
             if metrics["questions_without_answers"]:
                 print(f"{predict_file}: {metrics['questions_without_answers']} of {len(questions)} questions have no "
                       f"gold answer: predicted, not scored; the metrics cover the other {len(answerable)}.",
                       file=stream, flush=True)
         else:
-            metrics = squad_metrics.evaluate_v2(questions, result["predictions"], result["null_odds"])
-            share = squad_postprocess.no_answer_share(result["null_odds"], 0.0)
-            metrics["no_answer_share"] = share["share"]
-            metrics["no_answer_questions"] = share["no_answer"]
-            if share["share"] >= NO_ANSWER_WARNING_SHARE:
-                print(f"WARNING: the v2 head calls {share['no_answer']} of {share['questions']} questions "
-                      f"unanswerable (null odds > 0) though {len(answerable)} have answers: the known all-no-answer "
+            if metrics["no_answer_share"] >= NO_ANSWER_WARNING_SHARE:
+                print(f"WARNING: the v2 head calls {metrics['no_answer_questions']} of {len(result['null_odds'])} "
+                      f"questions unanswerable (null odds > 0) though {len(answerable)} have answers: the known all-no-answer "
                       "collapse (F1 ~ 50). Check --init_checkpoint, --learning_rate and the training length.",
                       file=sys.stderr, flush=True)
             metrics.update(squad_postprocess.write_best_f1_predictions(o.output_dir, questions, result["predictions"],
@@ -316,10 +359,13 @@ class SquadTask(Task):
         return metrics, result
 
 
-def _examples(path, is_training, version):
-    from albert_tf.data.squad.reading import read_squad_examples
+@dataclasses.dataclass
+class DevSet:
+    """What `SquadTask` scores at every checkpoint with --best_checkpoint."""
 
-    return read_squad_examples(path, is_training, version)
+    features: list
+    examples: list
+    questions: list
 
 
 def run(o, training, stream=None):
@@ -342,14 +388,15 @@ def run(o, training, stream=None):
 def _run(o, training, stream):
     from albert_tf.data.squad.cache import load_or_build_features, read_feature_arrays
     from albert_tf.data.squad.features import FeatureSettings
+    from albert_tf.data.squad.reading import read_squad_examples
     from albert_tf.data.tokenization import SentencePieceTokenizer
 
     check_options(o)
     # read (and check) the input before anything is written
     if o.do_train:
-        _examples(o.train_file, True, o.version)
+        read_squad_examples(o.train_file, True, o.version)
     if o.do_predict:
-        _examples(o.predict_file, False, o.version)
+        read_squad_examples(o.predict_file, False, o.version)
     tokenizer = SentencePieceTokenizer(spm_file_for(o), do_lower_case=o.do_lower_case)
     strategy = start_run(o, tpu=o.tpu_name)
     results = {}
@@ -380,14 +427,32 @@ def _run(o, training, stream):
               f"({predict_cache.reason})", file=stream, flush=True)
         if not predict_cache.num_features:
             raise ValueError(f"--predict_file={o.predict_file} gave no features.")
-    training = dataclasses.replace(training, output_dir=o.output_dir, do_train=o.do_train, do_eval=False,
+    dev = None
+    if o.best_checkpoint:
+        from albert_tf.data.squad.metrics import read_questions
+
+        questions = read_questions(o.predict_file)
+        if not any(q["answers"] for q in questions):
+            raise ValueError(f"--best_checkpoint: --predict_file={o.predict_file} holds no gold answers to score "
+                             "checkpoints by.")
+        dev = DevSet(predict_cache.features, predict_cache.examples, questions)
+    # prediction alone in the output_dir of a --best_checkpoint run: from its best checkpoint, as
+    # the training run predicted (the release's model.ckpt-best)
+    from_best = not o.do_train and os.path.isdir(os.path.join(o.output_dir, BEST_DIR))
+    training = dataclasses.replace(training, output_dir=o.output_dir, do_train=o.do_train, do_eval=dev is not None,
                                    num_train_steps=steps if o.do_train else max(training.num_train_steps, 1),
-                                   num_warmup_steps=warmup, evaluate_every_checkpoint=False, keep_best=False,
+                                   num_warmup_steps=warmup, evaluate_every_checkpoint=dev is not None,
+                                   keep_best=o.best_checkpoint or from_best, max_eval_steps=None,
                                    eval_batch_size=o.predict_batch_size)
-    task = SquadTask(o, train_arrays)
+    task = SquadTask(o, train_arrays, dev, keep_best=training.keep_best)
     outcome = train_and_evaluate(task, training, strategy, stream=stream)
     trainer = outcome["trainer"]
     results.update(final_step=outcome["final_step"], initialized_from=outcome["initialized_from"])
+    if outcome["best"] is not None:
+        results["best_step"] = outcome["best"]["step"]
+        print(f"predicting from the best checkpoint, {os.path.join(BEST_DIR, outcome['best']['checkpoint'])} (step "
+              f"{outcome['best']['step']} of {outcome['final_step']}, {task.best_metric} "
+              f"{outcome['best']['metrics'][task.best_metric]:.4f})", file=stream, flush=True)
     if o.do_predict:
         _predict_and_score(task, trainer, outcome, predict_cache, results, stream)
     if o.export_dir:
@@ -422,6 +487,9 @@ def _predict_and_score(task, trainer, outcome, predict_cache, results, stream):
         summary = {k: (float(v) if isinstance(v, (float, np.floating)) else v) for k, v in metrics.items()}
         summary.update(initialized_from=outcome["initialized_from"], global_step=outcome["final_step"],
                        task=task.name, predict_file=os.path.abspath(o.predict_file))
+        if outcome["best"] is not None:  # the weights predicted with: the best checkpoint's
+            summary.update(best_step=outcome["best"]["step"], metric=task.best_metric,
+                           checkpoint=os.path.join("best", outcome["best"]["checkpoint"]))
         summary.update(outcome["precision"].as_dict())
         atomic.write_json(os.path.join(o.output_dir, "eval_results.json"), summary)
         atomic.write_text(os.path.join(o.output_dir, "eval_results.txt"),

@@ -35,6 +35,7 @@ Rules (as the official scripts):
 """
 
 import collections
+import json
 import re
 import string
 
@@ -127,6 +128,12 @@ def max_over_gold(metric, prediction, golds):
     if not golds:
         raise ValueError("max_over_gold needs at least one gold answer.")
     return max(metric(prediction, gold) for gold in golds)
+
+
+def read_questions(path):
+    """`questions_from_squad_json` of the SQuAD JSON file at `path`."""
+    with open(path, encoding="utf-8") as f:
+        return questions_from_squad_json(json.load(f))
 
 
 def questions_from_squad_json(dataset):
