@@ -285,9 +285,9 @@ def _model_source(settings, paths, cell, seed):
 
 def finetune(settings, paths, cell, seed, task, data, log_path):
     """One downstream task from the cell's pretrained model (or from random weights for
-    the control), the same budget for every cell; returns its dev score in percent (best
-    dev checkpoint for the classifier and multiple choice; SQuAD: the final model, as
-    run_squad_v1 predicts once)."""
+    the control), the same budget for every cell; returns its dev score in percent from the
+    best dev checkpoint (the paper's protocol; SQuAD through run_squad_v1
+    --best_checkpoint)."""
     from albert_tf import run_classifier, run_race, run_squad_v1
 
     steps, batch = settings.finetune_steps, settings.finetune_batch_size
@@ -314,13 +314,13 @@ def finetune(settings, paths, cell, seed, task, data, log_path):
                 f"--train_feature_file={os.path.join(squad, 'train_features.tfrecord')}",
                 f"--predict_feature_file={os.path.join(squad, 'dev_features.tfrecord')}",
                 f"--predict_feature_left_file={os.path.join(squad, 'dev_features_left.pkl')}",
-                "--do_train", "--do_predict", f"--num_train_epochs={epochs!r}",
+                "--do_train", "--do_predict", "--best_checkpoint", f"--num_train_epochs={epochs!r}",
                 f"--doc_stride={SQUAD_DOC_STRIDE}", f"--max_query_length={SQUAD_QUERY_LENGTH}", "--predict_batch_size=64",
-                f"--save_checkpoints_steps={steps}", "--keep_checkpoint_max=1", f"--iterations_per_loop={every}"]
+                f"--save_checkpoints_steps={every}", "--keep_checkpoint_max=1", f"--iterations_per_loop={every}"]
         results = call_command(run_squad_v1, "run_squad_v1", args, log_path)
         metrics = results["metrics"]
         return {"score": (metrics["f1"] + metrics["exact_match"]) / 2, "f1": metrics["f1"],
-                "exact_match": metrics["exact_match"]}
+                "exact_match": metrics["exact_match"], "best_step": results.get("best_step")}
     race = paths.task("race")
     args = [*common, f"--data_dir={os.path.join(race, 'RACE')}",
             f"--train_file={os.path.join(race, 'train_features.tfrecord')}",
