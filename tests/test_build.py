@@ -74,7 +74,7 @@ def test_a_missing_module_is_detected(tmp_path):
 
     for folder in ("albert_tf", "tools", "tests", "benchmarks"):
         shutil.copytree(os.path.join(ROOT, folder), tmp_path / folder,
-                        ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+                        ignore=shutil.ignore_patterns("__pycache__", "*.pyc", ".*", "results"))
     (tmp_path / "albert_tf" / "modeling" / "zz_probe_for_build_test.py").write_text("import numpy\n")
     stale = open(os.path.join(ROOT, "BUILD")).read()
     assert _problems(str(tmp_path), stale) == ["not in BUILD: albert_tf/modeling/zz_probe_for_build_test.py"]
