@@ -297,7 +297,9 @@ def finetune(settings, paths, cell, seed, task, data, log_path):
     common = [*_model_source(settings, paths, cell, seed), f"--output_dir={out}",
               f"--max_seq_length={settings.max_seq_length}", f"--train_batch_size={batch}",
               f"--learning_rate={settings.finetune_learning_rate}", *_common(settings, seed)]
-    every = max(1, steps // 3)
+    # three dev evaluations (and checkpoints) per run; a run too short to pick from (the
+    # --quick grid's) is evaluated once, at its end
+    every = steps // 3 if steps >= 30 else steps
     if task == "topic":
         args = [*common, "--task_name=tsv", f"--data_dir={paths.task('topic')}", "--text_a_column=sentence",
                 f"--labels={','.join(data['topic_labels'])}", "--do_train", "--do_eval", f"--train_step={steps}",
