@@ -154,3 +154,36 @@ def test_litert_bench_refuses_bad_flags(tmp_path):
     assert result.returncode == 2 and "--repeats and --calls must be positive" in result.stderr
     assert not os.listdir(tmp_path)
 
+
+
+def test_precision_gradient_bench_error_and_float32_gelu_variant():
+    """The gradient benchmark's measure (relative error over a list of arrays) and its GELU
+    variant (the feed-forward activation computed in float32, returned in the layer's dtype)."""
+    import numpy as np
+
+    sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+    import keras
+    import precision_gradient_bench as bench
+    from keras import ops
+
+    from albert_tf.modeling.config import AlbertConfig
+    from albert_tf.modeling.encoder_block import gelu_tanh
+    from albert_tf.modeling.question_answering import AlbertForQuestionAnswering
+
+    a, b = np.array([3.0, 4.0]), np.array([[1.0]])
+    assert bench.relative_error([a, b], [a, b]) == 0.0
+    assert bench.relative_error([2 * a, 2 * b], [a, b]) == pytest.approx(1.0)
+    assert bench.relative_error([a + np.array([0.0, 2.6])], [a]) == pytest.approx(0.52)
+    keras.config.set_dtype_policy("mixed_bfloat16")
+    try:
+        model = AlbertForQuestionAnswering(AlbertConfig.from_preset("albert_tiny").replace(vocab_size=100), version="v1")
+    finally:
+        keras.config.set_dtype_policy("float32")
+    bench.gelu_in_float32(model)
+    x = ops.cast(np.linspace(-4, 4, 64).reshape(2, 32), "bfloat16")
+    for ffn in model.encoder.ffn_layers:
+        y = ffn.intermediate.activation(x)
+        assert y.dtype == x.dtype
+        np.testing.assert_array_equal(np.asarray(ops.cast(y, "float32")),
+                                      np.asarray(ops.cast(ops.cast(gelu_tanh(ops.cast(x, "float32")), "bfloat16"),
+                                                          "float32")))
