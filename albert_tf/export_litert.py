@@ -9,10 +9,11 @@ best, else newest, checkpoint): the encoder, or the fine-tuned classifier, SQuAD
 logits; v2 the release's beam and answerability logit) or multiple-choice model with its
 head (albert_tf/export/litert_model.py lists the inputs and outputs). Writes OUTPUT (the
 .tflite file), OUTPUT's stem + ".spm.model" (the SentencePiece model, for the app's
-tokenizer) and stem + ".json" (inputs, outputs, the maximum length, the labels). Each is new or an earlier output of albert_tf's (replaced
-atomically); anything else, or an input, is refused (exit 2) before anything is loaded.
-The file runs in the `ai_edge_litert` interpreter; the tool runs it once on fixed ids and
-prints the largest difference from the Keras model.
+tokenizer) and stem + ".json" (inputs, outputs, the maximum length, the labels). Each is
+new or an earlier output of albert_tf's (replaced atomically); anything else, or an input,
+is refused (exit 2) before anything is loaded. The file runs in the `ai_edge_litert`
+interpreter; the tool runs it once on fixed ids and prints the largest difference from the
+Keras model.
 """
 
 import json

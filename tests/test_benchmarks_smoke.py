@@ -176,7 +176,8 @@ def test_precision_gradient_bench_error_and_float32_gelu_variant():
     assert bench.relative_error([a + np.array([0.0, 2.6])], [a]) == pytest.approx(0.52)
     keras.config.set_dtype_policy("mixed_bfloat16")
     try:
-        model = AlbertForQuestionAnswering(AlbertConfig.from_preset("albert_tiny").replace(vocab_size=100), version="v1")
+        config = AlbertConfig.from_preset("albert_tiny").replace(vocab_size=100)
+        model = AlbertForQuestionAnswering(config, version="v1")
     finally:
         keras.config.set_dtype_policy("float32")
     bench.gelu_in_float32(model)

@@ -160,5 +160,6 @@ def test_no_default_stream_is_bound_at_import():
                 for parameter in inspect.signature(fn).parameters.values():
                     default = parameter.default  # a file-like default: a stream bound at import
                     if not isinstance(default, type) and callable(getattr(default, "write", None)):
-                        bound.append(f"{info.name}.{owner.__name__ if owner is not module else ''}{name}({parameter.name})")
+                        where = f"{owner.__name__}." if owner is not module else ""
+                        bound.append(f"{info.name}.{where}{name}({parameter.name})")
     assert not bound, bound

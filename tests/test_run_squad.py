@@ -154,12 +154,26 @@ def test_best_checkpoint_scores_every_checkpoint_and_predicts_from_the_best(squa
     # predictions.json, rescored apart from albert_tf, is the best checkpoint's, not the final one's
     predictions = json.load(open(out / "predictions.json"))
     golds = dict(so.questions(json.load(open(squad_files["v1"], encoding="utf-8"))))
-    rescored = 100 * sum(max(so.overlap_f1(g, predictions[q]) for g in texts) for q, texts in golds.items()) / len(golds)
+    rescored = 100 * sum(max(so.overlap_f1(g, predictions[q]) for g in texts)
+                         for q, texts in golds.items()) / len(golds)
     assert rescored == pytest.approx(f1[best]) == pytest.approx(summary["f1"])
     print("F1 by checkpoint", f1, "best", best)
     with pytest.raises(ValueError, match="--best_checkpoint needs --do_train and --do_predict"):
         check_options(SquadOptions(version="v1", output_dir=str(tmp_path / "x"), predict_file=squad_files["v1"],
                                    do_predict=True, best_checkpoint=True))
+    # a predict file without gold answers has nothing to pick by: refused before any work
+    dataset = json.load(open(squad_files["v1"], encoding="utf-8"))
+    for article in dataset["data"]:
+        for p in article["paragraphs"]:
+            for qa in p["qas"]:
+                qa["answers"] = []
+    bare = tmp_path / "bare-v1.json"
+    bare.write_text(json.dumps(dataset), encoding="utf-8")
+    values = _flags(run_squad_v1, _common(spm_model, config_file, tmp_path / "refused", squad_files["v1"])
+                    + [f"--predict_file={bare}", "--do_train", "--do_predict", "--best_checkpoint"])
+    with pytest.raises(ValueError, match="holds no gold answers to score checkpoints by"):
+        run_squad_v1.run(values, stream=open(os.devnull, "w"))
+    assert not (tmp_path / "refused").exists()
 
 
 def test_v1_learns_the_training_set_and_predict_only_reproduces_it(squad_files, spm_model, config_file, tmp_path,

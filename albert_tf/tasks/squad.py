@@ -9,8 +9,9 @@ int(train features / train_batch_size * num_train_epochs). Training runs through
 driver (checkpoints, resume, TensorBoard, curves, NaN stop); prediction runs after
 training from the final weights (with --best_checkpoint: from the checkpoint that scored
 best on the predict file, scored at every checkpoint; with --do_predict alone, from
-output_dir's best checkpoint where a --best_checkpoint run kept one, else its newest) and writes predictions.json, nbest_predictions.json, (v2) null_odds.json
-and, when the predict file holds answers, the official metrics in eval_results.json.
+output_dir's best checkpoint where a --best_checkpoint run kept one, else its newest) and
+writes predictions.json, nbest_predictions.json, (v2) null_odds.json and, when the predict
+file holds answers, the official metrics in eval_results.json.
 
 Shape legend: B batch, T max_seq_length, k1 start_n_top, k2 end_n_top.
 """
@@ -299,9 +300,10 @@ class SquadTask(Task):
 
     def score(self, questions, result):
         """The official metrics of `result` (`answers`) against `questions`
-        (data.squad.metrics.read_questions), or None when no question has a gold answer. v1.1 scores the
-        questions that have answers (the others are predicted, not scored, and counted in
-        questions_without_answers); v2.0 all of them, with the no-answer share."""
+        (data.squad.metrics.read_questions), or None when no question has a gold answer.
+        v1.1 scores the questions that have answers (the others are predicted, not scored,
+        and counted in questions_without_answers); v2.0 all of them, with the no-answer
+        share."""
         from albert_tf.data.squad import metrics as squad_metrics
         from albert_tf.data.squad import postprocess as squad_postprocess
 
@@ -347,8 +349,9 @@ class SquadTask(Task):
         else:
             if metrics["no_answer_share"] >= NO_ANSWER_WARNING_SHARE:
                 print(f"WARNING: the v2 head calls {metrics['no_answer_questions']} of {len(result['null_odds'])} "
-                      f"questions unanswerable (null odds > 0) though {len(answerable)} have answers: the known all-no-answer "
-                      "collapse (F1 ~ 50). Check --init_checkpoint, --learning_rate and the training length.",
+                      f"questions unanswerable (null odds > 0) though {len(answerable)} have answers: the known "
+                      "all-no-answer collapse (F1 ~ 50). Check --init_checkpoint, --learning_rate and the training "
+                      "length.",
                       file=sys.stderr, flush=True)
             metrics.update(squad_postprocess.write_best_f1_predictions(o.output_dir, questions, result["predictions"],
                                                                        result["null_odds"]))
@@ -388,6 +391,7 @@ def run(o, training, stream=None):
 def _run(o, training, stream):
     from albert_tf.data.squad.cache import load_or_build_features, read_feature_arrays
     from albert_tf.data.squad.features import FeatureSettings
+    from albert_tf.data.squad.metrics import read_questions
     from albert_tf.data.squad.reading import read_squad_examples
     from albert_tf.data.tokenization import SentencePieceTokenizer
 
@@ -397,6 +401,10 @@ def _run(o, training, stream):
         read_squad_examples(o.train_file, True, o.version)
     if o.do_predict:
         read_squad_examples(o.predict_file, False, o.version)
+    questions = read_questions(o.predict_file) if o.best_checkpoint else None
+    if questions is not None and not any(q["answers"] for q in questions):
+        raise ValueError(f"--best_checkpoint: --predict_file={o.predict_file} holds no gold answers to score "
+                         "checkpoints by.")
     tokenizer = SentencePieceTokenizer(spm_file_for(o), do_lower_case=o.do_lower_case)
     strategy = start_run(o, tpu=o.tpu_name)
     results = {}
@@ -427,15 +435,7 @@ def _run(o, training, stream):
               f"({predict_cache.reason})", file=stream, flush=True)
         if not predict_cache.num_features:
             raise ValueError(f"--predict_file={o.predict_file} gave no features.")
-    dev = None
-    if o.best_checkpoint:
-        from albert_tf.data.squad.metrics import read_questions
-
-        questions = read_questions(o.predict_file)
-        if not any(q["answers"] for q in questions):
-            raise ValueError(f"--best_checkpoint: --predict_file={o.predict_file} holds no gold answers to score "
-                             "checkpoints by.")
-        dev = DevSet(predict_cache.features, predict_cache.examples, questions)
+    dev = None if questions is None else DevSet(predict_cache.features, predict_cache.examples, questions)
     # prediction alone in the output_dir of a --best_checkpoint run: from its best checkpoint, as
     # the training run predicted (the release's model.ckpt-best)
     from_best = not o.do_train and os.path.isdir(os.path.join(o.output_dir, BEST_DIR))
