@@ -29,7 +29,6 @@ shipped error is ruled out as a cause.
 Writes results.json and results.csv (one row per variant and variable group) in --output_dir.
 """
 
-import csv
 import os
 import sys
 
@@ -166,10 +165,7 @@ def run(f):
     atomic.write_json(os.path.join(out, "results.json"), {
         "hardware": native.hardware, "windows": n, "init_checkpoint": f.init_checkpoint or "random (seed 1)",
         "model": plb.MODEL, "rows": rows})
-    with atomic.open_file(os.path.join(out, "results.csv"), "w") as fh:
-        writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
+    atomic.write_csv(os.path.join(out, "results.csv"), rows)
     print(f"wrote {out}/results.json and results.csv", flush=True)
     return 0
 

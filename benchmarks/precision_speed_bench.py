@@ -30,7 +30,6 @@ Writes results.json and results.csv (one row per measurement, with its target an
 it was met) in --output_dir.
 """
 
-import csv
 import os
 import statistics
 import sys
@@ -231,10 +230,7 @@ def run(f):
     results = {"cpu_model": cpu, "cpu_bf16_flags": bf16_flags, "auto_policy": native.policy,
                "matmul_gflops": peaks, "tiny": bool(f.tiny), "repeats": f.repeats, "rows": rows}
     atomic.write_json(os.path.join(out, "results.json"), results)
-    with atomic.open_file(os.path.join(out, "results.csv"), "w") as fh:
-        writer = csv.DictWriter(fh, fieldnames=["part", "measurement", "value", "unit", "target", "met"])
-        writer.writeheader()
-        writer.writerows(rows)
+    atomic.write_csv(os.path.join(out, "results.csv"), rows, ["part", "measurement", "value", "unit", "target", "met"])
     print(f"wrote {out}/results.json and results.csv", flush=True)
     return 0
 

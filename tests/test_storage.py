@@ -362,3 +362,16 @@ def test_the_rules_names_agree_with_the_modules_that_write_them():
     assert {QA_INFO, MULTIPLE_CHOICE_INFO, "classifier_info.json"} == set(outputs.EXPORT_INFO_FILES)
     assert {CONFIG_NAME, QUESTION_ANSWERING_SETTINGS, MULTIPLE_CHOICE_SETTINGS} <= set(outputs.CONVERSION_NAMES)
     assert {BEST_DIR, RUN_INFO, CONFIG_NAME} <= set(outputs.RUN_NAMES)
+
+
+def test_write_csv_header_columns_and_values(tmp_path):
+    import csv
+
+    rows = [{"variant": "shipped", "error": 0.5, "extra": "x"}, {"variant": "gelu", "error": 0.25, "extra": "y"}]
+    atomic.write_csv(str(tmp_path / "a.csv"), rows)
+    atomic.write_csv(str(tmp_path / "b.csv"), rows, ["error", "variant"])  # chosen columns, others left out
+    with open(tmp_path / "a.csv", newline="") as f:
+        assert list(csv.reader(f)) == [["variant", "error", "extra"], ["shipped", "0.5", "x"], ["gelu", "0.25", "y"]]
+    with open(tmp_path / "b.csv", newline="") as f:
+        assert list(csv.reader(f)) == [["error", "variant"], ["0.5", "shipped"], ["0.25", "gelu"]]
+    assert _litter(tmp_path) == []

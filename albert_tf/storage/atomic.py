@@ -167,6 +167,19 @@ def write_json(path, obj, indent=2, sort_keys=True):
     return write_text(path, json.dumps(obj, indent=indent, sort_keys=sort_keys) + "\n")
 
 
+def write_csv(path, rows, fieldnames=None):
+    """Writes `rows` (dicts) as CSV with a header to `path` atomically; the columns are
+    `fieldnames` (keys outside them ignored) or the first row's keys."""
+    import csv
+
+    fieldnames = list(fieldnames if fieldnames is not None else (rows[0] if rows else []))
+    with open_file(path, "w") as f:
+        writer = csv.DictWriter(f, fieldnames=fieldnames, extrasaction="ignore")
+        writer.writeheader()
+        writer.writerows(rows)
+    return path
+
+
 def append_line(path, line):
     """Appends one line to `path`: the file is always the old content, or the old content
     plus the whole new line (never a half-written line)."""
