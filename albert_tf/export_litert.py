@@ -89,7 +89,7 @@ def run(f):
         raise ValueError("--spm_model_file is required (the model's SentencePiece model; the input directory holds "
                          "none)" if not spm else f"--spm_model_file={spm} does not exist.")
     _, rank, names, fn = serving_spec(model)  # refuses a model with no LiteRT form before the conversion
-    beam = max(getattr(model, "start_n_top", 0), getattr(model, "end_n_top", 0)) if "cls_logits" in names else 0
+    beam = max(model.start_n_top, model.end_n_top) if getattr(model, "version", None) == "v2" else 0
     if f.max_seq_length < beam:
         raise ValueError(f"--max_seq_length {f.max_seq_length} is below the SQuAD v2 beam ({beam}: start_n_top, "
                          "end_n_top): the file needs at least that many tokens.")

@@ -90,7 +90,7 @@ def run(f):
     from albert_tf.modeling.question_answering import AlbertForQuestionAnswering
     from albert_tf.storage import atomic
     from albert_tf.storage.checkpoints import latest_prefix
-    from albert_tf.training.precision import choose
+    from albert_tf.training.precision import choose, policy_scope
 
     if f.windows < 1:
         raise ValueError(f"--windows must be positive, got {f.windows}.")
@@ -110,11 +110,8 @@ def run(f):
     starts, ends = (tf.constant(np.asarray(arrays[k][:n], np.int32)) for k in ("start_positions", "end_positions"))
 
     def build(policy):
-        keras.config.set_dtype_policy(policy)
-        try:
+        with policy_scope(policy):
             model = AlbertForQuestionAnswering(config, version="v1", dropout_prob=0.0)
-        finally:
-            keras.config.set_dtype_policy("float32")
         model(batch, training=False)
         return model
 

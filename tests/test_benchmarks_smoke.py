@@ -162,24 +162,21 @@ def test_precision_gradient_bench_error_and_float32_gelu_variant():
     import numpy as np
 
     sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
-    import keras
     import precision_gradient_bench as bench
     from keras import ops
 
     from albert_tf.modeling.config import AlbertConfig
     from albert_tf.modeling.encoder_block import gelu_tanh
     from albert_tf.modeling.question_answering import AlbertForQuestionAnswering
+    from albert_tf.training.precision import policy_scope
 
     a, b = np.array([3.0, 4.0]), np.array([[1.0]])
     assert bench.relative_error([a, b], [a, b]) == 0.0
     assert bench.relative_error([2 * a, 2 * b], [a, b]) == pytest.approx(1.0)
     assert bench.relative_error([a + np.array([0.0, 2.6])], [a]) == pytest.approx(0.52)
-    keras.config.set_dtype_policy("mixed_bfloat16")
-    try:
-        config = AlbertConfig.from_preset("albert_tiny").replace(vocab_size=100)
-        model = AlbertForQuestionAnswering(config, version="v1")
-    finally:
-        keras.config.set_dtype_policy("float32")
+    with policy_scope("mixed_bfloat16"):
+        model = AlbertForQuestionAnswering(AlbertConfig.from_preset("albert_tiny").replace(vocab_size=100),
+                                           version="v1")
     bench.gelu_in_float32(model)
     x = ops.cast(np.linspace(-4, 4, 64).reshape(2, 32), "bfloat16")
     for ffn in model.encoder.ffn_layers:
