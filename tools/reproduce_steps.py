@@ -293,10 +293,11 @@ def finetune(settings, paths, cell, seed, task, data, log_path):
     steps, batch = settings.finetune_steps, settings.finetune_batch_size
     if task == "race":  # a question is four sequences: half the batch keeps a step's cost near the others'
         batch = max(1, batch // 2)
+    rate = settings.topic_learning_rate if task == "topic" else settings.finetune_learning_rate
     out = paths.run(cell, seed, task)
     common = [*_model_source(settings, paths, cell, seed), f"--output_dir={out}",
               f"--max_seq_length={settings.max_seq_length}", f"--train_batch_size={batch}",
-              f"--learning_rate={settings.finetune_learning_rate}", *_common(settings, seed)]
+              f"--learning_rate={rate}", *_common(settings, seed)]
     # three dev evaluations (and checkpoints) per run; a run too short to pick from (the
     # --quick grid's) is evaluated once, at its end
     every = steps // 3 if steps >= 30 else steps
