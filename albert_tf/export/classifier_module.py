@@ -53,7 +53,7 @@ class ClassifierModule(tf.train.Checkpoint):
         if self._pair:
             specs["text_b"] = tf.TensorSpec([None], tf.string, name="text_b")
         fn = self._call_pair if self._pair else self._call_single
-        self.__call__ = tf.function(fn, input_signature=list(specs.values()))
+        self.__call__ = tf.function(fn, input_signature=list(specs.values()), autograph=False)
 
     def _outputs(self, text_a, text_b):
         inputs = pack(self.preprocess, text_a, text_b, self._seq_length, self._widths)

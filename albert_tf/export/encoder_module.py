@@ -63,7 +63,7 @@ class MaskedLMModule(tf.train.Checkpoint):
             [w for w in head.trainable_weights if all(w is not e for e in encoder.trainable_weights)])
         self.regularization_losses = []
 
-    @tf.function
+    @tf.function(autograph=False)
     def __call__(self, inputs, training=False):
         outputs = _encode(self._encoder, inputs, training)
         outputs["mlm_logits"] = tf.cast(self._head(outputs["sequence_output"], inputs["masked_lm_positions"]),
@@ -86,7 +86,8 @@ class EncoderModule(tf.train.Checkpoint):
         self._encoder = encoder
         # the inference forward, nested in `serve` and the signature: XLA-compiled when asked
         # (the attribute travels in the SavedModel's function library)
-        self._infer = tf.function(lambda inputs: _encode(encoder, inputs, False), jit_compile=bool(jit_compile))
+        self._infer = tf.function(lambda inputs: _encode(encoder, inputs, False), jit_compile=bool(jit_compile),
+                                  autograph=False)
         self.variables = _tf_variables(encoder.weights)
         self.trainable_variables = _tf_variables(encoder.trainable_weights)
         self.regularization_losses = []
@@ -98,19 +99,19 @@ class EncoderModule(tf.train.Checkpoint):
         if mlm_head is not None:
             self.mlm = MaskedLMModule(encoder, mlm_head)
 
-    @tf.function
+    @tf.function(autograph=False)
     def __call__(self, inputs, training=False):
         return _encode(self._encoder, inputs, training)
 
-    @tf.function
+    @tf.function(autograph=False)
     def serve(self, inputs):
         return self._infer({k: inputs[k] for k in INPUT_NAMES})
 
-    @tf.function
+    @tf.function(autograph=False)
     def train(self, inputs):
         return _encode(self._encoder, inputs, True)
 
-    @tf.function
+    @tf.function(autograph=False)
     def _signature(self, input_word_ids, input_mask, input_type_ids):
         outputs = self._infer({"input_word_ids": input_word_ids, "input_mask": input_mask,
                                "input_type_ids": input_type_ids})

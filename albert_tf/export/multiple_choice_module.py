@@ -47,7 +47,7 @@ class MultipleChoiceModule(RawTextModule):
         self._max_qa_length = int(max_qa_length)
         specs = [tf.TensorSpec([None], tf.string, name="article"), tf.TensorSpec([None], tf.string, name="question"),
                  tf.TensorSpec([None, None], tf.string, name="options")]
-        self.__call__ = tf.function(self._answer, input_signature=specs)
+        self.__call__ = tf.function(self._answer, input_signature=specs, autograph=False)
 
     def _qa_text(self, question, option):
         """The release's question-with-option, on normalised strings [N]."""

@@ -41,11 +41,11 @@ class PreprocessModule(tf.train.Checkpoint):
         with open(spm_model_file, "rb") as f:
             self._tokenizer = tf_text.SentencepieceTokenizer(model=f.read(), out_type=tf.int32)
 
-    @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string)], autograph=False)
     def tokenize(self, strings):
         return self._tokenizer.tokenize(normalize(strings, self._lower))
 
-    @tf.function
+    @tf.function(autograph=False)
     def bert_pack_inputs(self, segments, seq_length=128):
         segments = [tf.cast(s, tf.int32) for s in segments]
         specials = len(segments) + 1
@@ -57,7 +57,7 @@ class PreprocessModule(tf.train.Checkpoint):
         return {"input_word_ids": tf.cast(word_ids, tf.int32), "input_mask": tf.cast(mask, tf.int32),
                 "input_type_ids": tf.cast(type_ids, tf.int32)}
 
-    @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string)], autograph=False)
     def __call__(self, strings):
         return self.bert_pack_inputs([self.tokenize(strings)], seq_length=self._seq_length)
 

@@ -68,7 +68,8 @@ class QuestionAnsweringModule(RawTextModule):
         self._v2 = model.version == "v2"
         self.__call__ = tf.function(
             self._answer_batch, input_signature=[tf.TensorSpec([None], tf.string, name="question"),
-                                                 tf.TensorSpec([None], tf.string, name="context")])
+                                                 tf.TensorSpec([None], tf.string, name="context")],
+            autograph=False)
 
     # --- one question ------------------------------------------------------------------
 

@@ -146,7 +146,7 @@ class Trainer:
         set_replica_index(self.model, _replica_index)
         # the gradient pass of a batch (or of each slice of it: a tf.function, called in a loop)
         if options.jit_compile:
-            self._gradients_fn = tf.function(self._gradients, jit_compile=True)
+            self._gradients_fn = tf.function(self._gradients, jit_compile=True, autograph=False)
         elif options.gradient_accumulation_steps > 1:
             self._gradients_fn = tf.function(self._gradients, autograph=False)
         else:
