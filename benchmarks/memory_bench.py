@@ -23,6 +23,10 @@ What each row reports (bytes; CPU, so resident memory, Linux /proc/self/status):
   optimizer's slots exist (the issue's "peak RSS over the baseline").
 - `activation_memory`: peak_over_baseline minus the float32 gradients (4 bytes a
   parameter): what the activations and the step's temporaries take.
+- `tensor_activation_memory` (TensorFlow cells): the same from TensorFlow's CPU allocator
+  (peak of live tensor bytes over the timed steps minus those between steps, minus the
+  gradients), the figure a GPU's get_memory_info gives; the resident set is higher by what
+  the C allocator keeps of freed blocks.
 hf runs with benchmarks/.peers-venv's python (make_peers_venv.sh); where it is missing, or
 where a system has no such setting (keras-hub has no rematerialization; transformers 5.23
 has no gradient checkpointing for ALBERT), the row says so.
@@ -151,6 +155,9 @@ def summarize_cell(records):
                model_and_slots=int(statistics.median(r["baseline_rss"] - r["rss_after_imports"] for r in done)),
                step_seconds=round(step, 4), step_seconds_by_round=[round(statistics.median(r["step_seconds"]), 4)
                                                                      for r in done])
+    if all("tensor_peak" in r for r in done):  # TensorFlow's allocator (not the hf cells)
+        row["tensor_activation_memory"] = int(max(statistics.median(r["tensor_peak"] - r["tensor_baseline"]
+                                                                    for r in done) - gradients, 0))
     return row
 
 
@@ -217,6 +224,9 @@ def targets(rows):
         if plain and plain["status"] == "measured":
             entry["activation_ratio"] = round(remat["activation_memory"] / plain["activation_memory"], 3)
             entry["activation_target_met"] = entry["activation_ratio"] <= 1 / 3
+            if remat.get("tensor_activation_memory") and plain.get("tensor_activation_memory"):
+                entry["tensor_activation_ratio"] = round(remat["tensor_activation_memory"]
+                                                         / plain["tensor_activation_memory"], 3)
             entry["step_time_ratio"] = round(remat["step_seconds"] / plain["step_seconds"], 3)
             entry["step_time_target_met"] = entry["step_time_ratio"] <= 1.4
         elif plain:
@@ -366,13 +376,15 @@ def run(f):
         plans.append(entry)
     goal = targets(rows)
 
-    print(f"\n{'setting':<40} {'B':>3} {'training GB':>11} {'over base GB':>12} {'activ. GB':>9} {'s/step':>8}")
+    print(f"\n{'setting':<40} {'B':>3} {'training GB':>11} {'over base GB':>12} {'activ. GB':>9} "
+          f"{'tensors GB':>10} {'s/step':>8}")
     for row in rows:
         label = f"{row['name']} {row['size']} T{row['seq']} {row['policy']}"
         if row["status"] == "measured":
+            tensors = row.get("tensor_activation_memory")
             print(f"{label:<40} {row['batch']:>3} {row['training_memory'] / GB:>11.2f} "
                   f"{row['peak_over_baseline'] / GB:>12.2f} {row['activation_memory'] / GB:>9.2f} "
-                  f"{row['step_seconds']:>8.3f}")
+                  f"{'' if tensors is None else f'{tensors / GB:.2f}':>10} {row['step_seconds']:>8.3f}")
         else:
             print(f"{label:<40} {row['batch']:>3} {row['status']}")
     print(f"\nlargest micro-batch within {f.budget_gb:g} GB of training memory (of those measured):")
@@ -395,7 +407,7 @@ def run(f):
                                               for k, v in sorted(largest.items())],
         "accumulation_estimates": plans, "targets": goal, "cells": [r for i in records for r in records[i]]})
     fields = ["name", "size", "seq", "batch", "policy", "status", "training_memory", "peak_over_baseline",
-              "activation_memory", "model_and_slots", "parameters", "step_seconds", "rounds", "fits_budget"]
+              "activation_memory", "tensor_activation_memory", "model_and_slots", "parameters", "step_seconds", "rounds", "fits_budget"]
     with atomic.open_file(os.path.join(out, "results.csv"), "w") as fh:
         writer = csv.DictWriter(fh, fieldnames=fields, extrasaction="ignore")
         writer.writeheader()

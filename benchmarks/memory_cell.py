@@ -193,6 +193,21 @@ def _hf(cell):
 BUILDERS = {"albert_tf": _albert_tf, "keras_hub": _keras_hub, "hf": _hf}
 
 
+def tensor_memory(reset=False):
+    """TensorFlow's CPU allocator: (bytes of live tensors now, their peak since the last
+    reset), or None outside TensorFlow (the hf cell). Unlike the resident set, it does not
+    count what the C allocator keeps of freed tensors (blocks under its mmap threshold stay
+    resident), so it is the figure a GPU's get_memory_info gives."""
+    if "tensorflow" not in sys.modules:
+        return None
+    import tensorflow as tf
+
+    if reset:
+        tf.config.experimental.reset_memory_stats("CPU:0")
+    info = tf.config.experimental.get_memory_info("CPU:0")
+    return info["current"], info["peak"]
+
+
 def run_cell(cell):
     """Builds the cell's system and runs a warm-up step and `steps` timed steps; returns the record."""
     start_rss = rss()
@@ -203,13 +218,17 @@ def run_cell(cell):
     first = time.perf_counter() - started
     warmup_peak = peak()
     reset_peak()
+    tensors_before = tensor_memory(reset=True)
     times = []
     for _ in range(cell["steps"]):
         started = time.perf_counter()
         step()
         times.append(time.perf_counter() - started)
-    return dict(cell, parameters=parameters, rss_after_imports=start_rss, baseline_rss=baseline,
-                warmup_peak_rss=warmup_peak, peak_rss=peak(), first_step_seconds=first, step_seconds=times)
+    record = dict(cell, parameters=parameters, rss_after_imports=start_rss, baseline_rss=baseline,
+                  warmup_peak_rss=warmup_peak, peak_rss=peak(), first_step_seconds=first, step_seconds=times)
+    if tensors_before is not None:  # live tensors between steps (weights, slots) and the steps' peak
+        record.update(tensor_baseline=tensors_before[0], tensor_peak=tensor_memory()[1])
+    return record
 
 
 def main(argv):

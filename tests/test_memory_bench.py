@@ -58,6 +58,9 @@ def test_rows_take_medians_and_activation_memory_leaves_out_the_gradients():
     rounds = [_measured(cell, peak, step, parameters=parameters) for peak, step in ((5.0, 2.0), (6.0, 1.0), (9.0, 4.0))]
     row = bench.summarize_cell(rounds)
     assert row["rounds"] == 3 and row["step_seconds"] == 2.0
+    assert "tensor_activation_memory" not in row  # no allocator figures in these rounds
+    allocator = [dict(r, tensor_baseline=GB, tensor_peak=GB + int(extra * GB)) for r, extra in zip(rounds, (1.0, 2.0, 0.75))]
+    assert bench.summarize_cell(allocator)["tensor_activation_memory"] == int(1.0 * GB) - 4 * parameters
     assert row["training_memory"] == 5 * GB  # median peak 6 GB minus 1 GB after the imports
     assert row["peak_over_baseline"] == 4 * GB  # minus the 2 GB baseline
     assert row["activation_memory"] == int(3.5 * GB)  # minus 0.5 GB of gradients
@@ -68,7 +71,8 @@ def test_budget_estimate_and_targets():
     def row(name, batch, training_gb, activation_gb, step):
         return {"name": name, "size": "xxlarge", "seq": 512, "batch": batch, "policy": "float32",
                 "status": "measured", "training_memory": int(training_gb * GB),
-                "activation_memory": int(activation_gb * GB), "step_seconds": step}
+                "activation_memory": int(activation_gb * GB), "tensor_activation_memory": int(activation_gb * GB / 2),
+                "step_seconds": step}
 
     rows = [row("albert_tf", 1, 8, 4.5, 10.0), row("albert_tf", 2, 12, 9.0, 20.0),
             row("albert_tf_remat", 1, 4.5, 1.0, 13.0), row("albert_tf_remat", 2, 5.0, 1.5, 26.0),
@@ -87,6 +91,7 @@ def test_budget_estimate_and_targets():
     assert bench.accumulation_plan(static, per_example, 4 * GB) is None
     [one, two] = bench.targets(rows)
     assert one["batch"] == 1 and one["activation_ratio"] == pytest.approx(1 / 4.5, abs=1e-3)
+    assert one["tensor_activation_ratio"] == pytest.approx(0.5 / 2.25, abs=1e-3)
     assert one["activation_target_met"] and one["step_time_ratio"] == 1.3 and one["step_time_target_met"]
     assert one["less_than_keras_hub"] and one["hf_checkpointing"] == "no gradient checkpointing"
     assert two["activation_ratio"] == pytest.approx(1.5 / 9, abs=1e-3) and two["step_time_ratio"] == 1.3
@@ -102,6 +107,10 @@ def test_a_cell_over_the_cap_is_stopped_and_a_real_remat_cell_measures_a_step():
     assert record["remat"] is True and record["parameters"] > 30000 * 16  # the word embeddings alone
     assert record["peak_rss"] >= record["baseline_rss"] > record["rss_after_imports"]
     assert len(record["step_seconds"]) == 1 and record["step_seconds"][0] > 0
+    # TensorFlow's allocator: the weights and LAMB's slots live between steps (measured 11.5
+    # bytes a parameter), a gradient of every weight and the activations above them at the peak
+    assert record["tensor_baseline"] > 2 * 4 * record["parameters"]
+    assert record["tensor_peak"] - record["tensor_baseline"] > 4 * record["parameters"]
 
 
 def test_bad_flags_are_refused_before_any_cell():
