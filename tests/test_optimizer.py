@@ -189,6 +189,16 @@ def test_in_a_graph_each_update_waits_for_the_previous_one_and_computes_the_same
     for earlier, later in zip(deltas, deltas[1:]):
         assert earlier in _ancestors(later), (earlier.name, later.name)
     assert deltas[-1] not in _ancestors(deltas[0])
+    if trust:  # and within one update the stages run in turn: g^2 (v), w^2 (|w|), u^2 (|u|)
+        previous = set()
+        for delta, variable in zip(deltas, variables, strict=True):  # the graph updates in the list's order
+            ops_of_update = _ancestors(delta) - previous
+            squares = sorted((op for op in ops_of_update if op.type == "Square"),
+                             key=lambda op: len(_ancestors(op)))
+            assert len(squares) == (3 if optimizer.adapts(variable) else 1), (variable.path, [op.name for op in squares])
+            for earlier, later in zip(squares, squares[1:]):
+                assert earlier in _ancestors(later), (earlier.name, later.name)
+            previous |= ops_of_update | {delta}
 
     for _ in range(2):
         step()
