@@ -95,8 +95,9 @@ class Settings:
         max_seq_length, max_predictions_per_seq, vocab_size: pretraining data.
         pretrain_steps, pretrain_batch_size, pretrain_learning_rate: every cell's budget.
         finetune_steps, finetune_batch_size, finetune_learning_rate: every fine-tuning run.
-        topic_learning_rate: the topic classification task's own rate (a pilot at 5e-4 collapsed
-            5 of 30 runs to one class; 1e-4 did not, README "Reproducing the paper").
+        topic_learning_rate: the topic classification task's own rate (at 5e-4 the first default
+            run collapsed 5 of its 30 topic runs to one class; at 1e-4 a pilot's and the rerun's
+            1 of 30 did, README "Reproducing the paper").
         corpus_mb: MB of docstring text (0: everything found).
         held_out_percent: share of documents held out (evaluation sets and tasks).
         dtype_policy: "auto", "float32", "mixed_bfloat16", ...
