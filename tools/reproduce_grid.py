@@ -96,8 +96,8 @@ class Settings:
         pretrain_steps, pretrain_batch_size, pretrain_learning_rate: every cell's budget.
         finetune_steps, finetune_batch_size, finetune_learning_rate: every fine-tuning run.
         topic_learning_rate: the topic classification task's own rate (at 5e-4 the first default
-            run collapsed 5 of its 30 topic runs to one class; at 1e-4 a pilot's and the rerun's
-            1 of 30 did, README "Reproducing the paper").
+            run collapsed 5 of its 30 topic runs to one class; at 1e-4 none of a pilot's runs did
+            and 1 of the rerun's 30, README "Reproducing the paper").
         corpus_mb: MB of docstring text (0: everything found).
         held_out_percent: share of documents held out (evaluation sets and tasks).
         dtype_policy: "auto", "float32", "mixed_bfloat16", ...
