@@ -407,7 +407,8 @@ def run(f):
                                               for k, v in sorted(largest.items())],
         "accumulation_estimates": plans, "targets": goal, "cells": [r for i in records for r in records[i]]})
     fields = ["name", "size", "seq", "batch", "policy", "status", "training_memory", "peak_over_baseline",
-              "activation_memory", "tensor_activation_memory", "model_and_slots", "parameters", "step_seconds", "rounds", "fits_budget"]
+              "activation_memory", "tensor_activation_memory", "model_and_slots", "parameters", "step_seconds",
+              "rounds", "fits_budget"]
     with atomic.open_file(os.path.join(out, "results.csv"), "w") as fh:
         writer = csv.DictWriter(fh, fieldnames=fields, extrasaction="ignore")
         writer.writeheader()

@@ -59,7 +59,8 @@ def test_rows_take_medians_and_activation_memory_leaves_out_the_gradients():
     row = bench.summarize_cell(rounds)
     assert row["rounds"] == 3 and row["step_seconds"] == 2.0
     assert "tensor_activation_memory" not in row  # no allocator figures in these rounds
-    allocator = [dict(r, tensor_baseline=GB, tensor_peak=GB + int(extra * GB)) for r, extra in zip(rounds, (1.0, 2.0, 0.75))]
+    allocator = [dict(r, tensor_baseline=GB, tensor_peak=GB + int(extra * GB))
+                 for r, extra in zip(rounds, (1.0, 2.0, 0.75))]
     assert bench.summarize_cell(allocator)["tensor_activation_memory"] == int(1.0 * GB) - 4 * parameters
     assert row["training_memory"] == 5 * GB  # median peak 6 GB minus 1 GB after the imports
     assert row["peak_over_baseline"] == 4 * GB  # minus the 2 GB baseline

@@ -195,7 +195,8 @@ def test_in_a_graph_each_update_waits_for_the_previous_one_and_computes_the_same
             ops_of_update = _ancestors(delta) - previous
             squares = sorted((op for op in ops_of_update if op.type == "Square"),
                              key=lambda op: len(_ancestors(op)))
-            assert len(squares) == (3 if optimizer.adapts(variable) else 1), (variable.path, [op.name for op in squares])
+            assert len(squares) == (3 if optimizer.adapts(variable) else 1), (variable.path,
+                                                                              [op.name for op in squares])
             for earlier, later in zip(squares, squares[1:]):
                 assert earlier in _ancestors(later), (earlier.name, later.name)
             previous |= ops_of_update | {delta}

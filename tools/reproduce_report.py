@@ -244,7 +244,7 @@ def write_report(results, output_dir, figures=True):
           f"sequence {s['max_seq_length']}, vocabulary {s['vocab_size']}; {s['pretrain_steps']} LAMB steps at batch "
           f"{s['pretrain_batch_size']} per cell, {s['seeds']} seed(s); fine-tuning {s['finetune_steps']} steps at "
           f"batch {s['finetune_batch_size']}, learning rate {s['finetune_learning_rate']:g} (topic "
-          f"{s.get('topic_learning_rate', s['finetune_learning_rate']):g}); dtype policy {s['dtype_policy']}. "
+          f"{s['topic_learning_rate']:g}); dtype policy {s['dtype_policy']}. "
           "Scores are dev percentages; "
           "mean ± sample std over seeds. Avg = mean of the three downstream tasks (the paper's Avg averages "
           "SQuAD1.1, SQuAD2.0, MNLI, SST-2 and RACE; compare directions, not values)."]
