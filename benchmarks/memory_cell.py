@@ -193,18 +193,33 @@ def _hf(cell):
 BUILDERS = {"albert_tf": _albert_tf, "keras_hub": _keras_hub, "hf": _hf}
 
 
+def tensor_device():
+    """"GPU:0" where TensorFlow sees a GPU (the step runs there), else "CPU:0"."""
+    import tensorflow as tf
+
+    return "GPU:0" if tf.config.list_physical_devices("GPU") else "CPU:0"
+
+
 def tensor_memory(reset=False):
     """TensorFlow's CPU allocator: (bytes of live tensors now, their peak since the last
-    reset), or None outside TensorFlow (the hf cell). Unlike the resident set, it does not
-    count what the C allocator keeps of freed tensors (blocks under its mmap threshold stay
-    resident), so it is the figure a GPU's get_memory_info gives."""
+    reset), or None outside TensorFlow (the hf cell) and where the allocator keeps no
+    statistics (oneDNN off: the plain C allocator). With oneDNN on (the default on x86) the
+    CPU allocator is a BFC pool, as on a GPU: the resident set keeps the pool's high-water
+    mark (freed blocks are never handed back, even after malloc_trim) and its fragmentation,
+    while these are the live bytes, the figure a GPU's get_memory_info gives. Where
+    TensorFlow sees a GPU, the step's tensors live there: its allocator is read instead
+    (`tensor_device`)."""
     if "tensorflow" not in sys.modules:
         return None
     import tensorflow as tf
 
-    if reset:
-        tf.config.experimental.reset_memory_stats("CPU:0")
-    info = tf.config.experimental.get_memory_info("CPU:0")
+    device = tensor_device()
+    try:
+        if reset:
+            tf.config.experimental.reset_memory_stats(device)
+        info = tf.config.experimental.get_memory_info(device)
+    except ValueError:  # "Allocator stats not available" (TF_ENABLE_ONEDNN_OPTS=0)
+        return None
     return info["current"], info["peak"]
 
 
@@ -227,7 +242,8 @@ def run_cell(cell):
     record = dict(cell, parameters=parameters, rss_after_imports=start_rss, baseline_rss=baseline,
                   warmup_peak_rss=warmup_peak, peak_rss=peak(), first_step_seconds=first, step_seconds=times)
     if tensors_before is not None:  # live tensors between steps (weights, slots) and the steps' peak
-        record.update(tensor_baseline=tensors_before[0], tensor_peak=tensor_memory()[1])
+        record.update(tensor_device=tensor_device(), tensor_baseline=tensors_before[0],
+                      tensor_peak=tensor_memory()[1])
     return record
 
 

@@ -59,7 +59,7 @@ def test_rows_take_medians_and_activation_memory_leaves_out_the_gradients():
     row = bench.summarize_cell(rounds)
     assert row["rounds"] == 3 and row["step_seconds"] == 2.0
     assert "tensor_activation_memory" not in row  # no allocator figures in these rounds
-    allocator = [dict(r, tensor_baseline=GB, tensor_peak=GB + int(extra * GB))
+    allocator = [dict(r, tensor_device="CPU:0", tensor_baseline=GB, tensor_peak=GB + int(extra * GB))
                  for r, extra in zip(rounds, (1.0, 2.0, 0.75))]
     assert bench.summarize_cell(allocator)["tensor_activation_memory"] == int(1.0 * GB) - 4 * parameters
     assert row["training_memory"] == 5 * GB  # median peak 6 GB minus 1 GB after the imports
@@ -92,10 +92,14 @@ def test_budget_estimate_and_targets():
     assert bench.accumulation_plan(static, per_example, 4 * GB) is None
     [one, two] = bench.targets(rows)
     assert one["batch"] == 1 and one["activation_ratio"] == pytest.approx(1 / 4.5, abs=1e-3)
-    assert one["tensor_activation_ratio"] == pytest.approx(0.5 / 2.25, abs=1e-3)
+    assert one["tensor_activation_ratio"] == pytest.approx(0.5 / 2.25, abs=1e-3) and one["tensor_activation_target_met"]
     assert one["activation_target_met"] and one["step_time_ratio"] == 1.3 and one["step_time_target_met"]
     assert one["less_than_keras_hub"] and one["hf_checkpointing"] == "no gradient checkpointing"
     assert two["activation_ratio"] == pytest.approx(1.5 / 9, abs=1e-3) and two["step_time_ratio"] == 1.3
+    rows[2] = dict(rows[2], tensor_activation_memory=int(1.0 * GB))  # by the allocator 1.0 / 2.25 of plain's
+    [one, _] = bench.targets(rows)
+    assert one["tensor_activation_ratio"] == pytest.approx(1 / 2.25, abs=1e-3)
+    assert one["activation_target_met"] and not one["tensor_activation_target_met"]
 
 
 def test_a_cell_over_the_cap_is_stopped_and_a_real_remat_cell_measures_a_step():
@@ -110,6 +114,9 @@ def test_a_cell_over_the_cap_is_stopped_and_a_real_remat_cell_measures_a_step():
     assert len(record["step_seconds"]) == 1 and record["step_seconds"][0] > 0
     # TensorFlow's allocator: the weights and LAMB's slots live between steps (measured 11.5
     # bytes a parameter), a gradient of every weight and the activations above them at the peak
+    import tensorflow as tf
+
+    assert record["tensor_device"] == ("GPU:0" if tf.config.list_physical_devices("GPU") else "CPU:0")
     assert record["tensor_baseline"] > 2 * 4 * record["parameters"]
     assert record["tensor_peak"] - record["tensor_baseline"] > 4 * record["parameters"]
 

@@ -130,35 +130,45 @@ def test_remat_gradients_equal_the_plain_ones_and_the_graph_recomputes_each_appl
     assert softmaxes == [2, 4]
 
 
-def test_shared_weight_gradients_are_summed_before_the_earlier_applications_backward():
-    """Ordered gradients (AlbertEncoder, "Shared weights' gradients"): the word embeddings'
-    gradient (the end of the backward pass) waits for every weight-gradient matmul of the
-    shared feed-forward kernel, so TensorFlow cannot compute all L of them first and keep
-    them; the gradients are the same as without the ordering."""
+@pytest.mark.parametrize("remat", [False, True])
+def test_shared_weight_gradients_are_summed_before_the_earlier_sub_layers_backward(remat):
+    """Ordered gradients (AlbertEncoder, "Shared weights' gradients"): every partial sum of the
+    shared feed-forward kernel's gradient (application by application, the last one the
+    whole gradient) is computed before the word embeddings' gradient, the end of the
+    backward pass, so TensorFlow cannot compute all L parts first and keep them; and before
+    the attention's query kernel's, so each application's attention backward waits for its
+    feed-forward's weight gradients to be summed (sub-layer by sub-layer: a pair's attention
+    did not wait for its own feed-forward's sum). Without the ordering TensorFlow sums the L
+    parts once, at the end, for nothing else to wait on. The gradients are the same."""
     encoder = AlbertEncoder(config().replace(num_hidden_layers=4))
     inputs = random_inputs(config(), batch=2, length=8)
-    ordered, graph = gradients(encoder, inputs, False)
+    ordered, graph = gradients(encoder, inputs, remat)
     encoder.orders_gradients = False
-    unordered, unordered_graph = gradients(encoder, inputs, False)
+    unordered, unordered_graph = gradients(encoder, inputs, remat)
     encoder.orders_gradients = True
     assert relative_difference(ordered, unordered) <= 1e-6
+    paths = [v.path for v in encoder.trainable_variables]
+    kernel = encoder.trainable_variables[paths.index("group_0_inner_group_0_ffn/intermediate/kernel")]
 
-    def matmul_ancestors(graph, name):
-        """The MatMul ops the gradient of variable `name` is computed from."""
-        index = [v.path for v in encoder.trainable_variables].index(name)
-        seen, todo = set(), [graph.structured_outputs[index].op]
+    def ancestors(graph, name):
+        """The ops the gradient of variable `name` is computed from."""
+        seen, todo = set(), [graph.structured_outputs[paths.index(name)].op]
         while todo:
             op = todo.pop()
             if op.name not in seen:
                 seen.add(op.name)
                 todo.extend(t.op for t in op.inputs)
-        return {name for name in seen if graph.get_operation_by_name(name).type == "MatMul"}
+        return seen
 
     for g, waits in ((graph, True), (unordered_graph, False)):
-        kernel = matmul_ancestors(g, "group_0_inner_group_0_ffn/intermediate/kernel")
-        table = matmul_ancestors(g, "embeddings/word_embeddings")
-        assert len(kernel) >= 8  # forward and weight-gradient matmuls of 4 applications
-        assert (kernel <= table) is waits, (waits, sorted(kernel - table))
+        # the sums of the kernel's parts: TensorFlow's gradient aggregations (AddN) of its shape
+        # ([H, I]; no other tensor has it)
+        sums = {op.name for op in g.get_operations() if op.type == "AddN"
+                and tuple(op.outputs[0].shape) == tuple(kernel.shape)}
+        assert sums <= ancestors(g, kernel.path)
+        assert len(sums) == (3 if waits else 1)  # 4 applications: added one by one, or all at once
+        for later in ("embeddings/word_embeddings", "group_0_inner_group_0_attention/query/kernel"):
+            assert (sums <= ancestors(g, later)) is waits, (waits, later, sorted(sums - ancestors(g, later)))
 
 
 def test_mixed_bfloat16_remat_gradients_equal_the_plain_ones_without_graph_rewrites():

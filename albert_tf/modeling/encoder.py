@@ -86,25 +86,31 @@ class AlbertEncoder(PretrainedMixin, keras.Model):
     by default.
 
     Rematerialization: with `encoder.remat = True` (`set_remat(model, True)`; the training
-    driver's `--remat`) each application of an (attention, feed-forward) pair in training
-    is wrapped in `keras.remat`: the backward pass keeps only the pair's input [R, H] (and
-    its seeds and cast weights) and recomputes the rest, so one application's activations
-    are alive at a time in the backward pass instead of all L. The gradients are the plain
-    forward's (the same ops on the same values, float rounding aside). Every tensor the
-    pair differentiates through is an explicit argument of the wrapped function (a tensor it
-    merely captured would get no gradient from TensorFlow's recompute_grad): the hidden
-    states and, under a mixed policy, the weights cast once per forward.
+    driver's `--remat`) each application of a sub-layer (attention or feed-forward) in
+    training is wrapped in `keras.remat`: the backward pass keeps only its input [R, H] (and
+    its seeds and cast weights) and recomputes the rest, so one sub-layer's activations are
+    alive at a time in the backward pass instead of all L applications'. The gradients are
+    the plain forward's (the same ops on the same values, float rounding aside). Every
+    tensor a sub-layer differentiates through is an explicit argument of the wrapped
+    function (a tensor it merely captured would get no gradient from TensorFlow's
+    recompute_grad): the hidden states and, under a mixed policy, the weights cast once per
+    forward. A sub-layer rather than the (attention, feed-forward) pair: recompute_grad
+    hands back all of its weight gradients at once, and a pair's (0.75 GiB at
+    albert_xxlarge) outlived its sums; measured like benchmarks/memory_cell.py at
+    albert_xxlarge, T 512, B 1, float32, the step's peak of live tensors above the
+    gradients fell from 1.59 GiB (pairs) to 1.25 GiB, for one more [R, H] input kept per
+    application.
 
     Shared weights' gradients: the dense weights of each sub-layer are taken once per forward
-    (cast to the compute dtype), and in training each application gets them, with its input
-    [R, H], through `encoder_block.ordered_gradients`: an identity whose gradient makes the
-    backward pass of the application before it wait until this application's weight
-    gradients are added to the sum of the later ones. TensorFlow otherwise computes the L
-    per-application weight gradients of a shared sub-layer as soon as each can be, keeps
-    them all and sums them at the end: measured like benchmarks/memory_cell.py at H 1024,
-    I 4096, T 128, B 1, float32, the peak grew by 56 MB per layer, about one application's
-    weight gradient (50 MB), with or without `remat`; at albert_xxlarge, T 512, B 1 about 10
-    GB of a 16.6 GB step.
+    (cast to the compute dtype), and in training each application of the sub-layer gets
+    them, with its input [R, H], through `encoder_block.ordered_gradients`: an identity
+    whose gradient makes the backward pass of everything before that application wait
+    until its weight gradients are added to the sum of the later ones. TensorFlow otherwise
+    computes the L per-application weight gradients of a shared sub-layer as soon as each
+    can be, keeps them all and sums them at the end: measured like
+    benchmarks/memory_cell.py at H 1024, I 4096, T 128, B 1, float32, the peak grew by 56 MB
+    per layer, about one application's weight gradient (50 MB), with or without `remat`; at
+    albert_xxlarge, T 512, B 1 about 10 GB of a 16.6 GB step.
 
     Dropout in training: one seed is drawn per forward from the first of the encoder's
     Dropout SeedGenerators (so checkpoints hold the same RNG states as before), turned into
@@ -262,8 +268,6 @@ class AlbertEncoder(PretrainedMixin, keras.Model):
         for steps in self._layer_steps:
             for attention, ffn in steps:
                 pair_seeds = None if seeds is None else seeds[1 + 3 * application:4 + 3 * application]
-                if training and self.orders_gradients:  # this application's links ("Shared weights' gradients")
-                    x, cast[id(attention)], cast[id(ffn)] = ordered_gradients(x, cast[id(attention)], cast[id(ffn)])
                 x = self._apply_pair(attention, ffn, x, input_mask, training, indices, cast, pair_seeds)
                 application += 1
             encoder_outputs.append(to_padded(x, padded_index, batch, length))  # [B, T, H]
@@ -293,8 +297,9 @@ class AlbertEncoder(PretrainedMixin, keras.Model):
         return layers + [layer.output_dropout for layer in self.ffn_layers]
 
     def _apply_pair(self, attention, ffn, x, input_mask, training, indices, cast, seeds):
-        """One application of an (attention, feed-forward) pair to x [R, H]; rematerialized
-        in training when `self.remat` ("Rematerialization" above).
+        """One application of an (attention, feed-forward) pair to x [R, H]: each sub-layer
+        linked to its next application ("Shared weights' gradients" above) and, in training
+        with `self.remat`, rematerialized on its own ("Rematerialization" above).
 
         Args:
             attention, ffn: the sub-layers.
@@ -303,28 +308,36 @@ class AlbertEncoder(PretrainedMixin, keras.Model):
             training: bool.
             indices: None or `padding_indices(input_mask)`.
             cast: {id(layer): its dense weights in the compute dtype}; a sub-layer's None: Keras
-                reads its weights at each use.
+                reads its weights at each use. Each sub-layer's entry is replaced by the
+                linked weights, which the next application chains from.
             seeds: None or int32 [3, 2]: the attention's two dropout sites', the
                 feed-forward's.
         Returns:
             float32 [R, H].
         """
-        casts = [cast.get(id(attention)), cast.get(id(ffn))]
-        lengths = [0 if c is None else len(c) for c in casts]
-        pair_seeds = (None,) * 3 if seeds is None else (seeds[:2], seeds[2])
+        attention_seeds, ffn_seeds = (None, None) if seeds is None else (seeds[:2], seeds[2])
+        x = self._apply_sublayer(attention, x, cast, training, lambda x, given: attention(
+            x, input_mask, training=training, indices=indices, cast=given, seeds=attention_seeds))
+        return self._apply_sublayer(ffn, x, cast, training, lambda x, given: ffn(
+            x, training=training, cast=given, seed=ffn_seeds))
 
-        # the wrapped function's arguments: x and every (kernel, bias), flat (the seeds and
-        # indices are integers, through which no gradient flows: captured)
-        def pair(x, *weights):
-            given = unflatten_pairs(weights, lengths)
-            attention_cast, ffn_cast = (None if c is None else w for c, w in zip(casts, given))
-            x = attention(x, input_mask, training=training, indices=indices, cast=attention_cast, seeds=pair_seeds[0])
-            return ffn(x, training=training, cast=ffn_cast, seed=pair_seeds[1])
+    def _apply_sublayer(self, layer, x, cast, training, apply):
+        """`apply(x, weights)` for one application of `layer`, its weights `cast[id(layer)]`
+        (see `_apply_pair`); with them ordered and rematerialized in training when on."""
+        weights = cast.get(id(layer))
+        if weights is None:
+            return apply(x, None)
+        if training and self.orders_gradients:  # this application's link ("Shared weights' gradients")
+            x, weights = ordered_gradients(x, weights)
+            cast[id(layer)] = weights
+        if not (self.remat and training):
+            return apply(x, weights)
+        # the wrapped function's arguments: x and every kernel and bias (the seeds and indices
+        # are integers, through which no gradient flows: captured)
+        def sublayer(x, *flat):
+            return apply(x, unflatten_pairs(flat, [len(weights)])[0])
 
-        weights = flatten_pairs([c or [] for c in casts])
-        if self.remat and training:
-            return dense_gradient(keras.remat(pair)(x, *weights))
-        return pair(x, *weights)
+        return dense_gradient(keras.remat(sublayer)(x, *flatten_pairs([weights])))
 
 
 def encoders_in(model):
