@@ -98,8 +98,8 @@ class AlbertEncoder(PretrainedMixin, keras.Model):
     hands back all of its weight gradients at once, and a pair's (0.75 GiB at
     albert_xxlarge) outlived its sums; measured like benchmarks/memory_cell.py at
     albert_xxlarge, T 512, B 1, float32, the step's peak of live tensors above the
-    gradients fell from 1.59 GiB (pairs) to 1.25 GiB, for one more [R, H] input kept per
-    application.
+    gradients fell from 1.59 GiB (pairs) to 1.23 GiB (medians of 5 rounds each), for one
+    more [R, H] input kept per application.
 
     Shared weights' gradients: the dense weights of each sub-layer are taken once per forward
     (cast to the compute dtype), and in training each application of the sub-layer gets
@@ -307,9 +307,8 @@ class AlbertEncoder(PretrainedMixin, keras.Model):
             input_mask: int [B, T].
             training: bool.
             indices: None or `padding_indices(input_mask)`.
-            cast: {id(layer): its dense weights in the compute dtype}; a sub-layer's None: Keras
-                reads its weights at each use. Each sub-layer's entry is replaced by the
-                linked weights, which the next application chains from.
+            cast: {id(layer): its dense weights in the compute dtype}. Each sub-layer's entry
+                is replaced by the linked weights, which the next application chains from.
             seeds: None or int32 [3, 2]: the attention's two dropout sites', the
                 feed-forward's.
         Returns:
@@ -324,9 +323,7 @@ class AlbertEncoder(PretrainedMixin, keras.Model):
     def _apply_sublayer(self, layer, x, cast, training, apply):
         """`apply(x, weights)` for one application of `layer`, its weights `cast[id(layer)]`
         (see `_apply_pair`); with them ordered and rematerialized in training when on."""
-        weights = cast.get(id(layer))
-        if weights is None:
-            return apply(x, None)
+        weights = cast[id(layer)]
         if training and self.orders_gradients:  # this application's link ("Shared weights' gradients")
             x, weights = ordered_gradients(x, weights)
             cast[id(layer)] = weights
