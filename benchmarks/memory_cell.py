@@ -194,26 +194,22 @@ BUILDERS = {"albert_tf": _albert_tf, "keras_hub": _keras_hub, "hf": _hf}
 
 
 def tensor_device():
-    """"GPU:0" where TensorFlow sees a GPU (the step runs there), else "CPU:0"."""
+    """"GPU:0" where TensorFlow sees a GPU (the step's tensors live there, so its allocator
+    is the one to read), else "CPU:0"."""
     import tensorflow as tf
 
     return "GPU:0" if tf.config.list_physical_devices("GPU") else "CPU:0"
 
 
-def tensor_memory(reset=False):
-    """TensorFlow's CPU allocator: (bytes of live tensors now, their peak since the last
-    reset), or None outside TensorFlow (the hf cell) and where the allocator keeps no
-    statistics (oneDNN off: the plain C allocator). With oneDNN on (the default on x86) the
-    CPU allocator is a BFC pool, as on a GPU: the resident set keeps the pool's high-water
-    mark (freed blocks are never handed back, even after malloc_trim) and its fragmentation,
-    while these are the live bytes, the figure a GPU's get_memory_info gives. Where
-    TensorFlow sees a GPU, the step's tensors live there: its allocator is read instead
-    (`tensor_device`)."""
-    if "tensorflow" not in sys.modules:
-        return None
+def tensor_memory(device, reset=False):
+    """TensorFlow's allocator on `device` (`tensor_device()`): (bytes of live tensors now,
+    their peak since the last reset), or None where it keeps no statistics (oneDNN off: the
+    plain C allocator). With oneDNN on (the default on x86) the CPU allocator is a BFC pool,
+    as on a GPU: the resident set keeps the pool's high-water mark (freed blocks are never
+    handed back, even after malloc_trim) and its fragmentation, while these are the live
+    bytes, the figure a GPU's get_memory_info gives."""
     import tensorflow as tf
 
-    device = tensor_device()
     try:
         if reset:
             tf.config.experimental.reset_memory_stats(device)
@@ -233,7 +229,8 @@ def run_cell(cell):
     first = time.perf_counter() - started
     warmup_peak = peak()
     reset_peak()
-    tensors_before = tensor_memory(reset=True)
+    device = tensor_device() if "tensorflow" in sys.modules else None  # None: the hf cell
+    tensors_before = None if device is None else tensor_memory(device, reset=True)
     times = []
     for _ in range(cell["steps"]):
         started = time.perf_counter()
@@ -242,8 +239,7 @@ def run_cell(cell):
     record = dict(cell, parameters=parameters, rss_after_imports=start_rss, baseline_rss=baseline,
                   warmup_peak_rss=warmup_peak, peak_rss=peak(), first_step_seconds=first, step_seconds=times)
     if tensors_before is not None:  # live tensors between steps (weights, slots) and the steps' peak
-        record.update(tensor_device=tensor_device(), tensor_baseline=tensors_before[0],
-                      tensor_peak=tensor_memory()[1])
+        record.update(tensor_device=device, tensor_baseline=tensors_before[0], tensor_peak=tensor_memory(device)[1])
     return record
 
 
