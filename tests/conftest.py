@@ -230,19 +230,26 @@ def multiscript_spm(tmp_path_factory):
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item, nextitem):
     """With ALBERT_TF_TEST_TIMELINE=FILE, appends one JSON line per test (worker, start, end,
-    node id): which worker ran what when, to find the tail of a parallel run."""
+    node id, the worker's CPU seconds and its finished subprocesses'): which worker ran what
+    when, and what each test costs."""
     path = os.environ.get("ALBERT_TF_TEST_TIMELINE")
     if not path:
         yield
         return
     import json
+    import resource
     import time
 
-    start = time.time()
+    def children_cpu():
+        usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+        return usage.ru_utime + usage.ru_stime
+
+    start, cpu, child = time.time(), time.process_time(), children_cpu()
     yield
     with open(path, "a", encoding="utf-8") as f:
         f.write(json.dumps({"worker": os.environ.get("PYTEST_XDIST_WORKER", "main"), "start": start,
-                            "end": time.time(), "test": item.nodeid}) + "\n")
+                            "end": time.time(), "cpu": round(time.process_time() - cpu, 2),
+                            "children_cpu": round(children_cpu() - child, 2), "test": item.nodeid}) + "\n")
 
 
 # The slowest modules under `make test` (measured), collected first: pytest-xdist hands whole

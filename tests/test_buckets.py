@@ -64,7 +64,10 @@ def _outputs(task_factory, buckets, weights=None, dataset=lambda task, batch: ta
     if weights is not None:
         trainer.model.set_weights(weights)
     widths = {int(b["input_word_ids"].shape[-1]) for b in dataset(task, 8)}
-    return trainer.per_example_outputs(dataset(task, 8), 8), trainer.model.get_weights(), task, widths
+    outputs = trainer.per_example_outputs(dataset(task, 8), 8)
+    # one trace of the evaluation step whatever the number of widths (one each cost seconds)
+    assert trainer._eval_fn.experimental_get_tracing_count() == 1, widths
+    return outputs, trainer.model.get_weights(), task, widths
 
 
 def _compare(first, second, float_keys, real=None):

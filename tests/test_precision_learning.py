@@ -123,8 +123,9 @@ def test_race_from_random_weights_learns_the_same_at_bf16(spm_model, config_file
 @pytest.mark.parametrize("sentence_loss", [True, False])
 def test_pretraining_loss_at_bf16_within_one_percent_of_float32(sentence_loss, pretraining_records, tmp_path):
     """The same LAMB run (same initial weights, deterministic input order) at both policies:
-    held-out loss within 1%; with the sentence head and without it (--nosentence_loss, the
-    reproduction's "None" objective)."""
+    held-out loss within 1%, and the training loss at steps 40 and 80, with every variable
+    (weights, optimizer slots) float32; with the sentence head and without it
+    (--nosentence_loss, the reproduction's "None" objective)."""
     import keras
 
     from albert_tf import AlbertConfig
@@ -144,10 +145,24 @@ def test_pretraining_loss_at_bf16_within_one_percent_of_float32(sentence_loss, p
                                   save_checkpoints_steps=80, iterations_per_loop=40, max_eval_steps=4,
                                   write_curves=False, dtype_policy=policy)
         results = train_and_evaluate(task, options, stream=open(os.devnull, "w"))
-        return results["eval"]
+        trainer = results["trainer"]
+        # bf16 computes, every variable (weights and optimizer slots) stays float32
+        expected = "bfloat16" if policy == "mixed_bfloat16" else "float32"
+        assert trainer.model.encoder.embeddings.compute_dtype == expected
+        assert all(v.dtype == "float32" for v in trainer.model.weights)
+        assert all(v.dtype == "float32" for v in trainer.optimizer.variables if v is not trainer.optimizer.iterations)
+        with open(tmp_path / policy / "metrics.jsonl", encoding="utf-8") as f:
+            curve = [json.loads(line) for line in f]
+        return results["eval"], [r["loss"] for r in curve if r["split"] == "train"]
 
-    evals = _both_policies(run_one)
-    print("pretraining eval", evals)
+    runs = _both_policies(run_one)
+    evals = {policy: run[0] for policy, run in runs.items()}
+    curves = {policy: run[1] for policy, run in runs.items()}
+    print("pretraining eval", evals, "training loss at steps 40 and 80", curves)
+    # the training loss tracks float32's along the way too (steps 40 and 80), not only at the end
+    assert len(curves["float32"]) == 2 and curves["mixed_bfloat16"][-1] < curves["mixed_bfloat16"][0]
+    for a, b in zip(curves["mixed_bfloat16"], curves["float32"], strict=True):
+        assert abs(a - b) <= 0.01 * b, curves
     f32, bf16 = evals["float32"], evals["mixed_bfloat16"]
     # it learned: about ln(3000) = 8.0 at the start (measured: 6.53 at both policies, losses 1.4e-5 apart)
     assert f32["masked_lm_loss"] < 7.0, f32

@@ -231,6 +231,9 @@ class Trainer:
         """
         padded = graph_map(dataset, lambda b: pad_batch(b, global_batch_size))
         distributed = self.strategy.experimental_distribute_dataset(padded)
+        # traced once for the dataset's spec (a length bucket's width is left unknown, as in
+        # the training loop), not once per width: each trace costs as much as a short evaluation
+        self._eval_fn.get_concrete_function(distributed.element_spec)
         chunks = {}
         steps = 0
         for batch in distributed:
