@@ -19,15 +19,19 @@ $(STAMP): requirements.txt pyproject.toml
 
 venv: $(STAMP)
 
-# Three workers on CI's two cores: many tests wait on subprocesses (entry points, TF start-up),
-# so a third keeps both cores busy (measured: 396 tests in 933 s against 1195 s with two).
-# One intra-op thread per TensorFlow process: three workers (and their subprocesses) on two
-# cores otherwise contend for them (measured on the 2-core EPYC, the four slowest modules:
-# 240 s against 253 s, 6.2 against 7.0 CPU-minutes). Modules go to workers in collection order
+# Two workers on CI's two cores, one per core. Three were faster on 2026-11-23 (396 tests in
+# 933 s against 1195 s with two), when each TensorFlow process ran an intra-op thread per core
+# and modules went out in xdist's order; with one intra-op thread per process and the slowest
+# modules first, a third worker only contends:
+# measured 2026-11-26 on the 2-core EPYC, 574 tests in 696 and 717 s with two against 809 s with three,
+# and 1,305 and 1,323 CPU-seconds against 1,550 for the same tests (ALBERT_TF_TEST_TIMELINE).
+# One intra-op thread per TensorFlow process: workers (and their subprocesses) on two cores
+# otherwise contend for them (measured on the 2-core EPYC, the four slowest modules: 240 s
+# against 253 s, 6.2 against 7.0 CPU-minutes). Modules go to workers in collection order
 # (--no-loadscope-reorder; xdist's default hands out the modules with most tests first), and
 # tests/conftest.py collects the slowest first, so that no slow module runs alone at the end.
 test: $(STAMP)
-	TF_NUM_INTRAOP_THREADS=1 $(VPY) -m pytest -n 3 --dist loadscope --no-loadscope-reorder tests
+	TF_NUM_INTRAOP_THREADS=1 $(VPY) -m pytest -n 2 --dist loadscope --no-loadscope-reorder tests
 
 demo: $(STAMP)
 	$(VPY) tools/demo.py --output_dir=demo_output

@@ -105,7 +105,7 @@ def shared_once(tmp_path_factory, name, build):
     """build(directory) run once per test session, shared by every pytest-xdist worker: the
     first worker to ask builds into a directory of the session's common temporary root under a
     file lock and records build's JSON-able result; the others wait and read that result.
-    (Session fixtures of their own would be built once per worker: three times under `make test`.)"""
+    (Session fixtures of their own would be built once per worker: twice under `make test`.)"""
     import json
 
     from filelock import FileLock
