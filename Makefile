@@ -23,8 +23,9 @@ venv: $(STAMP)
 # 933 s against 1195 s with two), when each TensorFlow process ran an intra-op thread per core
 # and modules went out in xdist's order; with one intra-op thread per process and the slowest
 # modules first, a third worker only contends:
-# measured 2026-11-26 on the 2-core EPYC, 574 tests in 696 and 717 s with two against 809 s with three,
-# and 1,305 and 1,323 CPU-seconds against 1,550 for the same tests (ALBERT_TF_TEST_TIMELINE).
+# measured 2026-11-26 on the 2-core EPYC, 574 tests in 696 to 775 s with two (median of four
+# 714 s) against 808 and 808 s with three; 1,305 to 1,448 CPU-seconds (median 1,322) against
+# 1,538 and 1,550 for the same tests (ALBERT_TF_TEST_TIMELINE).
 # One intra-op thread per TensorFlow process: workers (and their subprocesses) on two cores
 # otherwise contend for them (measured on the 2-core EPYC, the four slowest modules: 240 s
 # against 253 s, 6.2 against 7.0 CPU-minutes). Modules go to workers in collection order
