@@ -160,7 +160,7 @@ def test_pretraining_loss_at_bf16_within_one_percent_of_float32(sentence_loss, p
     curves = {policy: run[1] for policy, run in runs.items()}
     print("pretraining eval", evals, "training loss at steps 40 and 80", curves)
     # the training loss tracks float32's along the way too (steps 40 and 80), not only at the end
-    assert len(curves["float32"]) == 2 and curves["mixed_bfloat16"][-1] < curves["mixed_bfloat16"][0]
+    assert len(curves["float32"]) == 2 and curves["mixed_bfloat16"][-1] < curves["mixed_bfloat16"][0] - 0.3
     for a, b in zip(curves["mixed_bfloat16"], curves["float32"], strict=True):
         assert abs(a - b) <= 0.01 * b, curves
     f32, bf16 = evals["float32"], evals["mixed_bfloat16"]

@@ -332,9 +332,9 @@ class AlbertEncoder(PretrainedMixin, keras.Model):
         # the wrapped function's arguments: x and every kernel and bias (the seeds and indices
         # are integers, through which no gradient flows: captured)
         def sublayer(x, *flat):
-            return apply(x, unflatten_pairs(flat, [len(weights)])[0])
+            return apply(x, unflatten_pairs(flat))
 
-        return dense_gradient(keras.remat(sublayer)(x, *flatten_pairs([weights])))
+        return dense_gradient(keras.remat(sublayer)(x, *flatten_pairs(weights)))
 
 
 def encoders_in(model):

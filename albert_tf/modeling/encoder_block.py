@@ -157,43 +157,39 @@ def dense_gradient(x):
     return x, grad
 
 
-def ordered_gradients(x, *weights):
-    """x and `weights` themselves (identities, no copy), whose backward pass goes in order.
+def ordered_gradients(x, weights):
+    """x and `weights` themselves (identities), whose backward pass goes in order.
 
-    For one application of shared sub-layers: x [R, H] its input, `weights` its lists of
-    (kernel, bias) pairs, which the application uses instead of the ones given (the next
-    application chains from them). The gradient reaching x, i.e. the backward pass of
-    everything before this application, is made to depend on the complete gradient of these
-    weights (this application's contribution added to the later ones'), through a term that
-    is 0 (0 x one element of each weight gradient). So the per-application weight gradients
-    of a shared sub-layer are added up one application after another, and at most about two
-    of them are alive at a time, instead of TensorFlow computing all L as soon as it can and
-    summing them at the end (AlbertEncoder, "Shared weights' gradients"). Forward values and
+    For one application of a shared sub-layer: x [R, H] its input, `weights` its (kernel,
+    bias) pairs, which the application uses instead of the ones given (the next application
+    chains from them). The gradient reaching x, i.e. the backward pass of everything before
+    this application, is made to depend on the complete gradient of these weights (this
+    application's contribution added to the later ones'), through a term that is 0 (0 x one
+    element of each weight gradient). So the per-application weight gradients of a shared
+    sub-layer are added up one application after another, and at most about two of them are
+    alive at a time, instead of TensorFlow computing all L as soon as it can and summing
+    them at the end (AlbertEncoder, "Shared weights' gradients"). Forward values and
     gradients are unchanged (a non-finite weight gradient makes the step non-finite either way).
 
     Args:
         x: float [R, H].
-        *weights: lists of (kernel, bias) pairs (any number of lists).
+        weights: list of (kernel, bias) pairs.
     Returns:
-        (x, *weights) of the same structure.
+        (x, weights) of the same structure.
     """
     outputs = _ordered(x, *flatten_pairs(weights))
-    return (outputs[0], *unflatten_pairs(outputs[1:], [len(pairs) for pairs in weights]))
+    return outputs[0], unflatten_pairs(outputs[1:])
 
 
-def flatten_pairs(weights):
-    """Lists of (kernel, bias) pairs -> one flat list of tensors (for functions that take
-    tensors as positional arguments: custom gradients, keras.remat)."""
-    return [t for pairs in weights for pair in pairs for t in pair]
+def flatten_pairs(pairs):
+    """(kernel, bias) pairs -> one flat list of tensors (for functions that take tensors as
+    positional arguments: custom gradients, keras.remat)."""
+    return [t for pair in pairs for t in pair]
 
 
-def unflatten_pairs(flat, lengths):
-    """`flatten_pairs`' inverse: a flat list -> lists of `lengths[i]` (kernel, bias) pairs."""
-    lists, position = [], 0
-    for length in lengths:
-        lists.append([(flat[position + 2 * i], flat[position + 2 * i + 1]) for i in range(length)])
-        position += 2 * length
-    return lists
+def unflatten_pairs(flat):
+    """`flatten_pairs`' inverse: a flat list [k0, b0, k1, b1, ...] -> [(k0, b0), (k1, b1), ...]."""
+    return list(zip(flat[0::2], flat[1::2], strict=True))
 
 
 @ops.custom_gradient
