@@ -23,8 +23,8 @@ venv: $(STAMP)
 # 933 s against 1195 s with two), when each TensorFlow process ran an intra-op thread per core
 # and modules went out in xdist's order; with one intra-op thread per process and the slowest
 # modules first, a third worker only contends:
-# measured 2026-11-26 on the 2-core EPYC, 574 tests in 696 to 775 s with two (median of four
-# 714 s) against 808 and 808 s with three; 1,305 to 1,448 CPU-seconds (median 1,322) against
+# measured 2026-11-26 on the 2-core EPYC, 574 tests in 696 to 775 s with two (median of five
+# 717 s) against 808 and 808 s with three; 1,305 to 1,448 CPU-seconds (median 1,323) against
 # 1,538 and 1,550 for the same tests (ALBERT_TF_TEST_TIMELINE).
 # One intra-op thread per TensorFlow process: workers (and their subprocesses) on two cores
 # otherwise contend for them (measured on the 2-core EPYC, the four slowest modules: 240 s
