@@ -16,6 +16,26 @@ gc.set_threshold(50_000, 20, 100)
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
+import forkserver  # noqa: E402
+
+# the suite's `python -m albert_tf...`, tools/, benchmarks/ and `python -c` subprocesses are
+# forked from a process that imported TensorFlow once (tests/forkserver.py says what differs
+# and what is not served); ALBERT_TF_TEST_FORKSERVER=0 starts every one as a fresh interpreter
+if os.environ.get("ALBERT_TF_TEST_FORKSERVER", "1") != "0":
+    forkserver.install()
+
+
+@pytest.fixture(autouse=True)
+def _real_process(request):
+    """Tests marked real_process start their subprocesses as fresh interpreters."""
+    forkserver.enabled = request.node.get_closest_marker("real_process") is None
+    yield
+    forkserver.enabled = True
+
+
+def pytest_sessionfinish(session):
+    forkserver.shutdown()
+
 
 @pytest.fixture(autouse=True)
 def _seed():
@@ -242,7 +262,7 @@ def pytest_runtest_protocol(item, nextitem):
 
     def children_cpu():
         usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-        return usage.ru_utime + usage.ru_stime
+        return usage.ru_utime + usage.ru_stime + forkserver.served_cpu()
 
     start, cpu, child = time.time(), time.process_time(), children_cpu()
     yield

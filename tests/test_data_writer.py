@@ -144,6 +144,7 @@ def test_two_workers_write_the_same_bytes(fixed, tmp_path):
     assert summary["settings"]["num_workers"] == 2
 
 
+@pytest.mark.real_process  # the three ways a user starts the tool, each a fresh interpreter
 @pytest.mark.parametrize("command", [
     [sys.executable, os.path.join(ROOT, "tools", "create_pretraining_data.py")],
     [sys.executable, "-m", "albert_tf.create_pretraining_data"],

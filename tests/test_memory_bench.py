@@ -102,6 +102,7 @@ def test_budget_estimate_and_targets():
     assert one["activation_target_met"] and not one["tensor_activation_target_met"]
 
 
+@pytest.mark.real_process  # the bench watches its cell process's memory by pid
 def test_a_cell_over_the_cap_is_stopped_and_a_real_remat_cell_measures_a_step():
     cell = {"system": "albert_tf", "remat": True, "size": "tiny", "seq": 32, "batch": 2, "policy": "float32",
             "steps": 1}

@@ -3,6 +3,8 @@ import subprocess
 import sys
 import os
 
+import pytest
+
 from albert_tf import param_table
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
@@ -20,6 +22,7 @@ def test_every_count_equals_the_reference():
     assert not mismatched
 
 
+@pytest.mark.real_process  # measures the process's own peak memory: a fresh interpreter's
 def test_cli_prints_and_writes_csv_without_allocating_weights(tmp_path):
     code = (
         "import runpy, sys;"

@@ -50,7 +50,7 @@ def test_a_writer_killed_midway_leaves_the_previous_output_and_its_litter_is_swe
                             env=dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
     assert proc.stdout.readline().strip() == "started"
     assert _litter(tmp_path), "the writer should be holding a temporary name"
-    os.kill(proc.pid, signal.SIGKILL)
+    proc.kill()  # SIGKILL
     proc.wait(timeout=30)
     # the previous output is whole
     previous = (target / "a.txt") if kind == "dir" else target

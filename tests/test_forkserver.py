@@ -1,0 +1,94 @@
+"""tests/forkserver.py: a served command behaves as the same command in a fresh interpreter
+(the reference: the same Popen with the server off), and signals reach the child itself."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+
+import forkserver
+import pytest
+
+ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+REPORT = r"""
+import json, os, sys
+import numpy as np
+print(json.dumps({"argv": sys.argv, "path0": sys.path[0], "root_on_path": os.environ["PYTHONPATH"] in sys.path,
+                  "cwd": os.getcwd(), "name": __name__, "pythonpath": os.environ.get("PYTHONPATH"),
+                  "draw": float(np.random.random()), "ppid": os.getppid()}))
+print("to stderr", file=sys.stderr)
+sys.exit(3)
+"""
+
+
+def _run(args, served, cwd):
+    forkserver.enabled = served
+    try:
+        return subprocess.run([sys.executable, *args], capture_output=True, text=True, cwd=cwd, timeout=120,
+                              env=dict(os.environ, PYTHONPATH=ROOT))
+    finally:
+        forkserver.enabled = True
+
+
+def _servers():
+    return {server.process.pid for server in forkserver._SERVERS.values()}
+
+
+@pytest.mark.skipif(forkserver._REAL_POPEN is None, reason="ALBERT_TF_TEST_FORKSERVER=0")
+def test_code_and_scripts_see_what_a_fresh_interpreter_sees(tmp_path):
+    script = tmp_path / "probe.py"
+    script.write_text(REPORT)
+    for args in (["-c", REPORT, "a", "--b=c d"], [str(script), "a", "--b=c d"]):
+        fresh, served = _run(args, False, tmp_path), _run(args, True, tmp_path)
+        assert fresh.returncode == served.returncode == 3, (fresh.stderr[-2000:], served.stderr[-2000:])
+        assert served.stderr.endswith("to stderr\n") and fresh.stderr.endswith("to stderr\n")
+        a, b = json.loads(fresh.stdout), json.loads(served.stdout)
+        assert b["ppid"] in _servers() and a["ppid"] == os.getpid()  # the second one was served
+        assert a["draw"] != b["draw"]  # NumPy's global generator is the child's own
+        for report in (a, b):
+            del report["ppid"], report["draw"]
+        assert a == b and a["pythonpath"] == ROOT and a["name"] == "__main__" and a["root_on_path"]
+    # two served children draw differently too (the server's generator is reseeded in each)
+    draws = {json.loads(_run(["-c", REPORT], True, tmp_path).stdout)["draw"] for _ in range(2)}
+    assert len(draws) == 2
+
+
+@pytest.mark.skipif(forkserver._REAL_POPEN is None, reason="ALBERT_TF_TEST_FORKSERVER=0")
+def test_an_entry_point_exits_as_from_a_fresh_interpreter(tmp_path):
+    args = ["-m", "albert_tf.run_classifier", "--task_name=cola", f"--output_dir={tmp_path / 'out'}"]
+    fresh, served = _run(args, False, ROOT), _run(args, True, ROOT)
+    assert fresh.returncode == served.returncode == 2
+    assert fresh.stdout == served.stdout
+    # the same message, last line of both (TensorFlow's import lines come before it in both)
+    message = "run_classifier: error: --data_dir is required."
+    assert fresh.stderr.splitlines()[-1] == served.stderr.splitlines()[-1] == message
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.skipif(forkserver._REAL_POPEN is None, reason="ALBERT_TF_TEST_FORKSERVER=0")
+@pytest.mark.parametrize("sig,code", [(signal.SIGKILL, -signal.SIGKILL), (signal.SIGINT, -signal.SIGINT),
+                                      (signal.SIGTERM, -signal.SIGTERM)])
+def test_signals_reach_the_child_and_wait_returns_once_it_is_gone(sig, code):
+    proc = subprocess.Popen([sys.executable, "-c", "import os, time\nprint(os.getpid(), flush=True)\ntime.sleep(60)"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=dict(os.environ))
+    child = int(proc.stdout.readline())
+    assert child != proc.pid  # the client's child, forked by the server
+    proc.send_signal(sig)
+    assert proc.wait(timeout=30) == code
+    with pytest.raises(ProcessLookupError):
+        os.kill(child, 0)
+    if sig == signal.SIGINT:  # Python's own handler ran in the child: KeyboardInterrupt, as in a fresh interpreter
+        assert "KeyboardInterrupt" in proc.stderr.read()
+
+
+@pytest.mark.skipif(forkserver._REAL_POPEN is None, reason="ALBERT_TF_TEST_FORKSERVER=0")
+def test_a_timeout_kills_the_child():
+    code = "import os, sys, time\nopen(sys.argv[1], 'w').write(str(os.getpid()))\ntime.sleep(60)"
+    pid_file = os.path.join(os.environ.get("TMPDIR", "/tmp"), f"forkserver-probe-{os.getpid()}")
+    with pytest.raises(subprocess.TimeoutExpired):
+        subprocess.run([sys.executable, "-c", code, pid_file], timeout=8)
+    child = int(open(pid_file).read())
+    os.remove(pid_file)
+    with pytest.raises(ProcessLookupError):
+        os.kill(child, 0)
