@@ -18,7 +18,7 @@ import pytest  # noqa: E402
 
 import forkserver  # noqa: E402
 
-# the suite's `python -m albert_tf...`, tools/, benchmarks/ and `python -c` subprocesses are
+# the suite's `python -m albert_tf...`, `python SCRIPT.py` and `python -c` subprocesses are
 # forked from a process that imported TensorFlow once (tests/forkserver.py says what differs
 # and what is not served); ALBERT_TF_TEST_FORKSERVER=0 starts every one as a fresh interpreter
 if os.environ.get("ALBERT_TF_TEST_FORKSERVER", "1") != "0":
