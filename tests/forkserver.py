@@ -62,6 +62,9 @@ class _Server:
         import tempfile
 
         self.directory = tempfile.mkdtemp(prefix="albert-tf-fs-")
+        if len(self.directory) > 90:  # a Unix socket's path holds at most 107 bytes
+            os.rmdir(self.directory)
+            self.directory = tempfile.mkdtemp(prefix="albert-tf-fs-", dir="/tmp")
         self.socket = os.path.join(self.directory, "socket")
         # the server's own interpreter starts without PYTHONPATH: each child sets its sys.path
         server_env = {k: v for k, v in env.items() if k != "PYTHONPATH"}
@@ -72,11 +75,11 @@ class _Server:
         self.tokens = 0
         deadline = time.time() + 300
         while not os.path.exists(self.socket):
-            if self.process.poll() is not None:
+            if self.process.poll() is not None or time.time() > deadline:
                 with open(self.log, encoding="utf-8", errors="replace") as f:
-                    raise RuntimeError("the fork server failed to start: " + f.read()[-3000:])
-            if time.time() > deadline:
-                raise RuntimeError("the fork server did not start in 300 s")
+                    log = f.read()[-3000:]
+                self.close()
+                raise RuntimeError(f"the fork server did not start: {log}")
             time.sleep(0.02)
 
     def served_cpu(self):
@@ -122,6 +125,7 @@ class _Server:
 
 
 _SERVERS = {}
+_FAILED = set()  # environments whose server failed to start
 _REAL_POPEN = None
 enabled = True  # conftest turns it off around tests marked real_process
 
@@ -148,11 +152,21 @@ def served_command(args, env, cwd):
         return None, None, None
     env = dict(os.environ if env is None else env)
     key = tuple(sorted((k, v) for k, v in env.items() if k not in PER_CHILD))
+    if key in _FAILED:
+        return None, None, None
     server = _SERVERS.get(key)
     if server is None or server.process.poll() is not None:
         if server is None and len(_SERVERS) >= MAX_SERVERS:
             return None, None, None
-        server = _SERVERS[key] = _Server(env)
+        try:
+            server = _SERVERS[key] = _Server(env)
+        except (OSError, RuntimeError) as error:  # slower, not different: fresh interpreters
+            import warnings
+
+            _SERVERS.pop(key, None)
+            _FAILED.add(key)
+            warnings.warn(f"tests/forkserver.py: no fork server ({error}); fresh interpreters instead")
+            return None, None, None
     token = server.token()
     return [sys.executable, __file__, "client", server.directory, token, *[str(a) for a in args[1:]]], server, token
 

@@ -6,6 +6,7 @@ import os
 import signal
 import subprocess
 import sys
+import warnings
 
 import forkserver
 import pytest
@@ -92,3 +93,23 @@ def test_a_timeout_kills_the_child():
     os.remove(pid_file)
     with pytest.raises(ProcessLookupError):
         os.kill(child, 0)
+
+
+@pytest.mark.skipif(forkserver._REAL_POPEN is None, reason="ALBERT_TF_TEST_FORKSERVER=0")
+def test_a_server_that_cannot_start_leaves_fresh_interpreters(monkeypatch):
+    def broken(env):
+        raise RuntimeError("the fork server did not start: a test's")
+
+    monkeypatch.setattr(forkserver, "_Server", broken)
+    monkeypatch.setattr(forkserver, "_SERVERS", {})
+    monkeypatch.setattr(forkserver, "_FAILED", set())
+    messages = []
+    for _ in range(2):  # warned once, then fresh interpreters without trying again
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            result = subprocess.run([sys.executable, "-c", "import os; print(os.getppid())"], capture_output=True,
+                                    text=True, timeout=60)
+        assert result.returncode == 0 and int(result.stdout) == os.getpid()  # a child of this process
+        messages.append([str(w.message) for w in caught])
+    assert len(messages[0]) == 1 and "no fork server (the fork server did not start: a test's)" in messages[0][0]
+    assert messages[1] == []
