@@ -40,8 +40,7 @@ import struct
 import sys
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # imported once by the server; each is a third-party package the commands import anyway
 PRELOAD = ("numpy", "absl.flags", "absl.logging", "tensorflow", "keras", "tensorflow_text", "sentencepiece")
 _HEADER = struct.Struct("!I")
@@ -130,25 +129,21 @@ _REAL_POPEN = None
 enabled = True  # conftest turns it off around tests marked real_process
 
 
-def _served_kind(args, cwd=None):
-    """How a command line runs Python code that the server may serve, or None."""
+def _servable(args, cwd=None):
+    """Whether a command line is `python -m albert_tf...`, `python -c CODE` or `python FILE.py`."""
     if not isinstance(args, (list, tuple)) or len(args) < 2 or args[0] != sys.executable:
-        return None
+        return False
     first = str(args[1])
-    if first == "-m":
-        return "module" if len(args) > 2 and str(args[2]).split(".")[0] == "albert_tf" else None
-    if first == "-c":
-        return "code" if len(args) > 2 else None
-    if first.endswith(".py"):
-        path = os.path.realpath(os.path.join(os.getcwd() if cwd is None else str(cwd), first))
-        return "script" if path != os.path.realpath(__file__) else None
-    return None
+    if first in ("-m", "-c"):
+        return len(args) > 2 and (first == "-c" or str(args[2]).split(".")[0] == "albert_tf")
+    path = os.path.realpath(os.path.join(os.getcwd() if cwd is None else str(cwd), first))
+    return first.endswith(".py") and path != os.path.realpath(__file__)
 
 
 def served_command(args, env, cwd):
     """(`args` rewritten to go through a fork server for `env` (the Popen's env, None: this
     process's), the server, the client's token), or Nones when it is not to be served."""
-    if not enabled or _served_kind(args, cwd) is None:
+    if not enabled or not _servable(args, cwd):
         return None, None, None
     env = dict(os.environ if env is None else env)
     key = tuple(sorted((k, v) for k, v in env.items() if k not in PER_CHILD))
@@ -189,7 +184,7 @@ def install():
             self.args = args
             self._server, self._token = server, token
 
-        def send_signal(self, sig):
+        def send_signal(self, sig):  # Popen's kill(), terminate() and run()'s timeout come here too
             if self._server is None:
                 return super().send_signal(sig)
             self.poll()
@@ -201,12 +196,6 @@ def install():
                     os.kill(child, sig)
                 except ProcessLookupError:
                     pass
-
-        def kill(self):
-            self.send_signal(signal.SIGKILL)
-
-        def terminate(self):
-            self.send_signal(signal.SIGTERM)
 
     subprocess.Popen = ServedPopen
 
@@ -248,9 +237,7 @@ def client(directory, token, argv):
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     sock.connect(os.path.join(directory, "socket"))
     _send(sock, {"argv": argv, "env": dict(os.environ), "cwd": os.getcwd(), "client": token}, [0, 1, 2])
-    reader = sock.makefile("r", encoding="utf-8")
-    reader.readline()  # the child's pid: the server has forked
-    line = reader.readline()
+    line = sock.makefile("r", encoding="utf-8").readline()  # the child's exit status
     if not line:
         sys.stderr.write("forkserver client: the server went away\n")
         os._exit(70)
@@ -336,7 +323,6 @@ def serve(directory):
             with open(pid_file + ".tmp", "w", encoding="utf-8") as f:
                 f.write(f"{pid}\n")
             os.rename(pid_file + ".tmp", pid_file)
-            connection.sendall(f"{pid}\n".encode())
             children[pid] = (connection, request["client"])
         while children:
             try:
