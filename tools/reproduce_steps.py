@@ -24,7 +24,6 @@ Layout of --output_dir:
 """
 
 import contextlib
-import gc
 import json
 import os
 import sys
@@ -70,8 +69,7 @@ def call_command(module, name, args, log_path):
 def _release_models():
     import keras
 
-    keras.backend.clear_session()
-    gc.collect()
+    keras.backend.clear_session()  # collects garbage itself (free_memory=True)
 
 
 class Paths:

@@ -7,6 +7,8 @@ and `default` (= pooled_output). Attributes `variables`, `trainable_variables`,
 `regularization_losses` (empty), so `hub.KerasLayer(path, trainable=True)` fine-tunes
 it. `serve(inputs)` / `train(inputs)` are the same call with training fixed, for
 `keras.layers.TFSMLayer`; the `serving_default` signature returns the flat tensors.
+`train` and `.mlm` call the root `__call__`'s traces (the encoder's forward is traced
+once per value of `training`, once more for inference: `serve` and the signature).
 
 `.mlm`: the same inputs plus `masked_lm_positions` [B, P] -> everything above plus
 `mlm_logits` [B, P, V]; its head weights are in `.mlm.variables` only, not among the
@@ -51,12 +53,13 @@ def _encode(encoder, inputs, training):
 
 
 class MaskedLMModule(tf.train.Checkpoint):
-    """`.mlm`: encoder outputs plus the tied masked-LM logits."""
+    """`.mlm`: encoder outputs plus the tied masked-LM logits. `encode(inputs, training)`
+    is the root's `__call__`: its traces are called here, not traced again."""
 
-    def __init__(self, encoder, head):
+    def __init__(self, encoder, head, encode):
         super().__init__()
-        self._encoder = encoder
         self._head = head
+        self._encode = lambda inputs, training: encode(inputs, training=training)  # a lambda: not saved twice
         self.variables = _tf_variables(encoder.weights) + _tf_variables(
             [w for w in head.weights if all(w is not e for e in encoder.weights)])
         self.trainable_variables = _tf_variables(encoder.trainable_weights) + _tf_variables(
@@ -65,7 +68,7 @@ class MaskedLMModule(tf.train.Checkpoint):
 
     @tf.function(autograph=False)
     def __call__(self, inputs, training=False):
-        outputs = _encode(self._encoder, inputs, training)
+        outputs = dict(self._encode({k: inputs[k] for k in INPUT_NAMES}, training))
         outputs["mlm_logits"] = tf.cast(self._head(outputs["sequence_output"], inputs["masked_lm_positions"]),
                                         tf.float32)
         return outputs
@@ -97,7 +100,7 @@ class EncoderModule(tf.train.Checkpoint):
         for name, path in (assets or {}).items():
             setattr(self, name, tf.saved_model.Asset(path))
         if mlm_head is not None:
-            self.mlm = MaskedLMModule(encoder, mlm_head)
+            self.mlm = MaskedLMModule(encoder, mlm_head, self.__call__)
 
     @tf.function(autograph=False)
     def __call__(self, inputs, training=False):
@@ -109,7 +112,7 @@ class EncoderModule(tf.train.Checkpoint):
 
     @tf.function(autograph=False)
     def train(self, inputs):
-        return _encode(self._encoder, inputs, True)
+        return self.__call__({k: inputs[k] for k in INPUT_NAMES}, training=True)
 
     @tf.function(autograph=False)
     def _signature(self, input_word_ids, input_mask, input_type_ids):
@@ -124,8 +127,10 @@ class EncoderModule(tf.train.Checkpoint):
         """Traces every function for the contract's input signatures; returns signatures."""
         for training in (True, False):
             self.__call__.get_concrete_function(input_specs(), training=training)
-            if hasattr(self, "mlm"):
+        if hasattr(self, "mlm"):  # calls the traces above
+            for training in (True, False):
                 self.mlm.__call__.get_concrete_function(input_specs(True), training=training)
+        self._infer.get_concrete_function(input_specs())  # named specs: not traced again while saving
         self.serve.get_concrete_function(input_specs())
         self.train.get_concrete_function(input_specs())
         specs = input_specs()

@@ -7,7 +7,16 @@ while saving, which doubled the time of an export (an albert_tiny encoder export
 of saving after 5.1 s of tracing, 2.4 s once the tracing happens in the same context).
 Here the module's tracing runs inside the context the save then uses, so every function
 is traced once.
+
+Keras 3 gives every Keras Model a `_default_save_signature` property (its TensorFlow
+backend's layer class): `tf.saved_model.save` reads every attribute of each object it
+saves, so each Keras model inside a module (the encoder, a classifier around it) had
+its whole forward traced once more and saved as an unused function of that object. No
+albert_tf export serves through it (each module's own functions and signatures are the
+contract), so the property answers None while `save` runs.
 """
+
+import contextlib
 
 import tensorflow as tf
 from tensorflow.python.saved_model.save_context import save_context  # private; TensorFlow is pinned
@@ -24,4 +33,17 @@ def save(module, path, trace):
     options = tf.saved_model.SaveOptions()
     with save_context(options):
         signatures = trace()
-    tf.saved_model.save(module, path, signatures=signatures, options=options)
+    with _without_keras_default_signatures():
+        tf.saved_model.save(module, path, signatures=signatures, options=options)
+
+
+@contextlib.contextmanager
+def _without_keras_default_signatures():
+    from keras.src.backend.tensorflow.layer import TFLayer  # private; Keras is pinned
+
+    saved = TFLayer.__dict__["_default_save_signature"]
+    TFLayer._default_save_signature = property(lambda self: None)
+    try:
+        yield
+    finally:
+        TFLayer._default_save_signature = saved
