@@ -25,6 +25,13 @@ import sys
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
+# albert_tiny with two layers sharing one group (one group, as in every released ALBERT) for
+# the tests that compare two ways of computing the same steps (devices, slices, resumption,
+# XLA): what they check does not depend on the depth. test_run_pretraining,
+# test_accumulation and test_training took 345 CPU-s with albert_tiny's four layers in two
+# groups, 232 with the first two on these two layers.
+MECHANICS = {"num_hidden_layers": 2, "num_hidden_groups": 1}
+
 
 def _two_cpus():
     import tensorflow as tf
@@ -53,7 +60,7 @@ def mirrored_vs_one_device(records):
     from albert_tf.training.driver import Trainer, TrainingOptions
 
     config = AlbertConfig.from_preset("albert_tiny").replace(
-        vocab_size=3000, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+        vocab_size=3000, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, **MECHANICS)
     results = {}
     for name, strategy in strategies:
         keras.utils.set_random_seed(7)
@@ -120,7 +127,8 @@ def finetune_mirrored_vs_one_device(args):
     from albert_tf import AlbertConfig
     from albert_tf.training.driver import Trainer, TrainingOptions
 
-    config = AlbertConfig.from_preset("albert_tiny").replace(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    config = AlbertConfig.from_preset("albert_tiny").replace(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
+                                                             **MECHANICS)
     results = {}
     for name, strategy in strategies:
         keras.utils.set_random_seed(7)
@@ -212,7 +220,8 @@ def accumulation_differences(records):
     from albert_tf import AlbertConfig
     from albert_tf.tasks.pretraining import PretrainingOptions, PretrainingTask
 
-    config = AlbertConfig.from_preset("albert_tiny").replace(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    config = AlbertConfig.from_preset("albert_tiny").replace(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
+                                                             **MECHANICS)
     tasks = {"pretraining": lambda: PretrainingTask(PretrainingOptions(
                  config.replace(vocab_size=3000), records, max_seq_length=128, global_batch_size=8,
                  deterministic=True, random_seed=5, shuffle_buffer_size=100)),
@@ -246,7 +255,7 @@ def remat_differences(args):
     from albert_tf import AlbertConfig
     from albert_tf.modeling.encoder import INPUT_NAMES, encoders_in
 
-    config = AlbertConfig.from_preset("albert_tiny").replace(num_hidden_layers=2, num_hidden_groups=1,
+    config = AlbertConfig.from_preset("albert_tiny").replace(**MECHANICS,
                                                              hidden_dropout_prob=0.3, attention_probs_dropout_prob=0.2)
     initial, plain, _, _ = weights_after_steps(ArrayClassification.make(config, padded=True), strategy, 1, "adamw")
     _, remat, trainer, _ = weights_after_steps(ArrayClassification.make(config, padded=True), strategy, 1, "adamw",

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 from conftest import entry_point_cases
-from distributed_helpers import ArrayClassification, median, relative_difference, weights_after_steps
+from distributed_helpers import MECHANICS, ArrayClassification, median, relative_difference, weights_after_steps
 
 from albert_tf import AlbertConfig
 from albert_tf.tasks.pretraining import PretrainingOptions, PretrainingTask
@@ -25,7 +25,8 @@ TOLERANCE = 1e-5  # per variable ||difference|| / ||weights||
 
 
 def config():
-    return AlbertConfig.from_preset("albert_tiny").replace(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    return AlbertConfig.from_preset("albert_tiny").replace(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
+                                                           **MECHANICS)
 
 
 def pretraining_task(records):

@@ -8,6 +8,7 @@ import sys
 import numpy as np
 import pytest
 import tensorflow as tf
+from distributed_helpers import MECHANICS
 
 from albert_tf import AlbertConfig
 from albert_tf.modeling.losses import pretraining_metrics
@@ -18,7 +19,7 @@ from albert_tf.training.errors import TrainingDivergedError
 
 
 def small_config(**changes):
-    values = dict(vocab_size=3000, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    values = dict(vocab_size=3000, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, **MECHANICS)
     values.update(changes)
     return AlbertConfig.from_preset("albert_tiny").replace(**values)
 
@@ -137,12 +138,14 @@ def test_init_checkpoint_loads_or_fails_loudly(pretraining_records, tmp_path):
 
     with pytest.raises(CheckpointMismatchError, match="no checkpoint there"):
         load_init_checkpoint(fresh, str(tmp_path / "missing"))
-    other = make_trainer(outputs, config=small_config(intermediate_size=48, num_hidden_groups=1), steps=20).model
+    other = make_trainer(outputs, config=small_config(intermediate_size=48, num_hidden_layers=4, num_hidden_groups=2),
+                         steps=20).model
     with pytest.raises(CheckpointMismatchError) as error:
         load_init_checkpoint(other, str(tmp_path / "a"))
     message = str(error.value)
     assert "shape mismatches" in message and "group_0_inner_group_0_ffn/intermediate/_kernel" in message
-    assert "not in the model" in message and "group_1_inner_group_0_attention" in message
+    # a second group the one-group checkpoint lacks
+    assert "missing from the source" in message and "group_1_inner_group_0_attention" in message
     # a new run through the driver records where it started
     result = train_and_evaluate(make_task(outputs, init_checkpoint=str(tmp_path / "a")),
                                 make_options(tmp_path / "b", steps=2, save_checkpoints_steps=2, max_eval_steps=1),
