@@ -358,7 +358,15 @@ def _watch(connection):
             pass
         os.kill(os.getpid(), signal.SIGKILL)
 
-    threading.Thread(target=wait, daemon=True).start()
+    # The thread starts with every signal blocked (it inherits the mask in force when it is
+    # created): a signal sent to the process then reaches the main thread, as in a fresh
+    # interpreter, which has no other thread. Delivered to this one, a SIGINT's
+    # KeyboardInterrupt waited for the main thread's sleep to end.
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, signal.valid_signals())
+    try:
+        threading.Thread(target=wait, daemon=True).start()
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
 def _become(request, fds):
