@@ -67,6 +67,28 @@ def test_an_entry_point_exits_as_from_a_fresh_interpreter(tmp_path):
     assert not (tmp_path / "out").exists()
 
 
+def _process_state(pid, proc):
+    """What /proc and the server's pid files say of a child that did not end (for the message)."""
+    lines = []
+    try:
+        with open(f"/proc/{pid}/status", encoding="utf-8") as f:
+            lines += [x for x in f.read().splitlines() if x.split(":")[0] in ("State", "SigPnd", "ShdPnd", "SigBlk",
+                                                                          "SigIgn", "SigCgt", "Threads")]
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{tid}/wchan", encoding="utf-8") as f:
+                wchan = f.read()
+            with open(f"/proc/{pid}/task/{tid}/status", encoding="utf-8") as f:
+                masks = [x for x in f.read().splitlines() if x.startswith(("State", "SigBlk", "SigPnd"))]
+            lines.append(f"thread {tid}: {wchan} {masks}")
+    except OSError as e:
+        lines.append(repr(e))
+    server = getattr(proc, "_server", None)
+    if server is not None:
+        pids = os.path.join(server.directory, "pids")
+        lines.append(f"pid files of {proc._token}: {sorted(n for n in os.listdir(pids) if n.startswith(proc._token))}")
+    return "; ".join(lines)
+
+
 @pytest.mark.skipif(forkserver._REAL_POPEN is None, reason="ALBERT_TF_TEST_FORKSERVER=0")
 @pytest.mark.parametrize("sig,code", [(signal.SIGKILL, -signal.SIGKILL), (signal.SIGINT, -signal.SIGINT),
                                       (signal.SIGTERM, -signal.SIGTERM)])
@@ -76,7 +98,12 @@ def test_signals_reach_the_child_and_wait_returns_once_it_is_gone(sig, code):
     child = int(proc.stdout.readline())
     assert child != proc.pid  # the client's child, forked by the server
     proc.send_signal(sig)
-    assert proc.wait(timeout=30) == code
+    try:
+        assert proc.wait(timeout=30) == code
+    except subprocess.TimeoutExpired:
+        state = _process_state(child, proc)
+        proc.kill()
+        pytest.fail(f"the child is still there 30 s after {sig!r}: {state}")
     with pytest.raises(ProcessLookupError):
         os.kill(child, 0)
     if sig == signal.SIGINT:  # Python's own handler ran in the child: KeyboardInterrupt, as in a fresh interpreter
