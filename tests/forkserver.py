@@ -233,10 +233,43 @@ def _receive(sock):
     return json.loads(data), fds
 
 
+def _signal_state():
+    """This fresh interpreter's signal dispositions (each "ignore", "default" or "python":
+    Python's KeyboardInterrupt handler) and blocked signals: what the command would start
+    with, inherited from the test."""
+    dispositions = {}
+    for sig in signal.valid_signals():
+        if sig in (signal.SIGKILL, signal.SIGSTOP):
+            continue
+        try:
+            handler = signal.getsignal(sig)
+        except ValueError:
+            continue
+        dispositions[int(sig)] = ("ignore" if handler == signal.SIG_IGN else
+                                  "python" if handler is signal.default_int_handler else "default")
+    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, [])
+    return {"dispositions": dispositions, "blocked": sorted(int(s) for s in blocked)}
+
+
+def _take_signal_state(state):
+    """In the child: the client's dispositions and blocked signals, not the server's. A
+    server inherits those of the pytest worker at the moment it starts; one started while
+    the worker had SIGINT and SIGQUIT ignored (seen in a full suite: both at once is what C's
+    system() does to its calling process while it runs) passed that on to every child."""
+    handlers = {"ignore": signal.SIG_IGN, "default": signal.SIG_DFL, "python": signal.default_int_handler}
+    for sig, kind in state["dispositions"].items():
+        try:
+            signal.signal(int(sig), handlers[kind])
+        except (OSError, ValueError):
+            pass
+    signal.pthread_sigmask(signal.SIG_SETMASK, [int(s) for s in state["blocked"]])
+
+
 def client(directory, token, argv):
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     sock.connect(os.path.join(directory, "socket"))
-    _send(sock, {"argv": argv, "env": dict(os.environ), "cwd": os.getcwd(), "client": token}, [0, 1, 2])
+    _send(sock, {"argv": argv, "env": dict(os.environ), "cwd": os.getcwd(), "client": token,
+                 "signals": _signal_state()}, [0, 1, 2])
     line = sock.makefile("r", encoding="utf-8").readline()  # the child's exit status
     if not line:
         sys.stderr.write("forkserver client: the server went away\n")
@@ -360,8 +393,8 @@ def _watch(connection):
 
     # The thread starts with every signal blocked (it inherits the mask in force when it is
     # created): a signal sent to the process then reaches the main thread, as in a fresh
-    # interpreter, which has no other thread. Delivered to this one, a SIGINT's
-    # KeyboardInterrupt waited for the main thread's sleep to end.
+    # interpreter, which has no other thread (taken by this thread, a signal would not
+    # interrupt a blocking call of the main thread, the only one Python runs handlers in).
     previous = signal.pthread_sigmask(signal.SIG_BLOCK, signal.valid_signals())
     try:
         threading.Thread(target=wait, daemon=True).start()
@@ -374,6 +407,7 @@ def _become(request, fds):
     for target, fd in enumerate(fds):
         os.dup2(fd, target)
         os.close(fd)
+    _take_signal_state(request["signals"])
     os.chdir(request["cwd"])
     os.environ.clear()
     os.environ.update(request["env"])

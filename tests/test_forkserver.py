@@ -140,3 +140,43 @@ def test_a_server_that_cannot_start_leaves_fresh_interpreters(monkeypatch):
         messages.append([str(w.message) for w in caught])
     assert len(messages[0]) == 1 and "no fork server (the fork server did not start: a test's)" in messages[0][0]
     assert messages[1] == []
+
+
+def _ignored(pid):
+    with open(f"/proc/{pid}/status", encoding="utf-8") as f:
+        mask = int([x for x in f.read().splitlines() if x.startswith("SigIgn:")][0].split()[1], 16)
+    return {sig for sig in (signal.SIGINT, signal.SIGQUIT, signal.SIGTERM) if mask & (1 << (sig - 1))}
+
+
+@pytest.mark.skipif(forkserver._REAL_POPEN is None, reason="ALBERT_TF_TEST_FORKSERVER=0")
+def test_a_server_started_while_sigint_was_ignored_gives_children_the_tests_signals(monkeypatch):
+    """A server keeps the signal dispositions the worker had when it started it; one started
+    while SIGINT and SIGQUIT were ignored (what C's system() does to its process while it
+    runs, seen in a full suite) still gives each child those of the test that starts it."""
+    servers = {}
+    monkeypatch.setattr(forkserver, "_SERVERS", servers)
+    monkeypatch.setattr(forkserver, "_FAILED", set())
+    previous = [signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGINT, signal.SIGQUIT)]
+    try:
+        started = subprocess.run([sys.executable, "-c", "pass"], timeout=120)
+    finally:
+        for sig, handler in zip((signal.SIGINT, signal.SIGQUIT), previous, strict=True):
+            signal.signal(sig, handler)
+    try:
+        assert started.returncode == 0
+        [server] = servers.values()
+        assert _ignored(server.process.pid) == {signal.SIGINT, signal.SIGQUIT}  # the condition seen
+        proc = subprocess.Popen([sys.executable, "-c", "import os, time\nprint(os.getpid(), flush=True)\ntime.sleep(60)"],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        child = int(proc.stdout.readline())
+        assert child != proc.pid and _ignored(child) == set()  # served, with the test's dispositions
+        proc.send_signal(signal.SIGINT)
+        try:
+            assert proc.wait(timeout=30) == -signal.SIGINT
+        except subprocess.TimeoutExpired:
+            state = _process_state(child, proc)
+            proc.kill()
+            pytest.fail(f"the child is still there 30 s after SIGINT: {state}")
+        assert "KeyboardInterrupt" in proc.stderr.read()
+    finally:
+        forkserver.shutdown()
