@@ -166,8 +166,8 @@ def test_a_server_started_while_sigint_was_ignored_gives_children_the_tests_sign
         assert started.returncode == 0
         [server] = servers.values()
         assert _ignored(server.process.pid) == {signal.SIGINT, signal.SIGQUIT}  # the condition seen
-        proc = subprocess.Popen([sys.executable, "-c", "import os, time\nprint(os.getpid(), flush=True)\ntime.sleep(60)"],
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        code = "import os, time\nprint(os.getpid(), flush=True)\ntime.sleep(60)"
+        proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         child = int(proc.stdout.readline())
         assert child != proc.pid and _ignored(child) == set()  # served, with the test's dispositions
         proc.send_signal(signal.SIGINT)
