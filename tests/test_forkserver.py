@@ -1,6 +1,7 @@
 """tests/forkserver.py: a served command behaves as the same command in a fresh interpreter
 (the reference: the same Popen with the server off), and signals reach the child itself."""
 
+import contextlib
 import json
 import os
 import signal
@@ -67,6 +68,24 @@ def test_an_entry_point_exits_as_from_a_fresh_interpreter(tmp_path):
     assert not (tmp_path / "out").exists()
 
 
+SLEEPER = "import os, time\nprint(os.getpid(), flush=True)\ntime.sleep(60)"
+
+
+@contextlib.contextmanager
+def _default_signals():
+    """SIGINT handled by Python and SIGQUIT at its default in this process while the block
+    runs, so that a command started in it inherits them (a fresh interpreter keeps an ignored
+    SIGINT): full suites were seen to leave the worker with both ignored by the time these
+    tests ran."""
+    previous = [signal.signal(signal.SIGINT, signal.default_int_handler),
+                signal.signal(signal.SIGQUIT, signal.SIG_DFL)]
+    try:
+        yield
+    finally:
+        for sig, handler in zip((signal.SIGINT, signal.SIGQUIT), previous, strict=True):
+            signal.signal(sig, handler)
+
+
 def _process_state(pid, proc):
     """What /proc and the server's pid files say of a child that did not end (for the message)."""
     lines = []
@@ -93,8 +112,9 @@ def _process_state(pid, proc):
 @pytest.mark.parametrize("sig,code", [(signal.SIGKILL, -signal.SIGKILL), (signal.SIGINT, -signal.SIGINT),
                                       (signal.SIGTERM, -signal.SIGTERM)])
 def test_signals_reach_the_child_and_wait_returns_once_it_is_gone(sig, code):
-    proc = subprocess.Popen([sys.executable, "-c", "import os, time\nprint(os.getpid(), flush=True)\ntime.sleep(60)"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=dict(os.environ))
+    with _default_signals():
+        proc = subprocess.Popen([sys.executable, "-c", SLEEPER], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True, env=dict(os.environ))
     child = int(proc.stdout.readline())
     assert child != proc.pid  # the client's child, forked by the server
     proc.send_signal(sig)
@@ -156,18 +176,17 @@ def test_a_server_started_while_sigint_was_ignored_gives_children_the_tests_sign
     servers = {}
     monkeypatch.setattr(forkserver, "_SERVERS", servers)
     monkeypatch.setattr(forkserver, "_FAILED", set())
-    previous = [signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGINT, signal.SIGQUIT)]
-    try:
+    with _default_signals():
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGQUIT, signal.SIG_IGN)
         started = subprocess.run([sys.executable, "-c", "pass"], timeout=120)
-    finally:
-        for sig, handler in zip((signal.SIGINT, signal.SIGQUIT), previous, strict=True):
-            signal.signal(sig, handler)
     try:
         assert started.returncode == 0
         [server] = servers.values()
         assert _ignored(server.process.pid) == {signal.SIGINT, signal.SIGQUIT}  # the condition seen
-        code = "import os, time\nprint(os.getpid(), flush=True)\ntime.sleep(60)"
-        proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        with _default_signals():
+            proc = subprocess.Popen([sys.executable, "-c", SLEEPER], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                    text=True)
         child = int(proc.stdout.readline())
         assert child != proc.pid and _ignored(child) == set()  # served, with the test's dispositions
         proc.send_signal(signal.SIGINT)
