@@ -27,7 +27,9 @@ venv: $(STAMP)
 # 717 s) against 808 and 808 s with three; 1,305 to 1,448 CPU-seconds (median 1,323) against
 # 1,538 and 1,550 for the same tests (ALBERT_TF_TEST_TIMELINE). Since then the tests' subprocesses
 # are forked from a server that imported TensorFlow once (tests/forkserver.py): median of five
-# runs 724.0 s (2026-11-26, against 761.7 s and 1,450 CPU-seconds without it that afternoon).
+# runs 724.0 s (2026-11-26, against 761.7 s and 1,450 CPU-seconds without it that afternoon);
+# with exports tracing once and two-layer models in the equivalence tests, 669.1 s (581 tests) and
+# at the final code 768.8 s (582 tests) in a phase where the same in-process tests took 14% more.
 # One intra-op thread per TensorFlow process: workers (and their subprocesses) on two cores
 # otherwise contend for them (measured on the 2-core EPYC, the four slowest modules: 240 s
 # against 253 s, 6.2 against 7.0 CPU-minutes). Modules go to workers in collection order
