@@ -65,7 +65,8 @@ class PreprocessModule(tf.train.Checkpoint):
         segment = tf.RaggedTensorSpec([None, None], tf.int32, ragged_rank=1)
         # the length's spec is named as the saved signature names it: an unnamed one is traced
         # again while saving (tf.saved_model re-creates each traced signature)
+        length = tf.TensorSpec([], tf.int32, name="seq_length")
         for count in (1, 2):
-            self.bert_pack_inputs.get_concrete_function([segment] * count, seq_length=tf.TensorSpec([], tf.int32, name="seq_length"))
+            self.bert_pack_inputs.get_concrete_function([segment] * count, seq_length=length)
             self.bert_pack_inputs.get_concrete_function([segment] * count)
         return {"serving_default": self.__call__.get_concrete_function()}
