@@ -344,7 +344,7 @@ def serve(directory):
             sys.stderr.flush()
             pid = os.fork()
             if pid == 0:
-                signal.signal(signal.SIGTERM, signal.SIG_DFL)
+                _take_signal_state(request["signals"])  # the server's SIGTERM handler goes first
                 listener.close()
                 for other, _ in children.values():
                     other.close()
@@ -407,7 +407,6 @@ def _become(request, fds):
     for target, fd in enumerate(fds):
         os.dup2(fd, target)
         os.close(fd)
-    _take_signal_state(request["signals"])
     os.chdir(request["cwd"])
     os.environ.clear()
     os.environ.update(request["env"])

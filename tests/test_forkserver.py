@@ -86,6 +86,18 @@ def _default_signals():
             signal.signal(sig, handler)
 
 
+def _signalled(proc, child, sig):
+    """Sends `sig` through the Popen; its exit status, or a failure naming the served child's
+    /proc state when the child is still there 30 s later (the child is killed)."""
+    proc.send_signal(sig)
+    try:
+        return proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        state = _process_state(child, proc)
+        proc.kill()
+        pytest.fail(f"the child is still there 30 s after {sig!r}: {state}")
+
+
 def _process_state(pid, proc):
     """What /proc and the server's pid files say of a child that did not end (for the message)."""
     lines = []
@@ -117,13 +129,7 @@ def test_signals_reach_the_child_and_wait_returns_once_it_is_gone(sig, code):
                                 text=True, env=dict(os.environ))
     child = int(proc.stdout.readline())
     assert child != proc.pid  # the client's child, forked by the server
-    proc.send_signal(sig)
-    try:
-        assert proc.wait(timeout=30) == code
-    except subprocess.TimeoutExpired:
-        state = _process_state(child, proc)
-        proc.kill()
-        pytest.fail(f"the child is still there 30 s after {sig!r}: {state}")
+    assert _signalled(proc, child, sig) == code
     with pytest.raises(ProcessLookupError):
         os.kill(child, 0)
     if sig == signal.SIGINT:  # Python's own handler ran in the child: KeyboardInterrupt, as in a fresh interpreter
@@ -189,13 +195,7 @@ def test_a_server_started_while_sigint_was_ignored_gives_children_the_tests_sign
                                     text=True)
         child = int(proc.stdout.readline())
         assert child != proc.pid and _ignored(child) == set()  # served, with the test's dispositions
-        proc.send_signal(signal.SIGINT)
-        try:
-            assert proc.wait(timeout=30) == -signal.SIGINT
-        except subprocess.TimeoutExpired:
-            state = _process_state(child, proc)
-            proc.kill()
-            pytest.fail(f"the child is still there 30 s after SIGINT: {state}")
+        assert _signalled(proc, child, signal.SIGINT) == -signal.SIGINT
         assert "KeyboardInterrupt" in proc.stderr.read()
     finally:
         forkserver.shutdown()
