@@ -90,6 +90,28 @@ def test_mlm_sub_object(exported):
     root_shapes = sorted(tuple(v.shape) for v in obj.trainable_variables)
     assert len(obj.mlm.trainable_variables) == len(obj.trainable_variables) + 5  # transform, LN, output_bias
     assert (config.vocab_size,) in head_shapes and (config.vocab_size,) not in root_shapes
+    # fine-tuning the loaded .mlm trains every variable it lists: each listed variable is the
+    # one the function reads, with the Keras model's gradient (the masked-LM output bias once
+    # had a listed copy apart from the one read: no gradient)
+    with tf.GradientTape() as tape:
+        loss = tf.reduce_sum(tf.square(obj.mlm(inputs, training=False)["mlm_logits"]))
+    grads = tape.gradient(loss, obj.mlm.trainable_variables)
+    with tf.GradientTape() as tape:
+        expected_loss = tf.reduce_sum(tf.square(model(inputs, training=False)["mlm_logits"]))
+    encoder_weights = model.encoder.trainable_weights
+    weights = encoder_weights + [w for w in model.masked_lm_head.trainable_weights
+                                 if all(w is not e for e in encoder_weights)]  # the listed order
+    # the pooler is not on the logits' path: None from Keras, zeros through the loaded function
+    expected = [np.zeros(w.shape, "float32") if g is None else tf.convert_to_tensor(g).numpy()
+                for w, g in zip(weights, tape.gradient(expected_loss, weights))]
+    assert [v.name for v, g in zip(obj.mlm.trainable_variables, grads) if g is None] == []
+    scale = max(np.abs(g).max() for g in expected)  # the key biases' true gradient is 0: rounding alone
+    for variable, weight, grad, reference in zip(obj.mlm.trainable_variables, weights, grads, expected, strict=True):
+        assert variable.shape == weight.shape, (variable.name, weight.path)
+        np.testing.assert_allclose(tf.convert_to_tensor(grad), reference, rtol=1e-3, atol=1e-6 * scale,
+                                   err_msg=weight.path)
+    [bias] = [i for i, v in enumerate(obj.mlm.trainable_variables) if v.shape == (config.vocab_size,)]
+    assert np.abs(expected[bias]).max() > 1e-3 * scale  # the output bias' gradient was compared, not 0 with 0
 
 
 def test_assets_and_no_machine_paths(exported, spm_model):

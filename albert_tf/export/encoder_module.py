@@ -58,8 +58,13 @@ class MaskedLMModule(tf.train.Checkpoint):
 
     def __init__(self, encoder, head, encode):
         super().__init__()
-        self._head = head
-        self._encode = lambda inputs, training: encode(inputs, training=training)  # a lambda: not saved twice
+        # Lambdas, not attributes holding the Keras objects: the SavedModel then holds one object
+        # per variable, the entry of `variables` / `trainable_variables` that `__call__` reads.
+        # With the head tracked as `_head` as well, its output bias was saved twice and the
+        # restored function read the copy under `_head`, not the listed one (whose gradient was
+        # then None: fine-tuning the loaded `.mlm` left the bias as it was).
+        self._head = lambda sequence_output, positions: head(sequence_output, positions)
+        self._encode = lambda inputs, training: encode(inputs, training=training)  # the root's traces
         self.variables = _tf_variables(encoder.weights) + _tf_variables(
             [w for w in head.weights if all(w is not e for e in encoder.weights)])
         self.trainable_variables = _tf_variables(encoder.trainable_weights) + _tf_variables(
