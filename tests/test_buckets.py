@@ -135,6 +135,47 @@ def test_classification_batches_dataset_keeps_the_given_batches(tiny_export):
         task.batches_dataset([[0, 64]])
 
 
+def test_classification_datasets_pack_the_ids_the_raw_text_path_gives(tiny_export):
+    """The task tokenizes each split once and its datasets pack those pieces: every example's
+    inputs (pairs, texts longer than max_seq_length, empty second texts; with and without
+    buckets, training and evaluation) equal what `pack` gives from the raw strings (the raw
+    text path of the exported classifier)."""
+    from albert_tf.data.classifier_data import Example, get_task
+    from albert_tf.data.classifier_pipeline import pack
+    from albert_tf.tasks.classification import ClassificationOptions, ClassificationTask
+
+    seq = 32
+    sentences = [line.split("\t")[0] for line in open(os.path.join(TOPICS, "dev.tsv"), encoding="utf-8")][1:41]
+    examples = [Example(guid=f"dev-{i}", text_a=s if i % 5 else " ".join(sentences[i:i + 6]),  # some past seq
+                        text_b=None if i % 7 == 3 else sentences[-i - 1] if i % 3 else "", label=["no", "yes"][i % 2])
+                for i, s in enumerate(sentences)]
+    task_def = get_task("tsv", labels=["no", "yes"], text_a_column="sentence", text_b_column="other")
+    inputs = ("input_word_ids", "input_mask", "input_type_ids")
+    for buckets in ("none", "8,16"):
+        o = ClassificationOptions(task_name="tsv", data_dir=TOPICS, output_dir="unused",
+                                  init_checkpoint=tiny_export["pretrained"], spm_model_file=tiny_export["spm"],
+                                  albert_config_file=os.path.join(tiny_export["pretrained"], "albert_config.json"),
+                                  max_seq_length=seq, length_buckets=buckets)
+        task = ClassificationTask(o, task_def, {"train": examples, "dev": examples})
+        task.build_model()
+        expected = pack(task.preprocess, tf.constant([e.text_a for e in examples]),
+                        tf.constant([e.text_b or "" for e in examples]), seq)
+        expected = {k: v.numpy() for k, v in expected.items()}
+        assert (expected["input_mask"].sum(1) == seq).sum() >= 5  # truncated pairs are in the comparison
+        assert sorted(task._lengths("dev").tolist()) == sorted(expected["input_mask"].sum(1).tolist())
+        seen = set()
+        for batch in [*task.split_dataset("dev", 16), *task.train_dataset(None, 8, 0).take(10)]:
+            width = batch["input_word_ids"].shape[1]
+            assert buckets == "8,16" or width == seq
+            for row, index in enumerate(batch["example_index"].numpy()):
+                seen.add(int(index))
+                for name in inputs:
+                    got = batch[name].numpy()[row]
+                    assert not expected[name][index][width:].any(), (buckets, index)  # only padding cut
+                    np.testing.assert_array_equal(got, expected[name][index][:width], err_msg=f"{buckets} {index}")
+        assert seen == set(range(len(examples)))
+
+
 @pytest.mark.parametrize("version", ["v1", "v2"])
 def test_squad_same_outputs(spm_model, tmp_path, version):
     from albert_tf.data.squad.features import convert_examples_to_features, features_to_arrays

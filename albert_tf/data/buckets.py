@@ -103,7 +103,8 @@ def bucketed_batches(columns, lengths, batch_size, widths, finalize, training, s
     """Batches of `columns` grouped by length.
 
     Args:
-        columns: dict of arrays with N rows (numbers, padded arrays or strings).
+        columns: dict of arrays with N rows (numbers, padded arrays or strings) or ragged
+            tensors [N, (n)].
         lengths: int [N], each example's real length (what it needs of the width).
         batch_size: B.
         widths: bucket_widths output; one width (T) gives plain batches.
@@ -124,7 +125,8 @@ def bucketed_batches(columns, lengths, batch_size, widths, finalize, training, s
     n = len(lengths)
     if not training:
         order = np.argsort(lengths, kind="stable")
-        sorted_columns = {k: np.asarray(v)[order] for k, v in columns.items()}
+        sorted_columns = {k: tf.gather(v, order) if isinstance(v, tf.RaggedTensor) else np.asarray(v)[order]
+                          for k, v in columns.items()}
         return graph_map(tf.data.Dataset.from_tensor_slices(sorted_columns).batch(batch_size), finalize)
     ds = tf.data.Dataset.from_tensor_slices(columns)
     if input_context is not None and input_context.num_input_pipelines > 1:

@@ -5,7 +5,9 @@ Tokenization and packing run in the graph through a preprocessing object with th
 preprocessing interface (`.tokenize(strings)` -> ragged ids, `.bert_pack_inputs(segments,
 seq_length)`): the exported `preprocess/` SavedModel loaded with tf.saved_model.load, or
 an in-memory `albert_tf.export.preprocess_module.PreprocessModule`. Training and the
-exported classifier therefore tokenize identically.
+exported classifier therefore tokenize identically. The exported classifier packs raw strings
+per request (`pack`); fine-tuning tokenizes each split once (`tokenize_segments`) and its
+datasets pack those pieces (`pack_segments`), the same inputs without tokenizing every epoch.
 
 Shape legend: B batch, T seq_length.
 """
@@ -41,6 +43,13 @@ def pack(preprocess, text_a, text_b, seq_length, widths=None):
     segments = [preprocess.tokenize(text_a)]
     if text_b is not None:
         segments.append(preprocess.tokenize(text_b))
+    return pack_segments(preprocess, segments, seq_length, widths)
+
+
+def pack_segments(preprocess, segments, seq_length, widths=None):
+    """`pack` of text already tokenized: segments = [ids_a] or [ids_a, ids_b], int ragged
+    [B, (n)] each (from `tokenize_segments`)."""
+    segments = [tf.cast(s, tf.int32) for s in segments]
     width = seq_length if widths is None else width_for(_packed_lengths(segments, seq_length), widths)
     packed = preprocess.bert_pack_inputs(segments, seq_length=tf.cast(width, tf.int32))
     out = {}
@@ -51,17 +60,30 @@ def pack(preprocess, text_a, text_b, seq_length, widths=None):
     return out
 
 
-def packed_lengths(preprocess, text_a, text_b, seq_length, chunk=1024):
-    """Each example's packed length (what it needs of the width), int32 [N], tokenizing
-    `chunk` strings at a time.
+def tokenize_segments(preprocess, text_a, text_b, seq_length, chunk=1024):
+    """The pieces of N examples, tokenized `chunk` strings at a time: [ids_a] or [ids_a,
+    ids_b], int32 ragged [N, (n)] each, every row cut to its first seq_length pieces (packing
+    keeps at most seq_length - 2 of any one segment, so the cut changes no packed input).
 
     Args:
         text_a, text_b: sequences of N strings (text_b None for single-text tasks).
     """
-    out = []
-    for start in range(0, len(text_a), chunk):
-        segments = [preprocess.tokenize(tf.constant(list(text_a[start:start + chunk])))]
-        if text_b is not None:
-            segments.append(preprocess.tokenize(tf.constant(list(text_b[start:start + chunk]))))
-        out.append(_packed_lengths(segments, seq_length).numpy())
-    return np.concatenate(out) if out else np.zeros([0], np.int32)
+    texts = [text_a] if text_b is None else [text_a, text_b]
+    segments = []
+    for text in texts:
+        parts = [preprocess.tokenize(tf.constant(list(text[start:start + chunk])))[:, :seq_length]
+                 for start in range(0, len(text), chunk)]
+        segments.append(tf.concat(parts, axis=0) if parts else
+                        tf.RaggedTensor.from_row_lengths(tf.zeros([0], tf.int32), tf.zeros([0], tf.int64)))
+    return [tf.cast(s, tf.int32) for s in segments]
+
+
+def segment_lengths(segments, seq_length):
+    """Each example's packed length (what it needs of the width), int32 [N], of
+    `tokenize_segments`' output."""
+    return _packed_lengths(segments, seq_length).numpy()
+
+
+def packed_lengths(preprocess, text_a, text_b, seq_length, chunk=1024):
+    """Each example's packed length (what it needs of the width), int32 [N]."""
+    return segment_lengths(tokenize_segments(preprocess, text_a, text_b, seq_length, chunk), seq_length)

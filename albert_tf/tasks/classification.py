@@ -22,7 +22,7 @@ import tensorflow as tf
 from albert_tf.data.classifier_data import get_task, read_examples
 from albert_tf.data.classifier_metrics import compute
 from albert_tf.data.buckets import DEFAULT_BUCKETS, bucket_widths, bucketed_batches
-from albert_tf.data.classifier_pipeline import label_ids, pack, packed_lengths
+from albert_tf.data.classifier_pipeline import label_ids, pack_segments, segment_lengths, tokenize_segments
 from albert_tf.data.maps import graph_map
 from albert_tf.modeling.encoder import INPUT_NAMES
 from albert_tf.modeling.losses import classifier_nll
@@ -135,7 +135,7 @@ class ClassificationTask(Task):
         self.progress_metrics = (("loss", "loss"),) + ((("accuracy", "acc"),) if self.labels else ())
         self.preprocess = None
         self._pretrainer = None
-        self._length_cache = {}
+        self._tokens = {}  # split -> (segments, packed lengths): tokenized once
 
     @property
     def num_classes(self):
@@ -178,12 +178,13 @@ class ClassificationTask(Task):
 
     # --- data ----------------------------------------------------------------------------
 
-    def _columns(self, examples):
-        columns = {"text_a": np.array([e.text_a for e in examples], dtype=object),
-                   "label": label_ids(examples, self.labels),
-                   EXAMPLE_INDEX: np.arange(len(examples), dtype=np.int32)}
-        if self.pair:
-            columns["text_b"] = np.array([e.text_b or "" for e in examples], dtype=object)
+    def _columns(self, split):
+        """The split's pieces (ids_a, with pairs ids_b: int32 ragged [N, (n)]), labels and
+        example indices."""
+        examples = self.splits[split]
+        segments, _ = self._tokenized(split)
+        columns = {"label": label_ids(examples, self.labels), EXAMPLE_INDEX: np.arange(len(examples), dtype=np.int32)}
+        columns.update(zip(("ids_a", "ids_b"), segments))
         return columns
 
     @property
@@ -191,24 +192,27 @@ class ClassificationTask(Task):
         return bucket_widths(self.options.max_seq_length, self.options.length_buckets)
 
     def _to_features(self, batch):
-        features = pack(self.preprocess, batch["text_a"], batch.get("text_b"), self.options.max_seq_length,
-                        self.widths)
+        segments = [batch["ids_a"]] + ([batch["ids_b"]] if "ids_b" in batch else [])
+        features = pack_segments(self.preprocess, segments, self.options.max_seq_length, self.widths)
         features["label"] = batch["label"]
         features[EXAMPLE_INDEX] = batch[EXAMPLE_INDEX]
         return features
 
+    def _tokenized(self, split):
+        """(segments, packed lengths [N]) of a split, tokenized once by the preprocessing
+        object: the datasets pack these pieces, they do not tokenize the text again."""
+        if split not in self._tokens:
+            examples, seq_length = self.splits[split], self.options.max_seq_length
+            segments = tokenize_segments(self.preprocess, [e.text_a for e in examples],
+                                         [e.text_b or "" for e in examples] if self.pair else None, seq_length)
+            self._tokens[split] = segments, segment_lengths(segments, seq_length)
+        return self._tokens[split]
+
     def _lengths(self, split):
-        """Each example's packed length (tokenized once per split)."""
-        if split not in self._length_cache:
-            examples = self.splits[split]
-            self._length_cache[split] = packed_lengths(
-                self.preprocess, [e.text_a for e in examples],
-                [e.text_b or "" for e in examples] if self.pair else None,
-                self.options.max_seq_length)
-        return self._length_cache[split]
+        return self._tokenized(split)[1]
 
     def train_dataset(self, input_context, batch_size, skip_batches):
-        return bucketed_batches(self._columns(self.splits["train"]), self._lengths("train"), batch_size, self.widths,
+        return bucketed_batches(self._columns("train"), self._lengths("train"), batch_size, self.widths,
                                 self._to_features, training=True, seed=self.options.random_seed,
                                 input_context=input_context, skip_batches=skip_batches).prefetch(tf.data.AUTOTUNE)
 
@@ -222,13 +226,14 @@ class ClassificationTask(Task):
         order = np.concatenate([np.asarray(b, np.int64) for b in index_batches])
         if order.min() < 0 or order.max() >= count:
             raise ValueError(f"batches_dataset: an index is outside {split}'s {count} examples")
-        columns = {k: v[order] for k, v in self._columns(self.splits[split]).items()}
+        columns = {k: tf.gather(v, order) if isinstance(v, tf.RaggedTensor) else v[order]
+                   for k, v in self._columns(split).items()}
         return graph_map(tf.data.Dataset.from_tensor_slices(columns).batch(sizes.pop()), self._to_features)
 
     def split_dataset(self, split, batch_size):
         """One pass over a split by length (example_index restores the order; the last
         batch may be partial)."""
-        return bucketed_batches(self._columns(self.splits[split]), self._lengths(split), batch_size, self.widths,
+        return bucketed_batches(self._columns(split), self._lengths(split), batch_size, self.widths,
                                 self._to_features, training=False).prefetch(tf.data.AUTOTUNE)
 
     def eval_dataset(self, batch_size):
