@@ -140,8 +140,9 @@ def test_signals_reach_the_child_and_wait_returns_once_it_is_gone(sig, code):
 def test_a_timeout_kills_the_child():
     code = "import os, sys, time\nopen(sys.argv[1], 'w').write(str(os.getpid()))\ntime.sleep(60)"
     pid_file = os.path.join(os.environ.get("TMPDIR", "/tmp"), f"forkserver-probe-{os.getpid()}")
+    subprocess.run([sys.executable, "-c", "pass"], check=True, timeout=120)  # the server is up: a child starts at once
     with pytest.raises(subprocess.TimeoutExpired):
-        subprocess.run([sys.executable, "-c", code, pid_file], timeout=8)
+        subprocess.run([sys.executable, "-c", code, pid_file], timeout=3)
     child = int(open(pid_file).read())
     os.remove(pid_file)
     with pytest.raises(ProcessLookupError):
