@@ -3,8 +3,8 @@ before any work, plans every step, skips the finished ones, prints progress with
 across the whole grid, gathers `results.json` and hands it to tools/reproduce_report.py.
 """
 
-import glob
 import gc
+import glob
 import json
 import os
 import statistics

@@ -119,8 +119,9 @@ class ClassificationTask(Task):
     """
 
     skip_padding = True  # the loss reads pooled outputs only
-    # tokenization calls the preprocessing SavedModel (stateful): a resumed run skips the
-    # batches already consumed (the shuffle is seeded, so the rest is the same)
+    # the input pipeline calls the preprocessing object's functions (a loaded SavedModel's with
+    # --albert_hub_module_handle), which an iterator checkpoint may not hold: a resumed run
+    # skips the batches already consumed (the shuffle is seeded, so the rest is the same)
     checkpointable_input = False
 
     def __init__(self, options, task_def, splits):
