@@ -30,6 +30,8 @@ venv: $(STAMP)
 # runs 724.0 s (2026-11-26, against 761.7 s and 1,450 CPU-seconds without it that afternoon);
 # with exports tracing once and two-layer models in the equivalence tests, 669.1 s (581 tests) and
 # at the final code 768.8 s (582 tests) in a phase where the same in-process tests took 14% more.
+# Three workers again on 2026-11-27 (fork server, 582 tests): 690.8 s and 1,314 test CPU-seconds,
+# in a phase between those runs': no clear gain, so two.
 # One intra-op thread per TensorFlow process: workers (and their subprocesses) on two cores
 # otherwise contend for them (measured on the 2-core EPYC, the four slowest modules: 240 s
 # against 253 s, 6.2 against 7.0 CPU-minutes). Modules go to workers in collection order
