@@ -140,12 +140,13 @@ def test_classification_datasets_pack_the_ids_the_raw_text_path_gives(tiny_expor
     inputs (pairs, texts longer than max_seq_length, empty second texts; with and without
     buckets, training and evaluation) equal what `pack` gives from the raw strings (the raw
     text path of the exported classifier)."""
-    from albert_tf.data.classifier_data import Example, get_task
+    from albert_tf.data.classifier_data import Example, get_task, read_examples
     from albert_tf.data.classifier_pipeline import pack
     from albert_tf.tasks.classification import ClassificationOptions, ClassificationTask
 
     seq = 32
-    sentences = [line.split("\t")[0] for line in open(os.path.join(TOPICS, "dev.tsv"), encoding="utf-8")][1:41]
+    topics = get_task("tsv", labels=["concurrency", "networking", "numbers", "text"], text_a_column="sentence")
+    sentences = [e.text_a for e in read_examples(topics, TOPICS, "dev")[:40]]
     examples = [Example(guid=f"dev-{i}", text_a=s if i % 5 else " ".join(sentences[i:i + 6]),  # some past seq
                         text_b=None if i % 7 == 3 else sentences[-i - 1] if i % 3 else "", label=["no", "yes"][i % 2])
                 for i, s in enumerate(sentences)]

@@ -93,31 +93,23 @@ def _signalled(proc, child, sig):
     try:
         return proc.wait(timeout=30)
     except subprocess.TimeoutExpired:
-        state = _process_state(child, proc)
+        state = _process_state(child)
         proc.kill()
         pytest.fail(f"the child is still there 30 s after {sig!r}: {state}")
 
 
-def _process_state(pid, proc):
-    """What /proc and the server's pid files say of a child that did not end (for the message)."""
-    lines = []
+def _process_state(pid):
+    """What /proc says of a child that did not end (for the message)."""
     try:
-        with open(f"/proc/{pid}/status", encoding="utf-8") as f:
-            lines += [x for x in f.read().splitlines() if x.split(":")[0] in ("State", "SigPnd", "ShdPnd", "SigBlk",
-                                                                          "SigIgn", "SigCgt", "Threads")]
-        for tid in os.listdir(f"/proc/{pid}/task"):
-            with open(f"/proc/{pid}/task/{tid}/wchan", encoding="utf-8") as f:
-                wchan = f.read()
-            with open(f"/proc/{pid}/task/{tid}/status", encoding="utf-8") as f:
-                masks = [x for x in f.read().splitlines() if x.startswith(("State", "SigBlk", "SigPnd"))]
-            lines.append(f"thread {tid}: {wchan} {masks}")
+        return str(_status(pid, ("State", "SigPnd", "ShdPnd", "SigBlk", "SigIgn", "SigCgt", "Threads")))
     except OSError as e:
-        lines.append(repr(e))
-    server = getattr(proc, "_server", None)
-    if server is not None:
-        pids = os.path.join(server.directory, "pids")
-        lines.append(f"pid files of {proc._token}: {sorted(n for n in os.listdir(pids) if n.startswith(proc._token))}")
-    return "; ".join(lines)
+        return repr(e)
+
+
+def _status(pid, fields):
+    """{field: value} of /proc/PID/status."""
+    with open(f"/proc/{pid}/status", encoding="utf-8") as f:
+        return {k: v.strip() for k, v in (line.split(":", 1) for line in f.read().splitlines()) if k in fields}
 
 
 @pytest.mark.skipif(forkserver._REAL_POPEN is None, reason="ALBERT_TF_TEST_FORKSERVER=0")
@@ -170,8 +162,7 @@ def test_a_server_that_cannot_start_leaves_fresh_interpreters(monkeypatch):
 
 
 def _ignored(pid):
-    with open(f"/proc/{pid}/status", encoding="utf-8") as f:
-        mask = int([x for x in f.read().splitlines() if x.startswith("SigIgn:")][0].split()[1], 16)
+    mask = int(_status(pid, ("SigIgn",))["SigIgn"], 16)
     return {sig for sig in (signal.SIGINT, signal.SIGQUIT, signal.SIGTERM) if mask & (1 << (sig - 1))}
 
 

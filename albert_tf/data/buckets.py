@@ -98,6 +98,12 @@ def cut_to_width(keys, widths):
     return finalize
 
 
+def take_rows(columns, order):
+    """The rows `order` (int [M]) of each column: arrays [N, ...] or ragged tensors [N, (n)]."""
+    return {k: tf.gather(v, order) if isinstance(v, tf.RaggedTensor) else np.asarray(v)[order]
+            for k, v in columns.items()}
+
+
 def bucketed_batches(columns, lengths, batch_size, widths, finalize, training, seed=0, input_context=None,
                      skip_batches=0):
     """Batches of `columns` grouped by length.
@@ -125,9 +131,7 @@ def bucketed_batches(columns, lengths, batch_size, widths, finalize, training, s
     n = len(lengths)
     if not training:
         order = np.argsort(lengths, kind="stable")
-        sorted_columns = {k: tf.gather(v, order) if isinstance(v, tf.RaggedTensor) else np.asarray(v)[order]
-                          for k, v in columns.items()}
-        return graph_map(tf.data.Dataset.from_tensor_slices(sorted_columns).batch(batch_size), finalize)
+        return graph_map(tf.data.Dataset.from_tensor_slices(take_rows(columns, order)).batch(batch_size), finalize)
     ds = tf.data.Dataset.from_tensor_slices(columns)
     if input_context is not None and input_context.num_input_pipelines > 1:
         ds = ds.shard(input_context.num_input_pipelines, input_context.input_pipeline_id)

@@ -68,14 +68,12 @@ def tokenize_segments(preprocess, text_a, text_b, seq_length, chunk=1024):
     Args:
         text_a, text_b: sequences of N strings (text_b None for single-text tasks).
     """
-    texts = [text_a] if text_b is None else [text_a, text_b]
     segments = []
-    for text in texts:
-        parts = [preprocess.tokenize(tf.constant(list(text[start:start + chunk])))[:, :seq_length]
-                 for start in range(0, len(text), chunk)]
-        segments.append(tf.concat(parts, axis=0) if parts else
-                        tf.RaggedTensor.from_row_lengths(tf.zeros([0], tf.int32), tf.zeros([0], tf.int64)))
-    return [tf.cast(s, tf.int32) for s in segments]
+    for text in [text_a] if text_b is None else [text_a, text_b]:
+        parts = [preprocess.tokenize(tf.constant(list(text[start:start + chunk]), tf.string))[:, :seq_length]
+                 for start in range(0, max(len(text), 1), chunk)]  # one empty part for no text
+        segments.append(tf.cast(tf.concat(parts, axis=0), tf.int32))
+    return segments
 
 
 def segment_lengths(segments, seq_length):

@@ -21,7 +21,7 @@ import tensorflow as tf
 
 from albert_tf.data.classifier_data import get_task, read_examples
 from albert_tf.data.classifier_metrics import compute
-from albert_tf.data.buckets import DEFAULT_BUCKETS, bucket_widths, bucketed_batches
+from albert_tf.data.buckets import DEFAULT_BUCKETS, bucket_widths, bucketed_batches, take_rows
 from albert_tf.data.classifier_pipeline import label_ids, pack_segments, segment_lengths, tokenize_segments
 from albert_tf.data.maps import graph_map
 from albert_tf.modeling.encoder import INPUT_NAMES
@@ -227,8 +227,7 @@ class ClassificationTask(Task):
         order = np.concatenate([np.asarray(b, np.int64) for b in index_batches])
         if order.min() < 0 or order.max() >= count:
             raise ValueError(f"batches_dataset: an index is outside {split}'s {count} examples")
-        columns = {k: tf.gather(v, order) if isinstance(v, tf.RaggedTensor) else v[order]
-                   for k, v in self._columns(split).items()}
+        columns = take_rows(self._columns(split), order)
         return graph_map(tf.data.Dataset.from_tensor_slices(columns).batch(sizes.pop()), self._to_features)
 
     def split_dataset(self, split, batch_size):
