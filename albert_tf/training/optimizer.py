@@ -132,8 +132,8 @@ class _ReleaseOptimizer(keras.optimizers.Optimizer):
         with after(m_new):
             v_new = ops.add(ops.multiply(v, self.beta_2), ops.multiply(ops.square(g), 1.0 - self.beta_2))
         self.assign(v, v_new)
-        with after(v_new):
-            update = ops.divide(m, ops.add(ops.sqrt(v), self.epsilon))
+        with after(v_new):  # the values just assigned, not the slots read again
+            update = ops.divide(m_new, ops.add(ops.sqrt(v_new), self.epsilon))
         if self._decay[index] and self.weight_decay_rate:
             with after(update):
                 update = ops.add(update, ops.multiply(variable, ops.cast(self.weight_decay_rate, dtype)))
