@@ -68,15 +68,15 @@ def random_inputs(config, batch=3, length=12, seed=0, pad_from=(None, 7, 3)):
     return {"input_word_ids": ids, "input_mask": mask, "input_type_ids": types}
 
 
-def write_tiny_config(directory):
+def write_tiny_config(directory, **overrides):
     """configs/albert_tiny.json with the 3000 pieces of the sample SentencePiece model and no
-    dropout, written as directory/albert_config.json; returns its path."""
+    dropout (and `overrides`), written as directory/albert_config.json; returns its path."""
     import json
 
     root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
     with open(os.path.join(root, "configs", "albert_tiny.json"), encoding="utf-8") as f:
         config = json.load(f)
-    config.update(vocab_size=3000, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    config.update(vocab_size=3000, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, **overrides)
     path = os.path.join(str(directory), "albert_config.json")
     with open(path, "w", encoding="utf-8") as f:
         json.dump(config, f)

@@ -103,11 +103,11 @@ def _pairs(full_batches, cut_batches, seq=SEQ):
 
 
 def _tiny_config(tmp_path, **overrides):
-    """albert_tiny with the test SentencePiece model's 3000 pieces, initializer_range
-    INIT_RANGE, no dropout."""
+    """albert_tiny at two layers (a group each) with the test SentencePiece model's 3000
+    pieces, initializer_range INIT_RANGE, no dropout."""
     cfg = json.load(open(os.path.join(ROOT, "configs", "albert_tiny.json")))
     cfg.update(vocab_size=3000, initializer_range=INIT_RANGE, hidden_dropout_prob=0.0,
-               attention_probs_dropout_prob=0.0, **overrides)
+               attention_probs_dropout_prob=0.0, num_hidden_layers=2, **overrides)
     path = tmp_path / "config.json"
     path.write_text(json.dumps(cfg))
     return str(path)

@@ -20,7 +20,7 @@ SEQ = 32
 def exported(spm_model, tmp_path_factory):
     """A tiny pretrainer saved as a training checkpoint, exported by the CLI."""
     base = tmp_path_factory.mktemp("export")
-    config = AlbertConfig.from_preset("albert_tiny").replace(vocab_size=3000)
+    config = AlbertConfig.from_preset("albert_tiny").replace(vocab_size=3000, num_hidden_layers=2)  # a group each
     model = AlbertPretrainer(config)
     run_dir = base / "run"
     run_dir.mkdir()

@@ -52,7 +52,8 @@ def exports(multiscript_spm, tmp_path_factory):
     keras.utils.set_random_seed(7)
     base = tmp_path_factory.mktemp("text_parity")
     tok = SentencePieceTokenizer(multiscript_spm)
-    config = AlbertConfig.from_preset("albert_tiny").replace(vocab_size=tok.vocab_size, initializer_range=0.5)
+    config = AlbertConfig.from_preset("albert_tiny").replace(vocab_size=tok.vocab_size, initializer_range=0.5,
+                                                         num_hidden_layers=2, num_hidden_groups=1)
     ones = np.ones((1, 8), "int32")
     flat = {"input_word_ids": ones * 5, "input_mask": ones, "input_type_ids": ones * 0, "p_mask": ones * 0}
     out = types.SimpleNamespace(tok=tok, qa={}, loaded={})

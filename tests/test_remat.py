@@ -320,7 +320,7 @@ def test_every_training_command_takes_remat_and_records_it(pretraining_records, 
         assert cli.training_options(values).remat is False, module.__name__
 
     outputs, _ = pretraining_records
-    config_file = write_tiny_config(tmp_path)
+    config_file = write_tiny_config(tmp_path, num_hidden_layers=2)  # a group each
     race = load_tool("make_race_data")
     race.make_race(tmp_path / "race", num_articles=2, seed=7, layout="files")
     common = ["--dtype_policy=float32", "--train_batch_size=4", "--remat", "--iterations_per_loop=1"]

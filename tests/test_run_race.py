@@ -39,7 +39,7 @@ def race_dirs(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def config_file(tmp_path_factory):
-    return write_tiny_config(tmp_path_factory.mktemp("config"))
+    return write_tiny_config(tmp_path_factory.mktemp("config"), num_hidden_layers=2)  # a group each
 
 
 def _run(args):

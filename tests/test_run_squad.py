@@ -34,7 +34,7 @@ def squad_files(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def config_file(tmp_path_factory):
-    return write_tiny_config(tmp_path_factory.mktemp("config"))
+    return write_tiny_config(tmp_path_factory.mktemp("config"), num_hidden_layers=2)  # a group each
 
 
 # loads a QA export in a fresh process and answers every question of each SQuAD file given

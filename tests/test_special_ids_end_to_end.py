@@ -54,7 +54,8 @@ def test_data_pretraining_and_fine_tuning_with_other_special_ids(sample_corpus, 
     assert replaced.sum() > 10 and not np.isin(masked[replaced], [0, 2, 3, 6]).any()
 
     config = str(tmp_path / "albert_config.json")
-    AlbertConfig.from_preset("albert_tiny").replace(vocab_size=summary.vocab_size).to_json_file(config)
+    config_values = AlbertConfig.from_preset("albert_tiny").replace(vocab_size=summary.vocab_size, num_hidden_layers=2)
+    config_values.to_json_file(config)
     run, export = tmp_path / "run", tmp_path / "export"
     _run("albert_tf.run_pretraining", [f"--input_file={','.join(data['files'])}", f"--output_dir={run}",
           f"--albert_config_file={config}", "--max_seq_length=128", "--max_predictions_per_seq=20",
