@@ -17,6 +17,7 @@ import pytest
 import tensorflow as tf
 import tensorflow_text  # noqa: F401  (registers the ops of the loaded SavedModels)
 from conftest import MULTISCRIPT
+from distributed_helpers import MECHANICS
 
 from albert_tf import AlbertConfig, AlbertEncoder
 from albert_tf.data.race.examples import MultipleChoiceExample
@@ -53,7 +54,7 @@ def exports(multiscript_spm, tmp_path_factory):
     base = tmp_path_factory.mktemp("text_parity")
     tok = SentencePieceTokenizer(multiscript_spm)
     config = AlbertConfig.from_preset("albert_tiny").replace(vocab_size=tok.vocab_size, initializer_range=0.5,
-                                                         num_hidden_layers=2, num_hidden_groups=1)
+                                                         **MECHANICS)
     ones = np.ones((1, 8), "int32")
     flat = {"input_word_ids": ones * 5, "input_mask": ones, "input_type_ids": ones * 0, "p_mask": ones * 0}
     out = types.SimpleNamespace(tok=tok, qa={}, loaded={})

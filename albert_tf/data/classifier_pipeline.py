@@ -49,7 +49,6 @@ def pack(preprocess, text_a, text_b, seq_length, widths=None):
 def pack_segments(preprocess, segments, seq_length, widths=None):
     """`pack` of text already tokenized: segments = [ids_a] or [ids_a, ids_b], int ragged
     [B, (n)] each (from `tokenize_segments`)."""
-    segments = [tf.cast(s, tf.int32) for s in segments]
     width = seq_length if widths is None else width_for(_packed_lengths(segments, seq_length), widths)
     packed = preprocess.bert_pack_inputs(segments, seq_length=tf.cast(width, tf.int32))
     out = {}
@@ -62,8 +61,9 @@ def pack_segments(preprocess, segments, seq_length, widths=None):
 
 def tokenize_segments(preprocess, text_a, text_b, seq_length, chunk=1024):
     """The pieces of N examples, tokenized `chunk` strings at a time: [ids_a] or [ids_a,
-    ids_b], int32 ragged [N, (n)] each, every row cut to its first seq_length pieces (packing
-    keeps at most seq_length - 2 of any one segment, so the cut changes no packed input).
+    ids_b], int32 ragged [N, (n)] each (the tokenizer's ids), every row cut to its first
+    seq_length pieces (packing keeps at most seq_length - 2 of any one segment, so the cut
+    changes no packed input).
 
     Args:
         text_a, text_b: sequences of N strings (text_b None for single-text tasks).
@@ -72,7 +72,7 @@ def tokenize_segments(preprocess, text_a, text_b, seq_length, chunk=1024):
     for text in [text_a] if text_b is None else [text_a, text_b]:
         parts = [preprocess.tokenize(tf.constant(list(text[start:start + chunk]), tf.string))[:, :seq_length]
                  for start in range(0, max(len(text), 1), chunk)]  # one empty part for no text
-        segments.append(tf.cast(tf.concat(parts, axis=0), tf.int32))
+        segments.append(tf.concat(parts, axis=0))
     return segments
 
 
