@@ -6,7 +6,8 @@ does around its work: one style, one error convention.
     if __name__ == "__main__":
         cli.main("run_pretraining", define_flags, run)
 
-`main` quiets TensorFlow's C++ and INFO logs (unless --verbosity is given), defines the
+`main` quiets TensorFlow's C++ and INFO logs (unless --verbosity is given; see
+`quiet_tensorflow_loading` for the lines TensorFlow prints while it loads), defines the
 flags, parses them (flag files with --flagfile) and calls `run(FLAGS)`. Exit status:
 - 2 with `name: error: ...` for bad flags or input: a flag absl cannot parse (unknown,
   a bad value, a --flagfile that cannot be read: `parse_flags`), every ValueError (flag
@@ -21,7 +22,11 @@ flags, parses them (flag files with --flagfile) and calls `run(FLAGS)`. Exit sta
 - 0 otherwise (or what `run` returns when it returns an int).
 """
 
+import contextlib
+import importlib.abc
+import importlib.util
 import os
+import re
 import signal
 import sys
 import threading
@@ -122,8 +127,143 @@ def main(name, define_flags, run):
     from absl import app
 
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    quiet_tensorflow_loading()
     define_flags()
     app.run(lambda argv: _main(name, run, argv), flags_parser=lambda argv: parse_flags(name, argv))
+
+
+# --- the lines TensorFlow prints while it loads ---------------------------------------------
+#
+# TensorFlow 2.21 logs a few lines while its shared libraries load, before it reads
+# TF_CPP_MIN_LOG_LEVEL, and so whatever that says, twice per process (two libraries):
+#
+#   WARNING: All log messages before absl::InitializeLog() is called are written to STDERR
+#   I0000 00:00:1795758206.439373    5191 port.cc:153] oneDNN custom operations are on. ...
+#   I0000 00:00:1795758206.439748    5191 cudart_stub.cc:31] Could not find cuda drivers ...
+#
+# An entry point applies the level to those lines itself: a line of severity below it (I 0,
+# W 1, E 2) and, at level 1 or more, absl's header line are left out; fatal lines and
+# everything else pass, as they come (a crash while loading still shows its message).
+
+_ABSL_HEADER = "WARNING: All log messages before absl::InitializeLog() is called are written to STDERR"
+_LOG_LINE = re.compile(r"([IWEF])\d{4} \d\d:\d\d:\d+(?:\.\d+)?\s+\d+ \S+:\d+\] ")
+_SEVERITY = {"I": 0, "W": 1, "E": 2, "F": 3}
+
+
+def hidden_loading_line(line, level):
+    """Whether `line` (one line TensorFlow printed while loading) is below TF_CPP_MIN_LOG_LEVEL
+    `level` (an int; 0 shows everything)."""
+    if level >= 1 and line.rstrip("\r\n") == _ABSL_HEADER:
+        return True
+    match = _LOG_LINE.match(line)
+    return bool(match) and _SEVERITY[match.group(1)] < min(level, 3)
+
+
+def min_log_level():
+    """TF_CPP_MIN_LOG_LEVEL as an int (0 when unset or not a number)."""
+    try:
+        return int(os.environ.get("TF_CPP_MIN_LOG_LEVEL", "0"))
+    except ValueError:
+        return 0
+
+
+def filter_loading_lines(level, source=None, target=None):
+    """Copies `source`'s lines (binary, default stdin) to `target` (default stdout) as they
+    come, except those `hidden_loading_line` leaves out at `level`; the process that
+    `filtered_lines` starts runs this."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is for the command: drain to the end
+    source = sys.stdin.buffer if source is None else source
+    target = sys.stdout.buffer if target is None else target
+    pending = b""
+    while chunk := source.read1(65536):
+        *lines, pending = (pending + chunk).split(b"\n")
+        kept = [line + b"\n" for line in lines if not hidden_loading_line(line.decode("utf-8", "replace"), level)]
+        if kept:
+            target.write(b"".join(kept))
+            target.flush()
+    if pending:
+        target.write(pending)
+        target.flush()
+
+
+@contextlib.contextmanager
+def filtered_lines(level=None):
+    """A pipe (a binary file) whose lines reach this process's stderr (file descriptor 2) as
+    they are written, except those `hidden_loading_line` leaves out at `level` (default
+    TF_CPP_MIN_LOG_LEVEL): give it as another process's stderr, or see `quiet_tensorflow_loading`.
+    The lines pass through a small process of their own, not a thread: what was written
+    reaches stderr even when this process dies. Raises OSError when that process cannot start."""
+    import subprocess
+
+    code = "import sys; from albert_tf.cli import filter_loading_lines; filter_loading_lines(int(sys.argv[1]))"
+    sys.stderr.flush()
+    # -u: the filter's own reads and writes unbuffered (it writes each chunk's lines at once)
+    process = subprocess.Popen([sys.executable, "-u", "-c", code, str(min_log_level() if level is None else level)],
+                               stdin=subprocess.PIPE, stdout=2, stderr=2)
+    try:
+        yield process.stdin
+    finally:
+        process.stdin.close()  # the filter's input ends once every other writer is done: it exits
+        process.wait()
+
+
+@contextlib.contextmanager
+def _stderr_filtered(level):
+    with filtered_lines(level) as pipe:
+        sys.stderr.flush()
+        saved = os.dup(2)
+        os.dup2(pipe.fileno(), 2)
+        try:
+            yield
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+
+
+class _QuietLoader(importlib.abc.Loader):
+    """TensorFlow's own loader, run with its stderr filtered (`filtered_lines`)."""
+
+    def __init__(self, loader, level):
+        self.loader, self.level = loader, level
+
+    def create_module(self, spec):
+        return self.loader.create_module(spec)
+
+    def exec_module(self, module):
+        with contextlib.ExitStack() as stack:
+            try:
+                stack.enter_context(_stderr_filtered(self.level))
+            except OSError:  # no stderr to redirect or no interpreter to start: load as is
+                pass
+            try:
+                self.loader.exec_module(module)
+            finally:
+                module.__loader__ = self.loader  # the module keeps TensorFlow's own loader
+                if getattr(module, "__spec__", None) is not None:
+                    module.__spec__.loader = self.loader
+
+
+class _QuietFinder(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name != "tensorflow":
+            return None
+        if self in sys.meta_path:
+            sys.meta_path.remove(self)  # once: the real finder from here on
+        spec = importlib.util.find_spec(name)
+        if spec is not None and spec.loader is not None:
+            spec.loader = _QuietLoader(spec.loader, min_log_level())
+        return spec
+
+
+def quiet_tensorflow_loading():
+    """Makes the process's first `import tensorflow` (wherever it happens, if it has not
+    happened yet) apply TF_CPP_MIN_LOG_LEVEL to the lines TensorFlow prints while it loads
+    (see above); called by `main`, so by every entry point. Does nothing at level 0."""
+    if "tensorflow" in sys.modules or min_log_level() < 1:
+        return
+    if not any(isinstance(f, _QuietFinder) for f in sys.meta_path):
+        sys.meta_path.insert(0, _QuietFinder())
 
 
 def _main(name, run, argv):

@@ -16,8 +16,6 @@ import os
 import sys
 
 from albert_tf import cli
-from albert_tf.modeling.config import AlbertConfig
-from albert_tf.modeling.encoder import count_parameters
 
 # (preset, reference exact count, paper's figure)
 TABLE_1 = (
@@ -50,6 +48,8 @@ COLUMNS = (
 
 
 def _row(table, model, config, reference, paper):
+    from albert_tf.modeling import count_parameters
+
     built = count_parameters(config)
     return {
         "table": table,
@@ -69,6 +69,8 @@ def _row(table, model, config, reference, paper):
 
 def build_rows():
     """Builds every model of both tables; returns one dict per row (keys `COLUMNS`)."""
+    from albert_tf.modeling import AlbertConfig  # Keras (and TensorFlow) once the command runs
+
     rows = [_row("1", name, AlbertConfig.from_preset(name), ref, paper) for name, ref, paper in TABLE_1]
     base = AlbertConfig.from_preset("albert_base")
     for embedding_size, sharing, ref, paper in TABLE_5:

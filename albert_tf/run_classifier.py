@@ -25,7 +25,7 @@ anything else is refused with exit status 2 before any work.
 from absl import flags
 
 from albert_tf import cli
-from albert_tf.data.buckets import DEFAULT_BUCKETS, FLAG_HELP
+from albert_tf.data.bucket_widths import DEFAULT_BUCKETS, FLAG_HELP
 
 
 def define_flags(flag_values=None):

@@ -32,7 +32,7 @@ probabilities). --export_dir: a SavedModel answering raw (article, question, opt
 from absl import flags
 
 from albert_tf import cli
-from albert_tf.data.buckets import DEFAULT_BUCKETS, FLAG_HELP
+from albert_tf.data.bucket_widths import DEFAULT_BUCKETS, FLAG_HELP
 
 POSITIVE = ("train_batch_size", "eval_batch_size", "predict_batch_size", "save_checkpoints_steps",
             "num_keep_checkpoint", "iterations_per_loop", "train_step")

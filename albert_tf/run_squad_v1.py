@@ -37,7 +37,7 @@ character span; v2 also no_answer_score), with qa_info.json beside it. --output_
 from absl import flags
 
 from albert_tf import cli
-from albert_tf.data.buckets import DEFAULT_BUCKETS, FLAG_HELP, SQUAD_V1_FLAG_HELP
+from albert_tf.data.bucket_widths import DEFAULT_BUCKETS, FLAG_HELP, SQUAD_V1_FLAG_HELP
 
 
 def define_flags(flag_values=None, version="v1"):

@@ -6,6 +6,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from conftest import entry_point_cases
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
@@ -163,3 +165,102 @@ def test_no_default_stream_is_bound_at_import():
                         where = f"{owner.__name__}." if owner is not module else ""
                         bound.append(f"{info.name}.{where}{name}({parameter.name})")
     assert not bound, bound
+
+
+# --- the lines TensorFlow prints while it loads (cli.quiet_tensorflow_loading) -------------------
+
+HEADER = "WARNING: All log messages before absl::InitializeLog() is called are written to STDERR"
+# as TensorFlow 2.21 prints them while loading (absl's pre-initialisation time stamp) and as
+# absl prints them later
+INFO = "I0000 00:00:1795758206.439373    5191 port.cc:153] oneDNN custom operations are on."
+WARNING = "W1127 05:30:12.123456   77 gpu_device.cc:2341] Cannot dlopen some GPU libraries."
+ERROR = "E0000 00:00:1795758455.288861   15033 cuda_platform.cc:52] failed call to cuInit"
+FATAL = "F0000 00:00:1795758455.3   15033 cpu_feature_guard.cc:1] The TensorFlow library was compiled to use AVX"
+
+
+def test_tensorflows_loading_lines_follow_tf_cpp_min_log_level():
+    from albert_tf.cli import hidden_loading_line
+
+    others = ["Traceback (most recent call last):", "I0000 not a log line", "a Python warning", ""]
+    for level, hidden in ((0, set()), (1, {HEADER, INFO}), (2, {HEADER, INFO, WARNING}),
+                          (3, {HEADER, INFO, WARNING, ERROR}), (4, {HEADER, INFO, WARNING, ERROR})):
+        for line in (HEADER, INFO, WARNING, ERROR, FATAL, *others):
+            for ending in ("", "\n", "\r\n"):
+                assert hidden_loading_line(line + ending, level) == (line in hidden), (level, line, ending)
+
+
+def test_the_lines_real_tensorflow_prints_while_loading_are_those_hidden():
+    """What `import tensorflow` prints (under the fork server, its import's own output,
+    replayed) is absl's header and INFO lines, all left out at level 1; if a TensorFlow stops
+    printing them, the filter has nothing left to do and this says so."""
+    from albert_tf.cli import hidden_loading_line
+
+    result = subprocess.run([sys.executable, "-c", "import tensorflow"], capture_output=True, text=True,
+                            env=dict(ENV, TF_CPP_MIN_LOG_LEVEL="0"), cwd=ROOT, timeout=300)
+    lines = result.stderr.splitlines()
+    assert result.returncode == 0 and HEADER in lines and any("oneDNN custom operations" in x for x in lines), lines
+    assert [x for x in lines if not hidden_loading_line(x, 1) and "cpu_feature_guard" not in x
+            and not x.startswith("To enable the following instructions")] == [], lines
+
+
+FAKE_TENSORFLOW = f'''
+import os, sys
+os.write(2, b"{HEADER}\\n{INFO}\\n")
+sys.stderr.write("a Python warning while loading\\n")
+sys.stderr.flush()
+os.write(2, b"{WARNING}\\n{ERROR}\\n")
+if os.environ.get("FAKE_ABORT"):
+    os.write(2, b"{FATAL}\\n")
+    os.abort()
+'''
+LOADER = ("import sys; from albert_tf import cli; cli.quiet_tensorflow_loading(); import tensorflow; "
+          "print('loaded by', type(tensorflow.__loader__).__name__, type(tensorflow.__spec__.loader).__name__, "
+          "file=sys.stderr)")
+
+
+@pytest.mark.real_process
+def test_an_entry_points_first_tensorflow_import_applies_the_level_and_passes_a_crash_message(tmp_path):
+    """A stand-in `tensorflow` package that prints like TensorFlow while it loads: at each
+    level only the lines at or above it reach stderr, in order, with Python's own writes;
+    the module keeps its own loader; and a process that aborts while loading still shows
+    what it printed (the filter is a process of its own)."""
+    (tmp_path / "tensorflow").mkdir()
+    (tmp_path / "tensorflow" / "__init__.py").write_text(FAKE_TENSORFLOW, encoding="utf-8")
+
+    def load(level, **env):
+        return subprocess.run([sys.executable, "-c", LOADER], capture_output=True, text=True, cwd=ROOT, timeout=60,
+                              env=dict(ENV, PYTHONPATH=f"{tmp_path}{os.pathsep}{ROOT}", TF_CPP_MIN_LOG_LEVEL=level, **env))
+
+    python = "a Python warning while loading"
+    expected = {"0": [HEADER, INFO, python, WARNING, ERROR], "2": [python, ERROR], "3": [python]}
+    for level, lines in expected.items():
+        result = load(level)
+        assert result.returncode == 0, result.stderr
+        assert result.stderr.splitlines() == lines + ["loaded by SourceFileLoader SourceFileLoader"], (level, result)
+    aborted = load("3", FAKE_ABORT="1")
+    assert aborted.returncode != 0 and aborted.stderr.splitlines() == [python, FATAL], aborted
+
+
+ENTRY_MODULES = ("albert_tf.run_pretraining", "albert_tf.run_classifier", "albert_tf.run_squad_v1",
+                 "albert_tf.run_squad_v2", "albert_tf.run_race", "albert_tf.export_tfhub", "albert_tf.export_litert",
+                 "albert_tf.param_table", "albert_tf.create_pretraining_data", "albert_tf.convert.__main__")
+
+
+@pytest.mark.real_process
+def test_no_entry_point_imports_tensorflow_before_it_runs():
+    """Importing an entry point's module (its flags' definitions included) loads no
+    TensorFlow: a bad flag is refused without paying for it, and `main` has installed
+    quiet_tensorflow_loading before TensorFlow's first import."""
+    code = ("import importlib, sys\n"
+            "from absl import flags\n"
+            f"for name in {ENTRY_MODULES!r}:\n"
+            "    module = importlib.import_module(name)\n"
+            "    try:\n"
+            "        module.define_flags(flags.FlagValues())\n"
+            "    except TypeError:  # param_table: flags.FLAGS only\n"
+            "        module.define_flags()\n"
+            "    if 'tensorflow' in sys.modules or 'keras' in sys.modules:\n"
+            "        sys.exit('imported TensorFlow or Keras: ' + name)\n")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=ENV, cwd=ROOT,
+                            timeout=120)
+    assert result.returncode == 0, result.stderr[-3000:]

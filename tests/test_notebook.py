@@ -13,7 +13,7 @@ ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)),
 NOTEBOOK = os.path.join(ROOT, "notebooks", "finetune_with_hub.ipynb")
 
 
-def test_finetune_with_hub_notebook_executes(tiny_export, tmp_path, monkeypatch):
+def test_finetune_with_hub_notebook_executes(tiny_export, tmp_path, monkeypatch, capfd):
     out = tmp_path / "out"
     for name, value in {"ALBERT_EXPORT_DIR": tiny_export["hub"], "ALBERT_OUTPUT_DIR": str(out),
                         "ALBERT_SEQ_LENGTH": "32", "ALBERT_EPOCHS": "6", "ALBERT_MAX_TRAIN_EXAMPLES": "512",
@@ -24,7 +24,13 @@ def test_finetune_with_hub_notebook_executes(tiny_export, tmp_path, monkeypatch)
     source = "\n".join(cell.source for cell in nb.cells)
     assert "hub.KerasLayer(os.path.join(EXPORT_DIR, \"encoder\"), trainable=True" in source
     # raises CellExecutionError (with the cell and its traceback) if any cell fails
+    capfd.readouterr()
     load_tool("demo").execute_notebook(nb, timeout=600, resources={"metadata": {"path": os.path.dirname(NOTEBOOK)}})
+    # the kernel's stderr reached this process's without the lines TensorFlow prints while it
+    # loads (the kernel imported TensorFlow: the notebook ran), TF_CPP_MIN_LOG_LEVEL being 3
+    kernel_stderr = capfd.readouterr().err
+    assert "absl::InitializeLog" not in kernel_stderr and "oneDNN custom operations" not in kernel_stderr, \
+        kernel_stderr
 
     results = json.loads((out / "finetune_results.json").read_text())
     assert results["train_examples"] == 512 and results["labels"] == ["concurrency", "networking", "numbers", "text"]

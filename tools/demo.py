@@ -83,7 +83,9 @@ def execute_notebook(nb, client_class=None, **options):
     """Executes notebook `nb` (nbformat, outputs filled in place) in a local python3
     kernel reached over IPC: Unix sockets in a private temporary directory, removed
     afterwards. Over TCP (nbclient's default) ipykernel warns on every start that the
-    traffic is unencrypted; a kernel on this machine needs no network at all.
+    traffic is unencrypted; a kernel on this machine needs no network at all. The kernel's
+    stderr passes through `albert_tf.cli.filtered_lines` (TF_CPP_MIN_LOG_LEVEL applied to
+    what TensorFlow prints while it loads in the kernel).
 
     Args:
         nb: the notebook.
@@ -99,12 +101,14 @@ def execute_notebook(nb, client_class=None, **options):
     from nbclient import NotebookClient
 
     client = (client_class or NotebookClient)(nb, kernel_name="python3", **options)
-    with tempfile.TemporaryDirectory(prefix="albert_tf_kernel_") as sockets:
+    with tempfile.TemporaryDirectory(prefix="albert_tf_kernel_") as sockets, cli.filtered_lines() as stderr:
         # set after construction, not passed as km=: the client then owns the kernel and
         # shuts it down when the notebook is done (with km= it would keep running)
         client.km = client.kernel_manager_class(kernel_name="python3", transport="ipc",
                                                 ip=os.path.join(sockets, "kernel"))
-        client.execute()
+        # the kernel's stderr as this command's, less the lines TensorFlow prints while it
+        # loads below TF_CPP_MIN_LOG_LEVEL (albert_tf.cli.quiet_tensorflow_loading)
+        client.execute(stderr=stderr)
     return nb
 
 

@@ -23,50 +23,10 @@ Shape legend: N examples, B batch, T max_seq_length, W a bucket width (<= T).
 import numpy as np
 import tensorflow as tf
 
+from albert_tf.data.bucket_widths import DEFAULT_BUCKETS, FLAG_HELP, SQUAD_V1_FLAG_HELP, bucket_widths  # noqa: F401
 from albert_tf.data.maps import graph_map
 
-DEFAULT_BUCKETS = "16,32,64,128,256,384,512"
 LENGTH = "_length"
-_HELP = ("Batches are padded only to the smallest of these widths (and --max_seq_length) that holds their longest "
-         "input; `none` pads every batch to --max_seq_length (the release). ")
-_BATCHES = "Training batches are drawn one bucket at a time, so a training run sees other batches than with `none`."
-FLAG_HELP = (_HELP + "On the same batch the outputs and the training loss are the same either way (float32 "
-             "rounding). " + _BATCHES)
-SQUAD_V1_FLAG_HELP = _HELP + (
-    "On the same batch the outputs are the same either way (float32 rounding), the v1 head's training loss is not: "
-    "its start and end softmax run over every position of the batch, padding included (as in the release), so with "
-    "buckets the padding past the batch's width drops out of them and the loss is lower than with `none` "
-    "(predictions are the same). ") + _BATCHES
-
-
-def bucket_widths(max_seq_length, buckets=DEFAULT_BUCKETS):
-    """The widths a batch may be padded to: those of `buckets` below max_seq_length, then
-    max_seq_length itself.
-
-    Args:
-        max_seq_length: int T.
-        buckets: a comma list of positive ints ("16,32,64"), a sequence of ints, or
-            "none" / "" / None for no bucketing (every batch at T, as the release).
-    Returns:
-        tuple of ints, increasing, ending with T.
-    Raises:
-        ValueError: a value that is not a positive integer (named).
-    """
-    if buckets is None or (isinstance(buckets, str) and buckets.strip().lower() in ("", "none", "off")):
-        return (int(max_seq_length),)
-    items = buckets.split(",") if isinstance(buckets, str) else list(buckets)
-    widths = set()
-    for item in items:
-        try:
-            value = int(str(item).strip())
-        except ValueError:
-            value = 0
-        if value <= 0:
-            raise ValueError(f"--length_buckets: {item!r} is not a positive integer (give e.g. {DEFAULT_BUCKETS}, "
-                             "or none).")
-        if value < max_seq_length:
-            widths.add(value)
-    return tuple(sorted(widths)) + (int(max_seq_length),)
 
 
 def width_for(lengths, widths):
