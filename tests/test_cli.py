@@ -190,17 +190,16 @@ def test_tensorflows_loading_lines_follow_tf_cpp_min_log_level():
 
 
 def test_the_lines_real_tensorflow_prints_while_loading_are_those_hidden():
-    """What `import tensorflow` prints (under the fork server, its import's own output,
-    replayed) is absl's header and INFO lines, all left out at level 1; if a TensorFlow stops
-    printing them, the filter has nothing left to do and this says so."""
+    """What `import tensorflow` prints at TF_CPP_MIN_LOG_LEVEL=3 (under the fork server, its
+    import's own output, replayed) is absl's header and INFO lines, all left out at level 1;
+    if a TensorFlow stops printing them, the filter has nothing left to do and this says so."""
     from albert_tf.cli import hidden_loading_line
 
-    result = subprocess.run([sys.executable, "-c", "import tensorflow"], capture_output=True, text=True,
-                            env=dict(ENV, TF_CPP_MIN_LOG_LEVEL="0"), cwd=ROOT, timeout=300)
+    result = subprocess.run([sys.executable, "-c", "import tensorflow"], capture_output=True, text=True, env=ENV,
+                            cwd=ROOT, timeout=300)  # TF_CPP_MIN_LOG_LEVEL=3: TensorFlow prints them even so
     lines = result.stderr.splitlines()
     assert result.returncode == 0 and HEADER in lines and any("oneDNN custom operations" in x for x in lines), lines
-    assert [x for x in lines if not hidden_loading_line(x, 1) and "cpu_feature_guard" not in x
-            and not x.startswith("To enable the following instructions")] == [], lines
+    assert [x for x in lines if not hidden_loading_line(x, 1)] == [], lines
 
 
 FAKE_TENSORFLOW = f'''
