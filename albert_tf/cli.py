@@ -195,7 +195,10 @@ def filtered_lines(level=None):
     reaches stderr even when this process dies. Raises OSError when that process cannot start."""
     import subprocess
 
-    code = "import sys; from albert_tf.cli import filter_loading_lines; filter_loading_lines(int(sys.argv[1]))"
+    # this albert_tf's filter, wherever the command was started from (its parent directory first)
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    code = (f"import sys; sys.path.insert(0, {root!r}); from albert_tf.cli import filter_loading_lines; "
+            "filter_loading_lines(int(sys.argv[1]))")
     sys.stderr.flush()
     # -u: the filter's own reads and writes unbuffered (it writes each chunk's lines at once)
     process = subprocess.Popen([sys.executable, "-u", "-c", code, str(min_log_level() if level is None else level)],
