@@ -227,8 +227,9 @@ def test_an_entry_points_first_tensorflow_import_applies_the_level_and_passes_a_
     (tmp_path / "tensorflow" / "__init__.py").write_text(FAKE_TENSORFLOW, encoding="utf-8")
 
     def load(level, **env):
+        env = dict(ENV, PYTHONPATH=f"{tmp_path}{os.pathsep}{ROOT}", TF_CPP_MIN_LOG_LEVEL=level, **env)
         return subprocess.run([sys.executable, "-c", LOADER], capture_output=True, text=True, cwd=ROOT, timeout=60,
-                              env=dict(ENV, PYTHONPATH=f"{tmp_path}{os.pathsep}{ROOT}", TF_CPP_MIN_LOG_LEVEL=level, **env))
+                              env=env)
 
     python = "a Python warning while loading"
     expected = {"0": [HEADER, INFO, python, WARNING, ERROR], "2": [python, ERROR], "3": [python]}
