@@ -263,7 +263,7 @@ def quiet_tensorflow_loading():
     """Makes the process's first `import tensorflow` (wherever it happens, if it has not
     happened yet) apply TF_CPP_MIN_LOG_LEVEL to the lines TensorFlow prints while it loads
     (see above); called by `main`, so by every entry point. Does nothing at level 0."""
-    if "tensorflow" in sys.modules or min_log_level() < 1:
+    if "tensorflow" in sys.modules or min_log_level() < 1 or not sys.executable:  # (an embedded interpreter)
         return
     if not any(isinstance(f, _QuietFinder) for f in sys.meta_path):
         sys.meta_path.insert(0, _QuietFinder())
