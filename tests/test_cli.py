@@ -191,15 +191,16 @@ def test_tensorflows_loading_lines_follow_tf_cpp_min_log_level():
 
 def test_the_lines_real_tensorflow_prints_while_loading_are_those_hidden():
     """What `import tensorflow` prints at TF_CPP_MIN_LOG_LEVEL=3 (under the fork server, its
-    import's own output, replayed) is absl's header and INFO lines, all left out at level 1;
-    if a TensorFlow stops printing them, the filter has nothing left to do and this says so."""
+    import's own output, replayed) is absl's header and log lines (INFO on this CPU: oneDNN's
+    and the CUDA stub's), all left out at level 3, the entry points' default; if a TensorFlow
+    stops printing them, the filter has nothing left to do and this says so."""
     from albert_tf.cli import hidden_loading_line
 
     result = subprocess.run([sys.executable, "-c", "import tensorflow"], capture_output=True, text=True, env=ENV,
                             cwd=ROOT, timeout=300)  # TF_CPP_MIN_LOG_LEVEL=3: TensorFlow prints them even so
     lines = result.stderr.splitlines()
-    assert result.returncode == 0 and HEADER in lines and any("oneDNN custom operations" in x for x in lines), lines
-    assert [x for x in lines if not hidden_loading_line(x, 1)] == [], lines
+    assert result.returncode == 0 and HEADER in lines and len(lines) > 1, lines
+    assert [x for x in lines if not hidden_loading_line(x, 3)] == [], lines
 
 
 FAKE_TENSORFLOW = f'''
