@@ -167,13 +167,11 @@ def min_log_level():
         return 0
 
 
-def filter_loading_lines(level, source=None, target=None):
-    """Copies `source`'s lines (binary, default stdin) to `target` (default stdout) as they
-    come, except those `hidden_loading_line` leaves out at `level`; the process that
-    `filtered_lines` starts runs this."""
+def filter_loading_lines(level):
+    """Copies stdin's lines to stdout as they come, except those `hidden_loading_line` leaves
+    out at `level`: the process that `filtered_lines` starts runs this."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is for the command: drain to the end
-    source = sys.stdin.buffer if source is None else source
-    target = sys.stdout.buffer if target is None else target
+    source, target = sys.stdin.buffer, sys.stdout.buffer
     pending = b""
     while chunk := source.read1(65536):
         *lines, pending = (pending + chunk).split(b"\n")

@@ -223,7 +223,7 @@ class AlbertTfSystem:
         import tensorflow as tf
         import tensorflow_text  # noqa: F401  (the exported classifier's SentencePiece ops)
 
-        from albert_tf.data.buckets import DEFAULT_BUCKETS
+        from albert_tf.data.bucket_widths import DEFAULT_BUCKETS
         from albert_tf.data.classifier_data import get_task
         from albert_tf.tasks.classification import ClassificationOptions, ClassificationTask, check_options
         from albert_tf.training.driver import Trainer, TrainingOptions

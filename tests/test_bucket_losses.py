@@ -31,7 +31,7 @@ import os
 import numpy as np
 import pytest
 import tensorflow as tf
-from conftest import load_tool
+from conftest import load_tool, write_tiny_config
 
 from albert_tf.data.buckets import bucketed_batches, cut_to_width
 from albert_tf.modeling.encoder import encoders_in, set_skip_padding
@@ -105,12 +105,9 @@ def _pairs(full_batches, cut_batches, seq=SEQ):
 def _tiny_config(tmp_path, **overrides):
     """albert_tiny at two layers (a group each) with the test SentencePiece model's 3000
     pieces, initializer_range INIT_RANGE, no dropout."""
-    cfg = json.load(open(os.path.join(ROOT, "configs", "albert_tiny.json")))
-    cfg.update(vocab_size=3000, initializer_range=INIT_RANGE, hidden_dropout_prob=0.0,
-               attention_probs_dropout_prob=0.0, num_hidden_layers=2, **overrides)
-    path = tmp_path / "config.json"
-    path.write_text(json.dumps(cfg))
-    return str(path)
+    directory = tmp_path / "config"
+    directory.mkdir()
+    return write_tiny_config(directory, initializer_range=INIT_RANGE, num_hidden_layers=2, **overrides)
 
 
 # --- SQuAD ----------------------------------------------------------------------------------

@@ -12,7 +12,8 @@ import pytest
 import tensorflow as tf
 from conftest import load_tool
 
-from albert_tf.data.buckets import bucket_widths, bucketed_batches, cut_to_width
+from albert_tf.data.bucket_widths import bucket_widths
+from albert_tf.data.buckets import bucketed_batches, cut_to_width
 from albert_tf.modeling.encoder import encoders_in, set_skip_padding
 from albert_tf.training.driver import Trainer, TrainingOptions
 

@@ -25,7 +25,7 @@ from albert_tf.data.race.features import MultipleChoiceSettings, convert_example
 from albert_tf.data.squad.features import convert_examples_to_features, features_to_arrays
 from albert_tf.data.squad.reading import SquadExample
 from albert_tf.data.squad import postprocess as post
-from albert_tf.data.buckets import bucket_widths
+from albert_tf.data.bucket_widths import bucket_widths
 from albert_tf.data.tokenization import SentencePieceTokenizer
 
 SEQ, STRIDE, QUERY, N_BEST, MAX_ANSWER = 64, 24, 16, 5, 10  # QA; several windows for the longer texts

@@ -14,9 +14,8 @@ import shutil
 
 import pytest
 
-from conftest import load_tool
+from conftest import load_tool, write_tiny_config
 
-ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 POLICIES = ("float32", "mixed_bfloat16")
 # v1 left the plateau by 20 epochs at both policies when measured (F1 83.1 float32, 83.8 bf16);
 # v2 at 20 or 25 epochs was still 12-17 points apart between policies on one seed, at 40 both 100
@@ -25,13 +24,7 @@ EPOCHS = {"v1": 20, "v2": 40}
 
 @pytest.fixture(scope="module")
 def config_file(tmp_path_factory):
-    with open(os.path.join(ROOT, "configs", "albert_tiny.json"), encoding="utf-8") as f:
-        config = json.load(f)
-    config.update(vocab_size=3000, num_hidden_groups=1, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
-    path = str(tmp_path_factory.mktemp("config") / "albert_config.json")
-    with open(path, "w", encoding="utf-8") as f:
-        json.dump(config, f)
-    return path
+    return write_tiny_config(tmp_path_factory.mktemp("config"), num_hidden_groups=1)
 
 
 def _run(module, args):

@@ -11,7 +11,7 @@ width and no more. What does differ is said in FLAG_HELP (albert_tf.data.bucket_
 and the SQuAD v1 head's training loss, whose softmax over positions includes the padding,
 leaves out the padding past the batch's width (tests/test_bucket_losses.py).
 
-    widths = bucket_widths(128, "16,32,64")                 # (16, 32, 64, 128)
+    widths = bucket_widths(128, "16,32,64")                 # (16, 32, 64, 128): data/bucket_widths.py
     ds = bucketed_batches(columns, lengths, 32, widths, finalize=cut_to_width(("input_word_ids",)),
                           training=True, seed=1)             # shuffled across buckets, repeats
     ds = bucketed_batches(columns, lengths, 32, widths, finalize=..., training=False)
@@ -23,7 +23,6 @@ Shape legend: N examples, B batch, T max_seq_length, W a bucket width (<= T).
 import numpy as np
 import tensorflow as tf
 
-from albert_tf.data.bucket_widths import DEFAULT_BUCKETS, FLAG_HELP, SQUAD_V1_FLAG_HELP, bucket_widths  # noqa: F401
 from albert_tf.data.maps import graph_map
 
 LENGTH = "_length"

@@ -38,7 +38,7 @@ def _packed_lengths(segments, seq_length):
 
 def pack(preprocess, text_a, text_b, seq_length, widths=None):
     """String tensors [B] (text_b may be None) -> dict of int32 encoder inputs [B, T], or
-    with `widths` (albert_tf.data.buckets.bucket_widths) [B, W]: padded only to the
+    with `widths` (albert_tf.data.bucket_widths.bucket_widths) [B, W]: padded only to the
     smallest width that holds the batch's longest input (the same ids, masked padding)."""
     segments = [preprocess.tokenize(text_a)]
     if text_b is not None:

@@ -34,7 +34,7 @@ class ClassifierModule(tf.train.Checkpoint):
         seq_length: T used for packing.
         labels: the task's label names; empty for regression.
         pair: whether the task has a second text (text_b).
-        widths: the length buckets (albert_tf.data.buckets.bucket_widths): a request is
+        widths: the length buckets (albert_tf.data.bucket_widths.bucket_widths): a request is
             padded to the smallest that holds its longest input; None: seq_length.
     """
 

@@ -26,7 +26,7 @@ class RawTextModule(tf.train.Checkpoint):
         spm_model_file: its SentencePiece model (saved as the asset `sp_model_file`).
         do_lower_case: as in training.
         max_seq_length: the run's setting.
-        widths: the length buckets (albert_tf.data.buckets.bucket_widths): a request is
+        widths: the length buckets (albert_tf.data.bucket_widths.bucket_widths): a request is
             padded to the smallest that holds its longest input; None: max_seq_length.
     """
 

@@ -19,9 +19,10 @@ import os
 import numpy as np
 import tensorflow as tf
 
+from albert_tf.data.bucket_widths import DEFAULT_BUCKETS, bucket_widths
+from albert_tf.data.buckets import bucketed_batches, take_rows
 from albert_tf.data.classifier_data import get_task, read_examples
 from albert_tf.data.classifier_metrics import compute
-from albert_tf.data.buckets import DEFAULT_BUCKETS, bucket_widths, bucketed_batches, take_rows
 from albert_tf.data.classifier_pipeline import label_ids, pack_segments, segment_lengths, tokenize_segments
 from albert_tf.data.maps import graph_map
 from albert_tf.modeling.encoder import INPUT_NAMES

@@ -82,7 +82,7 @@ def check_outputs(o, caches=(), inputs=()):
         caches: (flag, path, used) of the task's feature caches; unused ones are skipped.
         inputs: (flag, path) of the task's data inputs.
     """
-    from albert_tf.data.buckets import bucket_widths
+    from albert_tf.data.bucket_widths import bucket_widths
     from albert_tf.storage import outputs
 
     bucket_widths(o.max_seq_length, o.length_buckets)  # names a bad --length_buckets

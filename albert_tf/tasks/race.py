@@ -25,7 +25,8 @@ import os
 import numpy as np
 import tensorflow as tf
 
-from albert_tf.data.buckets import DEFAULT_BUCKETS, bucket_widths, bucketed_batches, cut_to_width
+from albert_tf.data.bucket_widths import DEFAULT_BUCKETS, bucket_widths
+from albert_tf.data.buckets import bucketed_batches, cut_to_width
 from albert_tf.modeling.encoder import INPUT_NAMES
 from albert_tf.modeling.multiple_choice import multiple_choice_loss
 from albert_tf.storage import atomic
