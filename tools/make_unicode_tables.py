@@ -20,6 +20,8 @@ character from these tables, made here from Python's own functions:
                   character, and not before one, into the final sigma
   BLANK           str.isspace() or category Cc, Cf, Zs, Zl, Zp: what SentencePiece treats as
                   blank (left out of piece spans, albert_tf.data.squad.alignment and aligned_tokens)
+  DIGIT           str.isdigit(): the release's `encode_pieces` splits a piece ending in a digit
+                  and "," (all of Unicode's digits, not RE2's ASCII \\d)
 
 CASE_IGNORABLE and CASED are read off str.lower() itself: "AΣx".lower() keeps σ exactly when x
 is cased and not case-ignorable, and "AΣxB".lower() keeps σ when x is cased or case-ignorable.
@@ -74,7 +76,7 @@ def _lower_runs(pairs):
 
 def tables():
     """{name: flat tuple of ints} from this Python's unicodedata and str.lower()."""
-    combining, decomposed, lower, ignorable, cased, blank = [], [], [], [], [], []
+    combining, decomposed, lower, ignorable, cased, blank, digit = [], [], [], [], [], [], []
     for c in _characters():
         x = chr(c)
         if unicodedata.combining(x):
@@ -93,8 +95,11 @@ def tables():
             ignorable.append(c)
         if x.isspace() or unicodedata.category(x) in ("Cc", "Cf", "Zs", "Zl", "Zp"):
             blank.append(c)
+        if x.isdigit():
+            digit.append(c)
     return {"COMBINING": _bounds(combining), "DECOMPOSED": _bounds(decomposed), "LOWER": _lower_runs(lower),
-            "CASE_IGNORABLE": _bounds(ignorable), "CASED": _bounds(cased), "BLANK": _bounds(blank)}
+            "CASE_IGNORABLE": _bounds(ignorable), "CASED": _bounds(cased), "BLANK": _bounds(blank),
+            "DIGIT": _bounds(digit)}
 
 
 _HEADER = '''"""Unicode tables of the one text normalisation, from Python's unicodedata {version}.

@@ -1,13 +1,24 @@
 """Text normalisation and the SentencePiece tokenizer, as the release uses them.
 
-`preprocess_text` is the one normalisation the project applies before SentencePiece:
-in tools/train_sentencepiece.py, tools/create_pretraining_data.py, the SQuAD and RACE
-features and (in-graph, albert_tf.export.normalization, the same steps) every exported
-model that takes text. It collapses whitespace, maps `` and '' to ", strips accents (NFKD,
-then drops every character whose canonical combining class is not 0, the release's
-`unicodedata.combining(c)`) and, with `lower`, lower-cases. Which characters are dropped
-comes from one table, albert_tf/data/unicode_tables.py (made from unicodedata by
-tools/make_unicode_tables.py), which the graph reads too.
+The release's tokenization.py has two steps, and so has this module:
+
+- `preprocess_text` (the release's `preprocess_text`) is the one normalisation the project
+  applies before SentencePiece: in tools/train_sentencepiece.py,
+  tools/create_pretraining_data.py, the SQuAD, RACE and classification features and
+  (in-graph, albert_tf.export.normalization, the same steps) every exported model that takes
+  text. It collapses whitespace, strips accents (NFKD, then drops every character whose
+  canonical combining class is not 0, the release's `unicodedata.combining(c)`) and, with
+  `lower`, lower-cases. It does not map `` or '' to " (XLNet's preprocessing and Hugging
+  Face's ALBERT tokenizers do; the release does not).
+- `encode_pieces` (the release's `encode_pieces`) is SentencePiece's EncodeAsPieces followed
+  by the digit-comma rule: a piece longer than one character that ends in "," after a digit
+  (Python's `str.isdigit`, all of Unicode) is replaced by the pieces of its text before the
+  comma, "▁" removed, then ",". "on february 7, 2016, at" gives "▁2016" "," where
+  SentencePiece alone gives "▁2016,".
+
+Which characters are dropped, and which are digits, comes from one table,
+albert_tf/data/unicode_tables.py (made from unicodedata by tools/make_unicode_tables.py),
+which the graph reads too.
 """
 
 import os
@@ -56,10 +67,47 @@ def is_blank(c):
 def preprocess_text(text, lower=True):
     """Release-compatible normalisation of one string (see module docstring)."""
     text = " ".join(text.strip().split())
-    text = text.replace("``", '"').replace("''", '"')
     if not text.isascii():  # ASCII is its own NFKD and has no marks
         text = unicodedata.normalize("NFKD", text).translate(_DROP_MARKS)
     return text.lower() if lower else text
+
+
+def is_digit_comma_piece(piece):
+    """The release's test in `encode_pieces`: longer than one character, ends in "," after a
+    character for which str.isdigit() holds."""
+    return len(piece) > 1 and piece[-1] == "," and piece[-2].isdigit()
+
+
+def split_digit_comma(sp, piece):
+    """The pieces the release puts in place of a digit-comma piece (`is_digit_comma_piece`).
+
+    EncodeAsPieces of the piece without its comma and with every "▁" removed; its first piece
+    loses a leading "▁" when `piece` did not start with one (dropped when it was only "▁");
+    then ",". `sp` is a SentencePieceProcessor.
+    """
+    pieces = sp.EncodeAsPieces(piece[:-1].replace(WORD_START, ""))
+    if not piece.startswith(WORD_START) and pieces and pieces[0].startswith(WORD_START):
+        pieces = pieces[1:] if len(pieces[0]) == 1 else [pieces[0][1:]] + pieces[1:]
+    return pieces + [piece[-1]]
+
+
+def apply_digit_comma(sp, pieces):
+    """The release's rule over a list of pieces (see `split_digit_comma`)."""
+    if not any(is_digit_comma_piece(p) for p in pieces):
+        return pieces
+    out = []
+    for p in pieces:
+        if is_digit_comma_piece(p):
+            out.extend(split_digit_comma(sp, p))
+        else:
+            out.append(p)
+    return out
+
+
+def encode_pieces(sp, text):
+    """The release's `encode_pieces` of already normalised text: EncodeAsPieces, then the
+    digit-comma rule. `sp` is a SentencePieceProcessor."""
+    return apply_digit_comma(sp, sp.EncodeAsPieces(text))
 
 
 def strip_machine_paths(model_bytes):
@@ -116,17 +164,29 @@ class SentencePieceTokenizer:
         self.pad_id, self.unk_id, self.cls_id, self.sep_id, self.mask_id = (
             t.pad_id, t.unk_id, t.cls_id, t.sep_id, t.mask_id)
         self.word_start = [is_start_piece(self.sp.IdToPiece(i)) for i in range(self.vocab_size)]
+        self._comma_ids = frozenset(
+            [i for i in range(self.vocab_size) if is_digit_comma_piece(self.sp.IdToPiece(i))] + [self.unk_id])
 
     def tokenize(self, text):
-        """Normalised text -> list of pieces."""
-        return self.sp.EncodeAsPieces(preprocess_text(text, self.do_lower_case))
+        """Text -> list of pieces: `preprocess_text`, then `encode_pieces` (the release's)."""
+        return encode_pieces(self.sp, preprocess_text(text, self.do_lower_case))
 
     def encode(self, text):
-        """Normalised text -> list of ids."""
-        return self.sp.EncodeAsIds(preprocess_text(text, self.do_lower_case))
+        """Text -> list of ids: the ids of `tokenize`'s pieces (the release's `encode_ids`)."""
+        text = preprocess_text(text, self.do_lower_case)
+        return self._release_ids(self.sp.EncodeAsIds(text), text)
 
     def encode_batch(self, texts):
-        return self.sp.Encode([preprocess_text(t, self.do_lower_case) for t in texts])
+        """Texts -> a list of id lists, each `encode(text)`."""
+        texts = [preprocess_text(t, self.do_lower_case) for t in texts]
+        return [self._release_ids(ids, text) for ids, text in zip(self.sp.Encode(texts), texts)]
+
+    def _release_ids(self, ids, text):
+        # SentencePiece's ids are the release's unless a piece is a digit-comma one: a known
+        # piece of that form, or an unknown one (its surface is not in the vocabulary).
+        if self._comma_ids.isdisjoint(ids):
+            return ids
+        return [self.sp.PieceToId(p) for p in encode_pieces(self.sp, text)]
 
     def is_word_start(self, token_id):
         """True when the piece begins a word (`is_start_piece`)."""
