@@ -1,24 +1,31 @@
-"""SQuAD context alignment: every SentencePiece piece of a context with its exact span in
-the original text (what features need to map an answer to pieces and pieces back to text).
+"""SQuAD context alignment: every piece of a context, as the release tokenizes it, with its
+exact span in the original text (what features need to map an answer to pieces and pieces
+back to text).
 
     context = tokenize_context(example.context_text, tokenizer)   # ContextTokens
     context.char_span_to_tokens(answer_start, answer_end)          # (first, last) piece
 
 Character alignment (exact, no LCS). The context is normalised the way `preprocess_text`
-does it (whitespace runs collapsed and stripped, `` and '' -> ", NFKD with the characters of
-non-zero combining class dropped, lower-cased), but built unit by unit so that every normalised character keeps the
-[start, end) of the original characters it came from. SentencePiece then encodes the
-normalised string (`return_type="proto"`, or `EncodeAsImmutableProto` on older
-sentencepiece), which gives each piece its begin/end byte offsets into that string; the two
-maps composed give every piece its span in the ORIGINAL context. Whitespace (and the
-control/format characters SentencePiece treats as such, e.g. U+200B) at the edges of a
-piece's surface is left out of its span; a piece with nothing else (a bare "▁") gets the
-empty span (p, p) at the original offset of the next character. One original character
-that normalises to several (the "ﬁ" ligature -> "fi") gives every piece made of it the whole
-character, so such neighbours share a span. The piece ids are exactly
-`SentencePieceTokenizer.encode(context)`; the release additionally splits pieces like "1,"
-into "1" "," (its encode_pieces), which the project's tokenizer does not, so neither does
-this module (features must match the tokenization used in pretraining).
+does it (whitespace runs collapsed and stripped, NFKD with the characters of non-zero
+combining class dropped, lower-cased; `` and '' are kept, as in the release), but built
+unit by unit so that every normalised character keeps the [start, end) of the original
+characters it came from. SentencePiece then encodes the normalised string
+(`return_type="proto"`, or `EncodeAsImmutableProto` on older sentencepiece), which gives each
+piece its begin/end byte offsets into that string; the two maps composed give every piece
+its span in the ORIGINAL context. Whitespace (and the control/format characters
+SentencePiece treats as such, e.g. U+200B) at the edges of a piece's surface is left out of
+its span; a piece with nothing else (a bare "▁") gets the empty span (p, p) at the original
+offset of the next character. One original character that normalises to several (the "ﬁ"
+ligature -> "fi") gives every piece made of it the whole character, so such neighbours share
+a span.
+
+The pieces are the release's `encode_pieces` (tokenization.encode_pieces): a piece that ends
+in "," after a digit ("▁2016,") is replaced by the pieces of its text before the comma and
+the piece "," (`split_digit_comma`). Those pieces get their own spans: the comma's is the
+comma's character, and the others' come from encoding the text before the comma with
+offsets, so they fall inside the original piece's span ("2016" of "2016,"). The piece ids
+are exactly `SentencePieceTokenizer.encode(context)`, so an answer "February 7, 2016" ends
+at the piece "▁2016" and its text has no trailing comma.
 """
 
 import dataclasses
@@ -28,7 +35,8 @@ import unicodedata
 
 import numpy as np
 
-from albert_tf.data.tokenization import is_blank, is_combining, preprocess_text
+from albert_tf.data.tokenization import (WORD_START, is_blank, is_combining, is_digit_comma_piece,
+                                         preprocess_text, split_digit_comma)
 
 logger = logging.getLogger("albert_tf")
 
@@ -55,25 +63,7 @@ def normalize_with_offsets(text, lower=True):
         chars.append(c)
         starts.append(i)
         ends.append(i + 1)
-    # 2. `` -> "  then  '' -> "  (two passes, as str.replace does them)
-    for pair in ("``", "''"):
-        if pair not in "".join(chars):
-            continue
-        out_c, out_s, out_e = [], [], []
-        k = 0
-        while k < len(chars):
-            if k + 1 < len(chars) and chars[k] + chars[k + 1] == pair:
-                out_c.append('"')
-                out_s.append(starts[k])
-                out_e.append(ends[k + 1])
-                k += 2
-            else:
-                out_c.append(chars[k])
-                out_s.append(starts[k])
-                out_e.append(ends[k])
-                k += 1
-        chars, starts, ends = out_c, out_s, out_e
-    # 3. NFKD, characters of non-zero combining class dropped (character by character:
+    # 2. NFKD, characters of non-zero combining class dropped (character by character:
     #    canonical reordering only moves those, which are all dropped, so this equals the
     #    whole-string form)
     if not all(c < "\x80" for c in chars):
@@ -91,7 +81,7 @@ def normalize_with_offsets(text, lower=True):
                     out_e.append(e)
         chars, starts, ends = out_c, out_s, out_e
     normalized = "".join(chars)
-    # 4. lower case: the whole string (context-dependent rules such as the final sigma), per
+    # 3. lower case: the whole string (context-dependent rules such as the final sigma), per
     #    character only when some character lower-cases to several
     if lower:
         low = normalized.lower()
@@ -150,6 +140,29 @@ def _encode_with_offsets(sp, text):
     return out
 
 
+def _split_with_offsets(sp, piece, b, e, normalized, blank):
+    """The release's pieces in place of digit-comma piece `piece` (`split_digit_comma`), which
+    covers characters [b, e) of `normalized`, as (id, piece, begin, end) with character
+    offsets in `normalized`: the comma gets its own character; the pieces before it the
+    characters that encoding the text before the comma with offsets gives them, inside [b, e)
+    (a bare "▁" the empty span before its text). Should SentencePiece's surface not spell the
+    piece (its own normalisation changed a character), every piece gets [b, e)."""
+    pieces = split_digit_comma(sp, piece)
+    ids = [sp.PieceToId(p) for p in pieces]
+    solid = [k for k in range(b, e) if not blank[k]]  # the piece's characters, "▁" excluded
+    body = piece[:-1].replace(WORD_START, "")
+    if "".join(normalized[k] for k in solid) != body + piece[-1]:
+        return [(i, p, b, e) for i, p in zip(ids, pieces)]
+    sub = _encode_with_offsets(sp, body)
+    sub = sub[len(sub) - (len(pieces) - 1):]  # split_digit_comma dropped a first piece that was only "▁"
+    out = []
+    for piece_id, p, (_, _, sb, se) in zip(ids, pieces, sub):
+        k = solid[min(sb, len(body) - 1)]
+        out.append((piece_id, p, k, solid[se - 1] + 1 if se > sb else k))
+    out.append((ids[-1], pieces[-1], solid[-1], solid[-1] + 1))
+    return out
+
+
 def _is_blank(c):
     """Characters SentencePiece treats as whitespace or removes: left out of piece spans
     (tokenization.is_blank: isspace or category Cc, Cf, Zs, Zl, Zp)."""
@@ -161,8 +174,8 @@ class ContextTokens:
     """A context's pieces and their spans in the original text.
 
     text: the original context; normalized: preprocess_text(text); ids: int32 [P] (exactly
-    tokenizer.encode(text)); pieces: the pieces as SentencePiece produced them (unknown
-    pieces keep their text); spans: int32 [P, 2], [start, end) in `text` (empty for a bare
+    tokenizer.encode(text)); pieces: the release's pieces (`encode_pieces`: SentencePiece's,
+    digit-comma pieces split; unknown pieces keep their text); spans: int32 [P, 2], [start, end) in `text` (empty for a bare
     "▁" piece).
     """
 
@@ -202,8 +215,14 @@ def tokenize_context(text, tokenizer):
     for k in range(n - 1, -1, -1):
         next_solid[k] = k if not blank[k] else next_solid[k + 1]
     tail = ends[max((k for k in range(n) if not blank[k]), default=0)] if n else 0
-    ids, pieces, spans = [], [], []
+    release = []  # the release's encode_pieces: digit-comma pieces split, each with its own offsets
     for piece_id, piece, b, e in encoded:
+        if is_digit_comma_piece(piece):
+            release.extend(_split_with_offsets(tokenizer.sp, piece, b, e, normalized, blank))
+        else:
+            release.append((piece_id, piece, b, e))
+    ids, pieces, spans = [], [], []
+    for piece_id, piece, b, e in release:
         while b < e and blank[b]:
             b += 1
         while e > b and blank[e - 1]:
