@@ -386,6 +386,12 @@ def test_feature_cache_reused_or_rebuilt_with_the_reason(tmp_path, tok, tool, en
     assert record["input_file"] == os.path.join(data, "RACE", "train")
     assert sidecar["source"].startswith("RACE train at ") and sidecar["read_summary"]["questions"] == len(examples)
 
+    old_sidecar = dict(sidecar, settings={k: v for k, v in record.items() if k != "tokenization"})
+    (out / "train.tfrecord.json").write_text(json.dumps(old_sidecar))  # made before the release's tokenization
+    stale, _ = load()
+    assert stale.rebuilt and stale.reason == "the tokenization changed (version 1 -> 2: the release's encode_pieces)"
+    assert record["tokenization"] == json.loads((out / "train.tfrecord.json").read_text())["settings"]["tokenization"]
+
     again, _ = load()
     assert not again.rebuilt and again.reason == "reused: settings and input unchanged"
     assert again.arrays.keys() == expected.keys()

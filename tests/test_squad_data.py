@@ -13,7 +13,7 @@ from albert_tf.data.squad.cache import (feature_file_settings, load_or_build_fea
 from albert_tf.data.squad.features import (FIRST_UNIQUE_ID, FeatureSettings, convert_examples_to_features, doc_spans,
                                            features_to_arrays)
 from albert_tf.data.squad.reading import SquadDataError, SquadExample, read_squad_examples
-from albert_tf.data.tokenization import SentencePieceTokenizer, preprocess_text
+from albert_tf.data.tokenization import TOKENIZATION_VERSION, SentencePieceTokenizer, preprocess_text
 
 HARD = [
     "Hello  World",
@@ -101,12 +101,23 @@ def test_answer_span_round_trips_exactly(tok, text, answer):
 def test_answer_inside_a_piece_gets_the_smallest_covering_span(tok):
     text = "The ﬁx costs $3.50 and 1,000 people."
     ctx = tokenize_context(text, tok)
-    start = text.index("1,000")
-    first, last = ctx.char_span_to_tokens(start, start + 1)  # "1" inside the piece "1,"
-    got = ctx.token_span_to_text(first, last)
-    assert first == last  # one piece is the smallest cover: "1," (not the empty "▁" piece before it)
-    assert got == "1," and tuple(ctx.spans[first]) == (start, start + 2)
+    start = text.index("000")
+    first, last = ctx.char_span_to_tokens(start, start + 2)  # "00" inside the piece "000"
+    assert first == last and ctx.pieces[first] == "000" and ctx.token_span_to_text(first, last) == "000"
     assert ctx.char_span_to_tokens(3, 4) is None  # the space after "The" alone
+
+
+def test_digit_comma_pieces_are_split_with_their_own_spans(tok):
+    """The release's encode_pieces splits "1," (a piece of this model) into "1" and ","; each has its own span."""
+    text = "The ﬁx costs $3.50 and 1,000 people."
+    assert "1," in tok.sp.EncodeAsPieces(preprocess_text(text))  # what SentencePiece alone gives
+    ctx = tokenize_context(text, tok)
+    assert ctx.ids.tolist() == tok.encode(text) and list(ctx.pieces) == tok.tokenize(text)
+    one = text.index("1,000")
+    k = ctx.pieces.index(",")
+    assert ctx.pieces[k - 1:k + 2] == ("1", ",", "000")
+    assert ctx.spans[k - 1:k + 2].tolist() == [[one, one + 1], [one + 1, one + 2], [one + 2, one + 5]]
+    assert ctx.token_span_to_text(*ctx.char_span_to_tokens(one, one + 1)) == "1"  # not "1,"
 
 
 def test_align_offsets_fallback():
@@ -362,6 +373,16 @@ def test_feature_cache_rebuilt_when_settings_or_input_change(tmp_path, tok):
     a, b = features_to_arrays(first.features), features_to_arrays(again.features)
     assert a.keys() == b.keys() and all(np.array_equal(a[k], b[k]) for k in a)
     assert again.features[0].token_spans is None  # training caches keep no spans
+
+    assert sidecar["settings"]["tokenization"] == TOKENIZATION_VERSION == 2
+    for old_version in ({}, {"tokenization": 1}):  # a cache of the tokenizer before the release's encode_pieces
+        stale = dict(sidecar, settings={k: v for k, v in sidecar["settings"].items() if k != "tokenization"})
+        stale["settings"].update(old_version)
+        (out / "train.tfrecord.json").write_text(json.dumps(stale))
+        rebuilt = load_or_build_features(path, feature_file, tok, settings)
+        assert rebuilt.rebuilt and rebuilt.reason == "the tokenization changed (version 1 -> 2: the release's " \
+                                                     "encode_pieces)"
+        assert json.loads((out / "train.tfrecord.json").read_text())["settings"]["tokenization"] == 2
 
     os.utime(path, (1, 1))  # mtime only: content unchanged -> reused
     touched = load_or_build_features(path, feature_file, tok, settings)

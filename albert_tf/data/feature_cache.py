@@ -19,7 +19,8 @@ features and their per-record shapes, so `read_feature_arrays` can read any of t
 Reuse rule (`check_feature_file`): the file is reused only when its sidecar is of the same
 kind and format, the record file (and every companion file the sidecar lists) has the
 size the sidecar says, and every settings entry matches: the task's settings, the
-tokenizer (SentencePiece sha256, do_lower_case, special ids) and the input's content
+tokenizer (tokenization version, SentencePiece sha256, do_lower_case, special ids: a file
+made before the release's tokenization is rebuilt) and the input's content
 (sha256; for several files a combined sha256 of their names and contents). The input's
 path and mtime are informational: a moved or touched but unchanged input is reused. The
 reason names what differs ("max_seq_length 128 -> 64", "the input's content changed").
@@ -35,6 +36,7 @@ import time
 import numpy as np
 
 from albert_tf.data.summary import file_sha256
+from albert_tf.data.tokenization import TOKENIZATION_VERSION
 from albert_tf.storage import atomic, outputs
 
 logger = logging.getLogger("albert_tf")
@@ -102,9 +104,11 @@ class RecordEncoder:
 
 
 def tokenizer_record(tokenizer):
-    """The tokenizer's part of a settings record: do_lower_case, the SentencePiece model's
-    sha256 and its special ids."""
+    """The tokenizer's part of a settings record: the tokenization's version
+    (tokenization.TOKENIZATION_VERSION; a file without it was made by version 1),
+    do_lower_case, the SentencePiece model's sha256 and its special ids."""
     return {
+        "tokenization": TOKENIZATION_VERSION,
         "do_lower_case": bool(tokenizer.do_lower_case),
         "spm_model_sha256": file_sha256(tokenizer.model_file),
         "special_tokens": tokenizer.special_tokens.to_dict(),
@@ -230,6 +234,8 @@ def read_sidecar(path, kind):
 def _describe_change(key, old, new):
     if key == "spm_model_sha256":
         return "the SentencePiece model changed (sha256)"
+    if key == "tokenization":
+        return f"the tokenization changed (version {old or 1} -> {new}: the release's encode_pieces)"
     return f"{key} {old!r} -> {new!r}"
 
 

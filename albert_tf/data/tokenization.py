@@ -28,6 +28,10 @@ from albert_tf.data import unicode_tables
 from albert_tf.data.vocab import PIECES, SpecialTokens
 
 WORD_START = "\u2581"  # SentencePiece's word-start marker
+# The version of the text -> ids mapping, recorded with every feature cache (feature_cache.tokenizer_record) so
+# that a cache made by another tokenization is rebuilt: 1 (caches without it) mapped `` and '' to " and did
+# not split digit-comma pieces; 2 is the release's preprocess_text and encode_pieces.
+TOKENIZATION_VERSION = 2
 _PUNCTUATION = set('!"#$%&\'()*+,-./:;?@[\\]^_`{|}~') | {"\u20ac", "\u00a3", "\u2013"}
 _PLAIN = set("abcdefghijklmnopqrstuvwxyz0123456789")
 
