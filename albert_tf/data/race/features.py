@@ -11,8 +11,9 @@ Features (the release's race_utils): per option j of a question,
     input_mask  1 for the real positions, 0 for padding
 where qa_text fills the blank ("_") of a cloze question with the option, or joins
 question and option with a space; question and option are preprocess_text'ed first (the
-tokenizer's do_lower_case), as the release's RaceProcessor does. label_ids: the answer's
-index, -1 for None.
+tokenizer's do_lower_case), as the release's RaceProcessor does. tokenize is
+SentencePieceTokenizer.encode: the release's preprocess_text and encode_pieces (a comma
+after a digit is a piece of its own). label_ids: the answer's index, -1 for None.
 """
 
 import dataclasses
