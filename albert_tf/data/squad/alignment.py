@@ -175,8 +175,8 @@ class ContextTokens:
 
     text: the original context; normalized: preprocess_text(text); ids: int32 [P] (exactly
     tokenizer.encode(text)); pieces: the release's pieces (`encode_pieces`: SentencePiece's,
-    digit-comma pieces split; unknown pieces keep their text); spans: int32 [P, 2], [start, end) in `text` (empty for a bare
-    "▁" piece).
+    digit-comma pieces split; unknown pieces keep their text); spans: int32 [P, 2], [start,
+    end) in `text` (empty for a bare "▁" piece).
     """
 
     text: str
