@@ -233,3 +233,20 @@ def test_an_answer_before_a_comma_after_a_number_has_no_comma(tok):
     start_logits[f.start_position] = end_logits[f.end_position] = 10.0
     window = dict(f.as_window(), start_logits=start_logits, end_logits=end_logits)
     assert postprocess.predict_v1([window], {"q": context})["predictions"] == {"q": answer}
+
+
+def test_split_digit_comma_is_the_releases_on_every_path(model_file):
+    """albert_tf's split of one digit-comma piece against the restated release, on pieces with and
+    without "▁" (the real texts only have pieces with it), digits of other scripts (str.isdigit)."""
+    from albert_tf.data.tokenization import apply_digit_comma, is_digit_comma_piece, split_digit_comma
+
+    sp = spm.SentencePieceProcessor()
+    sp.Load(model_file)
+    pieces = ["\u25812016,", "2016,", "\u25817,", "7,", "x1,", "ab12,", "\u0663,", "\u00b2,", "\u25811\u0663,"]
+    for piece in pieces:
+        assert is_digit_comma_piece(piece)
+        assert split_digit_comma(sp, piece) == release_encode_pieces(sp, "", [piece]), piece
+    for piece in ["1", ",", "\u2581,", "a,", "1,a", "\u2581"]:
+        assert not is_digit_comma_piece(piece) and release_encode_pieces(sp, "", [piece]) == [piece]
+    assert apply_digit_comma(sp, ["\u2581on"] + pieces) == release_encode_pieces(sp, "", ["\u2581on"] + pieces)
+    assert split_digit_comma(sp, "2016,") == ["2016", ","]  # the first piece loses its "▁"

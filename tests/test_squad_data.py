@@ -7,7 +7,8 @@ import unicodedata
 import numpy as np
 import pytest
 
-from albert_tf.data.squad.alignment import _is_blank, align_offsets, normalize_with_offsets, tokenize_context
+from albert_tf.data.squad.alignment import (_is_blank, _split_with_offsets, align_offsets, normalize_with_offsets,
+                                            tokenize_context)
 from albert_tf.data.squad.cache import (feature_file_settings, load_or_build_features, read_feature_arrays,
                                         read_feature_file)
 from albert_tf.data.squad.features import (FIRST_UNIQUE_ID, FeatureSettings, convert_examples_to_features, doc_spans,
@@ -118,6 +119,9 @@ def test_digit_comma_pieces_are_split_with_their_own_spans(tok):
     assert ctx.pieces[k - 1:k + 2] == ("1", ",", "000")
     assert ctx.spans[k - 1:k + 2].tolist() == [[one, one + 1], [one + 1, one + 2], [one + 2, one + 5]]
     assert ctx.token_span_to_text(*ctx.char_span_to_tokens(one, one + 1)) == "1"  # not "1,"
+    # should SentencePiece's surface not spell the piece, every piece of the split keeps the piece's span
+    got = _split_with_offsets(tok.sp, "1,", 4, 6, "abc 1;", [False, False, False, True, False, False])
+    assert got == [(tok.sp.PieceToId("1"), "1", 4, 6), (tok.sp.PieceToId(","), ",", 4, 6)]
 
 
 def test_align_offsets_fallback():
