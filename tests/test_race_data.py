@@ -155,7 +155,7 @@ def test_real_race_dev_reads_every_question():
     """The real RACE dev set (../shared/data/real/race): the published 4,887 questions (middle
     1,436 in 368 articles, high 3,451 in 1,021), 1,389 files, 4 options each; every question's
     text, options and answer equal the file's, read here with json."""
-    data_dir = os.path.dirname(real_path("race/RACE/dev"))
+    data_dir = real_path("race")
     examples = read_race(data_dir, "dev")
     summary = examples.summary
     assert len(examples) == summary.questions == 4887 and summary.layout == "files" and summary.num_choices == 4
