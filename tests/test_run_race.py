@@ -12,6 +12,7 @@ import sys
 import numpy as np
 import pytest
 from conftest import entry_point_cases, load_tool, write_tiny_config
+from real_data import real_path
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=ROOT)
@@ -243,6 +244,32 @@ def test_all_txt_layout_and_generic_multiple_choice(race_dirs, spm_model, config
     # no levels in generic data: no level accuracies
     assert (summary["count_middle"], summary["count_high"]) == (0, 0)
     assert "accuracy_middle" not in summary and "accuracy_high" not in summary
+
+
+def test_real_race_articles_metrics_recomputed_from_the_predictions(spm_model, config_file, tmp_path):
+    """Real RACE dev articles (the first 3 files of each level, linked as train and dev): every
+    accuracy and count of eval_results.json equals the one recomputed from dev_predictions.jsonl,
+    whose rows are the files' questions with their answers."""
+    data = tmp_path / "data"
+    for level in ("middle", "high"):
+        source = real_path(f"race/RACE/dev/{level}")
+        names = sorted(os.listdir(source), key=lambda n: int(n[:-len(".txt")]))[:3]
+        for split in ("train", "dev"):
+            (data / "RACE" / split / level).mkdir(parents=True)
+            for name in names:
+                os.symlink(os.path.join(source, name), data / "RACE" / split / level / name)
+    out = tmp_path / "out"
+    _run(_common(data, spm_model, config_file, out) + [
+        "--do_train", "--do_eval", "--train_step=2", "--warmup_step=0", "--train_batch_size=8",
+        "--iterations_per_loop=2"])
+    summary = json.load(open(out / "eval_results.json"))
+    dev_rows = _rows(out / "dev_predictions.jsonl")
+    assert [(r["id"], r["question_index"], r["level"], r["label"]) for r in dev_rows] == _race_by_hand(data, "dev")
+    _check_probabilities(dev_rows)
+    assert summary["count"] == len(dev_rows) and summary["accuracy"] == _accuracy(dev_rows)
+    for level in ("middle", "high"):
+        rows = [r for r in dev_rows if r["level"] == level]
+        assert summary[f"count_{level}"] == len(rows) > 0 and summary[f"accuracy_{level}"] == _accuracy(rows)
 
 
 def test_accuracy_by_level_by_hand():
