@@ -21,7 +21,8 @@ initialized_from "random".
 
 Output in --output_dir: ckpt-N checkpoints (a run resumes from the newest) and best/,
 metrics.jsonl, TensorBoard, training_curves.png, eval_results.json (accuracy,
-accuracy_middle, accuracy_high, counts, initialized_from), dev_predictions.jsonl and
+accuracy_middle, accuracy_high, counts, initialized_from; a level without questions, such as
+high with --middle_only, has count 0 and no accuracy), dev_predictions.jsonl and
 predictions.jsonl (per question: article id, question index, chosen letter, the option
 probabilities). --export_dir: a SavedModel answering raw (article, question, options).
 --output_dir, --export_dir and the feature caches are new paths or albert_tf's own

@@ -1,9 +1,11 @@
 """GLUE readers (standard TSV layouts, clear errors) and metrics."""
 
+import csv
 import os
 
 import numpy as np
 import pytest
+from real_data import real_path
 
 from albert_tf.data import classifier_metrics as metrics
 from albert_tf.data.classifier_pipeline import label_ids
@@ -165,3 +167,51 @@ def test_metrics_hand_computed():
     assert metrics.spearman(x, y) == pytest.approx(np.corrcoef([1, 2.5, 2.5, 4], [1, 3, 2, 4])[0, 1])
     assert metrics.compute(("accuracy", "f1"), predictions, labels) == {
         "accuracy": pytest.approx(0.625), "f1": pytest.approx(6 / 9)}
+
+
+# The real GLUE files (../shared/data/real/glue, SOURCES.md): directory, published row counts
+# (dev, train), the layout as published (header or not; text_a, text_b, label columns) and
+# the label set; read here with csv, apart from albert_tf's reader.
+REAL_GLUE = {
+    "sst-2": ("SST-2", (872, 67349), True, (0, None, 1), {"0", "1"}),
+    "cola": ("CoLA", (1043, 8551), False, (3, None, 1), {"0", "1"}),
+    "rte": ("RTE", (277, 2490), True, (1, 2, 3), {"entailment", "not_entailment"}),
+    "sts-b": ("STS-B", (1500, 5749), True, (7, 8, 9), None),
+    "mrpc": ("MRPC", (408, 3668), True, (3, 4, 0), {"0", "1"}),
+}
+
+
+def _raw_glue_rows(path, header):
+    with open(path, encoding="utf-8", newline="") as f:
+        rows = list(csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE))
+    return rows[1:] if header else rows
+
+
+@pytest.mark.parametrize("task_name", sorted(REAL_GLUE))
+def test_real_glue_files_read_as_published(task_name):
+    """Each real GLUE dev and train file through read_examples: the published row count, the
+    task's label set (STS-B: scores from 0 to 5), and the first, middle and last rows equal to
+    the raw file's columns."""
+    directory, counts, header, (a, b, y), label_set = REAL_GLUE[task_name]
+    task = get_task(task_name)
+    for split, count in zip(("dev", "train"), counts):
+        path = real_path(f"glue/{directory}/{split}.tsv")
+        examples = read_examples(task, os.path.dirname(path), split)
+        raw = _raw_glue_rows(path, header)
+        assert len(examples) == len(raw) == count
+        if label_set is None:
+            scores = [e.label for e in examples]
+            assert all(isinstance(v, float) and 0.0 <= v <= 5.0 for v in scores)
+            assert min(scores) == 0.0 and max(scores) == 5.0
+        else:
+            assert {e.label for e in examples} == label_set
+        for i in (0, count // 2, count - 1):
+            row, example = raw[i], examples[i]
+            assert example.text_a == row[a] and example.text_b == (None if b is None else row[b])
+            assert example.label == (float(row[y]) if label_set is None else row[y]), (split, i)
+    if task_name == "cola":  # no header, and the dev file's last line has no newline: still read
+        with open(real_path("glue/CoLA/dev.tsv"), "rb") as f:
+            assert not f.read().endswith(b"\n")
+    if task_name == "mrpc":  # the header starts with a UTF-8 byte order mark
+        with open(real_path("glue/MRPC/dev.tsv"), "rb") as f:
+            assert f.read(3) == b"\xef\xbb\xbf"

@@ -12,6 +12,7 @@ import sys
 import numpy as np
 import pytest
 from conftest import entry_point_cases, load_tool
+from real_data import real_path
 
 from albert_tf.data import feature_cache, sample_corpus
 from albert_tf.data.race.cache import load_or_build_features, read_feature_arrays
@@ -148,6 +149,32 @@ def test_levels_and_data_dir_forms(made):
         read_race(made["files"], "train", high_only=True, middle_only=True)
     with pytest.raises(MultipleChoiceDataError, match="'validation' is not one of train, dev, test"):
         read_race(made["files"], "validation")
+
+
+def test_real_race_dev_reads_every_question():
+    """The real RACE dev set (../shared/data/real/race): the published 4,887 questions (middle
+    1,436 in 368 articles, high 3,451 in 1,021), 1,389 files, 4 options each; every question's
+    text, options and answer equal the file's, read here with json."""
+    data_dir = real_path("race")
+    examples = read_race(data_dir, "dev")
+    summary = examples.summary
+    assert len(examples) == summary.questions == 4887 and summary.layout == "files" and summary.num_choices == 4
+    assert {lv: (v["articles"], v["questions"]) for lv, v in summary.levels.items()} == {
+        "middle": (368, 1436), "high": (1021, 3451)}
+    listed = [os.path.join(data_dir, "RACE", "dev", lv, n) for lv in ("middle", "high")
+              for n in os.listdir(os.path.join(data_dir, "RACE", "dev", lv))]
+    assert sorted(summary.paths) == sorted(listed) and len(listed) == 1389
+    assert [sum(e.level == lv for e in examples) for lv in ("middle", "high")] == [1436, 3451]
+    by_hand = []
+    for path in summary.paths:
+        with open(path, encoding="utf-8") as f:
+            article = json.load(f)
+        by_hand += [(article["id"], i, article["article"], q, tuple(o), "ABCD".index(a))
+                    for i, (q, o, a) in enumerate(zip(article["questions"], article["options"], article["answers"],
+                                                      strict=True))]
+    assert [(e.example_id, e.question_index, e.context, e.question, e.options, e.label) for e in examples] == by_hand
+    middle = read_race(data_dir, "dev", middle_only=True)
+    assert len(middle) == 1436 and {e.level for e in middle} == {"middle"}
 
 
 def test_files_in_natural_order_and_all_txt_wins(tmp_path):

@@ -190,14 +190,13 @@ def test_sts_b_regression_from_an_albert_tf_checkpoint_in_process(tiny_export, s
     gold = [float(r[9]) for r in (line.split("\t") for line in
                                   open(os.path.join(stsb_dir, "dev.tsv"), encoding="utf-8").read().splitlines()[1:])]
     assert len(rows) == 16 and [float(r[3]) for r in rows] == gold
-    # the reported metrics are those of the written predictions (the best checkpoint's,
-    # rounded to 6 decimals in the file: a rounding error of up to 5e-7 a value moves the
-    # correlation by up to about 5e-7 / std, which is large when a 12-step model predicts
-    # nearly the same score for every pair)
+    # the reported metrics are those of the written predictions (the best checkpoint's scores,
+    # unrounded: float32 values written exactly), up to float64 summation order
     predicted = np.array([float(r[2]) for r in rows])
-    rounding = 4 * 5e-7 / max(float(predicted.std()), 1e-9)
-    assert summary["pearson"] == pytest.approx(np.corrcoef(predicted, gold)[0, 1], abs=max(2e-3, rounding))
-    assert summary["loss"] == pytest.approx(np.mean((predicted - np.array(gold)) ** 2), rel=1e-4)
+    assert all(float(np.float32(p)) == p for p in predicted)
+    assert summary["pearson"] == pytest.approx(np.corrcoef(predicted, gold)[0, 1], rel=1e-12, abs=1e-12)
+    # the loss: squared error computed by the model in float32
+    assert summary["loss"] == pytest.approx(np.mean((predicted - np.array(gold)) ** 2), rel=1e-6)
     # the driver's TensorBoard and curves come with fine-tuning too
     assert list((tmp_path / "run" / "train").glob("events.out.tfevents.*"))
     assert list((tmp_path / "run" / "eval").glob("events.out.tfevents.*"))

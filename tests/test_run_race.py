@@ -12,6 +12,7 @@ import sys
 import numpy as np
 import pytest
 from conftest import entry_point_cases, load_tool, write_tiny_config
+from real_data import real_path
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=ROOT)
@@ -42,7 +43,7 @@ def config_file(tmp_path_factory):
     return write_tiny_config(tmp_path_factory.mktemp("config"), num_hidden_layers=2)  # a group each
 
 
-def _run(args):
+def _run(args, stream=None):
     from absl import flags
 
     from albert_tf import run_race
@@ -50,7 +51,7 @@ def _run(args):
     values = flags.FlagValues()
     run_race.define_flags(values)
     values(["run_race"] + args)
-    return run_race.run(values, stream=open(os.devnull, "w"))
+    return run_race.run(values, stream=stream or open(os.devnull, "w"))
 
 
 def _common(data_dir, spm_model, config_file, output_dir):
@@ -86,6 +87,27 @@ def _race_by_hand(data_dir, split, levels=("middle", "high")):
 
 def _accuracy(rows):
     return sum(r["prediction"] == r["label"] for r in rows) / len(rows)
+
+
+def _check_probabilities(rows, num_options=4):
+    """Each row's probabilities: the model's float32 values written exactly (no rounding), and
+    its prediction their most probable option (the first of equals)."""
+    for row in rows:
+        probabilities = row["probabilities"]
+        assert len(probabilities) == num_options and abs(sum(probabilities) - 1) < 1e-6
+        assert all(float(np.float32(p)) == p for p in probabilities), probabilities
+        assert row["prediction"] == "ABCD"[probabilities.index(max(probabilities))]
+
+
+class _Capture:
+    def __init__(self):
+        self.text = ""
+
+    def write(self, text):
+        self.text += text
+
+    def flush(self):
+        pass
 
 
 # loads a multiple-choice export in a fresh process and answers every dev question
@@ -126,16 +148,15 @@ def test_race_learns_the_training_set_predicts_again_and_exports(race_dirs, spm_
     for level in ("middle", "high"):
         rows = [r for r in dev_rows if r["level"] == level]
         assert 0 < summary[f"count_{level}"] == len(rows) < len(dev_rows)
-        assert summary[f"accuracy_{level}"] == pytest.approx(_accuracy(rows))
-    assert summary["count"] == len(dev_rows) == 54 and summary["accuracy"] == pytest.approx(_accuracy(dev_rows))
+        assert summary[f"accuracy_{level}"] == _accuracy(rows)
+    assert summary["count"] == len(dev_rows) == 54 and summary["accuracy"] == _accuracy(dev_rows)
+    _check_probabilities(dev_rows)
 
     test_rows = _rows(out / "predictions.jsonl")
     assert [(r["id"], r["question_index"], r["level"], r["label"]) for r in test_rows] == \
            _race_by_hand(race_dirs["learn"], "test")
     assert len(test_rows) == 27
-    for row in test_rows:
-        assert len(row["probabilities"]) == 4 and abs(sum(row["probabilities"]) - 1) < 1e-4
-        assert row["prediction"] == "ABCD"[int(np.argmax(row["probabilities"]))]
+    _check_probabilities(test_rows)
 
     # predict-only from the same output_dir: the best checkpoint, the same predictions (with
     # the default --dropout_prob: a checkpoint without dropout RNG states still predicts)
@@ -173,16 +194,25 @@ def test_race_learns_the_training_set_predicts_again_and_exports(race_dirs, spm_
 
 def test_all_txt_layout_and_generic_multiple_choice(race_dirs, spm_model, config_file, tmp_path):
     # the release's all.txt layout: found, said, and evaluated over every dev question
+    # --middle_only: high school has no question, so no accuracy (none written, "n/a" printed)
     out = tmp_path / "all_txt"
+    printed = _Capture()
     _run(_common(race_dirs["all.txt"], spm_model, config_file, out) + [
         "--do_train", "--do_eval", "--train_step=2", "--warmup_step=0", "--train_batch_size=8",
-        "--iterations_per_loop=2", "--middle_only"])
+        "--iterations_per_loop=2", "--middle_only"], stream=printed)
     summary = json.load(open(out / "eval_results.json"))
     dev_rows = _rows(out / "dev_predictions.jsonl")
     assert [(r["id"], r["question_index"], r["level"], r["label"]) for r in dev_rows] == \
            _race_by_hand(race_dirs["all.txt"], "dev", levels=("middle",))
     assert summary["count"] == summary["count_middle"] == len(dev_rows) > 0 and summary["count_high"] == 0
-    assert summary["accuracy"] == pytest.approx(_accuracy(dev_rows))
+    assert summary["accuracy"] == summary["accuracy_middle"] == _accuracy(dev_rows)
+    assert "accuracy_high" not in summary
+    evals = [r for r in _rows(out / "metrics.jsonl") if r["split"] == "eval"]
+    assert evals and all("accuracy_high" not in r and r["count_high"] == 0 for r in evals)
+    _check_probabilities(dev_rows)
+    [line] = [line for line in printed.text.splitlines() if line.startswith("eval: ")]
+    assert line == (f"eval: accuracy {summary['accuracy']:.4f} ({len(dev_rows)} questions), accuracy_middle "
+                    f"{summary['accuracy']:.4f} ({len(dev_rows)} questions), accuracy_high n/a (0 questions)"), line
 
     # generic JSON lines with three options per question
     data = tmp_path / "mc3"
@@ -208,30 +238,62 @@ def test_all_txt_layout_and_generic_multiple_choice(race_dirs, spm_model, config
     with open(data / "dev.jsonl", encoding="utf-8") as f:
         dev = [json.loads(line) for line in f]
     assert [(r["id"], r["label"]) for r in dev_rows] == [(row["id"], "ABC"[row["answer"]]) for row in dev]
-    for r in dev_rows:  # (2 steps: nearly equal probabilities, written to 6 decimals)
-        assert len(r["probabilities"]) == 3 and r["prediction"] in "ABC"
-        assert r["probabilities"]["ABC".index(r["prediction"])] >= max(r["probabilities"]) - 1e-6
+    _check_probabilities(dev_rows, num_options=3)
     summary = json.load(open(out / "eval_results.json"))
-    assert summary["count"] == len(dev_rows) and summary["accuracy"] == pytest.approx(_accuracy(dev_rows))
+    assert summary["count"] == len(dev_rows) and summary["accuracy"] == _accuracy(dev_rows)
+    # no levels in generic data: no level accuracies
+    assert (summary["count_middle"], summary["count_high"]) == (0, 0)
+    assert "accuracy_middle" not in summary and "accuracy_high" not in summary
+
+
+def test_real_race_articles_metrics_recomputed_from_the_predictions(spm_model, config_file, tmp_path):
+    """Real RACE dev articles (the first 3 files of each level, linked as train and dev): every
+    accuracy and count of eval_results.json equals the one recomputed from dev_predictions.jsonl,
+    whose rows are the files' questions with their answers."""
+    data = tmp_path / "data"
+    for level in ("middle", "high"):
+        source = real_path(f"race/RACE/dev/{level}")
+        names = sorted(os.listdir(source), key=lambda n: int(n[:-len(".txt")]))[:3]
+        for split in ("train", "dev"):
+            (data / "RACE" / split / level).mkdir(parents=True)
+            for name in names:
+                os.symlink(os.path.join(source, name), data / "RACE" / split / level / name)
+    out = tmp_path / "out"
+    _run(_common(data, spm_model, config_file, out) + [
+        "--do_train", "--do_eval", "--train_step=2", "--warmup_step=0", "--train_batch_size=8",
+        "--iterations_per_loop=2"])
+    summary = json.load(open(out / "eval_results.json"))
+    dev_rows = _rows(out / "dev_predictions.jsonl")
+    assert [(r["id"], r["question_index"], r["level"], r["label"]) for r in dev_rows] == _race_by_hand(data, "dev")
+    _check_probabilities(dev_rows)
+    assert summary["count"] == len(dev_rows) and summary["accuracy"] == _accuracy(dev_rows)
+    for level in ("middle", "high"):
+        rows = [r for r in dev_rows if r["level"] == level]
+        assert summary[f"count_{level}"] == len(rows) > 0 and summary[f"accuracy_{level}"] == _accuracy(rows)
 
 
 def test_accuracy_by_level_by_hand():
     """RACE's three accuracies (the trained run above scores 1.0 on every level, so these are checked
     here): argmax of the probabilities against the label, per level, questions without a label
     (-1) not counted."""
-    from albert_tf.tasks.race import accuracy_by_level
+    from albert_tf.tasks.race import accuracy_by_level, eval_line
 
     probabilities = [[.1, .7, .1, .1], [.4, .3, .2, .1], [.1, .1, .1, .7], [.2, .5, .2, .1], [.25, .25, .4, .1],
                      [.1, .2, .3, .4]]  # argmax 1, 0, 3, 1, 2, 3
     labels = [1, 2, 3, -1, 0, 3]
     levels = ["middle", "middle", "high", "high", "high", "high"]
     assert accuracy_by_level(probabilities, labels, levels) == {
-        "accuracy": pytest.approx(3 / 5), "count": 5, "accuracy_middle": pytest.approx(1 / 2), "count_middle": 2,
-        "accuracy_high": pytest.approx(2 / 3), "count_high": 3}
-    # generic data (level ""): the level accuracies are empty
+        "accuracy": 3 / 5, "count": 5, "accuracy_middle": 1 / 2, "count_middle": 2,
+        "accuracy_high": 2 / 3, "count_high": 3}
+    # a level without questions (generic data's level "", --middle_only's high) has no accuracy
     assert accuracy_by_level(probabilities[:2], labels[:2], ["", ""]) == {
-        "accuracy": pytest.approx(1 / 2), "count": 2, "accuracy_middle": 0.0, "count_middle": 0,
-        "accuracy_high": 0.0, "count_high": 0}
+        "accuracy": 1 / 2, "count": 2, "count_middle": 0, "count_high": 0}
+    assert accuracy_by_level(probabilities[:2], labels[:2], ["middle", "middle"]) == {
+        "accuracy": 1 / 2, "count": 2, "accuracy_middle": 1 / 2, "count_middle": 2, "count_high": 0}
+    assert eval_line({"accuracy": 0.5, "count": 2, "accuracy_middle": 0.5, "count_middle": 2, "count_high": 0}) == (
+        "accuracy 0.5000 (2 questions), accuracy_middle 0.5000 (2 questions), accuracy_high n/a (0 questions)")
+    assert eval_line({"accuracy": 0.5, "count": 2, "count_middle": 0, "count_high": 0}, levels=False) == \
+        "accuracy 0.5000 (2 questions)"
 
 
 def test_bad_input_exits_2_naming_the_file(race_dirs, spm_model, config_file, tmp_path):

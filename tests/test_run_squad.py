@@ -210,10 +210,14 @@ def test_v1_learns_the_training_set_and_predict_only_reproduces_it(squad_files, 
     dataset = json.load(open(squad_files["v1"], encoding="utf-8"))
     golds = dict(so.questions(dataset))
     assert all(so.words(g) for texts in golds.values() for g in texts)
-    assert metrics["exact_match"] == pytest.approx(
-        100 * sum(max(so.same_text(g, predictions[q]) for g in texts) for q, texts in golds.items()) / len(golds))
-    assert metrics["f1"] == pytest.approx(
-        100 * sum(max(so.overlap_f1(g, predictions[q]) for g in texts) for q, texts in golds.items()) / len(golds))
+    # (eval_results.json's numbers, up to float summation order)
+    assert summary["exact_match"] == pytest.approx(
+        100 * sum(max(so.same_text(g, predictions[q]) for g in texts) for q, texts in golds.items()) / len(golds),
+        rel=1e-12, abs=1e-12)
+    assert summary["f1"] == pytest.approx(
+        100 * sum(max(so.overlap_f1(g, predictions[q]) for g in texts) for q, texts in golds.items()) / len(golds),
+        rel=1e-12, abs=1e-12)
+    assert summary["total"] == len(golds) and summary["f1"] == metrics["f1"]
 
     # a predict file where some questions have no gold answer: every question is predicted (as
     # before), the metrics cover the others and count them; none with an answer: no metrics
@@ -232,7 +236,11 @@ def test_v1_learns_the_training_set_and_predict_only_reproduces_it(squad_files, 
     assert scored["questions_without_answers"] == len(bare) == 16 and scored["total"] == len(answered) == 48
     assert scored["missing"] == 0 and json.load(open(out / "eval_results.json"))["questions_without_answers"] == 16
     assert scored["exact_match"] == pytest.approx(
-        100 * sum(max(so.same_text(g, predictions[q]) for g in golds[q]) for q in answered) / len(answered))
+        100 * sum(max(so.same_text(g, predictions[q]) for g in golds[q]) for q in answered) / len(answered),
+        rel=1e-12, abs=1e-12)
+    assert scored["f1"] == pytest.approx(
+        100 * sum(max(so.overlap_f1(g, predictions[q]) for g in golds[q]) for q in answered) / len(answered),
+        rel=1e-12, abs=1e-12)
     for qa in qas:
         qa["answers"] = []
     partial.write_text(json.dumps(dataset), encoding="utf-8")

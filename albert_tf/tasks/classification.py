@@ -267,7 +267,12 @@ class ClassificationTask(Task):
         return logits[:, 0] if logits.shape[-1] == 1 else np.argmax(logits, axis=-1)
 
     def eval_metrics(self, outputs):
-        metrics = compute(self.metric_names, self.predictions(outputs["logits"]), outputs["label"])
+        # the gold of the examples themselves (a regression score as read, float64, not the
+        # batch's float32 copy): the metrics of dev_predictions.tsv against the dev file
+        examples = self.splits["dev"]
+        gold = [examples[i] for i in outputs[EXAMPLE_INDEX]]
+        gold = [float(e.label) for e in gold] if not self.labels else label_ids(gold, self.labels)
+        metrics = compute(self.metric_names, self.predictions(outputs["logits"]), gold)
         metrics["loss"] = float(np.mean(outputs["nll"]))
         return metrics
 
@@ -291,9 +296,10 @@ class ClassificationTask(Task):
 
 
 def write_predictions(path, examples, predictions, labels, with_gold):
-    """TSV of index, guid, prediction (label name or score) and, for dev, the gold label."""
+    """TSV of index, guid, prediction (label name, or the score unrounded: float() of the text
+    is the model's float32 score exactly) and, for dev, the gold label."""
     def show(value):
-        return labels[int(value)] if labels else f"{float(value):.6f}"
+        return labels[int(value)] if labels else repr(float(value))
 
     lines = ["index\tguid\tprediction" + ("\tlabel" if with_gold else "")]
     for i, (example, value) in enumerate(zip(examples, predictions, strict=True)):

@@ -130,7 +130,9 @@ def accuracy_by_level(probabilities, labels, levels):
     Args:
         probabilities: float [N, C]; labels: int [N] (-1: none, not counted); levels: str [N].
     Returns:
-        dict of floats (accuracy) and ints (count, count_middle, count_high).
+        dict of ints (count, count_middle, count_high) and, for each of them that is not 0,
+        its accuracy (accuracy, accuracy_middle, accuracy_high): a level without questions
+        (--middle_only's high, generic data's levels) has a count of 0 and no accuracy.
     """
     predicted = np.argmax(probabilities, axis=-1)
     labels = np.asarray(labels)
@@ -139,9 +141,22 @@ def accuracy_by_level(probabilities, labels, levels):
     metrics = {}
     for suffix, keep in (("", known), *((f"_{level}", known & (levels == level)) for level in LEVELS)):
         count = int(keep.sum())
-        metrics["accuracy" + suffix] = float((predicted[keep] == labels[keep]).mean()) if count else 0.0
+        if count:
+            metrics["accuracy" + suffix] = int((predicted[keep] == labels[keep]).sum()) / count
         metrics["count" + suffix] = count
     return metrics
+
+
+def eval_line(summary, levels=True):
+    """The accuracies of `accuracy_by_level`'s dict as printed, each with its question count:
+    "n/a" for a group without questions (no accuracy); levels=False: the overall one only
+    (generic multiple-choice data has no levels)."""
+    parts = []
+    for suffix in ("", *(f"_{level}" for level in LEVELS if levels)):
+        value = summary.get("accuracy" + suffix)
+        parts.append(f"accuracy{suffix} {'n/a' if value is None else f'{value:.4f}'} "
+                     f"({summary.get('count' + suffix, 0)} questions)")
+    return ", ".join(parts)
 
 
 class MultipleChoiceTask(Task):
@@ -239,12 +254,13 @@ class MultipleChoiceTask(Task):
 
 def write_predictions(path, examples, probabilities):
     """predictions.jsonl: per question its article id, question index, chosen letter, the
-    option probabilities and (when known) the gold letter and level."""
+    option probabilities (unrounded: float(p) read back is the model's p) and (when known)
+    the gold letter and level."""
     lines = []
     for example, probs in zip(examples, probabilities, strict=True):
         row = {"id": example.example_id, "question_index": int(example.question_index),
                "prediction": chr(ord("A") + int(np.argmax(probs))),
-               "probabilities": [round(float(p), 6) for p in probs]}
+               "probabilities": [float(p) for p in probs]}  # exact: json writes a float's repr
         if example.label is not None:
             row["label"] = chr(ord("A") + int(example.label))
         if example.level:
@@ -307,8 +323,7 @@ def _run(o, training, stream):
     results = {"task": task.name, "final_step": outcome["final_step"], "initialized_from": outcome["initialized_from"]}
     if "summary" in outcome:
         results["eval"] = summary = outcome["summary"]
-        print("eval: " + ", ".join(f"{k} {summary[k]:.4f}" for k in ("accuracy", "accuracy_middle", "accuracy_high")
-                                   if k in summary) + f" ({summary.get('count')} questions)", file=stream, flush=True)
+        print("eval: " + eval_line(summary, levels=o.task_name == "race"), file=stream, flush=True)
 
     def probabilities(split, batch_size):
         return trainer.per_example_outputs(task.split_dataset(split, batch_size), batch_size)["probabilities"]
