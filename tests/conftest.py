@@ -76,7 +76,7 @@ def write_tiny_config(directory, **overrides):
     root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
     with open(os.path.join(root, "configs", "albert_tiny.json"), encoding="utf-8") as f:
         config = json.load(f)
-    config.update(vocab_size=3000, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, **overrides)
+    config.update(dict(vocab_size=3000, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0), **overrides)
     path = os.path.join(str(directory), "albert_config.json")
     with open(path, "w", encoding="utf-8") as f:
         json.dump(config, f)

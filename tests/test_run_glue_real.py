@@ -33,13 +33,9 @@ CLOSE = {"rel": 1e-12, "abs": 1e-12}
 @pytest.fixture(scope="module")
 def config_file(tmp_path_factory):
     # one layer: the runs' cost is mostly tracing the model, and these check the metrics, not depth
-    path = write_tiny_config(tmp_path_factory.mktemp("config"), num_hidden_layers=1, num_hidden_groups=1)
-    with open(path, encoding="utf-8") as f:
-        config = json.load(f)
-    config["vocab_size"] = 30000  # the release's SentencePiece model
-    with open(path, "w", encoding="utf-8") as f:
-        json.dump(config, f)
-    return path
+    # vocab_size: the release's SentencePiece model
+    return write_tiny_config(tmp_path_factory.mktemp("config"), num_hidden_layers=1, num_hidden_groups=1,
+                             vocab_size=30000)
 
 
 def _rows(path, header):
