@@ -22,8 +22,9 @@ both, as far as a model can:
 What a character map cannot say stays different: context rules of lower-casing (Python's
 str.lower() gives a final "ς" for "Σ" at a word's end; the map gives "σ"), and the rare
 case where the release splits a digit-comma piece inside a word ("▁1," "050" becomes "▁1"
-"," "050") while the segmentation without such pieces takes another way ("▁" "1,0" "50").
-`check_texts` measures it on `CHECK_TEXTS`.
+"," "050") while the segmentation without such pieces takes another way ("▁" "1,0" "50")
+(`NOT_EXPRESSED`). `check_report` records a written tokenizer against albert_tf on
+`CHECK_TEXTS`; the convert tool refuses one that differs there (`refuse_mismatch`).
 """
 
 import functools
@@ -104,9 +105,13 @@ def release_model(model_bytes, do_lower_case=True):
 
     proto = sentencepiece_model_pb2.ModelProto()
     proto.ParseFromString(model_bytes)
-    rules = release_rules(model_bytes, do_lower_case)
-    spec = sentencepiece_model_pb2.NormalizerSpec()
-    spec.ParseFromString(spm.SentencePieceNormalizer(norm_map=rules).serialized_normalizer_spec())
+    spm.set_min_log_level(1)  # (without the builder's INFO lines on stderr; 0 is SentencePiece's default)
+    try:
+        rules = release_rules(model_bytes, do_lower_case)
+        spec = sentencepiece_model_pb2.NormalizerSpec()
+        spec.ParseFromString(spm.SentencePieceNormalizer(norm_map=rules).serialized_normalizer_spec())
+    finally:
+        spm.set_min_log_level(0)
     proto.normalizer_spec.precompiled_charsmap = spec.precompiled_charsmap
     proto.normalizer_spec.name = "albert_tf_release" + ("" if do_lower_case else "_cased")
     comma = digit_comma_ids(proto)
