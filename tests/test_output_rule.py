@@ -317,7 +317,8 @@ def test_export_litert_never_replaces_another_commands_config_or_sentencepiece_m
     _marked(configs / "albert_base.json", outputs.CONFIG, config)
     _marked(configs / "sp.spm.model", outputs.SENTENCEPIECE_MODEL, "a trained model\n")
     model = [f"--init_checkpoint={os.path.dirname(inputs.checkpoint)}", f"--spm_model_file={inputs.spm}"]
-    for name, what, taken in (("albert_base", "is albert_tf's config file, not a LiteRT model's JSON", "albert_base.json"),
+    for name, what, taken in (("albert_base", "is albert_tf's config file, not a LiteRT model's JSON",
+                               "albert_base.json"),
                               ("sp", "is albert_tf's SentencePiece model file, not a LiteRT model's SentencePiece "
                                      "model", "sp.spm.model")):
         before = _tree(tmp_path)

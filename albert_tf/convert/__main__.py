@@ -110,8 +110,8 @@ def print_tokenizer_check(directory):
     report = read_json(os.path.join(directory, CHECK_FILE))
     print(f"tokenizer: {report['tokenizer']} gives albert_tf's ids for {report['equal']} of {report['texts']} "
           f"built-in texts (cased, accented, digit-commas); the release's normalisation in its character map "
-          f"({report['normalisation_rules']:,} rules), {report['digit_comma_pieces_left_out']} digit-comma pieces left "
-          "out of the segmentation")
+          f"({report['normalisation_rules']:,} rules), {report['digit_comma_pieces_left_out']} digit-comma pieces "
+          "left out of the segmentation")
     if report["differ"]:
         print(f"tokenizer MISMATCH allowed (--allow_tokenizer_mismatch) on {len(report['differ'])} texts, "
               f"e.g. {report['differ'][0]['text']!r}; see {os.path.join(directory, CHECK_FILE)}")

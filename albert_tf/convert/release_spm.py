@@ -156,7 +156,8 @@ def check_report(target, tokenizer, ours, theirs, rules, unused, notes=()):
         notes: what else differs, in words (beside NOT_EXPRESSED).
     """
     differ = differing_texts(ours, theirs, CHECK_TEXTS)
-    return {"target": target, "tokenizer": tokenizer, "texts": len(CHECK_TEXTS), "equal": len(CHECK_TEXTS) - len(differ),
+    return {"target": target, "tokenizer": tokenizer, "texts": len(CHECK_TEXTS),
+            "equal": len(CHECK_TEXTS) - len(differ),
             "differ": [{"text": t, "albert_tf": a, "written": b} for t, a, b in differ],
             "normalisation": "preprocess_text (whitespace collapsed, NFKD, combining marks dropped, lower-cased "
                              "where do_lower_case) then the model's own map, as one precompiled character map",
