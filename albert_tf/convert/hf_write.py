@@ -8,11 +8,14 @@ unexpected weight, with NumPy and the safetensors library only (albert_tf needs 
                              ids, `architectures`
     model.safetensors        the weights under transformers' names: hf.py's tables reversed
                              (Keras kernels [in, out] transposed to torch's [out, in])
-    spiece.model             the SentencePiece model (the writing machine's paths stripped)
+    spiece.model             the SentencePiece model as it is (the writing machine's paths
+                             stripped): transformers' slow AlbertTokenizer preprocesses itself
     tokenizer.json           the same model as a `tokenizers` pipeline that tokenizes as the
                              release (`tokenizer_json`): transformers' AutoTokenizer reads it
     tokenizer_config.json    AlbertTokenizer with do_lower_case and the special pieces
     special_tokens_map.json
+    tokenizer_check.json     (written by api.write_target) the tokenizer.json checked on
+                             the built-in texts
 
 The tokenizer.json tokenizes as albert_tf on the convert tool's built-in texts (the tool
 checks, `release_spm.CHECK_TEXTS`); `release_spm.NOT_EXPRESSED` and `SLOW_TOKENIZER_NOTE`
@@ -53,9 +56,9 @@ import os
 
 import numpy as np
 
+from albert_tf.convert import release_spm
 from albert_tf.convert.hf import CONFIG_KEYS, HF_CLASSIFIER_TABLE, HF_ENCODER_TABLE, HF_HEAD_TABLE, HF_MC_TABLE, \
     HF_QA_TABLE
-from albert_tf.convert import release_spm
 from albert_tf.convert.rename import apply_transforms, model_variables, rename
 from albert_tf.convert.templates import reverse, to_regex_table
 

@@ -39,8 +39,8 @@ import os
 
 import numpy as np
 
-from albert_tf.convert.keras_hub import CLASSIFIER_HEAD_TABLE, LABELS_FILE, MLM_HEAD_TABLE, write_keras_hub_backbone
 from albert_tf.convert import release_spm
+from albert_tf.convert.keras_hub import CLASSIFIER_HEAD_TABLE, LABELS_FILE, MLM_HEAD_TABLE, write_keras_hub_backbone
 from albert_tf.convert.rename import assign_to_variables, model_variables
 from albert_tf.convert.templates import reverse, to_regex_table
 
