@@ -9,7 +9,8 @@ best, else newest, checkpoint): the encoder, or the fine-tuned classifier, SQuAD
 logits; v2 the release's beam and answerability logit) or multiple-choice model with its
 head (albert_tf/export/litert_model.py lists the inputs and outputs). Writes OUTPUT (the
 .tflite file), OUTPUT's stem + ".spm.model" (the SentencePiece model, for the app's
-tokenizer) and stem + ".json" (inputs, outputs, the maximum length, the labels). Each is
+tokenizer) and stem + ".json" (inputs, outputs, the maximum length, the labels, and how
+text becomes ids: the release's normalisation and digit-comma rule, with a test vector). Each is
 new or an earlier output of albert_tf's (replaced atomically); anything else, or an input,
 is refused (exit 2) before anything is loaded. The file runs in the `ai_edge_litert`
 interpreter; the tool runs it once on fixed ids and prints the largest difference from the
@@ -37,6 +38,8 @@ def define_flags(flag_values=None):
                          "model takes any length up to max_position_embeddings).", **fv)
     flags.DEFINE_string("spm_model_file", None, "The model's SentencePiece model (default: the one the input "
                         "directory carries, e.g. spm.model).", **fv)
+    flags.DEFINE_bool("do_lower_case", True, "The model's tokenization lower-cases (as it was trained); recorded in "
+                      "the JSON with the rest of the tokenization.", **fv)
 
 
 def _paths(f):
@@ -55,8 +58,8 @@ def check_paths(f):
 
     model, spm, info = _paths(f)
     outputs.check([outputs.Output("--output", model, outputs.LITERT_MODEL),
-                   outputs.Output("--output (its SentencePiece model)", spm, outputs.SENTENCEPIECE_MODEL),
-                   outputs.Output("--output (its JSON)", info, outputs.CONFIG)],
+                   outputs.Output("--output (its SentencePiece model)", spm, outputs.LITERT_SENTENCEPIECE),
+                   outputs.Output("--output (its JSON)", info, outputs.LITERT_INFO)],
                   [outputs.Input("--init_checkpoint", f.init_checkpoint),
                    outputs.Input("--spm_model_file", f.spm_model_file)])
 
@@ -75,7 +78,7 @@ def run(f):
 
     keras.config.set_dtype_policy("float32")  # the LiteRT model computes in float32 (its weights may be quantized)
     from albert_tf.convert.api import load_source, spm_model_in
-    from albert_tf.export.litert_model import litert_bytes, run_litert, serving_spec, sidecar
+    from albert_tf.export.litert_model import litert_bytes, run_litert, serving_spec, sidecar, tokenization_record
     from albert_tf.modeling.encoder import INPUT_NAMES
     from albert_tf.storage import atomic, outputs
 
@@ -112,13 +115,14 @@ def run(f):
     with open(spm, "rb") as source:
         spm_bytes = strip_machine_paths(source.read())
     labels = getattr(model, "run_labels", None)
+    tokenization = tokenization_record(spm, os.path.basename(spm_output), f.do_lower_case)
     with outputs.replacing_file(output, outputs.LITERT_MODEL, "--output"):
         atomic.write_bytes(output, content)
-    with outputs.replacing_file(spm_output, outputs.SENTENCEPIECE_MODEL, "--output"):
+    with outputs.replacing_file(spm_output, outputs.LITERT_SENTENCEPIECE, "--output"):
         atomic.write_bytes(spm_output, spm_bytes)
-    with outputs.replacing_file(info_output, outputs.CONFIG, "--output"):
-        atomic.write_text(info_output, json.dumps(sidecar(model, f.quantization, f.max_seq_length, labels),
-                                                  indent=2) + "\n")
+    with outputs.replacing_file(info_output, outputs.LITERT_INFO, "--output"):
+        atomic.write_text(info_output, json.dumps(sidecar(model, f.quantization, f.max_seq_length, labels,
+                                                          tokenization), indent=2, ensure_ascii=False) + "\n")
     print(f"wrote {output} ({len(content):,} bytes), {spm_output} and {info_output}")
     print(f"LiteRT vs Keras on {length} fixed ids: largest difference {difference:.2e} ({', '.join(sorted(scores))})"
           + (f"; {', '.join(indices)} {'the same' if same_indices else 'differ'}" if indices else ""))

@@ -89,6 +89,33 @@ def test_float32_and_float16_files_compute_the_keras_outputs_at_any_length(model
         assert np.corrcoef(theirs.ravel(), ours.ravel())[0, 1] > 0.95  # quantized, still the same function
 
 
+def test_the_file_computes_the_keras_outputs_on_albert_tfs_ids_of_digit_comma_texts(models, spm_model):
+    """The app feeds the file albert_tf's ids (the release's tokenization, digit-comma rule
+    included, as the JSON states it); on those ids the file gives the Keras model's logits."""
+    from albert_tf.data.tokenization import SentencePieceTokenizer, preprocess_text
+    from albert_tf.export.litert_model import TOKENIZATION_EXAMPLE, tokenization_record
+
+    tokenizer = SentencePieceTokenizer(spm_model)
+    texts = [TOKENIZATION_EXAMPLE, "In 1850, 1851, or 1852, the town had 3,456 people; by 2010, 12,000."]
+    ids = [[tokenizer.cls_id] + tokenizer.encode(t) + [tokenizer.sep_id] for t in texts]
+    plain = [[tokenizer.cls_id] + tokenizer.sp.EncodeAsIds(preprocess_text(t)) + [tokenizer.sep_id] for t in texts]
+    assert ids != plain  # the digit-comma rule made ids SentencePiece alone does not give
+    record = tokenization_record(spm_model, "x.spm.model")
+    assert record["example"]["ids"] == ids[0][1:-1] and record["example"]["text"] == texts[0]
+    assert "str.isdigit()" in record["digit_comma_rule"] and record["do_lower_case"] is True
+    assert [s.split(" (")[0] for s in record["normalization"][:4]] == [
+        "collapse whitespace: ' '.join(text.strip().split())", "Unicode NFKD",
+        "drop every character of non-zero canonical combining class", "lower-case"]
+    length = max(map(len, ids))
+    x = {"input_word_ids": np.array([i + [tokenizer.pad_id] * (length - len(i)) for i in ids], "int32"),
+         "input_mask": np.array([[1] * len(i) + [0] * (length - len(i)) for i in ids], "int32")}
+    x["input_type_ids"] = np.zeros_like(x["input_mask"])
+    model = models["classifier"]
+    ours, theirs = keras_outputs(model, x)["logits"], run_litert(litert_bytes(model, "none"), x)["logits"]
+    assert np.abs(ours).max() > 1e-3
+    np.testing.assert_allclose(theirs, ours, atol=1e-4, rtol=0)
+
+
 def test_the_flag_offers_the_quantizations_the_converter_knows():
     from albert_tf import export_litert
     from albert_tf.export import litert_model
@@ -115,9 +142,11 @@ def test_export_litert_cli_writes_the_file_its_tokenizer_and_json(tmp_path, spm_
              [f"--init_checkpoint={tmp_path / 'pretrained'}", f"--output={tmp_path / 'mine.tflite'}", *common],
              [f"--init_checkpoint={tmp_path / 'squad_v2'}", f"--output={tmp_path / 'v2.tflite'}", *common],
              [f"--init_checkpoint={tmp_path / 'pretrained'}", f"--output={tmp_path / 'long.tflite'}",
-              f"--spm_model_file={spm_model}", "--max_seq_length=100000"]]
+              f"--spm_model_file={spm_model}", "--max_seq_length=100000"],
+             [f"--init_checkpoint={tmp_path / 'pretrained'}", f"--output={tmp_path / 'out' / 'enc.tflite'}",
+              "--quantization=dynamic_int8", *common]]  # again, over its own earlier three files
     (tmp_path / "out").mkdir()
-    ok, bad_quantization, not_tflite, users_file, v2, too_long = entry_point_cases(
+    ok, bad_quantization, not_tflite, users_file, v2, too_long, again = entry_point_cases(
         "albert_tf.export_litert", cases, str(tmp_path))
     assert ok.returncode == 0, ok.stderr[-3000:]
     difference = float(ok.stdout.split("largest difference ")[1].split()[0])
@@ -126,6 +155,13 @@ def test_export_litert_cli_writes_the_file_its_tokenizer_and_json(tmp_path, spm_
     assert info["kind"] == "encoder" and info["quantization"] == "dynamic_int8" and info["max_seq_length"] == 64
     assert sorted(info["inputs"]) == ["input_mask", "input_type_ids", "input_word_ids"]
     assert info["outputs"] == ["pooled_output", "sequence_output"] and info["raw_string_input"] is False
+    # how text becomes the ids, as albert_tf does it (the release's), with a test vector
+    from albert_tf.data.tokenization import SentencePieceTokenizer
+
+    tokens = info["tokenization"]
+    assert tokens["sentencepiece_model"] == "enc.spm.model" and tokens["do_lower_case"] is True
+    assert "Unicode NFKD" in tokens["normalization"] and "str.isdigit()" in tokens["digit_comma_rule"]
+    assert tokens["example"]["ids"] == SentencePieceTokenizer(spm_model).encode(tokens["example"]["text"])
     theirs, ours = spm.SentencePieceProcessor(), spm.SentencePieceProcessor()
     theirs.Load(str(tmp_path / "out" / "enc.spm.model"))
     ours.Load(spm_model)
@@ -145,5 +181,6 @@ def test_export_litert_cli_writes_the_file_its_tokenizer_and_json(tmp_path, spm_
     assert v2_info["kind"] == "squad_v2" and v2_info["outputs"] == [
         "cls_logits", "end_top_index", "end_top_log_probs", "start_top_index", "start_top_log_probs"]
     assert too_long.returncode == 2 and "max_position_embeddings" in too_long.stderr
+    assert again.returncode == 0 and f"wrote {tmp_path / 'out' / 'enc.tflite'}" in again.stdout, again.stderr[-3000:]
     for result in (bad_quantization, not_tflite, users_file, too_long):
         assert "Traceback" not in result.stderr

@@ -284,3 +284,103 @@ def test_albert_tfs_own_outputs_pass_as_a_second_make_demo_needs(inputs, tmp_pat
         f"--export_dir={os.path.join(classifier_dir, 'export')}"])
     classification.check_options(run_classifier.options_from_flags(values)[0])
     assert _tree(tmp_path) == before
+
+
+def _export_litert(argv, capsys):
+    """export_litert in this process: (exit status, stderr)."""
+    from absl import flags
+
+    from albert_tf import cli, export_litert
+
+    values = flags.FlagValues()
+    export_litert.define_flags(values)
+    cli.parse_flags("export_litert", ["export_litert", *argv], values)
+    capsys.readouterr()
+    return cli.run_entry_point("export_litert", export_litert.run, values), capsys.readouterr().err
+
+
+def _marked(path, kind, data):
+    with outputs.replacing_file(str(path), kind):
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(data)
+    return str(path)
+
+
+def test_export_litert_never_replaces_another_commands_config_or_sentencepiece_model(inputs, tmp_path, capsys):
+    """export_litert --output=DIR/x.tflite writes DIR/x.json and DIR/x.spm.model beside it: a
+    config of write_preset_configs (configs/albert_base.json, marked as albert_tf's config) or
+    a SentencePiece model of train_sentencepiece at those names is another command's output,
+    refused (exit 2) and left untouched."""
+    configs = tmp_path / "configs"
+    configs.mkdir()
+    config = json.dumps({"hidden_size": 768, "num_hidden_layers": 12, "vocab_size": 30000}) + "\n"
+    _marked(configs / "albert_base.json", outputs.CONFIG, config)
+    _marked(configs / "sp.spm.model", outputs.SENTENCEPIECE_MODEL, "a trained model\n")
+    model = [f"--init_checkpoint={os.path.dirname(inputs.checkpoint)}", f"--spm_model_file={inputs.spm}"]
+    for name, what, taken in (("albert_base", "is albert_tf's config file, not a LiteRT model's JSON",
+                               "albert_base.json"),
+                              ("sp", "is albert_tf's SentencePiece model file, not a LiteRT model's SentencePiece "
+                                     "model", "sp.spm.model")):
+        before = _tree(tmp_path)
+        status, err = _export_litert([*model, f"--output={configs / (name + '.tflite')}"], capsys)
+        assert status == 2 and "export_litert: error: --output (its " in err and what in err, err
+        assert str(configs / taken) in err and "Traceback" not in err
+        assert _tree(tmp_path) == before  # the config untouched, nothing else written
+    assert (configs / "albert_base.json").read_text() == config
+
+
+def test_export_litert_passes_over_its_own_earlier_outputs(inputs, tmp_path):
+    """Its own three files pass, marked with its kinds or (written before it had kinds of its
+    own) with SENTENCEPIECE_MODEL and CONFIG beside its marked .tflite."""
+    from absl import flags
+
+    from albert_tf import export_litert
+
+    sidecar = json.dumps({"kind": "encoder", "outputs": [], "signature": "serving_default",
+                          "raw_string_input": False})
+    for name, spm_kind, info_kind in (("now", outputs.LITERT_SENTENCEPIECE, outputs.LITERT_INFO),
+                                      ("before", outputs.SENTENCEPIECE_MODEL, outputs.CONFIG)):
+        _marked(tmp_path / f"{name}.tflite", outputs.LITERT_MODEL, "tflite")
+        _marked(tmp_path / f"{name}.spm.model", spm_kind, "spm")
+        _marked(tmp_path / f"{name}.json", info_kind, sidecar)
+        values = flags.FlagValues()
+        export_litert.define_flags(values)
+        values(["export_litert", f"--init_checkpoint={os.path.dirname(inputs.checkpoint)}",
+                f"--output={tmp_path / (name + '.tflite')}"])
+        export_litert.check_paths(values)  # no OutputRefused
+    # a config of that name beside a LiteRT file is still not export_litert's
+    (tmp_path / "before.json").write_text(json.dumps({"hidden_size": 768}))
+    with pytest.raises(outputs.OutputRefused, match="is albert_tf's config file, not a LiteRT model's JSON"):
+        export_litert.check_paths(values)
+
+
+# Kinds several commands still write (a known gap of "what one command writes another never
+# replaces": each of these is one family of outputs, e.g. every run_* command's run directory).
+SHARED_KINDS = {"RUN", "EXPORT", "FEATURE_CACHE", "GENERATED_DATA"}
+# library modules that write for one command (the command's own module checks the paths)
+LIBRARY_OF = {"albert_tf/convert/api.py": "albert_tf/convert/__main__.py",
+              "albert_tf/data/writer.py": "albert_tf/create_pretraining_data.py"}
+
+
+def test_every_other_kind_is_written_by_one_command():
+    """export_litert wrote its JSON as CONFIG, the kind of tools/write_preset_configs.py, and so
+    replaced configs/albert_base.json; each kind outside SHARED_KINDS is one command's."""
+    import re
+
+    root = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+    writers = {}
+    for folder in ("albert_tf", "tools"):
+        for directory, _, files in os.walk(os.path.join(root, folder)):
+            for name in files:
+                path = os.path.join(directory, name)
+                if not name.endswith(".py") or path.endswith(os.path.join("storage", "outputs.py")):
+                    continue
+                with open(path, encoding="utf-8") as f:
+                    for kind in set(re.findall(r"outputs\.([A-Z][A-Z_]+)\b", f.read())):
+                        if getattr(outputs, kind, None) in outputs.DESCRIPTIONS:
+                            module = os.path.relpath(path, root)
+                            writers.setdefault(kind, set()).add(LIBRARY_OF.get(module, module))
+    assert writers["CONFIG"] == {"tools/write_preset_configs.py"}
+    assert writers["LITERT_INFO"] == writers["LITERT_SENTENCEPIECE"] == {"albert_tf/export_litert.py"}
+    shared = {kind: sorted(paths) for kind, paths in writers.items() if len(paths) > 1}
+    assert set(shared) <= SHARED_KINDS, shared

@@ -37,6 +37,7 @@ THIRD_PARTY = {
     "tensorflow_hub": "tensorflow-hub",
     "tensorflow_text": "tensorflow-text",
     "tf_keras": "tf-keras",
+    "tokenizers": "tokenizers",
 }
 # imported only when present (not in requirements.txt); none at present
 OPTIONAL = frozenset()

@@ -22,12 +22,20 @@ both back to tf1).
 existing directory albert_tf did not make, the input itself or a directory holding it is
 refused (exit 2) before anything is read.
 
+--to=hf and --to=keras_hub write the tokenizer with the release's tokenization inside
+(albert_tf.convert.release_spm), read it back and check it against albert_tf's on built-in
+texts (cased, accented, digit-commas): where they differ the tool refuses (exit 2) unless
+--allow_tokenizer_mismatch, which the output's tokenizer_check.json then records. The tool
+prints what the target's tokenizer still does otherwise.
+
 Nothing is written unless every target variable is assigned exactly once with its shape;
 otherwise the full list of missing, unexpected and misshaped variables is printed (exit 2).
 The tool then prints pooled_output of a fixed id sequence for comparison with the source
 (and, for a SQuAD model, its head's start_logits (v1) or cls_logits (v2); for a
 multiple-choice model, the logit of that sequence as a single option).
 """
+
+import os
 
 from absl import flags
 
@@ -46,8 +54,11 @@ def define_flags(flag_values=None):
     flags.DEFINE_string("spm_model_file", None, "The model's SentencePiece model, written with --to=hf and "
                         "--to=keras_hub (default: the one the input carries: spiece.model, spm.model, "
                         "assets/tokenizer/vocabulary.spm).", **fv)
-    flags.DEFINE_bool("do_lower_case", True, "--to=hf: the tokenizer lower-cases and strips accents (as the model "
-                      "was trained).", **fv)
+    flags.DEFINE_bool("do_lower_case", True, "--to=hf and --to=keras_hub: the tokenizer lower-cases and strips "
+                      "accents (as the model was trained).", **fv)
+    flags.DEFINE_bool("allow_tokenizer_mismatch", False, "--to=hf and --to=keras_hub: write the conversion even "
+                      "where the written tokenizer gives other ids than albert_tf on the built-in check texts "
+                      "(refused otherwise, exit 2); recorded in the output's tokenizer_check.json.", **fv)
 
 
 def check_paths(f):
@@ -73,7 +84,8 @@ def run(f):
     config = AlbertConfig.from_json_file(albert_config_file) if albert_config_file else None
     model = load_source(source, input_path, config)
     spm_model_file = f["spm_model_file"].value or spm_model_in(source, input_path)
-    written, kind, left_behind = write_target(model, target, output, spm_model_file, f["do_lower_case"].value)
+    written, kind, left_behind = write_target(model, target, output, spm_model_file, f["do_lower_case"].value,
+                                              f["allow_tokenizer_mismatch"].value)
     print(f"converted {input_path} ({source}) -> {written} ({target}) as {type(model).__name__}, "
           f"{model.count_params():,} parameters"
           + (f", from {model.run_checkpoint}" if getattr(model, "run_checkpoint", None) else ""))
@@ -83,10 +95,28 @@ def run(f):
     if target in ("hf", "keras_hub"):
         print(f"written as {kind}" + (f"; left behind (no place in {target}): {', '.join(left_behind)}"
                                       if left_behind else "; every weight kept"))
+        print_tokenizer_check(written)
     # the written model read back, with the same fixed ids: compare the lines by eye
     print(f"read back from {written} ({target}):")
     print_fixed_outputs(load_source(target, written))
     return 0
+
+
+def print_tokenizer_check(directory):
+    """The lines of the written tokenizer's check (release_spm.CHECK_FILE in `directory`)."""
+    from albert_tf.convert import read_json
+    from albert_tf.convert.release_spm import CHECK_FILE
+
+    report = read_json(os.path.join(directory, CHECK_FILE))
+    print(f"tokenizer: {report['tokenizer']} gives albert_tf's ids for {report['equal']} of {report['texts']} "
+          f"built-in texts (cased, accented, digit-commas); the release's normalisation in its character map "
+          f"({report['normalisation_rules']:,} rules), {report['digit_comma_pieces_left_out']} digit-comma pieces "
+          "left out of the segmentation")
+    if report["differ"]:
+        print(f"tokenizer MISMATCH allowed (--allow_tokenizer_mismatch) on {len(report['differ'])} texts, "
+              f"e.g. {report['differ'][0]['text']!r}; see {os.path.join(directory, CHECK_FILE)}")
+    for note in report["not_expressed"]:
+        print(f"tokenizer: still differs from albert_tf: {note}")
 
 
 def print_fixed_outputs(model):

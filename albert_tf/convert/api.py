@@ -17,12 +17,13 @@ run_info.json holds (`load_run`). Targets: albert_tf, tf1, hf (hf_write.py) and 
 (keras_hub_write.py).
 """
 
+import json
 import logging
 import os
 
 import numpy as np
 
-from albert_tf.convert import hf, hf_write, keras_hub, keras_hub_write, read_json, tf1
+from albert_tf.convert import hf, hf_write, keras_hub, keras_hub_write, read_json, release_spm, tf1
 from albert_tf.convert.rename import ConversionError, apply_transforms, assign_to_model, assign_to_variables, \
     model_variables, rename
 from albert_tf.modeling.classifier import AlbertClassifier
@@ -262,17 +263,24 @@ def check_target(model, target, spm_model_file):
                              f"is {model.config.vocab_size}; give the model's own SentencePiece model.")
 
 
-def write_target(model, target, output, spm_model_file=None, do_lower_case=True):
+def write_target(model, target, output, spm_model_file=None, do_lower_case=True, allow_tokenizer_mismatch=False):
     """Writes `model` as `target` into the directory `output`, atomically: everything is
     written into a temporary sibling (`albert_tf.storage.outputs.replacing_dir`) that
     replaces `output` only when complete; on any error an existing `output` stays as it
     was and the temporary is removed. `output` must be new or albert_tf's own conversion
     (OutputRefused otherwise: a user's directory is never replaced). hf and keras_hub
-    targets carry the tokenizer: `spm_model_file` is the model's SentencePiece model.
+    targets carry the tokenizer: `spm_model_file` is the model's SentencePiece model,
+    `do_lower_case` as the model was trained; the written tokenizer is read back and
+    checked against albert_tf's on `release_spm.CHECK_TEXTS`, its record written as
+    `release_spm.CHECK_FILE` into `output` (`tokenizer_check`).
 
     Returns:
         (output path, what the target holds (e.g. "AlbertForPreTraining"), the albert_tf
         variable paths the target has no place for).
+
+    Raises:
+        release_spm.TokenizerMismatch: the written tokenizer gives other ids than albert_tf
+            on a built-in text, unless `allow_tokenizer_mismatch` (nothing is written).
     """
     check_target(model, target, spm_model_file)
     output = os.path.abspath(output)
@@ -287,8 +295,31 @@ def write_target(model, target, output, spm_model_file=None, do_lower_case=True)
         elif target == "hf":
             kind, left_behind = hf_write.write_hf(model, tmp, spm_model_file, do_lower_case)
         else:
-            kind, left_behind = keras_hub_write.write_keras_hub_preset(model, tmp, spm_model_file)
+            kind, left_behind = keras_hub_write.write_keras_hub_preset(model, tmp, spm_model_file,
+                                                                       do_lower_case=do_lower_case)
+        if target in ("hf", "keras_hub"):
+            report = tokenizer_check(target, tmp, spm_model_file, do_lower_case)
+            release_spm.refuse_mismatch(report, allow_tokenizer_mismatch)
+            with open(os.path.join(tmp, release_spm.CHECK_FILE), "w", encoding="utf-8") as f:
+                json.dump(report, f, indent=2, ensure_ascii=False)
     return output, kind, left_behind
+
+
+def tokenizer_check(target, directory, spm_model_file, do_lower_case):
+    """The tokenizer written into `directory` (target "hf" or "keras_hub") against albert_tf's
+    on `release_spm.CHECK_TEXTS`: `release_spm.check_report`'s record."""
+    from albert_tf.data.tokenization import SentencePieceTokenizer, strip_machine_paths
+
+    ours = SentencePieceTokenizer(spm_model_file, do_lower_case)
+    with open(spm_model_file, "rb") as f:
+        _, rules, unused = release_spm.release_model(strip_machine_paths(f.read()), bool(do_lower_case))
+    if target == "hf":
+        return release_spm.check_report(
+            target, "tokenizer.json read by the tokenizers library (transformers' AutoTokenizer)",
+            lambda text: [ours.cls_id] + ours.encode(text) + [ours.sep_id], hf_write.written_tokenizer(directory),
+            rules, unused, notes=[hf_write.SLOW_TOKENIZER_NOTE])
+    return release_spm.check_report(target, "the preset's keras_hub.models.AlbertTokenizer", ours.encode,
+                                    keras_hub_write.written_tokenizer(directory), rules, unused)
 
 
 def spm_model_in(source, path):
@@ -304,7 +335,8 @@ def spm_model_in(source, path):
     return None
 
 
-def convert(source, target, input_path, output_path, config=None, spm_model_file=None, do_lower_case=True):
+def convert(source, target, input_path, output_path, config=None, spm_model_file=None, do_lower_case=True,
+            allow_tokenizer_mismatch=False):
     """Converts and writes; returns (model, output path). The output is checked first
     (albert_tf.storage.outputs: new or albert_tf's own conversion, and neither the input,
     inside it nor holding it); `spm_model_file` (for hf and keras_hub targets) defaults to
@@ -315,7 +347,8 @@ def convert(source, target, input_path, output_path, config=None, spm_model_file
                   [outputs.Input("--input", input_path), outputs.Input("--spm_model_file", spm_model_file)])
     model = load_source(source, input_path, config)
     spm_model_file = spm_model_file or spm_model_in(source, input_path)
-    return model, write_target(model, target, output_path, spm_model_file, do_lower_case)[0]
+    return model, write_target(model, target, output_path, spm_model_file, do_lower_case,
+                               allow_tokenizer_mismatch)[0]
 
 
 def fixed_ids(config):

@@ -8,11 +8,18 @@ unexpected weight, with NumPy and the safetensors library only (albert_tf needs 
                              ids, `architectures`
     model.safetensors        the weights under transformers' names: hf.py's tables reversed
                              (Keras kernels [in, out] transposed to torch's [out, in])
-    spiece.model             the SentencePiece model (the writing machine's paths stripped)
-    tokenizer.json           the same model as a `tokenizers` pipeline that segments as
-                             SentencePiece does (`tokenizer_json`)
+    spiece.model             the SentencePiece model as it is (the writing machine's paths
+                             stripped): transformers' slow AlbertTokenizer preprocesses itself
+    tokenizer.json           the same model as a `tokenizers` pipeline that tokenizes as the
+                             release (`tokenizer_json`): transformers' AutoTokenizer reads it
     tokenizer_config.json    AlbertTokenizer with do_lower_case and the special pieces
     special_tokens_map.json
+    tokenizer_check.json     (written by api.write_target) the tokenizer.json checked on
+                             the built-in texts
+
+The tokenizer.json tokenizes as albert_tf on the convert tool's built-in texts (the tool
+checks, `release_spm.CHECK_TEXTS`); `release_spm.NOT_EXPRESSED` and `SLOW_TOKENIZER_NOTE`
+say what still differs.
 
 Which transformers model an albert_tf model becomes (`architecture_of`):
 
@@ -49,6 +56,7 @@ import os
 
 import numpy as np
 
+from albert_tf.convert import release_spm
 from albert_tf.convert.hf import CONFIG_KEYS, HF_CLASSIFIER_TABLE, HF_ENCODER_TABLE, HF_HEAD_TABLE, HF_MC_TABLE, \
     HF_QA_TABLE
 from albert_tf.convert.rename import apply_transforms, model_variables, rename
@@ -61,6 +69,8 @@ WEIGHTS_NAME = "model.safetensors"
 SPM_NAME = "spiece.model"
 PREFIX = "albert."  # the encoder's weights inside every transformers model but AlbertModel
 V2_HEAD = "squad_v2/"  # the variables of the release's v2 head (albert_tf.modeling.qa_heads)
+# how far below the lowest piece a digit-comma piece scores in tokenizer.json's Unigram model
+DIGIT_COMMA_PENALTY = 1000.0
 
 
 class HfLayoutError(ValueError):
@@ -170,9 +180,16 @@ def tokenizer_json(model_bytes, special_tokens, do_lower_case):
     then becomes "tuple", "(", "▁low" where SentencePiece, and albert_tf, give "▁tuple",
     "▁", "(", "low". Here every piece stays in the Unigram model, as in SentencePiece (a
     user-defined piece scores 0, above every learned piece, so the segmentation still
-    takes it whole); only the five control pieces are added tokens. The normaliser is the
-    release's (`` and '' to ", NFKD, accents stripped, lower-cased) followed by the model's
-    own character map.
+    takes it whole); only the five control pieces are added tokens.
+
+    The normaliser is one precompiled character map (albert_tf.convert.release_spm): the
+    release's `preprocess_text` (NFKD, characters of non-zero combining class dropped,
+    lower-cased with `do_lower_case`; no `` or '' mapping, which the release does not
+    have) followed by the model's own map. The release's digit-comma rule ("▁2016," gives
+    "▁2016" ",") is the Unigram model's: each digit-comma piece scores
+    `DIGIT_COMMA_PENALTY` below the lowest piece, so the segmentation leaves it out.
+    What differs from albert_tf (context rules of lower-casing; a digit-comma piece the
+    release splits inside a word) is in the module docstring of release_spm.
     """
     import base64
 
@@ -184,14 +201,14 @@ def tokenizer_json(model_bytes, special_tokens, do_lower_case):
                special_tokens.mask_id}
     added = [{"id": i, "content": proto.pieces[i].piece, "single_word": False, "lstrip": False, "rstrip": False,
               "normalized": False, "special": True} for i in sorted(control)]
-    normalizers = [{"type": "Replace", "pattern": {"String": "``"}, "content": '"'},
-                   {"type": "Replace", "pattern": {"String": "''"}, "content": '"'},
-                   {"type": "NFKD"}, {"type": "StripAccents"}]
-    if do_lower_case:
-        normalizers.append({"type": "Lowercase"})
-    charsmap = proto.normalizer_spec.precompiled_charsmap
-    if charsmap:
-        normalizers.append({"type": "Precompiled", "precompiled_charsmap": base64.b64encode(charsmap).decode()})
+    release, _, _ = release_spm.release_model(model_bytes, bool(do_lower_case))
+    normalized = sentencepiece_model_pb2.ModelProto()
+    normalized.ParseFromString(release)
+    charsmap = base64.b64encode(normalized.normalizer_spec.precompiled_charsmap).decode()
+    vocab = [[p.piece, float(p.score)] for p in proto.pieces]
+    lowest = min(score for _, score in vocab)
+    for i in release_spm.digit_comma_ids(proto):
+        vocab[i][1] = lowest - DIGIT_COMMA_PENALTY
     metaspace = {"type": "Metaspace", "replacement": "\u2581", "prepend_scheme": "always", "split": True}
     cls, sep = proto.pieces[special_tokens.cls_id].piece, proto.pieces[special_tokens.sep_id].piece
 
@@ -203,7 +220,7 @@ def tokenizer_json(model_bytes, special_tokens, do_lower_case):
 
     return {
         "version": "1.0", "truncation": None, "padding": None, "added_tokens": added,
-        "normalizer": {"type": "Sequence", "normalizers": normalizers},
+        "normalizer": {"type": "Precompiled", "precompiled_charsmap": charsmap},
         "pre_tokenizer": {"type": "Sequence", "pretokenizers": [{"type": "WhitespaceSplit"}, metaspace]},
         "post_processor": {
             "type": "TemplateProcessing",
@@ -213,7 +230,7 @@ def tokenizer_json(model_bytes, special_tokens, do_lower_case):
                                sep: {"id": sep, "ids": [special_tokens.sep_id], "tokens": [sep]}}},
         "decoder": metaspace,
         "model": {"type": "Unigram", "unk_id": special_tokens.unk_id,
-                  "vocab": [[p.piece, float(p.score)] for p in proto.pieces], "byte_fallback": False},
+                  "vocab": vocab, "byte_fallback": False},
     }
 
 
@@ -238,6 +255,19 @@ def tokenizer_files(spm_model_file, special_tokens, do_lower_case, max_length):
                                          ensure_ascii=False).encode(),
             "tokenizer_config.json": json.dumps(config, indent=2).encode(),
             "special_tokens_map.json": json.dumps(special, indent=2).encode()}
+
+
+def written_tokenizer(directory):
+    """text -> ids of the tokenizer.json in `directory`, as the `tokenizers` library (which
+    transformers' AutoTokenizer runs) gives them, [CLS] and [SEP] included."""
+    from tokenizers import Tokenizer
+
+    tokenizer = Tokenizer.from_file(os.path.join(directory, "tokenizer.json"))
+    return lambda text: tokenizer.encode(text).ids
+
+
+SLOW_TOKENIZER_NOTE = ("transformers' slow AlbertTokenizer (use_fast=False: spiece.model with its own preprocessing) "
+                       "maps `` and '' to \" before SentencePiece; the release does not")
 
 
 def write_hf(model, directory, spm_model_file, do_lower_case=True):

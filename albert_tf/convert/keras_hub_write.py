@@ -21,8 +21,10 @@ per head again); the masked-LM head through `MLM_HEAD_TABLE`. keras-hub's masked
 normalises with epsilon 1e-5 where the release uses 1e-12 (its layer is built that way by
 AlbertMaskedLM and not configurable from a preset), so its logits differ slightly: the
 tests measure that difference. keras-hub's AlbertTokenizer applies the SentencePiece model
-alone, without the release's lower-casing and accent stripping: lower-case the text first
-for a do_lower_case model.
+alone (tensorflow-text's SentencepieceTokenizer), without the release's lower-casing, accent
+stripping and digit-comma rule: the preset's model carries them (release_spm.release_model:
+its character map does `preprocess_text`'s work, its digit-comma pieces are UNUSED), so the
+preset tokenizes raw text as albert_tf (`release_spm.NOT_EXPRESSED`: what still differs).
 
 Refused (KerasHubLayoutError, a ValueError: exit 2) before anything is written: `sharing`
 other than "all", embedding_size equal to hidden_size (keras-hub always applies its
@@ -37,6 +39,7 @@ import os
 
 import numpy as np
 
+from albert_tf.convert import release_spm
 from albert_tf.convert.keras_hub import CLASSIFIER_HEAD_TABLE, LABELS_FILE, MLM_HEAD_TABLE, write_keras_hub_backbone
 from albert_tf.convert.rename import assign_to_variables, model_variables
 from albert_tf.convert.templates import reverse, to_regex_table
@@ -89,15 +92,25 @@ def backbone_for(config):
         max_sequence_length=config.max_position_embeddings, num_segments=config.type_vocab_size, dtype="float32")
 
 
-def write_keras_hub_preset(model, directory, spm_model_file, sequence_length=512):
+def written_tokenizer(directory):
+    """text -> ids of the preset's keras-hub AlbertTokenizer (read back from `directory`)."""
+    import keras_hub
+
+    tokenizer = keras_hub.models.AlbertTokenizer.from_preset(directory)
+    return lambda text: [int(i) for i in tokenizer(text)]
+
+
+def write_keras_hub_preset(model, directory, spm_model_file, sequence_length=512, do_lower_case=True):
     """Writes `model` as a keras-hub preset into the (new) `directory`.
 
     Args:
         model: AlbertEncoder, AlbertPretrainer, AlbertForQuestionAnswering or
             AlbertForMultipleChoice.
         directory: where the files go (the caller makes it atomic).
-        spm_model_file: the model's SentencePiece model (the tokenizer's proto).
+        spm_model_file: the model's SentencePiece model; the preset's tokenizer holds it
+            with the release's tokenization inside (`release_spm.release_model`).
         sequence_length: the masked-LM preprocessor's sequence length.
+        do_lower_case: the tokenizer lower-cases (as the model was trained).
 
     Returns:
         (what keras-hub loads it as, albert_tf paths left behind).
@@ -114,7 +127,8 @@ def write_keras_hub_preset(model, directory, spm_model_file, sequence_length=512
     backbone = backbone_for(config)
     write_keras_hub_backbone(encoder, backbone, label="the albert_tf encoder")
     with open(spm_model_file, "rb") as f:
-        tokenizer = keras_hub.models.AlbertTokenizer(proto=strip_machine_paths(f.read()))
+        proto, _, _ = release_spm.release_model(strip_machine_paths(f.read()), bool(do_lower_case))
+    tokenizer = keras_hub.models.AlbertTokenizer(proto=proto)
     length = min(int(sequence_length), config.max_position_embeddings)
     kept = {v.path for v in encoder.weights}
 

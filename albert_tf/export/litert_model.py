@@ -25,7 +25,9 @@ the fly: the converter's dynamic-range quantization).
 Raw-string input is not offered: the SentencePiece op of a LiteRT model is a custom op
 (tensorflow-text's TFLite registrar) that the maintained `ai_edge_litert` runtime does not
 ship, so a model using it would not load there. The SentencePiece model is written beside
-the file instead, for the app's tokenizer.
+the file instead, for the app's tokenizer, and the JSON says how albert_tf (as the release)
+turns text into ids with it (`tokenization_record`: the normalisation before SentencePiece
+and the digit-comma rule after it, with a test vector).
 
 Shape legend: B batch, C classes or choices, T sequence length, H hidden size.
 """
@@ -116,15 +118,51 @@ def litert_bytes(model, quantization="none"):
         return converter.convert()
 
 
-def sidecar(model, quantization, max_seq_length, labels=None):
-    """The JSON written beside the file: what goes in and out, the length, the labels."""
+# A text whose release tokenization differs from SentencePiece's alone (the digit-comma rule)
+TOKENIZATION_EXAMPLE = "On February 7, 2016, at Levi's Stadium, 71,088 people watched."
+
+
+def tokenization_record(spm_model_file, spm_name, do_lower_case=True):
+    """How the app turns text into the file's input_word_ids, as albert_tf does (the release's
+    tokenization.py: albert_tf.data.tokenization), with `TOKENIZATION_EXAMPLE`'s pieces and
+    ids by albert_tf as a test vector; `spm_name` is the SentencePiece model's file name
+    written beside the file."""
+    from albert_tf.data.tokenization import SentencePieceTokenizer
+
+    tokenizer = SentencePieceTokenizer(spm_model_file, do_lower_case)
+    steps = ["collapse whitespace: ' '.join(text.strip().split()) (Python's str.split: every Unicode space)",
+             "Unicode NFKD", "drop every character of non-zero canonical combining class "
+             "(Python's unicodedata.combining(c) != 0: accents)"]
+    if do_lower_case:
+        steps.append("lower-case (Python's str.lower)")
+    example = tokenizer.tokenize(TOKENIZATION_EXAMPLE)
+    return {
+        "sentencepiece_model": spm_name, "do_lower_case": bool(do_lower_case),
+        "normalization": steps + ["then the SentencePiece model's own normalizer (inside the model)"],
+        "no_quote_mapping": "`` and '' stay as they are (Hugging Face's and XLNet's tokenizers map them to \"; "
+                            "the release does not)",
+        "digit_comma_rule": "after SentencePiece's EncodeAsPieces: every piece longer than one character whose last "
+                            "character is ',' and whose second-to-last satisfies Python's str.isdigit() is replaced "
+                            "by the pieces of EncodeAsPieces(piece[:-1] with every '\u2581' removed), whose first "
+                            "piece loses a leading '\u2581' where the piece had none (dropped when it was only "
+                            "'\u2581'), followed by ','",
+        "ids": "PieceToId of each piece; [CLS] first, [SEP] after each segment (input_type_ids 1 for the second), "
+               f"[CLS]={tokenizer.cls_id} [SEP]={tokenizer.sep_id} <pad>={tokenizer.pad_id}",
+        "example": {"text": TOKENIZATION_EXAMPLE, "pieces": example,
+                    "ids": [tokenizer.sp.PieceToId(p) for p in example]},
+    }
+
+
+def sidecar(model, quantization, max_seq_length, labels=None, tokenization=None):
+    """The JSON written beside the file: what goes in and out, the length, the labels and how
+    text becomes the ids (`tokenization_record`)."""
     kind, rank, names, _ = serving_spec(model)
     shape = ["batch", "choices", "length"] if rank == 3 else ["batch", "length"]
     return {"kind": kind, "model": type(model).__name__, "quantization": quantization,
             "inputs": {n: {"dtype": "int32", "shape": shape} for n in INPUT_NAMES},
             "outputs": sorted(names), "max_seq_length": int(max_seq_length),
             "labels": list(labels) if labels is not None else None, "signature": "serving_default",
-            "raw_string_input": False}
+            "raw_string_input": False, "tokenization": tokenization}
 
 
 def companion_paths(output):

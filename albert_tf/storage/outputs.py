@@ -12,6 +12,12 @@ command's outputs at once, before any work starts:
 - anything else is refused with `OutputRefused` (a ValueError: exit status 2) naming the
   flag and the path, and nothing is written.
 
+What one command writes another never replaces: each kind is its command's (export_litert's
+SentencePiece model and JSON are LITERT_SENTENCEPIECE and LITERT_INFO, not the
+SENTENCEPIECE_MODEL of train_sentencepiece or the CONFIG of write_preset_configs), so a
+marker of another kind refuses the path ("is albert_tf's config file, not a LiteRT model's
+JSON").
+
 Besides, an output must not equal, contain or lie inside an input of the same command
 (a checkpoint, a model directory, a data file, a vocabulary, a config), nor equal another
 of its outputs; an output inside a run directory is allowed (the run keeps its export and
@@ -56,21 +62,26 @@ RUN, EXPORT, CONVERSION, FEATURE_CACHE, PRETRAINING_DATA = (
 # config files, and the demo's directory.
 GENERATED_DATA, DATA_DIRECTORY, SENTENCEPIECE_MODEL, PLOT, CONFIG, DEMO = (
     "generated_data", "data_directory", "sentencepiece_model", "plot", "config", "demo")
-LITERT_MODEL = "litert_model"  # export_litert's .tflite file
+# export_litert's three files: the .tflite, and beside it its SentencePiece model and JSON
+# (kinds of their own: a SentencePiece model of train_sentencepiece or a config of
+# write_preset_configs at that name is not export_litert's to replace)
+LITERT_MODEL, LITERT_SENTENCEPIECE, LITERT_INFO = "litert_model", "litert_sentencepiece", "litert_info"
 REPRODUCTION = "reproduction"  # tools/reproduce.py's grid directory (resumed)
 DESCRIPTIONS = {RUN: "run directory", EXPORT: "export", CONVERSION: "conversion", FEATURE_CACHE: "feature cache",
                 PRETRAINING_DATA: "pretraining data file", GENERATED_DATA: "generated data file",
                 DATA_DIRECTORY: "generated data directory", SENTENCEPIECE_MODEL: "SentencePiece model file",
                 PLOT: "plot", CONFIG: "config file", DEMO: "demo directory", LITERT_MODEL: "LiteRT model",
+                LITERT_SENTENCEPIECE: "LiteRT model's SentencePiece model", LITERT_INFO: "LiteRT model's JSON",
                 REPRODUCTION: "reproduction directory"}
 ARTICLES = {RUN: "a", EXPORT: "an", CONVERSION: "a", FEATURE_CACHE: "a", PRETRAINING_DATA: "a", GENERATED_DATA: "a",
             DATA_DIRECTORY: "a", SENTENCEPIECE_MODEL: "a", PLOT: "a", CONFIG: "a", DEMO: "a", LITERT_MODEL: "a",
-            REPRODUCTION: "a"}
+            LITERT_SENTENCEPIECE: "a", LITERT_INFO: "a", REPRODUCTION: "a"}
 DIRECTORY_KINDS = (RUN, EXPORT, CONVERSION, DATA_DIRECTORY, DEMO, REPRODUCTION)
 WHAT_HAPPENS = {RUN: "resumes", EXPORT: "replaces", CONVERSION: "replaces", FEATURE_CACHE: "replaces",
                 PRETRAINING_DATA: "replaces", GENERATED_DATA: "replaces", DATA_DIRECTORY: "replaces",
                 SENTENCEPIECE_MODEL: "replaces", PLOT: "replaces", CONFIG: "replaces", DEMO: "reuses",
-                LITERT_MODEL: "replaces", REPRODUCTION: "resumes"}
+                LITERT_MODEL: "replaces", LITERT_SENTENCEPIECE: "replaces", LITERT_INFO: "replaces",
+                REPRODUCTION: "resumes"}
 
 # Names of albert_tf's own outputs from before the marker (the modules that write them
 # use the same names; tests/test_storage.py checks they agree).
@@ -188,6 +199,29 @@ def _legacy_own(path, kind):
     return False  # the tools' outputs (GENERATED_DATA, ...): marked from the start
 
 
+def _litert_stem(path, kind):
+    """The .tflite file whose companion `path` (of LITERT_SENTENCEPIECE or LITERT_INFO) is."""
+    suffix = ".spm.model" if kind == LITERT_SENTENCEPIECE else ".json"
+    path = os.fspath(path)
+    return path[: -len(suffix)] + ".tflite" if path.endswith(suffix) else None
+
+
+def _legacy_litert_companion(path, kind, marker):
+    """A companion export_litert wrote before it had kinds of its own (marked SENTENCEPIECE_MODEL
+    or CONFIG then): beside its .tflite (marked LITERT_MODEL), and for the JSON, holding
+    export_litert's keys."""
+    before = {LITERT_SENTENCEPIECE: SENTENCEPIECE_MODEL, LITERT_INFO: CONFIG}.get(kind)
+    stem = _litert_stem(path, kind)
+    if before is None or marker.get("kind") != before or not stem or not os.path.isfile(stem):
+        return False
+    if (read_marker(stem, LITERT_MODEL) or {}).get("kind") != LITERT_MODEL:
+        return False
+    if kind == LITERT_INFO:
+        data = _read_json(path)
+        return isinstance(data, dict) and {"signature", "raw_string_input", "outputs"} <= set(data)
+    return True
+
+
 def _companions(path):
     """The files beside file output `path` named `<name>.json` or `<name>.<part>.json` (a
     feature cache's sidecar and companions)."""
@@ -240,7 +274,7 @@ def examine(path, kind):
         return Verdict("foreign", "is a directory")
     marker = read_marker(path, kind)
     if marker is not None:
-        if marker.get("kind") == kind:
+        if marker.get("kind") == kind or _legacy_litert_companion(path, kind, marker):
             return Verdict("own")
         other = DESCRIPTIONS.get(marker.get("kind"))
         return Verdict("foreign", f"is albert_tf's {other}, not {ARTICLES[kind]} {what}" if other else
@@ -392,7 +426,7 @@ def replacing_file(path, kind, flag=None):
     before the block, and removes the marker again when the block fails leaving neither
     the file nor a companion of it."""
     refuse_if_foreign(path, kind, flag)
-    if read_marker(path, kind) is None:
+    if (read_marker(path, kind) or {}).get("kind") != kind:  # new, or an own output of before its kind (LiteRT's)
         write_marker(path, kind)
     try:
         yield path
