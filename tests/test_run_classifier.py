@@ -384,8 +384,9 @@ def test_evaluation_alone_says_what_it_evaluates_and_a_changed_training_is_refus
     learning rate (never refused: it names the trained checkpoint it evaluates and warns
     of no random start). Evaluation alone in a new directory warns that it evaluates random
     weights, not that fine-tuning starts from them. Each session is in run_info.json."""
-    common = [f"--task_name=cola", f"--data_dir={cola_dir}", f"--max_seq_length={SEQ}", "--eval_batch_size=16",
-              f"--spm_model_file={spm_model}", f"--albert_config_file={os.path.join(ROOT, 'configs', 'albert_demo.json')}",
+    common = ["--task_name=cola", f"--data_dir={cola_dir}", f"--max_seq_length={SEQ}", "--eval_batch_size=16",
+              f"--spm_model_file={spm_model}",
+              f"--albert_config_file={os.path.join(ROOT, 'configs', 'albert_demo.json')}",
               "--train_step=2", "--save_checkpoints_steps=2", "--iterations_per_loop=2", "--dtype_policy=float32"]
     run = tmp_path / "run"
     trained = _classifier_in_process([*common, f"--output_dir={run}", "--do_train", "--train_batch_size=16"], capsys)

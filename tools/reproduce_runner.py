@@ -71,12 +71,13 @@ def check_output_dir(output_dir, settings, requested=None):
         there = existing.get("dtype_policy")
         if there == "auto":  # written before the policy was resolved: what its runs computed in
             there = _legacy_policy(output_dir) or wanted["dtype_policy"]
-        if there != wanted["dtype_policy"]:
+        here = wanted["dtype_policy"]
+        if there != here:
             raise ValueError(
                 f"--output_dir={output_dir} holds a grid computed in {there}; this machine resolves "
-                f"--dtype_policy={requested or wanted['dtype_policy']} to {wanted['dtype_policy']}: resuming would mix "
-                f"{there} and {wanted['dtype_policy']} cells. Resume it with --dtype_policy={there} (or on a "
-                "machine that resolves the same), or choose a new --output_dir.")
+                f"--dtype_policy={requested or here} to {here}: resuming would mix {there} and {here} cells. "
+                f"Resume it with --dtype_policy={there} (or on a machine that resolves the same), or choose a new "
+                "--output_dir.")
         existing["dtype_policy"] = wanted["dtype_policy"]
         changed = sorted(k for k in set(existing) | set(wanted) if existing.get(k) != wanted.get(k))
         if changed:
