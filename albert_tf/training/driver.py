@@ -25,8 +25,11 @@ driver owns everything else, once:
 - the console progress line with rate and ETA, `metrics.jsonl`, TensorBoard
   (`output_dir/train`, `output_dir/eval`), `training_curves.png`, `eval_results.json`
   and `.txt`;
-- the NaN stop (TrainingDivergedError, the last good checkpoint kept), and the stop of
-  a multi-worker run that lost a worker (WorkerLostError).
+- the NaN stop (TrainingDivergedError, the last good checkpoint kept), the stop of a
+  multi-worker run that lost a worker (WorkerLostError), and SIGTERM: a checkpoint at the
+  step reached when the running loop ends, then Terminated (training/errors.py);
+- one entry per session in `output_dir/run_info.json` (training/sessions.py: the flags,
+  versions, source state, device, resolved dtype policy, start and final step).
 
 Shape legend: B batch per replica, G global batch.
 """
@@ -48,8 +51,7 @@ from albert_tf.training import step as step_lib
 from albert_tf.training.accumulation import check_accumulation
 from albert_tf.training.checkpoints import BEST_DIR, TrainingCheckpoints, newest_checkpoint
 from albert_tf.training.distribution import check_global_batch, check_same_start, worker_lost
-from albert_tf.training.errors import (TERMINATED, TRAINING_LOOP, Terminated, TrainingDivergedError,
-                                      raise_if_interrupted)
+from albert_tf.training.errors import TERMINATED, TRAINING_LOOP, TrainingDivergedError, raise_if_interrupted
 from albert_tf.training.optimizer import create_optimizer
 from albert_tf.training.precision import choose, policy_scope
 from albert_tf.training.reporting import MetricsLogger, plot_curves, read_records
@@ -384,17 +386,9 @@ def _train_and_evaluate(task, options, strategy, is_chief, stream, stop_after_st
         results = _run_session(task, options, strategy, is_chief, stream, stop_after_steps, trainer, checkpoints,
                                iterator, make_iterator, saves_iterator, resumed)
     except BaseException as e:
-        if session_id:
-            status = ("terminated" if isinstance(e, Terminated) else "interrupted" if isinstance(e, KeyboardInterrupt)
-                      else "failed")
-            try:
-                sessions.end_session(options.output_dir, session_id, final_step=trainer.step, status=status,
-                                     error=f"{type(e).__name__}: {e}"[:500])
-            except OSError:  # the error that stopped the run is the one to report
-                pass
+        sessions.end_session(options.output_dir, session_id, trainer.step, e)
         raise
-    if session_id:
-        sessions.end_session(options.output_dir, session_id, final_step=results["final_step"], status="finished")
+    sessions.end_session(options.output_dir, session_id, results["final_step"])
     return results
 
 
@@ -431,7 +425,7 @@ def _run_session(task, options, strategy, is_chief, stream, stop_after_steps, tr
         TRAINING_LOOP.set()  # SIGTERM from here on: a checkpoint at the current step, then Terminated
         try:
             while step < end:
-                save_if_terminated(checkpoints, step)
+                checkpoints.save_if_terminated(step)
                 next_save = (step // options.save_checkpoints_steps + 1) * options.save_checkpoints_steps
                 n = min(options.iterations_per_loop, next_save - step, end - step)
                 t0 = time.time()
@@ -449,7 +443,7 @@ def _run_session(task, options, strategy, is_chief, stream, stop_after_steps, tr
                 overall = (step - first_step) * options.train_batch_size / max(time.time() - start, 1e-9)
                 logger.log_train(step, metrics, float(trainer.schedule(step - 1)), rate,
                                  (options.num_train_steps - step) * options.train_batch_size / max(overall, 1e-9))
-                save_if_terminated(checkpoints, step)
+                checkpoints.save_if_terminated(step)
                 if step % options.save_checkpoints_steps == 0 or step == options.num_train_steps:
                     checkpoints.save(step)
                     raise_if_interrupted()
@@ -458,7 +452,7 @@ def _run_session(task, options, strategy, is_chief, stream, stop_after_steps, tr
         finally:
             TRAINING_LOOP.clear()
         if TERMINATED.is_set():  # it came during the last checkpoint's evaluation: that checkpoint is the step's
-            save_if_terminated(checkpoints, step)
+            checkpoints.save_if_terminated(step)
     results["final_step"] = trainer.step
     # a final evaluation, unless the last checkpoint's evaluation was of these weights or a
     # run that does not train holds its best checkpoint's metrics already
@@ -485,18 +479,6 @@ def _run_session(task, options, strategy, is_chief, stream, stop_after_steps, tr
     checkpoints.close()
     logger.close()
     return results
-
-
-def save_if_terminated(checkpoints, step):
-    """After SIGTERM (errors.TERMINATED): saves a checkpoint at `step` (unless the newest is
-    that step's) and raises Terminated naming it."""
-    if not TERMINATED.is_set():
-        return
-    path = checkpoints.manager.latest_checkpoint
-    if not (path and path.endswith(f"ckpt-{int(step)}")):
-        path = checkpoints.save(step)
-    raise Terminated(f"Saved the checkpoint {path} at step {int(step)}; run the same command again to resume "
-                     "from it.")
 
 
 def _summary(task, results):

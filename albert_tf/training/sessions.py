@@ -228,11 +228,28 @@ def append_session(output_dir, session_entry, top_level=None):
     atomic.write_json(os.path.join(output_dir, RUN_INFO), info)
 
 
-def end_session(output_dir, session_id, **fields):
-    """Adds `fields` (final_step, status, ...) to this session's entry (by its id)."""
-    info = read_run_info(output_dir)
-    for item in info.get(SESSIONS, []):
-        if item.get("id") == session_id:
-            item.update(fields, ended=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
-            atomic.write_json(os.path.join(output_dir, RUN_INFO), info)
-            return
+def end_session(output_dir, session_id, final_step, error=None):
+    """Adds the end to this session's entry (by its id; None: nothing, a worker that does
+    not write): final_step and status "finished", or for `error` (what stopped it)
+    "terminated" (SIGTERM), "interrupted" (Ctrl-C) or "failed" with the error. A write
+    that fails then is ignored: the error that stopped the run is the one to report."""
+    if session_id is None:
+        return
+    from albert_tf.training.errors import Terminated
+
+    fields = {"final_step": int(final_step), "status": "finished",
+              "ended": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    if error is not None:
+        fields["status"] = ("terminated" if isinstance(error, Terminated) else
+                            "interrupted" if isinstance(error, KeyboardInterrupt) else "failed")
+        fields["error"] = f"{type(error).__name__}: {error}"[:500]
+    try:
+        info = read_run_info(output_dir)
+        for item in info.get(SESSIONS, []):
+            if item.get("id") == session_id:
+                item.update(fields)
+                atomic.write_json(os.path.join(output_dir, RUN_INFO), info)
+                return
+    except OSError:
+        if error is None:
+            raise
