@@ -148,14 +148,12 @@ class TrainingCheckpoints:
                                  f"{len(self.items['random_states'].states)}. {fresh}")
 
     def read_run_info(self):
+        """output_dir's run_info.json ({} when none; its sessions: training/sessions.py)."""
         path = os.path.join(self.output_dir, RUN_INFO)
         if not os.path.isfile(path):
             return {}
         with open(path, encoding="utf-8") as f:
             return json.load(f)
-
-    def write_run_info(self, info):
-        atomic.write_json(os.path.join(self.output_dir, RUN_INFO), info)
 
     # --- saving --------------------------------------------------------------------------
 

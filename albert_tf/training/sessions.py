@@ -36,8 +36,8 @@ import time
 import uuid
 
 from albert_tf.storage import atomic
+from albert_tf.training.checkpoints import RUN_INFO, newest_checkpoint
 
-RUN_INFO = "run_info.json"
 SESSIONS = "sessions"
 ALLOW_FLAG = "--allow_changed_settings"
 GIT_TIMEOUT_S = 5
@@ -123,8 +123,6 @@ def check_settings(output_dir, session):
         old_settings, old_length = {"dtype_policy": info["dtype_policy"]}, {}
     else:
         return []
-    from albert_tf.training.checkpoints import newest_checkpoint
-
     if not newest_checkpoint(output_dir):
         return []  # nothing to continue: the training starts anew
     changed = _differences(old_settings, session.settings)
