@@ -4,7 +4,10 @@
         --input_file=data/train.tfrecord-* --output_dir=runs/base
 
 Flags keep the original release's names and defaults. A run resumes by itself from the
-newest `ckpt-N` in --output_dir (model, optimizer slots, step and input position);
+newest `ckpt-N` in --output_dir (model, optimizer slots, step and input position), with
+the settings of its previous training (a change is refused with exit status 2 unless
+--allow_changed_settings; a longer --num_train_steps is allowed; albert_tf.training.sessions,
+which also records every session in output_dir/run_info.json);
 --init_checkpoint starts a new run from another run's weights and fails loudly when they
 do not match the model. Progress goes to the console, `output_dir/metrics.jsonl` and
 TensorBoard (`output_dir/train`, `output_dir/eval`); evaluation results to
