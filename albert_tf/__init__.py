@@ -8,7 +8,8 @@ importing Keras or TensorFlow.
 
 __all__ = ["AlbertConfig", "AlbertEncoder", "AlbertPretrainer", "AlbertForQuestionAnswering",
            "AlbertForMultipleChoice"]
-__version__ = "0.1.0"
+# the one place of the version: pyproject.toml reads it from here (tool.setuptools.dynamic)
+__version__ = "0.2.0"
 
 
 def __getattr__(name):

@@ -19,6 +19,10 @@ flags, parses them (flag files with --flagfile) and calls `run(FLAGS)`. Exit sta
   newest checkpoint; starting every worker again with the same command resumes from it;
 - 130 with `name: interrupted ...` on Ctrl-C (what was written is complete; a training
   run resumes from its newest checkpoint when started again);
+- 143 with `name: terminated ...` on SIGTERM (preemptible VMs, TPU pods, schedulers): a
+  training run saves a checkpoint at its current step once the running loop of
+  --iterations_per_loop steps ends, and resumes from it when started again;
+- 1 with `name: failed: ...` for another TensorFlow error (e.g. a storage read that failed);
 - 0 otherwise (or what `run` returns when it returns an int).
 """
 
@@ -44,14 +48,14 @@ def run_entry_point(name, run, flag_values=None):
     """Runs `run(FLAGS)`; returns the exit status (see module docstring)."""
     from absl import flags, logging
 
-    from albert_tf.training.errors import INTERRUPTED, TrainingDivergedError, WorkerLostError
+    from albert_tf.training.errors import INTERRUPTED, TERMINATED, Terminated, TrainingDivergedError, WorkerLostError
 
     fv = flags.FLAGS if flag_values is None else flag_values
     if "verbosity" in fv and not fv["verbosity"].present:
         logging.set_verbosity(logging.WARNING)
     previous = None
     if threading.current_thread() is threading.main_thread():
-        previous = signal.signal(signal.SIGINT, _on_sigint)
+        previous = signal.signal(signal.SIGINT, _on_sigint), signal.signal(signal.SIGTERM, _on_sigterm)
     try:
         status = run(fv)
     except ValueError as e:
@@ -66,15 +70,31 @@ def run_entry_point(name, run, flag_values=None):
     except WorkerLostError as e:
         print(f"{name}: worker lost: {e}", file=sys.stderr)
         return 3
+    except Terminated as e:
+        print(f"{name}: terminated (SIGTERM). {e}", file=sys.stderr)
+        return 143
     except KeyboardInterrupt:
         print(f"{name}: interrupted. Everything already written is complete; run the same command again to "
               "resume from the newest checkpoint (training commands).", file=sys.stderr)
         return 130
+    except Exception as e:
+        if not _is_tensorflow_error(e):
+            raise
+        print(f"{name}: failed: {type(e).__name__}: {' '.join(str(e.message).split())[:2000]}", file=sys.stderr)
+        return 1
     finally:
         if previous is not None:
-            signal.signal(signal.SIGINT, previous)
+            signal.signal(signal.SIGINT, previous[0])
+            signal.signal(signal.SIGTERM, previous[1])
         INTERRUPTED.clear()
+        TERMINATED.clear()
     return status if isinstance(status, int) else 0
+
+
+def _is_tensorflow_error(e):
+    """Whether `e` is a tf.errors.OpError (checked without importing TensorFlow)."""
+    errors = sys.modules.get("tensorflow.python.framework.errors_impl")
+    return errors is not None and isinstance(e, errors.OpError)
 
 
 def _on_sigint(signum, frame):
@@ -82,6 +102,15 @@ def _on_sigint(signum, frame):
 
     INTERRUPTED.set()  # the driver stops at its next loop even if this exception gets lost
     raise KeyboardInterrupt
+
+
+def _on_sigterm(signum, frame):
+    from albert_tf.training.errors import TERMINATED, TRAINING_LOOP, Terminated
+
+    TERMINATED.set()
+    if not TRAINING_LOOP.is_set():  # the training loop saves a checkpoint first, then raises
+        raise Terminated("Everything already written is complete; run the same command again to resume from the "
+                         "newest checkpoint (training commands).")
 
 
 def describe_flag_error(error):
@@ -311,6 +340,58 @@ def define_remat_flag(flag_values=None):
     flags.DEFINE_bool("remat", False, REMAT_HELP, **kwargs)
 
 
+def define_allow_changed_settings_flag(flag_values=None):
+    """--allow_changed_settings for a training command (albert_tf.training.sessions)."""
+    from absl import flags
+
+    kwargs = {} if flag_values is None else {"flag_values": flag_values}
+    flags.DEFINE_bool("allow_changed_settings", False, "Continue the training in --output_dir although a setting "
+                      "that changes its result (learning rate and schedule, batch size, warmup, resolved dtype "
+                      "policy, accumulation steps, sequence length, optimizer, seed, starting weights) differs from "
+                      "its previous training session's; the change is recorded in run_info.json. Without it such a "
+                      "run is refused (exit status 2): a new run takes a new --output_dir. A longer or shorter "
+                      "training is always allowed (and recorded).", **kwargs)
+
+
+# the settings of `sessions.Session` that are paths: compared as absolute paths
+PATH_SETTINGS = ("init_checkpoint", "albert_hub_module_handle")
+
+
+def given_flags(f):
+    """{name: value} of every flag the command defined (absl's own left out), as given."""
+    values = {}
+    for name in f:
+        module = f.find_module_defining_flag(name)
+        if module is not None and not module.startswith("absl"):
+            values[name] = f[name].value
+    return values
+
+
+def session(f, command, settings, length, trains, tpu=False):
+    """The run's `albert_tf.training.sessions.Session` from the flags.
+
+    Args:
+        f: the parsed flags.
+        command: the command's name.
+        settings: names of the flags that change a training's result (dtype_policy is
+            recorded resolved for this machine, `tpu`: on TPUs; paths absolute).
+        length: the name of the flag of the training's length (allowed to change).
+        trains: whether this run trains.
+    """
+    from albert_tf.training.sessions import Session, resolve_policy
+
+    values = {}
+    for name in settings:
+        value = f[name].value
+        if name == "dtype_policy":
+            value = resolve_policy(value, tpu=tpu)
+        elif name in PATH_SETTINGS and value:
+            value = os.path.abspath(value)
+        values[name] = value
+    return Session(command=command, flags=given_flags(f), settings=values, length={length: f[length].value},
+                   trains=bool(trains), allow_changed_settings=bool(f.allow_changed_settings))
+
+
 def define_tpu_flags(flag_values):
     """The release's TPU flags (use_tpu, tpu_name, tpu_zone, gcp_project, master,
     num_tpu_cores) and --strategy, for the fine-tuning commands: --use_tpu maps to the
@@ -389,6 +470,11 @@ def training_options(f, **given):
 
 def run_task(task_module, task, training, stream):
     """Checks a task's options (`task_module.check_options`, e.g. albert_tf.tasks.race's:
-    bad input fails before any work), then runs it; returns its results."""
+    bad input fails before any work) and a training's settings against the run's previous
+    training (albert_tf.training.sessions.check_settings, training.session), then runs it;
+    returns its results."""
+    from albert_tf.training.sessions import check_settings
+
     task_module.check_options(task)
+    check_settings(task.output_dir, training.session)
     return task_module.run(task, training, stream=stream)

@@ -72,8 +72,14 @@ def define_flags(flag_values=None):
     cli.define_dtype_policy_flag(fv["flag_values"])
     cli.define_gradient_accumulation_flag(fv["flag_values"])
     cli.define_remat_flag(fv["flag_values"])
+    cli.define_allow_changed_settings_flag(fv["flag_values"])
 
 
+# the flags that change a training's result: a run directory continues only with the same
+# (albert_tf.training.sessions; --train_step may change)
+SETTINGS = ("learning_rate", "warmup_step", "train_batch_size", "gradient_accumulation_steps", "max_seq_length",
+            "optimizer", "random_seed", "init_checkpoint", "albert_hub_module_handle", "dtype_policy",
+            "classifier_dropout", "task_name")
 POSITIVE = ("max_seq_length", "train_batch_size", "eval_batch_size", "predict_batch_size", "train_step",
             "save_checkpoints_steps", "keep_checkpoint_max", "iterations_per_loop")
 
@@ -91,7 +97,8 @@ def options_from_flags(f):
     task = cli.task_options(ClassificationOptions, f)
     training = cli.training_options(f, eval_batch_size=f.eval_batch_size, num_train_steps=f.train_step,
                                     num_warmup_steps=f.warmup_step, optimizer=f.optimizer,
-                                    keep_checkpoint_max=f.keep_checkpoint_max)
+                                    keep_checkpoint_max=f.keep_checkpoint_max,
+                                    session=cli.session(f, "run_classifier", SETTINGS, "train_step", f.do_train))
     return task, training
 
 

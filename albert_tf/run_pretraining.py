@@ -4,7 +4,10 @@
         --input_file=data/train.tfrecord-* --output_dir=runs/base
 
 Flags keep the original release's names and defaults. A run resumes by itself from the
-newest `ckpt-N` in --output_dir (model, optimizer slots, step and input position);
+newest `ckpt-N` in --output_dir (model, optimizer slots, step and input position), with
+the settings of its previous training (a change is refused with exit status 2 unless
+--allow_changed_settings; a longer --num_train_steps is allowed; albert_tf.training.sessions,
+which also records every session in output_dir/run_info.json);
 --init_checkpoint starts a new run from another run's weights and fails loudly when they
 do not match the model. Progress goes to the console, `output_dir/metrics.jsonl` and
 TensorBoard (`output_dir/train`, `output_dir/eval`); evaluation results to
@@ -55,6 +58,7 @@ def define_flags(flag_values=None):
     cli.define_dtype_policy_flag(fv["flag_values"])
     cli.define_gradient_accumulation_flag(fv["flag_values"])
     cli.define_remat_flag(fv["flag_values"])
+    cli.define_allow_changed_settings_flag(fv["flag_values"])
     flags.DEFINE_bool("use_one_hot_embeddings", False, "One-hot word-embedding lookups (faster on TPUs).", **fv)
     flags.DEFINE_bool("deterministic", False, "Deterministic input order and ops (exactly repeatable runs).", **fv)
     flags.DEFINE_bool("sentence_loss", True, "Train the sentence head on the data's labels (sentence order, or next "
@@ -68,6 +72,13 @@ def define_flags(flag_values=None):
                         "is refused.", **fv)
     flags.DEFINE_string("spm_model_file", None, "The SentencePiece model of the data (for --export_dir).", **fv)
     flags.DEFINE_integer("export_seq_length", 128, "Default sequence length of the exported preprocessing model.", **fv)
+
+
+# the flags that change a training's result: a run directory continues only with the same
+# (albert_tf.training.sessions; --num_train_steps may change)
+SETTINGS = ("learning_rate", "poly_power", "num_warmup_steps", "start_warmup_step", "train_batch_size",
+            "gradient_accumulation_steps", "max_seq_length", "max_predictions_per_seq", "optimizer", "random_seed",
+            "init_checkpoint", "dtype_policy", "sentence_loss", "dynamic_masking")
 
 
 def check_flags(f):
@@ -102,7 +113,7 @@ def check_flags(f):
         raise ValueError(f"--learning_rate must be positive, got {f.learning_rate}.")
 
 
-def options_from_flags(f, config):
+def options_from_flags(f, config, session=None):
     """-> (PretrainingOptions, TrainingOptions); checks the inputs (every input shard, the
     SentencePiece model for --export_dir) before anything is written."""
     from albert_tf.data.files import expand_input_files
@@ -140,7 +151,7 @@ def options_from_flags(f, config):
         keep_checkpoint_max=f.keep_checkpoint_max, iterations_per_loop=f.iterations_per_loop,
         do_train=f.do_train, do_eval=f.do_eval, evaluate_every_checkpoint=False, max_eval_steps=f.max_eval_steps,
         jit_compile=f.jit_compile, dtype_policy=f.dtype_policy,
-        gradient_accumulation_steps=f.gradient_accumulation_steps, remat=f.remat)
+        gradient_accumulation_steps=f.gradient_accumulation_steps, remat=f.remat, session=session)
     return task, training
 
 
@@ -186,6 +197,10 @@ def _run(f, stream):
         raise ValueError(f"--max_seq_length ({f.max_seq_length}) exceeds max_position_embeddings "
                          f"({config.max_position_embeddings}) of {f.albert_config_file}.")
     has_config = check_run_config(f.output_dir, config, f.albert_config_file)
+    from albert_tf.training.sessions import check_settings
+
+    session = cli.session(f, "run_pretraining", SETTINGS, "num_train_steps", f.do_train, tpu=f.strategy == "tpu")
+    check_settings(f.output_dir, session)
 
     import keras
     import tensorflow as tf
@@ -199,7 +214,7 @@ def _run(f, stream):
         tf.config.experimental.enable_op_determinism()
     # the strategy first: multi-worker collectives must be configured before any op runs
     strategy = get_strategy(f.strategy, f.tpu)
-    task_options, training = options_from_flags(f, config)
+    task_options, training = options_from_flags(f, config, session)
     chief = is_chief(strategy)
     if chief:
         from albert_tf.storage import outputs

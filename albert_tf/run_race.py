@@ -35,6 +35,11 @@ from absl import flags
 from albert_tf import cli
 from albert_tf.data.bucket_widths import DEFAULT_BUCKETS, FLAG_HELP
 
+# the flags that change a training's result: a run directory continues only with the same
+# (albert_tf.training.sessions; --train_step may change)
+SETTINGS = ("learning_rate", "warmup_step", "train_batch_size", "gradient_accumulation_steps", "max_seq_length",
+            "max_qa_length", "random_seed", "init_checkpoint", "albert_hub_module_handle", "dtype_policy",
+            "dropout_prob", "task_name", "high_only", "middle_only")
 POSITIVE = ("train_batch_size", "eval_batch_size", "predict_batch_size", "save_checkpoints_steps",
             "num_keep_checkpoint", "iterations_per_loop", "train_step")
 
@@ -83,6 +88,7 @@ def define_flags(flag_values=None):
     cli.define_dtype_policy_flag(fv["flag_values"])
     cli.define_gradient_accumulation_flag(fv["flag_values"])
     cli.define_remat_flag(fv["flag_values"])
+    cli.define_allow_changed_settings_flag(fv["flag_values"])
     flags.DEFINE_integer("random_seed", 12345, "Seed of the head initialisation, dropout and shuffling.", **fv)
 
 
@@ -98,7 +104,9 @@ def options_from_flags(f):
     task = cli.task_options(MultipleChoiceOptions, f, **cli.tpu_strategy(f))
     training = cli.training_options(f, eval_batch_size=f.eval_batch_size, num_train_steps=f.train_step,
                                     num_warmup_steps=f.warmup_step, optimizer="adamw",
-                                    keep_checkpoint_max=f.num_keep_checkpoint)
+                                    keep_checkpoint_max=f.num_keep_checkpoint,
+                                    session=cli.session(f, "run_race", SETTINGS, "train_step", f.do_train,
+                                                        tpu=f.use_tpu))
     return task, training
 
 

@@ -89,6 +89,7 @@ def define_flags(flag_values=None, version="v1"):
     cli.define_dtype_policy_flag(fv["flag_values"])
     cli.define_gradient_accumulation_flag(fv["flag_values"])
     cli.define_remat_flag(fv["flag_values"])
+    cli.define_allow_changed_settings_flag(fv["flag_values"])
     flags.DEFINE_integer("random_seed", 12345, "Seed of the head initialisation, dropout and shuffling.", **fv)
     if version == "v2":
         flags.DEFINE_integer("start_n_top", 5, "Starts kept by the v2 head at inference.", **fv)
@@ -96,6 +97,12 @@ def define_flags(flag_values=None, version="v1"):
         flags.DEFINE_float("dropout_prob", 0.1, "Dropout in the v2 answer-class branch.", **fv)
 
 
+# the flags that change a training's result: a run directory continues only with the same
+# (albert_tf.training.sessions; --num_train_epochs may change)
+SETTINGS = ("learning_rate", "warmup_proportion", "train_batch_size", "gradient_accumulation_steps",
+            "max_seq_length", "doc_stride", "max_query_length", "random_seed", "init_checkpoint",
+            "albert_hub_module_handle", "dtype_policy")
+V2_SETTINGS = ("dropout_prob",)
 POSITIVE = ("train_batch_size", "predict_batch_size", "save_checkpoints_steps", "keep_checkpoint_max",
             "iterations_per_loop")
 
@@ -112,7 +119,10 @@ def options_from_flags(f, version):
     # v1 has no --start_n_top, --end_n_top, --dropout_prob: those keep SquadOptions' defaults
     task = cli.task_options(SquadOptions, f, version=version, **cli.tpu_strategy(f))
     training = cli.training_options(f, eval_batch_size=f.predict_batch_size, optimizer="adamw",
-                                    keep_checkpoint_max=f.keep_checkpoint_max)
+                                    keep_checkpoint_max=f.keep_checkpoint_max,
+                                    session=cli.session(f, f"run_squad_{version}",
+                                                        SETTINGS + (V2_SETTINGS if version == "v2" else ()),
+                                                        "num_train_epochs", f.do_train, tpu=f.use_tpu))
     return task, training
 
 

@@ -265,3 +265,36 @@ def test_no_entry_point_imports_tensorflow_before_it_runs():
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=ENV, cwd=ROOT,
                             timeout=120)
     assert result.returncode == 0, result.stderr[-3000:]
+
+
+def test_a_tensorflow_error_that_is_no_lost_worker_exits_1_with_its_message(capsys):
+    """An UnavailableError from storage (no peer named) reaches the user as itself: one
+    line naming the error and what TensorFlow said, exit status 1 (not "worker lost", 3)."""
+    import tensorflow as tf
+    from absl import flags
+
+    from albert_tf import cli
+
+    def run(_):
+        raise tf.errors.UnavailableError(None, None, "Error executing an HTTP request: libcurl code 6\n\t when "
+                                         "reading gs://bucket/train.tfrecord")
+
+    assert cli.run_entry_point("cmd", run, flags.FlagValues()) == 1
+    err = capsys.readouterr().err
+    assert err == ("cmd: failed: UnavailableError: Error executing an HTTP request: libcurl code 6 when reading "
+                   "gs://bucket/train.tfrecord\n")
+
+
+def test_the_version_has_one_place():
+    """pyproject.toml reads the version from albert_tf.__version__ (one place), and the
+    installed distribution's metadata agrees with it."""
+    import importlib.metadata
+    import tomllib
+
+    import albert_tf
+
+    with open(os.path.join(ROOT, "pyproject.toml"), "rb") as f:
+        project = tomllib.load(f)
+    assert "version" not in project["project"] and "version" in project["project"]["dynamic"]
+    assert project["tool"]["setuptools"]["dynamic"]["version"] == {"attr": "albert_tf.__version__"}
+    assert importlib.metadata.version("albert_tf") == albert_tf.__version__

@@ -45,7 +45,7 @@ def _records(output_dir):
 def quick_grid(tmp_path_factory):
     """A quick grid killed once after its first pretraining run finished, then resumed."""
     out = str(tmp_path_factory.mktemp("repro") / "grid")
-    args = ["--quick", "--tables=sop", "--dtype_policy=float32", f"--output_dir={out}"]
+    args = ["--quick", "--tables=sop", "--dtype_policy=auto", f"--output_dir={out}"]  # stored resolved
     first = subprocess.Popen([sys.executable, TOOL, *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                              text=True, cwd=ROOT, env=_env())
     marker = os.path.join(out, "cells", grid.Cell("all", "1/6", "none").id, "seed1", "steps", "pretrain.json")
@@ -74,6 +74,11 @@ def test_resumes_after_a_kill_without_redoing_finished_steps(quick_grid):
     assert len(after) == 3 * 6 + 3 + 7
     # progress with rate and ETA across the grid
     assert "ETA" in second.stdout and "/min" in second.stdout
+    # the settings hold the policy every cell computed in (auto resolved for this machine)
+    from albert_tf.training.precision import choose
+
+    with open(os.path.join(quick_grid["out"], "grid.json"), encoding="utf-8") as f:
+        assert json.load(f)["dtype_policy"] == choose("auto").policy
 
 
 def test_results_and_report(quick_grid):
@@ -158,3 +163,53 @@ def test_a_users_directory_is_refused(tmp_path):
     done = _run(["--quick", f"--output_dir={tmp_path}"], timeout=120)
     assert done.returncode == 2 and "--output_dir" in done.stderr, done.stderr
     assert sorted(os.listdir(tmp_path)) == ["notes.txt"]
+
+
+def _grid_made_elsewhere(out, policy, run_policy=None):
+    """A grid directory of this tool whose grid.json says `policy` (a quick grid's settings)
+    and, with `run_policy`, one cell run whose run_info.json computed in it."""
+    import reproduce
+
+    from albert_tf.storage import outputs
+
+    outputs.claim_dir(str(out), outputs.REPRODUCTION, "--output_dir")
+    settings = grid.Settings(**dict(reproduce.QUICK, dtype_policy=policy))
+    (out / "grid.json").write_text(json.dumps(settings.to_dict(), indent=2, sort_keys=True) + "\n")
+    if run_policy:
+        run = out / "cells" / grid.BASE.id / "seed1" / "pretrain"
+        run.mkdir(parents=True)
+        (run / "run_info.json").write_text(json.dumps({"dtype_policy": run_policy}))
+    return settings
+
+
+def test_the_grid_stores_its_dtype_policy_resolved_and_refuses_a_machine_that_resolves_it_otherwise(tmp_path):
+    """grid.json holds what the cells compute in (float32 or mixed_bfloat16, never "auto"):
+    a grid resumed where --dtype_policy resolves otherwise is refused with exit 2 naming
+    both policies and the flag that resumes it, before any work; a grid.json of before
+    (holding "auto") is compared through its runs' run_info.json."""
+    import reproduce_runner
+
+    from albert_tf.training.precision import choose
+
+    here = choose("auto").policy
+    other = "mixed_bfloat16" if here == "float32" else "float32"
+    settings = grid.Settings(dtype_policy="auto")
+    assert reproduce_runner.resolved(settings).dtype_policy == here
+
+    out = tmp_path / "grid"
+    _grid_made_elsewhere(out, other)
+    before = sorted(os.listdir(out)), (out / "grid.json").read_text()
+    done = _run(["--quick", "--dtype_policy=auto", f"--output_dir={out}"], timeout=120)
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr[-3000:]
+    assert (f"holds a grid computed in {other}; this machine resolves --dtype_policy=auto to {here}"
+            in done.stderr), done.stderr
+    assert f"Resume it with --dtype_policy={other}" in done.stderr
+    assert (sorted(os.listdir(out)), (out / "grid.json").read_text()) == before
+
+    legacy = tmp_path / "legacy"
+    quick = _grid_made_elsewhere(legacy, "auto", run_policy=other)
+    with pytest.raises(ValueError, match=f"computed in {other}; this machine resolves --dtype_policy=auto to {here}"):
+        reproduce_runner.check_output_dir(str(legacy), reproduce_runner.resolved(quick), "auto")
+    same = tmp_path / "same"
+    quick = _grid_made_elsewhere(same, "auto", run_policy=here)
+    reproduce_runner.check_output_dir(str(same), reproduce_runner.resolved(quick), "auto")  # no error

@@ -380,3 +380,125 @@ def test_console_scripts_are_installed_and_share_the_error_convention(tmp_path):
     result = subprocess.run([os.path.join(bindir, "albert-run-pretraining"), f"--output_dir={tmp_path}"],
                             capture_output=True, text=True, env=ENV, timeout=120)
     assert result.returncode == 2 and "run_pretraining: error: --albert_config_file is required" in result.stderr
+
+
+def _tree(path):
+    """{relative path: bytes} of every file under `path`."""
+    found = {}
+    for dirpath, _, filenames in os.walk(path):
+        for name in filenames:
+            full = os.path.join(dirpath, name)
+            with open(full, "rb") as f:
+                found[os.path.relpath(full, path)] = f.read()
+    return found
+
+
+def _in_process(args, capsys):
+    """`python -m albert_tf.run_pretraining ARGS` in this process: (returncode, stdout, stderr)."""
+    import types
+
+    from absl import flags
+
+    from albert_tf import cli, run_pretraining
+
+    values = flags.FlagValues()
+    run_pretraining.define_flags(values)
+    cli.parse_flags("run_pretraining", ["run_pretraining", *map(str, args)], values)
+    capsys.readouterr()
+    status = cli.run_entry_point("run_pretraining", run_pretraining.run, values)
+    out, err = capsys.readouterr()
+    return types.SimpleNamespace(returncode=status, stdout=out, stderr=err)
+
+
+def test_every_session_is_recorded_and_a_changed_setting_is_refused(pretraining_records, tiny_config_file, tmp_path,
+                                                                    capsys):
+    """One run directory, four sessions in this process: a training; the same with another
+    learning rate, batch size and (resolved) dtype policy, refused with exit 2 naming each
+    change before any work (the directory byte-identical); a longer training with a changed
+    learning rate and --allow_changed_settings (both recorded); evaluation alone with yet
+    another rate (never refused). run_info.json holds one appended entry per session that
+    ran, with versions, source state, device, the resolved policy and the flags as given.
+    (A longer training alone is allowed without the flag: test_run_classifier's sts-b run.)"""
+    import albert_tf
+
+    outputs, _ = pretraining_records
+    run = tmp_path / "run"
+    common = ("--save_checkpoints_steps=2", "--iterations_per_loop=1", "--nodo_eval", "--dtype_policy=float32")
+    first = pretrain_cmd(outputs, run, tiny_config_file, "--num_train_steps=2", *common)[3:]
+    changed = pretrain_cmd(outputs, run, tiny_config_file, "--num_train_steps=3", "--learning_rate=0.001",
+                           "--train_batch_size=16", *common[:-1], "--dtype_policy=mixed_bfloat16")[3:]
+    allowed = pretrain_cmd(outputs, run, tiny_config_file, "--num_train_steps=3", "--learning_rate=0.001",
+                           "--allow_changed_settings", *common)[3:]
+    evaluate = pretrain_cmd(outputs, run, tiny_config_file, "--num_train_steps=3", "--learning_rate=0.1",
+                            "--nodo_train", "--do_eval", *common[:-2], "--dtype_policy=float32")[3:]
+    first_run = _in_process(first, capsys)
+    assert first_run.returncode == 0, first_run.stderr[-3000:]
+    before = _tree(run)
+    refused = _in_process(changed, capsys)
+    assert _tree(run) == before  # nothing written, nothing touched
+    allowed_run, evaluated = [_in_process(args, capsys) for args in (allowed, evaluate)]
+    assert refused.returncode == 2 and "Traceback" not in refused.stderr, refused.stderr[-3000:]
+    assert refused.stdout == ""  # refused before any work
+    for change in ("--learning_rate 0.005 -> 0.001", "--train_batch_size 8 -> 16",
+                   "--dtype_policy (resolved) float32 -> mixed_bfloat16", "new --output_dir",
+                   "--allow_changed_settings"):
+        assert change in refused.stderr, (change, refused.stderr)
+    assert "num_train_steps" not in refused.stderr.split("error:")[1].split(".")[0]  # a longer run is no change
+    for result in (allowed_run, evaluated):
+        assert result.returncode == 0, result.stderr[-3000:]
+    assert "evaluating the trained checkpoint" in evaluated.stdout and "ckpt-3" in evaluated.stdout
+
+    info = json.load(open(run / "run_info.json"))
+    assert info["initialized_from"] == "random" and info["task"] == "pretraining"  # the run's start, kept
+    sessions = info["sessions"]
+    assert [(s["start_step"], s["final_step"], s["trains"]) for s in sessions] == [
+        (0, 2, True), (2, 3, True), (3, 3, False)]
+    assert [s["status"] for s in sessions] == ["finished"] * 3
+    assert [s["changes"] for s in sessions] == [
+        [], [{"setting": "learning_rate", "old": 0.005, "new": 0.001}, {"setting": "num_train_steps", "old": 2,
+                                                                       "new": 3}], []]
+    # the earlier session's entry is the one the directory held before (appended, never rewritten)
+    assert json.loads(before["run_info.json"])["sessions"] == sessions[:1]
+    for s in sessions:
+        assert s["command"] == "run_pretraining" and s["dtype_policy"] == "float32"
+        assert s["flags"]["input_file"] == ",".join(outputs) and s["flags"]["output_dir"] == str(run)
+        assert s["flags"]["albert_config_file"] == tiny_config_file and "verbosity" not in s["flags"]
+        assert s["albert_tf"]["version"] == albert_tf.__version__
+        assert len(s["albert_tf"].get("git_commit", "")) == 40 or len(s["albert_tf"]["sha256"]) == 64
+        assert s["tensorflow"] == tf.__version__ and s["keras"]
+        assert s["device"]["cpu"] and isinstance(s["device"]["gpus"], list) and s["device"]["replicas"] == 1
+    assert sessions[1]["flags"]["learning_rate"] == 0.001 and sessions[1]["allow_changed_settings"] is True
+    assert sessions[1]["settings"]["learning_rate"] == 0.001 and sessions[2]["flags"]["learning_rate"] == 0.1
+
+
+@pytest.mark.real_process
+def test_sigterm_saves_the_current_step_exits_143_and_the_run_resumes_from_it(pretraining_records,
+                                                                              tiny_config_file, tmp_path):
+    """SIGTERM (what preemptible machines and schedulers send) mid-training: a checkpoint at
+    the step reached (no regular save before the end), exit status 143 with the message;
+    the same command resumes from that step and ends at --num_train_steps."""
+    outputs, _ = pretraining_records
+    out = tmp_path / "run"
+    cmd = pretrain_cmd(outputs, out, tiny_config_file, "--num_train_steps=40", "--save_checkpoints_steps=1000",
+                       "--iterations_per_loop=1", "--nodo_eval")
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV, cwd=ROOT)
+    metrics = out / "metrics.jsonl"
+    deadline = time.time() + 300
+    while not (metrics.exists() and '"train"' in metrics.read_text()):
+        assert proc.poll() is None and time.time() < deadline, "the run ended before SIGTERM"
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGTERM)
+    stdout, stderr = proc.communicate(timeout=300)
+    assert proc.returncode == 143, stderr[-3000:]
+    saved = tf.train.latest_checkpoint(str(out))
+    step = int(saved.rsplit("ckpt-", 1)[1])
+    assert 1 <= step < 40, saved
+    assert f"terminated (SIGTERM). Saved the checkpoint {saved} at step {step}" in stderr and "Traceback" not in stderr
+    assert tf.train.load_checkpoint(saved).get_tensor("optimizer/_iterations/.ATTRIBUTES/VARIABLE_VALUE") == step
+    resumed = subprocess.run(cmd, capture_output=True, text=True, env=ENV, cwd=ROOT, timeout=300)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert f"resuming from {saved} at step {step}" in resumed.stdout
+    assert tf.train.latest_checkpoint(str(out)).endswith("ckpt-40")
+    sessions = json.load(open(out / "run_info.json"))["sessions"]
+    assert [(s["start_step"], s["final_step"], s["status"]) for s in sessions] == [(0, step, "terminated"),
+                                                                                   (step, 40, "finished")]

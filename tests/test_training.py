@@ -262,3 +262,42 @@ def test_the_lost_worker_is_read_from_tensorflows_message():
         "the worker at 10.0.0.9:2222"
     assert describe_lost_peer(remote.format(0) + "ipv4:127.0.0.1:2221: Connection refused", cluster,
                               ("worker", 0)) is None
+
+
+def test_only_an_error_that_names_a_peer_or_its_loss_is_a_lost_worker():
+    """distribution.lost_peer on errors shaped as TensorFlow raises them: Unavailable or
+    DeadlineExceeded count as a lost worker only where the message names another worker of
+    the cluster (its task or address) or says that the cluster lost one (collectives
+    aborted, the coordination service's heartbeat timeout); a storage read that failed, a
+    timeout naming no peer or an address outside the cluster is the error itself."""
+    from albert_tf.training.distribution import lost_peer
+
+    cluster = {"worker": ["127.0.0.1:2221", "127.0.0.1:2222"]}
+    me = ("worker", 0)
+
+    def found(error_class, message):
+        return lost_peer(error_class(None, None, message), cluster, me)
+
+    heartbeat = ("Task /job:worker/replica:0/task:1 heartbeat timeout. This indicates that the remote task has "
+                 "failed, got preempted, or crashed unexpectedly. Check the task logs for an earlier error to debug "
+                 "further. [type.googleapis.com/tensorflow.CoordinationServiceError='']")
+    assert found(tf.errors.UnavailableError, heartbeat)[0] == "worker 1 (127.0.0.1:2222)"
+    remote = ("failed to connect to all addresses; last error: UNKNOWN: ipv4:127.0.0.1:2222: Failed to connect to "
+              "remote host: Connection refused\nAdditional GRPC error information from remote target "
+              "/job:worker/replica:0/task:1 while calling /tensorflow.WorkerService/RecvBuf")
+    assert found(tf.errors.UnavailableError, remote)[0] == "worker 1 (127.0.0.1:2222)"
+    assert found(tf.errors.DeadlineExceededError, "Deadline Exceeded\nAdditional GRPC error information from "
+                 "remote target /job:worker/replica:0/task:1")[0] == "worker 1 (127.0.0.1:2222)"
+    aborted = found(tf.errors.CancelledError, "Collective ops is aborted by: Socket closed")
+    assert aborted == ("a peer worker", "Collective ops is aborted by: Socket closed")
+
+    storage = ("Error executing an HTTP request: libcurl code 6 meaning 'Couldn't resolve host name', error details: "
+               "Could not resolve host: storage.googleapis.com\n\t when reading gs://bucket/data/train-00001.tfrecord")
+    assert found(tf.errors.UnavailableError, storage) is None
+    assert found(tf.errors.UnavailableError, "failed to connect to all addresses; last error: UNAVAILABLE: "
+                 "ipv4:142.250.74.16:443: Socket closed") is None  # another server than a worker
+    assert found(tf.errors.DeadlineExceededError, "Deadline Exceeded\n\t [[{{node IteratorGetNext}}]] on "
+                 "/job:worker/replica:0/task:0/device:CPU:0") is None  # this worker's own op
+    assert found(tf.errors.DeadlineExceededError, "Read timed out") is None
+    # a peer named by an error no lost peer gives is not one either
+    assert found(tf.errors.InvalidArgumentError, "Incompatible shapes from /job:worker/replica:0/task:1") is None

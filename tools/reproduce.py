@@ -19,7 +19,9 @@ from every pretrained model and from random weights (the control).
 Resumable: every finished step is recorded (`step.json`) and never redone; a killed run
 continues at the first unfinished step (a training run from its newest checkpoint).
 --output_dir holding a grid with other settings is refused (exit status 2) before any
-work, as is any directory albert_tf did not make. Writes `results.json`, one CSV per
+work, as is any directory albert_tf did not make. grid.json stores --dtype_policy as this
+machine resolves it (auto: float32 or mixed_bfloat16), so a grid resumed on a machine that
+resolves it otherwise is refused rather than mixing float32 and bf16 cells. Writes `results.json`, one CSV per
 table, `report.md` (our mean +- std beside the paper's numbers, and each claim's
 verdict by tools/reproduce_report.py's rule) and PNG figures.
 """

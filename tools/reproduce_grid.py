@@ -100,7 +100,9 @@ class Settings:
             and 1 of the rerun's 30, README "Reproducing the paper").
         corpus_mb: MB of docstring text (0: everything found).
         held_out_percent: share of documents held out (evaluation sets and tasks).
-        dtype_policy: "auto", "float32", "mixed_bfloat16", ...
+        dtype_policy: "auto", "float32" or "mixed_bfloat16"; the runner resolves "auto" for
+            its machine before the grid is stored or compared (a grid resumed elsewhere
+            computes in the same policy or is refused).
     """
 
     tables: tuple = TABLES

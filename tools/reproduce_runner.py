@@ -35,15 +35,50 @@ class Step:
         return steps.read_done(self.record)
 
 
-def check_output_dir(output_dir, settings):
-    """--output_dir: new, or this tool's own grid with the same settings; else ValueError
-    (exit 2) before anything is written."""
+def resolved(settings):
+    """`settings` with its dtype policy resolved for this machine ("float32" or
+    "mixed_bfloat16", as every command of the grid resolves it: training/precision.py), so
+    that grid.json records what the cells compute in, never "auto"."""
+    import dataclasses
+
+    from albert_tf.training.precision import choose
+
+    return dataclasses.replace(settings, dtype_policy=choose(settings.dtype_policy).policy)
+
+
+def _legacy_policy(output_dir):
+    """The dtype policy the runs of a grid recorded as "auto" (before grid.json held it
+    resolved) computed in: their run_info.json's, or None before any run."""
+    found = set()
+    for path in glob.glob(os.path.join(output_dir, "cells", "*", "seed*", "*", "run_info.json")):
+        with open(path, encoding="utf-8") as f:
+            policy = json.load(f).get("dtype_policy")
+        if policy:
+            found.add(policy)
+    return ", ".join(sorted(found)) or None
+
+
+def check_output_dir(output_dir, settings, requested=None):
+    """--output_dir: new, or this tool's own grid with the same settings (its dtype policy
+    as this machine resolves it, `settings` being `resolved`; `requested`: the flag's value
+    for the message); else ValueError (exit 2) before anything is written."""
     outputs.check([outputs.Output("--output_dir", output_dir, outputs.REPRODUCTION)])
     path = os.path.join(output_dir, SETTINGS_FILE)
     if os.path.isfile(path):
         with open(path, encoding="utf-8") as f:
             existing = json.load(f)
         wanted = settings.to_dict()
+        there = existing.get("dtype_policy")
+        if there == "auto":  # written before the policy was resolved: what its runs computed in
+            there = _legacy_policy(output_dir) or wanted["dtype_policy"]
+        here = wanted["dtype_policy"]
+        if there != here:
+            raise ValueError(
+                f"--output_dir={output_dir} holds a grid computed in {there}; this machine resolves "
+                f"--dtype_policy={requested or here} to {here}: resuming would mix {there} and {here} cells. "
+                f"Resume it with --dtype_policy={there} (or on a machine that resolves the same), or choose a new "
+                "--output_dir.")
+        existing["dtype_policy"] = wanted["dtype_policy"]
         changed = sorted(k for k in set(existing) | set(wanted) if existing.get(k) != wanted.get(k))
         if changed:
             detail = ", ".join(f"{k}: {existing.get(k)!r} there, {wanted.get(k)!r} asked" for k in changed)
@@ -101,11 +136,15 @@ def _duration(seconds):
 
 
 def run_grid(settings, output_dir, quick=False, stream=None):
-    """Runs (or resumes) the grid in output_dir; returns 0. See tools/reproduce.py."""
-    check_output_dir(output_dir, settings)
+    """Runs (or resumes) the grid in output_dir; returns 0. See tools/reproduce.py. The
+    dtype policy is resolved for this machine first (`resolved`) and stored so."""
+    requested = settings.dtype_policy
+    settings = resolved(settings)
+    check_output_dir(output_dir, settings, requested)
     outputs.claim_dir(output_dir, outputs.REPRODUCTION, "--output_dir")
     settings_path = os.path.join(output_dir, SETTINGS_FILE)
-    if not os.path.isfile(settings_path):
+    # written once; a grid.json of before the policy was resolved ("auto") gets it resolved
+    if not os.path.isfile(settings_path) or steps.read_done(settings_path).get("dtype_policy") == "auto":
         atomic.write_text(settings_path, json.dumps(settings.to_dict(), indent=2, sort_keys=True) + "\n")
     paths = steps.Paths(output_dir)
     state = {}

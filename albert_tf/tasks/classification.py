@@ -176,7 +176,7 @@ class ClassificationTask(Task):
             from albert_tf.training.checkpoints import load_init_checkpoint
 
             return load_init_checkpoint(self._pretrainer, o.init_checkpoint)
-        return random_start()
+        return random_start(o)
 
     # --- data ----------------------------------------------------------------------------
 

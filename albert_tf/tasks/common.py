@@ -111,11 +111,18 @@ def start_run(o, tpu=None):
     return strategy
 
 
-def random_start():
-    """Warns that fine-tuning starts from random weights; returns "random" (what
-    eval_results.json records as initialized_from)."""
-    print("WARNING: no --init_checkpoint and no --albert_hub_module_handle: fine-tuning starts from random "
-          "weights (eval_results.json records initialized_from: random).", file=sys.stderr, flush=True)
+def random_start(o):
+    """Warns that the run starts from random weights (a run that does not train, o.do_train
+    false: that it evaluates or predicts with them, no checkpoint being in --output_dir);
+    returns "random" (what eval_results.json records as initialized_from). Called only
+    where nothing was loaded: never for a run that restores a trained checkpoint."""
+    if getattr(o, "do_train", True):
+        print("WARNING: no --init_checkpoint and no --albert_hub_module_handle: fine-tuning starts from random "
+              "weights (eval_results.json records initialized_from: random).", file=sys.stderr, flush=True)
+    else:
+        print(f"WARNING: no trained checkpoint in --output_dir={o.output_dir}, no --init_checkpoint and no "
+              "--albert_hub_module_handle: evaluating and predicting with random weights (eval_results.json "
+              "records initialized_from: random).", file=sys.stderr, flush=True)
     return "random"
 
 
@@ -159,4 +166,4 @@ def initialize_from(o, model, pretrainer, weights_file, check_directory=None):
         from albert_tf.training.checkpoints import load_init_checkpoint
 
         return load_init_checkpoint(pretrainer, o.init_checkpoint)
-    return random_start()
+    return random_start(o)

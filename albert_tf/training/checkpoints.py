@@ -5,7 +5,7 @@ A training checkpoint (`output_dir/ckpt-N`, N = global step) holds `model`, `opt
 (slots and iterations = global step), `random_states` (dropout RNG) and, when given,
 `iterator` (the input position). `output_dir/best/ckpt-N` is the checkpoint with the best
 dev metric so far, described by `best/best_metrics.json`; `output_dir/run_info.json`
-records where the run's weights started. Under multi-worker training every worker saves
+records where the run's weights started and each session (training/sessions.py). Under multi-worker training every worker saves
 (the collective needs them all), the non-chief ones to a temporary directory that is
 removed, and every worker resumes from the chief's newest checkpoint in output_dir (so
 output_dir must be one directory that every worker reads: a shared filesystem).
@@ -20,6 +20,7 @@ import tensorflow as tf
 
 from albert_tf.modeling.pretrained import PRETRAINER_WEIGHTS
 from albert_tf.storage import atomic
+from albert_tf.training.errors import TERMINATED, Terminated
 from albert_tf.storage.checkpoints import latest_prefix, list_variables, load_init_checkpoint as _load, \
     model_variables, object_variables, random_states
 from albert_tf.storage.report import CheckpointMismatchError, MatchReport
@@ -147,14 +148,12 @@ class TrainingCheckpoints:
                                  f"{len(self.items['random_states'].states)}. {fresh}")
 
     def read_run_info(self):
+        """output_dir's run_info.json ({} when none; its sessions: training/sessions.py)."""
         path = os.path.join(self.output_dir, RUN_INFO)
         if not os.path.isfile(path):
             return {}
         with open(path, encoding="utf-8") as f:
             return json.load(f)
-
-    def write_run_info(self, info):
-        atomic.write_json(os.path.join(self.output_dir, RUN_INFO), info)
 
     # --- saving --------------------------------------------------------------------------
 
@@ -166,6 +165,17 @@ class TrainingCheckpoints:
             atomic.remove_own(self._temp_dir)
             os.makedirs(self._temp_dir, exist_ok=True)
         return path
+
+    def save_if_terminated(self, step):
+        """After SIGTERM (errors.TERMINATED): saves a checkpoint at `step` (unless the newest
+        is that step's) and raises Terminated naming it; else nothing."""
+        if not TERMINATED.is_set():
+            return
+        path = self.manager.latest_checkpoint
+        if not (path and path.endswith(f"ckpt-{int(step)}")):
+            path = self.save(step)
+        raise Terminated(f"Saved the checkpoint {path} at step {int(step)}; run the same command again to resume "
+                         "from it.")
 
     def close(self):
         if self._remove_temp_dir is not None:

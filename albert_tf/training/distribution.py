@@ -89,40 +89,70 @@ def check_same_start(strategy, step, output_dir):
 
 # TensorFlow names the peer of a failed collective as a task ("from remote target
 # /job:worker/replica:0/task:1", "cluster check alive failed, /job:worker/replica:0/task:1
-# is down") and/or by its address ("ipv4:127.0.0.1:32859: Failed to connect").
+# is down", the coordination service's "Task /job:worker/replica:0/task:1 heartbeat
+# timeout") and/or by its address ("ipv4:127.0.0.1:32859: Failed to connect").
 _TASK = re.compile(r"/job:(\w+)/replica:\d+/task:(\d+)")
 _ADDRESS = re.compile(r"ipv[46]:(\[[^\]]+\]:\d+|[\w.-]+:\d+)")
-_REASON = re.compile(r"(Collective ops is aborted by: .*|cluster check alive failed.*)")
+# What says that the cluster lost a worker even where no peer is named: collectives aborted,
+# the peer health check, the coordination service's heartbeat check or its stop.
+_REASON = re.compile(r"(Collective ops is aborted by: .*|cluster check alive failed.*|.*heartbeat timeout.*"
+                     r"|.*[Cc]oordination service has (?:stopped|been shut ?down).*)")
 # What TensorFlow raises in a worker whose peer is gone: Unavailable (connection refused or
-# closed, the health check) or DeadlineExceeded (a timeout); Aborted, Cancelled (ops
-# aborted beside the failed one) and FailedPrecondition (the peer restarted meanwhile)
-# count only when the message says that collectives were aborted or names another worker.
-_LOST_PEER_ERRORS = (tf.errors.UnavailableError, tf.errors.DeadlineExceededError)
-_MAYBE_LOST_PEER_ERRORS = (tf.errors.AbortedError, tf.errors.CancelledError, tf.errors.FailedPreconditionError)
+# closed, the health check), DeadlineExceeded (a timeout), Aborted, Cancelled (ops aborted
+# beside the failed one) and FailedPrecondition (the peer restarted meanwhile). Each counts
+# only when the message names another worker or says that the cluster lost one (_REASON):
+# the same errors come from storage (a gs:// read that failed) and are reported as they are.
+_PEER_ERRORS = (tf.errors.UnavailableError, tf.errors.DeadlineExceededError, tf.errors.AbortedError,
+                tf.errors.CancelledError, tf.errors.FailedPreconditionError)
 
 
 def describe_lost_peer(message, cluster, own_task):
     """Which worker TensorFlow's error `message` names as lost: "worker 1 (127.0.0.1:2223)"
     from its /job:worker/replica:0/task:1 or its address, resolved with `cluster` (the
-    cluster spec as a dict, job -> addresses); this worker (`own_task`, (job, index)) is
+    cluster spec as a dict, job -> addresses); an address outside the cluster counts only
+    on a port of the cluster's ("the worker at 10.0.0.9:2222": a worker reached by another
+    name), not another server's (storage, 443). This worker (`own_task`, (job, index)) is
     never the one. None when the message names no other worker."""
     for job, index in _TASK.findall(message):
         if (job, int(index)) != tuple(own_task):
             addresses = cluster.get(job, [])
             address = f" ({addresses[int(index)]})" if int(index) < len(addresses) else ""
             return f"{job} {index}{address}"
+    ports = {a.rsplit(":", 1)[-1] for addresses in cluster.values() for a in addresses}
     for address in _ADDRESS.findall(message):
         tasks = [(job, addresses.index(address)) for job, addresses in cluster.items() if address in addresses]
         if not tasks:
-            return f"the worker at {address}"
+            if address.rsplit(":", 1)[-1] in ports:
+                return f"the worker at {address}"
+            continue
         if tasks[0] != tuple(own_task):
             return f"{tasks[0][0]} {tasks[0][1]} ({address})"
     return None
 
 
+def lost_peer(error, cluster, own_task):
+    """(who, what TensorFlow said) when `error` (a tf.errors.OpError of this worker) is the
+    loss of a peer worker, else None (the error is reported as it is).
+
+    A peer is lost when the error is one a lost peer gives (_PEER_ERRORS) and its message
+    names another worker of `cluster` (describe_lost_peer), or when the message says so
+    whatever it names (collectives aborted, a failed peer health check, the coordination
+    service's heartbeat timeout or stop); `who` is then "a peer worker" where none is named.
+    """
+    message = error.message or ""
+    peer = describe_lost_peer(message, cluster, own_task)
+    reason = _REASON.search(message)
+    if not (reason or (peer is not None and isinstance(error, _PEER_ERRORS))):
+        return None
+    said = reason.group(0).strip() if reason else message.strip().splitlines()[-1] if message.strip() else ""
+    if len(said) > 300:
+        said = said[:300] + "..."
+    return peer or "a peer worker", said
+
+
 def worker_lost(strategy, error, newest_checkpoint):
     """A WorkerLostError for `error` (a tf.errors.OpError of this worker) when it is the
-    loss of a peer under multi-worker training, else None.
+    loss of a peer under multi-worker training (`lost_peer`), else None.
 
     Args:
         strategy: the run's strategy.
@@ -131,21 +161,16 @@ def worker_lost(strategy, error, newest_checkpoint):
     """
     if not (is_multi_worker(strategy) and isinstance(error, tf.errors.OpError)):
         return None
-    message = error.message or ""
     resolver = strategy.cluster_resolver
-    peer = describe_lost_peer(message, resolver.cluster_spec().as_dict(), (resolver.task_type, resolver.task_id))
-    reason = _REASON.search(message)
-    if not (isinstance(error, _LOST_PEER_ERRORS) or reason
-            or (isinstance(error, _MAYBE_LOST_PEER_ERRORS) and peer is not None)):
+    found = lost_peer(error, resolver.cluster_spec().as_dict(), (resolver.task_type, resolver.task_id))
+    if found is None:
         return None
-    said = reason.group(1) if reason else message.strip().splitlines()[-1] if message.strip() else ""
-    if len(said) > 300:
-        said = said[:300] + "..."
+    peer, said = found
     resume = (f"The newest checkpoint is {newest_checkpoint}: start every worker again with the same command and "
               "TF_CONFIG to resume from it" if newest_checkpoint else
               "No checkpoint was written yet: starting every worker again with the same command and TF_CONFIG "
               "starts the run anew")
-    return WorkerLostError(f"{peer or 'a peer worker'} is gone; this worker ({resolver.task_type} "
+    return WorkerLostError(f"{peer} is gone; this worker ({resolver.task_type} "
                            f"{resolver.task_id}) cannot go on without it. {resume} (a replacement machine takes the "
                            f"lost one's address in TF_CONFIG). TensorFlow: {type(error).__name__}: {said}")
 

@@ -25,8 +25,11 @@ driver owns everything else, once:
 - the console progress line with rate and ETA, `metrics.jsonl`, TensorBoard
   (`output_dir/train`, `output_dir/eval`), `training_curves.png`, `eval_results.json`
   and `.txt`;
-- the NaN stop (TrainingDivergedError, the last good checkpoint kept), and the stop of
-  a multi-worker run that lost a worker (WorkerLostError).
+- the NaN stop (TrainingDivergedError, the last good checkpoint kept), the stop of a
+  multi-worker run that lost a worker (WorkerLostError), and SIGTERM: a checkpoint at the
+  step reached when the running loop ends, then Terminated (training/errors.py);
+- one entry per session in `output_dir/run_info.json` (training/sessions.py: the flags,
+  versions, source state, device, resolved dtype policy, start and final step).
 
 Shape legend: B batch per replica, G global batch.
 """
@@ -43,11 +46,12 @@ from albert_tf.data.maps import graph_map
 from albert_tf.modeling.encoder import set_remat, set_replica_index, set_skip_padding
 from albert_tf.modeling.records import model_record
 from albert_tf.storage import atomic
+from albert_tf.training import sessions
 from albert_tf.training import step as step_lib
 from albert_tf.training.accumulation import check_accumulation
-from albert_tf.training.checkpoints import TrainingCheckpoints, newest_checkpoint
+from albert_tf.training.checkpoints import BEST_DIR, TrainingCheckpoints, newest_checkpoint
 from albert_tf.training.distribution import check_global_batch, check_same_start, worker_lost
-from albert_tf.training.errors import TrainingDivergedError, raise_if_interrupted
+from albert_tf.training.errors import TERMINATED, TRAINING_LOOP, TrainingDivergedError, raise_if_interrupted
 from albert_tf.training.optimizer import create_optimizer
 from albert_tf.training.precision import choose, policy_scope
 from albert_tf.training.reporting import MetricsLogger, plot_curves, read_records
@@ -82,6 +86,9 @@ class TrainingOptions:
         write_curves: write training_curves.png at the end.
         dtype_policy: "auto", "float32" or "mixed_bfloat16" (training/precision.py: the
             Trainer resolves it for its hardware and builds the model in it).
+        session: the command's `sessions.Session` (its flags and settings, checked
+            before any work by sessions.check_settings) recorded in run_info.json's
+            sessions; None: a session of the task's name without flags.
     """
 
     output_dir: str
@@ -107,6 +114,7 @@ class TrainingOptions:
     dtype_policy: str = "float32"
     gradient_accumulation_steps: int = 1
     remat: bool = False
+    session: object = None
 
 
 class Trainer:
@@ -353,15 +361,39 @@ def _train_and_evaluate(task, options, strategy, is_chief, stream, stop_after_st
     check_same_start(strategy, trainer.step, options.output_dir)
     if resumed:
         task.initialized_from = checkpoints.read_run_info().get("initialized_from", task.initialized_from)
-        print(f"resuming from {resumed} at step {trainer.step}", file=stream, flush=True)
+        if options.do_train:
+            print(f"resuming from {resumed} at step {trainer.step}", file=stream, flush=True)
+        else:  # what evaluation and prediction alone start from (its best checkpoint: restored at the end)
+            best = checkpoints.best
+            print(f"evaluating the trained checkpoint {resumed} (step {trainer.step})"
+                  + (f"; the best checkpoint {os.path.join(options.output_dir, BEST_DIR, best['checkpoint'])} (step "
+                     f"{best['step']}) is restored for the results" if best else ""), file=stream, flush=True)
     else:
         task.initialized_from = task.initialize(trainer.model)
         print(f"initialized from {task.initialized_from}", file=stream, flush=True)
-        if is_chief:
+    session_id = None
+    if is_chief:  # this session's entry in run_info.json (sessions.py); a new run also its starting point
+        top_level = None
+        if not resumed:
             record = model_record(trainer.model, task.labels)  # what convert rebuilds
-            checkpoints.write_run_info({"initialized_from": task.initialized_from, "task": task.name,
-                                        **trainer.precision.as_dict(), "remat": trainer.remats,
-                                        **({"model": record} if record else {})})
+            top_level = {"initialized_from": task.initialized_from, "task": task.name, **trainer.precision.as_dict(),
+                         "remat": trainer.remats, **({"model": record} if record else {})}
+        entry = sessions.entry(options.session or sessions.Session(task.name, trains=options.do_train),
+                               trainer.precision, strategy, trainer.step, resumed)
+        sessions.append_session(options.output_dir, entry, top_level)
+        session_id = entry["id"]
+    try:
+        results = _run_session(task, options, strategy, is_chief, stream, stop_after_steps, trainer, checkpoints,
+                               iterator, make_iterator, saves_iterator, resumed)
+    except BaseException as e:
+        sessions.end_session(options.output_dir, session_id, trainer.step, e)
+        raise
+    sessions.end_session(options.output_dir, session_id, results["final_step"])
+    return results
+
+
+def _run_session(task, options, strategy, is_chief, stream, stop_after_steps, trainer, checkpoints, iterator,
+                 make_iterator, saves_iterator, resumed):
     if options.do_train and not saves_iterator:
         if resumed and trainer.step:
             print(f"skipping the {trainer.step} steps of input already consumed", file=stream, flush=True)
@@ -390,29 +422,37 @@ def _train_and_evaluate(task, options, strategy, is_chief, stream, stop_after_st
         end = options.num_train_steps if stop_after_steps is None else min(options.num_train_steps,
                                                                            stop_after_steps)
         first_step, start = step, time.time()
-        while step < end:
-            next_save = (step // options.save_checkpoints_steps + 1) * options.save_checkpoints_steps
-            n = min(options.iterations_per_loop, next_save - step, end - step)
-            t0 = time.time()
-            totals = trainer.train(iterator, n)
-            raise_if_interrupted()
-            elapsed = time.time() - t0
-            metrics = task.train_metrics(totals)
-            step = trainer.step
-            if not all(math.isfinite(v) for v in metrics.values()):
-                raise TrainingDivergedError(
-                    f"the loss became {metrics.get('loss')} between steps {step - n} and {step}; stopped without "
-                    f"saving. Last good checkpoint: {checkpoints.manager.latest_checkpoint or 'none'}. Lower "
-                    "--learning_rate or check the data.")
-            rate = n * options.train_batch_size / max(elapsed, 1e-9)
-            overall = (step - first_step) * options.train_batch_size / max(time.time() - start, 1e-9)
-            logger.log_train(step, metrics, float(trainer.schedule(step - 1)), rate,
-                             (options.num_train_steps - step) * options.train_batch_size / max(overall, 1e-9))
-            if step % options.save_checkpoints_steps == 0 or step == options.num_train_steps:
-                checkpoints.save(step)
+        TRAINING_LOOP.set()  # SIGTERM from here on: a checkpoint at the current step, then Terminated
+        try:
+            while step < end:
+                checkpoints.save_if_terminated(step)
+                next_save = (step // options.save_checkpoints_steps + 1) * options.save_checkpoints_steps
+                n = min(options.iterations_per_loop, next_save - step, end - step)
+                t0 = time.time()
+                totals = trainer.train(iterator, n)
                 raise_if_interrupted()
-                if options.do_eval and options.evaluate_every_checkpoint:
-                    results["eval"] = evaluate_now()
+                elapsed = time.time() - t0
+                metrics = task.train_metrics(totals)
+                step = trainer.step
+                if not all(math.isfinite(v) for v in metrics.values()):
+                    raise TrainingDivergedError(
+                        f"the loss became {metrics.get('loss')} between steps {step - n} and {step}; stopped without "
+                        f"saving. Last good checkpoint: {checkpoints.manager.latest_checkpoint or 'none'}. Lower "
+                        "--learning_rate or check the data.")
+                rate = n * options.train_batch_size / max(elapsed, 1e-9)
+                overall = (step - first_step) * options.train_batch_size / max(time.time() - start, 1e-9)
+                logger.log_train(step, metrics, float(trainer.schedule(step - 1)), rate,
+                                 (options.num_train_steps - step) * options.train_batch_size / max(overall, 1e-9))
+                checkpoints.save_if_terminated(step)
+                if step % options.save_checkpoints_steps == 0 or step == options.num_train_steps:
+                    checkpoints.save(step)
+                    raise_if_interrupted()
+                    if options.do_eval and options.evaluate_every_checkpoint:
+                        results["eval"] = evaluate_now()
+        finally:
+            TRAINING_LOOP.clear()
+        if TERMINATED.is_set():  # it came during the last checkpoint's evaluation: that checkpoint is the step's
+            checkpoints.save_if_terminated(step)
     results["final_step"] = trainer.step
     # a final evaluation, unless the last checkpoint's evaluation was of these weights or a
     # run that does not train holds its best checkpoint's metrics already

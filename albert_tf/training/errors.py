@@ -1,5 +1,5 @@
 """Errors of the training room, importable without TensorFlow (entry points catch them
-before anything heavy is imported), and the Ctrl-C flag the driver checks."""
+before anything heavy is imported), and the Ctrl-C and SIGTERM flags the driver checks."""
 
 import threading
 
@@ -8,12 +8,23 @@ import threading
 # TensorFlow resource deleted by the garbage collector) it is only printed and lost, and a
 # long run would go on. The driver checks this flag between loops, so Ctrl-C always ends it.
 INTERRUPTED = threading.Event()
+# Set by the entry points' SIGTERM handler (preemptible VMs, TPU pods and schedulers send
+# it before they stop a process). While the driver's training loop runs (TRAINING_LOOP set)
+# the handler only sets it: the loop then saves a checkpoint at the current step and raises
+# Terminated. Elsewhere the handler raises Terminated at once.
+TERMINATED = threading.Event()
+TRAINING_LOOP = threading.Event()
 
 
 def raise_if_interrupted():
     """KeyboardInterrupt when Ctrl-C came (see INTERRUPTED)."""
     if INTERRUPTED.is_set():
         raise KeyboardInterrupt
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM came (a KeyboardInterrupt, so that no `except Exception` swallows it); the
+    message says what was saved and how to resume. Entry points exit with status 143."""
 
 
 class TrainingDivergedError(RuntimeError):

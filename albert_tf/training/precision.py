@@ -98,14 +98,18 @@ def _gpu_capabilities():
     return out
 
 
-def native_bf16(strategy=None, cpuinfo="/proc/cpuinfo", gpus=None):
+def native_bf16(strategy=None, cpuinfo="/proc/cpuinfo", gpus=None, tpu=False):
     """(native: bool, hardware: str): whether the devices the run computes on do bf16 natively.
 
     Args:
         strategy: the run's tf.distribute strategy (a TPUStrategy means TPUs).
         cpuinfo: where the CPU flags are read.
         gpus: [(name, (major, minor) or None)] instead of asking TensorFlow (tests).
+        tpu: the run will compute on TPUs (its strategy not made yet: a run's settings
+            are checked before any work).
     """
+    if tpu:
+        return True, "TPU"
     if strategy is not None:
         import tensorflow as tf
 
@@ -124,19 +128,19 @@ def native_bf16(strategy=None, cpuinfo="/proc/cpuinfo", gpus=None):
                          else f"CPU {model} (flags: none of {', '.join(CPU_BF16_FLAGS)})")
 
 
-def choose(requested="auto", strategy=None, cpuinfo="/proc/cpuinfo", gpus=None, warn=None):
+def choose(requested="auto", strategy=None, cpuinfo="/proc/cpuinfo", gpus=None, warn=None, tpu=False):
     """Resolves a --dtype_policy value for this hardware.
 
     Args:
         requested: "auto", "float32" or "mixed_bfloat16" (anything else: ValueError).
-        strategy, cpuinfo, gpus: see `native_bf16`.
+        strategy, cpuinfo, gpus, tpu: see `native_bf16`.
         warn: callable(str) for the one-time warning when mixed_bfloat16 is asked for on
             hardware without native bf16 (default: absl logging.warning).
     Returns:
         Precision.
     """
     requested = check_policy(requested)
-    native, hardware = native_bf16(strategy, cpuinfo, gpus)
+    native, hardware = native_bf16(strategy, cpuinfo, gpus, tpu)
     if requested == "float32":
         return Precision(requested, "float32", native, hardware, "asked for float32")
     if requested == "mixed_bfloat16":
