@@ -64,6 +64,9 @@ class ReleaseTokenizer(tf.Module):
         super().__init__()
         self.sentencepiece = tf_text.SentencepieceTokenizer(model=model_bytes, out_type=tf.int32)
         self._watched = watched_ids(model_bytes)
+        # one function for every call site (traced once, saved once)
+        self._batch = tf.function(self._tokenize_batch, input_signature=[tf.TensorSpec([None], tf.string)],
+                                  autograph=False)
 
     def _pieces(self):
         """The same SentencePiece resource, giving pieces as strings (a view, not tracked)."""
@@ -82,78 +85,93 @@ class ReleaseTokenizer(tf.Module):
         scalar, RaggedTensor [N, (n)] for a vector."""
         text = tf.convert_to_tensor(text, tf.string)
         if text.shape.rank == 0:
-            ids, starts, ends = self.tokenize_with_offsets(text[None])
+            ids, starts, ends = self._batch(text[None])
             return ids.values, starts.values, ends.values
+        return self._batch(text)
+
+    def _tokenize_batch(self, text):
         ids, starts, ends = self.sentencepiece.tokenize_with_offsets(text)
-        flat = ids.flat_values
+        flat, splits = ids.flat_values, ids.row_splits
+        row = _rows_of(splits, tf.size(flat))
         watched = tf.constant(self._watched)
         at = tf.minimum(tf.searchsorted(watched, flat), len(self._watched) - 1)
-        hit = tf.equal(tf.gather(watched, at), flat)
-        rows = tf.unique(tf.boolean_mask(tf.cast(ids.value_rowids(), tf.int32), hit))[0]  # ascending
-        parts = (flat, starts.flat_values, ends.flat_values, ids.row_lengths())
-        flat, begin, end, lengths = tf.cond(tf.size(rows) > 0, lambda: self._release(text, ids, rows, parts),
-                                            lambda: parts)
-        return tuple(tf.RaggedTensor.from_row_lengths(x, lengths, validate=False) for x in (flat, begin, end))
+        rows = tf.unique(tf.gather(row, tf.where(tf.equal(tf.gather(watched, at), flat))[:, 0]))[0]  # ascending
+        parts = (flat, starts.flat_values, ends.flat_values, splits)
+        flat, begin, end, splits = tf.cond(tf.size(rows) > 0, lambda: self._release(text, parts, row, rows),
+                                           lambda: parts)
+        return tuple(tf.RaggedTensor.from_row_splits(x, splits, validate=False) for x in (flat, begin, end))
 
-    def _release(self, text, ids, rows, parts):
+    def _release(self, text, parts, row, rows):
         """The rows `rows` as the release tokenizes them (module docstring) -> the flat ids,
-        starts, ends and the row lengths of all rows."""
-        flat, begin, end, _ = parts
+        starts, ends and the row splits of all rows."""
+        flat, begin, end, splits = parts
         tokenizer = self._pieces()
-        pieces = tokenizer.tokenize(tf.gather(text, rows)).flat_values  # [S]: the same pieces as their ids
-        splits = tf.cast(ids.row_splits, tf.int32)
-        where = tf.ragged.range(tf.gather(splits, rows), tf.gather(splits, rows + 1)).flat_values  # [S]
+        pieces = tokenizer.tokenize(tf.gather(text, rows))  # [R, (s)]: the same pieces as the ids
+        count = tf.size(pieces.flat_values)
+        sub_splits = tf.cast(pieces.row_splits, tf.int32)
+        sub_row = _rows_of(sub_splits, count)
+        where = (tf.gather(tf.cast(tf.gather(splits, rows), tf.int32), sub_row) + tf.range(count)
+                 - tf.gather(sub_splits, sub_row))  # their flat positions
+        pieces = pieces.flat_values
         flat = tf.tensor_scatter_nd_update(flat, where[:, None], self.string_to_id(pieces))
-        # the digit-comma pieces among them
-        chars = tf.strings.unicode_decode(pieces, "UTF-8", errors="replace")
-        count = tf.cast(chars.row_lengths(), tf.int32)
-        limit = tf.cast(chars.row_limits(), tf.int32)
-        values = tf.concat([chars.flat_values, [0]], 0)
-        last = tf.gather(values, tf.where(count >= 1, limit - 1, tf.size(values) - 1))
-        before = tf.gather(values, tf.where(count >= 2, limit - 2, tf.size(values) - 1))
-        split = (count > 1) & tf.equal(last, _COMMA) & in_set(before, unicode_tables.DIGIT)
-        chosen = tf.cast(tf.where(split)[:, 0], tf.int32)  # [F]
+        # the digit-comma pieces among them: two characters or more, the last ",", the one
+        # before it a digit
+        comma_ended = tf.strings.regex_full_match(pieces, "(?s).+,")
+        before = tf.where(comma_ended, tf.strings.regex_replace(pieces, "(?s)^.*(.),$", "\\1"), "a")
+        before = tf.strings.unicode_decode(before, "UTF-8", errors="replace").flat_values  # one each
+        chosen = tf.cast(tf.where(comma_ended & in_set(before, unicode_tables.DIGIT))[:, 0], tf.int32)  # [F]
+        chosen_count = tf.size(chosen)
         piece = tf.gather(pieces, chosen)
-        at = tf.gather(where, chosen)  # their flat positions
+        at = tf.gather(where, chosen)
         size = tf.strings.length(piece)
         head = tf.strings.regex_replace(tf.strings.substr(piece, tf.zeros_like(size), size - 1), WORD_START, "")
         sub, sub_begin, sub_end = tokenizer.tokenize_with_offsets(head)  # [F, (r)]
-        # the first piece loses its "▁" where the piece had none (and goes if that was all)
-        first = tf.equal(tf.ragged.range(sub.row_lengths()).flat_values, 0)
-        bare = tf.gather(~tf.strings.regex_full_match(piece, WORD_START + "(?s).*"), sub.value_rowids())
+        part_splits = tf.cast(sub.row_splits, tf.int32)
+        part_row = _rows_of(part_splits, tf.size(sub.flat_values))
+        # the first part loses its "▁" where the piece had none (and goes if that was all)
+        first = tf.equal(tf.range(tf.size(part_row)), tf.gather(part_splits, part_row))
+        bare = tf.gather(~tf.strings.regex_full_match(piece, WORD_START + "(?s).*"), part_row)
         strip = first & bare & tf.strings.regex_full_match(sub.flat_values, WORD_START + "(?s).*")
         stripped = tf.where(strip, tf.strings.regex_replace(sub.flat_values, "^" + WORD_START, ""), sub.flat_values)
-        keep = ~(strip & tf.equal(stripped, ""))
-        sub_row = tf.cast(tf.boolean_mask(sub.value_rowids(), keep), tf.int32)
-        sub_ids = self.string_to_id(tf.boolean_mask(stripped, keep))
+        keep = tf.where(~(strip & tf.equal(stripped, "")))[:, 0]
+        part_row = tf.gather(part_row, keep)
+        part_ids = self.string_to_id(tf.gather(stripped, keep))
+        part_count = tf.math.unsorted_segment_sum(tf.ones_like(part_row), part_row, chosen_count)
         # their offsets: counted back from the comma, inside the piece's span
         piece_begin, piece_end = tf.gather(begin, at), tf.gather(end, at)
         comma = tf.maximum(piece_end - 1, piece_begin)
-        shift = tf.gather(comma - tf.cast(tf.strings.length(head), begin.dtype), sub_row)
-        low, high = tf.gather(piece_begin, sub_row), tf.gather(comma, sub_row)
-        sub_begin = tf.clip_by_value(tf.boolean_mask(sub_begin.flat_values, keep) + shift, low, high)
-        sub_end = tf.clip_by_value(tf.boolean_mask(sub_end.flat_values, keep) + shift, low, high)
-        sub_count = tf.math.bincount(sub_row, minlength=tf.size(chosen), maxlength=tf.size(chosen), dtype=tf.int32)
+        shift = tf.gather(comma - tf.cast(tf.strings.length(head), begin.dtype), part_row)
+        low, high = tf.gather(piece_begin, part_row), tf.gather(comma, part_row)
+        part_begin = tf.clip_by_value(tf.gather(sub_begin.flat_values, keep) + shift, low, high)
+        part_end = tf.clip_by_value(tf.gather(sub_end.flat_values, keep) + shift, low, high)
         # splice: piece m becomes counts[m] pieces (the parts of a split one, then its comma)
         m = tf.size(flat)
-        counts = tf.tensor_scatter_nd_update(tf.ones([m], tf.int32), at[:, None], sub_count + 1)
-        source = tf.repeat(tf.range(m), counts)
-        k = tf.range(tf.size(source)) - tf.gather(tf.cumsum(counts, exclusive=True), source)
-        which = tf.gather(tf.tensor_scatter_nd_update(tf.fill([m], -1), at[:, None], tf.range(tf.size(chosen))),
+        counts = tf.tensor_scatter_nd_update(tf.ones([m], tf.int32), at[:, None], part_count + 1)
+        ends_at = tf.cumsum(counts)
+        total = tf.size(flat) + tf.reduce_sum(part_count)
+        source = tf.searchsorted(ends_at, tf.range(total), side="right")
+        k = tf.range(total) - tf.gather(ends_at - counts, source)
+        which = tf.gather(tf.tensor_scatter_nd_update(tf.fill([m], -1), at[:, None], tf.range(chosen_count)),
                           source)  # the split piece it comes from, -1 for none
         is_split = which >= 0
         which = tf.maximum(which, 0)
-        is_part = is_split & (k < tf.gather(tf.concat([sub_count, [0]], 0), which))
-        part = tf.where(is_part, tf.gather(tf.concat([tf.cumsum(sub_count, exclusive=True), [0]], 0), which) + k,
-                        tf.size(sub_ids))
+        is_part = is_split & (k < tf.gather(tf.concat([part_count, [0]], 0), which))
+        part = tf.where(is_part, tf.gather(tf.concat([tf.cumsum(part_count, exclusive=True), [0]], 0), which) + k,
+                        tf.size(part_ids))
 
-        def pick(parts_values, comma_value, own):
-            parts_values = tf.concat([parts_values, tf.zeros([1], parts_values.dtype)], 0)
-            return tf.where(is_part, tf.gather(parts_values, part),
+        def pick(part_values, comma_value, own):
+            part_values = tf.concat([part_values, tf.zeros([1], part_values.dtype)], 0)
+            return tf.where(is_part, tf.gather(part_values, part),
                             tf.where(is_split, comma_value, tf.gather(own, source)))
 
         comma_id = self.string_to_id(tf.constant(","))
         at_comma = tf.gather(tf.concat([comma, [0]], 0), which)
         at_end = tf.gather(tf.concat([piece_end, [0]], 0), which)
-        lengths = tf.math.unsorted_segment_sum(tf.cast(counts, tf.int64), ids.value_rowids(), ids.nrows())
-        return (pick(sub_ids, comma_id, flat), pick(sub_begin, at_comma, begin), pick(sub_end, at_end, end), lengths)
+        lengths = tf.math.unsorted_segment_sum(counts, row, tf.size(splits) - 1)
+        splits = tf.concat([[0], tf.cumsum(tf.cast(lengths, splits.dtype))], 0)
+        return (pick(part_ids, comma_id, flat), pick(part_begin, at_comma, begin), pick(part_end, at_end, end), splits)
+
+
+def _rows_of(splits, count):
+    """int32 [count]: the row of each value of a ragged tensor with row splits `splits`."""
+    return tf.searchsorted(splits[1:], tf.range(tf.cast(count, splits.dtype)), side="right")
