@@ -295,9 +295,9 @@ def test_real_text_the_release_rule_changes_is_tokenized_as_the_release_by_every
     # the chosen texts are the ones the rule changes: plain SentencePiece gives other ids
     assert all(tok.sp.EncodeAsIds(preprocess_text(t)) != tok.encode(t) for _, t in real.split)
     items = real.split + real.others
-    for name, tokenize in [("preprocess", real_exports.loaded["preprocess"].tokenize),
-                           ("classifier", real_exports.loaded["classifier"].preprocess.tokenize),
-                           ("qa", real_exports.loaded["qa"].tokenize), ("mc", real_exports.loaded["mc"].tokenize)]:
+    loaded = real_exports.loaded
+    for name in ("preprocess", "classifier", "qa", "mc"):
+        tokenize = (loaded[name].preprocess if name == "classifier" else loaded[name]).tokenize
         wrong = _wrong_ids(tokenize, items, tok)
         assert not wrong, f"the {name} export tokenizes {len(wrong)} of {len(items)} real texts otherwise: {wrong[:3]}"
     texts = [t for _, t in items]
