@@ -35,6 +35,7 @@ def test_ids_and_spans_equal_the_python_alignment(spm_model, lower):
     pieces = tf.function(lambda text: context_pieces(text, graph_tok, lower))
     for text in HARD + MORE:
         ids, starts, ends = (t.numpy().tolist() for t in pieces(tf.constant(text)))
+        assert ids == tok.encode(text), text  # the release's tokenization
         expected = tokenize_context(text, tok)
         assert ids == expected.ids.tolist(), text
         assert list(zip(starts, ends)) == [tuple(s) for s in expected.spans.tolist()], text
