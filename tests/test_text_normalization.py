@@ -74,3 +74,16 @@ def test_every_script_gets_pythons_ids_and_spans_in_the_graph(multiscript_spm, l
         python = sd.tokenize_context(text, tok)
         assert aligned == python.ids.tolist() == expected, name
         assert list(zip(starts, ends)) == [tuple(s) for s in python.spans.tolist()], name
+
+
+def test_quote_pairs_stay_as_in_the_release():
+    """The release's preprocess_text keeps `` and '' (XLNet's and Hugging Face's map them to ");
+    so do the graph's normalisations, with each character its own span."""
+    text = "He said ``hi'' and Ｉｔ＇＇ｓ '''."
+    expected = "he said ``hi'' and it''s '''."
+    assert preprocess_text(text) == expected
+    assert normalize(tf.constant([text])).numpy()[0].decode("utf-8") == expected
+    chars, starts, ends = normalize_with_offsets(tf.constant(text))
+    assert tf.strings.reduce_join(chars).numpy().decode("utf-8") == expected
+    assert starts.numpy().tolist() == list(range(len(text)))
+    assert ends.numpy().tolist() == list(range(1, len(text) + 1))
