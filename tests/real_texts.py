@@ -63,7 +63,8 @@ def release_rule_texts():
     for source, text in texts:
         normalized = preprocess_text(text)
         changed = False
-        if digit_comma.search(normalized) and any(a.isdigit() and b == "," for a, b in zip(normalized, normalized[1:])):
+        if digit_comma.search(normalized) and any(a.isdigit() and b == ","
+                                                  for a, b in zip(normalized, normalized[1:])):
             changed = tok.tokenize(text) != tok.sp.EncodeAsPieces(normalized)
         (split if changed else rest).append((source, text))
     others = rest[::len(rest) // OTHERS][:OTHERS]

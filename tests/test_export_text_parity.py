@@ -285,7 +285,8 @@ def _release_packing(tok, texts, seq_length):
 def _wrong_ids(tokenize, items, tok, chunk=256):
     """(source, text) pairs whose ids from `tokenize` (strings [B] -> ragged) are not Python's."""
     texts = [t for _, t in items]
-    got = [ids for start in range(0, len(texts), chunk) for ids in tokenize(tf.constant(texts[start:start + chunk])).to_list()]
+    got = [ids for start in range(0, len(texts), chunk)
+           for ids in tokenize(tf.constant(texts[start:start + chunk])).to_list()]
     return [(source, text[:80]) for (source, text), ids in zip(items, got) if ids != tok.encode(text)]
 
 
