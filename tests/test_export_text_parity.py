@@ -310,6 +310,19 @@ def test_real_text_the_release_rule_changes_is_tokenized_as_the_release_by_every
     expected = _release_packing(tok, texts, REAL_SEQ)
     for key, value in expected.items():
         np.testing.assert_array_equal(packed[key].numpy(), value, err_msg=key)
+    # two segments: [CLS] A [SEP] B [SEP], trimmed round-robin (A gets the odd piece)
+    first, second = texts[0::2][:len(texts) // 2], texts[1::2]
+    pre = real_exports.loaded["preprocess"]
+    pairs = pre.bert_pack_inputs([pre.tokenize(tf.constant(first)), pre.tokenize(tf.constant(second))],
+                                 seq_length=tf.constant(REAL_SEQ))
+    for row, (a, b) in enumerate(zip(first, second)):
+        a, b = tok.encode(a), tok.encode(b)
+        room = REAL_SEQ - 3
+        n_a = min(len(a), max((room + 1) // 2, room - len(b)))
+        ids = [tok.cls_id] + a[:n_a] + [tok.sep_id] + b[:room - n_a] + [tok.sep_id]
+        ids += [tok.pad_id] * (REAL_SEQ - len(ids))
+        assert pairs["input_word_ids"].numpy()[row].tolist() == ids, row
+        assert pairs["input_type_ids"].numpy()[row].tolist().count(1) == len(b[:room - n_a]) + 1, row
     # texts the rule changes within the classifier's SEQ - 2 pieces
     changed = [t for _, t in real.split if tok.encode(t)[:SEQ - 2] != tok.sp.EncodeAsIds(preprocess_text(t))[:SEQ - 2]]
     sample = changed[::max(1, len(changed) // 12)][:12]
