@@ -7,7 +7,11 @@ answer or a finite score, and the others what they get when sent alone.
 The Python side is the training pipeline itself: SentencePieceTokenizer.encode, the SQuAD
 features (squad_data) with the run's post-processing (squad_postprocess), the RACE features
 (race_data). The models are tiny and random with a wide initializer, so any token that
-differs moves the logits far beyond the tolerances."""
+differs moves the logits far beyond the tolerances.
+
+With the release's 30k SentencePiece model (tests/real_texts.py): the real dev texts that the
+release's digit-comma rule tokenizes otherwise than plain SentencePiece, and a sample of the
+others, through every export that takes text and hub.KerasLayer."""
 
 import types
 
@@ -26,7 +30,7 @@ from albert_tf.data.squad.features import convert_examples_to_features, features
 from albert_tf.data.squad.reading import SquadExample
 from albert_tf.data.squad import postprocess as post
 from albert_tf.data.bucket_widths import bucket_widths
-from albert_tf.data.tokenization import SentencePieceTokenizer
+from albert_tf.data.tokenization import SentencePieceTokenizer, preprocess_text
 
 SEQ, STRIDE, QUERY, N_BEST, MAX_ANSWER = 64, 24, 16, 5, 10  # QA; several windows for the longer texts
 MC_SEQ, MC_QA = 64, 24
@@ -218,3 +222,197 @@ def test_multiple_choice_export_scores_empty_options_questions_and_articles(expo
         if top[-1] - top[-2] > 1e-4:  # not a tie (two empty options are one input twice)
             assert batch["choice"].numpy()[i] == alone["choice"].numpy()[0]
     assert np.ptp(logits[:, 0]) > 0.01  # the examples' logits differ far beyond the tolerances
+
+
+# --- real text with the release's 30k model (the digit-comma rule) --------------------------------------------
+
+REAL_SEQ = 128  # the preprocessing model's default
+
+
+@pytest.fixture(scope="module")
+def real_exports(tmp_path_factory):
+    """The preprocessing, classifier, QA (v1) and multiple-choice exports made with the release's
+    30k SentencePiece model (tiny random models), and the real dev texts the release's
+    digit-comma rule changes (tests/real_texts.py)."""
+    from real_texts import release_rule_texts
+
+    from albert_tf.export import savedmodel
+    from albert_tf.export.classifier_module import export_classifier
+    from albert_tf.export.multiple_choice_module import export_multiple_choice
+    from albert_tf.export.preprocess_module import PreprocessModule
+    from albert_tf.export.qa_module import export_question_answering
+    from albert_tf.modeling.classifier import AlbertClassifier
+    from albert_tf.modeling.multiple_choice import AlbertForMultipleChoice
+    from albert_tf.modeling.question_answering import AlbertForQuestionAnswering
+
+    real = release_rule_texts()
+    keras.utils.set_random_seed(11)
+    base = tmp_path_factory.mktemp("real_text_parity")
+    config = AlbertConfig.from_preset("albert_tiny").replace(vocab_size=real.tok.vocab_size, initializer_range=0.5,
+                                                         **MECHANICS)
+    ones = np.ones((1, 8), "int32")
+    flat = {"input_word_ids": ones * 5, "input_mask": ones, "input_type_ids": ones * 0, "p_mask": ones * 0}
+    out = types.SimpleNamespace(tok=real.tok, real=real, loaded={}, paths={})
+    qa = _build(AlbertForQuestionAnswering(config, version="v1"), flat)
+    out.loaded["qa"] = tf.saved_model.load(export_question_answering(
+        qa, real.model, str(base / "qa"), max_seq_length=SEQ, doc_stride=STRIDE, max_query_length=QUERY,
+        n_best_size=N_BEST, max_answer_length=MAX_ANSWER))
+    out.mc = _build(AlbertForMultipleChoice(config), {k: v[:, None] for k, v in flat.items()})
+    out.loaded["mc"] = tf.saved_model.load(export_multiple_choice(out.mc, real.model, str(base / "mc"),
+                                                                  max_seq_length=MC_SEQ, max_qa_length=MC_QA))
+    encoder_inputs = {k: v for k, v in flat.items() if k != "p_mask"}
+    out.classifier = _build(AlbertClassifier(AlbertEncoder(config), num_classes=3), encoder_inputs)
+    preprocess = PreprocessModule(real.model, seq_length=REAL_SEQ)
+    out.loaded["classifier"] = tf.saved_model.load(export_classifier(
+        preprocess, out.classifier, str(base / "classifier"), SEQ, labels=("x", "y", "z")))
+    out.paths["preprocess"] = str(base / "preprocess")
+    savedmodel.save(preprocess, out.paths["preprocess"], preprocess.trace)
+    out.loaded["preprocess"] = tf.saved_model.load(out.paths["preprocess"])
+    return out
+
+
+def _release_packing(tok, texts, seq_length):
+    """The Python side of the preprocessing model's root call: [CLS] ids [SEP], cut and padded."""
+    ids = np.full((len(texts), seq_length), tok.pad_id, "int32")
+    mask = np.zeros((len(texts), seq_length), "int32")
+    for row, text in enumerate(texts):
+        pieces = [tok.cls_id] + tok.encode(text)[:seq_length - 2] + [tok.sep_id]
+        ids[row, :len(pieces)] = pieces
+        mask[row, :len(pieces)] = 1
+    return {"input_word_ids": ids, "input_mask": mask, "input_type_ids": np.zeros_like(ids)}
+
+
+def _wrong_ids(tokenize, items, tok, chunk=256):
+    """(source, text) pairs whose ids from `tokenize` (strings [B] -> ragged) are not Python's."""
+    texts = [t for _, t in items]
+    got = [ids for start in range(0, len(texts), chunk)
+           for ids in tokenize(tf.constant(texts[start:start + chunk])).to_list()]
+    return [(source, text[:80]) for (source, text), ids in zip(items, got) if ids != tok.encode(text)]
+
+
+def test_real_text_the_release_rule_changes_is_tokenized_as_the_release_by_every_export(real_exports):
+    """Every real dev text whose release tokenization differs from plain SentencePiece (and a
+    sample of the others): the preprocessing export's `.tokenize` and root call, the
+    classifier's preprocessing and logits, the QA and multiple-choice exports' `.tokenize`
+    give Python's SentencePieceTokenizer ids."""
+    real, tok = real_exports.real, real_exports.tok
+    assert len(real.split) > 800 and len(real.others) >= 290 and len(real.ties) <= 2, (len(real.split), real.ties)
+    # the chosen texts are the ones the rule changes: plain SentencePiece gives other ids
+    assert all(tok.sp.EncodeAsIds(preprocess_text(t)) != tok.encode(t) for _, t in real.split)
+    items = real.split + real.others
+    loaded = real_exports.loaded
+    for name in ("preprocess", "classifier", "qa", "mc"):
+        tokenize = (loaded[name].preprocess if name == "classifier" else loaded[name]).tokenize
+        wrong = _wrong_ids(tokenize, items, tok)
+        assert not wrong, f"the {name} export tokenizes {len(wrong)} of {len(items)} real texts otherwise: {wrong[:3]}"
+    texts = [t for _, t in items]
+    packed = real_exports.loaded["preprocess"](tf.constant(texts))
+    expected = _release_packing(tok, texts, REAL_SEQ)
+    for key, value in expected.items():
+        np.testing.assert_array_equal(packed[key].numpy(), value, err_msg=key)
+    # two segments: [CLS] A [SEP] B [SEP], trimmed round-robin (A gets the odd piece)
+    first, second = texts[0::2][:len(texts) // 2], texts[1::2]
+    pre = real_exports.loaded["preprocess"]
+    pairs = pre.bert_pack_inputs([pre.tokenize(tf.constant(first)), pre.tokenize(tf.constant(second))],
+                                 seq_length=tf.constant(REAL_SEQ))
+    for row, (a, b) in enumerate(zip(first, second)):
+        a, b = tok.encode(a), tok.encode(b)
+        room = REAL_SEQ - 3
+        n_a = min(len(a), max((room + 1) // 2, room - len(b)))
+        ids = [tok.cls_id] + a[:n_a] + [tok.sep_id] + b[:room - n_a] + [tok.sep_id]
+        ids += [tok.pad_id] * (REAL_SEQ - len(ids))
+        assert pairs["input_word_ids"].numpy()[row].tolist() == ids, row
+        assert pairs["input_type_ids"].numpy()[row].tolist().count(1) == len(b[:room - n_a]) + 1, row
+    # texts the rule changes within the classifier's SEQ - 2 pieces
+    changed = [t for _, t in real.split if tok.encode(t)[:SEQ - 2] != tok.sp.EncodeAsIds(preprocess_text(t))[:SEQ - 2]]
+    sample = changed[::max(1, len(changed) // 12)][:12]
+    logits = real_exports.loaded["classifier"](tf.constant(sample))["logits"].numpy()
+    reference = np.stack([_classifier_reference(real_exports, t) for t in sample])
+    np.testing.assert_allclose(logits, reference, atol=1e-4, rtol=0)
+    assert np.ptp(reference, axis=0).min() > 0.01  # the texts' logits differ far beyond the tolerance
+
+
+def test_real_text_through_hub_keras_layer_is_the_release_packing(real_exports):
+    import tensorflow_hub as hub
+
+    real = real_exports.real
+    sentences = [t for source, t in real.split + real.others if source in ("STS-B", "MRPC", "RTE", "CoLA", "SST-2")]
+    assert len(sentences) > 100
+    layer = hub.KerasLayer(real_exports.paths["preprocess"])
+    outputs = layer(tf.constant(sentences))
+    expected = _release_packing(real_exports.tok, sentences, REAL_SEQ)
+    assert sorted(outputs) == sorted(expected)
+    for key, value in expected.items():
+        np.testing.assert_array_equal(outputs[key].numpy(), value, err_msg=key)
+
+
+def test_real_contexts_get_the_release_pieces_and_their_spans_from_the_qa_export(real_exports):
+    """The QA export's context pieces (what its answers are mapped back through) on the real
+    SQuAD contexts: Python's ids and the spans of the Python alignment
+    (squad.alignment.tokenize_context); where that alignment has plain SentencePiece's pieces,
+    a piece the release splits gives its comma the comma's span and its other parts the rest
+    of its span, one after the other, and every other piece keeps its span."""
+    from albert_tf.data.squad.alignment import tokenize_context
+    from albert_tf.data.tokenization import is_digit_comma_piece, split_digit_comma
+
+    tok, qa = real_exports.tok, real_exports.loaded["qa"]
+    contexts = [t for source, t in real_exports.real.split + real_exports.real.others if source == "squad_context"]
+    assert len(contexts) > 400
+    compared = 0
+    for text in contexts:
+        out = qa.context_tokens(tf.constant(text))
+        ids, starts, ends = (out[k].numpy().tolist() for k in ("ids", "start", "end"))
+        assert ids == tok.encode(text), text
+        assert all(0 <= s <= e <= len(text) for s, e in zip(starts, ends)), text
+        assert starts == sorted(starts), text
+        python = tokenize_context(text, tok)  # its ids: plain SentencePiece's, or the release's
+        python_spans = [tuple(s) for s in python.spans.tolist()]
+        if python.ids.tolist() == ids:
+            assert list(zip(starts, ends)) == python_spans, text
+            compared += 1
+            continue
+        plain = tok.sp.EncodeAsPieces(preprocess_text(text))
+        assert python.ids.tolist() == [tok.sp.PieceToId(p) for p in plain]
+        k = 0
+        for piece, (start, end) in zip(plain, python_spans):
+            parts = split_digit_comma(tok.sp, piece) if is_digit_comma_piece(piece) else [piece]
+            spans = list(zip(starts[k:k + len(parts)], ends[k:k + len(parts)]))
+            if len(parts) == 1:
+                assert spans == [(start, end)], (text, piece)
+            else:  # the comma is the comma; the parts before it tile the rest of the piece's span
+                assert spans[-1] == (end - 1, end) and text[end - 1] == ",", (text, piece, spans)
+                assert spans[0][0] == start and spans[-2][1] == end - 1, (text, piece, spans, start, end)
+                assert all(spans[j][1] == spans[j + 1][0] for j in range(len(spans) - 1)), (text, piece, spans)
+                assert "".join(preprocess_text(text[s:e]) for s, e in spans[:-1]) == piece[:-1].lstrip("▁")
+            k += len(parts)
+        assert k == len(ids)
+        compared += 1
+    assert compared == len(contexts)
+
+
+def test_real_race_questions_score_as_the_run_through_the_multiple_choice_export(real_exports):
+    """RACE dev questions whose article the rule changes: the export's logits are what the
+    RACE features (race_data, SentencePieceTokenizer.encode) give the model."""
+    import glob
+    import json
+    import os
+
+    from real_data import real_path
+
+    tok = real_exports.tok
+    split = {t for source, t in real_exports.real.split if source == "race_article"}
+    examples = []
+    for path in sorted(glob.glob(os.path.join(real_path("race/RACE/dev"), "*", "*.txt"))):
+        with open(path, encoding="utf-8") as f:
+            example = json.load(f)
+        article = example["article"]
+        if article in split and tok.encode(article)[:24] != tok.sp.EncodeAsIds(preprocess_text(article))[:24]:
+            examples.append((article, example["questions"][0], example["options"][0]))  # changed in the window
+        if len(examples) == 6:
+            break
+    articles, questions, options = (list(x) for x in zip(*examples))
+    logits = real_exports.loaded["mc"](article=tf.constant(articles), question=tf.constant(questions),
+                                       options=tf.constant(options))["logits"].numpy()
+    reference = np.stack([_mc_reference(real_exports, a, q, o) for a, q, o in examples])
+    np.testing.assert_allclose(logits, reference, atol=1e-4, rtol=0)
+    assert np.ptp(reference[:, 0]) > 0.01

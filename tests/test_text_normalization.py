@@ -8,13 +8,13 @@ import unicodedata
 
 import pytest
 import tensorflow as tf
-import tensorflow_text as tf_text
 from conftest import MULTISCRIPT, load_tool
 
 from albert_tf.data.squad import alignment as sd
 from albert_tf.data.tokenization import SentencePieceTokenizer, is_combining, preprocess_text
 from albert_tf.export.aligned_tokens import context_pieces, normalize_with_offsets
 from albert_tf.export.preprocess_module import normalize
+from albert_tf.export.release_tokenizer import ReleaseTokenizer
 
 # every code point UTF-8 can carry (not the surrogates)
 CODE_POINTS = [c for c in range(0x110000) if not 0xD800 <= c < 0xE000]
@@ -61,7 +61,7 @@ def test_aligned_normalisation_has_pythons_text_and_spans_on_every_code_point():
 def test_every_script_gets_pythons_ids_and_spans_in_the_graph(multiscript_spm, lower):
     tok = SentencePieceTokenizer(multiscript_spm, do_lower_case=lower)
     with open(multiscript_spm, "rb") as f:
-        graph_tok = tf_text.SentencepieceTokenizer(model=f.read(), out_type=tf.int32)
+        graph_tok = ReleaseTokenizer(f.read())
     texts = list(MULTISCRIPT.values())
     ids = graph_tok.tokenize(normalize(tf.constant(texts), lower)).to_list()
     pieces = tf.function(lambda text: context_pieces(text, graph_tok, lower))
@@ -74,3 +74,16 @@ def test_every_script_gets_pythons_ids_and_spans_in_the_graph(multiscript_spm, l
         python = sd.tokenize_context(text, tok)
         assert aligned == python.ids.tolist() == expected, name
         assert list(zip(starts, ends)) == [tuple(s) for s in python.spans.tolist()], name
+
+
+def test_quote_pairs_stay_as_in_the_release():
+    """The release's preprocess_text keeps `` and '' (XLNet's and Hugging Face's map them to ");
+    so do the graph's normalisations, with each character its own span."""
+    text = "He said ``hi'' and Ｉｔ＇＇ｓ '''."
+    expected = "he said ``hi'' and it''s '''."
+    assert preprocess_text(text) == expected
+    assert normalize(tf.constant([text])).numpy()[0].decode("utf-8") == expected
+    chars, starts, ends = normalize_with_offsets(tf.constant(text))
+    assert tf.strings.reduce_join(chars).numpy().decode("utf-8") == expected
+    assert starts.numpy().tolist() == list(range(len(text)))
+    assert ends.numpy().tolist() == list(range(1, len(text) + 1))

@@ -3,19 +3,22 @@
 The TensorFlow twin of `albert_tf.data.squad.alignment.tokenize_context` (read its docstring for
 the rules), for SavedModels that take raw text and answer with spans of it:
 
-    tokenizer = tf_text.SentencepieceTokenizer(model=spm_bytes, out_type=tf.int32)
-    ids, starts, ends = context_pieces(tf.constant("Café  über 1,000"), tokenizer, lower=True)
-    # ids [P] exactly `normalize` + SentencePiece; text[starts[k]:ends[k]] is piece k's text
-    # (characters, i.e. Unicode code points, as Python indexes str)
+    tokenizer = ReleaseTokenizer(spm_bytes)  # albert_tf.export.release_tokenizer
+    ids, starts, ends = context_pieces(tf.constant("Café  über 7, 2016, at"), tokenizer, lower=True)
+    # ids [P] exactly `normalize` + the release's encode_pieces (SentencePieceTokenizer.encode);
+    # text[starts[k]:ends[k]] is piece k's text (characters, i.e. Unicode code points, as
+    # Python indexes str)
 
 Normalisation is done character by character so that every normalised character keeps the
 [start, end) of the original characters it came from: whitespace runs -> one space (ends
-dropped), `` and '' -> " (left to right, as str.replace), then albert_tf.export.normalization's
+dropped; `` and '' stay, as in the release), then albert_tf.export.normalization's
 NFKD with the characters of non-zero combining class dropped (each result character keeps its
 source's span) and lower-casing (one character to one). The joined result is the
 preprocessing model's `normalize(text)`, so the ids are the ones the preprocessing SavedModel
-gives. SentencePiece's byte offsets into that string are mapped to normalised characters and
-then to the original characters; blank characters (unicode_tables.BLANK: whitespace, control
+gives. The tokenizer's byte offsets into that string (SentencePiece's; for a piece the release
+splits, "▁7," -> "▁7" ",", the comma's span is the comma and the other parts lie inside the
+piece's span, release_tokenizer) are mapped to normalised characters and then to the original
+characters; blank characters (unicode_tables.BLANK: whitespace, control
 and format characters) at a piece's edges are left out of its span, and a piece made only of
 them (a bare "▁") gets the empty span at the next solid character.
 
@@ -44,24 +47,6 @@ def _prev_true(flags, positions):
     return tf.gather(tf.concat([[-1], hits], 0), k + 1)
 
 
-def _pair_quotes(chars, starts, ends, mark):
-    """`mark mark` -> '"' left to right over runs of `mark` (str.replace's non-overlapping
-    scan); the quote spans both original characters."""
-    n = tf.size(chars)
-    is_mark = tf.equal(chars, mark)
-    prev = tf.concat([[False], is_mark[:-1]], 0)
-    following = tf.concat([is_mark[1:], [False]], 0)
-    run_starts = tf.cast(tf.where(is_mark & ~prev)[:, 0], tf.int32)
-    index = tf.range(n)
-    run_start = tf.gather(tf.concat([[0], run_starts], 0), tf.searchsorted(run_starts, index, side="right"))
-    odd = tf.equal(tf.math.floormod(index - run_start, 2), 1)
-    opens = is_mark & ~odd & following  # even place in the run with a partner after it
-    chars = tf.where(opens, '"', chars)
-    ends = tf.where(opens, tf.concat([ends[1:], [0]], 0), ends)
-    keep = ~(is_mark & odd)
-    return tf.boolean_mask(chars, keep), tf.boolean_mask(starts, keep), tf.boolean_mask(ends, keep)
-
-
 def normalize_with_offsets(text, lower=True):
     """One string -> (normalised characters [M] string, starts [M], ends [M] int32): the
     original-character span of each normalised character (see module docstring)."""
@@ -79,8 +64,6 @@ def normalize_with_offsets(text, lower=True):
     starts = index
     ends = tf.where(space, run_end, index + 1)
     chars, starts, ends = (tf.boolean_mask(x, keep) for x in (chars, starts, ends))
-    for mark in ("`", "'"):
-        chars, starts, ends = _pair_quotes(chars, starts, ends, mark)
     code_points, source = normalization.decompose(tf.strings.unicode_decode(tf.strings.reduce_join(chars), "UTF-8"))
     starts, ends = tf.gather(starts, source), tf.gather(ends, source)
     if lower:  # one character to one: the spans stay
@@ -95,7 +78,7 @@ def context_pieces(text, tokenizer, lower=True):
 
     Args:
         text: scalar string tensor.
-        tokenizer: a tensorflow_text SentencepieceTokenizer (out_type int32).
+        tokenizer: a `release_tokenizer.ReleaseTokenizer`.
         lower: lower-case (the model's do_lower_case).
     """
     chars, starts, ends = normalize_with_offsets(text, lower)

@@ -8,9 +8,9 @@
 
 Root `__call__(article [B], question [B], options [B, C])` and the `serving_default`
 signature (any C >= 2, the same for the whole request). Inputs are built as in training
-(albert_tf.data.race, the release's race_utils): the strings normalised as
-preprocess_text does (albert_tf.export.normalization; question and option, then their joined
-text twice, the article twice, as race_data), "_" in the question replaced by the option
+(albert_tf.data.race, the release's race_utils; the release's tokenizer,
+albert_tf.export.release_tokenizer): the strings normalised as preprocess_text does
+(albert_tf.export.normalization; question and option, then their joined text twice, the article twice, as race_data), "_" in the question replaced by the option
 (else question + " " + option), that part cut to its last max_qa_length pieces, then
 [CLS] article [SEP] question-with-option [SEP] with the article cut to fill
 max_seq_length. Each request is padded only to the length bucket of its longest input,
@@ -66,8 +66,8 @@ class MultipleChoiceModule(RawTextModule):
         batch, choices = tf.shape(options)[0], tf.shape(options)[1]
         # as race_data: question and option normalised, joined, then normalised twice
         # (race_data's preprocess_text, then SentencePieceTokenizer.encode's own); the article
-        # twice too. Twice is not once: NFKD can make `` or '' (from full-width quotes) that
-        # only the second pass turns into ".
+        # twice too. Twice is not once: NFKD can make spaces (U+00A8 -> a space and a dropped
+        # mark) that only the second pass collapses.
         question = tf.repeat(normalize(question, self._lower), choices)  # [B*C]
         option = tf.reshape(normalize(options, self._lower), [-1])
         qa = self._tokenizer.tokenize(self._twice(self._qa_text(question, option)))  # [B*C, (n)]

@@ -1,10 +1,11 @@
 """The text normalisation in the graph: `albert_tf.data.tokenization.preprocess_text`, exactly.
 
-    normalize(tf.constant(["  Crème ``brûlée''  ", "ΟΔΟΣ"]))  # [b'creme "brulee"', b'\\xce\\xbf...\\xcf\\x82']
+    normalize(tf.constant(["  Crème ``brûlée''  ", "ΟΔΟΣ"]))  # [b"creme ``brulee''", b'\\xce\\xbf...\\xcf\\x82']
 
 The same steps as Python: whitespace runs -> one space, ends stripped (str.split()'s
-whitespace); `` and '' -> "; NFKD; every character of non-zero canonical combining class
-dropped; with `lower`, str.lower() (the final sigma included). Every decision about a
+whitespace); NFKD; every character of non-zero canonical combining class
+dropped; with `lower`, str.lower() (the final sigma included). `` and '' stay (the release
+does not map them to "; XLNet's and Hugging Face's preprocessing do). Every decision about a
 character comes from albert_tf/data/unicode_tables.py, made from Python's unicodedata, and not
 from the graph's libraries: RE2's \\p{Mn} is not "combining class != 0" (it drops Devanagari and
 Thai vowel signs, the emoji variation selector and Tibetan vowels that Python keeps, and keeps
@@ -123,8 +124,7 @@ def lower_code_points(code_points, rows):
 
 
 def _normalize_code_points(text, lower):
-    """NFKD, marks dropped and lower-casing of a string tensor [N] (after the whitespace and
-    quote steps)."""
+    """NFKD, marks dropped and lower-casing of a string tensor [N] (after the whitespace step)."""
     chars = tf.strings.unicode_decode(text, "UTF-8", errors="replace")  # [N, (n)]
     values, source = decompose(chars.flat_values)
     rows = tf.gather(tf.cast(chars.value_rowids(), tf.int32), source)
@@ -141,7 +141,6 @@ def normalize(text, lower=True):
     flat = tf.reshape(text, [-1])
     flat = tf.strings.regex_replace(flat, SPACE + "+", " ")
     flat = tf.strings.regex_replace(flat, r"^ | $", "")
-    flat = tf.strings.regex_replace(flat, r"``|''", '"')
     # ASCII is its own NFKD, has no marks and lower-cases byte by byte: only the other
     # strings take the code point path
     ascii_only = tf.strings.regex_full_match(flat, r"[\x00-\x7f]*")

@@ -6,10 +6,11 @@ Root `__call__(strings [B])` -> `input_word_ids`, `input_mask`, `input_type_ids`
 [CLS] A [SEP] (B [SEP]), trimmed round-robin to seq_length.
 
 Normalisation is `albert_tf.data.tokenization.preprocess_text` in-graph
-(albert_tf.export.normalization: whitespace collapsed, `` and '' to ", NFKD, characters of
-non-zero combining class dropped, lower-cased; every character decided as Python decides it),
-then the SentencePiece model (tensorflow-text), so the same text gives the same ids as
-tools/create_pretraining_data. Loading it needs `import tensorflow_text` first (it
+(albert_tf.export.normalization: whitespace collapsed, NFKD, characters of non-zero combining
+class dropped, lower-cased; every character decided as Python decides it), then the
+SentencePiece model (tensorflow-text) with the release's digit-comma rule
+(albert_tf.export.release_tokenizer: "7," -> "7" ","), so the same text gives the same ids as
+`SentencePieceTokenizer.encode` and tools/create_pretraining_data. Loading it needs `import tensorflow_text` first (it
 registers the ops), as for every TF Hub preprocessing model.
 """
 
@@ -18,6 +19,7 @@ import tensorflow_text as tf_text
 
 from albert_tf.data.vocab import SpecialTokens
 from albert_tf.export.normalization import normalize
+from albert_tf.export.release_tokenizer import ReleaseTokenizer
 
 
 class PreprocessModule(tf.train.Checkpoint):
@@ -39,7 +41,7 @@ class PreprocessModule(tf.train.Checkpoint):
         self._seq_length = int(seq_length)
         self.sp_model_file = tf.saved_model.Asset(spm_model_file)
         with open(spm_model_file, "rb") as f:
-            self._tokenizer = tf_text.SentencepieceTokenizer(model=f.read(), out_type=tf.int32)
+            self._tokenizer = ReleaseTokenizer(f.read())
 
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string)], autograph=False)
     def tokenize(self, strings):

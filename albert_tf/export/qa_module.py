@@ -19,6 +19,10 @@ question:
                    threshold of the run's predictions_best_f1_thresh.json, kept in
                    qa_info.json as null_threshold when the run had metrics)
 
+`context_tokens(context)` (one string) gives the context's pieces as the model reads them:
+`ids` int32 [P] and their character spans `start`, `end` [P] in `context`; `tokenize(strings)`
+the ids of questions (RawTextModule).
+
 Each context is cut into the run's windows ([CLS] question [SEP] window [SEP], doc_stride,
 max_query_length, the max-context rule), the model sees all windows of one question as a
 batch padded only to the length bucket of its longest window, and the best span is chosen over all windows with
@@ -70,6 +74,12 @@ class QuestionAnsweringModule(RawTextModule):
             self._answer_batch, input_signature=[tf.TensorSpec([None], tf.string, name="question"),
                                                  tf.TensorSpec([None], tf.string, name="context")],
             autograph=False)
+        self.context_tokens = tf.function(self._context_tokens, input_signature=[tf.TensorSpec([], tf.string)],
+                                          autograph=False)
+
+    def _context_tokens(self, context):
+        ids, start, end = context_pieces(context, self._tokenizer, self._lower)
+        return {"ids": ids, "start": start, "end": end}
 
     # --- one question ------------------------------------------------------------------
 

@@ -9,15 +9,18 @@ import os
 import tempfile
 
 import tensorflow as tf
-import tensorflow_text as tf_text
 
 from albert_tf.data.vocab import SpecialTokens
+from albert_tf.export.normalization import normalize
+from albert_tf.export.release_tokenizer import ReleaseTokenizer
 from albert_tf.storage.outputs import EXPORT, replacing_dir
 
 
 class RawTextModule(tf.train.Checkpoint):
     """Root object of a raw-string SavedModel: `model` and its `variables`, the asset
-    `sp_model_file`, the tokenizer and special ids, `_widths`. A subclass sets
+    `sp_model_file`, the tokenizer (the release's: release_tokenizer.ReleaseTokenizer) and
+    special ids, `_widths`; `tokenize(strings [B])` -> int32 RaggedTensor [B, (n)], the ids of
+    each text normalised once (as the preprocessing model's `.tokenize`). A subclass sets
     `self.__call__` (a tf.function with named input specs), which is also the
     serving_default signature: one function, traced once for both.
 
@@ -38,10 +41,15 @@ class RawTextModule(tf.train.Checkpoint):
         self.variables = [getattr(v, "value", v) for v in model.weights]
         self.sp_model_file = tf.saved_model.Asset(spm_model_file)
         with open(spm_model_file, "rb") as f:
-            self._tokenizer = tf_text.SentencepieceTokenizer(model=f.read(), out_type=tf.int32)
+            self._tokenizer = ReleaseTokenizer(f.read())
         self._lower = bool(do_lower_case)
         self._max_seq_length = int(max_seq_length)
         self._widths = tuple(widths) if widths else (self._max_seq_length,)
+        self.tokenize = tf.function(self._tokenize, input_signature=[tf.TensorSpec([None], tf.string)],
+                                    autograph=False)
+
+    def _tokenize(self, strings):
+        return self._tokenizer.tokenize(normalize(strings, self._lower))
 
     def signatures(self):
         return {"serving_default": self.__call__.get_concrete_function()}
