@@ -42,7 +42,7 @@ Systems (each trained for the same number of steps: --warmup_steps, then --steps
   predict(dev strings, batch_size=32). Requests: the faster of predict_on_batch(strings)
   and predict(strings), picked in warm-up per request size and named in the results.
   Strings are normalized in Python first as the release does (preprocess_text: lower case,
-  `` and '' to ", accents stripped; timed), as a user of an uncased ALBERT vocabulary does:
+  whitespace runs collapsed, accents stripped; timed), as a user of an uncased ALBERT vocabulary does:
   keras-hub's tokenizer does none of it, albert_tf's and (mostly) HF's do.
 - hf: transformers' AlbertForSequenceClassification (PyTorch, CPU) in a separate process
   (benchmarks/hf_peer.py with --hf_python, default benchmarks/.peers-venv/bin/python made
@@ -381,7 +381,7 @@ class KerasHubSystem:
     @staticmethod
     def prep(text):
         """The release's text normalization (albert_tf.data.tokenization.preprocess_text: spaces,
-        `` and '' to ", accents stripped, lower case), which keras-hub's tokenizer leaves out."""
+        accents stripped, lower case), which keras-hub's stock tokenizer leaves out."""
         from albert_tf.data.tokenization import preprocess_text
 
         return preprocess_text(text)

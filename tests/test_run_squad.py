@@ -98,6 +98,9 @@ def _check_export(export_dir, served, output_dir, version):
     assert set(answers) == set(nbest)
     for qid, got in answers.items():
         best = nbest[qid][0]
+        if best["char_start"] is None:  # the release's v2 placeholder when no span is valid: no answer
+            assert best["text"] == "" and (got["answer"], got["start"], got["end"], got["score"]) == ("", -1, -1, -1e6)
+            continue
         assert (got["answer"], got["start"], got["end"]) == (best["text"], best["char_start"], best["char_end"]), qid
         scores = ("start_logit", "end_logit") if version == "v1" else ("start_log_prob", "end_log_prob")
         assert got["score"] == pytest.approx(best[scores[0]] + best[scores[1]], abs=1e-4)
@@ -132,15 +135,15 @@ def test_best_checkpoint_scores_every_checkpoint_and_predicts_from_the_best(squa
                                                                             tmp_path):
     """--best_checkpoint (the release's model.ckpt-best): the official F1 of the predict file at
     every checkpoint, the best kept in best/ and predicted from. A learning rate too high for
-    this data (1e-2) peaks early and then falls apart (measured: F1 25.7 at step 4, 4.8 at the
-    end): predictions from the final weights would score far lower."""
+    this data (2e-2) peaks early and then falls apart (measured with the release's tokenization:
+    F1 24.4 at step 4, 9.3 at the end): predictions from the final weights would score far lower."""
     from albert_tf import run_squad_v1
     from albert_tf.tasks.squad import SquadOptions, check_options
 
     out = tmp_path / "best"
     args = _common(spm_model, config_file, out, squad_files["v1"])
     values = _flags(run_squad_v1, args + ["--do_train", "--do_predict", "--best_checkpoint", "--train_batch_size=16",
-                                          "--learning_rate=1e-2", "--num_train_epochs=6", "--warmup_proportion=0.1",
+                                          "--learning_rate=2e-2", "--num_train_epochs=6", "--warmup_proportion=0.1",
                                           "--save_checkpoints_steps=4", "--iterations_per_loop=4"])
     results = run_squad_v1.run(values, stream=open(os.devnull, "w"))
     evals = [json.loads(line) for line in open(out / "metrics.jsonl") if '"eval"' in line]
