@@ -18,7 +18,7 @@ and every test first checks that padding let into attention (input_mask all ones
 the loss by more than 100 times the tolerance: the comparison would notice padding
 reaching the real positions.
 
-The SQuAD v1 head is the exception, as the flag's help and the README say: its start/end
+The SQuAD v1 head is the exception, as the flag's help and docs/fine_tuning.md say: its start/end
 softmax runs over every position of the batch (the release masks nothing there), so with
 buckets the padding past the bucket width is left out of it. Its bucketed loss is exactly
 the release's loss on the full batch's logits restricted to the first W positions, and
@@ -160,7 +160,7 @@ def test_squad_v2_loss_is_the_same_with_buckets(spm_model, tmp_path):
 
 
 def test_squad_v1_loss_with_buckets_leaves_the_padding_past_the_width_out(spm_model, tmp_path):
-    """v1 (documented in --length_buckets' help and the README): the bucketed loss is the
+    """v1 (documented in --length_buckets' help and docs/fine_tuning.md): the bucketed loss is the
     release's loss over the first W positions of the full batch's logits, and smaller than
     the full-padding loss whenever W < T. (Predictions are not affected, padding never
     holds an answer: tests/test_buckets.py.)"""

@@ -108,3 +108,40 @@ def test_rooms_import_only_upstream_and_modeling_is_backend_neutral():
                 if room == "modeling" and parts[0] in ("tensorflow", "tf_keras", "tensorflow_text"):
                     problems.append(f"{path} imports {name} (modeling uses keras and keras.ops only)")
     assert not problems, problems
+
+
+README_MAX_LINES = 400
+
+
+def _markdown_links(path):
+    """The targets of [text](target) links in a Markdown file, outside code blocks and spans."""
+    import re
+
+    text = re.sub(r"^```.*?^```", "", open(path, encoding="utf-8").read(), flags=re.S | re.M)
+    text = re.sub(r"`[^`\n]*`", "", text)
+    return re.findall(r"\[[^\]\n]*\]\(([^)\s]+)\)", text)
+
+
+def test_readme_is_short_and_every_relative_link_in_the_docs_exists():
+    """README.md stays a user's guide (the depth lives in docs/); a link in README.md or
+    docs/*.md that names a missing file (a page renamed, a passage moved) fails."""
+    import glob
+
+    readme = os.path.join(ROOT, "README.md")
+    with open(readme, encoding="utf-8") as f:
+        lines = f.read().splitlines()
+    assert len(lines) <= README_MAX_LINES, (
+        f"README.md has {len(lines)} lines (at most {README_MAX_LINES}): move the depth to a page in docs/")
+    pages = sorted(glob.glob(os.path.join(ROOT, "docs", "*.md")))
+    broken, linked = [], set()
+    for path in [readme] + pages:
+        for target in _markdown_links(path):
+            if "://" in target or target.startswith(("#", "mailto:")):
+                continue
+            resolved = os.path.normpath(os.path.join(os.path.dirname(path), target.split("#")[0]))
+            linked.add(resolved)
+            if not os.path.exists(resolved):
+                broken.append(f"{os.path.relpath(path, ROOT)}: {target}")
+    assert not broken, "links to missing files: " + "; ".join(broken)
+    unlinked = [os.path.relpath(p, ROOT) for p in pages if p not in linked]
+    assert not unlinked, f"docs pages no page links to: {unlinked}"

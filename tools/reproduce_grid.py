@@ -97,7 +97,7 @@ class Settings:
         finetune_steps, finetune_batch_size, finetune_learning_rate: every fine-tuning run.
         topic_learning_rate: the topic classification task's own rate (at 5e-4 the first default
             run collapsed 5 of its 30 topic runs to one class; at 1e-4 none of a pilot's runs did
-            and 1 of the rerun's 30, README "Reproducing the paper").
+            and 1 of the rerun's 30, docs/reproduction.md).
         corpus_mb: MB of docstring text (0: everything found).
         held_out_percent: share of documents held out (evaluation sets and tasks).
         dtype_policy: "auto", "float32" or "mixed_bfloat16"; the runner resolves "auto" for

@@ -23,8 +23,8 @@ Mixed precision (a bf16 compute dtype, float32 variables):
 - The attention core (scores q.k^T, softmax, dropout on the probabilities and the
   probabilities-times-values product) always computes in float32. In bf16 the model learned
   far less from random weights (issue 29; measured here on make_squad_data --kind=people,
-  seed 1: F1 19.7 against 44.5 at float32 after the same 10 epochs, README "Mixed
-  precision"), presumably because the probabilities rounded to bf16, and the gradient
+  seed 1: F1 19.7 against 44.5 at float32 after the same 10 epochs, docs/mixed_precision.md
+  and benchmarks/README.md), presumably because the probabilities rounded to bf16, and the gradient
   reaching them, lose the small differences between keys that the softmax backward
   subtracts. At T 128 this core is about 3% of a block's multiply-adds.
 - The residual stream is float32: each sub-layer adds its output to its input and
