@@ -9,7 +9,9 @@ Flags keep the original release's names and defaults; added: --num_workers,
 --num_output_shards, --shuffle_buffer_size, --documents_per_chunk, --strict_utf8 and
 --legacy_single_chunk_random_next. Output: the release's eight features, with the ids of
 the SentencePiece model, and summary_OUTPUT.json beside them (special token ids and
-masking settings included: `albert_tf.data.summary.read_data_summary`). Exit status 2 on
+masking settings included: `albert_tf.data.summary.read_data_summary`; "made_by": this
+command, its flags as given, albert_tf's version and source state, TensorFlow/Keras and the
+device, albert_tf.storage.provenance). Exit status 2 on
 bad input, with nothing written; also for an output file that exists and is not
 albert_tf's own pretraining data (an earlier run's files are replaced, a user's never).
 """
@@ -91,8 +93,11 @@ def run(f):
         num_workers=f.num_workers, shuffle_buffer_size=f.shuffle_buffer_size,
         documents_per_chunk=f.documents_per_chunk, strict_utf8=f.strict_utf8)
     inputs, outputs, summary_file = check_paths(f)
+    from albert_tf.storage import provenance
+
     summary = write_pretraining_data(inputs, outputs, f.spm_model_file, options, progress_stream=sys.stderr,
-                                     summary_file=summary_file)
+                                     summary_file=summary_file,
+                                     made_by=provenance.record("create_pretraining_data", cli.given_flags(f)))
     report(summary)
     return 0
 

@@ -10,7 +10,9 @@ logits; v2 the release's beam and answerability logit) or multiple-choice model 
 head (albert_tf/export/litert_model.py lists the inputs and outputs). Writes OUTPUT (the
 .tflite file), OUTPUT's stem + ".spm.model" (the SentencePiece model, for the app's
 tokenizer) and stem + ".json" (inputs, outputs, the maximum length, the labels, and how
-text becomes ids: the release's normalisation and digit-comma rule, with a test vector). Each is
+text becomes ids: the release's normalisation and digit-comma rule, with a test vector; and
+"made_by": this command, its flags as given, albert_tf's version and source state,
+TensorFlow/Keras and the device, albert_tf.storage.provenance). Each is
 new or an earlier output of albert_tf's (replaced atomically); anything else, or an input,
 is refused (exit 2) before anything is loaded. The file runs in the `ai_edge_litert`
 interpreter; the tool runs it once on fixed ids and prints the largest difference from the
@@ -80,8 +82,9 @@ def run(f):
     from albert_tf.convert.api import load_source, spm_model_in
     from albert_tf.export.litert_model import litert_bytes, run_litert, serving_spec, sidecar, tokenization_record
     from albert_tf.modeling.encoder import INPUT_NAMES
-    from albert_tf.storage import atomic, outputs
+    from albert_tf.storage import atomic, outputs, provenance
 
+    made_by = provenance.record("export_litert", cli.given_flags(f))
     model = load_source("albert_tf", f.init_checkpoint)
     config = model.config
     if f.max_seq_length > config.max_position_embeddings:
@@ -122,7 +125,7 @@ def run(f):
         atomic.write_bytes(spm_output, spm_bytes)
     with outputs.replacing_file(info_output, outputs.LITERT_INFO, "--output"):
         atomic.write_text(info_output, json.dumps(sidecar(model, f.quantization, f.max_seq_length, labels,
-                                                          tokenization), indent=2, ensure_ascii=False) + "\n")
+                                                          tokenization, made_by), indent=2, ensure_ascii=False) + "\n")
     print(f"wrote {output} ({len(content):,} bytes), {spm_output} and {info_output}")
     print(f"LiteRT vs Keras on {length} fixed ids: largest difference {difference:.2e} ({', '.join(sorted(scores))})"
           + (f"; {', '.join(indices)} {'the same' if same_indices else 'differ'}" if indices else ""))

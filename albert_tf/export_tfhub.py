@@ -9,7 +9,9 @@ input is refused (exit 2) before anything is loaded.
 
 Writes EXPORT_PATH/encoder (fine-tunes with hub.KerasLayer(trainable=True); loads in
 Keras 3 with albert_tf.export.keras3.EncoderTFSMLayer or keras.layers.TFSMLayer) and
-EXPORT_PATH/preprocess (strings -> encoder inputs).
+EXPORT_PATH/preprocess (strings -> encoder inputs). What made it (this command, its flags as
+given, albert_tf's version and source state, TensorFlow/Keras, the device and the dtype
+policy) is EXPORT_PATH/.albert_tf_output.json's "made_by" (albert_tf.storage.provenance).
 """
 
 import os
@@ -53,9 +55,12 @@ def run(f):
     check_paths(f)  # before TensorFlow starts
     precision = choose(f.dtype_policy)
     print(f"dtype policy {precision.policy} ({precision.reason})")
+    from albert_tf.storage import provenance
+
+    made_by = provenance.record("export_tfhub", cli.given_flags(f), dtype_policy=precision.policy)
     return export(albert_config_file, checkpoint, spm_model_file, export_path, with_mlm=with_mlm,
                   seq_length=seq_length, do_lower_case=do_lower_case, dtype_policy=precision.policy,
-                  jit_compile=f.jit_compile)
+                  jit_compile=f.jit_compile, made_by=made_by)
 
 
 def check_paths(f):
@@ -70,9 +75,10 @@ def check_paths(f):
 
 
 def export(albert_config_file, checkpoint, spm_model_file, export_path, with_mlm=True, seq_length=128,
-           do_lower_case=True, dtype_policy="float32", jit_compile=False):
+           do_lower_case=True, dtype_policy="float32", jit_compile=False, made_by=None):
     """Loads `checkpoint` into an AlbertPretrainer of `albert_config_file` and exports it
-    computing in `dtype_policy` (serving through XLA with `jit_compile`); returns the export path."""
+    computing in `dtype_policy` (serving through XLA with `jit_compile`; `made_by`, a
+    provenance.record, kept in the export's marker); returns the export path."""
     if seq_length < 8:
         raise ValueError(f"--seq_length must be at least 8, got {seq_length}.")
     if os.path.exists(export_path) and not os.path.isdir(export_path):
@@ -88,7 +94,8 @@ def export(albert_config_file, checkpoint, spm_model_file, export_path, with_mlm
     pretrainer = AlbertPretrainer(config, dtype=dtype_policy)
     source = load_init_checkpoint(pretrainer, checkpoint, flag="--checkpoint", weights_file_names=PRETRAINED_WEIGHTS)
     path = export_tfhub(pretrainer, spm_model_file, export_path, with_mlm=with_mlm, seq_length=seq_length,
-                        do_lower_case=do_lower_case, dtype_policy=dtype_policy, jit_compile=jit_compile)
+                        do_lower_case=do_lower_case, dtype_policy=dtype_policy, jit_compile=jit_compile,
+                        made_by=made_by)
     print(f"exported {source} to {path}/encoder and {path}/preprocess")
     return path
 

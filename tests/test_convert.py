@@ -4,6 +4,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -79,6 +80,7 @@ def test_from_release_tf1_checkpoint(tmp_path, changes, module_prefix):
     original = randomize(AlbertPretrainer(cfg))
     prefix = write_release_checkpoint(release_names(original), str(tmp_path / "model.ckpt-best"), module_prefix)
     cfg.to_json_file(tmp_path / "albert_config.json")
+    started = time.time()
     result = subprocess.run([sys.executable, "-m", "albert_tf.convert", "--from=tf1", "--to=albert_tf",
                              f"--input={prefix}", f"--albert_config_file={tmp_path / 'albert_config.json'}",
                              f"--output={tmp_path / 'converted'}"], capture_output=True, text=True, env=ENV,
@@ -95,6 +97,15 @@ def test_from_release_tf1_checkpoint(tmp_path, changes, module_prefix):
     np.testing.assert_array_equal(np.asarray(original(x)["mlm_logits"]), np.asarray(converted(x)["mlm_logits"]))
     encoder = AlbertEncoder.from_pretrained(tmp_path / "converted")
     assert_same_outputs(original, encoder, cfg)
+    # what made it: the conversion's marker (its own files stay what their readers expect)
+    from made_by import check_made_by
+
+    from albert_tf.storage import outputs
+
+    check_made_by(json.load(open(tmp_path / "converted" / outputs.MARKER))["made_by"], "convert", {
+        "from": "tf1", "to": "albert_tf", "input": str(prefix), "albert_config_file": str(tmp_path / "albert_config.json"),
+        "output": str(tmp_path / "converted"), "spm_model_file": None, "allow_tokenizer_mismatch": False},
+        since=started)
 
 
 def test_round_trip_albert_tf_tf1_albert_tf_is_exact(tmp_path):

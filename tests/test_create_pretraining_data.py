@@ -4,6 +4,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -218,6 +219,7 @@ def test_non_utf8_lines_are_skipped_and_counted_or_fatal_when_strict(tmp_path, s
 
 def test_cli_shards_and_progress(tmp_path, spm_model, sample_corpus):
     out = tmp_path / "shard.tfrecord"
+    started = time.time()
     result = _run_tool(f"--input_file={sample_corpus}", f"--output_file={out}", f"--spm_model_file={spm_model}",
                        "--max_seq_length=64", "--max_predictions_per_seq=10", "--dupe_factor=1",
                        "--num_output_shards=3")
@@ -233,3 +235,10 @@ def test_cli_shards_and_progress(tmp_path, spm_model, sample_corpus):
     assert max(counts) - min(counts) <= 1
     assert summary["output_files"] == {str(tmp_path / s): c for s, c in zip(shards, counts)}
     assert read_data_summary(str(tmp_path / "shard.tfrecord-*")).masking.max_predictions_per_seq == 10
+    # what made the files, with the flags as given
+    from made_by import check_made_by
+
+    check_made_by(summary["made_by"], "create_pretraining_data", {
+        "input_file": sample_corpus, "output_file": str(out), "spm_model_file": spm_model, "max_seq_length": 64,
+        "max_predictions_per_seq": 10, "dupe_factor": 1, "num_output_shards": 3, "random_seed": 12345,
+        "vocab_file": None}, since=started)

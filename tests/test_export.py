@@ -128,6 +128,27 @@ def test_assets_and_no_machine_paths(exported, spm_model):
     assert not [p for p in os.listdir(exported["base"]) if ".tmp-" in p or ".old-" in p]
 
 
+def test_the_export_records_what_made_it_in_its_marker(exported, spm_model):
+    """export_tfhub's record (command, flags as given, versions, source state, device,
+    resolved dtype policy) is the "made_by" of the export's marker: no file is added to the
+    export, and the encoder's assets/albert_config.json stays the model's config alone."""
+    import json
+
+    from made_by import check_made_by
+
+    from albert_tf.storage import outputs
+
+    assert sorted(os.listdir(exported["path"])) == [outputs.MARKER, "encoder", "preprocess"]
+    marker = json.load(open(os.path.join(exported["path"], outputs.MARKER)))
+    assert marker["kind"] == outputs.EXPORT
+    check_made_by(marker["made_by"], "export_tfhub", {
+        "albert_config_file": exported["config_file"], "checkpoint": str(exported["run_dir"]),
+        "spm_model_file": spm_model, "export_path": exported["path"], "seq_length": SEQ, "with_mlm": True,
+        "jit_compile": False, "dtype_policy": "float32"}, dtype_policy="float32")
+    config = json.load(open(os.path.join(exported["path"], "encoder", "assets", "albert_config.json")))
+    assert config == json.load(open(exported["config_file"]))
+
+
 def test_preprocessing_gives_the_data_tool_ids(exported, spm_model, sample_corpus):
     pre = tf.saved_model.load(os.path.join(exported["path"], "preprocess"))
     tok = SentencePieceTokenizer(spm_model)

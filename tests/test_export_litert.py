@@ -3,6 +3,7 @@ maintained runtime (ai_edge_litert's interpreter) and compared with the Keras mo
 
 import json
 import os
+import time
 
 import numpy as np
 import pytest
@@ -146,6 +147,7 @@ def test_export_litert_cli_writes_the_file_its_tokenizer_and_json(tmp_path, spm_
              [f"--init_checkpoint={tmp_path / 'pretrained'}", f"--output={tmp_path / 'out' / 'enc.tflite'}",
               "--quantization=dynamic_int8", *common]]  # again, over its own earlier three files
     (tmp_path / "out").mkdir()
+    started = time.time()
     ok, bad_quantization, not_tflite, users_file, v2, too_long, again = entry_point_cases(
         "albert_tf.export_litert", cases, str(tmp_path))
     assert ok.returncode == 0, ok.stderr[-3000:]
@@ -155,6 +157,13 @@ def test_export_litert_cli_writes_the_file_its_tokenizer_and_json(tmp_path, spm_
     assert info["kind"] == "encoder" and info["quantization"] == "dynamic_int8" and info["max_seq_length"] == 64
     assert sorted(info["inputs"]) == ["input_mask", "input_type_ids", "input_word_ids"]
     assert info["outputs"] == ["pooled_output", "sequence_output"] and info["raw_string_input"] is False
+    # what made it (the last case wrote it again with the same flags): no --dtype_policy, no policy recorded
+    from made_by import check_made_by
+
+    check_made_by(info["made_by"], "export_litert", {
+        "init_checkpoint": str(tmp_path / "pretrained"), "output": str(tmp_path / "out" / "enc.tflite"),
+        "quantization": "dynamic_int8", "spm_model_file": spm_model, "max_seq_length": 64, "do_lower_case": True},
+        since=started)
     # how text becomes the ids, as albert_tf does it (the release's), with a test vector
     from albert_tf.data.tokenization import SentencePieceTokenizer
 

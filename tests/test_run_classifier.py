@@ -207,7 +207,14 @@ def test_sts_b_regression_from_an_albert_tf_checkpoint_in_process(tiny_export, s
            .read().splitlines()[1:]]
     scores = model(tf.constant([r[7] for r in dev]), tf.constant([r[8] for r in dev]))["score"].numpy()
     np.testing.assert_allclose(scores, [float(r[2]) for r in rows], atol=1e-5)
-    assert json.load(open(tmp_path / "export" / "classifier_info.json"))["skips_padding"] is True
+    info = json.load(open(tmp_path / "export" / "classifier_info.json"))
+    assert info["skips_padding"] is True
+    from made_by import check_made_by
+
+    check_made_by(info["made_by"], "run_classifier", {
+        "task_name": "sts-b", "data_dir": str(stsb_dir), "output_dir": str(tmp_path / "run"),
+        "init_checkpoint": tiny_export["pretrained"], "export_dir": str(tmp_path / "export"), "train_step": 12,
+        "learning_rate": 1e-3, "dtype_policy": "float32"}, dtype_policy="float32")
     _run_converts_to_hf_and_keras_hub(tmp_path, tiny_export["spm"], dev, scores, summary["best_step"])
 
     # a second run with more steps resumes from the newest checkpoint

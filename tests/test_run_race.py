@@ -174,6 +174,10 @@ def test_race_learns_the_training_set_predicts_again_and_exports(race_dirs, spm_
     assert served["letter"] == [r["prediction"] for r in dev_rows]
     info = json.load(open(out / "export" / "multiple_choice_info.json"))
     assert info["max_seq_length"] == SEQ and info["max_qa_length"] == 32 and info["skips_padding"] is True
+    from made_by import check_made_by
+
+    check_made_by(info["made_by"], "run_race", {"export_dir": str(out / "export"), "spm_model_file": spm_model,
+                                               "dtype_policy": "float32"}, dtype_policy="float32")
 
     # the run directory converts to transformers' AlbertForMultipleChoice: its best checkpoint,
     # every variable read (the head compared here with the checkpoint file itself)

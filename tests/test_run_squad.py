@@ -328,6 +328,10 @@ def test_v2_metrics_and_the_best_threshold_file_under_the_official_rules(squad_f
     _check_export(out / "export", _served(out / "export", squad_files["v2"])[0], out, "v2")
     info = json.load(open(out / "export" / "qa_info.json"))
     assert info["null_threshold"] == threshold and info["start_n_top"] == 3
+    from made_by import check_made_by
+
+    check_made_by(info["made_by"], "run_squad_v2", {"export_dir": str(out / "export"), "best_checkpoint": True,
+                                                    "dtype_policy": "float32"}, dtype_policy="float32")
 
     # a predict file without answers: predictions, no metrics, no threshold in the export
     for article in dataset["data"]:

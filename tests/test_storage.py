@@ -349,6 +349,44 @@ def test_writers_mark_what_they_make_and_refuse_what_they_did_not(tmp_path):
     assert (tmp_path / "d.tf_record.json").read_bytes() == b"my json"
 
 
+def test_a_directory_output_keeps_what_made_it_in_its_marker_written_when_complete(tmp_path):
+    """replacing_dir(made_by=...): the record, stamped, in the marker once the block
+    completes; a failed block leaves the old output and its marker; the output stays own."""
+    from albert_tf.storage import provenance
+
+    export = str(tmp_path / "export")
+    made_by = {"command": "export_tfhub", "flags": {"export_path": "export"}}
+    with outputs.replacing_dir(export, outputs.EXPORT, made_by=made_by) as tmp:
+        _write(os.path.join(tmp, "saved_model.pb"), b"model")
+        assert "made_by" not in json.load(open(os.path.join(tmp, outputs.MARKER)))  # not before it is complete
+    marker = json.load(open(os.path.join(export, outputs.MARKER)))
+    assert marker["kind"] == outputs.EXPORT and sorted(os.listdir(export)) == [outputs.MARKER, "saved_model.pb"]
+    assert {k: v for k, v in marker["made_by"].items() if k != "written"} == made_by
+    assert marker["made_by"]["written"].endswith("Z") and "written" not in made_by  # stamped on a copy
+    before = _tree(tmp_path)
+    with pytest.raises(RuntimeError):
+        with outputs.replacing_dir(export, outputs.EXPORT, made_by=dict(made_by, command="other")):
+            raise RuntimeError("the writer failed")
+    assert _tree(tmp_path) == before and outputs.examine(export, outputs.EXPORT).status == "own"
+    assert provenance.stamp(None) is None
+
+
+def test_package_sha256_follows_the_py_files_alone(tmp_path):
+    from albert_tf.storage.provenance import package_sha256
+
+    _write(tmp_path / "pkg" / "a.py", b"x = 1\n")
+    _write(tmp_path / "pkg" / "sub" / "b.py", b"y = 2\n")
+    first = package_sha256(str(tmp_path / "pkg"))
+    _write(tmp_path / "pkg" / "notes.txt", b"not code")
+    _write(tmp_path / "pkg" / "__pycache__" / "c.py", b"cached")
+    assert package_sha256(str(tmp_path / "pkg")) == first and len(first) == 64
+    _write(tmp_path / "pkg" / "sub" / "b.py", b"y = 3\n")
+    assert package_sha256(str(tmp_path / "pkg")) != first
+    os.rename(tmp_path / "pkg" / "sub" / "b.py", tmp_path / "pkg" / "sub" / "c.py")  # a renamed file counts too
+    _write(tmp_path / "pkg" / "sub" / "c.py", b"y = 2\n")
+    assert package_sha256(str(tmp_path / "pkg")) != first
+
+
 def test_the_rules_names_agree_with_the_modules_that_write_them():
     from albert_tf.data.summary import SUMMARY_PREFIX
     from albert_tf.export.multiple_choice_module import MULTIPLE_CHOICE_INFO

@@ -28,6 +28,10 @@ texts (cased, accented, digit-commas): where they differ the tool refuses (exit 
 --allow_tokenizer_mismatch, which the output's tokenizer_check.json then records. The tool
 prints what the target's tokenizer still does otherwise.
 
+What made the conversion (this command, its flags as given, albert_tf's version and source
+state, TensorFlow/Keras, the device) is OUTPUT/.albert_tf_output.json's "made_by"
+(albert_tf.storage.provenance), for every target.
+
 Nothing is written unless every target variable is assigned exactly once with its shape;
 otherwise the full list of missing, unexpected and misshaped variables is printed (exit 2).
 The tool then prints pooled_output of a fixed id sequence for comparison with the source
@@ -80,12 +84,14 @@ def run(f):
     check_paths(f)  # before TensorFlow starts
     from albert_tf.convert.api import load_source, spm_model_in, write_target
     from albert_tf.modeling.config import AlbertConfig
+    from albert_tf.storage import provenance
 
+    made_by = provenance.record("convert", cli.given_flags(f))
     config = AlbertConfig.from_json_file(albert_config_file) if albert_config_file else None
     model = load_source(source, input_path, config)
     spm_model_file = f["spm_model_file"].value or spm_model_in(source, input_path)
     written, kind, left_behind = write_target(model, target, output, spm_model_file, f["do_lower_case"].value,
-                                              f["allow_tokenizer_mismatch"].value)
+                                              f["allow_tokenizer_mismatch"].value, made_by)
     print(f"converted {input_path} ({source}) -> {written} ({target}) as {type(model).__name__}, "
           f"{model.count_params():,} parameters"
           + (f", from {model.run_checkpoint}" if getattr(model, "run_checkpoint", None) else ""))

@@ -263,7 +263,8 @@ def check_target(model, target, spm_model_file):
                              f"is {model.config.vocab_size}; give the model's own SentencePiece model.")
 
 
-def write_target(model, target, output, spm_model_file=None, do_lower_case=True, allow_tokenizer_mismatch=False):
+def write_target(model, target, output, spm_model_file=None, do_lower_case=True, allow_tokenizer_mismatch=False,
+                 made_by=None):
     """Writes `model` as `target` into the directory `output`, atomically: everything is
     written into a temporary sibling (`albert_tf.storage.outputs.replacing_dir`) that
     replaces `output` only when complete; on any error an existing `output` stays as it
@@ -272,7 +273,10 @@ def write_target(model, target, output, spm_model_file=None, do_lower_case=True,
     targets carry the tokenizer: `spm_model_file` is the model's SentencePiece model,
     `do_lower_case` as the model was trained; the written tokenizer is read back and
     checked against albert_tf's on `release_spm.CHECK_TEXTS`, its record written as
-    `release_spm.CHECK_FILE` into `output` (`tokenizer_check`).
+    `release_spm.CHECK_FILE` into `output` (`tokenizer_check`). `made_by` (what made the
+    conversion: albert_tf.storage.provenance.record) is kept in the output's marker
+    (`output/.albert_tf_output.json`, "made_by"): every target has it, and the target's own
+    files (configs, weights) stay as their readers expect them.
 
     Returns:
         (output path, what the target holds (e.g. "AlbertForPreTraining"), the albert_tf
@@ -286,7 +290,7 @@ def write_target(model, target, output, spm_model_file=None, do_lower_case=True,
     output = os.path.abspath(output)
     values = tf1_values(model) if target == "tf1" else None
     kind, left_behind = type(model).__name__, []
-    with outputs.replacing_dir(output, outputs.CONVERSION, "--output") as tmp:
+    with outputs.replacing_dir(output, outputs.CONVERSION, "--output", made_by=made_by) as tmp:
         if target == "albert_tf":
             model.save_pretrained(tmp)
         elif target == "tf1":
@@ -336,8 +340,8 @@ def spm_model_in(source, path):
 
 
 def convert(source, target, input_path, output_path, config=None, spm_model_file=None, do_lower_case=True,
-            allow_tokenizer_mismatch=False):
-    """Converts and writes; returns (model, output path). The output is checked first
+            allow_tokenizer_mismatch=False, made_by=None):
+    """Converts and writes (`made_by`: as `write_target`); returns (model, output path). The output is checked first
     (albert_tf.storage.outputs: new or albert_tf's own conversion, and neither the input,
     inside it nor holding it); `spm_model_file` (for hf and keras_hub targets) defaults to
     the one the input carries (`spm_model_in`)."""
@@ -348,7 +352,7 @@ def convert(source, target, input_path, output_path, config=None, spm_model_file
     model = load_source(source, input_path, config)
     spm_model_file = spm_model_file or spm_model_in(source, input_path)
     return model, write_target(model, target, output_path, spm_model_file, do_lower_case,
-                               allow_tokenizer_mismatch)[0]
+                               allow_tokenizer_mismatch, made_by)[0]
 
 
 def fixed_ids(config):

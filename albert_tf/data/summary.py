@@ -9,7 +9,9 @@ counts and shares it records what a reader of the files must agree with:
     "masking": {"max_predictions_per_seq", "masked_lm_prob", "do_whole_word_mask",
                 "ngram", "favor_shorter_ngram"}                 (MaskingSettings)
     "max_seq_length", "spm_model_sha256",
-    "output_files": {path: instances}
+    "output_files": {path: instances},
+    "made_by": what made the files (albert_tf.storage.provenance: the command, its flags
+               as given, albert_tf's version and source state, TensorFlow/Keras, device)
 
 `read_data_summary(files)` finds the summary of every file (a summary_*.json beside it
 whose output_files names it) and returns what they agree on:

@@ -36,7 +36,7 @@ from albert_tf.data.files import InputError
 from albert_tf.data.instances import InstanceMaker, InstanceOptions, MaskingStats, num_to_predict
 from albert_tf.data.summary import describe_data, summary_path_for
 from albert_tf.data.tokenization import SentencePieceTokenizer
-from albert_tf.storage import atomic, outputs
+from albert_tf.storage import atomic, outputs, provenance
 
 STDERR = object()  # a default stream: sys.stderr as it is when the progress starts, not at import
 
@@ -348,7 +348,7 @@ def output_paths(output_file, num_output_shards=1):
 
 
 def write_pretraining_data(input_files, output_files, spm_model_file, options, progress_stream=STDERR,
-                           summary_file=None):
+                           summary_file=None, made_by=None):
     """Writes the TFRecords and their summary; returns the summary dict (plus
     "summary_file", where it was written).
 
@@ -360,6 +360,9 @@ def write_pretraining_data(input_files, output_files, spm_model_file, options, p
         progress_stream: where progress lines go (default: sys.stderr as it is at the
             call; None: silent).
         summary_file: where the JSON summary goes (default `summary_path_for(output_files[0])`).
+        made_by: what made the files (albert_tf.storage.provenance.record: the command, its
+            flags as given, versions, source state, device), the summary's "made_by"
+            (stamped when written); None leaves it out.
 
     Raises:
         InputError: bad input or settings; no output is left on disk.
@@ -402,6 +405,8 @@ def write_pretraining_data(input_files, output_files, spm_model_file, options, p
         summary = summarize(totals, shards.per_file, output_files, input_files, bad_lines, elapsed,
                             dict(options.settings(), spm_model_file=spm_model_file))
         summary.update(describe_data(special_tokens, options.instance, spm_model_file))
+        if made_by is not None:
+            summary["made_by"] = provenance.stamp(made_by)
         atomic.write_json(summary_path, summary)
     return dict(summary, summary_file=summary_path)
 

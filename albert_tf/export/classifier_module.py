@@ -21,7 +21,7 @@ import tensorflow as tf
 from albert_tf.data.classifier_pipeline import pack
 from albert_tf.export import savedmodel
 from albert_tf.modeling.encoder import skipping_padding
-from albert_tf.storage import atomic, outputs
+from albert_tf.storage import atomic, outputs, provenance
 
 
 class ClassifierModule(tf.train.Checkpoint):
@@ -75,11 +75,13 @@ class ClassifierModule(tf.train.Checkpoint):
 
 
 def export_classifier(preprocess, classifier, export_dir, seq_length, labels=(), pair=False, task_name="",
-                      widths=None, skip_padding=True):
+                      widths=None, skip_padding=True, made_by=None):
     """Writes the classifier SavedModel to export_dir atomically
     (`albert_tf.storage.atomic.output_dir`: a temporary sibling renamed into place).
 
-    Also writes `export_dir/classifier_info.json` (task, labels, seq_length, inputs).
+    Also writes `export_dir/classifier_info.json` (task, labels, seq_length, inputs, and
+    "made_by": `made_by`, what made the export (albert_tf.storage.provenance.record),
+    stamped when written; left out when None).
 
     skip_padding: serve requests on their real tokens only (modeling.encoder.skipping_padding:
     same logits, less work); False computes the padding too, as the release did.
@@ -95,5 +97,7 @@ def export_classifier(preprocess, classifier, export_dir, seq_length, labels=(),
         info = {"task_name": task_name, "labels": list(labels), "regression": not labels,
                 "seq_length": int(seq_length), "length_buckets": list(module._widths), "skips_padding": bool(skip_padding and skipped),
                 "inputs": ["text_a", "text_b"] if pair else ["text_a"]}
+        if made_by is not None:
+            info["made_by"] = provenance.stamp(made_by)
         atomic.write_json(os.path.join(tmp, "classifier_info.json"), info, sort_keys=False)
     return os.path.abspath(export_dir)

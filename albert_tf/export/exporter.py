@@ -22,7 +22,7 @@ from albert_tf.storage import outputs
 
 
 def export_tfhub(pretrainer, spm_model_file, export_path, with_mlm=True, seq_length=128, do_lower_case=True,
-                 dtype_policy="float32", jit_compile=False):
+                 dtype_policy="float32", jit_compile=False, made_by=None):
     """Exports an AlbertPretrainer's encoder (and masked-LM head) plus preprocessing.
 
     Args:
@@ -39,6 +39,9 @@ def export_tfhub(pretrainer, spm_model_file, export_path, with_mlm=True, seq_len
         jit_compile: the encoder serves (`serve`, `serving_default`) as one XLA program,
             compiled once per new [B, T] shape by the loading process (faster at a fixed
             shape; see benchmarks/inference_bench.py). The root `__call__` is unchanged.
+        made_by: what made the export (albert_tf.storage.provenance.record), kept as
+            "made_by" in the export's marker (`export_path/.albert_tf_output.json`): the
+            SavedModels' assets/albert_config.json stays the model's config alone.
 
     Returns:
         export_path.
@@ -52,7 +55,7 @@ def export_tfhub(pretrainer, spm_model_file, export_path, with_mlm=True, seq_len
         pretrainer = AlbertPretrainer(pretrainer.config, use_one_hot_embeddings=pretrainer.use_one_hot_embeddings,
                                       dtype=dtype_policy)
         pretrainer.set_weights(weights)
-    with outputs.replacing_dir(export_path, outputs.EXPORT) as tmp:
+    with outputs.replacing_dir(export_path, outputs.EXPORT, made_by=made_by) as tmp:
         with tempfile.TemporaryDirectory() as scratch:
             # assets get stable names inside the SavedModel whatever the source paths are
             config_path = os.path.join(scratch, "albert_config.json")

@@ -153,16 +153,22 @@ def tokenization_record(spm_model_file, spm_name, do_lower_case=True):
     }
 
 
-def sidecar(model, quantization, max_seq_length, labels=None, tokenization=None):
-    """The JSON written beside the file: what goes in and out, the length, the labels and how
-    text becomes the ids (`tokenization_record`)."""
+def sidecar(model, quantization, max_seq_length, labels=None, tokenization=None, made_by=None):
+    """The JSON written beside the file: what goes in and out, the length, the labels, how
+    text becomes the ids (`tokenization_record`) and, given `made_by` (a
+    albert_tf.storage.provenance.record), what made it ("made_by", stamped now)."""
+    from albert_tf.storage import provenance
+
     kind, rank, names, _ = serving_spec(model)
     shape = ["batch", "choices", "length"] if rank == 3 else ["batch", "length"]
-    return {"kind": kind, "model": type(model).__name__, "quantization": quantization,
+    info = {"kind": kind, "model": type(model).__name__, "quantization": quantization,
             "inputs": {n: {"dtype": "int32", "shape": shape} for n in INPUT_NAMES},
             "outputs": sorted(names), "max_seq_length": int(max_seq_length),
             "labels": list(labels) if labels is not None else None, "signature": "serving_default",
             "raw_string_input": False, "tokenization": tokenization}
+    if made_by is not None:
+        info["made_by"] = provenance.stamp(made_by)
+    return info
 
 
 def companion_paths(output):

@@ -27,7 +27,7 @@ from albert_tf.export import savedmodel
 from albert_tf.export.normalization import normalize
 from albert_tf.export.raw_text_module import RawTextModule, writing_export
 from albert_tf.modeling.encoder import skipping_padding
-from albert_tf.storage import atomic
+from albert_tf.storage import atomic, provenance
 
 MULTIPLE_CHOICE_INFO = "multiple_choice_info.json"
 
@@ -99,10 +99,11 @@ class MultipleChoiceModule(RawTextModule):
 
 
 def export_multiple_choice(model, spm_model_file, export_dir, do_lower_case=True, max_seq_length=512,
-                           max_qa_length=128, widths=None, extra_info=None):
+                           max_qa_length=128, widths=None, extra_info=None, made_by=None):
     """Writes the multiple-choice SavedModel to export_dir atomically (a temporary sibling
     renamed into place) with `export_dir/multiple_choice_info.json` (settings, inputs,
-    outputs and `extra_info`).
+    outputs, `extra_info`, and "made_by": `made_by`, what made the export
+    (albert_tf.storage.provenance.record), stamped when written; left out when None).
 
     Returns:
         export_dir (absolute).
@@ -118,5 +119,7 @@ def export_multiple_choice(model, spm_model_file, export_dir, do_lower_case=True
                 "skips_padding": bool(skipped),
                 "inputs": ["article", "question", "options"],
                 "outputs": ["logits", "probabilities", "choice", "letter"], **(extra_info or {})}
+        if made_by is not None:
+            info["made_by"] = provenance.stamp(made_by)
         atomic.write_json(os.path.join(tmp, MULTIPLE_CHOICE_INFO), info, sort_keys=False)
     return os.path.abspath(export_dir)

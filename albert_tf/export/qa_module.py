@@ -43,7 +43,7 @@ from albert_tf.export import savedmodel
 from albert_tf.export.aligned_tokens import context_pieces
 from albert_tf.export.normalization import SPACE, normalize
 from albert_tf.export.raw_text_module import RawTextModule, writing_export
-from albert_tf.storage import atomic
+from albert_tf.storage import atomic, provenance
 
 NO_SPAN_SCORE = -1e6
 QA_INFO = "qa_info.json"
@@ -214,10 +214,12 @@ def _strip_end(context, start, end):
 
 def export_question_answering(model, spm_model_file, export_dir, do_lower_case=True, max_seq_length=384,
                               doc_stride=128, max_query_length=64, n_best_size=20, max_answer_length=30,
-                              widths=None, extra_info=None):
+                              widths=None, extra_info=None, made_by=None):
     """Writes the QA SavedModel to export_dir atomically (a temporary sibling renamed into
     place) with `export_dir/qa_info.json` (head version, window and answer settings, the
-    inputs and outputs, and `extra_info`, e.g. the run's null_threshold).
+    inputs and outputs, `extra_info`, e.g. the run's null_threshold, and "made_by": `made_by`,
+    what made the export (albert_tf.storage.provenance.record), stamped when written; left
+    out when None).
 
     Returns:
         export_dir (absolute).
@@ -232,5 +234,7 @@ def export_question_answering(model, spm_model_file, export_dir, do_lower_case=T
         info = {"version": model.version, **settings, **model.head_settings(), "length_buckets": list(module._widths),
                 "inputs": ["question", "context"],
                 "outputs": outputs, **(extra_info or {})}
+        if made_by is not None:
+            info["made_by"] = provenance.stamp(made_by)
         atomic.write_json(os.path.join(tmp, QA_INFO), info, sort_keys=False)
     return os.path.abspath(export_dir)

@@ -24,7 +24,9 @@ of its outputs; an output inside a run directory is allowed (the run keeps its e
 its feature caches there) unless it takes a name the run writes itself (`RUN_NAMES`).
 
 Own means marked: albert_tf writes a marker when it first makes an output, `MARKER`
-inside a directory, `.<name>.albert_tf_output.json` beside a file, {"kind": ...}. It is
+inside a directory, `.<name>.albert_tf_output.json` beside a file, {"kind": ...} (an
+export_tfhub export's and a conversion's marker also hold "made_by": what made them,
+albert_tf.storage.provenance). It is
 kept apart from any validity sidecar (a feature cache's `<file>.json` is removed while the
 cache is rebuilt; the marker stays). Outputs written before markers existed count as own
 when they look exactly like albert_tf's: a run directory with run_info.json; an export
@@ -53,7 +55,7 @@ import json
 import os
 import time
 
-from albert_tf.storage import atomic
+from albert_tf.storage import atomic, provenance
 
 MARKER = ".albert_tf_output.json"
 RUN, EXPORT, CONVERSION, FEATURE_CACHE, PRETRAINING_DATA = (
@@ -379,16 +381,20 @@ def check(outputs, inputs=()):
 # Making outputs
 
 
-def _marker_record(kind):
-    return {"kind": kind, "created": time.strftime("%Y-%m-%dT%H:%M:%S"),
-            "about": f"albert_tf made this {DESCRIPTIONS[kind]}; it resumes or replaces only outputs marked as its "
-                     "own, and never overwrites what it did not make."}
+def _marker_record(kind, made_by=None):
+    record = {"kind": kind, "created": time.strftime("%Y-%m-%dT%H:%M:%S"),
+              "about": f"albert_tf made this {DESCRIPTIONS[kind]}; it resumes or replaces only outputs marked as its "
+                       "own, and never overwrites what it did not make."}
+    if made_by is not None:
+        record["made_by"] = provenance.stamp(made_by)
+    return record
 
 
-def write_marker(path, kind):
+def write_marker(path, kind, made_by=None):
     """Marks `path` as albert_tf's own `kind` (the writers below do it; for a directory
-    being written under a temporary name, mark the temporary)."""
-    return atomic.write_json(marker_path(path, kind), _marker_record(kind))
+    being written under a temporary name, mark the temporary); `made_by` (a
+    `provenance.record`) is kept in the marker, stamped with the time."""
+    return atomic.write_json(marker_path(path, kind), _marker_record(kind, made_by))
 
 
 def claim_dir(path, kind, flag=None):
@@ -409,14 +415,18 @@ def claim_run(path, flag="--output_dir"):
 
 
 @contextlib.contextmanager
-def replacing_dir(path, kind, flag=None):
+def replacing_dir(path, kind, flag=None, made_by=None):
     """Writes directory output `path` of `kind` (EXPORT, CONVERSION, DATA_DIRECTORY) under a temporary
     name (yielded, already marked) that replaces `path` only when the block completes
-    (`atomic.output_dir`); refuses (OutputRefused) a path that is not new or own."""
+    (`atomic.output_dir`); refuses (OutputRefused) a path that is not new or own.
+    `made_by` (a `provenance.record`, for outputs with no JSON of their own to hold it) is
+    written into the marker, stamped, when the block completes."""
     refuse_if_foreign(path, kind, flag)
     with atomic.output_dir(path) as tmp:
         write_marker(tmp, kind)
         yield tmp
+        if made_by is not None:
+            write_marker(tmp, kind, made_by)
 
 
 @contextlib.contextmanager

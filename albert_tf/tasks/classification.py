@@ -30,6 +30,7 @@ from albert_tf.modeling.losses import classifier_nll
 from albert_tf.storage import atomic
 from albert_tf.storage.report import CheckpointMismatchError
 from albert_tf.tasks.common import check_outputs, config_file_for, random_start, start_run
+from albert_tf.training import sessions
 from albert_tf.training.driver import train_and_evaluate
 from albert_tf.training.task import EXAMPLE_INDEX, Task
 
@@ -373,7 +374,8 @@ def _run(o, training, stream):
         from albert_tf.export.classifier_module import export_classifier
 
         results["export_dir"] = export_classifier(task.preprocess, trainer.model_in("float32"), o.export_dir, o.max_seq_length,
-                                                  task.labels, task.pair, task.name, widths=task.widths)
+                                                  task.labels, task.pair, task.name, widths=task.widths,
+                                                  made_by=sessions.made_by(training.session, trainer.precision))
         print(f"exported the classifier (raw strings in) to {results['export_dir']}", file=stream, flush=True)
     return results
 

@@ -33,6 +33,7 @@ from albert_tf.storage import atomic
 from albert_tf.storage.report import CheckpointMismatchError
 from albert_tf.tasks.common import (check_model_source, check_outputs, check_positive, encoder_for, initialize_from,
                                     spm_file_for, start_run)
+from albert_tf.training import sessions
 from albert_tf.training.driver import train_and_evaluate
 from albert_tf.training.task import EXAMPLE_INDEX, Task
 
@@ -345,7 +346,8 @@ def _run(o, training, stream):
             max_seq_length=o.max_seq_length, max_qa_length=o.max_qa_length,
             widths=bucket_widths(o.max_seq_length, o.length_buckets),
             extra_info={"task_name": o.task_name, "global_step": outcome["final_step"],
-                        "initialized_from": outcome["initialized_from"]})
+                        "initialized_from": outcome["initialized_from"]},
+            made_by=sessions.made_by(training.session, trainer.precision))
         print(f"exported the multiple-choice model (raw article, question, options in) to {results['export_dir']}",
               file=stream, flush=True)
     return results

@@ -31,6 +31,7 @@ from albert_tf.storage.report import CheckpointMismatchError
 from albert_tf.tasks.common import (check_model_source, check_outputs, check_positive, encoder_for, initialize_from,
                                     spm_file_for, start_run)
 from albert_tf.training.checkpoints import BEST_DIR
+from albert_tf.training import sessions
 from albert_tf.training.driver import train_and_evaluate
 from albert_tf.training.task import EXAMPLE_INDEX, Task
 
@@ -468,7 +469,8 @@ def _run(o, training, stream):
             max_seq_length=o.max_seq_length, doc_stride=o.doc_stride, max_query_length=o.max_query_length,
             n_best_size=o.n_best_size, max_answer_length=o.max_answer_length,
             widths=bucket_widths(o.max_seq_length, o.length_buckets),
-            extra_info=dict(extra, global_step=outcome["final_step"], initialized_from=outcome["initialized_from"]))
+            extra_info=dict(extra, global_step=outcome["final_step"], initialized_from=outcome["initialized_from"]),
+            made_by=sessions.made_by(training.session, trainer.precision))
         print(f"exported the QA model (raw question and context in) to {results['export_dir']}", file=stream,
               flush=True)
     return results

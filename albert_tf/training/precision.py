@@ -32,6 +32,8 @@ matmuls (412 vs 388), so the default stays off; TPUs compile every step anyway.
 import contextlib
 import dataclasses
 
+from albert_tf.storage.provenance import read_cpuinfo
+
 POLICIES = ("auto", "float32", "mixed_bfloat16")
 CPU_BF16_FLAGS = ("avx512_bf16", "amx_bf16")
 _warned = set()
@@ -67,25 +69,6 @@ def check_policy(value, flag="--dtype_policy"):
     hint = (" (mixed_float16 needs loss scaling, which the driver does not do; use mixed_bfloat16)"
             if value == "mixed_float16" else "")
     raise ValueError(f"{flag}={value!r} is not one of {', '.join(POLICIES)}{hint}.")
-
-
-def read_cpuinfo(cpuinfo="/proc/cpuinfo"):
-    """(CPU model name, set of its feature flags) from /proc/cpuinfo ("unknown CPU", empty
-    set where it cannot be read). The one reader of the file (the benchmarks use it too)."""
-    model, flags = "unknown CPU", set()
-    try:
-        with open(cpuinfo, encoding="utf-8", errors="replace") as f:
-            for line in f:
-                key, _, value = line.partition(":")
-                key = key.strip()
-                if key == "model name" and model == "unknown CPU":
-                    model = value.strip()
-                elif key == "flags":
-                    flags = set(value.split())
-                    break
-    except OSError:
-        pass
-    return model, flags
 
 
 def _gpu_capabilities():

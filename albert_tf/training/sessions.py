@@ -11,7 +11,8 @@ rewriting an earlier one. An entry records
 - `albert_tf` (version; git commit and whether the tree was modified, or a sha256 of the
   package's .py files where no git checkout is found), `python`, `tensorflow`, `keras`;
 - `device` (CPU model and flags, GPU names, strategy and replicas) and the resolved
-  `dtype_policy` with its reason;
+  `dtype_policy` with its reason (the environment: albert_tf.storage.provenance, which
+  also records what made the other outputs, e.g. an export's "made_by");
 - `start_step`, `resumed_from`, `changes` (the settings that differ from the previous
   training session's, each {setting, old, new}: a longer training, or changes the user
   allowed), then at its end `final_step` and `status` (finished, interrupted, terminated,
@@ -26,21 +27,15 @@ change: it is recorded. Sessions that do not train are never refused.
 """
 
 import dataclasses
-import functools
-import hashlib
 import json
 import os
-import platform
-import subprocess
-import time
 import uuid
 
-from albert_tf.storage import atomic
+from albert_tf.storage import atomic, provenance
 from albert_tf.training.checkpoints import RUN_INFO, newest_checkpoint
 
 SESSIONS = "sessions"
 ALLOW_FLAG = "--allow_changed_settings"
-GIT_TIMEOUT_S = 5
 
 
 @dataclasses.dataclass
@@ -137,83 +132,25 @@ def check_settings(output_dir, session):
     return session.changes
 
 
-# --- what the session ran on -----------------------------------------------------------
-
-def _git(root, *args):
-    done = subprocess.run(["git", "-C", root, *args], capture_output=True, text=True, timeout=GIT_TIMEOUT_S)
-    if done.returncode:
-        raise OSError(done.stderr.strip())
-    return done.stdout.strip()
-
-
-def package_sha256(package_dir):
-    """sha256 over the package's .py files (their paths relative to it and contents, in
-    sorted order): the source state where no git checkout holds it."""
-    digest = hashlib.sha256()
-    names = []
-    for dirpath, dirnames, filenames in os.walk(package_dir):
-        dirnames[:] = sorted(d for d in dirnames if d != "__pycache__")
-        names += [os.path.join(dirpath, n) for n in filenames if n.endswith(".py")]
-    for path in sorted(names):
-        digest.update(os.path.relpath(path, package_dir).encode("utf-8") + b"\0")
-        with open(path, "rb") as f:
-            digest.update(f.read() + b"\0")
-    return digest.hexdigest()
-
-
-@functools.lru_cache(maxsize=None)
-def source_state(package_dir=None):
-    """{"version", "git_commit", "modified"} where albert_tf runs from a git checkout (git
-    with a short timeout; "sha256" of its .py files added when modified), else {"version",
-    "sha256"}: what code made a run."""
-    import albert_tf
-
-    package_dir = package_dir or os.path.dirname(os.path.abspath(albert_tf.__file__))
-    root = os.path.dirname(package_dir)
-    state = {"version": albert_tf.__version__}
-    try:
-        if os.path.realpath(_git(root, "rev-parse", "--show-toplevel")) == os.path.realpath(root):
-            state["git_commit"] = _git(root, "rev-parse", "HEAD")
-            state["modified"] = bool(_git(root, "status", "--porcelain", "--", package_dir))
-            if not state["modified"]:
-                return state
-    except (OSError, subprocess.SubprocessError):
-        pass
-    state["sha256"] = package_sha256(package_dir)
-    return state
-
-
-def device(strategy=None):
-    """The CPU (model name and flags from /proc/cpuinfo), the GPUs TensorFlow sees, and
-    the strategy with its replicas."""
-    import tensorflow as tf
-
-    from albert_tf.training.precision import read_cpuinfo
-
-    model, flags = read_cpuinfo()
-    gpus = []
-    for gpu in tf.config.list_physical_devices("GPU"):
-        details = tf.config.experimental.get_device_details(gpu)
-        gpus.append(details.get("device_name", gpu.name))
-    found = {"cpu": model, "cpu_flags": " ".join(sorted(flags)), "cpu_count": os.cpu_count(), "gpus": gpus}
-    if strategy is not None:
-        found.update(strategy=type(strategy).__name__, replicas=int(strategy.num_replicas_in_sync))
-    return found
-
-
 def entry(session, precision, strategy, start_step, resumed_from):
     """This session's run_info.json entry (see the module docstring)."""
-    import keras
-    import tensorflow as tf
-
-    return {"id": uuid.uuid4().hex,
-            "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    return {"id": uuid.uuid4().hex, "started": provenance.utc_now(),
             "command": session.command, "trains": session.trains, "flags": session.flags,
             "settings": session.settings, "length": session.length,
             "allow_changed_settings": session.allow_changed_settings, "changes": session.changes,
-            "albert_tf": source_state(), "python": platform.python_version(), "tensorflow": tf.__version__,
-            "keras": keras.__version__, "device": device(strategy), **precision.as_dict(),
+            **provenance.environment(strategy), **precision.as_dict(),
             "start_step": int(start_step), "resumed_from": resumed_from}
+
+
+def made_by(session, precision=None):
+    """The "made_by" record (albert_tf.storage.provenance.record) of what a session writes
+    besides run_info.json (a fine-tuning run's export): its command and flags as given, and
+    the dtype policy the run resolved (`precision`'s, else the session's settings'). None
+    where there is no session (a library call without a command)."""
+    if session is None:
+        return None
+    policy = precision.policy if precision is not None else session.settings.get("dtype_policy")
+    return provenance.record(session.command, session.flags, dtype_policy=policy)
 
 
 def append_session(output_dir, session_entry, top_level=None):
@@ -236,7 +173,7 @@ def end_session(output_dir, session_id, final_step, error=None):
     from albert_tf.training.errors import Terminated
 
     fields = {"final_step": int(final_step), "status": "finished",
-              "ended": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+              "ended": provenance.utc_now()}
     if error is not None:
         fields["status"] = ("terminated" if isinstance(error, Terminated) else
                             "interrupted" if isinstance(error, KeyboardInterrupt) else "failed")
