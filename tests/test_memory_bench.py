@@ -117,7 +117,13 @@ def test_a_cell_over_the_cap_is_stopped_and_a_real_remat_cell_measures_a_step():
     # bytes a parameter), a gradient of every weight and the activations above them at the peak
     import tensorflow as tf
 
-    assert record["tensor_device"] == ("GPU:0" if tf.config.list_physical_devices("GPU") else "CPU:0")
+    device = "GPU:0" if tf.config.list_physical_devices("GPU") else "CPU:0"
+    try:
+        tf.config.experimental.get_memory_info(device)
+    except ValueError:  # no allocator statistics: oneDNN is off (as on a 2-core AVX2 EPYC without AVX-512)
+        assert not any(key.startswith("tensor_") for key in record), record
+        return
+    assert record["tensor_device"] == device
     assert record["tensor_baseline"] > 2 * 4 * record["parameters"]
     assert record["tensor_peak"] - record["tensor_baseline"] > 4 * record["parameters"]
 

@@ -45,8 +45,8 @@ def _records(output_dir):
 def quick_grid(tmp_path_factory):
     """A quick grid killed once after its first pretraining run finished, then resumed."""
     out = str(tmp_path_factory.mktemp("repro") / "grid")
-    # float32: on a bf16 CPU "auto" resolves to mixed_bfloat16, which took this fixture 172 CPU-s in
-    # one run against 82-97 in float32; test_the_grid_stores_its_dtype_policy_resolved_... checks auto
+    # float32 on every machine: the fixture's cost and numbers do not depend on what "auto" resolves
+    # to here; test_the_grid_stores_its_dtype_policy_resolved_... checks auto's resolution
     args = ["--quick", "--tables=sop", "--dtype_policy=float32", f"--output_dir={out}"]
     first = subprocess.Popen([sys.executable, TOOL, *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                              text=True, cwd=ROOT, env=_env())
