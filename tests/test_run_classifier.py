@@ -9,7 +9,7 @@ import sys
 
 import numpy as np
 import pytest
-from conftest import entry_point_cases, load_tool
+from conftest import entry_point_cases, load_tool, run_in_process
 import tensorflow as tf
 import tensorflow_text  # noqa: F401  (the preprocessing model's ops)
 
@@ -366,23 +366,6 @@ def test_make_topic_task_is_balanced_disjoint_and_deterministic():
         make_topic_task.make_task(per_class=100_000)
 
 
-def _classifier_in_process(args, capsys):
-    """`python -m albert_tf.run_classifier ARGS` in this process: (returncode, stdout, stderr)."""
-    import types
-
-    from absl import flags
-
-    from albert_tf import cli, run_classifier
-
-    values = flags.FlagValues()
-    run_classifier.define_flags(values)
-    cli.parse_flags("run_classifier", ["run_classifier", *map(str, args)], values)
-    capsys.readouterr()
-    status = cli.run_entry_point("run_classifier", run_classifier.run, values)
-    out, err = capsys.readouterr()
-    return types.SimpleNamespace(returncode=status, stdout=out, stderr=err)
-
-
 def test_evaluation_alone_says_what_it_evaluates_and_a_changed_training_is_refused(tmp_path, spm_model, cola_dir,
                                                                                    capsys):
     """A 2-step training, then in its directory: a training with another warmup and batch
@@ -390,24 +373,27 @@ def test_evaluation_alone_says_what_it_evaluates_and_a_changed_training_is_refus
     learning rate (never refused: it names the trained checkpoint it evaluates and warns
     of no random start). Evaluation alone in a new directory warns that it evaluates random
     weights, not that fine-tuning starts from them. Each session is in run_info.json."""
+    from albert_tf import run_classifier
+
     common = ["--task_name=cola", f"--data_dir={cola_dir}", f"--max_seq_length={SEQ}", "--eval_batch_size=16",
               f"--spm_model_file={spm_model}",
               f"--albert_config_file={os.path.join(ROOT, 'configs', 'albert_demo.json')}",
               "--train_step=2", "--save_checkpoints_steps=2", "--iterations_per_loop=2", "--dtype_policy=float32"]
     run = tmp_path / "run"
-    trained = _classifier_in_process([*common, f"--output_dir={run}", "--do_train", "--train_batch_size=16"], capsys)
+    trained = run_in_process(run_classifier, [*common, f"--output_dir={run}", "--do_train", "--train_batch_size=16"],
+                             capsys)
     assert trained.returncode == 0, trained.stderr[-3000:]
     assert "fine-tuning starts from random weights" in trained.stderr  # a training from nothing: warned
     before = {p: open(os.path.join(run, p), "rb").read() for p in os.listdir(run) if os.path.isfile(run / p)}
-    refused = _classifier_in_process([*common, f"--output_dir={run}", "--do_train", "--train_batch_size=8",
-                                      "--warmup_step=1", "--train_step=4"], capsys)
+    refused = run_in_process(run_classifier, [*common, f"--output_dir={run}", "--do_train", "--train_batch_size=8",
+                                              "--warmup_step=1", "--train_step=4"], capsys)
     assert refused.returncode == 2 and "Traceback" not in refused.stderr, refused.stderr[-3000:]
     assert "--train_batch_size 16 -> 8" in refused.stderr and "--warmup_step 0 -> 1" in refused.stderr
     assert "--allow_changed_settings" in refused.stderr and "new --output_dir" in refused.stderr
     assert {p: open(os.path.join(run, p), "rb").read() for p in os.listdir(run) if os.path.isfile(run / p)} == before
 
-    evaluated = _classifier_in_process([*common, f"--output_dir={run}", "--do_eval", "--learning_rate=0.1",
-                                        "--train_batch_size=8"], capsys)
+    evaluated = run_in_process(run_classifier, [*common, f"--output_dir={run}", "--do_eval", "--learning_rate=0.1",
+                                                "--train_batch_size=8"], capsys)
     assert evaluated.returncode == 0, evaluated.stderr[-3000:]
     assert f"evaluating the trained checkpoint {run / 'ckpt-2'} (step 2)" in evaluated.stdout, evaluated.stdout
     assert "random weights" not in evaluated.stderr and "WARNING" not in evaluated.stderr, evaluated.stderr
@@ -415,7 +401,7 @@ def test_evaluation_alone_says_what_it_evaluates_and_a_changed_training_is_refus
     assert [(s["command"], s["trains"], s["start_step"], s["final_step"]) for s in sessions] == [
         ("run_classifier", True, 0, 2), ("run_classifier", False, 2, 2)]
 
-    fresh = _classifier_in_process([*common, f"--output_dir={tmp_path / 'fresh'}", "--do_eval"], capsys)
+    fresh = run_in_process(run_classifier, [*common, f"--output_dir={tmp_path / 'fresh'}", "--do_eval"], capsys)
     assert fresh.returncode == 0, fresh.stderr[-3000:]
     assert "evaluating and predicting with random weights" in fresh.stderr
     assert "fine-tuning starts" not in fresh.stderr

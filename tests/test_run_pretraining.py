@@ -11,7 +11,7 @@ import time
 import numpy as np
 import pytest
 import tensorflow as tf
-from conftest import entry_point_cases
+from conftest import entry_point_cases, run_in_process
 from distributed_helpers import MECHANICS
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
@@ -393,23 +393,6 @@ def _tree(path):
     return found
 
 
-def _in_process(args, capsys):
-    """`python -m albert_tf.run_pretraining ARGS` in this process: (returncode, stdout, stderr)."""
-    import types
-
-    from absl import flags
-
-    from albert_tf import cli, run_pretraining
-
-    values = flags.FlagValues()
-    run_pretraining.define_flags(values)
-    cli.parse_flags("run_pretraining", ["run_pretraining", *map(str, args)], values)
-    capsys.readouterr()
-    status = cli.run_entry_point("run_pretraining", run_pretraining.run, values)
-    out, err = capsys.readouterr()
-    return types.SimpleNamespace(returncode=status, stdout=out, stderr=err)
-
-
 def test_every_session_is_recorded_and_a_changed_setting_is_refused(pretraining_records, tiny_config_file, tmp_path,
                                                                     capsys):
     """One run directory, four sessions in this process: a training; the same with another
@@ -420,6 +403,7 @@ def test_every_session_is_recorded_and_a_changed_setting_is_refused(pretraining_
     ran, with versions, source state, device, the resolved policy and the flags as given.
     (A longer training alone is allowed without the flag: test_run_classifier's sts-b run.)"""
     import albert_tf
+    from albert_tf import run_pretraining
 
     outputs, _ = pretraining_records
     run = tmp_path / "run"
@@ -431,12 +415,12 @@ def test_every_session_is_recorded_and_a_changed_setting_is_refused(pretraining_
                            "--allow_changed_settings", *common)[3:]
     evaluate = pretrain_cmd(outputs, run, tiny_config_file, "--num_train_steps=3", "--learning_rate=0.1",
                             "--nodo_train", "--do_eval", *common[:-2], "--dtype_policy=float32")[3:]
-    first_run = _in_process(first, capsys)
+    first_run = run_in_process(run_pretraining, first, capsys)
     assert first_run.returncode == 0, first_run.stderr[-3000:]
     before = _tree(run)
-    refused = _in_process(changed, capsys)
+    refused = run_in_process(run_pretraining, changed, capsys)
     assert _tree(run) == before  # nothing written, nothing touched
-    allowed_run, evaluated = [_in_process(args, capsys) for args in (allowed, evaluate)]
+    allowed_run, evaluated = [run_in_process(run_pretraining, args, capsys) for args in (allowed, evaluate)]
     assert refused.returncode == 2 and "Traceback" not in refused.stderr, refused.stderr[-3000:]
     assert refused.stdout == ""  # refused before any work
     for change in ("--learning_rate 0.005 -> 0.001", "--train_batch_size 8 -> 16",
