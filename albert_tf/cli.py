@@ -1,14 +1,21 @@
 """What every albert_tf entry point (run_*, export_tfhub, convert, param_table, tools/)
 does around its work: one style, one error convention.
 
-    def run(f):                       # f: the parsed absl FLAGS; nothing below sees it
-        ...
-    if __name__ == "__main__":
-        cli.main("run_pretraining", define_flags, run)
+    def define_flags(flag_values): ...  # DEFINE_* with flag_values=flag_values
+    def run(f): ...                     # f: the parsed flags; nothing below sees them
 
-`main` quiets TensorFlow's C++ and INFO logs (unless --verbosity is given; see
-`quiet_tensorflow_loading` for the lines TensorFlow prints while it loads), defines the
-flags, parses them (flag files with --flagfile) and calls `run(FLAGS)`. Exit status:
+    def main(argv=None):
+        # `python -m albert_tf.run_pretraining ARGS` as a call: returns its exit status
+        return cli.main("run_pretraining", define_flags, run, argv)
+
+    if __name__ == "__main__":
+        sys.exit(main())
+
+`main` defines the flags in a FlagValues of its own, parses them (flag files with
+--flagfile), calls `run(flags)` with absl logging at WARNING (unless --verbosity is given)
+and returns the exit status; what it changed in the process is put back (see `main`).
+TensorFlow prints a few lines while it loads whatever TF_CPP_MIN_LOG_LEVEL says (README,
+"TensorFlow's loading lines"); they are left as they are. Exit status:
 - 2 with `name: error: ...` for bad flags or input: a flag absl cannot parse (unknown,
   a bad value, a --flagfile that cannot be read: `parse_flags`), every ValueError (flag
   checks, DataError with file:line, CheckpointMismatchError, ConversionError) and OSError
@@ -27,10 +34,7 @@ flags, parses them (flag files with --flagfile) and calls `run(FLAGS)`. Exit sta
 """
 
 import contextlib
-import importlib.abc
-import importlib.util
 import os
-import re
 import signal
 import sys
 import threading
@@ -51,8 +55,8 @@ def run_entry_point(name, run, flag_values=None):
     from albert_tf.training.errors import INTERRUPTED, TERMINATED, Terminated, TrainingDivergedError, WorkerLostError
 
     fv = flags.FLAGS if flag_values is None else flag_values
-    if "verbosity" in fv and not fv["verbosity"].present:
-        logging.set_verbosity(logging.WARNING)
+    if "verbosity" in fv:
+        logging.set_verbosity(fv.verbosity if fv["verbosity"].present else logging.WARNING)
     previous = None
     if threading.current_thread() is threading.main_thread():
         previous = signal.signal(signal.SIGINT, _on_sigint), signal.signal(signal.SIGTERM, _on_sigterm)
@@ -150,158 +154,164 @@ def parse_flags(name, argv, flag_values=None):
         raise SystemExit(2) from None
 
 
-def main(name, define_flags, run):
-    """The `if __name__ == "__main__"` body of every entry point: quiet logs, define the
-    flags, parse them (`parse_flags`) and exit with run_entry_point's status."""
-    from absl import app
+def main(name, define_flags, run, argv=None):
+    """The whole of a command: defines its flags in a FlagValues of its own
+    (`define_flags(flag_values)`, plus --help/--helpshort/-?, --helpfull and --verbosity/-v),
+    parses `argv` (`parse_flags`: flag files with --flagfile), runs `run(flags)` and returns
+    the exit status (module docstring; --help and --helpfull print the command's help and
+    return 1, as absl does). Every command module's `main(argv)` is this call.
 
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-    quiet_tensorflow_loading()
-    define_flags()
-    app.run(lambda argv: _main(name, run, argv), flags_parser=lambda argv: parse_flags(name, argv))
+    What it changes in the process is put back when it returns: the absl verbosity (WARNING
+    while it runs unless --verbosity is given), Python's logging handlers (absl's handler is
+    installed while it runs), Keras' global dtype policy, the global random seeds of Python,
+    NumPy, TensorFlow and Keras, the SIGINT/SIGTERM handlers. So two calls in one process
+    with different arguments give what two processes give (single-process strategies). What
+    cannot be put back (`IRREVERSIBLE`, listed in each command's `main`): TensorFlow's op
+    determinism once a run enabled it, a multi-worker or TPU strategy's set-up, the physical
+    devices' configuration (threads, memory growth, logical devices) once TensorFlow started.
 
+    Args:
+        name: the command's name, for its messages (`name: error: ...`).
+        define_flags: defines the command's flags in the FlagValues it is given.
+        run: `run(flags)` does the work; returns None, an exit status or results (status 0).
+        argv: the arguments without the program name (default sys.argv[1:]).
+    Returns:
+        The exit status: what `python -m ...` exits with.
+    """
+    from absl import flags
 
-# --- the lines TensorFlow prints while it loads ---------------------------------------------
-#
-# TensorFlow 2.21 logs a few lines while its shared libraries load, before it reads
-# TF_CPP_MIN_LOG_LEVEL, and so whatever that says, twice per process (two libraries):
-#
-#   WARNING: All log messages before absl::InitializeLog() is called are written to STDERR
-#   I0000 00:00:1795758206.439373    5191 port.cc:153] oneDNN custom operations are on. ...
-#   I0000 00:00:1795758206.439748    5191 cudart_stub.cc:31] Could not find cuda drivers ...
-#
-# An entry point applies the level to those lines itself: a line of severity below it (I 0,
-# W 1, E 2) and, at level 1 or more, absl's header line are left out; fatal lines and
-# everything else pass, as they come (a crash while loading still shows its message).
-
-_ABSL_HEADER = "WARNING: All log messages before absl::InitializeLog() is called are written to STDERR"
-_LOG_LINE = re.compile(r"([IWEF])\d{4} \d\d:\d\d:\d+(?:\.\d+)?\s+\d+ \S+:\d+\] ")
-_SEVERITY = {"I": 0, "W": 1, "E": 2, "F": 3}
-
-
-def hidden_loading_line(line, level):
-    """Whether `line` (one line TensorFlow printed while loading) is below TF_CPP_MIN_LOG_LEVEL
-    `level` (an int; 0 shows everything)."""
-    if level >= 1 and line.rstrip("\r\n") == _ABSL_HEADER:
-        return True
-    match = _LOG_LINE.match(line)
-    return bool(match) and _SEVERITY[match.group(1)] < min(level, 3)
-
-
-def min_log_level():
-    """TF_CPP_MIN_LOG_LEVEL as an int (0 when unset or not a number)."""
-    try:
-        return int(os.environ.get("TF_CPP_MIN_LOG_LEVEL", "0"))
-    except ValueError:
-        return 0
-
-
-def filter_loading_lines(level):
-    """Copies stdin's lines to stdout as they come, except those `hidden_loading_line` leaves
-    out at `level`: the process that `filtered_lines` starts runs this."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is for the command: drain to the end
-    source, target = sys.stdin.buffer, sys.stdout.buffer
-    pending = b""
-    while chunk := source.read1(65536):
-        *lines, pending = (pending + chunk).split(b"\n")
-        kept = [line + b"\n" for line in lines if not hidden_loading_line(line.decode("utf-8", "replace"), level)]
-        if kept:
-            target.write(b"".join(kept))
-            target.flush()
-    if pending:
-        target.write(pending)
-        target.flush()
-
-
-@contextlib.contextmanager
-def filtered_lines(level=None):
-    """A pipe (a binary file) whose lines reach this process's stderr (file descriptor 2) as
-    they are written, except those `hidden_loading_line` leaves out at `level` (default
-    TF_CPP_MIN_LOG_LEVEL): give it as another process's stderr, or see `quiet_tensorflow_loading`.
-    The lines pass through a small process of their own, not a thread: what was written
-    reaches stderr even when this process dies. Raises OSError when that process cannot start."""
-    import subprocess
-
-    # this albert_tf's filter, wherever the command was started from (its parent directory first)
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    code = (f"import sys; sys.path.insert(0, {root!r}); from albert_tf.cli import filter_loading_lines; "
-            "filter_loading_lines(int(sys.argv[1]))")
-    sys.stderr.flush()
-    # -u: the filter's own reads and writes unbuffered (it writes each chunk's lines at once)
-    process = subprocess.Popen([sys.executable, "-u", "-c", code, str(min_log_level() if level is None else level)],
-                               stdin=subprocess.PIPE, stdout=2, stderr=2)
-    try:
-        yield process.stdin
-    finally:
-        process.stdin.close()  # the filter's input ends once every other writer is done: it exits
-        process.wait()
-
-
-@contextlib.contextmanager
-def _stderr_filtered(level):
-    with filtered_lines(level) as pipe:
-        sys.stderr.flush()
-        saved = os.dup(2)
-        os.dup2(pipe.fileno(), 2)
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # TensorFlow's C++ INFO and WARNING lines (read once)
+    argv = sys.argv[1:] if argv is None else [str(a) for a in argv]
+    values = flags.FlagValues()
+    define_flags(values)
+    _define_process_flags(values)
+    with _process_state_restored():
         try:
-            yield
-        finally:
-            sys.stderr.flush()
-            os.dup2(saved, 2)
-            os.close(saved)
+            rest = parse_flags(name, [name, *argv], values)
+        except SystemExit as e:
+            return e.code
+        except _HelpRequested as e:
+            _print_help(name, run, values, e.full)
+            return 1
+        if len(rest) > 1:
+            print(f"{name}: error: unexpected arguments {rest[1:]}; every option is a --flag (see --helpfull).",
+                  file=sys.stderr)
+            return 2
+        return run_entry_point(name, run, values)
 
 
-class _QuietLoader(importlib.abc.Loader):
-    """TensorFlow's own loader, run with its stderr filtered (`filtered_lines`)."""
-
-    def __init__(self, loader, level):
-        self.loader, self.level = loader, level
-
-    def create_module(self, spec):
-        return self.loader.create_module(spec)
-
-    def exec_module(self, module):
-        with contextlib.ExitStack() as stack:
-            try:
-                stack.enter_context(_stderr_filtered(self.level))
-            except OSError:  # no stderr to redirect or no interpreter to start: load as is
-                pass
-            try:
-                self.loader.exec_module(module)
-            finally:
-                module.__loader__ = self.loader  # the module keeps TensorFlow's own loader
-                if getattr(module, "__spec__", None) is not None:
-                    module.__spec__.loader = self.loader
+IRREVERSIBLE = ("TensorFlow's op determinism once a run enabled it (--deterministic)",
+                "a multi-worker or TPU strategy's set-up (the cluster stays the process's)",
+                "the physical devices' configuration (threads, memory growth, logical devices) once TensorFlow "
+                "started")
 
 
-class _QuietFinder(importlib.abc.MetaPathFinder):
-    def find_spec(self, name, path=None, target=None):
-        if name != "tensorflow":
-            return None
-        if self in sys.meta_path:
-            sys.meta_path.remove(self)  # once: the real finder from here on
-        spec = importlib.util.find_spec(name)
-        if spec is not None and spec.loader is not None:
-            spec.loader = _QuietLoader(spec.loader, min_log_level())
-        return spec
+# the flags `main` adds to every command's own
+PROCESS_FLAGS = ("help", "helpshort", "helpfull", "verbosity")
 
 
-def quiet_tensorflow_loading():
-    """Makes the process's first `import tensorflow` (wherever it happens, if it has not
-    happened yet) apply TF_CPP_MIN_LOG_LEVEL to the lines TensorFlow prints while it loads
-    (see above); called by `main`, so by every entry point. Does nothing at level 0."""
-    if "tensorflow" in sys.modules or min_log_level() < 1 or not sys.executable:  # (an embedded interpreter)
+class _HelpRequested(Exception):  # neither ValueError nor TypeError: absl's parser lets it through
+    def __init__(self, full):
+        super().__init__("help")
+        self.full = full
+
+
+def _define_process_flags(values):
+    from absl import flags
+
+    class Help(flags.BooleanFlag):
+        def __init__(self, name, short_name, full, text):
+            super().__init__(name, False, text, short_name=short_name)
+            self.full = full
+
+        def parse(self, argument):
+            if self._parse(argument):
+                raise _HelpRequested(self.full)
+
+    for flag in (Help("help", "?", False, "show this help"), Help("helpshort", None, False, "show this help"),
+                 Help("helpfull", None, True, "show full help")):
+        flags.DEFINE_flag(flag, flag_values=values)
+    flags.DEFINE_integer("verbosity", None, "Logging verbosity of absl (and TensorFlow's Python) logging: -1 "
+                         "warnings (the default while a command runs), 0 info, 1 debug.", short_name="v",
+                         flag_values=values)
+
+
+def _print_help(name, run, values, full):
+    """absl's usage text on stdout: the command's docstring, then its flags (with --helpfull
+    also --flagfile, --undefok, --verbosity and the help flags)."""
+    doc = sys.modules[run.__module__].__doc__ or f"\nUSAGE: {name} [flags]\n"
+    shared = {*PROCESS_FLAGS, "flagfile", "undefok"}
+    if full:
+        text = values.get_help()
+    else:
+        text = "\n\n".join(values.module_help(module) for module, module_flags
+                           in sorted(values.flags_by_module_dict().items())
+                           if any(f.name not in shared for f in module_flags))
+    sys.stdout.write(doc + "\nflags:\n" + text + "\n")
+    if not full:
+        sys.stdout.write("\nTry --helpfull to get a list of all flags.\n")
+
+
+@contextlib.contextmanager
+def _process_state_restored():
+    """Puts back what a command changes in the process (see `main`)."""
+    import logging as python_logging
+    import random
+
+    from absl import flags, logging
+
+    handlers = list(python_logging.root.handlers)
+    verbosity = logging.get_verbosity()
+    global_flags_parsed = flags.FLAGS.is_parsed()
+    if not global_flags_parsed:
+        flags.FLAGS.mark_as_parsed()  # else absl's handler prints a "before flag parsing" notice
+    logging.use_absl_handler()
+    python_state = random.getstate()
+    numpy = sys.modules.get("numpy")
+    numpy_state = numpy.random.get_state() if numpy is not None else None
+    keras_state = _keras_state()
+    try:
+        yield
+    finally:
+        _restore_keras_state(keras_state)
+        random.setstate(python_state)
+        if numpy_state is not None:
+            numpy.random.set_state(numpy_state)
+        python_logging.root.handlers[:] = handlers
+        logging.set_verbosity(verbosity)
+        if not global_flags_parsed:
+            flags.FLAGS.unparse_flags()
+
+
+def _keras_state():
+    """(dtype policy name, Keras' global seed, TensorFlow's global seed), or None when
+    Keras was not imported yet (then its defaults are what to put back)."""
+    if "keras" not in sys.modules:
+        return None
+    import keras
+    from keras.src.backend.common import global_state
+
+    tf_seed = None
+    if "tensorflow" in sys.modules:
+        from tensorflow.python.eager import context
+
+        tf_seed = context.global_seed()
+    return keras.config.dtype_policy().name, global_state.get_global_attribute("global_random_seed"), tf_seed
+
+
+def _restore_keras_state(state):
+    if "keras" not in sys.modules:
         return
-    if not any(isinstance(f, _QuietFinder) for f in sys.meta_path):
-        sys.meta_path.insert(0, _QuietFinder())
+    import keras
+    from keras.src.backend.common import global_state
 
+    policy, seed, tf_seed = state if state is not None else ("float32", None, None)
+    keras.config.set_dtype_policy(policy)
+    global_state.set_global_attribute("global_random_seed", seed)
+    if "tensorflow" in sys.modules:
+        import tensorflow as tf
 
-def _main(name, run, argv):
-    if len(argv) > 1:
-        print(f"{name}: error: unexpected arguments {argv[1:]}; every option is a --flag (see --helpfull).",
-              file=sys.stderr)
-        return 2
-    return run_entry_point(name, run)
+        tf.random.set_seed(tf_seed)
 
 
 def define_dtype_policy_flag(flag_values=None, default="auto", what="training and evaluation"):
@@ -362,7 +372,7 @@ def given_flags(f):
     values = {}
     for name in f:
         module = f.find_module_defining_flag(name)
-        if module is not None and not module.startswith("absl"):
+        if f[name].name == name and name not in PROCESS_FLAGS and module is not None and not module.startswith("absl"):
             values[name] = f[name].value
     return values
 

@@ -132,8 +132,21 @@ def report(summary, stream=None, errors=None):
               f"{', '.join(summary['non_utf8_line_examples'][:5])}", file=errors)
 
 
+def main(argv=None):
+    """`create_pretraining_data ARGV` in this process: returns its exit status
+    (albert_tf.cli.main: its own flags, the process's state put back; not undone:
+    cli.IRREVERSIBLE).
+
+    Args:
+        argv: the arguments, without the program name (default sys.argv[1:]).
+    """
+    from albert_tf import cli
+
+    return cli.main("create_pretraining_data", define_flags, run, argv)
+
+
 def entry():
-    cli.main("create_pretraining_data", define_flags, run)
+    sys.exit(main())
 
 
 if __name__ == "__main__":

@@ -21,6 +21,7 @@ Keras model.
 
 import json
 import os
+import sys
 
 from absl import flags
 
@@ -132,8 +133,21 @@ def run(f):
     return 0
 
 
+def main(argv=None):
+    """`export_litert ARGV` in this process: returns its exit status
+    (albert_tf.cli.main: its own flags, the process's state put back; not undone:
+    cli.IRREVERSIBLE).
+
+    Args:
+        argv: the arguments, without the program name (default sys.argv[1:]).
+    """
+    from albert_tf import cli
+
+    return cli.main("export_litert", define_flags, run, argv)
+
+
 def entry():
-    cli.main("export_litert", define_flags, run)
+    sys.exit(main())
 
 
 if __name__ == "__main__":

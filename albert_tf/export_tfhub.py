@@ -15,6 +15,7 @@ policy) is EXPORT_PATH/.albert_tf_output.json's "made_by" (albert_tf.storage.pro
 """
 
 import os
+import sys
 
 from absl import flags
 
@@ -100,8 +101,21 @@ def export(albert_config_file, checkpoint, spm_model_file, export_path, with_mlm
     return path
 
 
+def main(argv=None):
+    """`export_tfhub ARGV` in this process: returns its exit status
+    (albert_tf.cli.main: its own flags, the process's state put back; not undone:
+    cli.IRREVERSIBLE).
+
+    Args:
+        argv: the arguments, without the program name (default sys.argv[1:]).
+    """
+    from albert_tf import cli
+
+    return cli.main("export_tfhub", define_flags, run, argv)
+
+
 def entry():
-    cli.main("export_tfhub", define_flags, run)
+    sys.exit(main())
 
 
 if __name__ == "__main__":

@@ -107,10 +107,10 @@ def write_csv(rows, path):
     return path
 
 
-def define_flags():
+def define_flags(flag_values):
     from absl import flags
 
-    flags.DEFINE_string("output_dir", "results", "Directory for param_table.csv.")
+    flags.DEFINE_string("output_dir", "results", "Directory for param_table.csv.", flag_values=flag_values)
 
 
 def run(f):
@@ -137,8 +137,21 @@ def write_table(output_dir, stream=None):
     return 0
 
 
+def main(argv=None):
+    """`param_table ARGV` in this process: returns its exit status
+    (albert_tf.cli.main: its own flags, the process's state put back; not undone:
+    cli.IRREVERSIBLE).
+
+    Args:
+        argv: the arguments, without the program name (default sys.argv[1:]).
+    """
+    from albert_tf import cli
+
+    return cli.main("param_table", define_flags, run, argv)
+
+
 def entry():
-    cli.main("param_table", define_flags, run)
+    sys.exit(main())
 
 
 if __name__ == "__main__":

@@ -22,6 +22,8 @@ anything else is refused with exit status 2 before any work.
 """
 
 
+import sys
+
 from absl import flags
 
 from albert_tf import cli
@@ -110,8 +112,21 @@ def run(f, stream=None):
     return cli.run_task(classification, *options_from_flags(f), stream)
 
 
+def main(argv=None):
+    """`run_classifier ARGV` in this process: returns its exit status
+    (albert_tf.cli.main: its own flags, the process's state put back; not undone:
+    cli.IRREVERSIBLE).
+
+    Args:
+        argv: the arguments, without the program name (default sys.argv[1:]).
+    """
+    from albert_tf import cli
+
+    return cli.main("run_classifier", define_flags, run, argv)
+
+
 def entry():
-    cli.main("run_classifier", define_flags, run)
+    sys.exit(main())
 
 
 if __name__ == "__main__":

@@ -237,8 +237,21 @@ def _run(f, stream):
     return results
 
 
+def main(argv=None):
+    """`run_pretraining ARGV` in this process: returns its exit status
+    (albert_tf.cli.main: its own flags, the process's state put back; not undone:
+    cli.IRREVERSIBLE).
+
+    Args:
+        argv: the arguments, without the program name (default sys.argv[1:]).
+    """
+    from albert_tf import cli
+
+    return cli.main("run_pretraining", define_flags, run, argv)
+
+
 def entry():
-    cli.main("run_pretraining", define_flags, run)
+    sys.exit(main())
 
 
 if __name__ == "__main__":

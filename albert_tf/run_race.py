@@ -30,6 +30,8 @@ probabilities). --export_dir: a SavedModel answering raw (article, question, opt
 """
 
 
+import sys
+
 from absl import flags
 
 from albert_tf import cli
@@ -118,8 +120,21 @@ def run(f, stream=None):
     return cli.run_task(race, *options_from_flags(f), stream)
 
 
+def main(argv=None):
+    """`run_race ARGV` in this process: returns its exit status
+    (albert_tf.cli.main: its own flags, the process's state put back; not undone:
+    cli.IRREVERSIBLE).
+
+    Args:
+        argv: the arguments, without the program name (default sys.argv[1:]).
+    """
+    from albert_tf import cli
+
+    return cli.main("run_race", define_flags, run, argv)
+
+
 def entry():
-    cli.main("run_race", define_flags, run)
+    sys.exit(main())
 
 
 if __name__ == "__main__":

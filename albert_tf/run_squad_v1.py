@@ -34,6 +34,8 @@ character span; v2 also no_answer_score), with qa_info.json beside it. --output_
 """
 
 
+import sys
+
 from absl import flags
 
 from albert_tf import cli
@@ -134,8 +136,21 @@ def run(f, stream=None, version="v1"):
     return cli.run_task(squad, *options_from_flags(f, version), stream)
 
 
+def main(argv=None):
+    """`run_squad_v1 ARGV` in this process: returns its exit status
+    (albert_tf.cli.main: its own flags, the process's state put back; not undone:
+    cli.IRREVERSIBLE).
+
+    Args:
+        argv: the arguments, without the program name (default sys.argv[1:]).
+    """
+    from albert_tf import cli
+
+    return cli.main("run_squad_v1", define_flags, run, argv)
+
+
 def entry():
-    cli.main("run_squad_v1", define_flags, run)
+    sys.exit(main())
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@ questions the head calls unanswerable (a WARNING when nearly all).
 """
 
 import functools
+import sys
 
 from albert_tf import cli, run_squad_v1
 
@@ -25,8 +26,21 @@ def run(f, stream=None):
     return run_squad_v1.run(f, stream=stream, version="v2")
 
 
+def main(argv=None):
+    """`run_squad_v2 ARGV` in this process: returns its exit status
+    (albert_tf.cli.main: its own flags, the process's state put back; not undone:
+    cli.IRREVERSIBLE).
+
+    Args:
+        argv: the arguments, without the program name (default sys.argv[1:]).
+    """
+    from albert_tf import cli
+
+    return cli.main("run_squad_v2", define_flags, run, argv)
+
+
 def entry():
-    cli.main("run_squad_v2", define_flags, run)
+    sys.exit(main())
 
 
 if __name__ == "__main__":

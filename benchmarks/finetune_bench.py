@@ -141,55 +141,73 @@ SHORT = {"finetune_examples_per_second": "fine-tune", "eval_examples_per_second"
          "latency_p50_ms": "p50", "latency_p99_ms": "p99", "batch32_examples_per_second": "batch"}
 
 
-def define_flags():
+def define_flags(flag_values):
     from absl import flags
 
-    flags.DEFINE_integer("repeats", 3, "Interleaved rounds; the median is reported.")
-    flags.DEFINE_integer("steps", 8, "Timed training steps per round and system.")
-    flags.DEFINE_integer("warmup_steps", 2, "Untimed training steps before the rounds (tracing).")
-    flags.DEFINE_integer("calls", 100, "Timed one-request calls per round and system (p50, p99).")
-    flags.DEFINE_integer("latency_warmup", 10, "Untimed one-request calls before the rounds.")
-    flags.DEFINE_integer("throughput_batches", 4, "Timed requests of --batch_size dev sentences per round and system.")
-    flags.DEFINE_integer("batch_size", 32, "Training, evaluation and request batch size.")
-    flags.DEFINE_integer("max_seq_length", 128, "max_seq_length (keras-hub's sequence_length).")
-    flags.DEFINE_float("learning_rate", 5e-5, "Peak learning rate (linear decay to 0 over all training steps).")
-    flags.DEFINE_integer("seed", 12345, "Seed of every system's initial weights and data order.")
+    flags.DEFINE_integer("repeats", 3, "Interleaved rounds; the median is reported.", flag_values=flag_values)
+    flags.DEFINE_integer("steps", 8, "Timed training steps per round and system.", flag_values=flag_values)
+    flags.DEFINE_integer("warmup_steps", 2, "Untimed training steps before the rounds (tracing).",
+                         flag_values=flag_values)
+    flags.DEFINE_integer("calls", 100, "Timed one-request calls per round and system (p50, p99).",
+                         flag_values=flag_values)
+    flags.DEFINE_integer("latency_warmup", 10, "Untimed one-request calls before the rounds.", flag_values=flag_values)
+    flags.DEFINE_integer("throughput_batches", 4, "Timed requests of --batch_size dev sentences per round and system.",
+                         flag_values=flag_values)
+    flags.DEFINE_integer("batch_size", 32, "Training, evaluation and request batch size.", flag_values=flag_values)
+    flags.DEFINE_integer("max_seq_length", 128, "max_seq_length (keras-hub's sequence_length).",
+                         flag_values=flag_values)
+    flags.DEFINE_float("learning_rate", 5e-5, "Peak learning rate (linear decay to 0 over all training steps).",
+                       flag_values=flag_values)
+    flags.DEFINE_integer("seed", 12345, "Seed of every system's initial weights and data order.",
+                         flag_values=flag_values)
     flags.DEFINE_integer("vocab_size", SAMPLE_VOCAB_SIZE, "SentencePiece pieces (albert_base has 30000; the "
-                         "sample corpus allows at most 18,075).")
-    flags.DEFINE_float("corpus_mb", 10.4, "Sample corpus size the SentencePiece model is trained on.")
-    flags.DEFINE_string("data_dir", DATA_DIR, "train.tsv and dev.tsv with columns sentence, label.")
-    flags.DEFINE_integer("max_dev_examples", 0, "Use the first N dev examples (0: all).")
-    flags.DEFINE_list("systems", list(SYSTEMS), "Which of albert_tf, keras_hub, hf to run.")
-    flags.DEFINE_string("hf_python", DEFAULT_HF_PYTHON, "Python of the transformers peer's venv.")
-    flags.DEFINE_bool("jit_compile", False, "albert_tf: compile forward + backward with XLA.")
+                         "sample corpus allows at most 18,075).", flag_values=flag_values)
+    flags.DEFINE_float("corpus_mb", 10.4, "Sample corpus size the SentencePiece model is trained on.",
+                       flag_values=flag_values)
+    flags.DEFINE_string("data_dir", DATA_DIR, "train.tsv and dev.tsv with columns sentence, label.",
+                        flag_values=flag_values)
+    flags.DEFINE_integer("max_dev_examples", 0, "Use the first N dev examples (0: all).", flag_values=flag_values)
+    flags.DEFINE_list("systems", list(SYSTEMS), "Which of albert_tf, keras_hub, hf to run.", flag_values=flag_values)
+    flags.DEFINE_string("hf_python", DEFAULT_HF_PYTHON, "Python of the transformers peer's venv.",
+                        flag_values=flag_values)
+    flags.DEFINE_bool("jit_compile", False, "albert_tf: compile forward + backward with XLA.", flag_values=flag_values)
     flags.DEFINE_list("dtype_policies", ["auto"], "The dtype policies albert_tf (buckets, padding skipped) and "
                       "keras-hub run at, each resolved by albert_tf.training.precision (auto: mixed_bfloat16 only "
                       "on native-bf16 hardware). With two or more, systems are named system@policy and the "
-                      "bucketing variants run at the first only; e.g. float32,mixed_bfloat16.")
+                      "bucketing variants run at the first only; e.g. float32,mixed_bfloat16.", flag_values=flag_values)
     flags.DEFINE_enum("keras_hub_jit_compile", "auto", ["auto", "true", "false"],
-                      "keras-hub compile(jit_compile=...); auto is Keras' default (off on CPU-only machines).")
+                      "keras-hub compile(jit_compile=...); auto is Keras' default (off on CPU-only machines).",
+                      flag_values=flag_values)
     flags.DEFINE_integer("accuracy_steps", 400, "The accuracy run: every system trained anew from one initial "
                          "model for this many steps (same seed, batch and schedule), then its dev accuracy; 0: no "
-                         "accuracy run.")
+                         "accuracy run.", flag_values=flag_values)
     flags.DEFINE_enum("accuracy_config", "demo", list(ACCURACY_CONFIGS), "The accuracy run's model dims: demo "
                       "(configs/albert_demo.json: H 64, L 4), small (H 128, L 4), tiny (H 64, L 2) or base "
-                      "(albert_base: hours for keras-hub on a CPU).")
+                      "(albert_base: hours for keras-hub on a CPU).", flag_values=flag_values)
     flags.DEFINE_integer("accuracy_pretrain_steps", 800, "The accuracy run starts from a model pretrained this many "
                          "LAMB steps (configs/demo.flags) on --accuracy_pretrain_corpus_mb of the sample corpus, "
-                         "made once and reused from --output_dir/accuracy/pretrain; 0: from random weights.")
-    flags.DEFINE_float("accuracy_pretrain_corpus_mb", 1.5, "Sample corpus megabytes of that pretraining.")
+                         "made once and reused from --output_dir/accuracy/pretrain; 0: from random weights.",
+                         flag_values=flag_values)
+    flags.DEFINE_float("accuracy_pretrain_corpus_mb", 1.5, "Sample corpus megabytes of that pretraining.",
+                       flag_values=flag_values)
     flags.DEFINE_integer("accuracy_seeds", 8, "The accuracy run's seeds (each: a new head and batch order, every "
-                         "system trained from it); a system's dev accuracy is its mean over them.")
+                         "system trained from it); a system's dev accuracy is its mean over them.",
+                         flag_values=flag_values)
     flags.DEFINE_list("accuracy_systems", ["albert_tf", "keras_hub", "hf"], "The accuracy run's systems (of those "
                       f"--systems runs): any of {', '.join(ACCURACY_SYSTEMS)}. albert_tf's other variants compute "
-                      "the same function (tested), so by default only the one users get is trained.")
+                      "the same function (tested), so by default only the one users get is trained.",
+                      flag_values=flag_values)
     flags.DEFINE_float("accuracy_dropout", 0.0, "The accuracy run's dropout (hidden, attention, classifier): 0, "
-                       "so that every system computes the same function (dropout masks differ between frameworks).")
+                       "so that every system computes the same function (dropout masks differ between frameworks).",
+                       flag_values=flag_values)
     flags.DEFINE_float("accuracy_learning_rate", 2e-4, "The accuracy run's peak learning rate (linear decay to 0). "
-                       "Rounding alone moved albert_tf's variants 1.8 points apart at 5e-4, and 0 to 2.2 at 2e-4 (by seed).")
-    flags.DEFINE_string("output_dir", "results/finetune_bench", "Where results (and the SentencePiece model) go.")
+                       "Rounding alone moved albert_tf's variants 1.8 points apart at 5e-4, and 0 to 2.2 at 2e-4 (by seed).",
+                       flag_values=flag_values)
+    flags.DEFINE_string("output_dir", "results/finetune_bench", "Where results (and the SentencePiece model) go.",
+                        flag_values=flag_values)
     flags.DEFINE_bool("tiny", False, "Smoke test: a 2-layer hidden-64 config, few steps and calls, 64 dev "
-                      "examples, a 1000-piece SentencePiece model (flags given explicitly still win).")
+                      "examples, a 1000-piece SentencePiece model (flags given explicitly still win).",
+                      flag_values=flag_values)
 
 
 def cpu_bf16_flags():
@@ -1173,8 +1191,21 @@ def run(f):
     return 0
 
 
+def main(argv=None):
+    """`finetune_bench ARGV` in this process: returns its exit status
+    (albert_tf.cli.main: its own flags, the process's state put back; not undone:
+    cli.IRREVERSIBLE).
+
+    Args:
+        argv: the arguments, without the program name (default sys.argv[1:]).
+    """
+    from albert_tf import cli
+
+    return cli.main("finetune_bench", define_flags, run, argv)
+
+
 def entry():
-    cli.main("finetune_bench", define_flags, run)
+    sys.exit(main())
 
 
 if __name__ == "__main__":

@@ -39,6 +39,7 @@ change to the other ops could gain. Writes results.json and results.csv in
 import csv
 import os
 import statistics
+import sys
 import time
 
 from finetune_bench import cpu_bf16_flags  # benchmarks/ is on sys.path
@@ -147,25 +148,28 @@ def op_profile(fn, calls, logdir):
             "matmul_share": round(matmul, 4), "ops": rows, "trace_dir": logdir}
 
 
-def define_flags():
+def define_flags(flag_values):
     from absl import flags
 
-    flags.DEFINE_integer("repeats", 3, "Interleaved rounds; the median is reported.")
-    flags.DEFINE_integer("calls", 20, "Timed calls per round and variant.")
-    flags.DEFINE_integer("warmup_calls", 3, "Untimed calls per variant before the rounds.")
-    flags.DEFINE_integer("batch_size", 16, "Rows per call.")
-    flags.DEFINE_integer("seq_length", 128, "Fixed sequence length (every position real).")
-    flags.DEFINE_integer("seed", 12345, "Seed of the weights and inputs.")
-    cli.define_dtype_policy_flag(what="the exported encoder and keras-hub's backbone (the same policy for both)")
+    flags.DEFINE_integer("repeats", 3, "Interleaved rounds; the median is reported.", flag_values=flag_values)
+    flags.DEFINE_integer("calls", 20, "Timed calls per round and variant.", flag_values=flag_values)
+    flags.DEFINE_integer("warmup_calls", 3, "Untimed calls per variant before the rounds.", flag_values=flag_values)
+    flags.DEFINE_integer("batch_size", 16, "Rows per call.", flag_values=flag_values)
+    flags.DEFINE_integer("seq_length", 128, "Fixed sequence length (every position real).", flag_values=flag_values)
+    flags.DEFINE_integer("seed", 12345, "Seed of the weights and inputs.", flag_values=flag_values)
+    cli.define_dtype_policy_flag(what="the exported encoder and keras-hub's backbone (the same policy for both)",
+                                 flag_values=flag_values)
     flags.DEFINE_integer("vocab_size", SAMPLE_VOCAB_SIZE, "SentencePiece pieces (albert_base has 30000; the "
-                         "sample corpus allows at most 18,075).")
-    flags.DEFINE_float("corpus_mb", 10.4, "Sample corpus size the SentencePiece model is trained on.")
+                         "sample corpus allows at most 18,075).", flag_values=flag_values)
+    flags.DEFINE_float("corpus_mb", 10.4, "Sample corpus size the SentencePiece model is trained on.",
+                       flag_values=flag_values)
     flags.DEFINE_integer("profile_calls", 2, "Calls traced with tf.profiler per profiled variant (albert_tf's "
                          "signature, its XLA export's, keras-hub's fastest variant) after the rounds, for the "
-                         "op-level table op_profile.json/csv; 0 turns the profile off.")
-    flags.DEFINE_string("output_dir", "results/inference_bench", "Where results (and the export) go.")
+                         "op-level table op_profile.json/csv; 0 turns the profile off.", flag_values=flag_values)
+    flags.DEFINE_string("output_dir", "results/inference_bench", "Where results (and the export) go.",
+                        flag_values=flag_values)
     flags.DEFINE_bool("tiny", False, "Smoke test: a 2-layer hidden-64 config, few calls, a 1000-piece "
-                      "SentencePiece model (flags given explicitly still win).")
+                      "SentencePiece model (flags given explicitly still win).", flag_values=flag_values)
 
 
 def run(f):
@@ -376,8 +380,21 @@ def run(f):
     return 0
 
 
+def main(argv=None):
+    """`inference_bench ARGV` in this process: returns its exit status
+    (albert_tf.cli.main: its own flags, the process's state put back; not undone:
+    cli.IRREVERSIBLE).
+
+    Args:
+        argv: the arguments, without the program name (default sys.argv[1:]).
+    """
+    from albert_tf import cli
+
+    return cli.main("inference_bench", define_flags, run, argv)
+
+
 def entry():
-    cli.main("inference_bench", define_flags, run)
+    sys.exit(main())
 
 
 if __name__ == "__main__":

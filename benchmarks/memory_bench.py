@@ -62,20 +62,27 @@ GLOBAL_BATCH = 4096  # the paper's
 GB = 1024 ** 3
 
 
-def define_flags():
+def define_flags(flag_values):
     from absl import flags
 
-    flags.DEFINE_list("sizes", ["base", "large", "xxlarge"], "ALBERT sizes: tiny, base, large, xlarge, xxlarge.")
-    flags.DEFINE_list("seqs", ["128", "512"], "Sequence lengths T.")
-    flags.DEFINE_list("batches", ["1", "2", "4", "8"], "Micro-batches B (one device, one slice).")
-    flags.DEFINE_list("systems", list(SYSTEMS), f"Systems, of {', '.join(SYSTEMS)}.")
-    flags.DEFINE_list("policies", ["float32", "auto"], "float32, mixed_bfloat16 or auto (this machine's choice).")
-    flags.DEFINE_integer("steps", 2, "Timed steps per cell and round (after one warm-up step).")
-    flags.DEFINE_integer("rounds", 1, "Interleaved rounds (5 or more for the step-time target).")
-    flags.DEFINE_float("budget_gb", 16.0, "A device's memory: the largest micro-batch whose training memory fits.")
-    flags.DEFINE_float("cap_gb", None, "Kill a cell above this resident memory (default: 90% of MemAvailable).")
-    flags.DEFINE_integer("cell_timeout", 3600, "Seconds before a cell is stopped.")
-    flags.DEFINE_string("output_dir", "results/memory", "Where results go.")
+    flags.DEFINE_list("sizes", ["base", "large", "xxlarge"], "ALBERT sizes: tiny, base, large, xlarge, xxlarge.",
+                      flag_values=flag_values)
+    flags.DEFINE_list("seqs", ["128", "512"], "Sequence lengths T.", flag_values=flag_values)
+    flags.DEFINE_list("batches", ["1", "2", "4", "8"], "Micro-batches B (one device, one slice).",
+                      flag_values=flag_values)
+    flags.DEFINE_list("systems", list(SYSTEMS), f"Systems, of {', '.join(SYSTEMS)}.", flag_values=flag_values)
+    flags.DEFINE_list("policies", ["float32", "auto"], "float32, mixed_bfloat16 or auto (this machine's choice).",
+                      flag_values=flag_values)
+    flags.DEFINE_integer("steps", 2, "Timed steps per cell and round (after one warm-up step).",
+                         flag_values=flag_values)
+    flags.DEFINE_integer("rounds", 1, "Interleaved rounds (5 or more for the step-time target).",
+                         flag_values=flag_values)
+    flags.DEFINE_float("budget_gb", 16.0, "A device's memory: the largest micro-batch whose training memory fits.",
+                       flag_values=flag_values)
+    flags.DEFINE_float("cap_gb", None, "Kill a cell above this resident memory (default: 90% of MemAvailable).",
+                       flag_values=flag_values)
+    flags.DEFINE_integer("cell_timeout", 3600, "Seconds before a cell is stopped.", flag_values=flag_values)
+    flags.DEFINE_string("output_dir", "results/memory", "Where results go.", flag_values=flag_values)
 
 
 def mem_available():
@@ -423,10 +430,21 @@ def run(f):
     return 0
 
 
-def entry():
+def main(argv=None):
+    """`memory_bench ARGV` in this process: returns its exit status
+    (albert_tf.cli.main: its own flags, the process's state put back; not undone:
+    cli.IRREVERSIBLE).
+
+    Args:
+        argv: the arguments, without the program name (default sys.argv[1:]).
+    """
     from albert_tf import cli
 
-    cli.main("memory_bench", define_flags, run)
+    return cli.main("memory_bench", define_flags, run, argv)
+
+
+def entry():
+    sys.exit(main())
 
 
 if __name__ == "__main__":

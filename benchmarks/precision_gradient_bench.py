@@ -41,14 +41,15 @@ GROUPS = {"all": "", "word_embeddings": "embeddings/word_embeddings", "query_ker
           "attention_output_kernel": "attention/dense/kernel", "span_head": "squad/"}
 
 
-def define_flags():
+def define_flags(flag_values):
     from absl import flags
 
-    flags.DEFINE_string("data_dir", None, "precision_learning_bench's data folder (made here when absent).")
+    flags.DEFINE_string("data_dir", None, "precision_learning_bench's data folder (made here when absent).",
+                        flag_values=flag_values)
     flags.DEFINE_string("init_checkpoint", None, "A run_squad_v1 output_dir of that model: its newest checkpoint "
-                        "(default: random weights, seed 1).")
-    flags.DEFINE_integer("windows", 256, "Training windows in the one batch.")
-    flags.DEFINE_string("output_dir", "results/precision_gradient", "Where results go.")
+                        "(default: random weights, seed 1).", flag_values=flag_values)
+    flags.DEFINE_integer("windows", 256, "Training windows in the one batch.", flag_values=flag_values)
+    flags.DEFINE_string("output_dir", "results/precision_gradient", "Where results go.", flag_values=flag_values)
 
 
 def relative_error(ours, reference):
@@ -167,8 +168,19 @@ def run(f):
     return 0
 
 
-if __name__ == "__main__":
-    sys.path.insert(0, ROOT)
+def main(argv=None):
+    """`precision_gradient_bench ARGV` in this process: returns its exit status
+    (albert_tf.cli.main: its own flags, the process's state put back; not undone:
+    cli.IRREVERSIBLE).
+
+    Args:
+        argv: the arguments, without the program name (default sys.argv[1:]).
+    """
     from albert_tf import cli
 
-    cli.main("precision_gradient_bench", define_flags, run)
+    return cli.main("precision_gradient_bench", define_flags, run, argv)
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, ROOT)
+    sys.exit(main())

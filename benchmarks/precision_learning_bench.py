@@ -63,18 +63,22 @@ METRIC = {"squad_v1": ("f1", 1.0), "squad_v2": ("f1", 1.0), "race": ("accuracy",
           "classification": ("accuracy", 100.0), "pretraining": ("loss", 1.0)}
 
 
-def define_flags():
+def define_flags(flag_values):
     from absl import flags
 
     flags.DEFINE_list("tasks", list(TASKS), f"Tasks: {', '.join(TASKS)}; TASK:START runs one start only "
-                      "(e.g. squad_v1:random).")
-    flags.DEFINE_list("starts", list(STARTS), "random, pretrained (pretraining always starts from random).")
-    flags.DEFINE_integer("seeds", 3, "Seeds per task, start and policy.")
-    flags.DEFINE_float("leave_factor", 1.25, "Leaving the plateau: training loss <= this x float32's mean final loss.")
-    flags.DEFINE_string("output_dir", "results/precision_learning", "Where data, runs and results go.")
-    flags.DEFINE_bool("tiny", False, "Smoke test: tiny data, short runs (plumbing only; no verdict is meaningful).")
+                      "(e.g. squad_v1:random).", flag_values=flag_values)
+    flags.DEFINE_list("starts", list(STARTS), "random, pretrained (pretraining always starts from random).",
+                      flag_values=flag_values)
+    flags.DEFINE_integer("seeds", 3, "Seeds per task, start and policy.", flag_values=flag_values)
+    flags.DEFINE_float("leave_factor", 1.25, "Leaving the plateau: training loss <= this x float32's mean final loss.",
+                       flag_values=flag_values)
+    flags.DEFINE_string("output_dir", "results/precision_learning", "Where data, runs and results go.",
+                        flag_values=flag_values)
+    flags.DEFINE_bool("tiny", False, "Smoke test: tiny data, short runs (plumbing only; no verdict is meaningful).",
+                      flag_values=flag_values)
     flags.DEFINE_integer("classifier_steps", None, "Classification budget in steps (default: 400, --tiny 10); "
-                         "another budget is another --output_dir.")
+                         "another budget is another --output_dir.", flag_values=flag_values)
 
 
 def plan_of(tasks, starts):
@@ -337,8 +341,19 @@ def run(f):
     return 0
 
 
-if __name__ == "__main__":
-    sys.path.insert(0, ROOT)
+def main(argv=None):
+    """`precision_learning_bench ARGV` in this process: returns its exit status
+    (albert_tf.cli.main: its own flags, the process's state put back; not undone:
+    cli.IRREVERSIBLE).
+
+    Args:
+        argv: the arguments, without the program name (default sys.argv[1:]).
+    """
     from albert_tf import cli
 
-    cli.main("precision_learning_bench", define_flags, run)
+    return cli.main("precision_learning_bench", define_flags, run, argv)
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, ROOT)
+    sys.exit(main())

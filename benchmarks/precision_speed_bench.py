@@ -47,15 +47,17 @@ TINY = {"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 2, "in
         "embedding_size": 32, "vocab_size": 3000}
 
 
-def define_flags():
+def define_flags(flag_values):
     from absl import flags
 
-    flags.DEFINE_integer("repeats", 5, "Interleaved rounds; the median is reported.")
-    flags.DEFINE_integer("train_steps", 6, "Timed training steps per round (pretraining and fine-tuning).")
-    flags.DEFINE_integer("calls", 20, "Timed serving calls per round.")
-    flags.DEFINE_list("parts", ["pretraining", "finetuning", "serving"], "Which of (a), (b), (c) to run.")
-    flags.DEFINE_string("output_dir", "results/precision_speed", "Where results go.")
-    flags.DEFINE_bool("tiny", False, "Smoke test: tiny configs, few steps.")
+    flags.DEFINE_integer("repeats", 5, "Interleaved rounds; the median is reported.", flag_values=flag_values)
+    flags.DEFINE_integer("train_steps", 6, "Timed training steps per round (pretraining and fine-tuning).",
+                         flag_values=flag_values)
+    flags.DEFINE_integer("calls", 20, "Timed serving calls per round.", flag_values=flag_values)
+    flags.DEFINE_list("parts", ["pretraining", "finetuning", "serving"], "Which of (a), (b), (c) to run.",
+                      flag_values=flag_values)
+    flags.DEFINE_string("output_dir", "results/precision_speed", "Where results go.", flag_values=flag_values)
+    flags.DEFINE_bool("tiny", False, "Smoke test: tiny configs, few steps.", flag_values=flag_values)
 
 
 def classifier_trainer(config, policy, spm_model):
@@ -235,8 +237,19 @@ def run(f):
     return 0
 
 
-if __name__ == "__main__":
-    sys.path.insert(0, ROOT)
+def main(argv=None):
+    """`precision_speed_bench ARGV` in this process: returns its exit status
+    (albert_tf.cli.main: its own flags, the process's state put back; not undone:
+    cli.IRREVERSIBLE).
+
+    Args:
+        argv: the arguments, without the program name (default sys.argv[1:]).
+    """
     from albert_tf import cli
 
-    cli.main("precision_speed_bench", define_flags, run)
+    return cli.main("precision_speed_bench", define_flags, run, argv)
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, ROOT)
+    sys.exit(main())

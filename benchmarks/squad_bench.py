@@ -37,6 +37,7 @@ import importlib.util
 import json
 import os
 import statistics
+import sys
 import time
 
 from train_step_bench import matmul_peak_gflops  # the same peak measurement (benchmarks/ is on sys.path)
@@ -53,22 +54,26 @@ TINY_CONFIG = {"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads":
 WARMUP_STEPS = 2
 
 
-def define_flags():
+def define_flags(flag_values):
     from absl import flags
 
-    flags.DEFINE_integer("runs", 3, "Runs (each times conversion, then training); the median is reported.")
-    flags.DEFINE_integer("steps", 4, "Timed training steps per run.")
-    flags.DEFINE_integer("batch_size", 8, "Training batch size.")
-    flags.DEFINE_integer("num_questions", 2000, "SQuAD v1.1 questions made by make_dataset.")
-    flags.DEFINE_integer("max_context_chars", 600, "make_dataset's longest context in characters (>= 200).")
+    flags.DEFINE_integer("runs", 3, "Runs (each times conversion, then training); the median is reported.",
+                         flag_values=flag_values)
+    flags.DEFINE_integer("steps", 4, "Timed training steps per run.", flag_values=flag_values)
+    flags.DEFINE_integer("batch_size", 8, "Training batch size.", flag_values=flag_values)
+    flags.DEFINE_integer("num_questions", 2000, "SQuAD v1.1 questions made by make_dataset.", flag_values=flag_values)
+    flags.DEFINE_integer("max_context_chars", 600, "make_dataset's longest context in characters (>= 200).",
+                         flag_values=flag_values)
     flags.DEFINE_integer("vocab_size", SAMPLE_VOCAB_SIZE, "SentencePiece pieces (albert_base has 30000; the "
-                         "sample corpus allows at most 18,075).")
-    flags.DEFINE_float("corpus_mb", 10.4, "Sample corpus size the SentencePiece model is trained on.")
-    flags.DEFINE_bool("jit_compile", False, "Compile forward + backward with XLA.")
-    cli.define_dtype_policy_flag()
-    flags.DEFINE_string("output_dir", "results/squad_bench", "Where results (and the SentencePiece model) go.")
+                         "sample corpus allows at most 18,075).", flag_values=flag_values)
+    flags.DEFINE_float("corpus_mb", 10.4, "Sample corpus size the SentencePiece model is trained on.",
+                       flag_values=flag_values)
+    flags.DEFINE_bool("jit_compile", False, "Compile forward + backward with XLA.", flag_values=flag_values)
+    cli.define_dtype_policy_flag(flag_values=flag_values)
+    flags.DEFINE_string("output_dir", "results/squad_bench", "Where results (and the SentencePiece model) go.",
+                        flag_values=flag_values)
     flags.DEFINE_bool("tiny", False, "Smoke test: a 2-layer hidden-64 config, seq 128 (doc_stride 48); pass small "
-                      "--num_questions / --vocab_size / --corpus_mb too.")
+                      "--num_questions / --vocab_size / --corpus_mb too.", flag_values=flag_values)
 
 
 def cpu_model():
@@ -235,8 +240,21 @@ def run(f):
     return 0
 
 
+def main(argv=None):
+    """`squad_bench ARGV` in this process: returns its exit status
+    (albert_tf.cli.main: its own flags, the process's state put back; not undone:
+    cli.IRREVERSIBLE).
+
+    Args:
+        argv: the arguments, without the program name (default sys.argv[1:]).
+    """
+    from albert_tf import cli
+
+    return cli.main("squad_bench", define_flags, run, argv)
+
+
 def entry():
-    cli.main("squad_bench", define_flags, run)
+    sys.exit(main())
 
 
 if __name__ == "__main__":

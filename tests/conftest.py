@@ -84,20 +84,13 @@ def write_tiny_config(directory, **overrides):
 
 
 def run_in_process(module, args, capsys):
-    """`python -m albert_tf.NAME ARGS` (module: the imported entry point, e.g. run_classifier) in
-    this process, its flags in a FlagValues of its own: SimpleNamespace(returncode, stdout, stderr)."""
+    """`python -m albert_tf.NAME ARGS` (module: the imported entry point, e.g. run_classifier, or a
+    tool from load_tool) in this process through its `main(argv)`: SimpleNamespace(returncode,
+    stdout, stderr) of what it printed."""
     import types
 
-    from absl import flags
-
-    from albert_tf import cli
-
-    name = module.__name__.rsplit(".", 1)[-1]
-    values = flags.FlagValues()
-    module.define_flags(values)
-    cli.parse_flags(name, [name, *map(str, args)], values)
     capsys.readouterr()
-    status = cli.run_entry_point(name, module.run, values)
+    status = module.main([str(a) for a in args])
     out, err = capsys.readouterr()
     return types.SimpleNamespace(returncode=status, stdout=out, stderr=err)
 

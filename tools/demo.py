@@ -29,13 +29,15 @@ from albert_tf.storage import outputs
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 
-def define_flags():
+def define_flags(flag_values):
     """Defines this tool's flags (only when run as a script, so it can be imported)."""
-    flags.DEFINE_string("output_dir", "demo_output", "Where the demo writes its files.")
-    flags.DEFINE_integer("vocab_size", 5000, "SentencePiece vocabulary of the demo.")
-    flags.DEFINE_integer("pretrain_steps", 800, "Pretraining steps (configs/demo.flags has 800).")
-    flags.DEFINE_integer("finetune_epochs", 6, "Epochs of the notebook's hub.KerasLayer fine-tuning.")
-    flags.DEFINE_integer("classifier_steps", 400, "run_classifier training steps.")
+    flags.DEFINE_string("output_dir", "demo_output", "Where the demo writes its files.", flag_values=flag_values)
+    flags.DEFINE_integer("vocab_size", 5000, "SentencePiece vocabulary of the demo.", flag_values=flag_values)
+    flags.DEFINE_integer("pretrain_steps", 800, "Pretraining steps (configs/demo.flags has 800).",
+                         flag_values=flag_values)
+    flags.DEFINE_integer("finetune_epochs", 6, "Epochs of the notebook's hub.KerasLayer fine-tuning.",
+                         flag_values=flag_values)
+    flags.DEFINE_integer("classifier_steps", 400, "run_classifier training steps.", flag_values=flag_values)
 
 
 NOTEBOOK = os.path.join(ROOT, "notebooks", "finetune_with_hub.ipynb")
@@ -233,8 +235,21 @@ def _print_classifier_summary(classifier_dir):
           f"{classifier_dir}/training_curves.png")
 
 
+def main(argv=None):
+    """`demo ARGV` in this process: returns its exit status
+    (albert_tf.cli.main: its own flags, the process's state put back; not undone:
+    cli.IRREVERSIBLE).
+
+    Args:
+        argv: the arguments, without the program name (default sys.argv[1:]).
+    """
+    from albert_tf import cli
+
+    return cli.main("demo", define_flags, run, argv)
+
+
 def entry():
-    cli.main("demo", define_flags, run)
+    sys.exit(main())
 
 
 if __name__ == "__main__":

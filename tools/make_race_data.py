@@ -67,14 +67,17 @@ LAYOUTS = ("files", "all.txt", "jsonl")
 CLOZE_WORD = re.compile(r"^[a-z]{5,}$")
 
 
-def define_flags():
-    flags.DEFINE_string("output_dir", None, "Where to write RACE/ (or the .jsonl files).")
-    flags.DEFINE_integer("num_articles", 6, "Articles per level in train (dev and test: half, at least 1).")
-    flags.DEFINE_integer("seed", 12345, "Random seed; the same seed gives the same data.")
+def define_flags(flag_values):
+    flags.DEFINE_string("output_dir", None, "Where to write RACE/ (or the .jsonl files).", flag_values=flag_values)
+    flags.DEFINE_integer("num_articles", 6, "Articles per level in train (dev and test: half, at least 1).",
+                         flag_values=flag_values)
+    flags.DEFINE_integer("seed", 12345, "Random seed; the same seed gives the same data.", flag_values=flag_values)
     flags.DEFINE_enum("layout", "files", list(LAYOUTS),
-                      "files: one JSON article per file; all.txt: one per line; jsonl: generic JSON lines.")
+                      "files: one JSON article per file; all.txt: one per line; jsonl: generic JSON lines.",
+                      flag_values=flag_values)
     flags.DEFINE_string("corpus_file", None, "Docstring entries (JSON lines of sample_corpus.write_entries) to take "
-                        "the functions from instead of the standard library (make_squad_data's MODULES).")
+                        "the functions from instead of the standard library (make_squad_data's MODULES).",
+                        flag_values=flag_values)
 
 
 class TooFewEntriesError(ValueError):
@@ -331,8 +334,21 @@ def run(f):
     return 0
 
 
+def main(argv=None):
+    """`make_race_data ARGV` in this process: returns its exit status
+    (albert_tf.cli.main: its own flags, the process's state put back; not undone:
+    cli.IRREVERSIBLE).
+
+    Args:
+        argv: the arguments, without the program name (default sys.argv[1:]).
+    """
+    from albert_tf import cli
+
+    return cli.main("make_race_data", define_flags, run, argv)
+
+
 def entry():
-    cli.main("make_race_data", define_flags, run)
+    sys.exit(main())
 
 
 if __name__ == "__main__":

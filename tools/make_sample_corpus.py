@@ -9,6 +9,8 @@ when this tool made it (its marker), and refused otherwise (exit status 2) befor
 work (albert_tf.storage.outputs).
 """
 
+import sys
+
 from absl import flags
 
 from albert_tf import cli
@@ -16,9 +18,9 @@ from albert_tf.data.sample_corpus import write_corpus  # noqa: F401  (tests/conf
 from albert_tf.storage import outputs
 
 
-def define_flags():
-    flags.DEFINE_string("output_file", "data/sample_corpus.txt", "Where to write the corpus.")
-    flags.DEFINE_float("size_mb", 1.5, "Stop after this many megabytes of text (at least 1).")
+def define_flags(flag_values):
+    flags.DEFINE_string("output_file", "data/sample_corpus.txt", "Where to write the corpus.", flag_values=flag_values)
+    flags.DEFINE_float("size_mb", 1.5, "Stop after this many megabytes of text (at least 1).", flag_values=flag_values)
 
 
 def run(f):
@@ -34,8 +36,21 @@ def run(f):
     return 0
 
 
+def main(argv=None):
+    """`make_sample_corpus ARGV` in this process: returns its exit status
+    (albert_tf.cli.main: its own flags, the process's state put back; not undone:
+    cli.IRREVERSIBLE).
+
+    Args:
+        argv: the arguments, without the program name (default sys.argv[1:]).
+    """
+    from albert_tf import cli
+
+    return cli.main("make_sample_corpus", define_flags, run, argv)
+
+
 def entry():
-    cli.main("make_sample_corpus", define_flags, run)
+    sys.exit(main())
 
 
 if __name__ == "__main__":

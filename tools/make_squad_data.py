@@ -58,6 +58,7 @@ import ast
 import os
 import random
 import re
+import sys
 import sysconfig
 import zlib
 
@@ -94,19 +95,22 @@ ANSWER_CHARS = re.compile(r"^[A-Za-z0-9 ,'-]+$")
 EXTRA_CHARS = 110  # room kept in a context for the synthetic sentences of an entry
 
 
-def define_flags():
-    flags.DEFINE_string("output_file", None, "Where to write the SQuAD JSON file.")
-    flags.DEFINE_enum("version", "1.1", ["1.1", "2.0"], "SQuAD format: 1.1 (all answerable) or 2.0.")
-    flags.DEFINE_integer("num_questions", 200, "Questions in the file.")
-    flags.DEFINE_integer("seed", 12345, "Random seed; the same seed gives the same file.")
-    flags.DEFINE_integer("max_context_chars", 600, "Longest context in characters (at least 200).")
+def define_flags(flag_values):
+    flags.DEFINE_string("output_file", None, "Where to write the SQuAD JSON file.", flag_values=flag_values)
+    flags.DEFINE_enum("version", "1.1", ["1.1", "2.0"], "SQuAD format: 1.1 (all answerable) or 2.0.",
+                      flag_values=flag_values)
+    flags.DEFINE_integer("num_questions", 200, "Questions in the file.", flag_values=flag_values)
+    flags.DEFINE_integer("seed", 12345, "Random seed; the same seed gives the same file.", flag_values=flag_values)
+    flags.DEFINE_integer("max_context_chars", 600, "Longest context in characters (at least 200).",
+                         flag_values=flag_values)
     flags.DEFINE_enum("split", "all", ["all", "train", "dev"],
-                      "Which functions to use: all, or the ~80% train / ~20% dev share (disjoint).")
+                      "Which functions to use: all, or the ~80% train / ~20% dev share (disjoint).",
+                      flag_values=flag_values)
     flags.DEFINE_enum("kind", "functions", ["functions", "people"],
                       "functions: questions about the docstrings' functions; people: about two people per "
-                      "context, mixed with docstring sentences (module doc).")
+                      "context, mixed with docstring sentences (module doc).", flag_values=flag_values)
     flags.DEFINE_string("corpus_file", None, "Docstring entries (JSON lines of sample_corpus.write_entries) to take "
-                        "the functions from instead of the standard library's MODULES.")
+                        "the functions from instead of the standard library's MODULES.", flag_values=flag_values)
 
 
 class TooFewEntriesError(ValueError):
@@ -462,8 +466,21 @@ def run(f):
     return 0
 
 
+def main(argv=None):
+    """`make_squad_data ARGV` in this process: returns its exit status
+    (albert_tf.cli.main: its own flags, the process's state put back; not undone:
+    cli.IRREVERSIBLE).
+
+    Args:
+        argv: the arguments, without the program name (default sys.argv[1:]).
+    """
+    from albert_tf import cli
+
+    return cli.main("make_squad_data", define_flags, run, argv)
+
+
 def entry():
-    cli.main("make_squad_data", define_flags, run)
+    sys.exit(main())
 
 
 if __name__ == "__main__":

@@ -35,6 +35,7 @@ otherwise (exit status 2) before any work (albert_tf.storage.outputs).
 
 import ast
 import os
+import sys
 import sysconfig
 import zlib
 
@@ -57,15 +58,16 @@ TOPICS = {
 LABELS = tuple(TOPICS)
 
 
-def define_flags():
-    flags.DEFINE_string("output_dir", "notebooks/data/docstring_topics", "Where to write train.tsv and dev.tsv.")
-    flags.DEFINE_integer("per_class", 560, "Sentences per class (train + dev).")
-    flags.DEFINE_float("dev_fraction", 0.2, "Share of each class in dev.tsv.")
+def define_flags(flag_values):
+    flags.DEFINE_string("output_dir", "notebooks/data/docstring_topics", "Where to write train.tsv and dev.tsv.",
+                        flag_values=flag_values)
+    flags.DEFINE_integer("per_class", 560, "Sentences per class (train + dev).", flag_values=flag_values)
+    flags.DEFINE_float("dev_fraction", 0.2, "Share of each class in dev.tsv.", flag_values=flag_values)
     flags.DEFINE_string("corpus_file", None, "Docstring entries (JSON lines of sample_corpus.write_entries) to take "
                         "the sentences from, labelled by top-level package; default: the fixed standard-library "
-                        "topics.")
+                        "topics.", flag_values=flag_values)
     flags.DEFINE_integer("num_classes", 4, "With --corpus_file: how many packages (those with the most sentences) "
-                         "are the classes (at least 2).")
+                         "are the classes (at least 2).", flag_values=flag_values)
 
 
 def _files(stdlib, name):
@@ -242,8 +244,21 @@ def run(f):
     return 0
 
 
+def main(argv=None):
+    """`make_topic_task ARGV` in this process: returns its exit status
+    (albert_tf.cli.main: its own flags, the process's state put back; not undone:
+    cli.IRREVERSIBLE).
+
+    Args:
+        argv: the arguments, without the program name (default sys.argv[1:]).
+    """
+    from albert_tf import cli
+
+    return cli.main("make_topic_task", define_flags, run, argv)
+
+
 def entry():
-    cli.main("make_topic_task", define_flags, run)
+    sys.exit(main())
 
 
 if __name__ == "__main__":

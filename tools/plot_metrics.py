@@ -10,6 +10,7 @@ otherwise (exit status 2) before anything is drawn (albert_tf.storage.outputs).
 """
 
 import os
+import sys
 
 from absl import flags
 
@@ -17,9 +18,11 @@ from albert_tf import cli
 from albert_tf.storage import outputs
 
 
-def define_flags():
-    flags.DEFINE_string("run_dir", None, "An output_dir of run_pretraining, run_classifier, ... (holding metrics.jsonl).")
-    flags.DEFINE_string("output", None, "PNG path (default RUN_DIR/curves.png).")
+def define_flags(flag_values):
+    flags.DEFINE_string("run_dir", None,
+                        "An output_dir of run_pretraining, run_classifier, ... (holding metrics.jsonl).",
+                        flag_values=flag_values)
+    flags.DEFINE_string("output", None, "PNG path (default RUN_DIR/curves.png).", flag_values=flag_values)
 
 
 def run(f):
@@ -41,8 +44,21 @@ def run(f):
     return 0
 
 
+def main(argv=None):
+    """`plot_metrics ARGV` in this process: returns its exit status
+    (albert_tf.cli.main: its own flags, the process's state put back; not undone:
+    cli.IRREVERSIBLE).
+
+    Args:
+        argv: the arguments, without the program name (default sys.argv[1:]).
+    """
+    from albert_tf import cli
+
+    return cli.main("plot_metrics", define_flags, run, argv)
+
+
 def entry():
-    cli.main("plot_metrics", define_flags, run)
+    sys.exit(main())
 
 
 if __name__ == "__main__":

@@ -95,8 +95,21 @@ def run(f):
     return reproduce_runner.run_grid(settings, f.output_dir, quick=f.quick, stream=sys.stdout)
 
 
+def main(argv=None):
+    """`reproduce ARGV` in this process: returns its exit status
+    (albert_tf.cli.main: its own flags, the process's state put back; not undone:
+    cli.IRREVERSIBLE).
+
+    Args:
+        argv: the arguments, without the program name (default sys.argv[1:]).
+    """
+    from albert_tf import cli
+
+    return cli.main("reproduce", define_flags, run, argv)
+
+
 def entry():
-    cli.main("reproduce", define_flags, run)
+    sys.exit(main())
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@ training (albert_tf.storage.outputs).
 
 import contextlib
 import os
+import sys
 
 from absl import flags
 
@@ -22,16 +23,20 @@ from albert_tf.data.spm_training import SentencePieceOptions, train_sentencepiec
 from albert_tf.storage import outputs
 
 
-def define_flags():
-    flags.DEFINE_string("input_file", None, "Comma-separated text files or globs (one sentence per line).")
-    flags.DEFINE_string("model_prefix", None, "Output prefix: writes PREFIX.model and PREFIX.vocab.")
-    flags.DEFINE_integer("vocab_size", 30000, "Vocabulary size.")
-    flags.DEFINE_bool("do_lower_case", True, "Lower-case the text (must match create_pretraining_data).")
-    flags.DEFINE_float("character_coverage", 0.99995, "Share of characters the model covers.")
-    flags.DEFINE_string("model_type", "unigram", "unigram (the release), bpe, char or word.")
-    flags.DEFINE_integer("input_sentence_size", 10_000_000, "Sentences sampled for training (0: all).")
-    flags.DEFINE_integer("num_threads", os.cpu_count() or 1, "Training threads.")
-    flags.DEFINE_integer("random_seed", 12345, "Seed of SentencePiece's sampling.")
+def define_flags(flag_values):
+    flags.DEFINE_string("input_file", None, "Comma-separated text files or globs (one sentence per line).",
+                        flag_values=flag_values)
+    flags.DEFINE_string("model_prefix", None, "Output prefix: writes PREFIX.model and PREFIX.vocab.",
+                        flag_values=flag_values)
+    flags.DEFINE_integer("vocab_size", 30000, "Vocabulary size.", flag_values=flag_values)
+    flags.DEFINE_bool("do_lower_case", True, "Lower-case the text (must match create_pretraining_data).",
+                      flag_values=flag_values)
+    flags.DEFINE_float("character_coverage", 0.99995, "Share of characters the model covers.", flag_values=flag_values)
+    flags.DEFINE_string("model_type", "unigram", "unigram (the release), bpe, char or word.", flag_values=flag_values)
+    flags.DEFINE_integer("input_sentence_size", 10_000_000, "Sentences sampled for training (0: all).",
+                         flag_values=flag_values)
+    flags.DEFINE_integer("num_threads", os.cpu_count() or 1, "Training threads.", flag_values=flag_values)
+    flags.DEFINE_integer("random_seed", 12345, "Seed of SentencePiece's sampling.", flag_values=flag_values)
 
 
 def run(f):
@@ -53,8 +58,21 @@ def run(f):
     return 0
 
 
+def main(argv=None):
+    """`train_sentencepiece ARGV` in this process: returns its exit status
+    (albert_tf.cli.main: its own flags, the process's state put back; not undone:
+    cli.IRREVERSIBLE).
+
+    Args:
+        argv: the arguments, without the program name (default sys.argv[1:]).
+    """
+    from albert_tf import cli
+
+    return cli.main("train_sentencepiece", define_flags, run, argv)
+
+
 def entry():
-    cli.main("train_sentencepiece", define_flags, run)
+    sys.exit(main())
 
 
 if __name__ == "__main__":

@@ -163,10 +163,10 @@ def generate(root=ROOT):
     return "\n".join(blocks) + "\n"
 
 
-def define_flags():
+def define_flags(flag_values):
     from absl import flags
 
-    flags.DEFINE_bool("check", False, "Exit 1 when BUILD is stale instead of rewriting it.")
+    flags.DEFINE_bool("check", False, "Exit 1 when BUILD is stale instead of rewriting it.", flag_values=flag_values)
 
 
 def run(f):
@@ -185,10 +185,21 @@ def run(f):
     return 0
 
 
-def entry():
+def main(argv=None):
+    """`update_build ARGV` in this process: returns its exit status
+    (albert_tf.cli.main: its own flags, the process's state put back; not undone:
+    cli.IRREVERSIBLE).
+
+    Args:
+        argv: the arguments, without the program name (default sys.argv[1:]).
+    """
     from albert_tf import cli
 
-    cli.main("update_build", define_flags, run)
+    return cli.main("update_build", define_flags, run, argv)
+
+
+def entry():
+    sys.exit(main())
 
 
 if __name__ == "__main__":

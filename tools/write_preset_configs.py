@@ -8,14 +8,15 @@ otherwise (exit status 2) before anything is written (albert_tf.storage.outputs)
 """
 
 import os
+import sys
 
 from absl import flags
 
 from albert_tf import cli
 
 
-def define_flags():
-    flags.DEFINE_string("output_dir", "configs", "Where to write the preset JSON files.")
+def define_flags(flag_values):
+    flags.DEFINE_string("output_dir", "configs", "Where to write the preset JSON files.", flag_values=flag_values)
 
 
 def write_presets(output_dir, flag="--output_dir"):
@@ -39,8 +40,21 @@ def run(f):
     return 0
 
 
+def main(argv=None):
+    """`write_preset_configs ARGV` in this process: returns its exit status
+    (albert_tf.cli.main: its own flags, the process's state put back; not undone:
+    cli.IRREVERSIBLE).
+
+    Args:
+        argv: the arguments, without the program name (default sys.argv[1:]).
+    """
+    from albert_tf import cli
+
+    return cli.main("write_preset_configs", define_flags, run, argv)
+
+
 def entry():
-    cli.main("write_preset_configs", define_flags, run)
+    sys.exit(main())
 
 
 if __name__ == "__main__":

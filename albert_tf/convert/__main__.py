@@ -40,6 +40,7 @@ multiple-choice model, the logit of that sequence as a single option).
 """
 
 import os
+import sys
 
 from absl import flags
 
@@ -137,8 +138,21 @@ def print_fixed_outputs(model):
         print(f"{name}[:5] for the same ids: [{', '.join(f'{v:+.6f}' for v in array[:5])}]")
 
 
+def main(argv=None):
+    """`convert ARGV` in this process: returns its exit status
+    (albert_tf.cli.main: its own flags, the process's state put back; not undone:
+    cli.IRREVERSIBLE).
+
+    Args:
+        argv: the arguments, without the program name (default sys.argv[1:]).
+    """
+    from albert_tf import cli
+
+    return cli.main("convert", define_flags, run, argv)
+
+
 def entry():
-    cli.main("convert", define_flags, run)
+    sys.exit(main())
 
 
 if __name__ == "__main__":
