@@ -20,8 +20,10 @@ $(STAMP): requirements.txt pyproject.toml
 # .venv from requirements.txt, reinstalled when it or pyproject.toml changes.
 venv: $(STAMP)
 
-# The suite on two workers, one intra-op thread each (why: benchmarks/README.md "The test suite").
+# The linter (pyproject.toml), then the suite on two workers, one intra-op thread each
+# (why: benchmarks/README.md "The test suite").
 test: $(STAMP)
+	$(VENV)/bin/ruff check --quiet .
 	TF_NUM_INTRAOP_THREADS=1 $(VPY) -m pytest -n 2 --dist loadscope --no-loadscope-reorder tests
 
 # The end-to-end demo on the built-in sample corpus (docs/demo.md).

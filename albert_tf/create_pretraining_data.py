@@ -140,8 +140,6 @@ def main(argv=None):
     Args:
         argv: the arguments, without the program name (default sys.argv[1:]).
     """
-    from albert_tf import cli
-
     return cli.main("create_pretraining_data", define_flags, run, argv)
 
 

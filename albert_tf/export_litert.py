@@ -141,8 +141,6 @@ def main(argv=None):
     Args:
         argv: the arguments, without the program name (default sys.argv[1:]).
     """
-    from albert_tf import cli
-
     return cli.main("export_litert", define_flags, run, argv)
 
 

@@ -80,7 +80,8 @@ def build_rows():
 
 
 def format_rows(rows):
-    header = f"{'model':<28} {'H':>5} {'L':>3} {'E':>5} {'sharing':<10} {'paper':>6} {'reference':>14} {'built':>14}  ok"
+    header = (f"{'model':<28} {'H':>5} {'L':>3} {'E':>5} {'sharing':<10} {'paper':>6} {'reference':>14} "
+              f"{'built':>14}  ok")
     lines = []
     for table in ("1", "5"):
         title = "Table 1: model sizes" if table == "1" else "Table 5: cross-layer sharing (ALBERT-base)"
@@ -145,8 +146,6 @@ def main(argv=None):
     Args:
         argv: the arguments, without the program name (default sys.argv[1:]).
     """
-    from albert_tf import cli
-
     return cli.main("param_table", define_flags, run, argv)
 
 

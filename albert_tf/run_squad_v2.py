@@ -34,8 +34,6 @@ def main(argv=None):
     Args:
         argv: the arguments, without the program name (default sys.argv[1:]).
     """
-    from albert_tf import cli
-
     return cli.main("run_squad_v2", define_flags, run, argv)
 
 

@@ -12,7 +12,8 @@ real one-sentence docstrings, 4 labels), sentences as they are. Model: configs/a
 (vocab_size = the SentencePiece model's: --vocab_size pieces, 18000 by default, as the
 sample corpus allows at most 18,075 where albert_base has 30000; trained at start on the
 built-in sample corpus and kept in --output_dir/spm), --dtype_policies (auto: float32 unless
-the hardware computes bf16 natively), max_seq_length 128, batch 32. Random initial weights, nothing downloaded, and the same in every system: one
+the hardware computes bf16 natively), max_seq_length 128, batch 32. Random initial weights, nothing
+downloaded, and the same in every system: one
 albert_tf AlbertClassifier initialized from --seed, copied into each (keras-hub's backbone
 through albert_tf.convert.keras_hub, Hugging Face's state dict through the converter's
 table in albert_tf.convert.hf reversed, the 4-way head beside); the run checks it by
@@ -78,7 +79,8 @@ ended 1.8 points apart (0.4286, 0.4219, 0.4397 at 600 steps), from the pretraine
 5e-4 also 1.8, at 2e-4 from 0 to 2.2 points by the head's draw. So it runs --accuracy_seeds
 seeds (8 by default; each a new head and batch order, every system trained from it) and
 compares each system's mean; --accuracy_systems picks the systems (albert_tf's default variant,
-keras-hub and HF unless told: the other variants compute the same function, tested). Its dev accuracies (means and per seed), their spread and whether it is
+keras-hub and HF unless told: the other variants compute the same function, tested). Its dev accuracies
+(means and per seed), their spread and whether it is
 within 1 point go to results.json (accuracy_run), the CSV and the chart's last panel.
 
 Mixed precision: `--dtype_policies=float32,mixed_bfloat16 --systems=albert_tf,keras_hub` runs
@@ -201,7 +203,8 @@ def define_flags(flag_values):
                        "so that every system computes the same function (dropout masks differ between frameworks).",
                        flag_values=flag_values)
     flags.DEFINE_float("accuracy_learning_rate", 2e-4, "The accuracy run's peak learning rate (linear decay to 0). "
-                       "Rounding alone moved albert_tf's variants 1.8 points apart at 5e-4, and 0 to 2.2 at 2e-4 (by seed).",
+                       "Rounding alone moved albert_tf's variants 1.8 points apart at 5e-4, and 0 to 2.2 at 2e-4 "
+                       "(by seed).",
                        flag_values=flag_values)
     flags.DEFINE_string("output_dir", "results/finetune_bench", "Where results (and the SentencePiece model) go.",
                         flag_values=flag_values)
@@ -301,7 +304,8 @@ class AlbertTfSystem:
         exported = time.perf_counter() - start
         self.info.update(export_dir=export_dir, warmup_seconds=round(warm, 2),
                          export_and_load_seconds=round(exported, 2))
-        print(f"{self.name}: buckets {list(self.widths)}, skip padding {self.skip_padding}; warm-up {warm:.1f}s, export + load {exported:.1f}s",
+        print(f"{self.name}: buckets {list(self.widths)}, skip padding {self.skip_padding}; warm-up {warm:.1f}s, "
+              f"export + load {exported:.1f}s",
               flush=True)
 
     def start_training(self, batches=None):
@@ -518,7 +522,8 @@ class HfSystem:
         self.ctx, self.batches = ctx, None
         python = f.hf_python
         if not (os.path.isfile(python) and os.access(python, os.X_OK)):
-            raise PeerUnavailable(f"{python} not found: create the peers venv with `bash benchmarks/make_peers_venv.sh` "
+            raise PeerUnavailable(f"{python} not found: create the peers venv with "
+                                  "`bash benchmarks/make_peers_venv.sh` "
                                   "(or pass --hf_python=/path/to/python with torch, transformers, sentencepiece, "
                                   "protobuf)")
         from albert_tf.storage import atomic
@@ -584,7 +589,8 @@ class HfSystem:
             self.log.flush()
             with open(self.log_path) as fh:
                 tail = fh.read()[-2000:]
-            raise PeerUnavailable(f"hf_peer.py exited (status {self.proc.poll()}); its log {self.log_path} ends:\n{tail}")
+            raise PeerUnavailable(f"hf_peer.py exited (status {self.proc.poll()}); its log {self.log_path} "
+                                  f"ends:\n{tail}")
         return json.loads(line)
 
     def ask(self, request):
@@ -816,10 +822,12 @@ def accuracy_run(f, ctx):
         import tensorflow as tf
 
         def pieces(examples):
-            return [list(map(int, r)) for r in ctx.preprocess.tokenize(tf.constant([e.text_a for e in examples])).to_list()]
+            tokens = ctx.preprocess.tokenize(tf.constant([e.text_a for e in examples]))
+            return [list(map(int, r)) for r in tokens.to_list()]
 
         ids = {"train": pieces(acc.train_examples), "dev": pieces(acc.dev_examples)}
-        makers.append(("hf", lambda: HfSystem(acc, init, classifier_dropout=drop, release_optimizer=True, piece_ids=ids)))
+        makers.append(("hf", lambda: HfSystem(acc, init, classifier_dropout=drop, release_optimizer=True,
+                                              piece_ids=ids)))
     per_seed, seconds, skipped, seed_spreads = {}, {}, {}, []
     seeds = [f.seed + k for k in range(f.accuracy_seeds)]
     for seed in seeds:
@@ -1145,7 +1153,8 @@ def run(f):
               "comparison says little here; see the accuracy run (--accuracy_steps).")
     if accuracy_run_:
         a = accuracy_run_
-        print(f"accuracy run ({a['config']} config from {'a pretrained start' if a['pretrain_steps'] else 'random weights'}"
+        start = "a pretrained start" if a["pretrain_steps"] else "random weights"
+        print(f"accuracy run ({a['config']} config from {start}"
               f", {a['steps']} steps, learning rate {a['learning_rate']}, mean over seeds {a['seeds']}): "
               + ", ".join(f"{k} {v:.4f}" for k, v in a["dev_accuracy"].items())
               + f"; spread {a['spread_points']:.1f} points ({'within' if a['within_1_point'] else 'NOT within'} "
@@ -1170,7 +1179,8 @@ def run(f):
                  "train_packed_length_p95": percentile(train_lengths, 95),
                  "dev_packed_length_median": float(statistics.median(lengths.tolist()))},
         latency_text=short, latency_text_tokens=short_len, rows=rows, ratios=ratios, accuracy=accuracy,
-        accuracy_run=accuracy_run_, tokenization_equal_to_albert_tf=tokenization, initial_logits_max_abs_diff=logits_diff,
+        accuracy_run=accuracy_run_, tokenization_equal_to_albert_tf=tokenization,
+        initial_logits_max_abs_diff=logits_diff,
         systems={s.name: s.info for s in systems}, skipped=skipped)
     atomic.write_json(os.path.join(out, "results.json"), results)
     flat = dict(common, cpu_bf16_flags=" ".join(bf16))
@@ -1199,8 +1209,6 @@ def main(argv=None):
     Args:
         argv: the arguments, without the program name (default sys.argv[1:]).
     """
-    from albert_tf import cli
-
     return cli.main("finetune_bench", define_flags, run, argv)
 
 

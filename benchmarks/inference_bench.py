@@ -25,7 +25,8 @@ Inputs: one batch of --batch_size rows of --seq_length random ids, every positio
 (pooled and sequence output) in every variant. Each of --repeats rounds times --calls calls
 of every variant in turn (interleaved, so a drift in the machine's speed hits all); the
 median examples/s is reported, and albert_tf / keras-hub: the default export's signature and
-the XLA export's, each over keras-hub's faster variant (> 1: albert_tf faster). The roofline: the encoder's matmul FLOPs per call (encoder_flops) over the rate of
+the XLA export's, each over keras-hub's faster variant (> 1: albert_tf faster). The roofline: the encoder's
+matmul FLOPs per call (encoder_flops) over the rate of
 its largest matmul alone (graph and XLA, measured before and after the rounds), so each
 variant's share of the attainable rate shows, and what a ratio over keras-hub would need.
 The profile (--profile_calls, after the rounds): a tf.profiler trace of albert_tf's signature,
@@ -272,7 +273,8 @@ def run(f):
         "albert_tf_saved_model_call": (albert_tf_call, "encoder SavedModel __call__(inputs, training=False)"),
         "albert_tf_saved_model_signature_xla": (albert_tf_signature_xla, "encoder SavedModel exported with "
                                                 "jit_compile=True, signatures['serving_default'] (XLA)"),
-        "keras_hub_predict_on_batch": (keras_hub_predict_on_batch, "AlbertBackbone.predict_on_batch, jit_compile=False"),
+        "keras_hub_predict_on_batch": (keras_hub_predict_on_batch,
+                                       "AlbertBackbone.predict_on_batch, jit_compile=False"),
         "keras_hub_predict_on_batch_jit": (keras_hub_predict_on_batch_jit,
                                            "AlbertBackbone.predict_on_batch, jit_compile=True (XLA)"),
     }
@@ -388,8 +390,6 @@ def main(argv=None):
     Args:
         argv: the arguments, without the program name (default sys.argv[1:]).
     """
-    from albert_tf import cli
-
     return cli.main("inference_bench", define_flags, run, argv)
 
 

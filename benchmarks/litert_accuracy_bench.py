@@ -100,7 +100,8 @@ def main(argv=None):
             predicted[f"litert_{q}"].append(int(np.argmax(runner(**x)["logits"][0])))
     gold = [LABELS.index(r["label"]) for r in rows]
     accuracy = {k: 100.0 * float(np.mean(np.array(v) == np.array(gold))) for k, v in predicted.items()}
-    agreement = 100.0 * float(np.mean(np.array(predicted["litert_dynamic_int8"]) == np.array(predicted["keras_float32"])))
+    int8, keras_float32 = np.array(predicted["litert_dynamic_int8"]), np.array(predicted["keras_float32"])
+    agreement = 100.0 * float(np.mean(int8 == keras_float32))
     with open(os.path.join(run, "eval_results.json"), encoding="utf-8") as f:
         run_accuracy = 100.0 * json.load(f)["accuracy"]
     result = {"dev_examples": len(rows), "accuracy": accuracy, "run_eval_accuracy": run_accuracy,
@@ -136,7 +137,8 @@ def squad(args, work, tokenizer, seq=128):
         files[quantization] = os.path.join(work, f"squad_{quantization}.tflite")
         if not os.path.isfile(files[quantization]):
             print(_module("albert_tf.export_litert", f"--init_checkpoint={args.squad_run}",
-                          f"--output={files[quantization]}", f"--quantization={quantization}", f"--max_seq_length={seq}",
+                          f"--output={files[quantization]}", f"--quantization={quantization}",
+                          f"--max_seq_length={seq}",
                           f"--spm_model_file={args.spm_model_file}").strip(), flush=True)
     cache = load_or_build_features(args.squad_dev, os.path.join(work, "squad_dev.tf_record"), tokenizer,
                                    FeatureSettings(seq, 48, 24, False, "v1"))

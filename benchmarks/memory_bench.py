@@ -368,7 +368,8 @@ def run(f):
     cpu, cpu_flags = read_cpuinfo()
     bf16 = sorted(x for x in cpu_flags if "bf16" in x or x.startswith("amx"))
     print(f"CPU {cpu} (bf16 flags: {' '.join(bf16) or 'none'}); cells in fresh processes, each stopped above "
-          f"{cap / GB:.1f} GB resident; policies: " + ", ".join(f"{p} ({why})" for p, why in chosen.items()), flush=True)
+          f"{cap / GB:.1f} GB resident; policies: " + ", ".join(f"{p} ({why})" for p, why in chosen.items()),
+          flush=True)
 
     cells = plan_cells(f.sizes, seqs, list(chosen), f.systems, batches, f.steps)
     records = run_rounds(cells, f.rounds, cap, f.cell_timeout)

@@ -153,7 +153,8 @@ def _hf(cell):
         vocab_size=dims["vocab_size"], embedding_size=dims["embedding_size"], hidden_size=dims["hidden_size"],
         num_hidden_layers=dims["num_hidden_layers"], num_attention_heads=dims["num_attention_heads"],
         intermediate_size=dims["intermediate_size"], hidden_act="gelu_new",
-        hidden_dropout_prob=dims["hidden_dropout_prob"], attention_probs_dropout_prob=dims["attention_probs_dropout_prob"],
+        hidden_dropout_prob=dims["hidden_dropout_prob"],
+        attention_probs_dropout_prob=dims["attention_probs_dropout_prob"],
         max_position_embeddings=512, type_vocab_size=2)
     model = transformers.AlbertForPreTraining(config)
     model.train()

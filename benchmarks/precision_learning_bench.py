@@ -229,7 +229,8 @@ def summarize(task, runs, leave_factor):
         values = [r["metric"] for r in records]
         summary[policy] = {"metric": values, "mean": statistics.mean(values),
                            "std": statistics.stdev(values) if len(values) > 1 else 0.0,
-                           "spread": max(values) - min(values), "left_plateau_at": [r["left_plateau_at"] for r in records],
+                           "spread": max(values) - min(values),
+                           "left_plateau_at": [r["left_plateau_at"] for r in records],
                            "seconds": [r["seconds"] for r in records]}
     f32, bf16 = summary["float32"], summary["mixed_bfloat16"]
     stuck = (all(s is not None for s in f32["left_plateau_at"])
@@ -310,7 +311,8 @@ def run(f):
                 metric, extra = metric_of(task, results)
                 runs[policy].append({"seed": seed, "metric": metric, **extra, "curve": curve, "seconds": seconds})
                 done += 1
-                eta = "(kept from an earlier run)" if cached else f"ETA {ran_seconds / ran * (total - done) / 60:.0f} min"
+                eta = ("(kept from an earlier run)" if cached
+                       else f"ETA {ran_seconds / ran * (total - done) / 60:.0f} min")
                 print(f"[{done}/{total}] {task} {start} {policy} seed {seed}: {METRIC[task][0]} {metric:.2f} "
                       f"({seconds:.0f} s)  {eta}", flush=True)
         summary = summarize(task, runs, f.leave_factor)

@@ -248,8 +248,6 @@ def main(argv=None):
     Args:
         argv: the arguments, without the program name (default sys.argv[1:]).
     """
-    from albert_tf import cli
-
     return cli.main("squad_bench", define_flags, run, argv)
 
 

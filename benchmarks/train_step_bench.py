@@ -5,7 +5,8 @@
 
 albert_tf: AlbertPretrainer (albert_base, V=30000), batch 8, seq 128, 20 predictions,
 the full step (masked LM + sentence order + release LAMB + global-norm clipping) run by
-the training driver's `Trainer` with the pretraining task, in graph mode and with XLA. Peer, timed in the same run: keras-hub's
+the training driver's `Trainer` with the pretraining task, in graph mode and with XLA. Peer, timed in the
+same run: keras-hub's
 AlbertMaskedLM on the same backbone size (masked LM only) with keras.optimizers.Lamb and
 jit_compile=True, trained with train_on_batch. Each variant is timed over --steps steps
 after warm-up, --repeats rounds that interleave the variants (so a drift in the machine's

@@ -342,8 +342,6 @@ def main(argv=None):
     Args:
         argv: the arguments, without the program name (default sys.argv[1:]).
     """
-    from albert_tf import cli
-
     return cli.main("make_race_data", define_flags, run, argv)
 
 

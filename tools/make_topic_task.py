@@ -252,8 +252,6 @@ def main(argv=None):
     Args:
         argv: the arguments, without the program name (default sys.argv[1:]).
     """
-    from albert_tf import cli
-
     return cli.main("make_topic_task", define_flags, run, argv)
 
 

@@ -52,8 +52,6 @@ def main(argv=None):
     Args:
         argv: the arguments, without the program name (default sys.argv[1:]).
     """
-    from albert_tf import cli
-
     return cli.main("plot_metrics", define_flags, run, argv)
 
 

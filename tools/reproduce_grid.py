@@ -23,7 +23,8 @@ OBJECTIVES = ("none", "nsp", "sop")
 PAPER_E = {"1/12": 64, "1/6": 128, "1/3": 256, "1": 768}
 SHARING_NAMES = {"all": "all-shared", "attention": "shared-attention", "ffn": "shared-FFN", "none": "not-shared"}
 OBJECTIVE_NAMES = {"none": "None", "nsp": "NSP", "sop": "SOP", "random": "random init"}
-TASKS = ("topic", "squad", "race")  # the downstream task kinds (sentence classification, extractive QA, multiple choice)
+TASKS = ("topic", "squad",
+         "race")  # the downstream task kinds (sentence classification, extractive QA, multiple choice)
 
 # The paper's downstream averages (section 10; each table's own numbers).
 PAPER_AVG = {

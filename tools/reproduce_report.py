@@ -250,7 +250,8 @@ def write_report(results, output_dir, figures=True):
           "SQuAD1.1, SQuAD2.0, MNLI, SST-2 and RACE; compare directions, not values)."]
     if "machine" in results:
         m = results["machine"]
-        md.append(f"Run {m['date']} on {m['cpu']} ({m['cores']} cores; {', '.join(m['cpu_flags']) or 'no bf16 flags'}); "
+        flags = ", ".join(m["cpu_flags"]) or "no bf16 flags"
+        md.append(f"Run {m['date']} on {m['cpu']} ({m['cores']} cores; {flags}); "
                   f"the grid's steps took {results['step_seconds'] / 60:.1f} minutes.")
     md.append("")
     for table in results["tables"]:

@@ -66,8 +66,6 @@ def main(argv=None):
     Args:
         argv: the arguments, without the program name (default sys.argv[1:]).
     """
-    from albert_tf import cli
-
     return cli.main("train_sentencepiece", define_flags, run, argv)
 
 

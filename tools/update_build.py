@@ -146,7 +146,8 @@ def generate(root=ROOT):
                                  [f'main = "{path}"'])]
     for folder in ("tools", "benchmarks"):
         for path in _python_files(folder, root):
-            blocks += ["", _rule("py_binary", target_name(path), [path], _deps(path, libraries, root), [f'main = "{path}"'])]
+            blocks += ["", _rule("py_binary", target_name(path), [path], _deps(path, libraries, root),
+                                 [f'main = "{path}"'])]
     support = [p for p in SUPPORT if os.path.exists(os.path.join(root, p))]
     support_deps = sorted({d for p in support for d in _deps(p, libraries, root)} - {":tests_support"})
     blocks += ["", _rule("py_library", "tests_support", support, support_deps)]

@@ -394,5 +394,6 @@ def fixed_head_output(model):
     return "cls_logits", np.asarray(model(inputs, training=False)["cls_logits"])
 
 
-__all__ = ["convert", "load_source", "write_target", "check_target", "spm_model_in", "fixed_output", "fixed_head_output", "fixed_ids",
+__all__ = ["convert", "load_source", "write_target", "check_target", "spm_model_in", "fixed_output",
+           "fixed_head_output", "fixed_ids",
            "ConversionError", "SOURCES", "TARGETS"]

@@ -77,7 +77,8 @@ def validate_first_record(path, max_seq_length, max_predictions_per_seq):
             flag = hints.get(length, "")
             raise ValueError(
                 f"{path}: feature {name} has {len(values)} values, expected {length}"
-                + (f" (--{flag}={length}); the file was written with a different {flag}." if flag and name != "next_sentence_labels" else ".")
+                + (f" (--{flag}={length}); the file was written with a different {flag}."
+                   if flag and name != "next_sentence_labels" else ".")
             )
 
 
@@ -241,7 +242,8 @@ def pretraining_dataset(
     if dynamic_masking is not None:
         ds = graph_map(
             ds.enumerate(),
-            lambda i, f: remask(f, tf.stack([tf.constant(seed, tf.int64), i]), dynamic_masking, max_predictions_per_seq),
+            lambda i, f: remask(f, tf.stack([tf.constant(seed, tf.int64), i]), dynamic_masking,
+                                max_predictions_per_seq),
             num_parallel_calls=parallel, deterministic=deterministic)
     ds = graph_map(ds, _to_model_features, num_parallel_calls=parallel, deterministic=deterministic)
     ds = ds.batch(batch_size, drop_remainder=True)

@@ -25,7 +25,7 @@ import os
 import unicodedata
 
 from albert_tf.data import unicode_tables
-from albert_tf.data.vocab import PIECES, SpecialTokens
+from albert_tf.data.vocab import SpecialTokens
 
 WORD_START = "\u2581"  # SentencePiece's word-start marker
 # The version of the text -> ids mapping, recorded with every feature cache (feature_cache.tokenizer_record) so

@@ -2,7 +2,8 @@
 
 Every path a command writes (a run's --output_dir, an export, a conversion, a feature
 cache, pretraining data; and what the tools write: generated data files and directories,
-SentencePiece models, plots, config files, the demo's directory) is an `Output(flag, path, kind)`. `check` decides for all of a
+SentencePiece models, plots, config files, the demo's directory) is an `Output(flag, path, kind)`. `check`
+decides for all of a
 command's outputs at once, before any work starts:
 
 - a path that does not exist (or an empty directory, for a directory kind: nothing there
@@ -432,7 +433,8 @@ def replacing_dir(path, kind, flag=None, made_by=None):
 @contextlib.contextmanager
 def replacing_file(path, kind, flag=None):
     """Around the (atomic) writing of file output `path` of `kind` (FEATURE_CACHE,
-    PRETRAINING_DATA, GENERATED_DATA, SENTENCEPIECE_MODEL, PLOT, CONFIG): refuses (OutputRefused) a path that is not new or own, marks it
+    PRETRAINING_DATA, GENERATED_DATA, SENTENCEPIECE_MODEL, PLOT, CONFIG): refuses (OutputRefused) a path that
+    is not new or own, marks it
     before the block, and removes the marker again when the block fails leaving neither
     the file nor a companion of it."""
     refuse_if_foreign(path, kind, flag)

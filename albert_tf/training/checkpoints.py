@@ -5,7 +5,8 @@ A training checkpoint (`output_dir/ckpt-N`, N = global step) holds `model`, `opt
 (slots and iterations = global step), `random_states` (dropout RNG) and, when given,
 `iterator` (the input position). `output_dir/best/ckpt-N` is the checkpoint with the best
 dev metric so far, described by `best/best_metrics.json`; `output_dir/run_info.json`
-records where the run's weights started and each session (training/sessions.py). Under multi-worker training every worker saves
+records where the run's weights started and each session (training/sessions.py). Under multi-worker training
+every worker saves
 (the collective needs them all), the non-chief ones to a temporary directory that is
 removed, and every worker resumes from the chief's newest checkpoint in output_dir (so
 output_dir must be one directory that every worker reads: a shared filesystem).
