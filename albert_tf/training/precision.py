@@ -24,9 +24,9 @@ start and writes both into run_info.json and eval_results.json. Exports take the
     with policy_scope(precision.policy):
         model = build_model()                   # its layers compute in precision.policy
 
-XLA: this module does not switch `--jit_compile`. On CPUs XLA is slower for bf16 (measured in
-issue 18: oneDNN 2048x2048 matmul 763 GFLOP/s eager vs 339 under XLA) and for float32
-matmuls (412 vs 388), so the default stays off; TPUs compile every step anyway.
+XLA: this module does not switch `--jit_compile`: off by default on CPUs (where XLA's
+matmuls were slower: benchmarks/README.md, "Figures moved out of docstrings"); TPUs
+compile every step anyway.
 """
 
 import contextlib

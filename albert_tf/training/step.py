@@ -15,7 +15,7 @@ A step on a batch of B examples per replica (the global batch G = B x replicas):
 Since every slice's loss is its part of the whole batch's (its sums over the same
 normalizers), the K slices' gradients sum to the whole batch's: an accumulated step is
 the step of one batch of B, within float32 rounding, with one slice's activations alive
-at a time (the memory saving is not measured yet: issue 31's memory benchmark).
+at a time.
 """
 
 import tensorflow as tf
