@@ -315,39 +315,15 @@ def _restore_keras_state(state):
 
 
 def define_dtype_policy_flag(flag_values=None, default="auto", what="training and evaluation"):
-    """--dtype_policy for a model-building command (albert_tf.training.precision)."""
+    """--dtype_policy for a model-building command without task options (export_tfhub, tools,
+    benchmarks; the training commands make theirs from their options' field:
+    albert_tf.training.precision.policy_option)."""
     from absl import flags
 
-    kwargs = {} if flag_values is None else {"flag_values": flag_values}
-    flags.DEFINE_string("dtype_policy", default, f"What {what} compute in: auto (mixed_bfloat16 where the hardware "
-                        "computes bf16 natively: TPUs, GPUs of compute capability >= 8.0, CPUs with avx512_bf16 or "
-                        "amx_bf16; float32 elsewhere), float32 or mixed_bfloat16. Variables and checkpoints stay "
-                        "float32 either way.", **kwargs)
-
-
-def define_gradient_accumulation_flag(flag_values=None):
-    """--gradient_accumulation_steps for a training command (albert_tf.training.accumulation)."""
-    from absl import flags
-
-    from albert_tf.training.accumulation import FLAG_HELP
+    from albert_tf.training.precision import policy_help
 
     kwargs = {} if flag_values is None else {"flag_values": flag_values}
-    flags.DEFINE_integer("gradient_accumulation_steps", 1, FLAG_HELP, **kwargs)
-
-
-REMAT_HELP = ("Rematerialization: the backward pass keeps only the input of each application of the encoder's "
-              "shared (attention, feed-forward) block and recomputes the rest of its forward from it, instead of "
-              "keeping every application's activations: less activation memory for one more forward of the encoder "
-              "per step. The gradients are the plain run's (within float rounding; dropout masks are redrawn "
-              "identically). Composes with --gradient_accumulation_steps, --dtype_policy and padding skipping.")
-
-
-def define_remat_flag(flag_values=None):
-    """--remat for a training command (AlbertEncoder's "Rematerialization", through the driver)."""
-    from absl import flags
-
-    kwargs = {} if flag_values is None else {"flag_values": flag_values}
-    flags.DEFINE_bool("remat", False, REMAT_HELP, **kwargs)
+    flags.DEFINE_string("dtype_policy", default, policy_help(what), **kwargs)
 
 
 def define_allow_changed_settings_flag(flag_values=None):
@@ -361,6 +337,84 @@ def define_allow_changed_settings_flag(flag_values=None):
                       "its previous training session's; the change is recorded in run_info.json. Without it such a "
                       "run is refused (exit status 2): a new run takes a new --output_dir. A longer or shorter "
                       "training is always allowed (and recorded).", **kwargs)
+
+
+def define_options(flag_values, cls, names=None, exclude=(), flag_names=None, helps=None):
+    """Makes a command's flags from the options dataclass `cls`: one flag per field that
+    has help (albert_tf.storage.options.option / required), with the field's default and
+    help, so each default is written once, in the field.
+
+    The flag's type comes from the field's annotation: bool, int, float, str (an enum when
+    the field has choices), list (comma-separated), or Optional[one of them]. Each flag is
+    registered under the module that calls this (its section of --helpfull).
+
+    Args:
+        flag_values: the absl FlagValues to define them in.
+        cls: an options dataclass (e.g. tasks.options.ClassificationOptions,
+            training.options.TrainingOptions).
+        names: the fields to make flags of (default: every field with help), in any order.
+        exclude: fields with help to leave out (e.g. run_squad_v1 without the v2 head's).
+        flag_names: {field name: flag name} where the flag keeps the release's name
+            (e.g. {"num_train_steps": "train_step"}).
+        helps: {field name: help} where a command words the help its own way (the
+            default stays the field's).
+    Returns:
+        {flag name: field name} of the flags defined.
+    Raises:
+        TypeError: for a field without help, or an annotation that is no flag type.
+    """
+    import dataclasses
+
+    from albert_tf.storage.options import CHOICES, HELP, field_default, has_flag
+
+    fields = {field.name: field for field in dataclasses.fields(cls)}
+    chosen = [name for name, field in fields.items() if has_flag(field)] if names is None else list(names)
+    module = _caller_module_name()
+    made = {}
+    for name in chosen:
+        if name in exclude:
+            continue
+        field = fields[name]
+        if not has_flag(field):
+            raise TypeError(f"{cls.__name__}.{name} has no help: it is no flag (albert_tf.storage.options).")
+        flag_name = (flag_names or {}).get(name, name)
+        help_text = (helps or {}).get(name, field.metadata[HELP])
+        _define_flag(flag_values, flag_name, _flag_type(cls, field), field_default(field), help_text,
+                     field.metadata.get(CHOICES), module)
+        made[flag_name] = name
+    return made
+
+
+def _flag_type(cls, field):
+    import types
+    import typing
+
+    kind = field.type
+    if typing.get_origin(kind) in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(kind) if a is not type(None)]
+        kind = args[0] if len(args) == 1 else None
+    if kind not in (bool, int, float, str, list):
+        raise TypeError(f"{cls.__name__}.{field.name}: {field.type!r} is no flag type (bool, int, float, str, list).")
+    return kind
+
+
+def _define_flag(flag_values, name, kind, default, help_text, choices, module):
+    from absl import flags
+
+    args = {"flag_values": flag_values, "module_name": module}
+    if choices is not None:
+        flags.DEFINE_enum(name, default, list(choices), help_text, **args)
+    else:
+        define = {bool: flags.DEFINE_bool, int: flags.DEFINE_integer, float: flags.DEFINE_float,
+                  str: flags.DEFINE_string, list: flags.DEFINE_list}[kind]
+        define(name, default, help_text, **args)
+
+
+def _caller_module_name():
+    """The name absl gives the module that called the caller (the command's, or its path
+    when run as `python -m`, as absl names the main module)."""
+    name = sys._getframe(2).f_globals.get("__name__")
+    return sys.argv[0] if name == "__main__" else name
 
 
 # the settings of `sessions.Session` that are paths: compared as absolute paths
@@ -403,20 +457,19 @@ def session(f, command, settings, length, trains, tpu=False):
 
 
 def define_tpu_flags(flag_values):
-    """The release's TPU flags (use_tpu, tpu_name, tpu_zone, gcp_project, master,
-    num_tpu_cores) and --strategy, for the fine-tuning commands: --use_tpu maps to the
-    driver's tpu strategy (tasks take `strategy="tpu"` and `tpu_name`)."""
+    """The release's TPU flags that are the command's alone (use_tpu, tpu_zone, gcp_project,
+    master, num_tpu_cores), for the fine-tuning commands with TPU support: --use_tpu maps to
+    the driver's tpu strategy (their task options own --strategy and --tpu_name; tasks take
+    `strategy="tpu"` and `tpu_name`: `tpu_strategy`)."""
     from absl import flags
 
     fv = {"flag_values": flag_values}
     flags.DEFINE_bool("use_tpu", False, "Train on a TPU (--tpu_name): the driver's tpu strategy.", **fv)
-    flags.DEFINE_string("tpu_name", None, "The TPU name or grpc:// address (with --use_tpu).", **fv)
     flags.DEFINE_string("tpu_zone", None, "Accepted for compatibility; unused (the TPU resolver finds it).", **fv)
     flags.DEFINE_string("gcp_project", None, "Accepted for compatibility; unused.", **fv)
     flags.DEFINE_string("master", None, "Accepted for compatibility; with --use_tpu and no --tpu_name, the TPU "
                         "address.", **fv)
     flags.DEFINE_integer("num_tpu_cores", 8, "Accepted for compatibility; the strategy counts the cores.", **fv)
-    flags.DEFINE_string("strategy", "default", "mirrored | one_device | default (ignored with --use_tpu).", **fv)
 
 
 # --- what the fine-tuning commands (run_classifier, run_race, run_squad_v1/_v2) share ---
