@@ -1,7 +1,8 @@
 """What every albert_tf entry point (run_*, export_tfhub, convert, param_table, tools/)
 does around its work: one style, one error convention.
 
-    def define_flags(flag_values): ...  # DEFINE_* with flag_values=flag_values
+    def define_flags(flag_values): ...  # define_options(flag_values, SomeOptions): a flag per
+                                        # field (its default and help), DEFINE_* for the rest
     def run(f): ...                     # f: the parsed flags; nothing below sees them
 
     def main(argv=None):
@@ -38,6 +39,9 @@ import os
 import signal
 import sys
 import threading
+
+from albert_tf.option_flags import define_options  # noqa: F401 (cli.define_options)
+
 
 def _describe_os_error(e):
     path = e.filename if e.filename is not None else ""
@@ -315,39 +319,15 @@ def _restore_keras_state(state):
 
 
 def define_dtype_policy_flag(flag_values=None, default="auto", what="training and evaluation"):
-    """--dtype_policy for a model-building command (albert_tf.training.precision)."""
+    """--dtype_policy for a model-building command without task options (export_tfhub, tools,
+    benchmarks; the training commands make theirs from their options' field:
+    albert_tf.training.precision.policy_option)."""
     from absl import flags
 
-    kwargs = {} if flag_values is None else {"flag_values": flag_values}
-    flags.DEFINE_string("dtype_policy", default, f"What {what} compute in: auto (mixed_bfloat16 where the hardware "
-                        "computes bf16 natively: TPUs, GPUs of compute capability >= 8.0, CPUs with avx512_bf16 or "
-                        "amx_bf16; float32 elsewhere), float32 or mixed_bfloat16. Variables and checkpoints stay "
-                        "float32 either way.", **kwargs)
-
-
-def define_gradient_accumulation_flag(flag_values=None):
-    """--gradient_accumulation_steps for a training command (albert_tf.training.accumulation)."""
-    from absl import flags
-
-    from albert_tf.training.accumulation import FLAG_HELP
+    from albert_tf.training.precision import policy_help
 
     kwargs = {} if flag_values is None else {"flag_values": flag_values}
-    flags.DEFINE_integer("gradient_accumulation_steps", 1, FLAG_HELP, **kwargs)
-
-
-REMAT_HELP = ("Rematerialization: the backward pass keeps only the input of each application of the encoder's "
-              "shared (attention, feed-forward) block and recomputes the rest of its forward from it, instead of "
-              "keeping every application's activations: less activation memory for one more forward of the encoder "
-              "per step. The gradients are the plain run's (within float rounding; dropout masks are redrawn "
-              "identically). Composes with --gradient_accumulation_steps, --dtype_policy and padding skipping.")
-
-
-def define_remat_flag(flag_values=None):
-    """--remat for a training command (AlbertEncoder's "Rematerialization", through the driver)."""
-    from absl import flags
-
-    kwargs = {} if flag_values is None else {"flag_values": flag_values}
-    flags.DEFINE_bool("remat", False, REMAT_HELP, **kwargs)
+    flags.DEFINE_string("dtype_policy", default, policy_help(what), **kwargs)
 
 
 def define_allow_changed_settings_flag(flag_values=None):
@@ -403,20 +383,19 @@ def session(f, command, settings, length, trains, tpu=False):
 
 
 def define_tpu_flags(flag_values):
-    """The release's TPU flags (use_tpu, tpu_name, tpu_zone, gcp_project, master,
-    num_tpu_cores) and --strategy, for the fine-tuning commands: --use_tpu maps to the
-    driver's tpu strategy (tasks take `strategy="tpu"` and `tpu_name`)."""
+    """The release's TPU flags that are the command's alone (use_tpu, tpu_zone, gcp_project,
+    master, num_tpu_cores), for the fine-tuning commands with TPU support: --use_tpu maps to
+    the driver's tpu strategy (their task options own --strategy and --tpu_name; tasks take
+    `strategy="tpu"` and `tpu_name`: `tpu_strategy`)."""
     from absl import flags
 
     fv = {"flag_values": flag_values}
     flags.DEFINE_bool("use_tpu", False, "Train on a TPU (--tpu_name): the driver's tpu strategy.", **fv)
-    flags.DEFINE_string("tpu_name", None, "The TPU name or grpc:// address (with --use_tpu).", **fv)
     flags.DEFINE_string("tpu_zone", None, "Accepted for compatibility; unused (the TPU resolver finds it).", **fv)
     flags.DEFINE_string("gcp_project", None, "Accepted for compatibility; unused.", **fv)
     flags.DEFINE_string("master", None, "Accepted for compatibility; with --use_tpu and no --tpu_name, the TPU "
                         "address.", **fv)
     flags.DEFINE_integer("num_tpu_cores", 8, "Accepted for compatibility; the strategy counts the cores.", **fv)
-    flags.DEFINE_string("strategy", "default", "mirrored | one_device | default (ignored with --use_tpu).", **fv)
 
 
 # --- what the fine-tuning commands (run_classifier, run_race, run_squad_v1/_v2) share ---

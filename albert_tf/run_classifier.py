@@ -27,54 +27,31 @@ import sys
 from absl import flags
 
 from albert_tf import cli
-from albert_tf.data.bucket_widths import DEFAULT_BUCKETS, FLAG_HELP
+
+
+# the training flags taken from TrainingOptions' fields (their defaults are run_classifier's),
+# under the release's names where they differ
+TRAINING_FLAGS = ("train_batch_size", "eval_batch_size", "learning_rate", "num_train_steps", "num_warmup_steps",
+                  "save_checkpoints_steps", "keep_checkpoint_max", "iterations_per_loop", "optimizer",
+                  "gradient_accumulation_steps", "remat")
+RELEASE_NAMES = {"num_train_steps": "train_step", "num_warmup_steps": "warmup_step"}
 
 
 def define_flags(flag_values=None):
-    """The release's run_classifier flags, plus the tsv columns, --strategy and a few more.
+    """The release's run_classifier flags, plus the tsv columns, --strategy and a few more,
+    made from the fields of tasks.options.ClassificationOptions and
+    training.options.TrainingOptions (each default written once, there).
 
     Args:
         flag_values: an absl FlagValues to define them in (default: the global FLAGS).
     """
-    fv = {"flag_values": flags.FLAGS if flag_values is None else flag_values}
-    flags.DEFINE_string("task_name", None, "cola, sst-2, mrpc, sts-b, qqp, mnli, mismnli, qnli, rte, wnli or tsv.", **fv)
-    flags.DEFINE_string("data_dir", None, "The input data dir: the task's .tsv files.", **fv)
-    flags.DEFINE_string("output_dir", None, "The output directory for checkpoints, metrics and predictions.", **fv)
-    flags.DEFINE_string("albert_hub_module_handle", None,
-                        "An albert_tf export (directory with encoder/ and preprocess/) to start from.", **fv)
-    flags.DEFINE_string("init_checkpoint", None,
-                        "An albert_tf checkpoint (run_pretraining output_dir, ckpt-N prefix or converted directory).", **fv)
-    flags.DEFINE_string("albert_config_file", None, "The albert_config.json (with --init_checkpoint).", **fv)
-    flags.DEFINE_string("spm_model_file", None, "The SentencePiece model (with --init_checkpoint).", **fv)
-    flags.DEFINE_bool("do_lower_case", True, "Lower-case the input (with --init_checkpoint; an export carries its own).", **fv)
-    flags.DEFINE_integer("max_seq_length", 512, "The maximum total input sequence length after tokenization.", **fv)
-    flags.DEFINE_bool("do_train", False, "Whether to run training.", **fv)
-    flags.DEFINE_bool("do_eval", False, "Whether to run eval on the dev set (every --save_checkpoints_steps).", **fv)
-    flags.DEFINE_bool("do_predict", False, "Whether to run the model on the test set.", **fv)
-    flags.DEFINE_string("length_buckets", DEFAULT_BUCKETS, FLAG_HELP, **fv)
-    flags.DEFINE_integer("train_batch_size", 32, "Total batch size for training.", **fv)
-    flags.DEFINE_integer("eval_batch_size", 8, "Total batch size for eval.", **fv)
-    flags.DEFINE_integer("predict_batch_size", 8, "Total batch size for predict.", **fv)
-    flags.DEFINE_float("learning_rate", 5e-5, "The initial learning rate for the optimizer.", **fv)
-    flags.DEFINE_integer("train_step", 1000, "Total number of training steps to perform.", **fv)
-    flags.DEFINE_integer("warmup_step", 0, "Number of steps to perform linear learning rate warmup for.", **fv)
-    flags.DEFINE_integer("save_checkpoints_steps", 1000, "How often to save a checkpoint (and evaluate with --do_eval).", **fv)
-    flags.DEFINE_integer("keep_checkpoint_max", 5, "How many checkpoints to keep.", **fv)
-    flags.DEFINE_integer("iterations_per_loop", 100, "Steps per tf.function call (and per progress line).", **fv)
-    flags.DEFINE_enum("optimizer", "adamw", ["adamw", "lamb"], "Optimizer for fine-tuning.", **fv)
-    flags.DEFINE_float("classifier_dropout", 0.1, "Dropout on pooled_output during training.", **fv)
-    flags.DEFINE_string("export_dir", None, "Export the fine-tuned classifier (raw strings in) here at the end.", **fv)
-    flags.DEFINE_string("text_a_column", "text_a", "--task_name=tsv: header name of the first text.", **fv)
-    flags.DEFINE_string("text_b_column", None, "--task_name=tsv: header name of the second text; empty: single "
-                        "sentences.", **fv)
-    flags.DEFINE_string("label_column", "label", "--task_name=tsv: header name of the label.", **fv)
-    flags.DEFINE_list("labels", None, "--task_name=tsv: the label values (comma-separated); omit for regression.", **fv)
-    flags.DEFINE_string("strategy", "default", "mirrored | one_device | default.", **fv)
-    flags.DEFINE_integer("random_seed", 12345, "Seed of the classifier initialisation, dropout and shuffling.", **fv)
-    cli.define_dtype_policy_flag(fv["flag_values"])
-    cli.define_gradient_accumulation_flag(fv["flag_values"])
-    cli.define_remat_flag(fv["flag_values"])
-    cli.define_allow_changed_settings_flag(fv["flag_values"])
+    from albert_tf.tasks.options import ClassificationOptions
+    from albert_tf.training.options import TrainingOptions
+
+    fv = flags.FLAGS if flag_values is None else flag_values
+    cli.define_options(fv, ClassificationOptions)
+    cli.define_options(fv, TrainingOptions, names=TRAINING_FLAGS, flag_names=RELEASE_NAMES)
+    cli.define_allow_changed_settings_flag(fv)
 
 
 # the flags that change a training's result: a run directory continues only with the same

@@ -26,47 +26,32 @@ from albert_tf.training.accumulation import check_accumulation
 from albert_tf.training.precision import check_policy
 
 
+# the training flags taken from TrainingOptions' fields; those whose defaults are the release's
+# run_pretraining's own are PretrainingOptions' fields
+TRAINING_FLAGS = ("output_dir", "do_train", "do_eval", "poly_power", "start_warmup_step", "keep_checkpoint_max",
+                  "jit_compile", "gradient_accumulation_steps", "remat")
+RELEASE_NAMES = {"global_batch_size": "train_batch_size"}
+
+
 def define_flags(flag_values=None):
     """The release's run_pretraining flags, plus --strategy, --jit_compile, --dtype_policy etc.,
-    in `flag_values` (default: the global FLAGS)."""
-    fv = {"flag_values": flags.FLAGS if flag_values is None else flag_values}
+    in `flag_values` (default: the global FLAGS): the fields of tasks.options.PretrainingOptions
+    and training.options.TrainingOptions (each default written once, there) and the flags
+    that are the command's alone (inputs, strategy, export)."""
+    from albert_tf.tasks.options import PretrainingOptions
+    from albert_tf.training.options import TrainingOptions
+
+    fv = flags.FLAGS if flag_values is None else flag_values
+    cli.define_options(fv, PretrainingOptions, flag_names=RELEASE_NAMES)
+    cli.define_options(fv, TrainingOptions, names=TRAINING_FLAGS)
+    fv = {"flag_values": fv}
     flags.DEFINE_string("input_file", None, "Input TF example files (comma-separated globs).", **fv)
     flags.DEFINE_string("eval_input_file", None, "Evaluation TF example files (default: --input_file).", **fv)
-    flags.DEFINE_string("output_dir", None, "The output directory where the model checkpoints will be written: a new "
-                        "path or albert_tf's own run (resumed); anything else is refused.", **fv)
     flags.DEFINE_string("albert_config_file", None, "The albert_config.json of the pre-trained ALBERT model.", **fv)
-    flags.DEFINE_string("init_checkpoint", None, "Initial checkpoint (usually from a pre-trained ALBERT model).", **fv)
-    flags.DEFINE_integer("max_seq_length", 512, "The maximum total input sequence length after tokenization.", **fv)
-    flags.DEFINE_integer("max_predictions_per_seq", 20, "Maximum number of masked LM predictions per sequence.", **fv)
-    flags.DEFINE_bool("do_train", True, "Whether to run training.", **fv)
-    flags.DEFINE_bool("do_eval", True, "Whether to run eval on the dev set.", **fv)
-    flags.DEFINE_integer("train_batch_size", 4096, "Total batch size for training.", **fv)
-    flags.DEFINE_integer("eval_batch_size", 64, "Total batch size for eval.", **fv)
-    flags.DEFINE_enum("optimizer", "lamb", ["adamw", "lamb"], "The optimizer for training.", **fv)
-    flags.DEFINE_float("learning_rate", 0.00176, "The initial learning rate.", **fv)
-    flags.DEFINE_float("poly_power", 1.0, "The power of poly decay.", **fv)
-    flags.DEFINE_integer("num_train_steps", 125000, "Number of training steps.", **fv)
-    flags.DEFINE_integer("num_warmup_steps", 3125, "Number of warmup steps.", **fv)
-    flags.DEFINE_integer("start_warmup_step", 0, "The starting step of warmup.", **fv)
-    flags.DEFINE_integer("save_checkpoints_steps", 5000, "How often to save the model checkpoint.", **fv)
-    flags.DEFINE_integer("keep_checkpoint_max", 5, "How many checkpoints to keep.", **fv)
-    flags.DEFINE_integer("iterations_per_loop", 1000, "Steps per tf.function call (and per log line).", **fv)
-    flags.DEFINE_integer("max_eval_steps", 100, "Maximum number of eval steps.", **fv)
     flags.DEFINE_string("strategy", "default", "tpu | multi_worker_mirrored | mirrored | one_device | default.", **fv)
     flags.DEFINE_string("tpu", None, "TPU name or grpc:// address (with --strategy=tpu).", **fv)
-    flags.DEFINE_bool("jit_compile", False, "Compile the train step with XLA.", **fv)
-    cli.define_dtype_policy_flag(fv["flag_values"])
-    cli.define_gradient_accumulation_flag(fv["flag_values"])
-    cli.define_remat_flag(fv["flag_values"])
     cli.define_allow_changed_settings_flag(fv["flag_values"])
-    flags.DEFINE_bool("use_one_hot_embeddings", False, "One-hot word-embedding lookups (faster on TPUs).", **fv)
-    flags.DEFINE_bool("deterministic", False, "Deterministic input order and ops (exactly repeatable runs).", **fv)
-    flags.DEFINE_bool("sentence_loss", True, "Train the sentence head on the data's labels (sentence order, or next "
-                      "sentence for data written with --random_next_sentence); false: masked LM only (the paper's "
-                      "'None' objective; the head is still evaluated).", **fv)
     flags.DEFINE_bool("dynamic_masking", False, "Re-draw the masked-LM masks every epoch in tf.data.", **fv)
-    flags.DEFINE_integer("random_seed", 12345, "Seed of initialisation, shuffling and dynamic masking.", **fv)
-    flags.DEFINE_integer("shuffle_buffer_size", 10000, "Examples in the input shuffle buffer.", **fv)
     flags.DEFINE_string("export_dir", None, "Export TF-Hub-style SavedModels here at the end (needs "
                         "--spm_model_file): a new path or an earlier export of albert_tf's (replaced); anything else "
                         "is refused.", **fv)
@@ -137,12 +122,8 @@ def options_from_flags(f, config, session=None):
             raise ValueError(f"the data's SentencePiece model has {summary.vocab_size} pieces, more than vocab_size "
                              f"{config.vocab_size} of {f.albert_config_file}.")
         masking = DynamicMasking.from_summary(summary)
-    task = PretrainingOptions(
-        config=config, input_files=input_files, eval_files=eval_files, max_seq_length=f.max_seq_length,
-        max_predictions_per_seq=f.max_predictions_per_seq, global_batch_size=f.train_batch_size,
-        deterministic=f.deterministic, random_seed=f.random_seed, shuffle_buffer_size=f.shuffle_buffer_size,
-        dynamic_masking=masking, init_checkpoint=f.init_checkpoint,
-        use_one_hot_embeddings=f.use_one_hot_embeddings, sentence_loss=f.sentence_loss)
+    task = cli.task_options(PretrainingOptions, f, config=config, input_files=input_files, eval_files=eval_files,
+                            global_batch_size=f.train_batch_size, dynamic_masking=masking)
     training = TrainingOptions(
         output_dir=f.output_dir, train_batch_size=f.train_batch_size, eval_batch_size=f.eval_batch_size,
         num_train_steps=f.num_train_steps, num_warmup_steps=f.num_warmup_steps,

@@ -35,7 +35,6 @@ import sys
 from absl import flags
 
 from albert_tf import cli
-from albert_tf.data.bucket_widths import DEFAULT_BUCKETS, FLAG_HELP
 
 # the flags that change a training's result: a run directory continues only with the same
 # (albert_tf.training.sessions; --train_step may change)
@@ -46,52 +45,27 @@ POSITIVE = ("train_batch_size", "eval_batch_size", "predict_batch_size", "save_c
             "num_keep_checkpoint", "iterations_per_loop", "train_step")
 
 
+# the training flags taken from TrainingOptions' fields (--num_keep_checkpoint: the release's name);
+# those whose defaults are run_race's own are MultipleChoiceOptions' fields
+TRAINING_FLAGS = ("save_checkpoints_steps", "keep_checkpoint_max", "gradient_accumulation_steps", "remat")
+RELEASE_NAMES = {"keep_checkpoint_max": "num_keep_checkpoint"}
+TRAINING_HELP = {"save_checkpoints_steps": "How often to save (and evaluate) a checkpoint."}
+
+
 def define_flags(flag_values=None):
-    """The release's run_race flags, plus --strategy, --random_seed and --export_dir."""
-    fv = {"flag_values": flags.FLAGS if flag_values is None else flag_values}
-    flags.DEFINE_string("data_dir", None, "RACE/{train,dev,test}/{middle,high} lives here (or, for "
-                        "--task_name=multiple_choice, {train,dev,test}.jsonl).", **fv)
-    flags.DEFINE_string("albert_config_file", None, "The albert_config.json of the pre-trained model.", **fv)
-    flags.DEFINE_string("task_name", "race", "race | multiple_choice.", **fv)
+    """The release's run_race flags, plus --strategy, --random_seed and --export_dir, made
+    from the fields of tasks.options.MultipleChoiceOptions and training.options.TrainingOptions
+    (each default written once, there), and the TPU flags."""
+    from albert_tf.tasks.options import MultipleChoiceOptions
+    from albert_tf.training.options import TrainingOptions
+
+    fv = flags.FLAGS if flag_values is None else flag_values
+    cli.define_options(fv, MultipleChoiceOptions)
+    cli.define_options(fv, TrainingOptions, names=TRAINING_FLAGS, flag_names=RELEASE_NAMES, helps=TRAINING_HELP)
     flags.DEFINE_string("vocab_file", None, "Accepted for compatibility; unused (the SentencePiece model is the "
-                        "vocabulary).", **fv)
-    flags.DEFINE_string("spm_model_file", None, "The SentencePiece model of the pre-trained model (default with "
-                        "--albert_hub_module_handle: the export's).", **fv)
-    flags.DEFINE_string("train_file", None, "Training features cache (default output_dir/train.tf_record).", **fv)
-    flags.DEFINE_string("eval_file", None, "Dev features cache (default output_dir/eval.tf_record).", **fv)
-    flags.DEFINE_string("predict_file", None, "Test features cache (default output_dir/predict.tf_record).", **fv)
-    flags.DEFINE_string("output_dir", None, "Checkpoints, metrics and predictions go here.", **fv)
-    flags.DEFINE_string("init_checkpoint", None, "Starting weights: run_pretraining output_dir, ckpt-N prefix, "
-                        "converted pretrained directory, or a directory with multiple_choice.weights.h5.", **fv)
-    flags.DEFINE_string("albert_hub_module_handle", None, "An albert_tf export (encoder/) to start from.", **fv)
-    flags.DEFINE_bool("do_lower_case", True, "Lower-case the input (must match pretraining).", **fv)
-    flags.DEFINE_float("dropout_prob", 0.1, "Dropout on the pooled output before the option logit.", **fv)
-    flags.DEFINE_integer("max_seq_length", 512, "Maximum total input length in pieces.", **fv)
-    flags.DEFINE_integer("max_qa_length", 128, "The question-with-option part keeps its last this many pieces.",
-                         **fv)
-    flags.DEFINE_integer("num_keep_checkpoint", 5, "How many checkpoints to keep.", **fv)
-    flags.DEFINE_bool("high_only", False, "Only the RACE-H part (high school).", **fv)
-    flags.DEFINE_bool("middle_only", False, "Only the RACE-M part (middle school).", **fv)
-    flags.DEFINE_bool("do_train", False, "Whether to run training.", **fv)
-    flags.DEFINE_bool("do_eval", False, "Whether to evaluate on the dev split (after every checkpoint).", **fv)
-    flags.DEFINE_bool("do_predict", False, "Whether to predict the test split.", **fv)
-    flags.DEFINE_integer("train_batch_size", 32, "Total batch size for training (questions).", **fv)
-    flags.DEFINE_integer("eval_batch_size", 8, "Total batch size for evaluation.", **fv)
-    flags.DEFINE_integer("predict_batch_size", 8, "Total batch size for predictions.", **fv)
-    flags.DEFINE_float("learning_rate", 1e-5, "The initial learning rate for AdamW.", **fv)
-    flags.DEFINE_integer("train_step", 12000, "Training steps.", **fv)
-    flags.DEFINE_integer("warmup_step", 1000, "Steps of linear learning-rate warmup.", **fv)
-    flags.DEFINE_integer("save_checkpoints_steps", 1000, "How often to save (and evaluate) a checkpoint.", **fv)
-    flags.DEFINE_integer("iterations_per_loop", 1000, "Steps per tf.function call (and per progress line).", **fv)
-    flags.DEFINE_string("export_dir", None, "Export the fine-tuned model here at the end: a SavedModel that takes "
-                        "raw strings (article, question, options) and returns the option probabilities.", **fv)
-    flags.DEFINE_string("length_buckets", DEFAULT_BUCKETS, FLAG_HELP, **fv)
-    cli.define_tpu_flags(fv["flag_values"])
-    cli.define_dtype_policy_flag(fv["flag_values"])
-    cli.define_gradient_accumulation_flag(fv["flag_values"])
-    cli.define_remat_flag(fv["flag_values"])
-    cli.define_allow_changed_settings_flag(fv["flag_values"])
-    flags.DEFINE_integer("random_seed", 12345, "Seed of the head initialisation, dropout and shuffling.", **fv)
+                        "vocabulary).", flag_values=fv)
+    cli.define_tpu_flags(fv)
+    cli.define_allow_changed_settings_flag(fv)
 
 
 def check_flags(f):

@@ -39,64 +39,33 @@ import sys
 from absl import flags
 
 from albert_tf import cli
-from albert_tf.data.bucket_widths import DEFAULT_BUCKETS, FLAG_HELP, SQUAD_V1_FLAG_HELP
+from albert_tf.data.bucket_widths import SQUAD_V1_FLAG_HELP
+
+
+# the training flags taken from TrainingOptions' fields; those whose defaults are
+# run_squad's own are SquadOptions' fields
+TRAINING_FLAGS = ("learning_rate", "save_checkpoints_steps", "keep_checkpoint_max", "gradient_accumulation_steps",
+                  "remat")
+TRAINING_HELP = {"learning_rate": "The initial learning rate for AdamW.",
+                 "save_checkpoints_steps": "How often to save a checkpoint."}
 
 
 def define_flags(flag_values=None, version="v1"):
-    """The release's run_squad_v1 (version "v1") or run_squad_v2 ("v2") flags, plus
-    --strategy, --random_seed and --keep_checkpoint_max."""
-    fv = {"flag_values": flags.FLAGS if flag_values is None else flag_values}
-    flags.DEFINE_string("albert_config_file", None, "The albert_config.json of the pre-trained model.", **fv)
+    """The release's run_squad_v1 (version "v1") or run_squad_v2 ("v2": also --start_n_top,
+    --end_n_top, --dropout_prob) flags, plus --strategy, --random_seed and
+    --keep_checkpoint_max, made from the fields of tasks.options.SquadOptions and
+    training.options.TrainingOptions (each default written once, there), and the TPU flags."""
+    from albert_tf.tasks.options import SQUAD_V2_ONLY, SquadOptions
+    from albert_tf.training.options import TrainingOptions
+
+    fv = flags.FLAGS if flag_values is None else flag_values
+    cli.define_options(fv, SquadOptions, exclude=SQUAD_V2_ONLY if version == "v1" else (),
+                       helps={"length_buckets": SQUAD_V1_FLAG_HELP} if version == "v1" else None)
+    cli.define_options(fv, TrainingOptions, names=TRAINING_FLAGS, helps=TRAINING_HELP)
     flags.DEFINE_string("vocab_file", None, "Accepted for compatibility; unused (the SentencePiece model is the "
-                        "vocabulary).", **fv)
-    flags.DEFINE_string("spm_model_file", None, "The SentencePiece model of the pre-trained model (default with "
-                        "--albert_hub_module_handle: the export's).", **fv)
-    flags.DEFINE_string("output_dir", None, "Checkpoints, predictions and metrics go here.", **fv)
-    flags.DEFINE_string("train_file", None, "SQuAD JSON for training.", **fv)
-    flags.DEFINE_string("predict_file", None, "SQuAD JSON for predictions (with answers: also the metrics).", **fv)
-    flags.DEFINE_string("train_feature_file", None, "Training features cache (default output_dir/train.tf_record).",
-                        **fv)
-    flags.DEFINE_string("predict_feature_file", None,
-                        "Prediction features cache (default output_dir/predict.tf_record).", **fv)
-    flags.DEFINE_string("predict_feature_left_file", None,
-                        "Accepted for compatibility; unused: the post-processing fields the release pickled here "
-                        "are in <predict_feature_file>.spans.json.", **fv)
-    flags.DEFINE_string("init_checkpoint", None, "Starting weights: run_pretraining output_dir, ckpt-N prefix, "
-                        "converted pretrained directory, or a directory with question_answering.weights.h5.", **fv)
-    flags.DEFINE_string("albert_hub_module_handle", None, "An albert_tf export (encoder/) to start from.", **fv)
-    flags.DEFINE_bool("do_lower_case", True, "Lower-case the input (must match pretraining).", **fv)
-    flags.DEFINE_integer("max_seq_length", 384, "Maximum total input length in pieces.", **fv)
-    flags.DEFINE_integer("doc_stride", 128, "Stride between context windows, in pieces.", **fv)
-    flags.DEFINE_integer("max_query_length", 64, "The question keeps at most this many pieces.", **fv)
-    flags.DEFINE_bool("do_train", False, "Whether to run training.", **fv)
-    flags.DEFINE_bool("do_predict", False, "Whether to predict on --predict_file.", **fv)
-    flags.DEFINE_integer("train_batch_size", 48, "Total batch size for training.", **fv)
-    flags.DEFINE_integer("predict_batch_size", 8, "Total batch size for predictions.", **fv)
-    flags.DEFINE_float("learning_rate", 5e-5, "The initial learning rate for AdamW.", **fv)
-    flags.DEFINE_float("num_train_epochs", 3.0, "Training epochs over the training features.", **fv)
-    flags.DEFINE_float("warmup_proportion", 0.1, "Share of the steps with linear learning-rate warmup.", **fv)
-    flags.DEFINE_integer("save_checkpoints_steps", 1000, "How often to save a checkpoint.", **fv)
-    flags.DEFINE_integer("keep_checkpoint_max", 5, "How many checkpoints to keep.", **fv)
-    flags.DEFINE_integer("iterations_per_loop", 1000, "Steps per tf.function call (and per progress line).", **fv)
-    flags.DEFINE_bool("best_checkpoint", False, "Score --predict_file (it must hold answers) at every checkpoint of "
-                      "training with the official metric (v1 f1, v2 best_f1), keep the best checkpoint in "
-                      "output_dir/best and predict and export from it (the release's model.ckpt-best); needs "
-                      "--do_train and --do_predict.", **fv)
-    flags.DEFINE_integer("n_best_size", 20, "n-best predictions per question in nbest_predictions.json.", **fv)
-    flags.DEFINE_integer("max_answer_length", 30, "Longest answer in pieces.", **fv)
-    flags.DEFINE_string("export_dir", None, "Export the fine-tuned model here at the end: a SavedModel that takes "
-                        "raw strings (question, context) and returns the answer text, score and character span.", **fv)
-    flags.DEFINE_string("length_buckets", DEFAULT_BUCKETS, SQUAD_V1_FLAG_HELP if version == "v1" else FLAG_HELP, **fv)
-    cli.define_tpu_flags(fv["flag_values"])
-    cli.define_dtype_policy_flag(fv["flag_values"])
-    cli.define_gradient_accumulation_flag(fv["flag_values"])
-    cli.define_remat_flag(fv["flag_values"])
-    cli.define_allow_changed_settings_flag(fv["flag_values"])
-    flags.DEFINE_integer("random_seed", 12345, "Seed of the head initialisation, dropout and shuffling.", **fv)
-    if version == "v2":
-        flags.DEFINE_integer("start_n_top", 5, "Starts kept by the v2 head at inference.", **fv)
-        flags.DEFINE_integer("end_n_top", 5, "Ends kept per start by the v2 head at inference.", **fv)
-        flags.DEFINE_float("dropout_prob", 0.1, "Dropout in the v2 answer-class branch.", **fv)
+                        "vocabulary).", flag_values=fv)
+    cli.define_tpu_flags(fv)
+    cli.define_allow_changed_settings_flag(fv)
 
 
 # the flags that change a training's result: a run directory continues only with the same

@@ -19,7 +19,7 @@ import os
 import numpy as np
 import tensorflow as tf
 
-from albert_tf.data.bucket_widths import DEFAULT_BUCKETS, bucket_widths
+from albert_tf.data.bucket_widths import bucket_widths
 from albert_tf.data.buckets import bucketed_batches, take_rows
 from albert_tf.data.classifier_data import get_task, read_examples
 from albert_tf.data.classifier_metrics import compute
@@ -30,37 +30,10 @@ from albert_tf.modeling.losses import classifier_nll
 from albert_tf.storage import atomic
 from albert_tf.storage.report import CheckpointMismatchError
 from albert_tf.tasks.common import check_outputs, config_file_for, random_start, start_run
+from albert_tf.tasks.options import ClassificationOptions  # noqa: F401 (re-exported)
 from albert_tf.training import sessions
 from albert_tf.training.driver import train_and_evaluate
 from albert_tf.training.task import EXAMPLE_INDEX, Task
-
-
-@dataclasses.dataclass
-class ClassificationOptions:
-    """Everything run_classifier's flags say about the task (see its --help)."""
-
-    task_name: str
-    data_dir: str
-    output_dir: str
-    albert_hub_module_handle: str = None
-    init_checkpoint: str = None
-    albert_config_file: str = None
-    spm_model_file: str = None
-    do_lower_case: bool = True
-    max_seq_length: int = 512
-    do_train: bool = False
-    do_eval: bool = False
-    do_predict: bool = False
-    predict_batch_size: int = 8
-    classifier_dropout: float = 0.1
-    text_a_column: str = "text_a"
-    text_b_column: str = None
-    label_column: str = "label"
-    labels: list = None
-    random_seed: int = 12345
-    strategy: str = "default"
-    export_dir: str = None
-    length_buckets: str = DEFAULT_BUCKETS
 
 
 def check_options(o):

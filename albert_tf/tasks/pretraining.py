@@ -10,7 +10,6 @@ pretraining_metrics); training sums the terms over steps and evaluation over exa
 Shape legend: B batch, T max_seq_length, P max_predictions_per_seq, G global batch.
 """
 
-import dataclasses
 import os
 
 import tensorflow as tf
@@ -20,45 +19,11 @@ from albert_tf.modeling import losses
 from albert_tf.modeling.config import AlbertConfig
 from albert_tf.modeling.pretrained import CONFIG_NAME, save_pretrained
 from albert_tf.modeling.pretrainer import AlbertPretrainer
+from albert_tf.tasks.options import PretrainingOptions  # noqa: F401 (re-exported)
 from albert_tf.training.checkpoints import load_init_checkpoint
 from albert_tf.training.task import Task
 
 MODEL_INPUTS = ("input_word_ids", "input_mask", "input_type_ids", "masked_lm_positions")
-
-
-@dataclasses.dataclass
-class PretrainingOptions:
-    """What the pretraining task needs (run_pretraining fills it from its flags).
-
-    Attributes:
-        config: AlbertConfig.
-        input_files: training TFRecord files (expanded).
-        eval_files: evaluation TFRecord files (expanded; default: input_files).
-        max_seq_length, max_predictions_per_seq: T and P of the files.
-        global_batch_size: G of training.
-        deterministic, random_seed, shuffle_buffer_size: the input order.
-        dynamic_masking: a `DynamicMasking` (re-draws masks every epoch) or None.
-        init_checkpoint: weights to start a new run from, or None.
-        use_one_hot_embeddings: one-hot word lookups (TPUs).
-        sentence_loss: train the sentence head on the data's labels (SOP or NSP, as the
-            data tool wrote them); False: masked LM only (the head is still evaluated).
-
-    The dtype policy is the driver's (TrainingOptions.dtype_policy), as for every task.
-    """
-
-    config: AlbertConfig
-    input_files: list
-    eval_files: list = None
-    max_seq_length: int = 512
-    max_predictions_per_seq: int = 20
-    global_batch_size: int = 4096
-    deterministic: bool = False
-    random_seed: int = 12345
-    shuffle_buffer_size: int = 10000
-    dynamic_masking: object = None
-    init_checkpoint: str = None
-    use_one_hot_embeddings: bool = False
-    sentence_loss: bool = True
 
 
 def check_run_config(output_dir, config, config_file):

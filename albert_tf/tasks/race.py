@@ -25,7 +25,7 @@ import os
 import numpy as np
 import tensorflow as tf
 
-from albert_tf.data.bucket_widths import DEFAULT_BUCKETS, bucket_widths
+from albert_tf.data.bucket_widths import bucket_widths
 from albert_tf.data.buckets import bucketed_batches, cut_to_width
 from albert_tf.modeling.encoder import INPUT_NAMES
 from albert_tf.modeling.multiple_choice import multiple_choice_loss
@@ -33,6 +33,7 @@ from albert_tf.storage import atomic
 from albert_tf.storage.report import CheckpointMismatchError
 from albert_tf.tasks.common import (check_model_source, check_outputs, check_positive, encoder_for, initialize_from,
                                     spm_file_for, start_run)
+from albert_tf.tasks.options import MultipleChoiceOptions  # noqa: F401 (re-exported)
 from albert_tf.training import sessions
 from albert_tf.training.driver import train_and_evaluate
 from albert_tf.training.task import EXAMPLE_INDEX, Task
@@ -40,44 +41,6 @@ from albert_tf.training.task import EXAMPLE_INDEX, Task
 TASK_NAMES = ("race", "multiple_choice")
 LEVELS = ("middle", "high")
 SPLITS = {"train": "train", "dev": "dev", "test": "test"}
-
-
-@dataclasses.dataclass
-class MultipleChoiceOptions:
-    """Everything run_race's flags say about the task (see its --help)."""
-
-    data_dir: str
-    output_dir: str
-    task_name: str = "race"
-    albert_config_file: str = None
-    spm_model_file: str = None
-    train_file: str = None
-    eval_file: str = None
-    predict_file: str = None
-    init_checkpoint: str = None
-    albert_hub_module_handle: str = None
-    do_lower_case: bool = True
-    dropout_prob: float = 0.1
-    max_seq_length: int = 512
-    max_qa_length: int = 128
-    high_only: bool = False
-    middle_only: bool = False
-    do_train: bool = False
-    do_eval: bool = False
-    do_predict: bool = False
-    train_batch_size: int = 32
-    eval_batch_size: int = 8
-    predict_batch_size: int = 8
-    random_seed: int = 12345
-    strategy: str = "default"
-    tpu_name: str = None
-    export_dir: str = None
-    length_buckets: str = DEFAULT_BUCKETS
-
-    def feature_file(self, split):
-        given = {"train": self.train_file, "dev": self.eval_file, "test": self.predict_file}[split]
-        return given or os.path.join(self.output_dir, {"train": "train", "dev": "eval",
-                                                       "test": "predict"}[split] + ".tf_record")
 
 
 def check_options(o):

@@ -23,13 +23,14 @@ import sys
 import numpy as np
 import tensorflow as tf
 
-from albert_tf.data.bucket_widths import DEFAULT_BUCKETS, bucket_widths
+from albert_tf.data.bucket_widths import bucket_widths
 from albert_tf.data.buckets import bucketed_batches, cut_to_width
 from albert_tf.modeling.encoder import INPUT_NAMES
 from albert_tf.storage import atomic
 from albert_tf.storage.report import CheckpointMismatchError
 from albert_tf.tasks.common import (check_model_source, check_outputs, check_positive, encoder_for, initialize_from,
                                     spm_file_for, start_run)
+from albert_tf.tasks.options import SquadOptions  # noqa: F401 (re-exported)
 from albert_tf.training.checkpoints import BEST_DIR
 from albert_tf.training import sessions
 from albert_tf.training.driver import train_and_evaluate
@@ -39,52 +40,6 @@ SEQUENCE_INPUTS = INPUT_NAMES + ("p_mask",)
 PADDING_LOGIT = -1e9
 VERSIONS = ("v1", "v2")
 NO_ANSWER_WARNING_SHARE = 0.95
-
-
-@dataclasses.dataclass
-class SquadOptions:
-    """Everything run_squad_v1/_v2's flags say about the task (see their --help)."""
-
-    version: str
-    output_dir: str
-    train_file: str = None
-    predict_file: str = None
-    train_feature_file: str = None
-    predict_feature_file: str = None
-    predict_feature_left_file: str = None
-    albert_config_file: str = None
-    spm_model_file: str = None
-    init_checkpoint: str = None
-    albert_hub_module_handle: str = None
-    do_lower_case: bool = True
-    max_seq_length: int = 384
-    doc_stride: int = 128
-    max_query_length: int = 64
-    do_train: bool = False
-    do_predict: bool = False
-    train_batch_size: int = 48
-    predict_batch_size: int = 8
-    num_train_epochs: float = 3.0
-    warmup_proportion: float = 0.1
-    n_best_size: int = 20
-    max_answer_length: int = 30
-    start_n_top: int = 5
-    end_n_top: int = 5
-    dropout_prob: float = 0.1
-    random_seed: int = 12345
-    strategy: str = "default"
-    tpu_name: str = None
-    export_dir: str = None
-    length_buckets: str = DEFAULT_BUCKETS
-    best_checkpoint: bool = False
-
-    @property
-    def train_features_path(self):
-        return self.train_feature_file or os.path.join(self.output_dir, "train.tf_record")
-
-    @property
-    def predict_features_path(self):
-        return self.predict_feature_file or os.path.join(self.output_dir, "predict.tf_record")
 
 
 def check_options(o):

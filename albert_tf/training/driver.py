@@ -34,7 +34,6 @@ driver owns everything else, once:
 Shape legend: B batch per replica, G global batch.
 """
 
-import dataclasses
 import math
 import os
 import time
@@ -53,68 +52,11 @@ from albert_tf.training.checkpoints import BEST_DIR, TrainingCheckpoints, newest
 from albert_tf.training.distribution import check_global_batch, check_same_start, worker_lost
 from albert_tf.training.errors import TERMINATED, TRAINING_LOOP, TrainingDivergedError, raise_if_interrupted
 from albert_tf.training.optimizer import create_optimizer
+from albert_tf.training.options import TrainingOptions  # noqa: F401 (also driver.TrainingOptions)
 from albert_tf.training.precision import choose, policy_scope
 from albert_tf.training.reporting import MetricsLogger, plot_curves, read_records
 from albert_tf.training.schedules import WarmupPolynomialDecay
 from albert_tf.training.task import EXAMPLE_INDEX, EXAMPLE_WEIGHT
-
-@dataclasses.dataclass
-class TrainingOptions:
-    """How the driver runs a task (entry points fill it from their flags).
-
-    Attributes:
-        output_dir: the run directory (checkpoints, metrics, results).
-        train_batch_size, eval_batch_size: global batches G (G of one optimizer step).
-        gradient_accumulation_steps: K; each replica's batch of a step is computed in K
-            slices one after another and their gradients summed (the same step, one
-            slice's activations alive at a time; K divides the per-replica batch).
-        num_train_steps, num_warmup_steps, start_warmup_step, poly_power, learning_rate:
-            the release's schedule (linear warmup, then polynomial decay to 0).
-        optimizer: "lamb" or "adamw".
-        clip_norm: global gradient norm after the cross-replica sum.
-        save_checkpoints_steps, keep_checkpoint_max, iterations_per_loop: as the release.
-        do_train, do_eval: what to run.
-        evaluate_every_checkpoint: evaluate after every save (fine-tuning) or only at the
-            end (pretraining, as the release).
-        max_eval_steps: at most this many eval batches (None: every example).
-        keep_best: keep the best checkpoint by task.best_metric in output_dir/best and
-            end with its weights restored.
-        jit_compile: compile forward + backward with XLA.
-        remat: rematerialization: in the backward pass each application of an encoder's
-            (attention, feed-forward) pair is recomputed from its input instead of keeping
-            its activations (AlbertEncoder, "Rematerialization"); the same gradients.
-        write_curves: write training_curves.png at the end.
-        dtype_policy: "auto", "float32" or "mixed_bfloat16" (training/precision.py: the
-            Trainer resolves it for its hardware and builds the model in it).
-        session: the command's `sessions.Session` (its flags and settings, checked
-            before any work by sessions.check_settings) recorded in run_info.json's
-            sessions; None: a session of the task's name without flags.
-    """
-
-    output_dir: str
-    train_batch_size: int = 32
-    eval_batch_size: int = 8
-    num_train_steps: int = 1000
-    num_warmup_steps: int = 0
-    start_warmup_step: int = 0
-    poly_power: float = 1.0
-    learning_rate: float = 5e-5
-    optimizer: str = "adamw"
-    clip_norm: float = 1.0
-    save_checkpoints_steps: int = 1000
-    keep_checkpoint_max: int = 5
-    iterations_per_loop: int = 100
-    do_train: bool = True
-    do_eval: bool = True
-    evaluate_every_checkpoint: bool = False
-    max_eval_steps: int = None
-    keep_best: bool = False
-    jit_compile: bool = False
-    write_curves: bool = True
-    dtype_policy: str = "float32"
-    gradient_accumulation_steps: int = 1
-    remat: bool = False
-    session: object = None
 
 
 class Trainer:
