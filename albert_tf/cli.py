@@ -261,6 +261,7 @@ def _process_state_restored():
     from absl import flags, logging
 
     handlers = list(python_logging.root.handlers)
+    levels = python_logging.root.level, python_logging.getLogger("absl").level  # absl's verbosity sets them
     verbosity = logging.get_verbosity()
     global_flags_parsed = flags.FLAGS.is_parsed()
     if not global_flags_parsed:
@@ -277,10 +278,15 @@ def _process_state_restored():
         random.setstate(python_state)
         if numpy_state is not None:
             numpy.random.set_state(numpy_state)
+        if not global_flags_parsed:  # while absl's handler is there (else logging.info installs one of its own)
+            disabled = python_logging.root.manager.disable
+            python_logging.disable(python_logging.INFO)  # unparse_flags' own "unparse_flags() called" line
+            flags.FLAGS.unparse_flags()
+            python_logging.disable(disabled)
         python_logging.root.handlers[:] = handlers
         logging.set_verbosity(verbosity)
-        if not global_flags_parsed:
-            flags.FLAGS.unparse_flags()
+        python_logging.root.setLevel(levels[0])
+        python_logging.getLogger("absl").setLevel(levels[1])
 
 
 def _keras_state():
