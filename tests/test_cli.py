@@ -377,10 +377,10 @@ def test_with_stderr_closed_a_command_that_loads_tensorflow_exits_with_its_statu
     """File descriptor 2 closed (`2>&-`): run_classifier loads TensorFlow (which writes its
     loading lines to fd 2) and refuses its input with exit status 2, promptly; Python has no
     sys.stderr then, so the message goes to stdout."""
-    done = subprocess.run([sys.executable, "-m", "albert_tf.run_classifier", "--task_name=tsv",
-                           f"--data_dir={tmp_path / 'missing'}", f"--output_dir={tmp_path / 'out'}", "--do_train"],
-                          stdout=subprocess.PIPE, text=True, env=ENV, cwd=ROOT, timeout=300,
-                          preexec_fn=lambda: os.close(2))
+    # the shell closes it (a preexec_fn would run Python in a fork of this threaded process)
+    done = subprocess.run(["/bin/sh", "-c", 'exec "$0" "$@" 2>&-', sys.executable, "-m", "albert_tf.run_classifier",
+                           "--task_name=tsv", f"--data_dir={tmp_path / 'missing'}", f"--output_dir={tmp_path / 'out'}",
+                           "--do_train"], stdout=subprocess.PIPE, text=True, env=ENV, cwd=ROOT, timeout=300)
     assert done.returncode == 2 and done.stdout == (
         "run_classifier: error: --spm_model_file is required without --albert_hub_module_handle.\n"), done.stdout
     assert not (tmp_path / "out").exists()
