@@ -165,11 +165,11 @@ def main(name, define_flags, run, argv=None):
     while it runs unless --verbosity is given), Python's root logging handlers and the root's
     and absl's logger levels (absl's handler is installed while it runs), Keras' global dtype
     policy, the global random seeds of Python, NumPy, TensorFlow and Keras, the SIGINT/SIGTERM
-    handlers. So two calls in one process
-    with different arguments give what two processes give (single-process strategies). What
-    cannot be put back (`IRREVERSIBLE`, listed in each command's `main`): TensorFlow's op
-    determinism once a run enabled it, a multi-worker or TPU strategy's set-up, the physical
-    devices' configuration (threads, memory growth, logical devices) once TensorFlow started.
+    handlers. So two calls in one process with different arguments give what two processes
+    give (single-process strategies). What cannot be put back (`IRREVERSIBLE`, listed in each
+    command's `main`): TensorFlow's op determinism once a run enabled it, a multi-worker or TPU
+    strategy's set-up, the physical devices' configuration (threads, memory growth, logical
+    devices) once TensorFlow started.
 
     Args:
         name: the command's name, for its messages (`name: error: ...`).
