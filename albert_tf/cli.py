@@ -166,13 +166,14 @@ def main(name, define_flags, run, argv=None):
     return 1, as absl does). Every command module's `main(argv)` is this call.
 
     What it changes in the process is put back when it returns: the absl verbosity (WARNING
-    while it runs unless --verbosity is given), Python's logging handlers (absl's handler is
-    installed while it runs), Keras' global dtype policy, the global random seeds of Python,
-    NumPy, TensorFlow and Keras, the SIGINT/SIGTERM handlers. So two calls in one process
-    with different arguments give what two processes give (single-process strategies). What
-    cannot be put back (`IRREVERSIBLE`, listed in each command's `main`): TensorFlow's op
-    determinism once a run enabled it, a multi-worker or TPU strategy's set-up, the physical
-    devices' configuration (threads, memory growth, logical devices) once TensorFlow started.
+    while it runs unless --verbosity is given), Python's root logging handlers and the root's
+    and absl's logger levels (absl's handler is installed while it runs), Keras' global dtype
+    policy, the global random seeds of Python, NumPy, TensorFlow and Keras, the SIGINT/SIGTERM
+    handlers. So two calls in one process with different arguments give what two processes
+    give (single-process strategies). What cannot be put back (`IRREVERSIBLE`, listed in each
+    command's `main`): TensorFlow's op determinism once a run enabled it, a multi-worker or TPU
+    strategy's set-up, the physical devices' configuration (threads, memory growth, logical
+    devices) once TensorFlow started.
 
     Args:
         name: the command's name, for its messages (`name: error: ...`).
@@ -265,6 +266,7 @@ def _process_state_restored():
     from absl import flags, logging
 
     handlers = list(python_logging.root.handlers)
+    levels = python_logging.root.level, python_logging.getLogger("absl").level  # absl's verbosity sets them
     verbosity = logging.get_verbosity()
     global_flags_parsed = flags.FLAGS.is_parsed()
     if not global_flags_parsed:
@@ -281,10 +283,15 @@ def _process_state_restored():
         random.setstate(python_state)
         if numpy_state is not None:
             numpy.random.set_state(numpy_state)
+        if not global_flags_parsed:  # while absl's handler is there (else logging.info installs one of its own)
+            disabled = python_logging.root.manager.disable
+            python_logging.disable(python_logging.INFO)  # unparse_flags' own "unparse_flags() called" line
+            flags.FLAGS.unparse_flags()
+            python_logging.disable(disabled)
         python_logging.root.handlers[:] = handlers
         logging.set_verbosity(verbosity)
-        if not global_flags_parsed:
-            flags.FLAGS.unparse_flags()
+        python_logging.root.setLevel(levels[0])
+        python_logging.getLogger("absl").setLevel(levels[1])
 
 
 def _keras_state():

@@ -16,27 +16,6 @@ gc.set_threshold(50_000, 20, 100)
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
-import forkserver  # noqa: E402
-
-# the suite's `python -m albert_tf...`, `python SCRIPT.py` and `python -c` subprocesses are
-# forked from a process that imported TensorFlow once (tests/forkserver.py says what differs
-# and what is not served); ALBERT_TF_TEST_FORKSERVER=0 starts every one as a fresh interpreter
-if os.environ.get("ALBERT_TF_TEST_FORKSERVER", "1") != "0":
-    forkserver.install()
-
-
-@pytest.fixture(autouse=True)
-def _real_process(request):
-    """Tests marked real_process start their subprocesses as fresh interpreters."""
-    forkserver.enabled = request.node.get_closest_marker("real_process") is None
-    yield
-    forkserver.enabled = True
-
-
-def pytest_sessionfinish(session):
-    forkserver.shutdown()
-
-
 @pytest.fixture(autouse=True)
 def _seed():
     import keras
@@ -104,33 +83,6 @@ def load_tool(name):
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
-
-
-def entry_point_cases(module, cases, work_dir, name=None, timeout=600):
-    """Runs every argument list of `cases` as `python -m module ARGS` would, all in ONE
-    subprocess (tests/entry_point_cases.py: one TensorFlow import for all of them);
-    returns one object per case with returncode, stdout and stderr. With `module` None,
-    each case is (module, args) and runs as `python -m module ARGS`: several entry points
-    in the one subprocess."""
-    import json
-    import subprocess
-    import sys
-    import types
-
-    root = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-    if module is None:
-        module = name = "-"
-        cases = [[m, m.split(".")[-1], *args] for m, args in cases]
-    name = name or module.split(".")[-1]
-    cases_file, results_file = os.path.join(work_dir, "cases.json"), os.path.join(work_dir, "results.json")
-    with open(cases_file, "w", encoding="utf-8") as f:
-        json.dump([[str(a) for a in args] for args in cases], f)
-    done = subprocess.run([sys.executable, os.path.join(root, "tests", "entry_point_cases.py"), module, name,
-                           cases_file, results_file], capture_output=True, text=True, cwd=root, timeout=timeout,
-                          env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=root))
-    assert done.returncode == 0, done.stderr[-3000:]
-    with open(results_file, encoding="utf-8") as f:
-        return [types.SimpleNamespace(**r) for r in json.load(f)]
 
 
 def shared_once(tmp_path_factory, name, build):
@@ -274,7 +226,7 @@ def pytest_runtest_protocol(item, nextitem):
 
     def children_cpu():
         usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-        return usage.ru_utime + usage.ru_stime + forkserver.served_cpu()
+        return usage.ru_utime + usage.ru_stime
 
     start, cpu, child = time.time(), time.process_time(), children_cpu()
     yield

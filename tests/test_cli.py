@@ -1,54 +1,92 @@
-"""albert_tf/cli.py's flag parsing as the real `python -m` entry points see it: a flag
-absl cannot parse (a --flagfile that cannot be read, an unknown flag, a bad value) is a
-one-line `name: error: ...` with exit status 2, like every other bad input."""
+"""albert_tf/cli.py: every command's `main(argv)` as a call and as a process.
 
+In this process (each module's `main(argv)`): a flag absl cannot parse (a --flagfile that
+cannot be read, an unknown flag, a bad value) is a one-line `name: error: ...` with exit
+status 2 like every other bad input; --help prints the command's docstring and flags; two
+calls with different arguments give what two processes give and put the process back.
+
+As real processes (what only a process shows; marked real_process): every entry point's
+exit status and message for a bad flag, --help's exit status, a closed stderr, a child
+process started while TensorFlow imports, logging while TensorFlow imports, --verbosity.
+A real process prints TensorFlow's loading lines on stderr (README, "TensorFlow's loading
+lines"): `_shown` leaves out exactly those.
+"""
+
+import json
 import os
+import re
 import subprocess
 import sys
+import textwrap
+import time
 
 import pytest
 
-from conftest import entry_point_cases
+from conftest import run_in_process, write_tiny_config
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=ROOT)
 
+# the lines TensorFlow 2.21 prints while its libraries load, before it reads TF_CPP_MIN_LOG_LEVEL
+LOADING_LINE = re.compile(r"WARNING: All log messages before absl::InitializeLog\(\) is called are written to STDERR$"
+                          r"|I\d{4} \d\d:\d\d:\d+(?:\.\d+)?\s+\d+ (?:cudart_stub|port)\.cc:\d+\] ")
 
-def _run(module, *args):
-    return subprocess.run([sys.executable, "-m", module, *args], capture_output=True, text=True, env=ENV, cwd=ROOT,
-                          timeout=300)
+
+def _shown(text):
+    """The lines of a real process's stderr, less TensorFlow's loading lines."""
+    return [line for line in text.splitlines() if not LOADING_LINE.match(line)]
 
 
 def _error_lines(result, name):
     return [line for line in result.stderr.splitlines() if line.startswith(f"{name}: error: ")]
 
 
-def test_missing_flagfiles_unknown_flags_and_bad_values_exit_2(tmp_path):
-    """A missing --flagfile (or one named inside another) is named, an unknown flag and a bad
-    value too: one `name: error:` line, exit 2 (all cases in one process: tests/entry_point_cases.py,
-    which parses as `python -m` does: cli.parse_flags and cli.run_entry_point)."""
+def test_missing_flagfiles_unknown_flags_bad_values_and_arguments_exit_2(tmp_path, capsys):
+    """A missing --flagfile (or one named inside another) is named, an unknown flag, a bad
+    value and a positional argument too: one `name: error:` line, exit 2, nothing else printed
+    (each module's main(argv), in this process)."""
+    from albert_tf import run_classifier, run_pretraining
+
     missing = tmp_path / "nonexistent.flags"
     outer = tmp_path / "outer.flags"
     outer.write_text(f"--flagfile={tmp_path / 'inner.flags'}\n", encoding="utf-8")
-    cases = [("albert_tf.run_pretraining", [f"--flagfile={missing}"]),
-             ("albert_tf.run_classifier", [f"--flagfile={missing}"]),
-             ("albert_tf.run_pretraining", [f"--flagfile={outer}"]),
-             ("albert_tf.run_pretraining", ["--no_such_flag=1"]),
-             ("albert_tf.run_classifier", ["--train_batch_size=many"])]
-    results = entry_point_cases(None, cases, tmp_path)
-    assert all(r.returncode == 2 and "Traceback" not in r.stderr and "FATAL" not in r.stderr for r in results), \
-        [r.stderr[-2000:] for r in results]
+    cases = [(run_pretraining, [f"--flagfile={missing}"]), (run_classifier, [f"--flagfile={missing}"]),
+             (run_pretraining, [f"--flagfile={outer}"]), (run_pretraining, ["--no_such_flag=1"]),
+             (run_classifier, ["--train_batch_size=many"]), (run_pretraining, ["--do_train", "extra"])]
+    results = [run_in_process(module, args, capsys) for module, args in cases]
+    for result in results:
+        assert result.returncode == 2 and result.stdout == "" and len(result.stderr.splitlines()) == 1, result
     for (module, _), result in zip(cases[:2], results):
-        name = module.split(".")[-1]
+        name = module.__name__.split(".")[-1]
         assert _error_lines(result, name) == [
             f"{name}: error: --flagfile={missing}: No such file or directory. Check the flag file's path "
-            f"(a relative path is read from the current directory, {ROOT})."], result.stderr[-2000:]
+            f"(a relative path is read from the current directory, {os.getcwd()})."], result.stderr
     [line] = _error_lines(results[2], "run_pretraining")
     assert line.startswith(f"run_pretraining: error: --flagfile={tmp_path / 'inner.flags'}: No such file")
     assert _error_lines(results[3], "run_pretraining") == [
         "run_pretraining: error: Unknown command line flag 'no_such_flag' (see --helpfull)."]
     [line] = _error_lines(results[4], "run_classifier")
     assert "--train_batch_size" in line and "many" in line
+    assert _error_lines(results[5], "run_pretraining") == [
+        "run_pretraining: error: unexpected arguments ['extra']; every option is a --flag (see --helpfull)."]
+
+
+def test_help_shows_the_commands_docstring_and_flags_and_helpfull_the_process_flags(capsys):
+    """--help (and -?): the module's docstring, then its flags, exit status 1 as absl's
+    --help; --helpfull adds absl's own (--flagfile, --undefok)."""
+    from albert_tf import run_classifier
+
+    for flag in ("--help", "-?"):
+        short = run_in_process(run_classifier, [flag], capsys)
+        assert short.returncode == 1 and short.stderr == "", short
+        assert short.stdout.startswith(run_classifier.__doc__ + "\nflags:\n"), short.stdout[:500]
+        assert "--data_dir" in short.stdout and "--[no]do_train" in short.stdout
+        assert "absl.flags:" not in short.stdout  # --flagfile and --undefok: --helpfull's
+        assert short.stdout.endswith("\nTry --helpfull to get a list of all flags.\n")
+    full = run_in_process(run_classifier, ["--helpfull"], capsys)
+    assert full.returncode == 1 and full.stdout.startswith(run_classifier.__doc__ + "\nflags:\n")
+    for flag in ("--data_dir", "--flagfile", "--undefok", "-v,--verbosity", "--[no]helpfull"):
+        assert flag in full.stdout, flag
 
 
 def _flags(module, *args):
@@ -167,106 +205,6 @@ def test_no_default_stream_is_bound_at_import():
     assert not bound, bound
 
 
-# --- the lines TensorFlow prints while it loads (cli.quiet_tensorflow_loading) -------------------
-
-HEADER = "WARNING: All log messages before absl::InitializeLog() is called are written to STDERR"
-# as TensorFlow 2.21 prints them while loading (absl's pre-initialisation time stamp) and as
-# absl prints them later
-INFO = "I0000 00:00:1795758206.439373    5191 port.cc:153] oneDNN custom operations are on."
-WARNING = "W1127 05:30:12.123456   77 gpu_device.cc:2341] Cannot dlopen some GPU libraries."
-ERROR = "E0000 00:00:1795758455.288861   15033 cuda_platform.cc:52] failed call to cuInit"
-FATAL = "F0000 00:00:1795758455.3   15033 cpu_feature_guard.cc:1] The TensorFlow library was compiled to use AVX"
-
-
-def test_tensorflows_loading_lines_follow_tf_cpp_min_log_level():
-    from albert_tf.cli import hidden_loading_line
-
-    others = ["Traceback (most recent call last):", "I0000 not a log line", "a Python warning", ""]
-    for level, hidden in ((0, set()), (1, {HEADER, INFO}), (2, {HEADER, INFO, WARNING}),
-                          (3, {HEADER, INFO, WARNING, ERROR}), (4, {HEADER, INFO, WARNING, ERROR})):
-        for line in (HEADER, INFO, WARNING, ERROR, FATAL, *others):
-            for ending in ("", "\n", "\r\n"):
-                assert hidden_loading_line(line + ending, level) == (line in hidden), (level, line, ending)
-
-
-def test_the_lines_real_tensorflow_prints_while_loading_are_those_hidden():
-    """What `import tensorflow` prints at TF_CPP_MIN_LOG_LEVEL=3 (under the fork server, its
-    import's own output, replayed) is absl's header and log lines (INFO on this CPU: oneDNN's
-    and the CUDA stub's), all left out at level 3, the entry points' default; if a TensorFlow
-    stops printing them, the filter has nothing left to do and this says so."""
-    from albert_tf.cli import hidden_loading_line
-
-    result = subprocess.run([sys.executable, "-c", "import tensorflow"], capture_output=True, text=True, env=ENV,
-                            cwd=ROOT, timeout=300)  # TF_CPP_MIN_LOG_LEVEL=3: TensorFlow prints them even so
-    lines = result.stderr.splitlines()
-    assert result.returncode == 0 and HEADER in lines and len(lines) > 1, lines
-    assert [x for x in lines if not hidden_loading_line(x, 3)] == [], lines
-
-
-FAKE_TENSORFLOW = f'''
-import os, sys
-os.write(2, b"{HEADER}\\n{INFO}\\n")
-sys.stderr.write("a Python warning while loading\\n")
-sys.stderr.flush()
-os.write(2, b"{WARNING}\\n{ERROR}\\n")
-if os.environ.get("FAKE_ABORT"):
-    os.write(2, b"{FATAL}\\n")
-    os.abort()
-'''
-LOADER = ("import sys; from albert_tf import cli; cli.quiet_tensorflow_loading(); import tensorflow; "
-          "print('loaded by', type(tensorflow.__loader__).__name__, type(tensorflow.__spec__.loader).__name__, "
-          "file=sys.stderr)")
-
-
-@pytest.mark.real_process
-def test_an_entry_points_first_tensorflow_import_applies_the_level_and_passes_a_crash_message(tmp_path):
-    """A stand-in `tensorflow` package that prints like TensorFlow while it loads: at each
-    level only the lines at or above it reach stderr, in order, with Python's own writes;
-    the module keeps its own loader; and a process that aborts while loading still shows
-    what it printed (the filter is a process of its own)."""
-    (tmp_path / "tensorflow").mkdir()
-    (tmp_path / "tensorflow" / "__init__.py").write_text(FAKE_TENSORFLOW, encoding="utf-8")
-
-    def load(level, **env):
-        env = dict(ENV, PYTHONPATH=f"{tmp_path}{os.pathsep}{ROOT}", TF_CPP_MIN_LOG_LEVEL=level, **env)
-        return subprocess.run([sys.executable, "-c", LOADER], capture_output=True, text=True, cwd=ROOT, timeout=60,
-                              env=env)
-
-    python = "a Python warning while loading"
-    expected = {"0": [HEADER, INFO, python, WARNING, ERROR], "2": [python, ERROR], "3": [python]}
-    for level, lines in expected.items():
-        result = load(level)
-        assert result.returncode == 0, result.stderr
-        assert result.stderr.splitlines() == lines + ["loaded by SourceFileLoader SourceFileLoader"], (level, result)
-    aborted = load("3", FAKE_ABORT="1")
-    assert aborted.returncode != 0 and aborted.stderr.splitlines() == [python, FATAL], aborted
-
-
-ENTRY_MODULES = ("albert_tf.run_pretraining", "albert_tf.run_classifier", "albert_tf.run_squad_v1",
-                 "albert_tf.run_squad_v2", "albert_tf.run_race", "albert_tf.export_tfhub", "albert_tf.export_litert",
-                 "albert_tf.param_table", "albert_tf.create_pretraining_data", "albert_tf.convert.__main__")
-
-
-@pytest.mark.real_process
-def test_no_entry_point_imports_tensorflow_before_it_runs():
-    """Importing an entry point's module (its flags' definitions included) loads no
-    TensorFlow: a bad flag is refused without paying for it, and `main` has installed
-    quiet_tensorflow_loading before TensorFlow's first import."""
-    code = ("import importlib, sys\n"
-            "from absl import flags\n"
-            f"for name in {ENTRY_MODULES!r}:\n"
-            "    module = importlib.import_module(name)\n"
-            "    try:\n"
-            "        module.define_flags(flags.FlagValues())\n"
-            "    except TypeError:  # param_table: flags.FLAGS only\n"
-            "        module.define_flags()\n"
-            "    if 'tensorflow' in sys.modules or 'keras' in sys.modules:\n"
-            "        sys.exit('imported TensorFlow or Keras: ' + name)\n")
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=ENV, cwd=ROOT,
-                            timeout=120)
-    assert result.returncode == 0, result.stderr[-3000:]
-
-
 def test_a_tensorflow_error_that_is_no_lost_worker_exits_1_with_its_message(capsys):
     """An UnavailableError from storage (no peer named) reaches the user as itself: one
     line naming the error and what TensorFlow said, exit status 1 (not "worker lost", 3)."""
@@ -298,3 +236,211 @@ def test_the_version_has_one_place():
     assert "version" not in project["project"] and "version" in project["project"]["dynamic"]
     assert project["tool"]["setuptools"]["dynamic"]["version"] == {"attr": "albert_tf.__version__"}
     assert importlib.metadata.version("albert_tf") == albert_tf.__version__
+
+
+# --- main twice in one process --------------------------------------------------------------
+
+def _process_state():
+    """What a command changes in the process and `cli.main` puts back."""
+    import logging
+    import random
+
+    import keras
+    import numpy as np
+    from absl import flags
+    from absl import logging as absl_logging
+    from keras.src.backend.common import global_state
+    from tensorflow.python.eager import context
+
+    kind, keys, position, has_gauss, gauss = np.random.get_state()
+    return {"dtype_policy": keras.config.dtype_policy().name, "absl_verbosity": absl_logging.get_verbosity(),
+            "root_handlers": list(logging.root.handlers), "root_level": logging.root.level,
+            "absl_level": logging.getLogger("absl").level, "global_flags_parsed": flags.FLAGS.is_parsed(),
+            "python_random": random.getstate(), "numpy_random": (kind, keys.tolist(), position, has_gauss, gauss),
+            "keras_seed": global_state.get_global_attribute("global_random_seed"), "tf_seed": context.global_seed()}
+
+
+def _evaluation_args(records, config, output_dir, seed, policy):
+    """run_pretraining's evaluation of its randomly initialised model (seeded by --random_seed)
+    on 2 batches of `records`, read in file order: its results depend on the seed and policy."""
+    return [f"--input_file={','.join(records)}", f"--output_dir={output_dir}", f"--albert_config_file={config}",
+            "--max_seq_length=128", "--max_predictions_per_seq=20", "--eval_batch_size=8", "--max_eval_steps=2",
+            "--nodo_train", "--do_eval", f"--random_seed={seed}", f"--dtype_policy={policy}"]
+
+
+def _metrics(output_dir):
+    with open(os.path.join(output_dir, "metrics.jsonl"), encoding="utf-8") as f:
+        return [json.loads(line) for line in f]
+
+
+@pytest.mark.real_process
+def test_a_command_called_twice_in_one_process_gives_what_a_process_gives(pretraining_records, tmp_path, capsys):
+    """run_pretraining A (seed 1, float32), B (seed 2, mixed_bfloat16), A again through
+    main(argv) in this process, then A as a real process: A's metrics are the same all three
+    times (and B's differ: the results depend on the seed and policy), and after each call
+    Keras' dtype policy, the absl verbosity, Python's root logging handlers and levels, the
+    global flags' state and the Python, NumPy, Keras and TensorFlow seeds are what they were."""
+    import logging
+    import random
+
+    import numpy as np
+
+    from albert_tf import run_pretraining
+
+    records, _ = pretraining_records
+    config = write_tiny_config(tmp_path, num_hidden_layers=2)
+    random.seed(7)
+    np.random.seed(7)
+    level = logging.root.level
+    logging.root.setLevel(logging.ERROR)  # neither absl's level nor Python's default: put back as it is
+    try:
+        before = _process_state()
+        for run, seed, policy in (("a1", 1, "float32"), ("b", 2, "mixed_bfloat16"), ("a2", 1, "float32")):
+            result = run_in_process(run_pretraining, _evaluation_args(records, config, tmp_path / run, seed, policy),
+                                    capsys)
+            assert result.returncode == 0, result.stderr[-3000:]
+            assert _process_state() == before, run
+    finally:
+        logging.root.setLevel(level)
+    process = subprocess.run([sys.executable, "-m", "albert_tf.run_pretraining",
+                              *_evaluation_args(records, config, tmp_path / "a3", 1, "float32")],
+                             capture_output=True, text=True, env=ENV, cwd=ROOT, timeout=300)
+    assert process.returncode == 0, process.stderr[-3000:]
+    a1, b, a2, a3 = (_metrics(tmp_path / run) for run in ("a1", "b", "a2", "a3"))
+    assert len(a1) == 1 and a1[0]["split"] == "eval" and a1[0]["examples"] == 16, a1
+    assert a1 == a2 == a3
+    assert b[0]["loss"] != a1[0]["loss"]
+
+
+# --- real processes ---------------------------------------------------------------------------
+
+# every entry point as a user starts it: (its name in messages, the command after `python`)
+ENTRY_POINTS = [(name, ["-m", f"albert_tf.{name}"]) for name in (
+    "run_pretraining", "run_classifier", "run_squad_v1", "run_squad_v2", "run_race", "export_tfhub", "export_litert",
+    "param_table", "create_pretraining_data", "convert")] + [
+    ("create_pretraining_data", [os.path.join("tools", "create_pretraining_data.py")])]
+
+
+def _stand_in_tensorflow(directory, body):
+    """A `tensorflow` package of `body` first on the path: the environment of a process."""
+    (directory / "tensorflow").mkdir()
+    (directory / "tensorflow" / "__init__.py").write_text(textwrap.dedent(body), encoding="utf-8")
+    return dict(ENV, PYTHONPATH=f"{directory}{os.pathsep}{ROOT}")
+
+
+def _start(argv, env, **kwargs):
+    return subprocess.Popen([sys.executable, *argv], env=env, cwd=ROOT, text=True, **kwargs)
+
+
+@pytest.mark.real_process
+def test_every_entry_point_refuses_a_bad_flag_as_a_process(tmp_path):
+    """`python -m albert_tf.X --no_such_flag=1` for every entry point (and the data tool's
+    script, and a console script where installed): exit status 2 and exactly its one
+    `name: error:` line, no traceback, without importing TensorFlow (a stand-in that would
+    say so is first on the path)."""
+    env = _stand_in_tensorflow(tmp_path, """
+        import os
+        os.write(2, b"the stand-in tensorflow was imported\\n")
+        raise ImportError("the stand-in tensorflow")
+        """)
+    commands = list(ENTRY_POINTS)
+    script = os.path.join(os.path.dirname(sys.executable), "albert-param-table")
+    if os.path.exists(script):
+        commands.append(("param_table", [script]))
+    processes = [_start([*argv, "--no_such_flag=1"], env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                 for _, argv in commands]
+    for (name, argv), process in zip(commands, processes):
+        out, err = process.communicate(timeout=120)
+        assert (process.returncode, out, err) == (
+            2, "", f"{name}: error: Unknown command line flag 'no_such_flag' (see --helpfull).\n"), argv
+
+
+@pytest.mark.real_process
+def test_help_exits_1_as_a_process(tmp_path):
+    """--help as absl's: the command's docstring and flags on stdout, exit status 1 (no
+    TensorFlow imported: the stand-in of the test above)."""
+    from albert_tf import run_squad_v1
+
+    env = _stand_in_tensorflow(tmp_path, """
+        import os
+        os.write(2, b"the stand-in tensorflow was imported\\n")
+        raise ImportError("the stand-in tensorflow")
+        """)
+    done = subprocess.run([sys.executable, "-m", "albert_tf.run_squad_v1", "--help"], capture_output=True, text=True,
+                          env=env, cwd=ROOT, timeout=120)
+    assert done.returncode == 1 and done.stderr == "", done.stderr
+    assert done.stdout.startswith(run_squad_v1.__doc__ + "\nflags:\n") and "--predict_file" in done.stdout
+
+
+@pytest.mark.real_process
+def test_with_stderr_closed_a_command_that_loads_tensorflow_exits_with_its_status(tmp_path):
+    """File descriptor 2 closed (`2>&-`): run_classifier loads TensorFlow (which writes its
+    loading lines to fd 2) and refuses its input with exit status 2, promptly; Python has no
+    sys.stderr then, so the message goes to stdout."""
+    # the shell closes it (a preexec_fn would run Python in a fork of this threaded process)
+    done = subprocess.run(["/bin/sh", "-c", 'exec "$0" "$@" 2>&-', sys.executable, "-m", "albert_tf.run_classifier",
+                           "--task_name=tsv", f"--data_dir={tmp_path / 'missing'}", f"--output_dir={tmp_path / 'out'}",
+                           "--do_train"], stdout=subprocess.PIPE, text=True, env=ENV, cwd=ROOT, timeout=300)
+    assert done.returncode == 2 and done.stdout == (
+        "run_classifier: error: --spm_model_file is required without --albert_hub_module_handle.\n"), done.stdout
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.real_process
+def test_a_child_process_started_while_tensorflow_imports_does_not_hold_the_command(tmp_path):
+    """A `tensorflow` whose import starts a process that outlives it (inheriting stdin,
+    stdout and stderr, as a helper TensorFlow starts would) and then fails: the command
+    reports the failure and exits at once, not when that process ends (60 s later; a
+    filter of its stderr would wait for it)."""
+    pid_file = tmp_path / "child.pid"
+    env = _stand_in_tensorflow(tmp_path, f"""
+        import subprocess
+        child = subprocess.Popen(["sleep", "60"])
+        with open({str(pid_file)!r}, "w") as f:
+            f.write(str(child.pid))
+        raise ValueError("the stand-in tensorflow stops here")
+        """)
+    start = time.monotonic()
+    with open(tmp_path / "out.txt", "w") as out, open(tmp_path / "err.txt", "w") as err:
+        process = _start(["-m", "albert_tf.run_classifier", "--task_name=tsv", f"--data_dir={tmp_path}",
+                          f"--output_dir={tmp_path / 'out'}", "--do_train"], env, stdout=out, stderr=err)
+    try:
+        status = process.wait(timeout=50)
+        seconds = time.monotonic() - start
+    finally:
+        if pid_file.exists():
+            os.kill(int(pid_file.read_text()), 9)  # the stand-in's `sleep 60`, this test's own
+    assert status == 2 and seconds < 30, seconds
+    assert (tmp_path / "err.txt").read_text() == "run_classifier: error: the stand-in tensorflow stops here\n"
+
+
+@pytest.mark.real_process
+def test_logging_while_tensorflow_imports_is_shown_at_the_verbosity(tmp_path):
+    """Python's and absl's logging.error while TensorFlow imports reach stderr at the default
+    verbosity (a filter of TensorFlow's loading lines would take them for TensorFlow's
+    own), their logging.info lines not; with -v 0 or --verbosity=0 those show too."""
+    env = _stand_in_tensorflow(tmp_path, """
+        import logging
+        from absl import logging as absl_logging
+        logging.error("Python logging: an error while TensorFlow imports")
+        absl_logging.error("absl logging: an error while TensorFlow imports")
+        logging.info("Python logging: information while TensorFlow imports")
+        absl_logging.info("absl logging: information while TensorFlow imports")
+        raise ValueError("the stand-in tensorflow stops here")
+        """)
+    command = ["-m", "albert_tf.run_classifier", "--task_name=tsv", f"--data_dir={tmp_path}",
+               f"--output_dir={tmp_path / 'out'}", "--do_train"]
+    runs = {verbosity: _start([*command, *verbosity], env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            for verbosity in ((), ("-v", "0"), ("--verbosity=0",))}
+    errors = [r"E\d{4} [\d:.]+ +\d+ __init__\.py:\d+\] Python logging: an error while TensorFlow imports",
+              r"E\d{4} [\d:.]+ +\d+ __init__\.py:\d+\] absl logging: an error while TensorFlow imports"]
+    infos = [r"I\d{4} [\d:.]+ +\d+ __init__\.py:\d+\] Python logging: information while TensorFlow imports",
+             r"I\d{4} [\d:.]+ +\d+ __init__\.py:\d+\] absl logging: information while TensorFlow imports"]
+    for verbosity, process in runs.items():
+        out, err = process.communicate(timeout=120)
+        expected = errors + (infos if verbosity else []) + [re.escape("run_classifier: error: the stand-in "
+                                                                      "tensorflow stops here")]
+        lines = err.splitlines()
+        assert process.returncode == 2 and len(lines) == len(expected), (verbosity, err)
+        for line, pattern in zip(lines, expected):
+            assert re.fullmatch(pattern, line), (verbosity, line, pattern)

@@ -16,14 +16,16 @@ which are complete, and replaces the data, model, plots and exports it made, eac
 same rule), refused (exit status 2) before any step when it is anything else.
 """
 
+import contextlib
 import os
+import re
 import subprocess
 import sys
+import threading
 import time
 
 from absl import flags
 
-from albert_tf import cli
 from albert_tf.storage import outputs
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
@@ -51,10 +53,66 @@ NEW_SENTENCES = ["Open a connection to the host and send the request headers.",
 SENTENCE = "Return the first release in which this feature was recognized."
 
 
+# --- the lines TensorFlow prints while it loads ---------------------------------------------
+#
+# TensorFlow 2.21 logs a few lines while its libraries load, before it reads
+# TF_CPP_MIN_LOG_LEVEL (README, "TensorFlow's loading lines"). The demo leaves those below the
+# level out of the stderr of the processes it starts (its steps, the notebook's kernel): a
+# line of severity below it (I 0, W 1, E 2) and, at level 1 or more, absl's header line.
+# Everything else passes as it comes.
+
+_ABSL_HEADER = "WARNING: All log messages before absl::InitializeLog() is called are written to STDERR"
+_LOG_LINE = re.compile(r"([IWEF])\d{4} \d\d:\d\d:\d+(?:\.\d+)?\s+\d+ \S+:\d+\] ")
+_SEVERITY = {"I": 0, "W": 1, "E": 2, "F": 3}
+
+
+def hidden_loading_line(line, level):
+    """Whether `line` (a line of a process the demo started) is a TensorFlow log line below
+    TF_CPP_MIN_LOG_LEVEL `level` (an int; 0 shows everything)."""
+    if level >= 1 and line.rstrip("\r\n") == _ABSL_HEADER:
+        return True
+    match = _LOG_LINE.match(line)
+    return bool(match) and _SEVERITY[match.group(1)] < min(level, 3)
+
+
+def _min_log_level():
+    try:
+        return int(os.environ.get("TF_CPP_MIN_LOG_LEVEL", "0"))
+    except ValueError:
+        return 0
+
+
+def _copy_lines(source, level):
+    with source:
+        for line in iter(source.readline, b""):
+            if not hidden_loading_line(line.decode("utf-8", "replace"), level):
+                try:
+                    os.write(2, line)
+                except OSError:  # no stderr: drain the pipe all the same
+                    pass
+
+
+@contextlib.contextmanager
+def filtered_stderr(level=None, wait_seconds=10):
+    """A pipe (a binary file) to give a process the demo starts as its stderr: its lines reach
+    this process's stderr (file descriptor 2) as they come, less those `hidden_loading_line`
+    leaves out at `level` (default TF_CPP_MIN_LOG_LEVEL). On exit, waits up to `wait_seconds`
+    for the lines still to come (a process the started one left running may keep the pipe)."""
+    read, write = os.pipe()
+    level = _min_log_level() if level is None else level
+    copier = threading.Thread(target=_copy_lines, args=(os.fdopen(read, "rb"), level), daemon=True)
+    copier.start()
+    with os.fdopen(write, "wb") as pipe:
+        sys.stderr.flush()
+        yield pipe
+    copier.join(wait_seconds)
+
+
 def _step(number, total, title, argv):
     print(f"\n[{number}/{total}] {title}", flush=True)
     start = time.time()
-    result = subprocess.run([sys.executable, *argv], cwd=ROOT)
+    with filtered_stderr() as stderr:
+        result = subprocess.run([sys.executable, *argv], cwd=ROOT, stderr=stderr)
     if result.returncode:
         sys.exit(f"demo: step {number} failed with exit status {result.returncode}; its output is above.")
     print(f"      done in {time.time() - start:.1f}s", flush=True)
@@ -86,8 +144,8 @@ def execute_notebook(nb, client_class=None, **options):
     kernel reached over IPC: Unix sockets in a private temporary directory, removed
     afterwards. Over TCP (nbclient's default) ipykernel warns on every start that the
     traffic is unencrypted; a kernel on this machine needs no network at all. The kernel's
-    stderr passes through `albert_tf.cli.filtered_lines` (TF_CPP_MIN_LOG_LEVEL applied to
-    what TensorFlow prints while it loads in the kernel).
+    stderr passes through `filtered_stderr` (TF_CPP_MIN_LOG_LEVEL applied to what TensorFlow
+    prints while it loads in the kernel).
 
     Args:
         nb: the notebook.
@@ -103,13 +161,13 @@ def execute_notebook(nb, client_class=None, **options):
     from nbclient import NotebookClient
 
     client = (client_class or NotebookClient)(nb, kernel_name="python3", **options)
-    with tempfile.TemporaryDirectory(prefix="albert_tf_kernel_") as sockets, cli.filtered_lines() as stderr:
+    with tempfile.TemporaryDirectory(prefix="albert_tf_kernel_") as sockets, filtered_stderr() as stderr:
         # set after construction, not passed as km=: the client then owns the kernel and
         # shuts it down when the notebook is done (with km= it would keep running)
         client.km = client.kernel_manager_class(kernel_name="python3", transport="ipc",
                                                 ip=os.path.join(sockets, "kernel"))
         # the kernel's stderr as this command's, less the lines TensorFlow prints while it
-        # loads below TF_CPP_MIN_LOG_LEVEL (albert_tf.cli.quiet_tensorflow_loading)
+        # loads below TF_CPP_MIN_LOG_LEVEL
         client.execute(stderr=stderr)
     return nb
 

@@ -44,7 +44,7 @@ OPTIONAL = frozenset()
 # packages needed at run time beside an import: nbclient starts an ipykernel kernel
 RUNTIME_EXTRAS = {"nbclient": ("ipykernel",)}
 SUPPORT = ("tests/conftest.py", "tests/harness.py", "tests/convert_helpers.py", "tests/squad_official.py",
-           "tests/bazel_pytest_main.py", "tests/forkserver.py", "tests/real_data.py", "tests/made_by.py")
+           "tests/bazel_pytest_main.py", "tests/real_data.py", "tests/made_by.py")
 
 
 def _python_files(folder, root=ROOT):
