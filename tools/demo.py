@@ -26,6 +26,7 @@ import time
 
 from absl import flags
 
+from albert_tf import cli
 from albert_tf.storage import outputs
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
