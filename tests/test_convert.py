@@ -80,7 +80,8 @@ def test_from_release_tf1_checkpoint(tmp_path, changes, module_prefix):
     cfg.to_json_file(tmp_path / "albert_config.json")
     started = time.time()
     result = convert_cli("--from=tf1", "--to=albert_tf", f"--input={prefix}",
-                         f"--albert_config_file={tmp_path / 'albert_config.json'}", f"--output={tmp_path / 'converted'}")
+                         f"--albert_config_file={tmp_path / 'albert_config.json'}",
+                         f"--output={tmp_path / 'converted'}")
     assert result.returncode == 0, result.stderr[-3000:]
     assert "AlbertPretrainer" in result.stdout and f"{original.count_params():,} parameters" in result.stdout
     converted = AlbertPretrainer.from_pretrained(tmp_path / "converted")
