@@ -2,9 +2,11 @@
 inputs, known weights, checkpoints written the way the TF1 release wrote them, and the
 release's SQuAD v2 head names."""
 
+import contextlib
+import importlib
+import io
 import os
-import subprocess
-import sys
+import types
 
 import numpy as np
 import tensorflow as tf
@@ -12,13 +14,21 @@ import tensorflow as tf
 from albert_tf import AlbertConfig
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=ROOT)
+
+
+def convert_cli(*args):
+    """`python -m albert_tf.convert ARGS` in this process (the module's `main(argv)`): its exit status
+    and what it printed, as SimpleNamespace(returncode, stdout, stderr)."""
+    main = importlib.import_module("albert_tf.convert.__main__").main
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        status = main([str(a) for a in args])
+    return types.SimpleNamespace(returncode=status, stdout=out.getvalue(), stderr=err.getvalue())
 
 
 def run_cli(*args):
-    """`python -m albert_tf.convert ARGS`, which must succeed."""
-    result = subprocess.run([sys.executable, "-m", "albert_tf.convert", *args], capture_output=True, text=True,
-                            env=ENV, cwd=ROOT, timeout=300)
+    """`python -m albert_tf.convert ARGS` (in this process), which must succeed."""
+    result = convert_cli(*args)
     assert result.returncode == 0, result.stderr[-3000:]
     return result
 

@@ -7,26 +7,35 @@ hand: `.venv/bin/python benchmarks/finetune_bench.py --tiny --output_dir=/tmp/fi
 """
 
 import csv
+import importlib
 import json
 import os
-import subprocess
 import sys
 
 import pytest
+from conftest import run_in_process
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=ROOT)
+BENCHMARKS = os.path.join(ROOT, "benchmarks")
 
 
-def _run(script, *args, timeout=300):
-    return subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", script), *args], capture_output=True,
-                          text=True, env=ENV, cwd=ROOT, timeout=timeout)
+def _bench(name):
+    """benchmarks/NAME.py imported as the module NAME (the scripts import each other by name:
+    benchmarks/ is on sys.path when one runs)."""
+    if BENCHMARKS not in sys.path:
+        sys.path.insert(0, BENCHMARKS)
+    return importlib.import_module(name)
 
 
-def test_inference_bench_tiny_writes_results(tmp_path):
+def _run(capsys, script, *args):
+    """`python benchmarks/SCRIPT ARGS` in this process (the script's main(argv))."""
+    return run_in_process(_bench(script.removesuffix(".py")), args, capsys)
+
+
+def test_inference_bench_tiny_writes_results(tmp_path, capsys):
     out = tmp_path / "inference"
     # float32 whatever the CPU: "auto" picks mixed_bfloat16 on bf16 hardware, where outputs differ by bf16 rounding
-    result = _run("inference_bench.py", "--tiny", "--repeats=1", "--calls=2", "--warmup_calls=1",
+    result = _run(capsys, "inference_bench.py", "--tiny", "--repeats=1", "--calls=2", "--warmup_calls=1",
                   "--dtype_policy=float32", f"--output_dir={out}")
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-4000:]
     assert "albert_tf / keras-hub:" in result.stdout
@@ -88,18 +97,18 @@ def test_inference_bench_tiny_writes_results(tmp_path):
                                          ("--accuracy_steps=-1", "--accuracy_steps"),
                                          ("--accuracy_pretrain_steps=-1", "--accuracy_pretrain_steps"),
                                          ("--accuracy_systems=albert_tf,jax", "--accuracy_systems")])
-def test_finetune_bench_rejects_bad_flags(tmp_path, flag, named):
-    result = _run("finetune_bench.py", flag, f"--output_dir={tmp_path}", timeout=120)
+def test_finetune_bench_rejects_bad_flags(tmp_path, capsys, flag, named):
+    result = _run(capsys, "finetune_bench.py", flag, f"--output_dir={tmp_path}")
     assert result.returncode == 2
     assert flag.split("=")[0] in result.stderr and named in result.stderr
     assert not os.listdir(tmp_path)
 
 
-def test_precision_speed_bench_tiny_serving(tmp_path):
+def test_precision_speed_bench_tiny_serving(tmp_path, capsys):
     """The bf16-vs-float32 speed benchmark's serving part on a tiny model: both exports answer
     every shape, their outputs differ by bf16 rounding only, and each target row is judged."""
     out = tmp_path / "speed"
-    result = _run("precision_speed_bench.py", "--tiny", "--parts=serving", "--repeats=1", "--calls=2",
+    result = _run(capsys, "precision_speed_bench.py", "--tiny", "--parts=serving", "--repeats=1", "--calls=2",
                   f"--output_dir={out}")
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-4000:]
     with open(out / "results.json") as f:
@@ -113,12 +122,11 @@ def test_precision_speed_bench_tiny_serving(tmp_path):
     assert results["matmul_gflops"]["bfloat16"] > 0 and results["matmul_gflops"]["float32"] > 0
 
 
-def test_precision_learning_bench_verdict_rule_and_bad_flags(tmp_path):
+def test_precision_learning_bench_verdict_rule_and_bad_flags(tmp_path, capsys):
     """The learning benchmark's rule: a bf16 seed that never leaves the plateau where every
     float32 seed does fails, whatever the means; otherwise the means decide (2 points, or the
     float32 spread where wider)."""
-    sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
-    import precision_learning_bench as bench
+    bench = _bench("precision_learning_bench")
 
     def runs(metrics, finals):
         return [{"metric": m, "curve": [(100, 2.7), (200, 2.0), (300, final)], "seconds": 1.0}
@@ -142,15 +150,13 @@ def test_precision_learning_bench_verdict_rule_and_bad_flags(tmp_path):
     with pytest.raises(ValueError, match="--classifier_steps must be at least 10"):
         bench.check_flags(types.SimpleNamespace(tasks=["classification"], starts=["pretrained"], seeds=3,
                                                 leave_factor=1.25, classifier_steps=5))
-    result = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "precision_learning_bench.py"),
-                             "--tasks=squad_v3", f"--output_dir={tmp_path / 'x'}"], capture_output=True, text=True,
-                            env=ENV, cwd=ROOT, timeout=120)
+    result = run_in_process(bench, ["--tasks=squad_v3", f"--output_dir={tmp_path / 'x'}"], capsys)
     assert result.returncode == 2 and "--tasks: squad_v3" in result.stderr
     assert not (tmp_path / "x").exists()
 
 
-def test_litert_bench_refuses_bad_flags(tmp_path):
-    result = _run("litert_bench.py", "--repeats=0", f"--output_dir={tmp_path}", timeout=120)
+def test_litert_bench_refuses_bad_flags(tmp_path, capsys):
+    result = _run(capsys, "litert_bench.py", "--repeats=0", f"--output_dir={tmp_path}")
     assert result.returncode == 2 and "--repeats and --calls must be positive" in result.stderr
     assert not os.listdir(tmp_path)
 
@@ -161,8 +167,7 @@ def test_precision_gradient_bench_error_and_float32_gelu_variant():
     variant (the feed-forward activation computed in float32, returned in the layer's dtype)."""
     import numpy as np
 
-    sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
-    import precision_gradient_bench as bench
+    bench = _bench("precision_gradient_bench")
     from keras import ops
 
     from albert_tf.modeling.config import AlbertConfig

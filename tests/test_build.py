@@ -1,7 +1,6 @@
 """BUILD stays consistent with the tree: every module, script and test has a target."""
 
 import os
-import subprocess
 import sys
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
@@ -61,9 +60,10 @@ def test_every_module_and_test_has_a_target():
     assert not problems, "run python tools/update_build.py: " + "; ".join(problems)
 
 
-def test_build_is_what_the_generator_writes():
-    result = subprocess.run([sys.executable, os.path.join(ROOT, "tools", "update_build.py"), "--check"],
-                            capture_output=True, text=True)
+def test_build_is_what_the_generator_writes(capsys):
+    from conftest import run_in_process
+
+    result = run_in_process(update_build, ["--check"], capsys)  # `python tools/update_build.py --check`
     assert result.returncode == 0, result.stderr
 
 

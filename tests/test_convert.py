@@ -2,8 +2,6 @@
 
 import json
 import os
-import subprocess
-import sys
 import time
 
 import numpy as np
@@ -18,7 +16,7 @@ from albert_tf.convert.templates import to_regex_table
 from albert_tf.storage.outputs import OutputRefused
 from albert_tf.storage.report import CheckpointMismatchError
 
-from convert_helpers import ENV, ROOT, config, inputs, randomize, write_release_checkpoint  # noqa: F401
+from convert_helpers import config, convert_cli, inputs, randomize, write_release_checkpoint
 
 
 def release_names(model):
@@ -81,10 +79,9 @@ def test_from_release_tf1_checkpoint(tmp_path, changes, module_prefix):
     prefix = write_release_checkpoint(release_names(original), str(tmp_path / "model.ckpt-best"), module_prefix)
     cfg.to_json_file(tmp_path / "albert_config.json")
     started = time.time()
-    result = subprocess.run([sys.executable, "-m", "albert_tf.convert", "--from=tf1", "--to=albert_tf",
-                             f"--input={prefix}", f"--albert_config_file={tmp_path / 'albert_config.json'}",
-                             f"--output={tmp_path / 'converted'}"], capture_output=True, text=True, env=ENV,
-                            cwd=ROOT, timeout=300)
+    result = convert_cli("--from=tf1", "--to=albert_tf", f"--input={prefix}",
+                         f"--albert_config_file={tmp_path / 'albert_config.json'}",
+                         f"--output={tmp_path / 'converted'}")
     assert result.returncode == 0, result.stderr[-3000:]
     assert "AlbertPretrainer" in result.stdout and f"{original.count_params():,} parameters" in result.stdout
     converted = AlbertPretrainer.from_pretrained(tmp_path / "converted")
@@ -259,9 +256,7 @@ def test_problems_are_listed_and_nothing_is_written(tmp_path):
             "-> [32, 48]; target group_0_inner_group_0_ffn/intermediate/kernel [32, 64]") in message
     assert not (tmp_path / "out").exists() and not [p for p in os.listdir(tmp_path) if ".tmp-" in p]
 
-    result = subprocess.run([sys.executable, "-m", "albert_tf.convert", "--from=tf1", f"--input={prefix}",
-                             f"--output={tmp_path / 'cli'}"], capture_output=True, text=True, env=ENV, cwd=ROOT,
-                            timeout=300)
+    result = convert_cli("--from=tf1", f"--input={prefix}", f"--output={tmp_path / 'cli'}")
     assert result.returncode == 2 and "needs --albert_config_file" in result.stderr, result.stderr[-2000:]
     assert "Traceback" not in result.stderr and not (tmp_path / "cli").exists()
     with pytest.raises(ValueError, match="has no TF1 form"):
@@ -439,9 +434,8 @@ def test_a_failed_conversion_leaves_the_old_output_and_no_litter(tmp_path, monke
 
     # an output path that is a file: exit 2 naming it, the file untouched
     (tmp_path / "afile").write_text("keep me")
-    result = subprocess.run([sys.executable, "-m", "albert_tf.convert", "--from=albert_tf", "--to=tf1",
-                             f"--input={tmp_path / 'src'}", f"--output={tmp_path / 'afile'}"], capture_output=True,
-                            text=True, env=ENV, cwd=ROOT, timeout=300)
+    result = convert_cli("--from=albert_tf", "--to=tf1", f"--input={tmp_path / 'src'}",
+                         f"--output={tmp_path / 'afile'}")
     assert result.returncode == 2, result.stderr[-2000:]
     assert f"convert: error: --output={tmp_path / 'afile'} exists and is not a directory" in result.stderr
     assert "Traceback" not in result.stderr and (tmp_path / "afile").read_text() == "keep me"
@@ -477,9 +471,7 @@ def test_malformed_or_foreign_configs_are_named(tmp_path):
                                 "backbones only.")
     preset_config = tmp_path / "bert_preset" / "config.json"
     open(preset_config, "w").write(open(preset_config).read()[:-20])
-    result = subprocess.run([sys.executable, "-m", "albert_tf.convert", "--from=keras_hub",
-                             f"--input={tmp_path / 'bert_preset'}", f"--output={tmp_path / 'out'}"],
-                            capture_output=True, text=True, env=ENV, cwd=ROOT, timeout=300)
+    result = convert_cli("--from=keras_hub", f"--input={tmp_path / 'bert_preset'}", f"--output={tmp_path / 'out'}")
     assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr[-2000:]
     assert f"convert: error: {preset_config}: not valid JSON: " in result.stderr
     assert "at line " in result.stderr and not (tmp_path / "out").exists()

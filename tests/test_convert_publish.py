@@ -12,7 +12,7 @@ import os
 
 import numpy as np
 import pytest
-from convert_helpers import _layer_norm, config, gelu_new, hf_outputs, inputs, randomize
+from convert_helpers import _layer_norm, config, convert_cli, gelu_new, hf_outputs, inputs, randomize
 
 from albert_tf import AlbertEncoder, AlbertPretrainer
 from albert_tf.convert.api import load_source, write_target
@@ -254,8 +254,6 @@ def test_pretrainer_to_keras_hub_loads_and_computes_in_keras_hub(tmp_path, spm_m
 
 
 def test_convert_cli_to_hf_prints_the_read_back_line_and_refuses_bad_flags(tmp_path, spm_model):
-    from conftest import entry_point_cases
-
     cfg = cfg_of()
     model = randomize(AlbertPretrainer(cfg), seed=2)
     model.save_pretrained(str(tmp_path / "run"))
@@ -267,8 +265,7 @@ def test_convert_cli_to_hf_prints_the_read_back_line_and_refuses_bad_flags(tmp_p
              common + ["--to=keras_hub", f"--spm_model_file={spm_model}", f"--output={tmp_path / 'kh'}"],
              ["--from=keras_hub", f"--input={tmp_path / 'kh'}", "--to=albert_tf", f"--output={tmp_path / 'kh_back'}"]]
     before = sorted(os.listdir(tmp_path / "run"))
-    ok, no_spm, unknown, onto_input, to_kh, from_kh = entry_point_cases("albert_tf.convert.__main__", cases,
-                                                                        str(tmp_path), name="convert")
+    ok, no_spm, unknown, onto_input, to_kh, from_kh = [convert_cli(*args) for args in cases]
     assert ok.returncode == 0, ok.stderr[-3000:]
     lines = ok.stdout.split("read back from")
     assert len(lines) == 2 and "written as AlbertForPreTraining; every weight kept" in lines[0]

@@ -9,8 +9,6 @@ import io
 import os
 import pickle
 import shutil
-import subprocess
-import sys
 import zipfile
 
 import numpy as np
@@ -20,9 +18,10 @@ from albert_tf import AlbertPretrainer
 from albert_tf.convert.api import load_source
 from albert_tf.convert.torch_checkpoint import read_state_dict
 
+from convert_helpers import convert_cli
+
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 DATA = os.path.join(ROOT, "tests", "data", "convert")
-ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=ROOT)
 
 
 @pytest.mark.parametrize("name", ["dtypes.bin", "hf_tiny_bin/pytorch_model.bin"])
@@ -55,9 +54,7 @@ def test_hf_directory_with_only_pytorch_model_bin_converts(tmp_path):
     source = tmp_path / "hf"
     shutil.copytree(os.path.join(DATA, "hf_tiny_bin"), source)
     assert sorted(os.listdir(source)) == ["config.json", "pytorch_model.bin"]
-    result = subprocess.run([sys.executable, "-m", "albert_tf.convert", "--from=hf", f"--input={source}",
-                             f"--output={tmp_path / 'converted'}"], capture_output=True, text=True, env=ENV,
-                            cwd=ROOT, timeout=300)
+    result = convert_cli("--from=hf", f"--input={source}", f"--output={tmp_path / 'converted'}")
     assert result.returncode == 0, result.stderr[-3000:]
     model = AlbertPretrainer.from_pretrained(tmp_path / "converted")
     weights = {v.path: np.asarray(v) for v in model.weights}

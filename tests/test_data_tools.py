@@ -5,20 +5,18 @@ import collections
 import json
 import os
 import struct
-import subprocess
-import sys
 
 import pytest
-from conftest import entry_point_cases, load_tool
+from conftest import load_tool, run_in_process
 
 from albert_tf.data import sample_corpus
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 
-def _tool(name, *args):
-    return subprocess.run([sys.executable, os.path.join(ROOT, "tools", f"{name}.py"), *args], capture_output=True,
-                          text=True, timeout=300)
+def _tool(capsys, name, *args):
+    """`python tools/NAME.py ARGS` in this process (the tool's main(argv))."""
+    return run_in_process(load_tool(name), args, capsys)
 
 
 def _last_error_line(result):
@@ -26,12 +24,12 @@ def _last_error_line(result):
     return result.stderr.strip().splitlines()[-1]
 
 
-def test_plot_metrics_draws_a_png_and_names_broken_lines(tmp_path):
+def test_plot_metrics_draws_a_png_and_names_broken_lines(tmp_path, capsys):
     rows = [{"step": s, "loss": 9.0 - s, "masked_lm_loss": 8.0 - s, "sentence_order_loss": 0.7,
              "masked_lm_accuracy": 0.1 * s, "sentence_order_accuracy": 0.5, "learning_rate": 1e-4 * s}
             for s in (1, 2, 3)]
     (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    result = _tool("plot_metrics", f"--run_dir={tmp_path}")
+    result = _tool(capsys, "plot_metrics", f"--run_dir={tmp_path}")
     assert result.returncode == 0, result.stderr[-1500:]
     png = tmp_path / "curves.png"
     assert result.stdout.strip() == f"wrote {png} (3 logged records)"
@@ -43,18 +41,18 @@ def test_plot_metrics_draws_a_png_and_names_broken_lines(tmp_path):
     assert sorted(os.listdir(tmp_path)) == [".curves.png.albert_tf_output.json", "curves.png", "metrics.jsonl"]
 
     (tmp_path / "metrics.jsonl").write_text(json.dumps(rows[0]) + "\n{broken\n")
-    broken = _tool("plot_metrics", f"--run_dir={tmp_path}", f"--output={tmp_path}/other.png")
+    broken = _tool(capsys, "plot_metrics", f"--run_dir={tmp_path}", f"--output={tmp_path}/other.png")
     assert broken.returncode == 2
     assert _last_error_line(broken) == (f"plot_metrics: error: {tmp_path}/metrics.jsonl:2: not a JSON record "
                                         "(Expecting property name enclosed in double quotes).")
     assert not (tmp_path / "other.png").exists() and not (tmp_path / ".other.png.albert_tf_output.json").exists()
-    missing = _tool("plot_metrics")
+    missing = _tool(capsys, "plot_metrics")
     assert missing.returncode == 2 and _last_error_line(missing) == "plot_metrics: error: --run_dir is required."
 
 
-def test_make_topic_task_writes_balanced_tsv_files(tmp_path):
+def test_make_topic_task_writes_balanced_tsv_files(tmp_path, capsys):
     out = tmp_path / "topics"
-    result = _tool("make_topic_task", f"--output_dir={out}", "--per_class=40", "--dev_fraction=0.25")
+    result = _tool(capsys, "make_topic_task", f"--output_dir={out}", "--per_class=40", "--dev_fraction=0.25")
     assert result.returncode == 0, result.stderr[-1500:]
     assert result.stdout.strip() == (f"wrote {out}/train.tsv (120 rows) and dev.tsv (40 rows); "
                                      "labels: networking, numbers, text, concurrency")
@@ -70,7 +68,7 @@ def test_make_topic_task_writes_balanced_tsv_files(tmp_path):
     assert collections.Counter(label for _, label in splits["dev"]) == {
         "networking": 10, "numbers": 10, "text": 10, "concurrency": 10}
     assert not {s for s, _ in splits["train"]} & {s for s, _ in splits["dev"]}
-    bad = _tool("make_topic_task", f"--output_dir={tmp_path}/bad", "--per_class=5")
+    bad = _tool(capsys, "make_topic_task", f"--output_dir={tmp_path}/bad", "--per_class=5")
     assert bad.returncode == 2
     assert _last_error_line(bad) == ("make_topic_task: error: need 0 < --dev_fraction < 1 and --per_class >= 10 "
                                      "(got 0.2, 5).")
@@ -110,7 +108,7 @@ def _split_rows(directory):
     return rows["train"], rows["dev"]
 
 
-def test_make_topic_task_from_a_corpus_input(topic_corpus, tmp_path):
+def test_make_topic_task_from_a_corpus_input(topic_corpus, tmp_path, capsys):
     tool = load_tool("make_topic_task")
     expected = _expected_topics(topic_corpus)
     ranked = sorted(expected, key=lambda p: (-len(expected[p]), p))
@@ -133,13 +131,13 @@ def test_make_topic_task_from_a_corpus_input(topic_corpus, tmp_path):
     bad.write_text("\n".join([lines[0], lines[1], '{"source": "a.py", "sentences": ["One two three."]}']) + "\n",
                    encoding="utf-8")
     out = tmp_path / "topics"
-    ok, bad_line, too_small, no_corpus = entry_point_cases("tools.make_topic_task", [
+    ok, bad_line, too_small, no_corpus = [run_in_process(tool, args, capsys) for args in [
         [f"--output_dir={out}", f"--corpus_file={topic_corpus}", "--num_classes=4", "--per_class=40",
          "--dev_fraction=0.25"],
         [f"--output_dir={tmp_path}/bad", f"--corpus_file={bad}"],
         [f"--output_dir={tmp_path}/small", f"--corpus_file={topic_corpus}", "--per_class=500"],
         [f"--output_dir={tmp_path}/plain", "--num_classes=3"],
-    ], str(tmp_path))
+    ]]
     assert ok.returncode == 0, ok.stderr[-1500:]
     assert ok.stdout.strip() == (f"wrote {out}/train.tsv (120 rows) and dev.tsv (40 rows); "
                                  f"labels: {', '.join(ranked[:4])}")
@@ -161,8 +159,8 @@ def test_make_topic_task_from_a_corpus_input(topic_corpus, tmp_path):
     assert not any((tmp_path / name).exists() for name in ("bad", "small", "plain"))
 
 
-def test_write_preset_configs_matches_the_shipped_configs(tmp_path):
-    result = _tool("write_preset_configs", f"--output_dir={tmp_path}")
+def test_write_preset_configs_matches_the_shipped_configs(tmp_path, capsys):
+    result = _tool(capsys, "write_preset_configs", f"--output_dir={tmp_path}")
     assert result.returncode == 0, result.stderr[-1500:]
     names = sorted(n for n in os.listdir(tmp_path) if not n.startswith("."))  # not the markers
     assert sorted(os.listdir(tmp_path)) == sorted([*names, *(f".{n}.albert_tf_output.json" for n in names)])

@@ -144,17 +144,38 @@ def test_two_workers_write_the_same_bytes(fixed, tmp_path):
     assert summary["settings"]["num_workers"] == 2
 
 
-@pytest.mark.real_process  # the three ways a user starts the tool, each a fresh interpreter
 @pytest.mark.parametrize("command", [
-    [sys.executable, os.path.join(ROOT, "tools", "create_pretraining_data.py")],
-    [sys.executable, "-m", "albert_tf.create_pretraining_data"],
-    [os.path.join(os.path.dirname(sys.executable), "albert-create-pretraining-data")],
-], ids=["tools_script", "python_m", "console_script"])
-def test_every_entry_point_writes_the_same_bytes(command, fixed, tmp_path):
+    pytest.param("tools_script", marks=pytest.mark.real_process),  # the documented command, a fresh interpreter
+    "python_m", "console_script"])
+def test_every_entry_point_writes_the_same_bytes(command, fixed, tmp_path, capsys, monkeypatch):
+    """`python tools/create_pretraining_data.py` as a process of its own; `python -m
+    albert_tf.create_pretraining_data` (the module's main(argv)) and the console script
+    albert-create-pretraining-data (its installed target, entry(), on sys.argv) in this process."""
+    import types
+    from importlib.metadata import entry_points
+
+    from albert_tf import create_pretraining_data
+
     corpus, model = fixed
     out = tmp_path / "t.tfrecord"
-    result = subprocess.run([*command, f"--input_file={corpus}", f"--output_file={out}", f"--spm_model_file={model}",
-                             *TOOL_FLAGS], capture_output=True, text=True, timeout=300, cwd=str(tmp_path))
+    args = [f"--input_file={corpus}", f"--output_file={out}", f"--spm_model_file={model}", *TOOL_FLAGS]
+    monkeypatch.chdir(tmp_path)
+    if command == "tools_script":
+        result = subprocess.run([sys.executable, os.path.join(ROOT, "tools", "create_pretraining_data.py"), *args],
+                                capture_output=True, text=True, timeout=300, cwd=str(tmp_path))
+    elif command == "python_m":
+        from conftest import run_in_process
+
+        result = run_in_process(create_pretraining_data, args, capsys)
+    else:
+        (script,) = entry_points(group="console_scripts", name="albert-create-pretraining-data")
+        assert script.load() is create_pretraining_data.entry
+        monkeypatch.setattr(sys, "argv", ["albert-create-pretraining-data", *args])
+        capsys.readouterr()
+        with pytest.raises(SystemExit) as exit_:
+            script.load()()
+        out_text, err_text = capsys.readouterr()
+        result = types.SimpleNamespace(returncode=exit_.value.code, stdout=out_text, stderr=err_text)
     assert result.returncode == 0, result.stderr[-2000:]
     shards = [str(tmp_path / f"t.tfrecord-{i:05d}-of-00002") for i in range(2)]
     assert [sha256(p) for p in shards] == TOOL_SHA256

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 import tensorflow_text  # noqa: F401  (registers the ops of the preprocessing model)
-from conftest import entry_point_cases
+from conftest import run_in_process
 
 from albert_tf import AlbertConfig, AlbertPretrainer
 from albert_tf.data.tokenization import SentencePieceTokenizer, strip_machine_paths
@@ -393,7 +393,7 @@ def test_export_from_a_pretrained_directory(exported, spm_model, tmp_path):
     assert not hasattr(obj, "mlm")
 
 
-def test_cli_errors(exported, spm_model, tmp_path):
+def test_cli_errors(exported, spm_model, tmp_path, capsys):
     other = AlbertConfig.from_preset("albert_tiny").replace(vocab_size=3000, hidden_size=48, num_attention_heads=4)
     other_file = str(tmp_path / "other.json")
     other.to_json_file(other_file)
@@ -414,7 +414,9 @@ def test_cli_errors(exported, spm_model, tmp_path):
          "--dtype_policy='bf16' is not one of auto, float32, mixed_bfloat16"),
     ]
     (tmp_path / "afile").write_text("keep me")
-    results = entry_point_cases("albert_tf.export_tfhub", [args for args, _ in cases], tmp_path)
+    from albert_tf import export_tfhub
+
+    results = [run_in_process(export_tfhub, args, capsys) for args, _ in cases]
     for (args, message), result in zip(cases, results, strict=True):
         assert result.returncode == 2 and "export_tfhub: error: " in result.stderr, result.stderr[-2000:]
         assert message in result.stderr, result.stderr[-2000:]

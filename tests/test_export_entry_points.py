@@ -3,51 +3,56 @@
 import csv
 import importlib
 import os
-import subprocess
-import sys
+
+import pytest
+from conftest import run_in_process
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=ROOT)
 SCRIPTS = {"albert-export-tfhub": "albert_tf.export_tfhub:entry", "albert-convert": "albert_tf.convert.__main__:entry",
            "albert-export-litert": "albert_tf.export_litert:entry",
            "albert-param-table": "albert_tf.param_table:entry"}
 
 
-def _run(module, *args):
-    return subprocess.run([sys.executable, "-m", module, *args], capture_output=True, text=True, env=ENV, cwd=ROOT,
-                          timeout=300)
+def _run(capsys, module, *args):
+    """`python -m MODULE ARGS` in this process (the module's main(argv))."""
+    if module == "albert_tf.convert":
+        module += ".__main__"
+    return run_in_process(importlib.import_module(module), args, capsys)
 
 
 def test_console_scripts_point_at_entry_functions(monkeypatch):
     from albert_tf import cli
 
     calls = []
-    monkeypatch.setattr(cli, "main", lambda name, define_flags, run: calls.append((name, define_flags, run)))
+    monkeypatch.setattr(cli, "main", lambda name, define_flags, run, argv: calls.append((name, define_flags, run, argv))
+                        or 3)
     text = open(os.path.join(ROOT, "pyproject.toml"), encoding="utf-8").read()
     for script, target in SCRIPTS.items():
         assert f'{script} = "{target}"' in text
         module, name = target.split(":")
         mod = importlib.import_module(module)
-        getattr(mod, name)()
+        with pytest.raises(SystemExit) as exit_:  # the console script exits with main's status
+            getattr(mod, name)()
+        assert exit_.value.code == 3
         assert calls.pop() == (module.split(".")[1] if "__main__" in module else module.split(".")[-1],
-                               mod.define_flags, mod.run)
+                               mod.define_flags, mod.run, None)  # argv None: sys.argv[1:]
 
 
-def test_bad_input_exits_2_with_the_path(tmp_path):
+def test_bad_input_exits_2_with_the_path(tmp_path, capsys):
     afile = tmp_path / "afile"
     afile.write_text("keep me")
-    result = _run("albert_tf.param_table", f"--output_dir={afile}")
+    result = _run(capsys, "albert_tf.param_table", f"--output_dir={afile}")
     assert result.returncode == 2, result.stderr[-2000:]
     assert f"param_table: error: --output_dir={afile} exists and is not a directory" in result.stderr
     assert "Traceback" not in result.stderr and afile.read_text() == "keep me"
 
-    result = _run("albert_tf.convert", "--from=hf")
+    result = _run(capsys, "albert_tf.convert", "--from=hf")
     assert result.returncode == 2 and "convert: error: --from, --input and --output are required." in result.stderr
 
-    result = _run("albert_tf.export_tfhub", f"--albert_config_file={afile}")
+    result = _run(capsys, "albert_tf.export_tfhub", f"--albert_config_file={afile}")
     assert result.returncode == 2 and "export_tfhub: error: --checkpoint is required." in result.stderr
 
-    result = _run("albert_tf.convert", "--from=hf", f"--input={tmp_path}", f"--output={tmp_path}/out", "stray")
+    result = _run(capsys, "albert_tf.convert", "--from=hf", f"--input={tmp_path}", f"--output={tmp_path}/out", "stray")
     assert result.returncode == 2 and "convert: error: unexpected arguments ['stray']" in result.stderr
 
 

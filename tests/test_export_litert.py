@@ -124,10 +124,11 @@ def test_the_flag_offers_the_quantizations_the_converter_knows():
     assert export_litert.QUANTIZATIONS == litert_model.QUANTIZATIONS
 
 
-def test_export_litert_cli_writes_the_file_its_tokenizer_and_json(tmp_path, spm_model):
+def test_export_litert_cli_writes_the_file_its_tokenizer_and_json(tmp_path, spm_model, capsys):
     import sentencepiece as spm
-    from conftest import entry_point_cases
+    from conftest import run_in_process
 
+    from albert_tf import export_litert
     from albert_tf.storage import outputs
 
     cfg = config(vocab_size=VOCAB)
@@ -148,8 +149,8 @@ def test_export_litert_cli_writes_the_file_its_tokenizer_and_json(tmp_path, spm_
               "--quantization=dynamic_int8", *common]]  # again, over its own earlier three files
     (tmp_path / "out").mkdir()
     started = time.time()
-    ok, bad_quantization, not_tflite, users_file, v2, too_long, again = entry_point_cases(
-        "albert_tf.export_litert", cases, str(tmp_path))
+    ok, bad_quantization, not_tflite, users_file, v2, too_long, again = [
+        run_in_process(export_litert, args, capsys) for args in cases]
     assert ok.returncode == 0, ok.stderr[-3000:]
     difference = float(ok.stdout.split("largest difference ")[1].split()[0])
     assert 0 < difference < 0.5  # int8 weights: close to the Keras model, not equal

@@ -4,16 +4,12 @@ with answer offsets that are exact in contexts full of hard strings."""
 import json
 import os
 import re
-import subprocess
-import sys
 
 import pytest
-from conftest import entry_point_cases, load_tool
+from conftest import load_tool, run_in_process
 
 from albert_tf.data import sample_corpus
 from albert_tf.data.squad import metrics as squad_metrics
-
-ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 
 @pytest.fixture(scope="module")
@@ -130,11 +126,9 @@ def test_check_dataset_rejects_a_wrong_offset_and_duplicate_ids(tool, entries):
         tool.check_dataset(dataset)
 
 
-def test_command_line(tmp_path):
+def test_command_line(tool, tmp_path, capsys):
     out = tmp_path / "squad" / "dev-v2.0.json"
-    cmd = [sys.executable, os.path.join(ROOT, "tools", "make_squad_data.py")]
-    result = subprocess.run([*cmd, f"--output_file={out}", "--version=2.0", "--num_questions=25", "--seed=4"],
-                            capture_output=True, text=True, timeout=120)
+    result = run_in_process(tool, [f"--output_file={out}", "--version=2.0", "--num_questions=25", "--seed=4"], capsys)
     assert result.returncode == 0, result.stderr[-1500:]
     dataset = json.loads(out.read_text(encoding="utf-8"))
     paragraphs = sum(len(a["paragraphs"]) for a in dataset["data"])
@@ -142,7 +136,7 @@ def test_command_line(tmp_path):
     assert result.stdout.strip() == (f"wrote {out}: SQuAD 2.0, {paragraphs} paragraphs, 25 questions "
                                      f"({impossible} unanswerable)")
     assert sorted(os.listdir(out.parent)) == [".dev-v2.0.json.albert_tf_output.json", "dev-v2.0.json"]  # and its marker
-    missing = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    missing = run_in_process(tool, [], capsys)
     assert missing.returncode == 2 and "Traceback" not in missing.stderr
     assert missing.stderr.strip().splitlines()[-1] == "make_squad_data: error: --output_file is required."
 
@@ -207,7 +201,7 @@ def test_corpus_entries_pass_the_same_filter(tool, entries, corpus_file):
     assert tool.corpus_docstring_entries([]) == []
 
 
-def test_corpus_file_gives_valid_data_of_both_kinds(tool, corpus_file, tmp_path):
+def test_corpus_file_gives_valid_data_of_both_kinds(tool, corpus_file, tmp_path, capsys):
     entries = tool.corpus_docstring_entries(sample_corpus.read_entries(str(corpus_file)))
     datasets = {}
     for kind, make in (("functions", tool.make_dataset), ("people", tool.make_people_dataset)):
@@ -232,13 +226,13 @@ def test_corpus_file_gives_valid_data_of_both_kinds(tool, corpus_file, tmp_path)
                                              if r["source"] in ("glob.py", "hmac.py", "secrets.py")])
     small_count = len(tool.corpus_docstring_entries(sample_corpus.read_entries(str(small))))
     out = tmp_path / "squad"
-    ok, people, bad_line, too_small = entry_point_cases("tools.make_squad_data", [
+    ok, people, bad_line, too_small = [run_in_process(tool, args, capsys) for args in [
         [f"--output_file={out}/dev-v2.0.json", f"--corpus_file={corpus_file}", "--version=2.0",
          "--num_questions=25", "--seed=4", "--split=dev"],
         [f"--output_file={out}/people.json", f"--corpus_file={corpus_file}", "--kind=people", "--num_questions=20"],
         [f"--output_file={out}/bad.json", f"--corpus_file={bad}"],
         [f"--output_file={out}/small.json", f"--corpus_file={small}"],
-    ], str(tmp_path))
+    ]]
     assert ok.returncode == 0, ok.stderr[-1500:]
     dataset = json.loads((out / "dev-v2.0.json").read_text(encoding="utf-8"))
     assert dataset == tool.make_dataset("2.0", 25, seed=4, max_context_chars=600, split="dev", entries=entries)

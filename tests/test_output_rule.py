@@ -5,8 +5,8 @@ written (no run directory, checkpoint, event file or marker): the refusal comes 
 work. Outputs that equal, hold or lie inside an input, or another output, are refused the
 same way; albert_tf's own outputs (a second `make demo`) pass.
 
-Every case runs in this process (cli.run_entry_point on freshly parsed flags, as
-`python -m` would), before TensorFlow builds anything: the inputs are placeholders the
+Every case runs in this process (the command module's main(argv), as `python -m` would),
+before TensorFlow builds anything: the inputs are placeholders the
 commands do not read before their outputs are checked.
 """
 
@@ -113,18 +113,11 @@ def _arguments(command, p, out):
 
 
 def run_command(command, argv, capsys):
-    """`python -m MODULE ARGV` in this process: (exit status, stderr)."""
-    from absl import flags
+    """`python -m MODULE ARGV` in this process (the module's main(argv)): (exit status, stderr)."""
+    from conftest import run_in_process
 
-    from albert_tf import cli
-
-    module = importlib.import_module(COMMANDS[command])
-    values = flags.FlagValues()
-    module.define_flags(values)
-    cli.parse_flags(command, [command, *argv], values)
-    capsys.readouterr()
-    status = cli.run_entry_point(command, module.run, values)
-    return status, capsys.readouterr().err
+    result = run_in_process(importlib.import_module(COMMANDS[command]), argv, capsys)
+    return result.returncode, result.stderr
 
 
 def _refused(command, argv, message, tmp_path, capsys):
@@ -288,15 +281,12 @@ def test_albert_tfs_own_outputs_pass_as_a_second_make_demo_needs(inputs, tmp_pat
 
 def _export_litert(argv, capsys):
     """export_litert in this process: (exit status, stderr)."""
-    from absl import flags
+    from conftest import run_in_process
 
-    from albert_tf import cli, export_litert
+    from albert_tf import export_litert
 
-    values = flags.FlagValues()
-    export_litert.define_flags(values)
-    cli.parse_flags("export_litert", ["export_litert", *argv], values)
-    capsys.readouterr()
-    return cli.run_entry_point("export_litert", export_litert.run, values), capsys.readouterr().err
+    result = run_in_process(export_litert, argv, capsys)
+    return result.returncode, result.stderr
 
 
 def _marked(path, kind, data):

@@ -1,13 +1,8 @@
 import csv
-import subprocess
-import sys
-import os
 
-import pytest
+from conftest import run_in_process
 
 from albert_tf import param_table
-
-ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 
 
 def test_every_count_equals_the_reference():
@@ -22,27 +17,24 @@ def test_every_count_equals_the_reference():
     assert not mismatched
 
 
-@pytest.mark.real_process  # measures the process's own peak memory: a fresh interpreter's
-def test_cli_prints_and_writes_csv_without_allocating_weights(tmp_path):
-    code = (
-        "import runpy, sys;"
-        f"sys.argv=['param_table', '--output_dir={tmp_path}'];"
-        "rc = 0\n"
-        "try:\n runpy.run_module('albert_tf.param_table', run_name='__main__')\n"
-        "except SystemExit as e:\n rc = e.code or 0\n"
-        # this process's own peak (VmHWM): getrusage's ru_maxrss survives exec, so a child of a
-        # test worker reports at least the worker's peak (4,262 MB seen under make test)
-        "hwm = [line for line in open('/proc/self/status') if line.startswith('VmHWM:')][0]\n"
-        "print('MAXRSS_MB', int(hwm.split()[1]) // 1024)\n"
-        "sys.exit(rc)"
-    )
-    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
+def _memory_mb(key):
+    """This process's VmHWM (peak resident set) or VmRSS (resident set), in MB."""
+    with open("/proc/self/status", encoding="utf-8") as f:
+        return int(next(line for line in f if line.startswith(key + ":")).split()[1]) // 1024
+
+
+def test_cli_prints_and_writes_csv_without_allocating_weights(tmp_path, capsys):
+    # the command's own peak in this process: the peak (VmHWM) is reset to the resident set
+    # before it runs (Linux's /proc/self/clear_refs "5"), so what it allocates is the peak's growth
+    before = _memory_mb("VmRSS")
+    with open("/proc/self/clear_refs", "w", encoding="utf-8") as f:
+        f.write("5")
+    result = run_in_process(param_table, [f"--output_dir={tmp_path}"], capsys)
+    rss = _memory_mb("VmHWM") - before
     assert result.returncode == 0, result.stderr[-2000:]
     assert "Table 5" in result.stdout and "1,275,291,648" in result.stdout
-    rss = int(result.stdout.split("MAXRSS_MB")[1].split()[0])
-    # bert_xlarge alone holds 5.1 GB of fp32 weights; the table must need far less (the peak also
-    # counts the TensorFlow libraries' pages the process maps); allocating the weights would put
-    # it above 5,100 MB.
+    # bert_xlarge alone holds 5.1 GB of fp32 weights; the table must need far less; allocating
+    # the weights would put the peak's growth above 5,100 MB.
     assert rss < 4000, rss
     with open(tmp_path / "param_table.csv") as f:
         rows = list(csv.DictReader(f))

@@ -6,12 +6,10 @@ import hashlib
 import json
 import os
 import re
-import subprocess
-import sys
 
 import numpy as np
 import pytest
-from conftest import entry_point_cases, load_tool
+from conftest import load_tool, run_in_process
 from real_data import real_path
 
 from albert_tf.data import feature_cache, sample_corpus
@@ -20,8 +18,6 @@ from albert_tf.data.race.examples import MultipleChoiceDataError, MultipleChoice
 from albert_tf.data.race.features import MultipleChoiceSettings, convert_example, examples_to_arrays, qa_text
 from albert_tf.data.race.reading import read_multiple_choice_jsonl, read_race
 from albert_tf.data.tokenization import SentencePieceTokenizer, preprocess_text
-
-ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 
 @pytest.fixture(scope="module")
@@ -541,16 +537,15 @@ def test_tool_replaces_the_race_directory(tool, entries, tmp_path):
         tool.make_race(str(tmp_path), layout="csv", entries=entries)
 
 
-def test_command_line(tmp_path):
-    cmd = [sys.executable, os.path.join(ROOT, "tools", "make_race_data.py")]
-    result = subprocess.run([*cmd, f"--output_dir={tmp_path}", "--layout=jsonl", "--num_articles=2", "--seed=4"],
-                            capture_output=True, text=True, timeout=120)
+def test_command_line(tool, tmp_path, capsys):
+    result = run_in_process(tool, [f"--output_dir={tmp_path}", "--layout=jsonl", "--num_articles=2", "--seed=4"],
+                            capsys)
     assert result.returncode == 0, result.stderr[-1500:]
     assert result.stdout.strip() == f"wrote {tmp_path} (jsonl): 8 articles; questions: train 18, dev 9, test 9"
     assert sorted(n for n in os.listdir(tmp_path) if not n.startswith(".")) == ["dev.jsonl", "test.jsonl",
                                                                                 "train.jsonl"]
     assert len(read_multiple_choice_jsonl(tmp_path / "train.jsonl")) == 18
-    missing = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    missing = run_in_process(tool, [], capsys)
     assert missing.returncode == 2 and "Traceback" not in missing.stderr
     assert missing.stderr.strip().splitlines()[-1] == "make_race_data: error: --output_dir is required."
 
@@ -568,7 +563,7 @@ def _check_answerable(article):
             assert re.search(re.escape(correct) + r"\(\): Returns? " + re.escape(returned), text)
 
 
-def test_corpus_file_gives_valid_data(tool, tmp_path):
+def test_corpus_file_gives_valid_data(tool, tmp_path, capsys):
     """--corpus_file: the functions of a corpus input (make_squad_data.corpus_docstring_entries
     of its JSON lines) instead of the standard library's MODULES."""
     squad = load_tool("make_squad_data")
@@ -595,11 +590,11 @@ def test_corpus_file_gives_valid_data(tool, tmp_path):
     small_entries = tool.corpus_entries(str(small))
     in_train = sum(tool.split_of(e["name"]) == "train" for e in small_entries)
     out = tmp_path / "out"
-    ok, bad_line, too_small = entry_point_cases("tools.make_race_data", [
+    ok, bad_line, too_small = [run_in_process(tool, args, capsys) for args in [
         [f"--output_dir={out}", f"--corpus_file={corpus}", "--layout=jsonl", "--num_articles=2", "--seed=5"],
         [f"--output_dir={tmp_path}/bad", f"--corpus_file={bad}"],
         [f"--output_dir={tmp_path}/small", f"--corpus_file={small}"],
-    ], str(tmp_path))
+    ]]
     assert ok.returncode == 0, ok.stderr[-1500:]
     assert ok.stdout.strip() == f"wrote {out} (jsonl): 8 articles; questions: train 18, dev 9, test 9"
     expected = {split: tool.jsonl_lines([a for level in ("middle", "high") for a in dataset[split][level]])

@@ -39,6 +39,7 @@ def _litter(directory):
     return [n for n in os.listdir(directory) if ".tmp-" in n or ".old-" in n]
 
 
+@pytest.mark.real_process  # a writer killed by SIGKILL: its own process (its pid in the temporary names)
 @pytest.mark.parametrize("kind", ["file", "path", "dir"])
 def test_a_writer_killed_midway_leaves_the_previous_output_and_its_litter_is_swept(tmp_path, kind):
     target = tmp_path / ("out" if kind == "dir" else "out.txt")

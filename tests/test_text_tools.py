@@ -4,8 +4,6 @@ import ast
 import json
 import os
 import re
-import subprocess
-import sys
 import sysconfig
 
 import pytest
@@ -16,12 +14,14 @@ from albert_tf.data.spm_training import SentencePieceOptions, train_sentencepiec
 from albert_tf.data.tokenization import SentencePieceTokenizer, preprocess_text
 from albert_tf.data.vocab import SpecialTokens
 
+from conftest import load_tool, run_in_process
+
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 
-def _tool(name, *args):
-    return subprocess.run([sys.executable, os.path.join(ROOT, "tools", f"{name}.py"), *args], capture_output=True,
-                          text=True, timeout=300)
+def _tool(capsys, name, *args):
+    """`python tools/NAME.py ARGS` in this process (the tool's main(argv))."""
+    return run_in_process(load_tool(name), args, capsys)
 
 
 def test_sample_corpus_is_prose_deterministic_and_large_enough(sample_corpus, tmp_path):
@@ -38,14 +38,14 @@ def test_sample_corpus_is_prose_deterministic_and_large_enough(sample_corpus, tm
     assert os.listdir(tmp_path) == ["again.txt"]  # no temporary left
 
 
-def test_sample_corpus_tool(tmp_path):
+def test_sample_corpus_tool(tmp_path, capsys):
     out = tmp_path / "c.txt"
-    result = _tool("make_sample_corpus", f"--output_file={out}", "--size_mb=1")
+    result = _tool(capsys, "make_sample_corpus", f"--output_file={out}", "--size_mb=1")
     assert result.returncode == 0, result.stderr[-1500:]
     documents, sentences, written = write_corpus(str(tmp_path / "lib.txt"), 1)
     assert result.stdout.strip() == f"wrote {out}: {documents} documents, {sentences} sentences, {written / 1e6:.2f} MB"
     assert out.read_bytes() == (tmp_path / "lib.txt").read_bytes()
-    bad = _tool("make_sample_corpus", f"--output_file={tmp_path}/small.txt", "--size_mb=0.5")
+    bad = _tool(capsys, "make_sample_corpus", f"--output_file={tmp_path}/small.txt", "--size_mb=0.5")
     assert bad.returncode == 2
     assert bad.stderr.strip().splitlines()[-1] == "make_sample_corpus: error: --size_mb must be at least 1, got 0.5."
     assert not (tmp_path / "small.txt").exists()
@@ -189,8 +189,8 @@ def test_spm_model_follows_the_release_recipe(spm_model):
     assert list(proto.trainer_spec.input) == [] and proto.trainer_spec.model_prefix == ""  # no machine paths
 
 
-def test_spm_tool_writes_the_libraries_model(sample_corpus, spm_model, tmp_path):
-    result = _tool("train_sentencepiece", f"--input_file={sample_corpus}", f"--model_prefix={tmp_path}/tool",
+def test_spm_tool_writes_the_libraries_model(sample_corpus, spm_model, tmp_path, capsys):
+    result = _tool(capsys, "train_sentencepiece", f"--input_file={sample_corpus}", f"--model_prefix={tmp_path}/tool",
                    "--vocab_size=3000", "--num_threads=1")
     assert result.returncode == 0, result.stderr[-1500:]
     assert result.stdout.strip() == f"wrote {tmp_path}/tool.model (3000 pieces)"
@@ -206,7 +206,7 @@ def test_preprocess_text_strips_accents_and_lowercases():
     assert preprocess_text("Crème", lower=False) == "Creme"
 
 
-def test_spm_tool_errors_are_clear(tmp_path):
+def test_spm_tool_errors_are_clear(tmp_path, capsys):
     empty = tmp_path / "empty.txt"
     empty.write_text("\n\n")
     cases = [
@@ -217,7 +217,7 @@ def test_spm_tool_errors_are_clear(tmp_path):
         ([], "--input_file and --model_prefix are required."),
     ]
     for args, message in cases:
-        result = _tool("train_sentencepiece", *args, f"--model_prefix={tmp_path}/m")
+        result = _tool(capsys, "train_sentencepiece", *args, f"--model_prefix={tmp_path}/m")
         assert result.returncode == 2, result.stderr
         assert result.stderr.strip().splitlines()[-1] == f"train_sentencepiece: error: {message}"
     assert sorted(os.listdir(tmp_path)) == ["empty.txt"]

@@ -3,8 +3,7 @@
 for byte and the tool ends with exit status 2 naming the flag and the path, before any work;
 a second run over the tool's own output replaces it (the demo reuses its directory).
 
-Every case runs in this process (cli.run_entry_point on the tool's `run`, as `python
-tools/NAME.py` would), with the flag values in a plain namespace.
+Every case runs in this process (the tool's main(argv), as `python tools/NAME.py` would).
 """
 
 import json
@@ -13,9 +12,8 @@ import types
 
 import pytest
 from test_output_rule import _tree, _write  # the same snapshot and user files as the commands' tests
-from conftest import load_tool
+from conftest import load_tool, run_in_process
 
-from albert_tf import cli
 from albert_tf.storage import outputs
 
 DIRECTORY = "directory"
@@ -23,7 +21,7 @@ FILE = "file"
 
 
 class Flags(types.SimpleNamespace):
-    """Flag values for a tool's run(f) (no absl flag is `present`)."""
+    """Flag values for a tool's run(f) called directly (no absl flag is `present`)."""
 
     def __contains__(self, name):
         return False
@@ -48,13 +46,16 @@ def race_entries():
     return _module("make_race_data").docstring_entries()
 
 
+def argv_of(values):
+    """The command line of flag values: ["--name=value", ...]."""
+    return [f"--{name}={value}" for name, value in values.items()]
+
+
 def run_tool(tool, capsys, **values):
-    """`python tools/TOOL.py --flag=value ...` in this process: (exit status, stdout, stderr)."""
-    module = _module(tool)
-    capsys.readouterr()
-    status = cli.run_entry_point(tool, module.run, Flags(**values))
-    captured = capsys.readouterr()
-    return status, captured.out, captured.err
+    """`python tools/TOOL.py --flag=value ...` in this process (the tool's main(argv)):
+    (exit status, stdout, stderr)."""
+    result = run_in_process(_module(tool), argv_of(values), capsys)
+    return result.returncode, result.stdout, result.stderr
 
 
 def _metrics(run_dir):
@@ -192,8 +193,8 @@ def test_make_sample_corpus_and_train_sentencepiece_replace_their_own(tmp_path, 
         values, written = _case(tool, str(tmp_path))
         ((flag, paths),) = written.items()
         for _ in range(2):  # new, then its own (changed in between): replaced
-            capsys.readouterr()
-            assert cli.run_entry_point(tool, module.run, Flags(**values)) == 0, capsys.readouterr().err
+            result = run_in_process(module, argv_of(values), capsys)
+            assert result.returncode == 0, result.stderr
             assert all(outputs.examine(p, kind).status == "own" for p in paths)
             assert all(open(p).read() in ("text\n", "model\n") for p in paths)
             _tamper(paths)

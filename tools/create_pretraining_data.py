@@ -8,7 +8,7 @@ The same as `albert-create-pretraining-data` and `python -m albert_tf.create_pre
 (flags: see that module, or --helpfull).
 """
 
-from albert_tf.create_pretraining_data import define_flags, entry, run  # noqa: F401
+from albert_tf.create_pretraining_data import define_flags, entry, main, run  # noqa: F401
 
 if __name__ == "__main__":
     entry()
