@@ -105,8 +105,9 @@ class EncoderRuntime:
         for name in ("skip_padding", "remat", "ordered_gradients"):
             if name in changes:
                 changes[name] = bool(changes[name])
-        if changes.get("replica_index") is not None and not callable(changes["replica_index"]):
-            raise TypeError(f"replica_index must be None or a callable, got {type(changes['replica_index']).__name__}.")
+        index = changes.get("replica_index")
+        if index is not None and not callable(index):
+            raise TypeError(f"replica_index must be None or a callable, got {type(index).__name__}.")
         return dataclasses.replace(self, **changes)
 
 
