@@ -7,7 +7,8 @@ import pytest
 import tensorflow as tf
 
 from albert_tf import AlbertConfig, AlbertEncoder
-from albert_tf.modeling.encoder import EncoderRuntime, count_parameters
+from albert_tf.modeling.encoder import count_parameters
+from albert_tf.modeling.runtime import EncoderRuntime
 from albert_tf.modeling.encoder_block import AlbertAttention, AlbertFeedForward
 from conftest import random_inputs
 from harness import (

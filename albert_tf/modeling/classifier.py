@@ -6,7 +6,8 @@ Shape legend: B batch, T sequence length, H hidden size, C classes (1 for regres
 import keras
 
 from albert_tf.modeling.embeddings import truncated_normal
-from albert_tf.modeling.encoder import INPUT_NAMES, RuntimeOptions, encoder_inputs
+from albert_tf.modeling.encoder import INPUT_NAMES, encoder_inputs
+from albert_tf.modeling.runtime import RuntimeOptions
 
 
 @keras.saving.register_keras_serializable(package="albert_tf")
@@ -29,7 +30,7 @@ class AlbertClassifier(RuntimeOptions, keras.Model):
     Outputs: float32 logits [B, C] (scores [B, 1] for regression).
 
     Run-time options of the encoder (padding skipping, rematerialization, ...):
-    `configure_runtime` / `runtime_options` (modeling.encoder.RuntimeOptions; an exported
+    `configure_runtime` / `runtime_options` (modeling.runtime.RuntimeOptions; an exported
     encoder takes none).
 
     Example:

@@ -31,16 +31,13 @@ embedding projection, `layers/albert_attention_1/...` for the second attention s
 `layers/dense_1/...` for the pooler), so every file written before loads
 (tests/test_encoder_forward.py holds files of that time).
 
-Run-time options (`EncoderRuntime`: padding skipping, rematerialization, ordered gradients,
-the replica index of dropout seeds) are no part of the architecture: neither in `get_config`
-nor in any file. A model holding an encoder as `self.encoder` (AlbertPretrainer,
-AlbertClassifier, the fine-tuned models) takes them through `RuntimeOptions`:
+Run-time options (modeling/runtime.py `EncoderRuntime`: padding skipping, rematerialization,
+ordered gradients, the replica index of dropout seeds) are no part of the architecture:
+neither in `get_config` nor in any file. The encoder and a model holding it as `self.encoder`
+(AlbertPretrainer, AlbertClassifier, the fine-tuned models) take them through `RuntimeOptions`:
 `model.configure_runtime(remat=True)`, `with model.runtime_options(skip_padding=True): ...`,
 `with model.tracing_for_export(): ...`.
 """
-
-import contextlib
-import dataclasses
 
 import keras
 from keras import ops
@@ -52,6 +49,7 @@ from albert_tf.modeling.encoder_block import (AlbertAttention, AlbertFeedForward
                                               dense_gradient, flatten_pairs, ordered_gradients, padding_indices,
                                               to_padded, to_tokens, unflatten_pairs)
 from albert_tf.modeling.pretrained import ENCODER_WEIGHTS, PretrainedMixin
+from albert_tf.modeling.runtime import RuntimeOptions, as_runtime
 
 INPUT_NAMES = ("input_word_ids", "input_mask", "input_type_ids")
 
@@ -71,111 +69,6 @@ def _deserialize_dtype(dtype):
     if isinstance(dtype, dict):
         return keras.dtype_policies.deserialize(dtype)
     return dtype
-
-
-@dataclasses.dataclass(frozen=True)
-class EncoderRuntime:
-    """How an AlbertEncoder runs: choices of a run, not of the architecture (the outputs are
-    the same to float rounding, but for `skip_padding`'s zeros at padded positions).
-
-    Attributes:
-        skip_padding: bool. Per-token work on the real tokens only (AlbertEncoder, "Skipping
-            padding"); for eager and tf.function runs, not XLA or TPUs (data-dependent shapes).
-        remat: bool. In training, each application of a sub-layer rematerialized
-            (AlbertEncoder, "Rematerialization").
-        ordered_gradients: bool. In training, the backward pass of the applications of a
-            shared sub-layer in order (AlbertEncoder, "Shared weights' gradients"); off only
-            while tracing an export (a SavedModel cannot hold its gradient function).
-        replica_index: None, or a callable -> int scalar: this replica's index inside a
-            distributed step, folded into the dropout seeds (AlbertEncoder, "Dropout in
-            training").
-    """
-
-    skip_padding: bool = False
-    remat: bool = False
-    ordered_gradients: bool = True
-    replica_index: object = None
-
-    def replace(self, **changes):
-        """A copy with `changes`; TypeError naming an option that does not exist."""
-        unknown = sorted(set(changes) - {field.name for field in dataclasses.fields(self)})
-        if unknown:
-            raise TypeError(f"unknown encoder run-time option(s) {', '.join(unknown)}; expected "
-                            f"{', '.join(field.name for field in dataclasses.fields(self))}.")
-        for name in ("skip_padding", "remat", "ordered_gradients"):
-            if name in changes:
-                changes[name] = bool(changes[name])
-        index = changes.get("replica_index")
-        if index is not None and not callable(index):
-            raise TypeError(f"replica_index must be None or a callable, got {type(index).__name__}.")
-        return dataclasses.replace(self, **changes)
-
-
-def _as_runtime(runtime):
-    """None, an EncoderRuntime or a dict of its options -> an EncoderRuntime."""
-    if runtime is None:
-        return EncoderRuntime()
-    if isinstance(runtime, EncoderRuntime):
-        return runtime
-    if isinstance(runtime, dict):
-        return EncoderRuntime().replace(**runtime)
-    raise TypeError(f"runtime must be None, an EncoderRuntime or a dict of its options, got {type(runtime).__name__}.")
-
-
-class RuntimeOptions:
-    """Run-time options (`EncoderRuntime`) of an AlbertEncoder, or of a model holding one as
-    `self.encoder` (mixed into AlbertEncoder, AlbertPretrainer, AlbertClassifier and the
-    fine-tuned models). A model whose encoder is no AlbertEncoder (e.g. an exported encoder
-    loaded as a TFSMLayer) takes none: `configure_runtime` returns False and changes nothing."""
-
-    def _runtime_encoder(self):
-        """The AlbertEncoder whose options these are (self, or self.encoder), or None."""
-        if isinstance(self, AlbertEncoder):
-            return self
-        encoder = getattr(self, "encoder", None)
-        return encoder if isinstance(encoder, AlbertEncoder) else None
-
-    @property
-    def runtime(self):
-        """The encoder's EncoderRuntime, or None without an AlbertEncoder."""
-        encoder = self._runtime_encoder()
-        return None if encoder is None else encoder._runtime
-
-    def configure_runtime(self, **options):
-        """Sets the encoder's run-time options (`EncoderRuntime` fields, e.g. `remat=True`);
-        the others keep their values.
-
-        Returns:
-            bool: whether the model has an AlbertEncoder that took them.
-        Raises:
-            TypeError: an option that does not exist (named), a replica_index not callable.
-        """
-        encoder = self._runtime_encoder()
-        runtime = (EncoderRuntime() if encoder is None else encoder._runtime).replace(**options)
-        if encoder is None:
-            return False
-        encoder._runtime = runtime
-        return True
-
-    @contextlib.contextmanager
-    def runtime_options(self, **options):
-        """A block with `configure_runtime(**options)`, the options before restored after;
-        yields configure_runtime's answer."""
-        encoder = self._runtime_encoder()
-        before = None if encoder is None else encoder._runtime
-        applied = self.configure_runtime(**options)
-        try:
-            yield applied
-        finally:
-            if encoder is not None:
-                encoder._runtime = before
-
-    def tracing_for_export(self):
-        """A block in which the encoder runs its plain training forward: no
-        rematerialization and no ordered gradients (a SavedModel cannot hold their gradient
-        functions, so an export traces the same graph whatever the run that trained the
-        weights used); yields whether the model has an AlbertEncoder."""
-        return self.runtime_options(remat=False, ordered_gradients=False)
 
 
 @keras.saving.register_keras_serializable(package="albert_tf")
@@ -258,10 +151,13 @@ class AlbertEncoder(PretrainedMixin, RuntimeOptions, keras.Model):
     # its file in a pretrained directory (`save_pretrained` / `from_pretrained`)
     WEIGHTS_FILE = ENCODER_WEIGHTS
 
+    def _runtime_encoder(self):
+        return self  # its own run-time options (RuntimeOptions)
+
     def __init__(self, config, use_one_hot_embeddings=False, dtype=None, runtime=None, **kwargs):
         config = AlbertConfig.from_dict(config)
         dtype = _deserialize_dtype(dtype)
-        runtime = _as_runtime(runtime)
+        runtime = as_runtime(runtime)
         kwargs.setdefault("name", "albert_encoder")
         super().__init__(dtype=dtype, **kwargs)
 

@@ -19,7 +19,8 @@ import keras
 
 from albert_tf.modeling import pretrained
 from albert_tf.modeling.config import AlbertConfig
-from albert_tf.modeling.encoder import INPUT_NAMES, AlbertEncoder, RuntimeOptions
+from albert_tf.modeling.encoder import INPUT_NAMES, AlbertEncoder
+from albert_tf.modeling.runtime import RuntimeOptions
 from albert_tf.storage import atomic
 
 
@@ -31,7 +32,7 @@ class FineTunedModel(pretrained.PretrainedMixin, RuntimeOptions, keras.Model):
             build a new one (named "encoder").
 
     Run-time options of the encoder (padding skipping, rematerialization, ...):
-    `configure_runtime` / `runtime_options` (modeling.encoder.RuntimeOptions).
+    `configure_runtime` / `runtime_options` (modeling.runtime.RuntimeOptions).
     """
 
     SETTINGS_FILE = None

@@ -6,9 +6,10 @@ Shape legend: B batch, T sequence length, P predictions per sequence, V vocabula
 import keras
 
 from albert_tf.modeling.config import AlbertConfig
-from albert_tf.modeling.encoder import AlbertEncoder, RuntimeOptions, _deserialize_dtype, encoder_inputs
+from albert_tf.modeling.encoder import AlbertEncoder, _deserialize_dtype, encoder_inputs
 from albert_tf.modeling.heads import AlbertMaskedLMHead, AlbertSentenceOrderHead
 from albert_tf.modeling.pretrained import ENCODER_WEIGHTS, PRETRAINER_WEIGHTS, PretrainedMixin
+from albert_tf.modeling.runtime import RuntimeOptions
 
 
 @keras.saving.register_keras_serializable(package="albert_tf")
@@ -22,7 +23,7 @@ class AlbertPretrainer(PretrainedMixin, RuntimeOptions, keras.Model):
             computes in it; both heads compute in float32 (float32 logits for the losses).
         runtime: the encoder's run-time options (AlbertEncoder's `runtime`; not part of
             `get_config`); `configure_runtime` / `runtime_options` change them later
-            (modeling.encoder.RuntimeOptions).
+            (modeling.runtime.RuntimeOptions).
 
     Inputs: dict of int32 `input_word_ids`, `input_mask`, `input_type_ids` [B, T] and
     `masked_lm_positions` [B, P].

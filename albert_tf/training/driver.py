@@ -146,7 +146,7 @@ class Trainer:
         # XLA and TPUs need static shapes; padding skipping gives each batch its own token count
         static_shapes = options.jit_compile or isinstance(self.strategy, tf.distribute.TPUStrategy)
         skip_padding = bool(task.skip_padding and not static_shapes)
-        # the model's own run-time options (modeling.encoder.RuntimeOptions); False for a model
+        # the model's own run-time options (modeling.runtime.RuntimeOptions); False for a model
         # without an AlbertEncoder (e.g. around a loaded SavedModel) or without them
         configure = getattr(self.model, "configure_runtime", None)
         applied = bool(configure and configure(skip_padding=skip_padding, remat=options.remat,

@@ -41,7 +41,7 @@ class Task(abc.ABC):
     def build_model(self):
         """The Keras model (called inside the strategy scope). The driver then sets its
         encoder's run-time options (padding skipping, remat, the replica index of dropout
-        seeds) through the model's `configure_runtime` (modeling.encoder.RuntimeOptions:
+        seeds) through the model's `configure_runtime` (modeling.runtime.RuntimeOptions:
         AlbertPretrainer, AlbertClassifier, the fine-tuned models); a model without it runs
         as built."""
 
