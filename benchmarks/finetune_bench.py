@@ -264,9 +264,7 @@ class AlbertTfSystem:
             jit_compile=f.jit_compile, write_curves=False, dtype_policy=dtype_policy))
         self.trainer.model.set_weights(init.get_weights())
         if not skip_padding:  # before anything is traced
-            from albert_tf.modeling.encoder import set_skip_padding
-
-            set_skip_padding(self.trainer.model, False)
+            self.trainer.model.configure_runtime(skip_padding=False)
         self.skip_padding = bool(skip_padding and self.trainer.skips_padding)
         self.widths = self.task.widths
         self.path = {"train": "Trainer.train(train_dataset iterator)", "eval": "Trainer.per_example_outputs",

@@ -86,7 +86,6 @@ def run(f):
     from albert_tf.data.squad.features import FeatureSettings
     from albert_tf.data.tokenization import SentencePieceTokenizer
     from albert_tf.modeling.config import AlbertConfig
-    from albert_tf.modeling.encoder import set_skip_padding
     from albert_tf.modeling.qa_heads import squad_v1_loss
     from albert_tf.modeling.question_answering import AlbertForQuestionAnswering
     from albert_tf.storage import atomic
@@ -139,7 +138,7 @@ def run(f):
     variants = {}
     floor = build("float32")
     floor.set_weights(weights)
-    set_skip_padding(floor, False)
+    floor.configure_runtime(skip_padding=False)
     variants["float32_no_padding_skip (floor)"] = floor
     for name in ("shipped", "gelu_float32", "no_padding_skip"):
         model = build("mixed_bfloat16")
@@ -147,7 +146,7 @@ def run(f):
         if name == "gelu_float32":
             gelu_in_float32(model)
         if name == "no_padding_skip":
-            set_skip_padding(model, False)
+            model.configure_runtime(skip_padding=False)
         variants[name] = model
     rows = []
     for name, model in variants.items():

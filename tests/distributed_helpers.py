@@ -253,7 +253,7 @@ def remat_differences(args):
     import tensorflow as tf
 
     from albert_tf import AlbertConfig
-    from albert_tf.modeling.encoder import INPUT_NAMES, encoders_in
+    from albert_tf.modeling.encoder import INPUT_NAMES
 
     config = AlbertConfig.from_preset("albert_tiny").replace(**MECHANICS,
                                                              hidden_dropout_prob=0.3, attention_probs_dropout_prob=0.2)
@@ -263,7 +263,7 @@ def remat_differences(args):
     results = {"replicas": trainer.strategy.num_replicas_in_sync, "remats": trainer.remats,
                "skips_padding": trainer.skips_padding, "difference": relative_difference(remat, plain),
                "moved": relative_difference(initial, plain, median)}
-    (encoder,) = encoders_in(trainer.model)
+    encoder = trainer.model.encoder
     row = {k: v[:1] for k, v in next(iter(trainer.task.train_dataset(None, 8, 0))).items() if k in INPUT_NAMES}
 
     @tf.function

@@ -34,7 +34,6 @@ import tensorflow as tf
 from conftest import load_tool, write_tiny_config
 
 from albert_tf.data.buckets import bucketed_batches, cut_to_width
-from albert_tf.modeling.encoder import encoders_in, set_skip_padding
 from albert_tf.training.driver import Trainer, TrainingOptions
 from albert_tf.training.task import EXAMPLE_INDEX
 
@@ -56,8 +55,8 @@ def _model(task, skip_padding=None):
     if skip_padding is None:
         assert trainer.skips_padding == task.skip_padding
     else:
-        set_skip_padding(trainer.model, skip_padding)
-    assert all(e.skip_padding == (task.skip_padding and skip_padding is None) for e in encoders_in(trainer.model))
+        assert trainer.model.configure_runtime(skip_padding=skip_padding)
+    assert trainer.model.runtime.skip_padding == (task.skip_padding and skip_padding is None)
     return trainer.model
 
 

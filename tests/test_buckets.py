@@ -14,7 +14,6 @@ from conftest import load_tool
 
 from albert_tf.data.bucket_widths import bucket_widths
 from albert_tf.data.buckets import bucketed_batches, cut_to_width
-from albert_tf.modeling.encoder import encoders_in, set_skip_padding
 from albert_tf.training.driver import Trainer, TrainingOptions
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
@@ -59,7 +58,7 @@ def _outputs(task_factory, buckets, weights=None, dataset=lambda task, batch: ta
     task = task_factory(buckets)
     trainer = Trainer(task, TrainingOptions(output_dir="unused", train_batch_size=8, eval_batch_size=8))
     if skip_padding is not None:
-        set_skip_padding(trainer.model, skip_padding)
+        assert trainer.model.configure_runtime(skip_padding=skip_padding)
     else:
         assert trainer.skips_padding == task.skip_padding
     if weights is not None:
@@ -108,7 +107,7 @@ def test_classification_same_logits_and_metrics(tiny_export):
     # XLA needs static shapes: a jit-compiled run keeps the padding
     xla = Trainer(make("none"), TrainingOptions(output_dir="unused", train_batch_size=8, eval_batch_size=8,
                                                 jit_compile=True))
-    assert not xla.skips_padding and not any(e.skip_padding for e in encoders_in(xla.model))
+    assert not xla.skips_padding and not xla.model.runtime.skip_padding
 
 
 def test_classification_batches_dataset_keeps_the_given_batches(tiny_export):

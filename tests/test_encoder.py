@@ -1,10 +1,15 @@
+import collections
+from unittest import mock
+
 import keras
 import numpy as np
 import pytest
 import tensorflow as tf
 
 from albert_tf import AlbertConfig, AlbertEncoder
-from albert_tf.modeling.encoder import count_parameters, set_skip_padding, skipping_padding
+from albert_tf.modeling.encoder import count_parameters
+from albert_tf.modeling.runtime import EncoderRuntime
+from albert_tf.modeling.encoder_block import AlbertAttention, AlbertFeedForward
 from conftest import random_inputs
 from harness import (
     assert_all_close,
@@ -82,14 +87,14 @@ def test_skipping_padding_gives_the_same_outputs_and_gradients(tiny_config, shar
     real = inputs["input_mask"][..., None] > 0
 
     def loss_and_grads(skip):
-        set_skip_padding(encoder, skip)
+        assert encoder.configure_runtime(skip_padding=skip)
         with tf.GradientTape() as tape:
             out = encoder(inputs, training=True)
             loss = tf.reduce_sum(out["pooled_output"] ** 2) + tf.reduce_sum(tf.where(real, out["sequence_output"], 0.0))
         return to_numpy(out), tape.gradient(loss, encoder.trainable_variables)
 
     (padded, padded_grads), (skipped, skipped_grads) = loss_and_grads(False), loss_and_grads(True)
-    set_skip_padding(encoder, False)
+    encoder.configure_runtime(skip_padding=False)
     for a, b in zip(padded["encoder_outputs"], skipped["encoder_outputs"]):
         np.testing.assert_allclose(np.where(real, a, 0), b, atol=1e-5, rtol=0)
     assert np.all(skipped["sequence_output"][~real[..., 0]] == 0)
@@ -100,23 +105,20 @@ def test_skipping_padding_gives_the_same_outputs_and_gradients(tiny_config, shar
         np.testing.assert_allclose(a, b, atol=1e-5 * max(1.0, np.abs(a).max()), rtol=0, err_msg=v.path)
 
     spec = {k: tf.TensorSpec([None, None], tf.int32) for k in inputs}
-    with skipping_padding(encoder):
-        assert encoder.skip_padding
+    with encoder.runtime_options(skip_padding=True) as applied:
+        assert applied and encoder.runtime.skip_padding
         fn = tf.function(lambda x: encoder(x)["pooled_output"], input_signature=[spec])
         traced = fn({k: tf.constant(v) for k, v in inputs.items()}).numpy()
-    assert not encoder.skip_padding  # restored
+    assert not encoder.runtime.skip_padding  # restored
     np.testing.assert_allclose(padded["pooled_output"], traced, atol=1e-5, rtol=0)
 
 
-def test_a_call_works_on_rows_and_equals_the_functional_graph(tiny_config):
+def test_a_call_works_on_rows(tiny_config):
     """Every per-token op runs on rows [B * T, H]: each Dense is a 2-D MatMul feeding its
     BiasAdd directly (the pattern TensorFlow fuses with the GELU into one oneDNN kernel; a
-    [B, T, H] Dense puts a reshape between them). The outputs are the functional graph's."""
+    [B, T, H] Dense puts a reshape between them)."""
     encoder = AlbertEncoder(no_dropout(tiny_config))
     inputs = random_inputs(tiny_config, batch=3, length=12)
-    graph_outputs = to_numpy(super(AlbertEncoder, encoder).call(inputs, training=False))  # keras Functional
-    assert_all_close(to_numpy(encoder(inputs, training=False)), graph_outputs, atol=1e-6)
-
     spec = {k: tf.TensorSpec([None, None], tf.int32) for k in inputs}
     graph = tf.function(lambda x: encoder(x)["pooled_output"]).get_concrete_function(spec).graph
     bias_adds = [op for op in graph.get_operations() if op.type == "BiasAdd"]
@@ -221,6 +223,24 @@ def test_variable_count_per_sharing_strategy(tiny_config, sharing, embedding_siz
     assert encoder.count_params() == expected == count_parameters(config)
 
 
+def applications(encoder, inputs):
+    """{sub-layer name: how many times one forward applies it}."""
+    counts = collections.Counter()
+
+    def counting(cls):
+        original = cls.call
+
+        def call(layer, *args, **kwargs):
+            counts[layer.name] += 1
+            return original(layer, *args, **kwargs)
+
+        return mock.patch.object(cls, "call", call)
+
+    with counting(AlbertAttention), counting(AlbertFeedForward):
+        encoder(inputs)
+    return dict(counts)
+
+
 def _copy_shared_into_unshared(shared, unshared):
     """Gives `unshared` (sharing="none") the weights of `shared` (sharing="all"): every
     per-layer block a copy of the one shared block."""
@@ -239,15 +259,14 @@ def test_all_shared_reuses_one_block_and_accumulates_its_gradient(tiny_config):
     shared = AlbertEncoder(config)
     assert [l.name for l in shared.attention_layers] == ["group_0_inner_group_0_attention"]
     assert [l.name for l in shared.ffn_layers] == ["group_0_inner_group_0_ffn"]
-    # the single block is called once per layer in the graph
-    assert len(shared.attention_layers[0]._inbound_nodes) == L
-    assert len(shared.ffn_layers[0]._inbound_nodes) == L
+    # the single block is applied once per layer
+    inputs = random_inputs(config)
+    assert applications(shared, inputs) == {"group_0_inner_group_0_attention": L, "group_0_inner_group_0_ffn": L}
 
     # the same network unrolled: L unshared blocks, each a copy of the shared one
     unshared = AlbertEncoder(config.replace(sharing="none"))
     assert len(unshared.attention_layers) == len(unshared.ffn_layers) == L
     _copy_shared_into_unshared(shared, unshared)
-    inputs = random_inputs(config)
     assert_all_close(shared(inputs), unshared(inputs), atol=1e-5)
 
     rng = np.random.default_rng(0)
@@ -297,10 +316,9 @@ def test_grouped_sharing_routes_layers_like_the_release(tiny_config):
     names = sorted(l.name for l in encoder.attention_layers)
     assert names == [f"group_{g}_inner_group_{k}_attention" for g in (0, 1) for k in (0, 1)]
     by_name = {l.name: l for l in encoder.attention_layers}
-    for g in (0, 1):
-        for k in (0, 1):
-            assert len(by_name[f"group_{g}_inner_group_{k}_attention"]._inbound_nodes) == 2
     inputs = random_inputs(config)
+    assert applications(encoder, inputs) == {f"group_{g}_inner_group_{k}_{kind}": 2
+                                             for g in (0, 1) for k in (0, 1) for kind in ("attention", "ffn")}
     before = to_numpy(encoder(inputs))["encoder_outputs"]
     layer = by_name["group_1_inner_group_1_attention"].dense
     layer.kernel.assign(layer.kernel * 3.0)  # (a constant bias would vanish in the LayerNorm)
@@ -331,3 +349,50 @@ def test_numerics_follow_reference(tiny_config):
     assert np.abs(table).max() <= 0.04 + 1e-6
     assert abs(table.std() - 0.02 * 0.8796) < 1e-3  # std of a 2-sigma truncated normal
     np.testing.assert_array_equal(np.asarray(encoder.pooler.bias), 0)
+
+
+def test_runtime_options_are_options_not_architecture(tiny_config, tmp_path):
+    """Run-time options come from the constructor or configure_runtime / runtime_options, are
+    refused when unknown, stay out of get_config and the weights, and models holding an
+    encoder forward them to it (one without an AlbertEncoder takes none)."""
+    from albert_tf.modeling.classifier import AlbertClassifier
+    from albert_tf.modeling.pretrainer import AlbertPretrainer
+
+    encoder = AlbertEncoder(tiny_config, runtime={"skip_padding": True})
+    assert encoder.runtime == EncoderRuntime(skip_padding=True)
+    assert "runtime" not in encoder.get_config() and "skip_padding" not in str(encoder.get_config())
+    assert AlbertEncoder.from_config(encoder.get_config()).runtime == EncoderRuntime()
+    with pytest.raises(TypeError, match="unknown encoder run-time option.*skip_pading"):
+        encoder.configure_runtime(skip_pading=False)
+    with pytest.raises(TypeError, match="replica_index must be None or a callable"):
+        encoder.configure_runtime(replica_index=0)
+    assert encoder.runtime == EncoderRuntime(skip_padding=True)  # a refused change changes nothing
+
+    pretrainer = AlbertPretrainer(tiny_config, runtime=EncoderRuntime(remat=True))
+    assert pretrainer.runtime is pretrainer.encoder.runtime and pretrainer.runtime.remat
+    with pretrainer.tracing_for_export() as applied:
+        assert applied and pretrainer.encoder.runtime == EncoderRuntime(remat=False, ordered_gradients=False)
+    assert pretrainer.encoder.runtime == EncoderRuntime(remat=True)  # restored
+
+    classifier = AlbertClassifier(AlbertEncoder(tiny_config), 2)
+    assert classifier.configure_runtime(skip_padding=True) and classifier.encoder.runtime.skip_padding
+
+    class Foreign(keras.layers.Layer):  # an encoder that is no AlbertEncoder (as an export's TFSMLayer)
+        def call(self, inputs):
+            first = keras.ops.expand_dims(inputs["input_word_ids"][:, 0], -1)  # [B, 1]
+            return {"pooled_output": keras.ops.cast(first, "float32")}
+
+    foreign = AlbertClassifier(Foreign(), 2)
+    assert foreign.runtime is None and not foreign.configure_runtime(remat=True)
+    with foreign.runtime_options(skip_padding=True) as applied:
+        assert applied is False
+    with pytest.raises(TypeError, match="unknown encoder run-time option"):
+        foreign.configure_runtime(remat_all=True)
+
+
+def test_missing_inputs_are_named(tiny_config):
+    encoder = AlbertEncoder(tiny_config)
+    inputs = random_inputs(tiny_config)
+    del inputs["input_mask"]
+    with pytest.raises(ValueError, match="missing inputs input_mask"):
+        encoder(inputs)

@@ -28,7 +28,7 @@ from conftest import entry_point_cases, load_tool, random_inputs, write_tiny_con
 from distributed_helpers import ArrayClassification, median, relative_difference, weights_after_steps
 
 from albert_tf import AlbertConfig, AlbertEncoder
-from albert_tf.modeling.encoder import INPUT_NAMES, encoders_in, set_remat, set_skip_padding
+from albert_tf.modeling.encoder import INPUT_NAMES
 from albert_tf.modeling.encoder_block import AlbertAttention
 from albert_tf.storage.checkpoints import random_states
 from albert_tf.tasks.pretraining import PretrainingOptions, PretrainingTask
@@ -95,7 +95,7 @@ def test_sub_layers_called_alone_keep_their_own_dropout():
 def gradients(encoder, inputs, remat, seed=(11, 0)):
     """The gradients of a fixed random projection of sequence_output, with the encoder's dropout
     generator at `seed` first; also returns the traced graph."""
-    set_remat(encoder, remat)
+    encoder.configure_runtime(remat=remat)
     generator = encoder._dropout_layers()[0].seed_generator
     generator.state.assign(seed)
 
@@ -116,7 +116,7 @@ def gradients(encoder, inputs, remat, seed=(11, 0)):
 def test_remat_gradients_equal_the_plain_ones_and_the_graph_recomputes_each_application():
     """float32 with padding skipped (the hidden states come back from a gather, as IndexedSlices)."""
     encoder = AlbertEncoder(config())
-    set_skip_padding(encoder, True)
+    encoder.configure_runtime(skip_padding=True)
     inputs = random_inputs(config(), batch=4, length=16)
     plain, plain_graph = gradients(encoder, inputs, False)
     remat, remat_graph = gradients(encoder, inputs, True)
@@ -143,9 +143,8 @@ def test_shared_weight_gradients_are_summed_before_the_earlier_sub_layers_backwa
     encoder = AlbertEncoder(config().replace(num_hidden_layers=4))
     inputs = random_inputs(config(), batch=2, length=8)
     ordered, graph = gradients(encoder, inputs, remat)
-    encoder.orders_gradients = False
-    unordered, unordered_graph = gradients(encoder, inputs, remat)
-    encoder.orders_gradients = True
+    with encoder.runtime_options(ordered_gradients=False):
+        unordered, unordered_graph = gradients(encoder, inputs, remat)
     assert relative_difference(ordered, unordered) <= 1e-6
     paths = [v.path for v in encoder.trainable_variables]
     kernel = encoder.trainable_variables[paths.index("group_0_inner_group_0_ffn/intermediate/kernel")]
@@ -210,7 +209,7 @@ def test_seeds_and_remat_add_no_state(tmp_path):
     fresh = AlbertEncoder(config())
     fresh(random_inputs(config()))
     trained = AlbertEncoder(config())
-    set_remat(trained, True)
+    trained.configure_runtime(remat=True)
     with tf.GradientTape() as tape:
         out = trained(random_inputs(config()), training=True)["pooled_output"]
     assert all(g is not None for g in tape.gradient(out, trained.trainable_variables))
@@ -232,7 +231,7 @@ def check_dropout_acts(trainer):
     another training forward: the runs compared did draw dropout masks."""
     batch = next(iter(trainer.task.train_dataset(None, 8, 0)))
     inputs = {k: batch[k] for k in INPUT_NAMES}
-    (encoder,) = encoders_in(trainer.model)
+    encoder = trainer.model.encoder
     first, second, inference = (np.asarray(encoder(inputs, training=t)["pooled_output"]) for t in (True, True, False))
     assert np.abs(first - inference).max() > 1e-3 and np.abs(first - second).max() > 1e-3
 

@@ -20,7 +20,6 @@ import tensorflow as tf
 
 from albert_tf.data.classifier_pipeline import pack
 from albert_tf.export import savedmodel
-from albert_tf.modeling.encoder import skipping_padding
 from albert_tf.storage import atomic, outputs, provenance
 
 
@@ -83,7 +82,7 @@ def export_classifier(preprocess, classifier, export_dir, seq_length, labels=(),
     "made_by": `made_by`, what made the export (albert_tf.storage.provenance.record),
     stamped when written; left out when None).
 
-    skip_padding: serve requests on their real tokens only (modeling.encoder.skipping_padding:
+    skip_padding: serve requests on their real tokens only (the encoder's run-time option skip_padding:
     same logits, less work); False computes the padding too, as the release did.
 
     Returns:
@@ -92,7 +91,7 @@ def export_classifier(preprocess, classifier, export_dir, seq_length, labels=(),
     with outputs.replacing_dir(export_dir, outputs.EXPORT) as tmp:
         module = ClassifierModule(preprocess, classifier, seq_length, labels, pair, widths)
         # requests are served on the real tokens only (padding skipped; pooled outputs unchanged)
-        with skipping_padding(classifier, skip_padding) as skipped:
+        with classifier.runtime_options(skip_padding=skip_padding) as skipped:
             savedmodel.save(module, tmp, module.signatures)
         info = {"task_name": task_name, "labels": list(labels), "regression": not labels,
                 "seq_length": int(seq_length), "length_buckets": list(module._widths), "skips_padding": bool(skip_padding and skipped),

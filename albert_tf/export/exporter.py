@@ -17,7 +17,6 @@ from albert_tf.data.tokenization import strip_machine_paths
 from albert_tf.export import savedmodel
 from albert_tf.export.encoder_module import EncoderModule
 from albert_tf.export.preprocess_module import PreprocessModule
-from albert_tf.modeling.encoder import tracing_for_export
 from albert_tf.storage import outputs
 
 
@@ -68,7 +67,7 @@ def export_tfhub(pretrainer, spm_model_file, export_path, with_mlm=True, seq_len
                                     jit_compile=jit_compile)
             # traced with the plain forward: a SavedModel cannot hold the gradient functions of
             # rematerialized or ordered-gradient applications (every run exports the same graph)
-            with tracing_for_export(pretrainer):
+            with pretrainer.tracing_for_export():
                 savedmodel.save(encoder, os.path.join(tmp, "encoder"), encoder.trace)
             preprocess = PreprocessModule(spm_copy, do_lower_case=do_lower_case, seq_length=seq_length)
             savedmodel.save(preprocess, os.path.join(tmp, "preprocess"), preprocess.trace)

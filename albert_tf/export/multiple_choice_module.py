@@ -27,7 +27,6 @@ from albert_tf.data.buckets import width_for
 from albert_tf.export import savedmodel
 from albert_tf.export.normalization import normalize
 from albert_tf.export.raw_text_module import RawTextModule, writing_export
-from albert_tf.modeling.encoder import skipping_padding
 from albert_tf.storage import atomic, provenance
 
 MULTIPLE_CHOICE_INFO = "multiple_choice_info.json"
@@ -114,7 +113,7 @@ def export_multiple_choice(model, spm_model_file, export_dir, do_lower_case=True
     with writing_export(export_dir, spm_model_file) as (tmp, spm_copy):
         module = MultipleChoiceModule(model, spm_copy, widths=widths, **settings)
         # requests are served on the real tokens only (padding skipped; pooled outputs unchanged)
-        with skipping_padding(model) as skipped:
+        with model.runtime_options(skip_padding=True) as skipped:
             savedmodel.save(module, tmp, module.signatures)
         info = {**settings, "dropout_prob": model.dropout_prob, "length_buckets": list(module._widths),
                 "skips_padding": bool(skipped),

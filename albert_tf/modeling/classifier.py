@@ -7,10 +7,11 @@ import keras
 
 from albert_tf.modeling.embeddings import truncated_normal
 from albert_tf.modeling.encoder import INPUT_NAMES, encoder_inputs
+from albert_tf.modeling.runtime import RuntimeOptions
 
 
 @keras.saving.register_keras_serializable(package="albert_tf")
-class AlbertClassifier(keras.Model):
+class AlbertClassifier(RuntimeOptions, keras.Model):
     """The release's classifier: dropout on `pooled_output`, then a dense `output` layer.
 
     logits = dense_{H->C}(dropout(encoder(inputs)["pooled_output"]))
@@ -27,6 +28,10 @@ class AlbertClassifier(keras.Model):
     Inputs: the encoder's dict [B, T].
 
     Outputs: float32 logits [B, C] (scores [B, 1] for regression).
+
+    Run-time options of the encoder (padding skipping, rematerialization, ...):
+    `configure_runtime` / `runtime_options` (modeling.runtime.RuntimeOptions; an exported
+    encoder takes none).
 
     Example:
     ```python

@@ -1,4 +1,4 @@
-"""AlbertEncoder: the ALBERT (or BERT) encoder as a Keras 3 functional model.
+"""AlbertEncoder: the ALBERT (or BERT) encoder as a Keras 3 model with one forward pass.
 
 Shape legend: B batch, T sequence length (any T <= max_position_embeddings), E embedding
 size, H hidden size, L num_hidden_layers.
@@ -23,9 +23,21 @@ sub-layers `group_0_inner_group_0_{attention,ffn}`, applied L times.
 for attention, `encoder/<sub-layer name>/{intermediate,output_dense}/{_kernel,bias}` and
 `.../layer_norm/*` for the feed-forward, `encoder/pooler/{_kernel,bias}`
 (`tests/test_encoder.py` holds the full list for albert_tiny).
-"""
 
-import contextlib
+`.weights.h5` files (`save_weights`, `save_pretrained`) keep the layout of a Keras
+functional model, which this encoder was until issue 51: its layers in order under
+`layers/`, named by class (`layers/albert_embeddings/vars/0`, `layers/dense/...` for the
+embedding projection, `layers/albert_attention_1/...` for the second attention sub-layer,
+`layers/dense_1/...` for the pooler), so every file written before loads
+(tests/test_encoder_forward.py holds files of that time).
+
+Run-time options (modeling/runtime.py `EncoderRuntime`: padding skipping, rematerialization,
+ordered gradients, the replica index of dropout seeds) are no part of the architecture:
+neither in `get_config` nor in any file. The encoder and a model holding it as `self.encoder`
+(AlbertPretrainer, AlbertClassifier, the fine-tuned models) take them through `RuntimeOptions`:
+`model.configure_runtime(remat=True)`, `with model.runtime_options(skip_padding=True): ...`,
+`with model.tracing_for_export(): ...`.
+"""
 
 import keras
 from keras import ops
@@ -37,6 +49,7 @@ from albert_tf.modeling.encoder_block import (AlbertAttention, AlbertFeedForward
                                               dense_gradient, flatten_pairs, ordered_gradients, padding_indices,
                                               to_padded, to_tokens, unflatten_pairs)
 from albert_tf.modeling.pretrained import ENCODER_WEIGHTS, PretrainedMixin
+from albert_tf.modeling.runtime import RuntimeOptions, as_runtime
 
 INPUT_NAMES = ("input_word_ids", "input_mask", "input_type_ids")
 
@@ -59,58 +72,57 @@ def _deserialize_dtype(dtype):
 
 
 @keras.saving.register_keras_serializable(package="albert_tf")
-class AlbertEncoder(PretrainedMixin, keras.Model):
+class AlbertEncoder(PretrainedMixin, RuntimeOptions, keras.Model):
     """ALBERT encoder: factorized embeddings and a cross-layer shared transformer.
 
     Args:
         config: `AlbertConfig` or a dict of its keys (an original albert_config.json).
         use_one_hot_embeddings: bool. One-hot matmul word lookup (TPU friendly).
         dtype: a Keras dtype policy name or object, e.g. "mixed_bfloat16".
+        runtime: None (the defaults), an `EncoderRuntime` or a dict of its options; not part
+            of `get_config` (see `RuntimeOptions` for changing them later).
+
+    Every weight exists from the constructor on (no build at the first call).
 
     Inputs: dict of int32 [B, T] `input_word_ids`, `input_mask` (1 = real token),
-    `input_type_ids`.
+    `input_type_ids`; other keys are ignored, a missing one is refused (ValueError naming it).
 
-    Outputs: dict `sequence_output` [B, T, H], `pooled_output` [B, H] (tanh dense on
-    the first token), `encoder_outputs` (list of L tensors [B, T, H], one per outer
-    layer; the last equals `sequence_output`).
+    Outputs: dict `sequence_output` float32 [B, T, H], `pooled_output` [B, H] in the compute
+    dtype (tanh dense on the first token), `encoder_outputs` (list of L float32 tensors
+    [B, T, H], one per outer layer; the last equals `sequence_output`).
 
     A call runs every per-token op on rows [R, H], every position's (R = B * T) by default,
     and places them back as [B, T, H] for the attention only (see encoder_block: in a
     TensorFlow graph with oneDNN each Dense's matmul, bias and GELU then fuse into one kernel).
-    Skipping padding: with `encoder.skip_padding = True` (or inside
-    `skipping_padding(model)`) the rows are the R real tokens only (see
-    encoder_block.padding_indices). Real positions and `pooled_output` are the same as
-    padded (to float rounding); padded positions of `sequence_output` / `encoder_outputs`
-    are zeros instead of values computed from the pad token. R varies per batch, so this is
-    for eager and tf.function runs on CPUs and GPUs, not XLA or TPUs (static shapes); off
-    by default.
 
-    Rematerialization: with `encoder.remat = True` (`set_remat(model, True)`; the training
-    driver's `--remat`) each application of a sub-layer (attention or feed-forward) in
-    training is wrapped in `keras.remat`: the backward pass keeps only its input [R, H] (and
-    its seeds and cast weights) and recomputes the rest, so one sub-layer's activations are
-    alive at a time in the backward pass instead of all L applications'. The gradients are
-    the plain forward's (the same ops on the same values, float rounding aside). Every
-    tensor a sub-layer differentiates through is an explicit argument of the wrapped
-    function (a tensor it merely captured would get no gradient from TensorFlow's
-    recompute_grad): the hidden states and, under a mixed policy, the weights cast once per
-    forward. A sub-layer rather than the (attention, feed-forward) pair: recompute_grad
-    hands back all of its weight gradients at once, and a pair's (0.75 GiB at
-    albert_xxlarge) outlived its sums; measured like benchmarks/memory_cell.py at
-    albert_xxlarge, T 512, B 1, float32, the step's peak of live tensors above the
-    gradients fell from 1.59 GiB (pairs) to 1.23 GiB (medians of 5 rounds each), for one
-    more [R, H] input kept per application.
+    Skipping padding (`runtime.skip_padding`): the rows are the R real tokens only (see
+    encoder_block.padding_indices). Real positions and `pooled_output` are the same as padded
+    (to float rounding); padded positions of `sequence_output` / `encoder_outputs` are zeros
+    instead of values computed from the pad token. R varies per batch, so this is for eager
+    and tf.function runs on CPUs and GPUs, not XLA or TPUs (static shapes); off by default.
 
-    Shared weights' gradients: the dense weights of each sub-layer are taken once per forward
-    (cast to the compute dtype), and in training each application of the sub-layer gets
-    them, with its input [R, H], through `encoder_block.ordered_gradients`: an identity
-    whose gradient makes the backward pass of everything before that application wait
-    until its weight gradients are added to the sum of the later ones. TensorFlow otherwise
-    computes the L per-application weight gradients of a shared sub-layer as soon as each
-    can be, keeps them all and sums them at the end: measured like
-    benchmarks/memory_cell.py at H 1024, I 4096, T 128, B 1, float32, the peak grew by 56 MB
-    per layer, about one application's weight gradient (50 MB), with or without `remat`; at
-    albert_xxlarge, T 512, B 1 about 10 GB of a 16.6 GB step.
+    Rematerialization (`runtime.remat`; the training driver's `--remat`): in training each
+    application of a sub-layer (attention or feed-forward) is wrapped in `keras.remat`: the
+    backward pass keeps only its input [R, H] (and its seeds and cast weights) and recomputes
+    the rest, so one sub-layer's activations are alive at a time in the backward pass instead
+    of all L applications'. The gradients are the plain forward's (the same ops on the same
+    values, float rounding aside). Every tensor a sub-layer differentiates through is an
+    explicit argument of the wrapped function (a tensor it merely captured would get no
+    gradient from TensorFlow's recompute_grad): the hidden states and, under a mixed policy,
+    the weights cast once per forward. A sub-layer rather than the (attention, feed-forward)
+    pair: recompute_grad hands back all of its weight gradients at once, so a pair's would
+    all be alive together (benchmarks/README.md, "Memory of a training step", has the
+    measurements).
+
+    Shared weights' gradients (`runtime.ordered_gradients`, on by default): the dense weights
+    of each sub-layer are taken once per forward (cast to the compute dtype), and in training
+    each application of the sub-layer gets them, with its input [R, H], through
+    `encoder_block.ordered_gradients`: an identity whose gradient makes the backward pass of
+    everything before that application wait until its weight gradients are added to the sum
+    of the later ones. Otherwise TensorFlow computes the L per-application weight gradients
+    of a shared sub-layer as soon as each can be, keeps them all and sums them at the end
+    (about one application's weight gradient more per layer at the step's peak; figures in
+    benchmarks/README.md). The values are the same either way.
 
     Dropout in training: one seed is drawn per forward from the first of the encoder's
     Dropout SeedGenerators (so checkpoints hold the same RNG states as before), turned into
@@ -118,9 +130,9 @@ class AlbertEncoder(PretrainedMixin, keras.Model):
     the attention probabilities', the attention output's and the feed-forward output's), and
     each site draws its mask statelessly from its seed (modeling/dropout.py). Masks thus
     differ between sites, applications of a shared sub-layer, forwards and, with
-    `encoder.replica_index` set (`set_replica_index`; the training driver sets it), between
-    the replicas of a distributed step, and a recomputed application draws the masks of its
-    first pass. Plain and rematerialized forwards draw the same masks.
+    `runtime.replica_index` set (the training driver sets it), between the replicas of a
+    distributed step, and a recomputed application draws the masks of its first pass. Plain
+    and rematerialized forwards draw the same masks.
 
     Example:
     ```python
@@ -131,24 +143,23 @@ class AlbertEncoder(PretrainedMixin, keras.Model):
         "input_type_ids": np.zeros((1, 5), "int32"),
     })
     outputs["pooled_output"].shape  # (1, 32)
+    with encoder.runtime_options(skip_padding=True):
+        encoder(...)  # the real tokens only
     ```
     """
 
     # its file in a pretrained directory (`save_pretrained` / `from_pretrained`)
     WEIGHTS_FILE = ENCODER_WEIGHTS
-    # run-time choices (not config): see "Skipping padding" and "Rematerialization" above
-    skip_padding = False
-    remat = False
-    # see "Shared weights' gradients" above (off only while tracing an export)
-    orders_gradients = True
-    # None, or a callable -> int scalar: this replica's index in a distributed step (see
-    # "Dropout in training" above)
-    replica_index = None
 
-    def __init__(self, config, use_one_hot_embeddings=False, dtype=None, **kwargs):
+    def _runtime_encoder(self):
+        return self  # its own run-time options (RuntimeOptions)
+
+    def __init__(self, config, use_one_hot_embeddings=False, dtype=None, runtime=None, **kwargs):
         config = AlbertConfig.from_dict(config)
         dtype = _deserialize_dtype(dtype)
+        runtime = as_runtime(runtime)
         kwargs.setdefault("name", "albert_encoder")
+        super().__init__(dtype=dtype, **kwargs)
 
         # === Layers ===
         self.embeddings = AlbertEmbeddings(
@@ -198,7 +209,7 @@ class AlbertEncoder(PretrainedMixin, keras.Model):
             for key in ffn_keys
         ]
         # Named attributes give tf.train.Checkpoint stable paths such as
-        # `group_0_inner_group_0_attention/query/_kernel` (not `_operations/5/...`).
+        # `group_0_inner_group_0_attention/query/_kernel` (not `attention_layers/0/...`).
         for layer in self.attention_layers + self.ffn_layers:
             setattr(self, layer.name, layer)
         self.pooler = keras.layers.Dense(
@@ -208,45 +219,67 @@ class AlbertEncoder(PretrainedMixin, keras.Model):
             dtype=dtype,
             name="pooler",
         )
-
-        # === Functional model ===
-        inputs = encoder_inputs()
-        x = self.embeddings(inputs["input_word_ids"], inputs["input_type_ids"])  # [B, T, E]
-        if self.embedding_projection is not None:
-            x = self.embedding_projection(x)  # [B, T, H]
         attention_index = {key: i for i, key in enumerate(attention_keys)}
         ffn_index = {key: i for i, key in enumerate(ffn_keys)}
-        # per outer layer, its (attention, feed-forward) sub-layer pairs: both forwards walk it
-        layer_steps = [[(self.attention_layers[attention_index[a]], self.ffn_layers[ffn_index[f]])
-                        for a, f in steps] for steps in routing]
-        encoder_outputs = []
-        for steps in layer_steps:
+        # per outer layer, its (attention, feed-forward) sub-layer pairs, in the order applied
+        self._layer_steps = [[(self.attention_layers[attention_index[a]], self.ffn_layers[ffn_index[f]])
+                              for a, f in steps] for steps in routing]
+
+        # === Weights === (built outside any name scope: paths `embeddings/...`, `pooler/...`;
+        # in the order the layers are first applied, so a seed gives the same initial weights
+        # as the functional model this class was)
+        self.embeddings.build()
+        if self.embedding_projection is not None:
+            self.embedding_projection.build((None, None, config.embedding_size))
+        for steps in self._layer_steps:
             for attention, ffn in steps:
-                x = ffn(attention(x, inputs["input_mask"]))
-            encoder_outputs.append(x)
-        pooled_output = self.pooler(x[:, 0, :])  # [B, H]
-        super().__init__(
-            inputs=inputs,
-            outputs={
-                "sequence_output": x,
-                "pooled_output": pooled_output,
-                "encoder_outputs": encoder_outputs,
-            },
-            dtype=dtype,
-            **kwargs,
-        )
+                for layer in (attention, ffn):
+                    if not layer.built:
+                        layer.build((None, None, config.hidden_size))
+        self.pooler.build((None, config.hidden_size))
+        self.built = True
 
         # === Config ===
         self.config = config
         self.use_one_hot_embeddings = use_one_hot_embeddings
-        self._layer_steps = layer_steps
+        self._runtime = runtime
+
+    def _obj_type(self):
+        # Keras' `.weights.h5` writer lays a functional model out as its layers in order under
+        # `layers/`; this encoder was one and every file written before has that layout (module
+        # doc), so its files keep it (`layers` is the tracking order: the embeddings, the
+        # projection, the attention sub-layers, the feed-forward ones, the pooler; named per
+        # class as the functional order named them).
+        return "Functional"
+
+    def compute_output_spec(self, inputs, training=None, mask=None):
+        """The outputs' shapes and dtypes for symbolic inputs (a functional model built on
+        the encoder), without running the forward."""
+        batch, length = tuple(self._inputs(inputs)["input_word_ids"].shape)
+        hidden = self.config.hidden_size
+        states = [keras.KerasTensor((batch, length, hidden), dtype="float32")
+                  for _ in self._layer_steps]
+        return {"sequence_output": states[-1],
+                "pooled_output": keras.KerasTensor((batch, hidden), dtype=self.compute_dtype),
+                "encoder_outputs": states}
+
+    @staticmethod
+    def _inputs(inputs):
+        """{name: inputs[name]} of INPUT_NAMES; ValueError naming those missing."""
+        missing = [name for name in INPUT_NAMES if not isinstance(inputs, dict) or name not in inputs]
+        if missing:
+            got = ", ".join(sorted(inputs)) if isinstance(inputs, dict) else type(inputs).__name__
+            raise ValueError(f"AlbertEncoder: missing inputs {', '.join(missing)} (got {got}); expected a dict "
+                             f"of int32 [B, T] {', '.join(INPUT_NAMES)}.")
+        return {name: inputs[name] for name in INPUT_NAMES}
 
     def call(self, inputs, training=None, mask=None):
-        # the same layers and order as the functional graph built in __init__, on rows [R, H]
+        runtime = self._runtime
+        inputs = self._inputs(inputs)
         word_ids, input_mask, type_ids = (ops.cast(inputs[k], "int32") for k in INPUT_NAMES)
         batch, length = ops.shape(word_ids)[0], ops.shape(word_ids)[1]
         # token_index [R], padded_index [B*T]; None: every position is a row (R = B * T)
-        indices = padding_indices(input_mask) if self.skip_padding else None
+        indices = padding_indices(input_mask) if runtime.skip_padding else None
         token_index, padded_index = (None, None) if indices is None else indices
         # each sub-layer's dense weights once per forward, in the compute dtype (under mixed
         # precision a cast, not one at each use, and every bias gradient summed in float32:
@@ -258,7 +291,7 @@ class AlbertEncoder(PretrainedMixin, keras.Model):
                 if layer is not None:
                     cast[id(layer)] = cast_dense([layer], self.compute_dtype)[0]
         # int32 [1 + 3 A, 2] (A applications), or None: no dropout to draw
-        seeds = self._dropout_seeds() if training else None
+        seeds = self._dropout_seeds(runtime.replica_index) if training else None
         embedded = self.embeddings(word_ids, type_ids, training=training, seed=None if seeds is None else seeds[0])
         x = to_tokens(embedded, token_index)  # [R, E]
         if self.embedding_projection is not None:
@@ -268,24 +301,24 @@ class AlbertEncoder(PretrainedMixin, keras.Model):
         for steps in self._layer_steps:
             for attention, ffn in steps:
                 pair_seeds = None if seeds is None else seeds[1 + 3 * application:4 + 3 * application]
-                x = self._apply_pair(attention, ffn, x, input_mask, training, indices, cast, pair_seeds)
+                x = self._apply_pair(attention, ffn, x, input_mask, training, indices, cast, pair_seeds, runtime)
                 application += 1
             encoder_outputs.append(to_padded(x, padded_index, batch, length))  # [B, T, H]
         sequence_output = encoder_outputs[-1]
-        return {"sequence_output": sequence_output, "pooled_output": apply_dense(self.pooler, sequence_output[:, 0, :], cast.get(id(self.pooler))),
-                "encoder_outputs": encoder_outputs}
+        pooled_output = apply_dense(self.pooler, sequence_output[:, 0, :], cast.get(id(self.pooler)))  # [B, H]
+        return {"sequence_output": sequence_output, "pooled_output": pooled_output, "encoder_outputs": encoder_outputs}
 
-    def _dropout_seeds(self):
+    def _dropout_seeds(self, replica_index):
         """int32 [1 + 3 A, 2]: this forward's seed per dropout site (A applications of a
         sub-layer pair; "Dropout in training" above), or None when no rate is above 0.
-        Advances one SeedGenerator by one draw."""
+        Advances one SeedGenerator by one draw. replica_index: None or a callable -> int."""
         generators = [layer.seed_generator for layer in self._dropout_layers()
                       if getattr(layer, "seed_generator", None) is not None]
         if not generators:
             return None
         base = generators[0].next()  # int64 [2]: (the generator's seed, its draw count)
-        if self.replica_index is not None:  # a stream per replica (the draw count stays unique)
-            base = base + ops.cast(ops.stack([self.replica_index(), 0]), base.dtype)
+        if replica_index is not None:  # a stream per replica (the draw count stays unique)
+            base = base + ops.cast(ops.stack([replica_index(), 0]), base.dtype)
         sites = 1 + 3 * sum(len(steps) for steps in self._layer_steps)
         return keras.random.randint((sites, 2), 0, 2**31 - 1, dtype="int32", seed=GivenSeed(base))
 
@@ -296,10 +329,10 @@ class AlbertEncoder(PretrainedMixin, keras.Model):
             layers += [layer.probs_dropout, layer.output_dropout]
         return layers + [layer.output_dropout for layer in self.ffn_layers]
 
-    def _apply_pair(self, attention, ffn, x, input_mask, training, indices, cast, seeds):
+    def _apply_pair(self, attention, ffn, x, input_mask, training, indices, cast, seeds, runtime):
         """One application of an (attention, feed-forward) pair to x [R, H]: each sub-layer
         linked to its next application ("Shared weights' gradients" above) and, in training
-        with `self.remat`, rematerialized on its own ("Rematerialization" above).
+        with `runtime.remat`, rematerialized on its own ("Rematerialization" above).
 
         Args:
             attention, ffn: the sub-layers.
@@ -311,23 +344,24 @@ class AlbertEncoder(PretrainedMixin, keras.Model):
                 is replaced by the linked weights, which the next application chains from.
             seeds: None or int32 [3, 2]: the attention's two dropout sites', the
                 feed-forward's.
+            runtime: the call's EncoderRuntime.
         Returns:
             float32 [R, H].
         """
         attention_seeds, ffn_seeds = (None, None) if seeds is None else (seeds[:2], seeds[2])
-        x = self._apply_sublayer(attention, x, cast, training, lambda x, given: attention(
+        x = self._apply_sublayer(attention, x, cast, training, runtime, lambda x, given: attention(
             x, input_mask, training=training, indices=indices, cast=given, seeds=attention_seeds))
-        return self._apply_sublayer(ffn, x, cast, training, lambda x, given: ffn(
+        return self._apply_sublayer(ffn, x, cast, training, runtime, lambda x, given: ffn(
             x, training=training, cast=given, seed=ffn_seeds))
 
-    def _apply_sublayer(self, layer, x, cast, training, apply):
+    def _apply_sublayer(self, layer, x, cast, training, runtime, apply):
         """`apply(x, weights)` for one application of `layer`, its weights `cast[id(layer)]`
         (see `_apply_pair`); with them ordered and rematerialized in training when on."""
         weights = cast[id(layer)]
-        if training and self.orders_gradients:  # this application's link ("Shared weights' gradients")
+        if training and runtime.ordered_gradients:  # this application's link ("Shared weights' gradients")
             x, weights = ordered_gradients(x, weights)
             cast[id(layer)] = weights
-        if not (self.remat and training):
+        if not (runtime.remat and training):
             return apply(x, weights)
         # the wrapped function's arguments: x and every kernel and bias (the seeds and indices
         # are integers, through which no gradient flows: captured)
@@ -335,70 +369,6 @@ class AlbertEncoder(PretrainedMixin, keras.Model):
             return apply(x, unflatten_pairs(flat))
 
         return dense_gradient(keras.remat(sublayer)(x, *flatten_pairs(weights)))
-
-
-def encoders_in(model):
-    """Every AlbertEncoder in `model` (itself included)."""
-    layers = [model] + list(model._flatten_layers(include_self=False, recursive=True))
-    return [layer for layer in layers if isinstance(layer, AlbertEncoder)]
-
-
-def _set_on_encoders(model, attribute, value):
-    """Sets `attribute` to `value` on every AlbertEncoder in `model`; returns how many."""
-    encoders = encoders_in(model)
-    for encoder in encoders:
-        setattr(encoder, attribute, value)
-    return len(encoders)
-
-
-def set_skip_padding(model, enabled):
-    """Turns padding skipping on or off for every AlbertEncoder in `model`; returns how many
-    encoders it set (0 for a model without one, e.g. around a loaded SavedModel)."""
-    return _set_on_encoders(model, "skip_padding", bool(enabled))
-
-
-def set_remat(model, enabled):
-    """Turns rematerialization (AlbertEncoder's "Rematerialization") on or off for every
-    AlbertEncoder in `model`; returns how many encoders it set."""
-    return _set_on_encoders(model, "remat", bool(enabled))
-
-
-@contextlib.contextmanager
-def tracing_for_export(model):
-    """Inside the block every AlbertEncoder of `model` runs its plain training forward: no
-    rematerialization and no ordered gradients (`remat` and `orders_gradients` off, restored
-    after): a SavedModel cannot hold their gradient functions, so an export traces the same
-    graph whatever the run that trained the weights used."""
-    encoders = encoders_in(model)
-    before = [(e.remat, e.orders_gradients) for e in encoders]
-    for encoder in encoders:
-        encoder.remat, encoder.orders_gradients = False, False
-    try:
-        yield len(encoders)
-    finally:
-        for encoder, (remat, ordered) in zip(encoders, before):
-            encoder.remat, encoder.orders_gradients = remat, ordered
-
-
-def set_replica_index(model, replica_index):
-    """Gives every AlbertEncoder in `model` the callable that tells, inside a distributed
-    step, this replica's index (an int scalar), so that replicas draw different dropout
-    masks (None: the same stream everywhere); returns how many encoders it set."""
-    return _set_on_encoders(model, "replica_index", replica_index)
-
-
-@contextlib.contextmanager
-def skipping_padding(model, enabled=True):
-    """`set_skip_padding(model, enabled)` inside the block, restored after (e.g. around
-    tracing a serving SavedModel)."""
-    encoders = encoders_in(model)
-    before = [e.skip_padding for e in encoders]
-    count = set_skip_padding(model, enabled)
-    try:
-        yield count
-    finally:
-        for encoder, value in zip(encoders, before):
-            encoder.skip_padding = value
 
 
 def count_parameters(config, with_pooler=True):

@@ -20,15 +20,19 @@ import keras
 from albert_tf.modeling import pretrained
 from albert_tf.modeling.config import AlbertConfig
 from albert_tf.modeling.encoder import INPUT_NAMES, AlbertEncoder
+from albert_tf.modeling.runtime import RuntimeOptions
 from albert_tf.storage import atomic
 
 
-class FineTunedModel(pretrained.PretrainedMixin, keras.Model):
+class FineTunedModel(pretrained.PretrainedMixin, RuntimeOptions, keras.Model):
     """An ALBERT encoder (`self.encoder`) with a task head (`self.head`).
 
     Args:
         encoder: an `AlbertEncoder`, or an `AlbertConfig` (or a dict of its keys) to
             build a new one (named "encoder").
+
+    Run-time options of the encoder (padding skipping, rematerialization, ...):
+    `configure_runtime` / `runtime_options` (modeling.runtime.RuntimeOptions).
     """
 
     SETTINGS_FILE = None

@@ -9,10 +9,11 @@ from albert_tf.modeling.config import AlbertConfig
 from albert_tf.modeling.encoder import AlbertEncoder, _deserialize_dtype, encoder_inputs
 from albert_tf.modeling.heads import AlbertMaskedLMHead, AlbertSentenceOrderHead
 from albert_tf.modeling.pretrained import ENCODER_WEIGHTS, PRETRAINER_WEIGHTS, PretrainedMixin
+from albert_tf.modeling.runtime import RuntimeOptions
 
 
 @keras.saving.register_keras_serializable(package="albert_tf")
-class AlbertPretrainer(PretrainedMixin, keras.Model):
+class AlbertPretrainer(PretrainedMixin, RuntimeOptions, keras.Model):
     """ALBERT with its two pretraining heads (masked LM tied to the embeddings, SOP).
 
     Args:
@@ -20,6 +21,9 @@ class AlbertPretrainer(PretrainedMixin, keras.Model):
         use_one_hot_embeddings: bool. One-hot matmul word lookup (TPU friendly).
         dtype: a Keras dtype policy name or object, e.g. "mixed_bfloat16": the encoder
             computes in it; both heads compute in float32 (float32 logits for the losses).
+        runtime: the encoder's run-time options (AlbertEncoder's `runtime`; not part of
+            `get_config`); `configure_runtime` / `runtime_options` change them later
+            (modeling.runtime.RuntimeOptions).
 
     Inputs: dict of int32 `input_word_ids`, `input_mask`, `input_type_ids` [B, T] and
     `masked_lm_positions` [B, P].
@@ -47,14 +51,14 @@ class AlbertPretrainer(PretrainedMixin, keras.Model):
     SUBMODELS = {"encoder": ENCODER_WEIGHTS}
     EXTRA_PARTS = "pretraining heads"
 
-    def __init__(self, config, use_one_hot_embeddings=False, dtype=None, **kwargs):
+    def __init__(self, config, use_one_hot_embeddings=False, dtype=None, runtime=None, **kwargs):
         config = AlbertConfig.from_dict(config)
         dtype = _deserialize_dtype(dtype)
         kwargs.setdefault("name", "albert_pretrainer")
 
         # === Layers ===
         self.encoder = AlbertEncoder(
-            config, use_one_hot_embeddings=use_one_hot_embeddings, dtype=dtype, name="encoder"
+            config, use_one_hot_embeddings=use_one_hot_embeddings, dtype=dtype, runtime=runtime, name="encoder"
         )
         self.masked_lm_head = AlbertMaskedLMHead(
             self.encoder.embeddings,

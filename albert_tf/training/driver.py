@@ -13,7 +13,7 @@ driver owns everything else, once:
   after another, the same step with one slice's activations alive at a time
   (training/step.py); with `remat` each application of the encoders' shared block keeps
   only its input for the backward pass and recomputes the rest (modeling/encoder.py);
-  replicas draw different dropout masks (the encoders' `replica_index`);
+  replicas draw different dropout masks (the encoder's run-time option `replica_index`);
   `iterations_per_loop` steps run inside one tf.function; with `jit_compile` the forward
   and backward passes (of each slice) are one XLA program;
 - checkpoints (`output_dir/ckpt-N`: model, optimizer slots and step, dropout RNG state,
@@ -42,7 +42,6 @@ import numpy as np
 import tensorflow as tf
 
 from albert_tf.data.maps import graph_map
-from albert_tf.modeling.encoder import set_remat, set_replica_index, set_skip_padding
 from albert_tf.modeling.records import model_record
 from albert_tf.storage import atomic
 from albert_tf.training import sessions
@@ -88,12 +87,15 @@ class Trainer:
             self.optimizer.build(self.model.trainable_variables)
         # XLA and TPUs need static shapes; padding skipping gives each batch its own token count
         static_shapes = options.jit_compile or isinstance(self.strategy, tf.distribute.TPUStrategy)
-        self.skips_padding = False
-        if task.skip_padding and not static_shapes:
-            self.skips_padding = set_skip_padding(self.model, True) > 0
-        # whether the encoders rematerialize (False for a model without an AlbertEncoder)
-        self.remats = set_remat(self.model, True) > 0 if options.remat else False
-        set_replica_index(self.model, _replica_index)
+        skip_padding = bool(task.skip_padding and not static_shapes)
+        # the model's own run-time options (modeling.runtime.RuntimeOptions); False for a model
+        # without an AlbertEncoder (e.g. around a loaded SavedModel) or without them
+        configure = getattr(self.model, "configure_runtime", None)
+        applied = bool(configure and configure(skip_padding=skip_padding, remat=options.remat,
+                                               replica_index=_replica_index))
+        # whether the encoder skips padding / rematerializes
+        self.skips_padding = skip_padding and applied
+        self.remats = bool(options.remat) and applied
         # the gradient pass of a batch (or of each slice of it: a tf.function, called in a loop)
         if options.jit_compile:
             self._gradients_fn = tf.function(self._gradients, jit_compile=True, autograph=False)

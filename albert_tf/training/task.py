@@ -39,7 +39,11 @@ class Task(abc.ABC):
 
     @abc.abstractmethod
     def build_model(self):
-        """The Keras model (called inside the strategy scope)."""
+        """The Keras model (called inside the strategy scope). The driver then sets its
+        encoder's run-time options (padding skipping, remat, the replica index of dropout
+        seeds) through the model's `configure_runtime` (modeling.runtime.RuntimeOptions:
+        AlbertPretrainer, AlbertClassifier, the fine-tuned models); a model without it runs
+        as built."""
 
     def initialize(self, model):
         """Loads starting weights for a new run (not on resume); returns where they came
