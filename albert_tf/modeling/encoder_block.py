@@ -21,20 +21,18 @@ real token's result is the same as with padding (padded keys are masked out eith
 
 Mixed precision (a bf16 compute dtype, float32 variables):
 - The attention core (scores q.k^T, softmax, dropout on the probabilities and the
-  probabilities-times-values product) always computes in float32. In bf16 the model learned
-  far less from random weights (issue 29; measured here on make_squad_data --kind=people,
-  seed 1: F1 19.7 against 44.5 at float32 after the same 10 epochs, docs/mixed_precision.md
-  and benchmarks/README.md), presumably because the probabilities rounded to bf16, and the gradient
-  reaching them, lose the small differences between keys that the softmax backward
-  subtracts. At T 128 this core is about 3% of a block's multiply-adds.
+  probabilities-times-values product) always computes in float32: in bf16 the model learned
+  far less from random weights (docs/mixed_precision.md; the figures in benchmarks/README.md,
+  "Figures moved out of docstrings"), presumably because the probabilities rounded to bf16,
+  and the gradient reaching them, lose the small differences between keys that the softmax
+  backward subtracts. The core is a small part of a block's multiply-adds.
 - The residual stream is float32: each sub-layer adds its output to its input and
   normalizes in float32 (LayerNorm with a float32 policy), so the hidden states between
   sub-layers are float32 and only each dense layer's input is rounded to bf16 (by its
-  matmul). With the residual stream in bf16 as well, classification from a pretrained start
-  stayed at chance in 1 of 6 seeds and averaged 57.3% dev accuracy against float32's 65.0%
-  (with it in float32: 67.2% over the same 6 seeds; issue 29).
+  matmul): with the residual stream in bf16 as well, classification from a pretrained start
+  learned less (benchmarks/README.md).
 - Every bf16 dense layer's bias gradient is accumulated in float32 (`add_bias`): TensorFlow's
-  own bf16 bias gradient lost 30-44% of it (issue 29).
+  own bf16 bias gradient loses much of it.
 - Shared weights are cast once per forward: `cast_weights` gives each projection's
   (kernel, bias) in the compute dtype, which the encoder computes once per call and passes
   to every application of the sub-layer (`cast=`), instead of Keras casting each float32
@@ -103,14 +101,11 @@ def add_bias(y, bias):
 
     Keras' add of a bias vector is TensorFlow's BiasAdd (fused with the matmul before it),
     whose gradient kernel on CPU, BiasAddGrad, sums a bf16 gradient over the rows with large
-    errors: against the exact sum of the same bf16 values, 6% off at 4,096 rows of N(0, 1)
-    and 20% at 32,768 (a bf16 reduce_sum of the same values: 0.2%). In a bf16 training step
-    of a SQuAD model at a plateau checkpoint the encoder's bias gradients were 30-44% off
-    float32's (1-2% with a float32 sum; issue 29), and Adam turns such a gradient into a
-    full-size step in a wrong direction. Here the rows are summed by a matmul with a row of
-    ones, which accumulates in float32 (oneDNN on CPUs, cuBLAS' float32 compute type on GPUs,
-    the MXU on TPUs) and rounds the sum once: 0.2-0.3% off the exact sum of the bf16 values,
-    as the float32 sum rounded to bf16 is. The forward is the same BiasAdd.
+    errors (benchmarks/README.md, "Figures moved out of docstrings"), and Adam turns such a
+    gradient into a full-size step in a wrong direction. Here the rows are summed by a matmul
+    with a row of ones, which accumulates in float32 (oneDNN on CPUs, cuBLAS' float32 compute
+    type on GPUs, the MXU on TPUs) and rounds the sum once, as the float32 sum rounded to bf16
+    is. The forward is the same BiasAdd.
     """
 
     def grad(*args, upstream=None):
