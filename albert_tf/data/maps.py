@@ -1,6 +1,6 @@
 """`Dataset.map` without AutoGraph: the input functions are plain graph code (tf.cond /
 tf.while_loop where they branch or loop), so converting their source buys nothing and
-costs about a second of every command's start."""
+costs time at every command's start."""
 
 import tensorflow as tf
 
