@@ -131,9 +131,10 @@ def test_pretraining_loss_at_bf16_within_one_percent_of_float32(sentence_loss, p
     def run_one(policy):
         keras.utils.set_random_seed(1)  # the same initial weights for both policies (run_pretraining seeds so)
         task = PretrainingTask(PretrainingOptions(config, [records[0]], eval_files=[records[1]], max_seq_length=128,
-                                                  global_batch_size=16, deterministic=True, random_seed=1,
+                                                  global_batch_size=8, deterministic=True, random_seed=1,
                                                   shuffle_buffer_size=100, sentence_loss=sentence_loss))
-        options = TrainingOptions(output_dir=str(tmp_path / policy), train_batch_size=16, eval_batch_size=32,
+        # batch 8 (16 cost 40% more CPU): at 80 steps masked-LM loss 6.49 at both policies, curves 1e-5 apart
+        options = TrainingOptions(output_dir=str(tmp_path / policy), train_batch_size=8, eval_batch_size=32,
                                   num_train_steps=80, learning_rate=1e-2, optimizer="lamb", num_warmup_steps=8,
                                   save_checkpoints_steps=80, iterations_per_loop=40, max_eval_steps=4,
                                   write_curves=False, dtype_policy=policy)
@@ -157,7 +158,7 @@ def test_pretraining_loss_at_bf16_within_one_percent_of_float32(sentence_loss, p
     for a, b in zip(curves["mixed_bfloat16"], curves["float32"], strict=True):
         assert abs(a - b) <= 0.01 * b, curves
     f32, bf16 = evals["float32"], evals["mixed_bfloat16"]
-    # it learned: about ln(3000) = 8.0 at the start (measured: 6.53 at both policies, losses 1.4e-5 apart)
+    # it learned: about ln(3000) = 8.0 at the start (measured: 6.49 with the sentence head, 6.50 without)
     assert f32["masked_lm_loss"] < 7.0, f32
     assert bf16["loss"] != f32["loss"], evals  # two runs that computed differently
     assert abs(bf16["loss"] - f32["loss"]) <= 0.01 * f32["loss"], evals

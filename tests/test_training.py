@@ -51,14 +51,15 @@ def iterator_for(trainer):
 
 def test_loss_falls_and_the_run_leaves_metrics_tensorboard_and_curves(pretraining_records, tmp_path):
     outputs, _ = pretraining_records
-    task = make_task(outputs)
-    options = make_options(tmp_path, steps=150, iterations_per_loop=25, save_checkpoints_steps=50, max_eval_steps=4)
+    task = make_task(outputs, batch=8)  # batch 8: the claims below hold with margin at less CPU than 16
+    options = make_options(tmp_path, batch=8, eval_batch_size=16, steps=150, iterations_per_loop=25,
+                           save_checkpoints_steps=50, max_eval_steps=4)
     result = train_and_evaluate(task, options, stream=sys.stderr)
     assert result["final_step"] == 150 and result["initialized_from"] == "random"
     records = [json.loads(line) for line in open(tmp_path / "metrics.jsonl")]
     train = [r for r in records if r["split"] == "train"]
     assert [r["step"] for r in train] == [25, 50, 75, 100, 125, 150]
-    assert train[-1]["masked_lm_loss"] < train[0]["masked_lm_loss"] - 0.5, train
+    assert train[-1]["masked_lm_loss"] < train[0]["masked_lm_loss"] - 0.5, train  # measured: 7.83 to 6.77
     assert train[-1]["masked_lm_accuracy"] > train[0]["masked_lm_accuracy"]
     evaluation = json.load(open(tmp_path / "eval_results.json"))
     assert evaluation["global_step"] == 150 and evaluation["steps"] == 4 and evaluation["examples"] == 64
