@@ -13,7 +13,7 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
-from conftest import entry_point_cases
+from conftest import run_in_process
 from distributed_helpers import MECHANICS, ArrayClassification, median, relative_difference, weights_after_steps
 
 from albert_tf import AlbertConfig
@@ -144,7 +144,10 @@ def test_steps_checkpoints_and_resume_count_optimizer_steps(pretraining_records,
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
 
 
+@pytest.mark.real_process
 def test_two_mirrored_replicas_in_slices_take_the_whole_batch_step(pretraining_records):
+    """(A real process: the two logical CPU devices must be configured before TensorFlow
+    starts, and this process started it.)"""
     outputs, _ = pretraining_records
     result = subprocess.run([sys.executable, os.path.join(ROOT, "tests", "distributed_helpers.py"),
                              "accumulation_mirrored", *outputs], capture_output=True, text=True, cwd=ROOT,
@@ -160,9 +163,11 @@ def test_two_mirrored_replicas_in_slices_take_the_whole_batch_step(pretraining_r
     assert "--train_batch_size=8 over 2 replicas is 4" in results["refused"]
 
 
-def test_bad_accumulation_exits_2_naming_both_flags(tmp_path):
-    """Every training command checks K with its other flags, before TensorFlow work (one
-    subprocess for all of them)."""
+def test_bad_accumulation_exits_2_naming_both_flags(capsys):
+    """Every training command checks K with its other flags, before TensorFlow work (each
+    command's main in this process)."""
+    import importlib
+
     pretraining = ["--output_dir=X", "--albert_config_file=Y", "--input_file=Z", "--train_batch_size=8"]
     fine_tuning = ["--train_batch_size=8"]
     cases = []
@@ -171,7 +176,7 @@ def test_bad_accumulation_exits_2_naming_both_flags(tmp_path):
                            ("albert_tf.run_race", fine_tuning)):
         cases += [(module, common + ["--gradient_accumulation_steps=0"]),
                   (module, common + ["--gradient_accumulation_steps=3"])]
-    results = entry_point_cases(None, cases, tmp_path)
+    results = [run_in_process(importlib.import_module(module), args, capsys) for module, args in cases]
     for (module, args), result in zip(cases, results, strict=True):
         assert result.returncode == 2, (module, args, result.stderr[-2000:])
         assert "--gradient_accumulation_steps" in result.stderr and "--train_batch_size=8" in result.stderr, \

@@ -84,10 +84,12 @@ def test_schedule_hand_computed():
     assert [round(float(no_warmup(i)), 6) for i in range(5)] == [1.0, 0.75, 0.5, 0.25, 0.0]
 
 
+@pytest.mark.real_process
 def test_under_model_fit_the_replicas_gradients_are_summed():
     """Outside the driver (which sums and clips itself, then calls apply_summed) the
     optimizers all-reduce like any Keras optimizer: model.fit on 2 replicas x 4 examples
-    trains exactly as 1 x 8."""
+    trains exactly as 1 x 8. (A real process: the two logical CPU devices must be configured
+    before TensorFlow starts, and this process started it.)"""
     import json
     import os
     import subprocess

@@ -24,7 +24,7 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
-from conftest import entry_point_cases, load_tool, random_inputs, write_tiny_config
+from conftest import load_tool, random_inputs, run_in_process, write_tiny_config
 from distributed_helpers import ArrayClassification, median, relative_difference, weights_after_steps
 
 from albert_tf import AlbertConfig, AlbertEncoder
@@ -284,8 +284,10 @@ def test_classification_with_adamw_padding_skipped_in_mixed_bfloat16():
     check_dropout_acts(trainer)
 
 
+@pytest.mark.real_process
 def test_two_mirrored_replicas():
-    """Classification with AdamW, padding skipped, on 2 replicas (a subprocess splits the CPU)."""
+    """Classification with AdamW, padding skipped, on 2 replicas (a real process splits the CPU: the two logical
+    devices must be configured before TensorFlow starts, and this process started it)."""
     result = subprocess.run([sys.executable, os.path.join(ROOT, "tests", "distributed_helpers.py"),
                              "remat_mirrored"], capture_output=True, text=True, cwd=ROOT,
                             timeout=900, env=dict(os.environ, PYTHONPATH=ROOT))
@@ -301,9 +303,9 @@ def test_two_mirrored_replicas():
 # --- the commands --------------------------------------------------------------------------
 
 
-def test_every_training_command_takes_remat_and_records_it(pretraining_records, spm_model, tmp_path):
+def test_every_training_command_takes_remat_and_records_it(pretraining_records, spm_model, tmp_path, capsys):
     """One optimizer step of run_pretraining (which also exports) and of run_race with --remat,
-    in one subprocess; run_classifier and run_squad_v1/v2 parse --remat into the driver's
+    each through its main in this process; run_classifier and run_squad_v1/v2 parse --remat into the driver's
     options through the same cli.training_options as run_race (the driver, not the
     command, rematerializes: tested above)."""
     from absl import flags
@@ -334,7 +336,9 @@ def test_every_training_command_takes_remat_and_records_it(pretraining_records, 
                                               "--max_qa_length=32", "--train_step=1", "--warmup_step=0",
                                               f"--output_dir={tmp_path / 'race_out'}"]),
     ]
-    results = entry_point_cases(None, cases, tmp_path)
+    import importlib
+
+    results = [run_in_process(importlib.import_module(module), args, capsys) for module, args in cases]
     for (module, args), result in zip(cases, results, strict=True):
         assert result.returncode == 0, (module, result.stderr[-3000:])
         output_dir = next(a.split("=", 1)[1] for a in args if a.startswith("--output_dir="))

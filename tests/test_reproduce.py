@@ -1,32 +1,38 @@
 """tools/reproduce.py --quick end to end on the built-in sample corpus: the whole pipeline
 (corpus, SentencePiece, SOP and NSP data, pretraining, held-out evaluation, three
 fine-tuning tasks and the random-init control, the report), resumption after a kill,
-and its refusals. The claims themselves are not asserted (tiny models, one seed)."""
+and its refusals. The claims themselves are not asserted (tiny models, one seed). The tool
+runs in this process (tools/reproduce.py main; it runs every step in its own process too)."""
 
+import contextlib
 import csv
+import io
 import json
 import os
-import signal
-import subprocess
 import sys
-import time
+import types
 
 import pytest
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-TOOL = os.path.join(ROOT, "tools", "reproduce.py")
 sys.path.insert(0, os.path.join(ROOT, "tools"))
 
+import reproduce  # noqa: E402
 import reproduce_grid as grid  # noqa: E402
+import reproduce_steps  # noqa: E402
 
 
-def _env():
-    return dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=ROOT)
+def _run(args):
+    """`python tools/reproduce.py ARGS` in this process: SimpleNamespace(returncode, stdout, stderr)."""
+    stdout, stderr = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
+        status = reproduce.main([str(a) for a in args])
+    return types.SimpleNamespace(returncode=status, stdout=stdout.getvalue(), stderr=stderr.getvalue())
 
 
-def _run(args, timeout=600):
-    return subprocess.run([sys.executable, TOOL, *args], capture_output=True, text=True, cwd=ROOT, env=_env(),
-                          timeout=timeout)
+class _Killed(BaseException):
+    """What the grid meets in place of SIGKILL: no handler of the tool or of albert_tf.cli
+    catches it (they catch Exception), so the grid stops where it is, writing nothing more."""
 
 
 def _records(output_dir):
@@ -43,20 +49,27 @@ def _records(output_dir):
 
 @pytest.fixture(scope="module")
 def quick_grid(tmp_path_factory):
-    """A quick grid killed once after its first pretraining run finished, then resumed."""
+    """A quick grid killed once after its first pretraining run finished (its record written:
+    the step after it stops the grid with _Killed, as SIGKILL would), then resumed."""
+    import time
+
     out = str(tmp_path_factory.mktemp("repro") / "grid")
     # float32 on every machine: the fixture's cost and numbers do not depend on what "auto" resolves
     # to here; test_the_grid_stores_its_dtype_policy_resolved_... checks auto's resolution
     args = ["--quick", "--tables=sop", "--dtype_policy=float32", f"--output_dir={out}"]
-    first = subprocess.Popen([sys.executable, TOOL, *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                             text=True, cwd=ROOT, env=_env())
     marker = os.path.join(out, "cells", grid.Cell("all", "1/6", "none").id, "seed1", "steps", "pretrain.json")
-    deadline = time.time() + 400
-    while not os.path.exists(marker) and first.poll() is None and time.time() < deadline:
-        time.sleep(0.5)
-    assert first.poll() is None, first.stdout.read()[-3000:]
-    first.send_signal(signal.SIGKILL)
-    first.wait()
+    record_done = reproduce_steps.record_done
+
+    def killed_after_the_marker(path, result, seconds):
+        record_done(path, result, seconds)
+        if os.path.abspath(path) == os.path.abspath(marker):
+            raise _Killed(path)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(reproduce_steps, "record_done", killed_after_the_marker)
+        with pytest.raises(_Killed):
+            _run(args)
+    assert os.path.exists(marker)
     before = _records(out)
     start = time.time()
     second = _run(args)
@@ -142,7 +155,7 @@ def test_results_and_report(quick_grid):
 def test_another_grid_in_the_same_directory_is_refused(quick_grid):
     out = quick_grid["out"]
     before = _records(out)
-    done = _run(["--quick", "--tables=sop,sharing", "--dtype_policy=float32", f"--output_dir={out}"], timeout=120)
+    done = _run(["--quick", "--tables=sop,sharing", "--dtype_policy=float32", f"--output_dir={out}"])
     assert done.returncode == 2, done.stderr
     assert "holds another grid" in done.stderr and "tables" in done.stderr
     assert _records(out) == before
@@ -156,14 +169,14 @@ def test_another_grid_in_the_same_directory_is_refused(quick_grid):
 ])
 def test_bad_settings_exit_2_before_any_work(tmp_path, args, message):
     out = tmp_path / "grid"
-    done = _run([*args, f"--output_dir={out}"], timeout=120)
+    done = _run([*args, f"--output_dir={out}"])
     assert done.returncode == 2 and message in done.stderr, done.stderr
     assert not out.exists()
 
 
 def test_a_users_directory_is_refused(tmp_path):
     (tmp_path / "notes.txt").write_text("mine")
-    done = _run(["--quick", f"--output_dir={tmp_path}"], timeout=120)
+    done = _run(["--quick", f"--output_dir={tmp_path}"])
     assert done.returncode == 2 and "--output_dir" in done.stderr, done.stderr
     assert sorted(os.listdir(tmp_path)) == ["notes.txt"]
 
@@ -171,8 +184,6 @@ def test_a_users_directory_is_refused(tmp_path):
 def _grid_made_elsewhere(out, policy, run_policy=None):
     """A grid directory of this tool whose grid.json says `policy` (a quick grid's settings)
     and, with `run_policy`, one cell run whose run_info.json computed in it."""
-    import reproduce
-
     from albert_tf.storage import outputs
 
     outputs.claim_dir(str(out), outputs.REPRODUCTION, "--output_dir")
@@ -202,7 +213,7 @@ def test_the_grid_stores_its_dtype_policy_resolved_and_refuses_a_machine_that_re
     out = tmp_path / "grid"
     _grid_made_elsewhere(out, other)
     before = sorted(os.listdir(out)), (out / "grid.json").read_text()
-    done = _run(["--quick", "--dtype_policy=auto", f"--output_dir={out}"], timeout=120)
+    done = _run(["--quick", "--dtype_policy=auto", f"--output_dir={out}"])
     assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr[-3000:]
     assert (f"holds a grid computed in {other}; this machine resolves --dtype_policy=auto to {here}"
             in done.stderr), done.stderr

@@ -9,7 +9,7 @@ import sys
 
 import numpy as np
 import pytest
-from conftest import entry_point_cases, load_tool, run_in_process
+from conftest import load_tool, run_in_process
 import tensorflow as tf
 import tensorflow_text  # noqa: F401  (the preprocessing model's ops)
 
@@ -57,9 +57,9 @@ def stsb_dir(tmp_path_factory):
     return d
 
 
-def classifier_cmd(*args):
-    return [sys.executable, "-m", "albert_tf.run_classifier", f"--max_seq_length={SEQ}", "--train_batch_size=16",
-            "--eval_batch_size=16", "--predict_batch_size=4", *args]
+def classifier_args(*args):
+    """The arguments of `python -m albert_tf.run_classifier` with the tests' common sizes."""
+    return [f"--max_seq_length={SEQ}", "--train_batch_size=16", "--eval_batch_size=16", "--predict_batch_size=4", *args]
 
 
 def _jsonl(path):
@@ -73,15 +73,16 @@ def _tsv(path):
 
 
 def test_cola_from_the_export_best_checkpoint_predictions_and_raw_string_export(tiny_export, cola_dir,
-                                                                                 tmp_path):
+                                                                                 tmp_path, capsys):
+    from albert_tf import run_classifier
+
     out, export = str(tmp_path / "run"), str(tmp_path / "classifier")
-    result = subprocess.run(
-        classifier_cmd("--task_name=CoLA", f"--data_dir={cola_dir}", f"--output_dir={out}",
+    result = run_in_process(run_classifier, classifier_args(
+                       "--task_name=CoLA", f"--data_dir={cola_dir}", f"--output_dir={out}",
                        f"--albert_hub_module_handle={tiny_export['hub']}", "--do_train", "--do_eval",
                        "--do_predict", "--learning_rate=2e-3", "--train_step=60", "--warmup_step=6",
                        "--save_checkpoints_steps=20", "--iterations_per_loop=10", "--keep_checkpoint_max=1",
-                       f"--export_dir={export}"),
-        capture_output=True, text=True, env=ENV, cwd=ROOT, timeout=600)
+                       f"--export_dir={export}"), capsys)
     assert result.returncode == 0, result.stderr[-3000:]
     assert "ETA" in result.stdout and "best dev matthews_corrcoef" in result.stdout
 
@@ -289,11 +290,14 @@ BAD_INPUT = [  # (files of --data_dir, extra flags, the message expected on stde
 ]
 
 
-def test_bad_input_names_the_file_and_line_and_a_random_start_warns(tmp_path, spm_model, tiny_export, cola_dir):
+def test_bad_input_names_the_file_and_line_and_a_random_start_warns(tmp_path, spm_model, tiny_export, cola_dir,
+                                                                    capsys):
     """Every bad input exits 2 naming the file, line or flag, with nothing written; a hub
     handle whose encoder is shorter than --max_seq_length fails before any work; a run with
-    no starting point warns and records "random". All in one process (entry_point_cases)."""
+    no starting point warns and records "random". All in this process (run_classifier.main)."""
     import re
+
+    from albert_tf import run_classifier
 
     common = [f"--max_seq_length={SEQ}", "--train_batch_size=16", "--eval_batch_size=16", "--predict_batch_size=4",
               f"--spm_model_file={spm_model}",
@@ -311,7 +315,7 @@ def test_bad_input_names_the_file_and_line_and_a_random_start_warns(tmp_path, sp
     random_start = tmp_path / "random"
     cases.append(["--task_name=cola", f"--data_dir={cola_dir}", f"--output_dir={random_start}", *common, "--do_eval",
                   "--train_step=2", "--save_checkpoints_steps=2", "--iterations_per_loop=2"])
-    results = entry_point_cases("albert_tf.run_classifier", cases, tmp_path)
+    results = [run_in_process(run_classifier, args, capsys) for args in cases]
     for (_, _, message), out, result in zip(BAD_INPUT, outs, results):
         assert result.returncode == 2, (message, result.stderr[-2000:])
         assert "Traceback" not in result.stderr
@@ -341,9 +345,12 @@ def test_shipped_topic_task_is_balanced_and_disjoint():
     assert not {e.text_a for e in train} & {e.text_a for e in dev}
 
 
+@pytest.mark.real_process
 def test_driver_mirrored_two_cpus_matches_one_device_for_a_classifier():
     """The classifier's gradients are summed over replicas before clipping (not averaged
-    or left per replica): 2 replicas x 4 examples train exactly as 1 x 8."""
+    or left per replica): 2 replicas x 4 examples train exactly as 1 x 8. (A real process:
+    the two logical CPU devices must be configured before TensorFlow starts, and this
+    process started it.)"""
     result = subprocess.run([sys.executable, os.path.join(ROOT, "tests", "distributed_helpers.py"),
                              "finetune_mirrored_vs_one_device"], capture_output=True, text=True, env=ENV,
                             timeout=600)

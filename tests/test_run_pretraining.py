@@ -1,4 +1,6 @@
-"""run_pretraining end to end in subprocesses: strategies, resume after SIGKILL, formats, flags."""
+"""run_pretraining end to end: strategies, resume after SIGKILL, formats, flags. The runs call
+run_pretraining.main in this process; real processes only where the process is the point
+(two multi-worker processes, SIGKILL, SIGINT, two logical CPU devices)."""
 
 import json
 import os
@@ -11,7 +13,7 @@ import time
 import numpy as np
 import pytest
 import tensorflow as tf
-from conftest import entry_point_cases, run_in_process
+from conftest import run_in_process
 from distributed_helpers import MECHANICS
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
@@ -28,11 +30,28 @@ def tiny_config_file(tmp_path_factory):
     return path
 
 
+def pretrain_args(records, output_dir, config, *extra):
+    """The arguments of `python -m albert_tf.run_pretraining` (run_pretraining.main's argv)."""
+    return [f"--input_file={','.join(records)}", f"--output_dir={output_dir}", f"--albert_config_file={config}",
+            "--max_seq_length=128", "--max_predictions_per_seq=20", "--train_batch_size=8", "--eval_batch_size=8",
+            "--learning_rate=0.005", "--num_warmup_steps=5", "--max_eval_steps=3", *[str(a) for a in extra]]
+
+
 def pretrain_cmd(records, output_dir, config, *extra):
-    return [sys.executable, "-m", "albert_tf.run_pretraining", f"--input_file={','.join(records)}",
-            f"--output_dir={output_dir}", f"--albert_config_file={config}", "--max_seq_length=128",
-            "--max_predictions_per_seq=20", "--train_batch_size=8", "--eval_batch_size=8",
-            "--learning_rate=0.005", "--num_warmup_steps=5", "--max_eval_steps=3", *extra]
+    """pretrain_args as a real process's command line."""
+    return [sys.executable, "-m", "albert_tf.run_pretraining", *pretrain_args(records, output_dir, config, *extra)]
+
+
+@pytest.fixture(autouse=True)
+def _op_determinism_put_back():
+    """--deterministic enables TensorFlow's op determinism, which run_pretraining.main leaves on
+    (albert_tf.cli.IRREVERSIBLE): put back after each test, for the worker's next tests."""
+    from tensorflow.python.framework import config
+
+    enabled = config.is_op_determinism_enabled()
+    yield
+    if not enabled:
+        config.disable_op_determinism()
 
 
 def model_values(prefix):
@@ -48,7 +67,10 @@ def weight_count(config_file):
     return len(AlbertPretrainer(AlbertConfig.from_json_file(config_file)).weights)
 
 
+@pytest.mark.real_process
 def test_mirrored_two_cpus_matches_one_device(pretraining_records):
+    """(A real process: the two logical CPU devices must be configured before TensorFlow
+    starts, and this process started it.)"""
     outputs, _ = pretraining_records
     result = subprocess.run([sys.executable, HELPERS, "mirrored_vs_one_device", *outputs], capture_output=True,
                             text=True, env=ENV, timeout=600)
@@ -93,6 +115,7 @@ MULTI_WORKER = ("--deterministic", "--num_train_steps=12", "--save_checkpoints_s
                 "--nodo_eval", "--dynamic_masking")
 
 
+@pytest.mark.real_process
 def test_two_workers_on_loopback_lose_one_stop_with_3_and_resume_exactly(pretraining_records, tiny_config_file,
                                                                         tmp_path):
     """MultiWorkerMirroredStrategy over two processes on loopback (each worker reads one of
@@ -157,16 +180,23 @@ def uninterrupted(pretraining_records, tiny_config_file, tmp_path_factory):
     """ckpt-30 of one uninterrupted deterministic run (default strategy): the reference of
     both interruption tests (a one_device run ended with bitwise the same weights when
     measured, so it is the reference of the one_device test too)."""
+    from albert_tf import run_pretraining
+    from tensorflow.python.framework import config
+
     outputs, _ = pretraining_records
     whole = tmp_path_factory.mktemp("uninterrupted") / "whole"
-    done = subprocess.run(pretrain_cmd(outputs, whole, tiny_config_file, *INTERRUPTED), capture_output=True,
-                          text=True, env=ENV, cwd=ROOT, timeout=600)
-    assert done.returncode == 0, done.stderr[-3000:]
+    enabled = config.is_op_determinism_enabled()
+    assert run_pretraining.main(pretrain_args(outputs, whole, tiny_config_file, *INTERRUPTED)) == 0
+    if not enabled:
+        config.disable_op_determinism()
     return whole / "ckpt-30"
 
 
-def _killed_and_restarted_matches(records, config, tmp_path, reference, common, kill_at, final=30):
-    """Runs SIGKILLed after ckpt-kill_at and restarted; its ckpt-final must equal `reference`."""
+def _killed_and_restarted_matches(records, config, tmp_path, reference, common, kill_at, capsys, final=30):
+    """A real process SIGKILLed after ckpt-kill_at, restarted in this process (run_pretraining.main);
+    its ckpt-final must equal `reference`."""
+    from albert_tf import run_pretraining
+
     killed = tmp_path / "killed"
     proc = subprocess.Popen(pretrain_cmd(records, killed, config, *common), stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL, env=ENV, cwd=ROOT)
@@ -179,8 +209,7 @@ def _killed_and_restarted_matches(records, config, tmp_path, reference, common, 
     latest = tf.train.latest_checkpoint(str(killed))
     assert latest is not None and not latest.endswith(f"ckpt-{final}"), latest
 
-    resumed = subprocess.run(pretrain_cmd(records, killed, config, *common), capture_output=True,
-                             text=True, env=ENV, cwd=ROOT, timeout=600)
+    resumed = run_in_process(run_pretraining, pretrain_args(records, killed, config, *common), capsys)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert "resuming from" in resumed.stdout
     a, b = model_values(str(reference)), model_values(str(killed / f"ckpt-{final}"))
@@ -190,18 +219,23 @@ def _killed_and_restarted_matches(records, config, tmp_path, reference, common, 
     return resumed.stdout
 
 
+@pytest.mark.real_process
 def test_sigkill_and_restart_ends_with_the_uninterrupted_weights(pretraining_records, tiny_config_file, uninterrupted,
-                                                                  tmp_path):
+                                                                  tmp_path, capsys):
     """Default strategy: the input position is in the checkpoint (dropout and dynamic masking on)."""
     outputs, _ = pretraining_records
-    stdout = _killed_and_restarted_matches(outputs, tiny_config_file, tmp_path, uninterrupted, INTERRUPTED, 15)
+    stdout = _killed_and_restarted_matches(outputs, tiny_config_file, tmp_path, uninterrupted, INTERRUPTED, 15,
+                                           capsys)
     resumed_at = int(stdout.split("resuming from")[1].split("ckpt-")[1].split()[0])
     # it restarted mid-run from a checkpoint of the killed run (ckpt-15's files can exist
     # before the manager records it, so a kill in between resumes from ckpt-10)
     assert 10 <= resumed_at < 30
 
 
-def test_records_in_the_release_format_train_and_export(pretraining_records, tiny_config_file, spm_model, tmp_path):
+def test_records_in_the_release_format_train_and_export(pretraining_records, tiny_config_file, spm_model, tmp_path,
+                                                        capsys):
+    from albert_tf import run_pretraining
+
     """Examples serialized by TensorFlow's own protobuf code with the release's eight
     features train; --export_dir then writes the TF-Hub-style SavedModels."""
     outputs, _ = pretraining_records
@@ -217,11 +251,11 @@ def test_records_in_the_release_format_train_and_export(pretraining_records, tin
                 float_list=tf.train.FloatList(value=list(source["masked_lm_weights"].float_list.value)))
             writer.write(tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString())
     out = tmp_path / "run"
-    result = subprocess.run(pretrain_cmd([path], out, tiny_config_file, "--num_train_steps=6",
-                                         "--save_checkpoints_steps=6", "--iterations_per_loop=3",
-                                         f"--export_dir={tmp_path / 'export'}", f"--spm_model_file={spm_model}",
-                                         "--export_seq_length=64"),
-                            capture_output=True, text=True, env=ENV, cwd=ROOT, timeout=600)
+    result = run_in_process(run_pretraining, pretrain_args([path], out, tiny_config_file, "--num_train_steps=6",
+                                                           "--save_checkpoints_steps=6", "--iterations_per_loop=3",
+                                                           f"--export_dir={tmp_path / 'export'}",
+                                                           f"--spm_model_file={spm_model}", "--export_seq_length=64"),
+                            capsys)
     assert result.returncode == 0, result.stderr[-3000:]
     evaluation = json.load(open(out / "eval_results.json"))
     # the evaluation ran: --max_eval_steps=3 batches of --eval_batch_size=8 examples
@@ -261,20 +295,21 @@ BAD_FLAGS = [
 ]
 
 
+@pytest.mark.real_process
 def test_resume_without_iterator_checkpoint_skips_consumed_input(pretraining_records, tiny_config_file, uninterrupted,
-                                                                 tmp_path):
+                                                                 tmp_path, capsys):
     """one_device's distributed iterator cannot be checkpointed: resume fast-forwards the input
     (dynamic masking included) and ends with the uninterrupted run's weights."""
     outputs, _ = pretraining_records
     stdout = _killed_and_restarted_matches(outputs, tiny_config_file, tmp_path, uninterrupted,
-                                           INTERRUPTED + ("--strategy=one_device",), 10)
+                                           INTERRUPTED + ("--strategy=one_device",), 10, capsys)
     assert "steps of input already consumed" in stdout
 
 
 def test_bad_flags_input_checkpoints_and_configs_fail_cleanly_before_any_work(pretraining_records, tiny_config_file,
-                                                                              tmp_path):
-    """Every refusal exits 2 naming the flag or file, with no traceback, all in one process
-    (tests/entry_point_cases.py), in this order:
+                                                                              tmp_path, capsys):
+    """Every refusal exits 2 naming the flag or file, with no traceback, all in this process
+    (run_pretraining.main), in this order:
     - bad flag combinations, a missing --init_checkpoint, an unknown --strategy;
     - every input shard is checked (not only the first), the SentencePiece model of
       --export_dir before training, and an output_dir that is a file; nothing is written;
@@ -290,7 +325,7 @@ def test_bad_flags_input_checkpoints_and_configs_fail_cleanly_before_any_work(pr
     cases = [(args, message, None) for args, message in BAD_FLAGS]  # (args, message, output that must not exist)
     for extra, message in (([f"--init_checkpoint={tmp_path}/nothing"], "no checkpoint there"),
                            (["--strategy=parameter_server"], "--strategy must be one of")):
-        cases.append((pretrain_cmd(outputs, tmp_path / "run", tiny_config_file, "--num_train_steps=2", *extra)[3:],
+        cases.append((pretrain_args(outputs, tmp_path / "run", tiny_config_file, "--num_train_steps=2", *extra),
                       message, tmp_path / "run"))
 
     broken = tmp_path / "broken.tfrecord"
@@ -305,7 +340,7 @@ def test_bad_flags_input_checkpoints_and_configs_fail_cleanly_before_any_work(pr
             (outputs, tmp_path / "r2", [f"--export_dir={tmp_path / 'e'}", f"--spm_model_file={not_spm}"],
              "is not a SentencePiece model"),
             (outputs, a_file, [], "exists and is not a directory")):
-        cases.append((pretrain_cmd(records, out, tiny_config_file, "--num_train_steps=2", *extra)[3:], message,
+        cases.append((pretrain_args(records, out, tiny_config_file, "--num_train_steps=2", *extra), message,
                       None if out == a_file else out))
 
     config = AlbertConfig.from_json_file(tiny_config_file)
@@ -319,19 +354,21 @@ def test_bad_flags_input_checkpoints_and_configs_fail_cleanly_before_any_work(pr
     new = tmp_path / "new" / "run"
     for out, message in ((new, "shape mismatches"), (made_for_it, "shape mismatches"),
                          (users, f"--output_dir={users} is a directory that albert_tf did not make")):
-        cases.append((pretrain_cmd(outputs, out, tiny_config_file, "--num_train_steps=2",
-                                   f"--init_checkpoint={init}")[3:], message, None))
+        cases.append((pretrain_args(outputs, out, tiny_config_file, "--num_train_steps=2",
+                                   f"--init_checkpoint={init}"), message, None))
 
     run = tmp_path / "resumed_run"
     common = ("--num_train_steps=2", "--save_checkpoints_steps=2", "--nodo_eval")
     other = tmp_path / "other.json"
     config.replace(intermediate_size=48).to_json_file(str(other))
     refusals = len(cases)
-    cases.append((pretrain_cmd(outputs, run, tiny_config_file, *common)[3:], None, None))  # the run, then
-    cases.append((pretrain_cmd(outputs, run, other, "--num_train_steps=4", *common[1:])[3:],  # its refused resume
+    cases.append((pretrain_args(outputs, run, tiny_config_file, *common), None, None))  # the run, then
+    cases.append((pretrain_args(outputs, run, other, "--num_train_steps=4", *common[1:]),  # its refused resume
                   "differs from the config of the run", None))
 
-    results = entry_point_cases("albert_tf.run_pretraining", [args for args, _, _ in cases], tmp_path)
+    from albert_tf import run_pretraining
+
+    results = [run_in_process(run_pretraining, args, capsys) for args, _, _ in cases]
     for (args, message, out), result in zip(cases[:refusals], results, strict=False):
         assert result.returncode == 2, (args, result.stderr[-2000:])
         assert message in result.stderr and "Traceback" not in result.stderr, (args, result.stderr[-2000:])
@@ -348,7 +385,12 @@ def test_bad_flags_input_checkpoints_and_configs_fail_cleanly_before_any_work(pr
     assert json.load(open(run / "run_info.json"))["initialized_from"] == "random"
 
 
-def test_ctrl_c_ends_cleanly_and_the_run_resumes(pretraining_records, tiny_config_file, tmp_path):
+@pytest.mark.real_process
+def test_ctrl_c_ends_cleanly_and_the_run_resumes(pretraining_records, tiny_config_file, tmp_path, capsys):
+    """SIGINT to a real process (what Ctrl-C in a terminal sends), then the same run resumed
+    (in this process)."""
+    from albert_tf import run_pretraining
+
     outputs, _ = pretraining_records
     out = tmp_path / "run"
     cmd = pretrain_cmd(outputs, out, tiny_config_file, "--num_train_steps=100000", "--save_checkpoints_steps=5",
@@ -362,24 +404,32 @@ def test_ctrl_c_ends_cleanly_and_the_run_resumes(pretraining_records, tiny_confi
     assert proc.returncode == 130, stderr[-2000:]
     assert "run_pretraining: interrupted" in stderr and "Traceback" not in stderr
     assert not [p for p in os.listdir(out) if ".tmp-" in p]
-    resumed = subprocess.run(pretrain_cmd(outputs, out, tiny_config_file, "--num_train_steps=10",
-                                          "--save_checkpoints_steps=5", "--iterations_per_loop=5", "--nodo_eval"),
-                             capture_output=True, text=True, env=ENV, cwd=ROOT, timeout=300)
+    resumed = run_in_process(run_pretraining, pretrain_args(outputs, out, tiny_config_file, "--num_train_steps=10",
+                                                            "--save_checkpoints_steps=5", "--iterations_per_loop=5",
+                                                            "--nodo_eval"), capsys)
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     assert "resuming from" in resumed.stdout
 
 
-def test_console_scripts_are_installed_and_share_the_error_convention(tmp_path):
-    """pyproject.toml's console scripts (installed by `make venv` with pip install -e .)."""
+def test_console_scripts_are_installed_and_share_the_error_convention(tmp_path, capsys, monkeypatch):
+    """pyproject.toml's console scripts (installed by `make venv` with pip install -e .);
+    albert-run-pretraining's entry function (what the script runs) called in this process."""
+    from albert_tf import run_pretraining
+
     bindir = os.path.dirname(sys.executable)
     for script in ("albert-run-pretraining", "albert-run-classifier", "albert-run-squad-v1", "albert-run-squad-v2",
                    "albert-export-tfhub", "albert-export-litert", "albert-convert",
                    "albert-param-table", "albert-create-pretraining-data"):
         path = os.path.join(bindir, script)
         assert os.access(path, os.X_OK), f"{script} is not installed in {bindir}: run `make venv`"
-    result = subprocess.run([os.path.join(bindir, "albert-run-pretraining"), f"--output_dir={tmp_path}"],
-                            capture_output=True, text=True, env=ENV, timeout=120)
-    assert result.returncode == 2 and "run_pretraining: error: --albert_config_file is required" in result.stderr
+    script = open(os.path.join(bindir, "albert-run-pretraining"), encoding="utf-8").read()
+    assert "from albert_tf.run_pretraining import entry" in script and "sys.exit(entry())" in script, script
+    monkeypatch.setattr(sys, "argv", [os.path.join(bindir, "albert-run-pretraining"), f"--output_dir={tmp_path}"])
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exited:
+        run_pretraining.entry()
+    stderr = capsys.readouterr().err
+    assert exited.value.code == 2 and "run_pretraining: error: --albert_config_file is required" in stderr
 
 
 def _tree(path):
@@ -408,13 +458,13 @@ def test_every_session_is_recorded_and_a_changed_setting_is_refused(pretraining_
     outputs, _ = pretraining_records
     run = tmp_path / "run"
     common = ("--save_checkpoints_steps=2", "--iterations_per_loop=1", "--nodo_eval", "--dtype_policy=float32")
-    first = pretrain_cmd(outputs, run, tiny_config_file, "--num_train_steps=2", *common)[3:]
-    changed = pretrain_cmd(outputs, run, tiny_config_file, "--num_train_steps=3", "--learning_rate=0.001",
-                           "--train_batch_size=16", *common[:-1], "--dtype_policy=mixed_bfloat16")[3:]
-    allowed = pretrain_cmd(outputs, run, tiny_config_file, "--num_train_steps=3", "--learning_rate=0.001",
-                           "--allow_changed_settings", *common)[3:]
-    evaluate = pretrain_cmd(outputs, run, tiny_config_file, "--num_train_steps=3", "--learning_rate=0.1",
-                            "--nodo_train", "--do_eval", *common[:-2], "--dtype_policy=float32")[3:]
+    first = pretrain_args(outputs, run, tiny_config_file, "--num_train_steps=2", *common)
+    changed = pretrain_args(outputs, run, tiny_config_file, "--num_train_steps=3", "--learning_rate=0.001",
+                           "--train_batch_size=16", *common[:-1], "--dtype_policy=mixed_bfloat16")
+    allowed = pretrain_args(outputs, run, tiny_config_file, "--num_train_steps=3", "--learning_rate=0.001",
+                           "--allow_changed_settings", *common)
+    evaluate = pretrain_args(outputs, run, tiny_config_file, "--num_train_steps=3", "--learning_rate=0.1",
+                            "--nodo_train", "--do_eval", *common[:-2], "--dtype_policy=float32")
     first_run = run_in_process(run_pretraining, first, capsys)
     assert first_run.returncode == 0, first_run.stderr[-3000:]
     before = _tree(run)
@@ -455,31 +505,50 @@ def test_every_session_is_recorded_and_a_changed_setting_is_refused(pretraining_
     assert sessions[1]["settings"]["learning_rate"] == 0.001 and sessions[2]["flags"]["learning_rate"] == 0.1
 
 
-@pytest.mark.real_process
 def test_sigterm_saves_the_current_step_exits_143_and_the_run_resumes_from_it(pretraining_records,
-                                                                              tiny_config_file, tmp_path):
+                                                                              tiny_config_file, tmp_path, capsys):
     """SIGTERM (what preemptible machines and schedulers send) mid-training: a checkpoint at
     the step reached (no regular save before the end), exit status 143 with the message;
-    the same command resumes from that step and ends at --num_train_steps."""
+    the same command resumes from that step and ends at --num_train_steps. In this process:
+    a timer thread sends SIGTERM to it while run_pretraining.main trains (main installs its
+    handler in the main thread; a signal after main returned meets the test's own handler)."""
+    import threading
+
+    from albert_tf import run_pretraining
+
     outputs, _ = pretraining_records
     out = tmp_path / "run"
-    cmd = pretrain_cmd(outputs, out, tiny_config_file, "--num_train_steps=40", "--save_checkpoints_steps=1000",
-                       "--iterations_per_loop=1", "--nodo_eval")
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV, cwd=ROOT)
+    args = pretrain_args(outputs, out, tiny_config_file, "--num_train_steps=40", "--save_checkpoints_steps=1000",
+                         "--iterations_per_loop=1", "--nodo_eval")
     metrics = out / "metrics.jsonl"
-    deadline = time.time() + 300
-    while not (metrics.exists() and '"train"' in metrics.read_text()):
-        assert proc.poll() is None and time.time() < deadline, "the run ended before SIGTERM"
-        time.sleep(0.02)
-    proc.send_signal(signal.SIGTERM)
-    stdout, stderr = proc.communicate(timeout=300)
-    assert proc.returncode == 143, stderr[-3000:]
+    finished, late = threading.Event(), []
+
+    def terminate():
+        deadline = time.time() + 300
+        while not (metrics.exists() and '"train"' in metrics.read_text()):
+            if finished.is_set() or time.time() > deadline:
+                return
+            time.sleep(0.02)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    previous = signal.signal(signal.SIGTERM, lambda signum, frame: late.append(signum))
+    sender = threading.Thread(target=terminate, daemon=True)
+    try:
+        sender.start()
+        result = run_in_process(run_pretraining, args, capsys)
+        finished.set()
+        sender.join()
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    assert not late, "SIGTERM came after the run ended"
+    assert result.returncode == 143, result.stderr[-3000:]
     saved = tf.train.latest_checkpoint(str(out))
     step = int(saved.rsplit("ckpt-", 1)[1])
     assert 1 <= step < 40, saved
-    assert f"terminated (SIGTERM). Saved the checkpoint {saved} at step {step}" in stderr and "Traceback" not in stderr
+    assert f"terminated (SIGTERM). Saved the checkpoint {saved} at step {step}" in result.stderr
+    assert "Traceback" not in result.stderr
     assert tf.train.load_checkpoint(saved).get_tensor("optimizer/_iterations/.ATTRIBUTES/VARIABLE_VALUE") == step
-    resumed = subprocess.run(cmd, capture_output=True, text=True, env=ENV, cwd=ROOT, timeout=300)
+    resumed = run_in_process(run_pretraining, args, capsys)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert f"resuming from {saved} at step {step}" in resumed.stdout
     assert tf.train.latest_checkpoint(str(out)).endswith("ckpt-40")

@@ -1,21 +1,17 @@
 """run_race: a tiny model learns the synthetic RACE training set (official one-file-per-article
 layout), predict-only from its output_dir reproduces the predictions, the raw-string export
-answers as the run did in a fresh process; the release's all.txt layout and the generic
+answers as the run did through its signature alone; the release's all.txt layout and the generic
 multiple-choice JSON lines (3 options) run; bad input exits with status 2 naming the file."""
 
 import json
 import os
 import shutil
-import subprocess
-import sys
 
 import numpy as np
 import pytest
-from conftest import entry_point_cases, load_tool, write_tiny_config
+from conftest import load_tool, run_in_process, write_tiny_config
 from real_data import real_path
 
-ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=ROOT)
 SEQ = 64
 
 
@@ -110,19 +106,21 @@ class _Capture:
         pass
 
 
-# loads a multiple-choice export in a fresh process and answers every dev question
-ANSWER = r"""
-import json, sys
-import tensorflow as tf, tensorflow_text  # noqa: F401 (registers the SentencePiece ops)
-from albert_tf.data.race.reading import read_race
-model = tf.saved_model.load(sys.argv[1])
-examples = read_race(sys.argv[2], "dev")
-out = model.signatures["serving_default"](article=tf.constant([e.context for e in examples]),
-                                          question=tf.constant([e.question for e in examples]),
-                                          options=tf.constant([list(e.options) for e in examples]))
-json.dump({"probabilities": out["probabilities"].numpy().tolist(),
-           "letter": [x.decode() for x in out["letter"].numpy()]}, sys.stdout)
-"""
+def _answer(export_dir, data_dir):
+    """The multiple-choice export loaded with tf.saved_model.load (no Keras object of the run:
+    its signature alone) answering every dev question of `data_dir`."""
+    import tensorflow as tf
+    import tensorflow_text  # noqa: F401 (registers the SentencePiece ops)
+
+    from albert_tf.data.race.reading import read_race
+
+    model = tf.saved_model.load(str(export_dir))
+    examples = read_race(str(data_dir), "dev")
+    out = model.signatures["serving_default"](article=tf.constant([e.context for e in examples]),
+                                              question=tf.constant([e.question for e in examples]),
+                                              options=tf.constant([list(e.options) for e in examples]))
+    return {"probabilities": out["probabilities"].numpy().tolist(),
+            "letter": [x.decode() for x in out["letter"].numpy()]}
 
 
 def test_race_learns_the_training_set_predicts_again_and_exports(race_dirs, spm_model, config_file, tmp_path,
@@ -165,11 +163,8 @@ def test_race_learns_the_training_set_predicts_again_and_exports(race_dirs, spm_
     assert again["final_step"] == results["final_step"]
     assert _rows(out / "predictions.jsonl") == test_rows
 
-    # the export (raw strings in), loaded in a fresh process, gives the run's dev probabilities
-    result = subprocess.run([sys.executable, "-c", ANSWER, str(out / "export"), str(race_dirs["learn"])],
-                            capture_output=True, text=True, env=ENV, cwd=ROOT, timeout=300)
-    assert result.returncode == 0, result.stderr[-3000:]
-    served = json.loads(result.stdout)
+    # the export (raw strings in), loaded through its signature alone, gives the run's dev probabilities
+    served = _answer(out / "export", race_dirs["learn"])
     np.testing.assert_allclose(served["probabilities"], [r["probabilities"] for r in dev_rows], atol=1e-5)
     assert served["letter"] == [r["prediction"] for r in dev_rows]
     info = json.load(open(out / "export" / "multiple_choice_info.json"))
@@ -300,7 +295,9 @@ def test_accuracy_by_level_by_hand():
         "accuracy 0.5000 (2 questions)"
 
 
-def test_bad_input_exits_2_naming_the_file(race_dirs, spm_model, config_file, tmp_path):
+def test_bad_input_exits_2_naming_the_file(race_dirs, spm_model, config_file, tmp_path, capsys):
+    from albert_tf import run_race
+
     cases = []
     for case in ("empty_split", "not_json", "bad_answer", "missing_init_checkpoint", "bad_dtype_policy"):
         data = tmp_path / case / "data"
@@ -328,7 +325,7 @@ def test_bad_input_exits_2_naming_the_file(race_dirs, spm_model, config_file, tm
             args.append(f"--init_checkpoint={tmp_path / 'no_such_checkpoint'}")
             expected = "no_such_checkpoint"
         cases.append((case, args, expected, out))
-    results = entry_point_cases("albert_tf.run_race", [args for _, args, _, _ in cases], tmp_path)
+    results = [run_in_process(run_race, args, capsys) for _, args, _, _ in cases]
     for (case, _, expected, out), result in zip(cases, results, strict=True):
         assert result.returncode == 2, (case, result.stderr[-3000:])
         assert "Traceback" not in result.stderr

@@ -5,15 +5,11 @@ without answers, and bad input exits with status 2 without writing anything."""
 
 import json
 import os
-import subprocess
-import sys
 
 import pytest
 import squad_official as so
-from conftest import entry_point_cases, load_tool, write_tiny_config
+from conftest import load_tool, run_in_process, write_tiny_config
 
-ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=ROOT)
 SEQ = 96
 STRIDE = 48
 
@@ -37,27 +33,6 @@ def config_file(tmp_path_factory):
     return write_tiny_config(tmp_path_factory.mktemp("config"), num_hidden_layers=2)  # a group each
 
 
-# loads a QA export in a fresh process and answers every question of each SQuAD file given
-ANSWER = r"""
-import json, sys
-import tensorflow as tf, tensorflow_text  # noqa: F401 (registers the SentencePiece ops)
-qa = tf.saved_model.load(sys.argv[1])
-per_file = []
-for path in sys.argv[2:]:
-    data = json.load(open(path, encoding="utf-8"))
-    rows = [(q["id"], q["question"], p["context"]) for a in data["data"] for p in a["paragraphs"] for q in p["qas"]]
-    rows.append(("empty-context", "Anything?", ""))
-    out = qa.signatures["serving_default"](question=tf.constant([r[1] for r in rows]),
-                                           context=tf.constant([r[2] for r in rows]))
-    answers = {}
-    for i, (qid, _, _) in enumerate(rows):
-        answers[qid] = {k: (v[i].numpy().decode("utf-8") if v.dtype == tf.string else v[i].numpy().item())
-                        for k, v in out.items()}
-    per_file.append(answers)
-json.dump(per_file, sys.stdout)
-"""
-
-
 def _long_contexts(path, out_path, version):
     """The questions of `path` with odd characters and whitespace runs around their
     contexts, several contexts joined into one: each context needs several windows."""
@@ -79,11 +54,27 @@ def _long_contexts(path, out_path, version):
 
 
 def _served(export_dir, *predict_files):
-    """The export's answers to every question of each file, loaded once in a fresh process."""
-    result = subprocess.run([sys.executable, "-c", ANSWER, str(export_dir), *map(str, predict_files)],
-                            capture_output=True, text=True, env=ENV, cwd=ROOT, timeout=300)
-    assert result.returncode == 0, result.stderr[-3000:]
-    return json.loads(result.stdout)
+    """The export's answers to every question of each file (and to a question with an empty
+    context), the export loaded once with tf.saved_model.load: its signature alone."""
+    import tensorflow as tf
+    import tensorflow_text  # noqa: F401 (registers the SentencePiece ops)
+
+    qa = tf.saved_model.load(str(export_dir))
+    per_file = []
+    for path in predict_files:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+        rows = [(q["id"], q["question"], p["context"]) for a in data["data"] for p in a["paragraphs"]
+                for q in p["qas"]]
+        rows.append(("empty-context", "Anything?", ""))
+        out = qa.signatures["serving_default"](question=tf.constant([r[1] for r in rows]),
+                                               context=tf.constant([r[2] for r in rows]))
+        answers = {}
+        for i, (qid, _, _) in enumerate(rows):
+            answers[qid] = {k: (v[i].numpy().decode("utf-8") if v.dtype == tf.string else v[i].numpy().item())
+                            for k, v in out.items()}
+        per_file.append(answers)
+    return per_file
 
 
 def _check_export(export_dir, served, output_dir, version):
@@ -393,12 +384,14 @@ def test_starts_from_a_pretrained_directory_or_an_export(start, squad_files, tin
 
 
 def test_bad_input_and_an_unusable_init_checkpoint_exit_2_without_writing(squad_files, spm_model, tiny_export,
-                                                                           config_file, tmp_path):
+                                                                           config_file, tmp_path, capsys):
     """Bad input (no --predict_file, a broken JSON file, a bad --dtype_policy) exits 2 naming
     it, with nothing written. An unusable --init_checkpoint exits 2 naming the checkpoint;
     the output directory this run made (here with its parent) is removed again, while a
     directory the user had is refused before any work (albert_tf.storage.outputs) and keeps
-    their file. All cases in one process (tests/entry_point_cases.py)."""
+    their file. All cases in this process (run_squad_v1.main)."""
+    from albert_tf import run_squad_v1
+
     bad_input = _bad_input_cases(squad_files, spm_model, config_file, tmp_path)
     users = tmp_path / "mismatched_into_users_dir" / "out"
     users.mkdir(parents=True)
@@ -421,7 +414,7 @@ def test_bad_input_and_an_unusable_init_checkpoint_exit_2_without_writing(squad_
         cases.append(([f"--init_checkpoint={init}", f"--albert_config_file={config}",
                        f"--spm_model_file={tiny_export['spm']}", f"--output_dir={out}",
                        f"--train_file={squad_files['v1']}", "--max_seq_length=128", "--do_train"], expected, out))
-    results = entry_point_cases("albert_tf.run_squad_v1", [args for args, _, _ in bad_input + cases], tmp_path)
+    results = [run_in_process(run_squad_v1, args, capsys) for args, _, _ in bad_input + cases]
     for (args, expected, out), result in zip(bad_input, results, strict=False):
         assert result.returncode == 2, result.stderr[-2000:]
         assert "Traceback" not in result.stderr
