@@ -19,10 +19,19 @@ ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)),
 def convert_cli(*args):
     """`python -m albert_tf.convert ARGS` in this process (the module's `main(argv)`): its exit status
     and what it printed, as SimpleNamespace(returncode, stdout, stderr)."""
+    from absl import logging
+
     main = importlib.import_module("albert_tf.convert.__main__").main
     out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        status = main([str(a) for a in args])
+    # absl's handler writes to the stderr of when absl was imported, not to sys.stderr: its
+    # warnings (e.g. "no pooler") are part of what the command prints on stderr
+    handler = logging.get_absl_handler().python_handler
+    before = handler.setStream(err)
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            status = main([str(a) for a in args])
+    finally:
+        handler.setStream(before)
     return types.SimpleNamespace(returncode=status, stdout=out.getvalue(), stderr=err.getvalue())
 
 
