@@ -168,12 +168,12 @@ def main(name, define_flags, run, argv=None):
     What it changes in the process is put back when it returns: the absl verbosity (WARNING
     while it runs unless --verbosity is given), Python's root logging handlers and the root's
     and absl's logger levels (absl's handler is installed while it runs), Keras' global dtype
-    policy, the global random seeds of Python, NumPy, TensorFlow and Keras, the SIGINT/SIGTERM
-    handlers. So two calls in one process with different arguments give what two processes
-    give (single-process strategies). What cannot be put back (`IRREVERSIBLE`, listed in each
-    command's `main`): TensorFlow's op determinism once a run enabled it, a multi-worker or TPU
-    strategy's set-up, the physical devices' configuration (threads, memory growth, logical
-    devices) once TensorFlow started.
+    policy, the global random seeds of Python, NumPy, TensorFlow and Keras, TensorFlow's op
+    determinism (run_pretraining --deterministic), the SIGINT/SIGTERM handlers. So two calls in
+    one process with different arguments give what two processes give (single-process
+    strategies). What cannot be put back (`IRREVERSIBLE`, listed in each command's `main`): a
+    multi-worker or TPU strategy's set-up, the physical devices' configuration (threads, memory
+    growth, logical devices) once TensorFlow started.
 
     Args:
         name: the command's name, for its messages (`name: error: ...`).
@@ -205,8 +205,7 @@ def main(name, define_flags, run, argv=None):
         return run_entry_point(name, run, values)
 
 
-IRREVERSIBLE = ("TensorFlow's op determinism once a run enabled it (--deterministic)",
-                "a multi-worker or TPU strategy's set-up (the cluster stays the process's)",
+IRREVERSIBLE = ("a multi-worker or TPU strategy's set-up (the cluster stays the process's)",
                 "the physical devices' configuration (threads, memory growth, logical devices) once TensorFlow "
                 "started")
 
@@ -295,19 +294,22 @@ def _process_state_restored():
 
 
 def _keras_state():
-    """(dtype policy name, Keras' global seed, TensorFlow's global seed), or None when
-    Keras was not imported yet (then its defaults are what to put back)."""
+    """(dtype policy name, Keras' global seed, TensorFlow's global seed, TensorFlow's op
+    determinism), or None when Keras was not imported yet (then its defaults are what to put
+    back)."""
     if "keras" not in sys.modules:
         return None
     import keras
     from keras.src.backend.common import global_state
 
-    tf_seed = None
+    tf_seed, deterministic = None, False
     if "tensorflow" in sys.modules:
         from tensorflow.python.eager import context
+        from tensorflow.python.framework import config
 
-        tf_seed = context.global_seed()
-    return keras.config.dtype_policy().name, global_state.get_global_attribute("global_random_seed"), tf_seed
+        tf_seed, deterministic = context.global_seed(), config.is_op_determinism_enabled()
+    return (keras.config.dtype_policy().name, global_state.get_global_attribute("global_random_seed"), tf_seed,
+            deterministic)
 
 
 def _restore_keras_state(state):
@@ -316,13 +318,16 @@ def _restore_keras_state(state):
     import keras
     from keras.src.backend.common import global_state
 
-    policy, seed, tf_seed = state if state is not None else ("float32", None, None)
+    policy, seed, tf_seed, deterministic = state if state is not None else ("float32", None, None, False)
     keras.config.set_dtype_policy(policy)
     global_state.set_global_attribute("global_random_seed", seed)
     if "tensorflow" in sys.modules:
         import tensorflow as tf
+        from tensorflow.python.framework import config
 
         tf.random.set_seed(tf_seed)
+        if config.is_op_determinism_enabled() and not deterministic:  # --deterministic
+            config.disable_op_determinism()
 
 
 def define_dtype_policy_flag(flag_values=None, default="auto", what="training and evaluation"):

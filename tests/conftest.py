@@ -186,7 +186,8 @@ MULTISCRIPT = {
     "cyrillic": "Йошкар-Ола, ёлка и ЁЖ: йогурт, район, объём, Ёлкин.",
     "cjk": "日本語の文章と中文句子，还有全角ＡＢＣ１２３と「かぎ括弧」。",
     "hangul": "한국어 문장입니다. 훈민정음\u302e 해례\u302f본.",
-    "emoji": "Good 👍🏽 family 👨\u200d👩\u200d👧\u200d👦 love ❤\ufe0f key 1\ufe0f\u20e3 flag 🏳\ufe0f\u200d🌈 smile ☺\ufe0e.",
+    "emoji": "Good 👍🏽 family 👨\u200d👩\u200d👧\u200d👦 love ❤\ufe0f key 1\ufe0f\u20e3 "
+             "flag 🏳\ufe0f\u200d🌈 smile ☺\ufe0e.",
     "more marks": "བོད་ཡིག, မြန်မာ, ភាសាខ្មែរ, ދިވެހި, ꦗꦮ꧀.",
     "new capitals": "Vithkuqi 𐕰𐕱 and Glagolitic Ⱟ, ΜΕΓΑΛΟΣ.",
     "quotes": "Ｉｔ＇＇ｓ ``quoted'' and ‘single’ ＂full＂.",

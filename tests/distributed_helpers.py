@@ -157,7 +157,8 @@ def fit_mirrored_vs_one_device(args):
     for name, strategy in strategies:
         keras.utils.set_random_seed(7)
         with strategy.scope():
-            model = keras.Sequential([keras.Input((6,)), keras.layers.Dense(4, activation="tanh"), keras.layers.Dense(1)])
+            model = keras.Sequential([keras.Input((6,)), keras.layers.Dense(4, activation="tanh"),
+                                      keras.layers.Dense(1)])
             # a summed loss makes the replica sum visible: without the all-reduce each
             # replica would apply only its half of the gradient
             model.compile(optimizer=LAMB(learning_rate=0.01), loss=keras.losses.MeanSquaredError(reduction="sum"))

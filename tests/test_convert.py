@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from albert_tf import AlbertConfig, AlbertEncoder, AlbertPretrainer
+from albert_tf import AlbertEncoder, AlbertPretrainer
 from albert_tf.convert import hf, keras_hub, tf1
 from albert_tf.convert.api import convert, fixed_output, load_source, tf1_values
 from albert_tf.convert.rename import ConversionError, assign_to_model
@@ -100,7 +100,8 @@ def test_from_release_tf1_checkpoint(tmp_path, changes, module_prefix):
     from albert_tf.storage import outputs
 
     check_made_by(json.load(open(tmp_path / "converted" / outputs.MARKER))["made_by"], "convert", {
-        "from": "tf1", "to": "albert_tf", "input": str(prefix), "albert_config_file": str(tmp_path / "albert_config.json"),
+        "from": "tf1", "to": "albert_tf", "input": str(prefix),
+        "albert_config_file": str(tmp_path / "albert_config.json"),
         "output": str(tmp_path / "converted"), "spm_model_file": None, "allow_tokenizer_mismatch": False},
         since=started)
 
@@ -140,7 +141,8 @@ def hf_names(model, prefix="albert."):
             out[f"{prefix}encoder.embedding_hidden_mapping_in.{'weight' if parts[-1] == 'kernel' else 'bias'}"] = (
                 value.T if parts[-1] == "kernel" else value)
         elif p.startswith("pooler/"):
-            out[f"{prefix}pooler.{'weight' if parts[-1] == 'kernel' else 'bias'}"] = value.T if parts[-1] == "kernel" else value
+            kernel = parts[-1] == "kernel"
+            out[f"{prefix}pooler.{'weight' if kernel else 'bias'}"] = value.T if kernel else value
         elif p.startswith("group_"):
             g, k = parts[0].split("_")[1], parts[0].split("_")[4]
             base = f"{prefix}encoder.albert_layer_groups.{g}.albert_layers.{k}"
@@ -231,7 +233,8 @@ def test_problems_are_listed_and_nothing_is_written(tmp_path):
     names = release_names(randomize(AlbertPretrainer(cfg)))
     broken = dict(names)
     del broken["bert/pooler/dense/kernel"]
-    broken["bert/encoder/transformer/group_0/inner_group_0/ffn_1/intermediate/dense/kernel"] = np.zeros((32, 48), "float32")
+    broken["bert/encoder/transformer/group_0/inner_group_0/ffn_1/intermediate/dense/kernel"] = np.zeros((32, 48),
+                                                                                                        "float32")
     broken["bert/encoder/unexpected_thing"] = np.zeros((3,), "float32")
     prefix = write_release_checkpoint(broken, str(tmp_path / "bad.ckpt"), slots=False)
     with pytest.raises(ConversionError) as error:

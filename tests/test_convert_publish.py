@@ -169,7 +169,8 @@ def test_hf_tokenizer_files_and_config(tmp_path, spm_model):
     expected = [min(scores) - DIGIT_COMMA_PENALTY if c else s for s, c in zip(scores, comma)]
     assert [s for _, s in pipeline["model"]["vocab"]] == pytest.approx(expected)
     assert sorted(t["content"] for t in pipeline["added_tokens"]) == sorted(pieces)
-    assert theirs.IdToPiece(theirs.PieceToId("(")) == "(" and "(" not in {t["content"] for t in pipeline["added_tokens"]}
+    added = {t["content"] for t in pipeline["added_tokens"]}
+    assert theirs.IdToPiece(theirs.PieceToId("(")) == "(" and "(" not in added
     assert pipeline["normalizer"]["type"] == "Precompiled"  # the release's preprocess_text and the model's own
     check = json.load(open(os.path.join(out, "tokenizer_check.json"), encoding="utf-8"))
     assert (check["equal"], check["texts"], check["digit_comma_pieces_left_out"]) == (10, 10, sum(comma))
@@ -239,7 +240,8 @@ def test_pretrainer_to_keras_hub_loads_and_computes_in_keras_hub(tmp_path, spm_m
     assert [int(i) for i in tokenizer(text)] == SentencePieceTokenizer(spm_model).encode(text)
 
     head_weights = {v.path: np.asarray(v) for v in masked_lm.masked_lm_head.weights}
-    np.testing.assert_array_equal(head_weights["mlm_head/output_bias"], weights["predictions/output_bias"].astype("float32"))
+    np.testing.assert_array_equal(head_weights["mlm_head/output_bias"],
+                                  weights["predictions/output_bias"].astype("float32"))
     np.testing.assert_array_equal(head_weights["mlm_head/intermediate_dense/kernel"],
                                   weights["predictions/transform/kernel"].astype("float32"))
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from albert_tf import AlbertConfig, AlbertEncoder
+from albert_tf import AlbertEncoder
 from albert_tf.modeling.encoder import count_parameters
 from albert_tf.modeling.runtime import EncoderRuntime
 from albert_tf.modeling.encoder_block import AlbertAttention, AlbertFeedForward
@@ -277,7 +277,8 @@ def test_all_shared_reuses_one_block_and_accumulates_its_gradient(tiny_config):
         variables = [layer.trainable_weights for layer in layers]
         with tf.GradientTape() as tape:
             out = encoder(inputs, training=True)
-            loss = tf.reduce_sum(out["sequence_output"] * probe_seq) + tf.reduce_sum(out["pooled_output"] * probe_pooled)
+            loss = (tf.reduce_sum(out["sequence_output"] * probe_seq)
+                    + tf.reduce_sum(out["pooled_output"] * probe_pooled))
         flat = tape.gradient(loss, [v for vs in variables for v in vs])
         grads, i = [], 0
         for vs in variables:

@@ -315,7 +315,8 @@ def test_jit_compile_export_serves_through_xla_with_the_same_outputs(exported, s
     loaded = tf.saved_model.load(os.path.join(path, "encoder"))
     signature = loaded.signatures["serving_default"]
     assert _xla_functions(signature)
-    assert not _xla_functions(tf.saved_model.load(os.path.join(exported["path"], "encoder")).signatures["serving_default"])
+    assert not _xla_functions(tf.saved_model.load(os.path.join(exported["path"],
+                                                               "encoder")).signatures["serving_default"])
     model = exported["model"]
     for batch, length in ((3, SEQ), (2, 16)):  # one compile per shape, any shape
         inputs = _inputs(exported["config"], batch=batch, length=length)

@@ -2,7 +2,6 @@
 maintained runtime (ai_edge_litert's interpreter) and compared with the Keras model."""
 
 import json
-import os
 import time
 
 import numpy as np

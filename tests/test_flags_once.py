@@ -154,7 +154,7 @@ def test_define_options_makes_each_type_and_refuses_a_field_without_help():
         cli.define_options(flags.FlagValues(), Options, names=("internal",))
 
 
-@pytest.mark.real_process  # a fresh interpreter (the suite's forkserver has TensorFlow imported)
+@pytest.mark.real_process  # a fresh interpreter: a test worker has TensorFlow imported
 def test_defining_every_commands_flags_imports_no_tensorflow():
     """The options live in modules without TensorFlow: --help and a bad flag answer at once."""
     code = ("import sys, importlib\nfrom absl import flags\n"

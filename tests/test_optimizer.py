@@ -36,14 +36,16 @@ def test_matches_numpy_over_five_steps(tiny_config, cls, trust):
     state = {v.path: (np.asarray(v, np.float64), np.zeros(v.shape), np.zeros(v.shape)) for v in variables}
     # one variable starts at zero: its trust ratio must fall back to 1
     variables[-1].assign(np.zeros(variables[-1].shape, "float32"))
-    state[variables[-1].path] = (np.zeros(variables[-1].shape), np.zeros(variables[-1].shape), np.zeros(variables[-1].shape))
+    state[variables[-1].path] = (np.zeros(variables[-1].shape), np.zeros(variables[-1].shape),
+                                 np.zeros(variables[-1].shape))
     for step in range(5):
         grads = [rng.normal(scale=0.1, size=v.shape).astype("float32") for v in variables]
         lr = float(schedule(step))
         optimizer.apply(grads, variables)
         for v, g in zip(variables, grads):
             w, m, s = state[v.path]
-            state[v.path] = numpy_release_update(w, m, s, g.astype(np.float64), lr, bool(EXCLUDED.search(v.path)), trust)
+            state[v.path] = numpy_release_update(w, m, s, g.astype(np.float64), lr, bool(EXCLUDED.search(v.path)),
+                                                 trust)
     assert int(optimizer.iterations) == 5
     for v in variables:
         np.testing.assert_allclose(np.asarray(v), state[v.path][0], atol=1e-6, rtol=0, err_msg=v.path)

@@ -230,7 +230,8 @@ def test_an_output_on_an_input_or_on_another_output_is_refused(inputs, tmp_path,
     errors = [_refused(command, argv, message, tmp_path, capsys) for command, argv, message in cases]
     assert all(message in err for (_, _, message), err in zip(cases, errors))
     assert _tree(tmp_path) == before  # the run, the conversion and the export all survive unchanged
-    assert os.path.exists(os.path.join(run, "ckpt-2.index")) and os.path.exists(os.path.join(converted, "model.ckpt.index"))
+    assert os.path.exists(os.path.join(run, "ckpt-2.index")) and os.path.exists(os.path.join(converted,
+                                                                                             "model.ckpt.index"))
 
 
 def test_albert_tfs_own_outputs_pass_as_a_second_make_demo_needs(inputs, tmp_path):

@@ -206,7 +206,8 @@ def test_fine_tuning_at_mixed_bfloat16_ends_within_one_point_of_float32(tiny_exp
     for policy in ("float32", "mixed_bfloat16"):
         options = ClassificationOptions(task_name="tsv", data_dir=data_dir, output_dir="unused",
                                         init_checkpoint=tiny_export["pretrained"], spm_model_file=tiny_export["spm"],
-                                        albert_config_file=os.path.join(tiny_export["pretrained"], "albert_config.json"),
+                                        albert_config_file=os.path.join(tiny_export["pretrained"],
+                                                                        "albert_config.json"),
                                         max_seq_length=64, random_seed=3, classifier_dropout=0.0,
                                         text_a_column="sentence", labels=labels)
         task = ClassificationTask(options, task_def, splits)

@@ -59,7 +59,8 @@ def test_squad_from_random_weights_learns_the_same_at_bf16(version, spm_model, c
             f"--dtype_policy={policy}", f"--spm_model_file={spm_model}", f"--albert_config_file={config_file}",
             f"--output_dir={out}", f"--train_file={path}", f"--predict_file={path}", "--max_seq_length=96",
             "--doc_stride=48", "--max_query_length=24", "--do_train", "--do_predict", "--train_batch_size=16",
-            "--learning_rate=3e-3", f"--num_train_epochs={EPOCHS[version]}", "--warmup_proportion=0.1", "--random_seed=7",
+            "--learning_rate=3e-3", f"--num_train_epochs={EPOCHS[version]}", "--warmup_proportion=0.1",
+            "--random_seed=7",
             "--save_checkpoints_steps=100000", "--iterations_per_loop=50", "--n_best_size=5"])
         summary = json.load(open(out / "eval_results.json"))
         assert summary["dtype_policy"] == policy

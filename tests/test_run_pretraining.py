@@ -42,18 +42,6 @@ def pretrain_cmd(records, output_dir, config, *extra):
     return [sys.executable, "-m", "albert_tf.run_pretraining", *pretrain_args(records, output_dir, config, *extra)]
 
 
-@pytest.fixture(autouse=True)
-def _op_determinism_put_back():
-    """--deterministic enables TensorFlow's op determinism, which run_pretraining.main leaves on
-    (albert_tf.cli.IRREVERSIBLE): put back after each test, for the worker's next tests."""
-    from tensorflow.python.framework import config
-
-    enabled = config.is_op_determinism_enabled()
-    yield
-    if not enabled:
-        config.disable_op_determinism()
-
-
 def model_values(prefix):
     reader = tf.train.load_checkpoint(prefix)
     names = [n for n, _ in tf.train.list_variables(prefix) if n.startswith("model/")]
@@ -187,8 +175,7 @@ def uninterrupted(pretraining_records, tiny_config_file, tmp_path_factory):
     whole = tmp_path_factory.mktemp("uninterrupted") / "whole"
     enabled = config.is_op_determinism_enabled()
     assert run_pretraining.main(pretrain_args(outputs, whole, tiny_config_file, *INTERRUPTED)) == 0
-    if not enabled:
-        config.disable_op_determinism()
+    assert config.is_op_determinism_enabled() == enabled  # main put --deterministic's op determinism back
     return whole / "ckpt-30"
 
 

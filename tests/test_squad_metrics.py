@@ -138,7 +138,6 @@ def test_evaluate_v2_finds_the_best_null_threshold():
 def test_best_threshold_stays_at_zero_when_every_answer_is_wrong():
     # two unanswerable questions with non-empty predictions, one answerable answered wrong:
     # start 2 (all "no answer"); every step lowers or keeps the total -> 100 * 2 / 3 at 0.0
-    questions = [{"id": "n1", "answers": []}, {"id": "n2", "answers": []}, {"id": "h", "answers": ["x"]}]
     predictions = {"n1": "a b", "n2": "c", "h": "y"}
     score, threshold = sm.best_null_threshold(predictions, {"n1": 0, "n2": 0, "h": 0},
                                               {"n1": -3.0, "n2": -2.0, "h": -1.0},

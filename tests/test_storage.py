@@ -3,7 +3,6 @@ checkpoint prefixes by step."""
 
 import json
 import os
-import signal
 import subprocess
 import sys
 
@@ -48,7 +47,8 @@ def test_a_writer_killed_midway_leaves_the_previous_output_and_its_litter_is_swe
     else:
         atomic.write_text(str(target), "previous\n")
     proc = subprocess.Popen([sys.executable, "-c", WRITER, kind, str(target)], stdout=subprocess.PIPE, text=True,
-                            env=dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+                            env=dict(os.environ,
+                                     PYTHONPATH=os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
     assert proc.stdout.readline().strip() == "started"
     assert _litter(tmp_path), "the writer should be holding a temporary name"
     proc.kill()  # SIGKILL
@@ -154,7 +154,8 @@ def test_a_weights_file_is_loaded_only_when_every_variable_matches(tmp_path):
     same = model(4)
     assert load_weights_file(same, path, "--init_checkpoint") == path
     assert all(np.array_equal(a, b) for a, b in zip(source.get_weights(), same.get_weights()))
-    for other, pattern in ((model(5), r"shape mismatches \(2\): .*layers/dense/vars/0: source \[3, 4\], model \[3, 5\]"),
+    for other, pattern in ((model(5),
+                            r"shape mismatches \(2\): .*layers/dense/vars/0: source \[3, 4\], model \[3, 5\]"),
                            (model(4, extra=True), r"missing from the source \(2\): layers/dense_1/vars/0")):
         before = [w.copy() for w in other.get_weights()]
         with pytest.raises(CheckpointMismatchError, match=pattern):

@@ -33,7 +33,6 @@ import zlib
 import make_race_data
 import make_squad_data
 import make_topic_task
-import reproduce_grid as grid
 from absl import flags
 
 from albert_tf import cli
@@ -268,7 +267,8 @@ def evaluate(settings, paths, cell, seed, objective, log_path):
             f"--output_dir={paths.run(cell, seed, 'eval_' + objective)}",
             f"--max_seq_length={settings.max_seq_length}",
             f"--max_predictions_per_seq={settings.max_predictions_per_seq}",
-            "--eval_batch_size=128", f"--max_eval_steps={EVAL_BATCHES}", "--nodo_train", "--do_eval", *_common(settings, seed)]
+            "--eval_batch_size=128", f"--max_eval_steps={EVAL_BATCHES}", "--nodo_train", "--do_eval",
+            *_common(settings, seed)]
     results = call_command(run_pretraining, "run_pretraining", args, log_path)
     return {k: float(v) for k, v in results["eval"].items() if isinstance(v, (int, float))}
 
@@ -316,7 +316,8 @@ def finetune(settings, paths, cell, seed, task, data, log_path):
                 f"--predict_feature_file={os.path.join(squad, 'dev_features.tfrecord')}",
                 f"--predict_feature_left_file={os.path.join(squad, 'dev_features_left.pkl')}",
                 "--do_train", "--do_predict", "--best_checkpoint", f"--num_train_epochs={epochs!r}",
-                f"--doc_stride={SQUAD_DOC_STRIDE}", f"--max_query_length={SQUAD_QUERY_LENGTH}", "--predict_batch_size=64",
+                f"--doc_stride={SQUAD_DOC_STRIDE}", f"--max_query_length={SQUAD_QUERY_LENGTH}",
+                "--predict_batch_size=64",
                 f"--save_checkpoints_steps={every}", "--keep_checkpoint_max=1", f"--iterations_per_loop={every}"]
         results = call_command(run_squad_v1, "run_squad_v1", args, log_path)
         metrics = results["metrics"]

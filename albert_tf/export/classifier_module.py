@@ -94,7 +94,8 @@ def export_classifier(preprocess, classifier, export_dir, seq_length, labels=(),
         with classifier.runtime_options(skip_padding=skip_padding) as skipped:
             savedmodel.save(module, tmp, module.signatures)
         info = {"task_name": task_name, "labels": list(labels), "regression": not labels,
-                "seq_length": int(seq_length), "length_buckets": list(module._widths), "skips_padding": bool(skip_padding and skipped),
+                "seq_length": int(seq_length), "length_buckets": list(module._widths),
+                "skips_padding": bool(skip_padding and skipped),
                 "inputs": ["text_a", "text_b"] if pair else ["text_a"]}
         if made_by is not None:
             info["made_by"] = provenance.stamp(made_by)

@@ -3,8 +3,8 @@
 `tf.saved_model.save` traces functions inside a "save context", and that context is part
 of tf.function's cache key: every function traced before the save (the signatures, the
 hub contract's `__call__` for training True and False, ...) was traced a second time
-while saving, which about doubled the time of an export. Here the module's tracing runs inside the context the save then uses, so every function
-is traced once.
+while saving, which about doubled the time of an export. Here the module's tracing runs
+inside the context the save then uses, so every function is traced once.
 
 Keras 3 gives every Keras Model a `_default_save_signature` property (its TensorFlow
 backend's layer class): `tf.saved_model.save` reads every attribute of each object it

@@ -198,7 +198,8 @@ class ClassificationTask(Task):
         batches (benchmarks/finetune_bench.py's accuracy run)."""
         count, sizes = len(self.splits[split]), {len(b) for b in index_batches}
         if len(sizes) != 1 or not min(sizes):
-            raise ValueError(f"batches_dataset: the batches must be non-empty and of one size (got sizes {sorted(sizes)})")
+            raise ValueError("batches_dataset: the batches must be non-empty and of one size "
+                             f"(got sizes {sorted(sizes)})")
         order = np.concatenate([np.asarray(b, np.int64) for b in index_batches])
         if order.min() < 0 or order.max() >= count:
             raise ValueError(f"batches_dataset: an index is outside {split}'s {count} examples")
@@ -346,7 +347,8 @@ def _run(o, training, stream):
     if o.export_dir:
         from albert_tf.export.classifier_module import export_classifier
 
-        results["export_dir"] = export_classifier(task.preprocess, trainer.model_in("float32"), o.export_dir, o.max_seq_length,
+        results["export_dir"] = export_classifier(task.preprocess, trainer.model_in("float32"), o.export_dir,
+                                                  o.max_seq_length,
                                                   task.labels, task.pair, task.name, widths=task.widths,
                                                   made_by=sessions.made_by(training.session, trainer.precision))
         print(f"exported the classifier (raw strings in) to {results['export_dir']}", file=stream, flush=True)
