@@ -167,7 +167,8 @@ def main(name, define_flags, run, argv=None):
 
     What it changes in the process is put back when it returns: the absl verbosity (WARNING
     while it runs unless --verbosity is given), Python's root logging handlers and the root's
-    and absl's logger levels (absl's handler is installed while it runs), Keras' global dtype
+    and absl's logger levels (absl's handler is installed while it runs, writing to the
+    sys.stderr of the call), Keras' global dtype
     policy, the global random seeds of Python, NumPy, TensorFlow and Keras, TensorFlow's op
     determinism (run_pretraining --deterministic), the SIGINT/SIGTERM handlers. So two calls in
     one process with different arguments give what two processes give (single-process
@@ -271,6 +272,8 @@ def _process_state_restored():
     if not global_flags_parsed:
         flags.FLAGS.mark_as_parsed()  # else absl's handler prints a "before flag parsing" notice
     logging.use_absl_handler()
+    # absl's handler writes to the stderr of absl's import: the command's lines go to this one
+    absl_stream = logging.get_absl_handler().python_handler.setStream(sys.stderr)
     python_state = random.getstate()
     numpy = sys.modules.get("numpy")
     numpy_state = numpy.random.get_state() if numpy is not None else None
@@ -288,6 +291,8 @@ def _process_state_restored():
             flags.FLAGS.unparse_flags()
             python_logging.disable(disabled)
         python_logging.root.handlers[:] = handlers
+        if absl_stream is not None:
+            logging.get_absl_handler().python_handler.setStream(absl_stream)
         logging.set_verbosity(verbosity)
         python_logging.root.setLevel(levels[0])
         python_logging.getLogger("absl").setLevel(levels[1])

@@ -444,3 +444,18 @@ def test_logging_while_tensorflow_imports_is_shown_at_the_verbosity(tmp_path):
         assert process.returncode == 2 and len(lines) == len(expected), (verbosity, err)
         for line, pattern in zip(lines, expected):
             assert re.fullmatch(pattern, line), (verbosity, line, pattern)
+
+
+def test_absl_lines_of_a_command_called_in_process_reach_the_callers_stderr(capsys):
+    """absl's handler writes to the stderr of absl's import; while a command runs through
+    cli.main its lines go to the sys.stderr of the call (what capsys or redirect_stderr
+    captures), and afterwards the handler is as it was."""
+    from absl import logging
+
+    from albert_tf import cli
+
+    stream = logging.get_absl_handler().python_handler.stream
+    assert cli.main("cmd", lambda fv: None, lambda f: logging.warning("hello from the command"), []) == 0
+    err = capsys.readouterr().err
+    assert err.startswith("W") and err.endswith("] hello from the command\n"), err
+    assert logging.get_absl_handler().python_handler.stream is stream
