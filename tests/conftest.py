@@ -74,6 +74,20 @@ def run_in_process(module, args, capsys):
     return types.SimpleNamespace(returncode=status, stdout=out, stderr=err)
 
 
+def captured_main(main, args):
+    """`main(args)` (a command's `main(argv)`) with what it printed captured by redirecting
+    sys.stdout and sys.stderr (for helpers without the capsys fixture; cli.main sends absl's
+    lines there too): SimpleNamespace(returncode, stdout, stderr)."""
+    import contextlib
+    import io
+    import types
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        status = main([str(a) for a in args])
+    return types.SimpleNamespace(returncode=status, stdout=out.getvalue(), stderr=err.getvalue())
+
+
 def load_tool(name):
     """A script of tools/ imported as a module (tools/ is not a package)."""
     import importlib.util

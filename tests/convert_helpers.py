@@ -2,11 +2,8 @@
 inputs, known weights, checkpoints written the way the TF1 release wrote them, and the
 release's SQuAD v2 head names."""
 
-import contextlib
 import importlib
-import io
 import os
-import types
 
 import numpy as np
 import tensorflow as tf
@@ -19,20 +16,9 @@ ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)),
 def convert_cli(*args):
     """`python -m albert_tf.convert ARGS` in this process (the module's `main(argv)`): its exit status
     and what it printed, as SimpleNamespace(returncode, stdout, stderr)."""
-    from absl import logging
+    from conftest import captured_main
 
-    main = importlib.import_module("albert_tf.convert.__main__").main
-    out, err = io.StringIO(), io.StringIO()
-    # absl's handler writes to the stderr of when absl was imported, not to sys.stderr: its
-    # warnings (e.g. "no pooler") are part of what the command prints on stderr
-    handler = logging.get_absl_handler().python_handler
-    before = handler.setStream(err)
-    try:
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            status = main([str(a) for a in args])
-    finally:
-        handler.setStream(before)
-    return types.SimpleNamespace(returncode=status, stdout=out.getvalue(), stderr=err.getvalue())
+    return captured_main(importlib.import_module("albert_tf.convert.__main__").main, args)
 
 
 def run_cli(*args):

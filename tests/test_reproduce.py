@@ -4,13 +4,10 @@ fine-tuning tasks and the random-init control, the report), resumption after a k
 and its refusals. The claims themselves are not asserted (tiny models, one seed). The tool
 runs in this process (tools/reproduce.py main; it runs every step in its own process too)."""
 
-import contextlib
 import csv
-import io
 import json
 import os
 import sys
-import types
 
 import pytest
 
@@ -18,16 +15,14 @@ ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)),
 sys.path.insert(0, os.path.join(ROOT, "tools"))
 
 import reproduce  # noqa: E402
+from conftest import captured_main  # noqa: E402
 import reproduce_grid as grid  # noqa: E402
 import reproduce_steps  # noqa: E402
 
 
 def _run(args):
     """`python tools/reproduce.py ARGS` in this process: SimpleNamespace(returncode, stdout, stderr)."""
-    stdout, stderr = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
-        status = reproduce.main([str(a) for a in args])
-    return types.SimpleNamespace(returncode=status, stdout=stdout.getvalue(), stderr=stderr.getvalue())
+    return captured_main(reproduce.main, args)
 
 
 class _Killed(BaseException):
