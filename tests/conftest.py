@@ -261,6 +261,20 @@ SLOW_FIRST = ("test_precision_learning.py", "test_run_pretraining.py", "test_run
               "test_convert.py", "test_special_ids_end_to_end.py")
 
 
+def pytest_configure(config):
+    """Each process that runs tests (a pytest-xdist worker, or pytest alone; not xdist's
+    controller) splits its CPU into two logical devices before TensorFlow starts its runtime:
+    the tests of MirroredStrategy over /cpu:0 and /cpu:1 (tests/distributed_helpers.py) then
+    run in this process. Everything else computes on /cpu:0 as before: TensorFlow places ops
+    there, and on a machine without GPUs MirroredStrategy() and the commands' strategies use
+    /cpu:0 alone."""
+    if getattr(config, "workerinput", None) is None and config.getoption("numprocesses", None):
+        return
+    from distributed_helpers import split_cpu
+
+    split_cpu()
+
+
 def pytest_collection_finish(session):
     gc.freeze()
 

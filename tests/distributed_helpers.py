@@ -1,29 +1,23 @@
-"""Run in a subprocess by the tests (TensorFlow must start fresh to split the CPU).
+"""Two replicas against one device, in this process: the tests call these functions.
 
-    python tests/distributed_helpers.py mirrored_vs_one_device RECORDS...
-    python tests/distributed_helpers.py finetune_mirrored_vs_one_device
-    python tests/distributed_helpers.py fit_mirrored_vs_one_device
-    python tests/distributed_helpers.py accumulation_mirrored RECORDS...
-    python tests/distributed_helpers.py remat_mirrored
-
-Splits the CPU into 2 logical devices and trains the same 5 steps with MirroredStrategy
-(2 replicas x 4 examples) and with one device (8 examples); prints both loss lists as
-JSON on the last line: the driver with the pretraining task on RECORDS, the driver with
-a small classification task, or Keras `model.fit` with albert_tf's LAMB (whose
-gradients must then be summed over the replicas by Keras). `accumulation_mirrored` trains
-3 steps under MirroredStrategy with --gradient_accumulation_steps 1 and 2, for LAMB and
-AdamW, on the pretraining task and the classification task, and prints the largest
-per-variable ||difference|| / ||weights|| between them (`accumulation_differences`).
-`remat_mirrored` compares --remat with the plain run (AdamW classification, dropout on,
-padding skipped) and checks that the two replicas draw different dropout masks
-(`remat_differences`).
+Every process that runs tests splits its CPU into two logical devices before TensorFlow
+starts its runtime (tests/conftest.py `pytest_configure` calls `split_cpu`), so
+MirroredStrategy over /cpu:0 and /cpu:1 runs beside the other tests, which compute on /cpu:0
+alone. `mirrored_vs_one_device(records)`, `finetune_mirrored_vs_one_device()` and
+`fit_mirrored_vs_one_device()` train the same 5 steps with MirroredStrategy (2 replicas x 4
+examples) and with one device (8 examples) and return both loss lists: the driver with the
+pretraining task on RECORDS, the driver with a small classification task, or Keras
+`model.fit` with albert_tf's LAMB (whose gradients must then be summed over the replicas by
+Keras). `accumulation_differences(records)` trains 3 steps under MirroredStrategy with
+--gradient_accumulation_steps 1 and 2, for LAMB and AdamW, on the pretraining task and the
+classification task, and returns the largest per-variable ||difference|| / ||weights||
+between them. `remat_differences()` compares --remat with the plain run (AdamW
+classification, dropout on, padding skipped) and checks that the two replicas draw
+different dropout masks. TensorFlow's op determinism is on while each runs (as
+--deterministic) and put back after.
 """
 
-import json
-import os
-import sys
-
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+import contextlib
 
 # albert_tiny with two layers sharing one group (one group, as in every released ALBERT) for
 # the tests that compare two ways of computing the same steps (devices, slices, resumption,
@@ -33,14 +27,36 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 MECHANICS = {"num_hidden_layers": 2, "num_hidden_groups": 1}
 
 
-def _two_cpus():
+def split_cpu():
+    """Splits the CPU into two logical devices (before TensorFlow starts its runtime)."""
     import tensorflow as tf
 
     cpu = tf.config.list_physical_devices("CPU")[0]
     tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+
+
+@contextlib.contextmanager
+def _two_cpus():
+    """Yields (("mirrored", MirroredStrategy over /cpu:0 and /cpu:1), ("one_device", /cpu:0))
+    with op determinism on, and puts determinism back as it was."""
+    import tensorflow as tf
+    from tensorflow.python.framework import config
+
+    cpus = [d.name for d in tf.config.list_logical_devices("CPU")]
+    assert len(cpus) >= 2, f"the CPU was not split before TensorFlow started (logical CPUs: {cpus})"
+    deterministic = config.is_op_determinism_enabled()
     tf.config.experimental.enable_op_determinism()
-    return (("mirrored", tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])),
-            ("one_device", tf.distribute.OneDeviceStrategy("/cpu:0")))
+    # Each MirroredStrategy numbers its collective ops' groups from this base, and TensorFlow's
+    # runtime keeps the groups it has seen: a second strategy in the process numbering from the
+    # same base would meet the first one's groups (a shape mismatch). TensorFlow's own tests
+    # move the base the same way ("Only set this in tests").
+    tf.distribute.MirroredStrategy._collective_key_base += 100_000
+    try:
+        yield (("mirrored", tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])),
+               ("one_device", tf.distribute.OneDeviceStrategy("/cpu:0")))
+    finally:
+        if not deterministic:
+            config.disable_op_determinism()
 
 
 def _iterator(trainer, strategy):
@@ -53,7 +69,6 @@ def _iterator(trainer, strategy):
 def mirrored_vs_one_device(records):
     import keras
 
-    strategies = _two_cpus()
     from albert_tf import AlbertConfig
     from albert_tf.modeling.losses import pretraining_metrics
     from albert_tf.tasks.pretraining import PretrainingOptions, PretrainingTask
@@ -62,16 +77,17 @@ def mirrored_vs_one_device(records):
     config = AlbertConfig.from_preset("albert_tiny").replace(
         vocab_size=3000, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, **MECHANICS)
     results = {}
-    for name, strategy in strategies:
-        keras.utils.set_random_seed(7)
-        task = PretrainingTask(PretrainingOptions(config, records, max_seq_length=128, global_batch_size=8,
-                                                  deterministic=True, random_seed=5, shuffle_buffer_size=100))
-        trainer = Trainer(task, TrainingOptions("unused", train_batch_size=8, optimizer="lamb", learning_rate=0.01,
-                                                num_train_steps=100), strategy)
-        iterator = _iterator(trainer, strategy)
-        losses = [pretraining_metrics(trainer.train(iterator, 1))["loss"] for _ in range(5)]
-        results[name] = {"replicas": strategy.num_replicas_in_sync, "losses": losses}
-    print(json.dumps(results))
+    with _two_cpus() as strategies:
+        for name, strategy in strategies:
+            keras.utils.set_random_seed(7)
+            task = PretrainingTask(PretrainingOptions(config, records, max_seq_length=128, global_batch_size=8,
+                                                      deterministic=True, random_seed=5, shuffle_buffer_size=100))
+            trainer = Trainer(task, TrainingOptions("unused", train_batch_size=8, optimizer="lamb",
+                                                    learning_rate=0.01, num_train_steps=100), strategy)
+            iterator = _iterator(trainer, strategy)
+            losses = [pretraining_metrics(trainer.train(iterator, 1))["loss"] for _ in range(5)]
+            results[name] = {"replicas": strategy.num_replicas_in_sync, "losses": losses}
+    return results
 
 
 class ArrayClassification:
@@ -118,55 +134,54 @@ class ArrayClassification:
         return Arrays()
 
 
-def finetune_mirrored_vs_one_device(args):
+def finetune_mirrored_vs_one_device():
     """The driver's step on a tiny AlbertClassifier, 2 replicas x 4 vs 1 x 8."""
-    del args
     import keras
 
-    strategies = _two_cpus()
     from albert_tf import AlbertConfig
     from albert_tf.training.driver import Trainer, TrainingOptions
 
     config = AlbertConfig.from_preset("albert_tiny").replace(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
                                                              **MECHANICS)
     results = {}
-    for name, strategy in strategies:
-        keras.utils.set_random_seed(7)
-        task = ArrayClassification.make(config)
-        trainer = Trainer(task, TrainingOptions("unused", train_batch_size=8, learning_rate=1e-3, num_train_steps=100),
-                          strategy)
-        iterator = _iterator(trainer, strategy)
-        losses = [task.train_metrics(trainer.train(iterator, 1))["loss"] for _ in range(5)]
-        results[name] = {"replicas": strategy.num_replicas_in_sync, "losses": losses}
-    print(json.dumps(results))
+    with _two_cpus() as strategies:
+        for name, strategy in strategies:
+            keras.utils.set_random_seed(7)
+            task = ArrayClassification.make(config)
+            trainer = Trainer(task, TrainingOptions("unused", train_batch_size=8, learning_rate=1e-3,
+                                                    num_train_steps=100), strategy)
+            iterator = _iterator(trainer, strategy)
+            losses = [task.train_metrics(trainer.train(iterator, 1))["loss"] for _ in range(5)]
+            results[name] = {"replicas": strategy.num_replicas_in_sync, "losses": losses}
+    return results
 
 
-def fit_mirrored_vs_one_device(args):
+def fit_mirrored_vs_one_device():
     """model.fit with albert_tf's LAMB: Keras must sum the replicas' gradients."""
-    del args
     import keras
     import numpy as np
 
-    strategies = _two_cpus()
     from albert_tf.training.optimizer import LAMB
 
     rng = np.random.default_rng(0)
     x = rng.normal(size=(64, 6)).astype("float32")
     y = (x @ rng.normal(size=(6, 1))).astype("float32")
     results = {}
-    for name, strategy in strategies:
-        keras.utils.set_random_seed(7)
-        with strategy.scope():
-            model = keras.Sequential([keras.Input((6,)), keras.layers.Dense(4, activation="tanh"),
-                                      keras.layers.Dense(1)])
-            # a summed loss makes the replica sum visible: without the all-reduce each
-            # replica would apply only its half of the gradient
-            model.compile(optimizer=LAMB(learning_rate=0.01), loss=keras.losses.MeanSquaredError(reduction="sum"))
-        history = model.fit(x, y, batch_size=8, epochs=1, shuffle=False, verbose=0, steps_per_epoch=5)
-        results[name] = {"replicas": strategy.num_replicas_in_sync,
-                         "losses": [float(v) for v in history.history["loss"]],
-                         "weights": float(sum(np.abs(w).sum() for w in model.get_weights()))}
-    print(json.dumps(results))
+    with _two_cpus() as strategies:
+        for name, strategy in strategies:
+            keras.utils.set_random_seed(7)
+            with strategy.scope():
+                model = keras.Sequential([keras.Input((6,)), keras.layers.Dense(4, activation="tanh"),
+                                          keras.layers.Dense(1)])
+                # a summed loss makes the replica sum visible: without the all-reduce each
+                # replica would apply only its half of the gradient
+                model.compile(optimizer=LAMB(learning_rate=0.01),
+                              loss=keras.losses.MeanSquaredError(reduction="sum"))
+            history = model.fit(x, y, batch_size=8, epochs=1, shuffle=False, verbose=0, steps_per_epoch=5)
+            results[name] = {"replicas": strategy.num_replicas_in_sync,
+                             "losses": [float(v) for v in history.history["loss"]],
+                             "weights": float(sum(np.abs(w).sum() for w in model.get_weights()))}
+    return results
 
 
 def weights_after_steps(task, strategy, slices, optimizer, steps=3, **options):
@@ -217,7 +232,6 @@ def accumulation_differences(records):
     """Under 2 mirrored replicas: for LAMB and AdamW and each task, K=2 vs K=1 after 3 steps
     (`difference`) and how far K=1 moved the weights (`moved`: the median variable's); a
     per-replica batch that K does not divide (`refused`: the Trainer's message)."""
-    strategy = _two_cpus()[0][1]  # mirrored over /cpu:0 and /cpu:1
     from albert_tf import AlbertConfig
     from albert_tf.tasks.pretraining import PretrainingOptions, PretrainingTask
 
@@ -228,28 +242,28 @@ def accumulation_differences(records):
                  deterministic=True, random_seed=5, shuffle_buffer_size=100)),
              "classification": lambda: ArrayClassification.make(config)}
     results = {}
-    # each optimizer with the task it serves (LAMB pretrains, AdamW fine-tunes): both optimizers
-    # and both tasks, at half the suite time of every pair
-    for name, optimizer in (("pretraining", "lamb"), ("classification", "adamw")):
-        make = tasks[name]
-        initial, whole, _, _ = weights_after_steps(make(), strategy, 1, optimizer)
-        _, accumulated, trainer, _ = weights_after_steps(make(), strategy, 2, optimizer)
-        results[f"{name}/{optimizer}"] = {"replicas": trainer.strategy.num_replicas_in_sync,
-                                          "difference": relative_difference(accumulated, whole),
-                                          "moved": relative_difference(initial, whole, median)}
-    try:
-        weights_after_steps(tasks["classification"](), strategy, 8, "adamw", steps=1)
-    except ValueError as e:
-        results["refused"] = str(e)
-    print(json.dumps(results))
+    with _two_cpus() as strategies:
+        strategy = strategies[0][1]  # mirrored over /cpu:0 and /cpu:1
+        # each optimizer with the task it serves (LAMB pretrains, AdamW fine-tunes): both optimizers
+        # and both tasks, at half the suite time of every pair
+        for name, optimizer in (("pretraining", "lamb"), ("classification", "adamw")):
+            make = tasks[name]
+            initial, whole, _, _ = weights_after_steps(make(), strategy, 1, optimizer)
+            _, accumulated, trainer, _ = weights_after_steps(make(), strategy, 2, optimizer)
+            results[f"{name}/{optimizer}"] = {"replicas": trainer.strategy.num_replicas_in_sync,
+                                              "difference": relative_difference(accumulated, whole),
+                                              "moved": relative_difference(initial, whole, median)}
+        try:
+            weights_after_steps(tasks["classification"](), strategy, 8, "adamw", steps=1)
+        except ValueError as e:
+            results["refused"] = str(e)
+    return results
 
 
-def remat_differences(args):
+def remat_differences():
     """Under 2 mirrored replicas, dropout on: AdamW classification with padding skipped, --remat
     vs the plain run after 3 steps (`difference`, `moved` as accumulation_differences);
     `replica_masks_differ`: the same example on both replicas gives other training outputs."""
-    del args
-    strategy = _two_cpus()[0][1]  # mirrored over /cpu:0 and /cpu:1
     import numpy as np
     import tensorflow as tf
 
@@ -258,28 +272,22 @@ def remat_differences(args):
 
     config = AlbertConfig.from_preset("albert_tiny").replace(**MECHANICS,
                                                              hidden_dropout_prob=0.3, attention_probs_dropout_prob=0.2)
-    initial, plain, _, _ = weights_after_steps(ArrayClassification.make(config, padded=True), strategy, 1, "adamw")
-    _, remat, trainer, _ = weights_after_steps(ArrayClassification.make(config, padded=True), strategy, 1, "adamw",
-                                               remat=True)
-    results = {"replicas": trainer.strategy.num_replicas_in_sync, "remats": trainer.remats,
-               "skips_padding": trainer.skips_padding, "difference": relative_difference(remat, plain),
-               "moved": relative_difference(initial, plain, median)}
-    encoder = trainer.model.encoder
-    row = {k: v[:1] for k, v in next(iter(trainer.task.train_dataset(None, 8, 0))).items() if k in INPUT_NAMES}
+    with _two_cpus() as strategies:
+        strategy = strategies[0][1]  # mirrored over /cpu:0 and /cpu:1
+        initial, plain, _, _ = weights_after_steps(ArrayClassification.make(config, padded=True), strategy, 1,
+                                                   "adamw")
+        _, remat, trainer, _ = weights_after_steps(ArrayClassification.make(config, padded=True), strategy, 1,
+                                                   "adamw", remat=True)
+        results = {"replicas": trainer.strategy.num_replicas_in_sync, "remats": trainer.remats,
+                   "skips_padding": trainer.skips_padding, "difference": relative_difference(remat, plain),
+                   "moved": relative_difference(initial, plain, median)}
+        encoder = trainer.model.encoder
+        row = {k: v[:1] for k, v in next(iter(trainer.task.train_dataset(None, 8, 0))).items() if k in INPUT_NAMES}
 
-    @tf.function
-    def both_replicas():
-        return strategy.run(lambda: encoder(row, training=True)["sequence_output"])
+        @tf.function
+        def both_replicas():
+            return strategy.run(lambda: encoder(row, training=True)["sequence_output"])
 
-    first, second = (np.asarray(t) for t in strategy.experimental_local_results(both_replicas()))
+        first, second = (np.asarray(t) for t in strategy.experimental_local_results(both_replicas()))
     results["replica_masks_differ"] = bool(np.abs(first - second).max() > 1e-3)
-    print(json.dumps(results))
-
-
-if __name__ == "__main__":
-    command, *args = sys.argv[1:]
-    {"mirrored_vs_one_device": mirrored_vs_one_device,
-     "finetune_mirrored_vs_one_device": finetune_mirrored_vs_one_device,
-     "fit_mirrored_vs_one_device": fit_mirrored_vs_one_device,
-     "accumulation_mirrored": accumulation_differences,
-     "remat_mirrored": remat_differences}[command](args)
+    return results

@@ -5,9 +5,6 @@ mirrored replicas (K = 2), under XLA, bf16 and padding skipping; K = 1 builds no
 checkpoints and resume count optimizer steps; bad K exits 2 naming both flags."""
 
 import json
-import os
-import subprocess
-import sys
 
 import keras
 import numpy as np
@@ -20,7 +17,6 @@ from albert_tf import AlbertConfig
 from albert_tf.tasks.pretraining import PretrainingOptions, PretrainingTask
 from albert_tf.training.driver import Trainer, TrainingOptions, train_and_evaluate
 
-ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 TOLERANCE = 1e-5  # per variable ||difference|| / ||weights||
 
 
@@ -144,16 +140,12 @@ def test_steps_checkpoints_and_resume_count_optimizer_steps(pretraining_records,
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
 
 
-@pytest.mark.real_process
 def test_two_mirrored_replicas_in_slices_take_the_whole_batch_step(pretraining_records):
-    """(A real process: the two logical CPU devices must be configured before TensorFlow
-    starts, and this process started it.)"""
+    """(The CPU split in two logical devices: conftest.)"""
+    from distributed_helpers import accumulation_differences
+
     outputs, _ = pretraining_records
-    result = subprocess.run([sys.executable, os.path.join(ROOT, "tests", "distributed_helpers.py"),
-                             "accumulation_mirrored", *outputs], capture_output=True, text=True, cwd=ROOT,
-                            timeout=900, env=dict(os.environ, PYTHONPATH=ROOT))
-    assert result.returncode == 0, result.stderr[-3000:]
-    results = json.loads(result.stdout.strip().splitlines()[-1])
+    results = accumulation_differences(outputs)
     for name in ("pretraining/lamb", "classification/adamw"):
         assert results[name]["replicas"] == 2
         assert results[name]["moved"] > 1e-3, (name, results[name])

@@ -86,23 +86,13 @@ def test_schedule_hand_computed():
     assert [round(float(no_warmup(i)), 6) for i in range(5)] == [1.0, 0.75, 0.5, 0.25, 0.0]
 
 
-@pytest.mark.real_process
 def test_under_model_fit_the_replicas_gradients_are_summed():
     """Outside the driver (which sums and clips itself, then calls apply_summed) the
     optimizers all-reduce like any Keras optimizer: model.fit on 2 replicas x 4 examples
-    trains exactly as 1 x 8. (A real process: the two logical CPU devices must be configured
-    before TensorFlow starts, and this process started it.)"""
-    import json
-    import os
-    import subprocess
-    import sys
+    trains exactly as 1 x 8 (the CPU split in two logical devices: conftest)."""
+    from distributed_helpers import fit_mirrored_vs_one_device
 
-    root = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-    result = subprocess.run([sys.executable, os.path.join(root, "tests", "distributed_helpers.py"),
-                             "fit_mirrored_vs_one_device"], capture_output=True, text=True, timeout=600,
-                            env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
-    assert result.returncode == 0, result.stderr[-3000:]
-    data = json.loads(result.stdout.strip().splitlines()[-1])
+    data = fit_mirrored_vs_one_device()
     assert data["mirrored"]["replicas"] == 2 and data["one_device"]["replicas"] == 1
     np.testing.assert_allclose(data["mirrored"]["losses"], data["one_device"]["losses"], rtol=1e-5)
     assert data["mirrored"]["weights"] == pytest.approx(data["one_device"]["weights"], rel=1e-5)

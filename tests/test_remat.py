@@ -16,8 +16,6 @@ the driver's options the same way), and an export traces the plain forward.
 import json
 import os
 import re
-import subprocess
-import sys
 
 import h5py
 import keras
@@ -33,7 +31,6 @@ from albert_tf.modeling.encoder_block import AlbertAttention
 from albert_tf.storage.checkpoints import random_states
 from albert_tf.tasks.pretraining import PretrainingOptions, PretrainingTask
 
-ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 TOLERANCE = 1e-5  # per variable ||difference|| / ||reference||
 HIDDEN_RATE, ATTENTION_RATE = 0.3, 0.2
 
@@ -284,15 +281,12 @@ def test_classification_with_adamw_padding_skipped_in_mixed_bfloat16():
     check_dropout_acts(trainer)
 
 
-@pytest.mark.real_process
 def test_two_mirrored_replicas():
-    """Classification with AdamW, padding skipped, on 2 replicas (a real process splits the CPU: the two logical
-    devices must be configured before TensorFlow starts, and this process started it)."""
-    result = subprocess.run([sys.executable, os.path.join(ROOT, "tests", "distributed_helpers.py"),
-                             "remat_mirrored"], capture_output=True, text=True, cwd=ROOT,
-                            timeout=900, env=dict(os.environ, PYTHONPATH=ROOT))
-    assert result.returncode == 0, result.stderr[-3000:]
-    results = json.loads(result.stdout.strip().splitlines()[-1])
+    """Classification with AdamW, padding skipped, on 2 replicas (the CPU split in two logical devices:
+    conftest)."""
+    from distributed_helpers import remat_differences
+
+    results = remat_differences()
     assert results["replicas"] == 2 and results["remats"] and results["skips_padding"]
     assert results["moved"] > 1e-3, results
     assert results["difference"] <= TOLERANCE, results

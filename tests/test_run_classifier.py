@@ -4,8 +4,6 @@ raw-string export, resume, and clear errors for bad input."""
 import csv
 import json
 import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -14,7 +12,6 @@ import tensorflow as tf
 import tensorflow_text  # noqa: F401  (the preprocessing model's ops)
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=ROOT)
 TOPICS = os.path.join(ROOT, "notebooks", "data", "docstring_topics")
 SEQ = 32
 
@@ -345,17 +342,13 @@ def test_shipped_topic_task_is_balanced_and_disjoint():
     assert not {e.text_a for e in train} & {e.text_a for e in dev}
 
 
-@pytest.mark.real_process
 def test_driver_mirrored_two_cpus_matches_one_device_for_a_classifier():
     """The classifier's gradients are summed over replicas before clipping (not averaged
-    or left per replica): 2 replicas x 4 examples train exactly as 1 x 8. (A real process:
-    the two logical CPU devices must be configured before TensorFlow starts, and this
-    process started it.)"""
-    result = subprocess.run([sys.executable, os.path.join(ROOT, "tests", "distributed_helpers.py"),
-                             "finetune_mirrored_vs_one_device"], capture_output=True, text=True, env=ENV,
-                            timeout=600)
-    assert result.returncode == 0, result.stderr[-3000:]
-    data = json.loads(result.stdout.strip().splitlines()[-1])
+    or left per replica): 2 replicas x 4 examples train exactly as 1 x 8 (the CPU split in
+    two logical devices: conftest)."""
+    from distributed_helpers import finetune_mirrored_vs_one_device
+
+    data = finetune_mirrored_vs_one_device()
     assert data["mirrored"]["replicas"] == 2 and data["one_device"]["replicas"] == 1
     np.testing.assert_allclose(data["mirrored"]["losses"], data["one_device"]["losses"], atol=1e-5, rtol=0)
     assert data["mirrored"]["losses"][-1] < data["mirrored"]["losses"][0]
