@@ -51,6 +51,40 @@ def test_matches_numpy_over_five_steps(tiny_config, cls, trust):
         np.testing.assert_allclose(np.asarray(v), state[v.path][0], atol=1e-6, rtol=0, err_msg=v.path)
 
 
+@pytest.mark.parametrize("trust", [True, False])
+def test_the_functional_update_follows_numpy_and_the_optimizer(tiny_config, trust):
+    """modeling.lamb.lamb_update (keras.ops, what the JAX benchmark steps with) over the same
+    three steps as the optimizer: the NumPy formula's weights and the optimizer's."""
+    from albert_tf.modeling.lamb import LambSettings, lamb_update
+
+    model = AlbertPretrainer(tiny_config)
+    variables = model.trainable_variables
+    settings = LambSettings(use_trust_ratio=trust)
+    optimizer = (LAMB if trust else AdamWeightDecay)(learning_rate=0.05)
+    optimizer.build(variables)
+    rng = np.random.default_rng(1)
+    start = {v.path: np.asarray(v) for v in variables}
+    functional = {p: (w, np.zeros_like(w), np.zeros_like(w)) for p, w in start.items()}
+    reference = {p: (w.astype(np.float64), np.zeros(w.shape), np.zeros(w.shape)) for p, w in start.items()}
+    for _ in range(3):
+        grads = [rng.normal(scale=0.1, size=v.shape).astype("float32") for v in variables]
+        optimizer.apply(grads, variables)
+        for v, g in zip(variables, grads):
+            decays, adapts = settings.flags(v.path)
+            assert decays == (not EXCLUDED.search(v.path)) and adapts == (trust and decays), v.path
+            functional[v.path] = tuple(np.asarray(t) for t in lamb_update(*(functional[v.path][:1]), g,
+                                                                          *functional[v.path][1:], 0.05, settings,
+                                                                          decays, adapts))
+            w, m, s = reference[v.path]
+            reference[v.path] = numpy_release_update(w, m, s, g.astype(np.float64), 0.05,
+                                                     bool(EXCLUDED.search(v.path)), trust)
+    moved = [p for p in start if np.abs(functional[p][0] - start[p]).max() > 1e-3]
+    assert len(moved) == len(start)
+    for v in variables:
+        np.testing.assert_allclose(functional[v.path][0], reference[v.path][0], atol=1e-6, rtol=0, err_msg=v.path)
+        np.testing.assert_array_equal(functional[v.path][0], np.asarray(v), err_msg=v.path)
+
+
 def test_exclusions_follow_full_paths(tiny_config):
     model = AlbertPretrainer(tiny_config)
     optimizer = LAMB()

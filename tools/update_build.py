@@ -24,6 +24,7 @@ THIRD_PARTY = {
     "ai_edge_litert": "ai-edge-litert",
     "filelock": "filelock",
     "h5py": "h5py",
+    "jax": "jax",
     "keras": "keras",
     "keras_hub": "keras-hub",
     "matplotlib": "matplotlib",

@@ -2,7 +2,8 @@
 
 Both follow the original release (shared/ALBERT_REFERENCE.md section 5), not
 keras.optimizers.Lamb (bias correction, eps 1e-7, decoupled decay, trust ratio on
-every variable):
+every variable); the maths is `albert_tf.modeling.lamb.release_update` (keras.ops, shared
+with the backends' own steps):
 
     m = b1 m + (1 - b1) g ;  v = b2 v + (1 - b2) g^2          (no bias correction)
     u = m / (sqrt(v) + eps) + wd * w                          (wd only when decayed)
@@ -21,13 +22,12 @@ optimizers all-reduce like any Keras optimizer, so under MirroredStrategy the re
 gradients are summed.
 """
 
-import re
 
 import keras
 import tensorflow as tf
 from keras import ops
 
-EXCLUDE_FROM_DECAY = ("LayerNorm", "layer_norm", "bias")
+from albert_tf.modeling.lamb import EXCLUDE_FROM_DECAY, LambSettings, release_update
 
 
 def dense(gradient):
@@ -65,10 +65,6 @@ class _ReleaseOptimizer(keras.optimizers.Optimizer):
             exclude_from_weight_decay if exclude_from_layer_adaptation is None else exclude_from_layer_adaptation
         )
 
-    @staticmethod
-    def _matches(path, patterns):
-        return any(re.search(p, path) for p in patterns)
-
     def build(self, var_list):
         if self.built:
             return
@@ -77,8 +73,9 @@ class _ReleaseOptimizer(keras.optimizers.Optimizer):
         for var in var_list:
             self._m.append(self.add_variable_from_reference(var, "adam_m"))
             self._v.append(self.add_variable_from_reference(var, "adam_v"))
-            self._decay.append(not self._matches(var.path, self.exclude_from_weight_decay))
-            self._adapt.append(not self._matches(var.path, self.exclude_from_layer_adaptation))
+            decays, adapts = self._settings.flags(var.path)
+            self._decay.append(decays)
+            self._adapt.append(adapts)
 
     def decays(self, variable):
         """Whether weight decay applies to `variable` (after build)."""
@@ -115,40 +112,27 @@ class _ReleaseOptimizer(keras.optimizers.Optimizer):
         self.assign_sub(variable, delta)
 
     def _update(self, gradient, variable, learning_rate, in_turn=False):
-        """The update of one variable; returns lr x update (the delta to subtract). With
-        `in_turn` (inside a tf.function) each stage's ops wait for the previous stage's
-        result; the values are the same."""
+        """The update of one variable (modeling.lamb.release_update); returns lr x update (the
+        delta to subtract). With `in_turn` (inside a tf.function) each stage's ops wait for
+        the previous stage's result; the values are the same."""
         index = self._get_variable_index(variable)
         dtype = variable.dtype
-        lr = ops.cast(learning_rate, dtype)
-        g = ops.cast(dense(gradient), dtype)
-        m, v = self._m[index], self._v[index]
 
         def after(*tensors):
             return tf.control_dependencies(list(tensors) if in_turn else [])
 
-        m_new = ops.add(ops.multiply(m, self.beta_1), ops.multiply(g, 1.0 - self.beta_1))
-        self.assign(m, m_new)
-        with after(m_new):
-            v_new = ops.add(ops.multiply(v, self.beta_2), ops.multiply(ops.square(g), 1.0 - self.beta_2))
-        self.assign(v, v_new)
-        with after(v_new):  # the values just assigned, not the slots read again
-            update = ops.divide(m_new, ops.add(ops.sqrt(v_new), self.epsilon))
-        if self._decay[index] and self.weight_decay_rate:
-            with after(update):
-                update = ops.add(update, ops.multiply(variable, ops.cast(self.weight_decay_rate, dtype)))
-        if self.use_trust_ratio and self._adapt[index]:
-            with after(update):
-                w_norm = ops.sqrt(ops.sum(ops.square(variable)))
-            with after(w_norm):
-                u_norm = ops.sqrt(ops.sum(ops.square(update)))
-            ratio = ops.where(
-                ops.logical_and(ops.greater(w_norm, 0.0), ops.greater(u_norm, 0.0)),
-                ops.divide(w_norm, ops.maximum(u_norm, 1e-30)),
-                ops.ones_like(w_norm),
-            )
-            update = ops.multiply(update, ratio)
-        return ops.multiply(lr, update)
+        update, m_new, v_new = release_update(ops.cast(dense(gradient), dtype), variable, self._m[index],
+                                              self._v[index], self._settings, self._decay[index],
+                                              self.use_trust_ratio and self._adapt[index], after)
+        self.assign(self._m[index], m_new)
+        self.assign(self._v[index], v_new)
+        return ops.multiply(ops.cast(learning_rate, dtype), update)
+
+    @property
+    def _settings(self):
+        return LambSettings(self.beta_1, self.beta_2, self.epsilon, self.weight_decay_rate,
+                            self.exclude_from_weight_decay, self.exclude_from_layer_adaptation,
+                            self.use_trust_ratio)
 
     def _trackable_children(self, save_type="checkpoint", **kwargs):
         # Keras keeps a list of the model's variables on the optimizer; as a checkpoint
