@@ -9,7 +9,8 @@ The rule (RULE, printed in the report and stated the same in docs/reproduction.m
 - It is judged only when every cell in it has at least MIN_SEEDS (3) seeds; else its verdict
   is "not testable" ("fewer than 3 seeds").
 - It is judged only when every pretrained cell in it learned its own objective (`learned`);
-  else "not testable" naming the cell ("did not learn its objective").
+  else "not testable" naming the cell ("did not learn its objective"). A claim on a cell's
+  own objective (the SOP model solving SOP) is judged either way: its failure is the result.
 - se = max(sqrt(sum_i c_i^2 s_i^2 / n_i), floor), s_i the sample standard deviation of cell
   i over its n_i seeds. The floor is the metric's resolution, max_i |c_i| r_i, where r is
   one dev example's worth, 100 / N points for a score over N dev examples (N held-out pairs
@@ -45,7 +46,8 @@ RACE_CHANCE = 25.0  # percent: four options a question
 ACCURACIES = ("topic", "race", "mlm_accuracy", "sop_accuracy", "nsp_accuracy")  # shares of N items
 RULE = (f"a claim's difference d (a combination sum_i c_i m_i + k of cell means over the seeds) is judged only when "
         f"every cell in it has at least {MIN_SEEDS} seeds and every pretrained cell in it learned its objective "
-        "(else 'not testable', with the reason). Its standard error is se = max(sqrt(sum_i c_i^2 s_i^2 / n_i), "
+        "(else 'not testable', with the reason; a claim on a cell's own objective, the SOP model solving SOP, "
+        "is judged either way). Its standard error is se = max(sqrt(sum_i c_i^2 s_i^2 / n_i), "
         "floor) (s_i: the sample standard deviation of cell i over its n_i seeds); the floor is the metric's "
         "resolution max_i |c_i| r_i, r = 100 / N points for a score over N dev examples (held-out pairs for a "
         "sentence head, masked positions for masked-LM accuracy; for the average of k tasks, max_t r_t / k), and "
@@ -56,9 +58,11 @@ RULE = (f"a claim's difference d (a combination sum_i c_i m_i + k of cell means 
         "freedom): 'holds' says the effect's direction exceeds the seed-to-seed spread and the metric's "
         "resolution, not that it is significant.")
 LEARNED_RULE = ("a pretraining cell learned its objective when (same rule, 'holds') its held-out masked-LM accuracy "
-                "is above the unigram baseline (always the piece most frequent among its training data's masked "
-                "positions) and its sentence head (SOP or NSP; None has none) is above chance on held-out pairs of "
-                "its own kind (chance: the larger of 50% and the pairs' more frequent label's share).")
+                "is above the unigram baseline (the share of the held-out masked positions holding the piece most "
+                "frequent among its training data's masked positions: always predicting that piece) and "
+                "its sentence head (SOP or NSP; None has none) is above chance on held-out pairs of "
+                "its own kind (chance: the larger of 50% and the pairs' more frequent label's share, as in the claims "
+                "'above chance').")
 AVERAGE_RULE = (f"RACE-style enters the average only when the all-shared E=H/6 SOP cell scores above chance "
                 f"({RACE_CHANCE:g}%) by the same rule; else it is reported apart.")
 
