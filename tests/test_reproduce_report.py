@@ -13,6 +13,13 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 import reproduce_grid as grid  # noqa: E402
 import reproduce_report as report  # noqa: E402
+import reproduce_stats as stats  # noqa: E402
+
+
+SIZES = {"topic": 320, "squad": 150, "race": 54, "sop_accuracy": 2560, "nsp_accuracy": 2560, "mlm_accuracy": 20000}
+BASELINES = {"mlm_accuracy": {"sop": 5.0, "nsp": 5.0}, "sop_accuracy": 50.0, "nsp_accuracy": 50.0, "race": 25.0}
+LEARNED = {"mlm_accuracy": 20.0, "sop_accuracy": 80.0, "nsp_accuracy": 80.0}  # every check far above its baseline
+FLAT = [(50.0, 50.0, 50.0)] * 3
 
 
 def _row(avg_parts, intrinsic=None):
@@ -21,21 +28,24 @@ def _row(avg_parts, intrinsic=None):
             "avg": (topic + squad + race) / 3}
 
 
-def _results(values, tables=("sop", "sharing", "embedding"), curve=None):
+def _results(values, tables=("sop", "sharing", "embedding"), curve=None, sizes=None, baselines=None):
     """results.json of every cell of `tables`: values[cell_id] = list of per-seed
-    (topic, squad, race[, intrinsic dict]); cells not given get 50s."""
+    (topic, squad, race[, intrinsic dict]); cells not given get three seeds of 50s, and
+    pretrained cells without an intrinsic dict LEARNED's accuracies."""
     settings = grid.Settings(tables=tuple(tables))
     cells = {}
     for cell in grid.grid_cells(tables):
-        seeds = values.get(cell.id, [(50.0, 50.0, 50.0), (50.0, 50.0, 50.0)])
+        seeds = values.get(cell.id, FLAT)
+        default = dict(LEARNED) if cell.pretrained else None
         cells[cell.id] = {"sharing": cell.sharing, "ratio": cell.ratio, "objective": cell.objective,
                           "embedding_size": settings.embedding_size(cell.ratio), "label": cell.label(),
-                          "seeds": {str(i + 1): dict(_row(v[:3], v[3] if len(v) > 3 else None),
+                          "seeds": {str(i + 1): dict(_row(v[:3], v[3] if len(v) > 3 else default),
                                                      **({"curve": curve} if curve else {}))
                                     for i, v in enumerate(seeds)}}
     return {"settings": settings.to_dict(), "cells": cells,
             "tables": {t: [c.id for c in grid.table_cells(t)] for t in tables},
-            "control": grid.CONTROL.id, "base": grid.BASE.id}
+            "control": grid.CONTROL.id, "base": grid.BASE.id, "sizes": dict(sizes or SIZES),
+            "baselines": dict(baselines or BASELINES)}
 
 
 def _verdict(verdicts, text):
@@ -43,65 +53,183 @@ def _verdict(verdicts, text):
     return found
 
 
+PREMISE_TOPIC = "pretrained beats random init on topic cls (acc)"
+SOP_OVER_NSP = "SOP's model solves NSP better than NSP's model solves SOP (78.9 vs 52.0)"
+NSP_AT_CHANCE = "NSP-trained model solves SOP only at chance (paper 52.0%): SOP acc within 5 points of 50"
+SOP_SOLVES_SOP = "SOP-trained model solves SOP (paper 86.5%): SOP acc above chance"
+
+
 def test_better_claims_follow_the_two_standard_error_rule():
     none1, att1 = grid.Cell("none", "1", "sop").id, grid.Cell("attention", "1", "sop").id
     ffn1, all1 = grid.Cell("ffn", "1", "sop").id, grid.Cell("all", "1", "sop").id
     results = _results({
-        # avg 60 and 62 -> mean 61, std sqrt(2); against 50, 50 (std 0): d = 11, se = sqrt(2/2) = 1
-        none1: [(60, 60, 60), (62, 62, 62)],
-        # shared-attention: 50.5, 49.5 -> mean 50, std sqrt(0.5); against all-shared 50 +- 0: d = 0 -> inconclusive
-        att1: [(50.5, 50.5, 50.5), (49.5, 49.5, 49.5)],
+        # avg 60, 61, 62 -> mean 61, std 1; shared-attention 50.5, 49.5, 50 -> mean 50, std 0.5:
+        # d = 11, se = sqrt(1/3 + 0.25/3) = 0.645 (above the Avg floor max(100/320, 100/150, 100/54) / 3 = 0.617)
+        none1: [(60, 60, 60), (61, 61, 61), (62, 62, 62)],
+        att1: [(50.5, 50.5, 50.5), (49.5, 49.5, 49.5), (50, 50, 50)],
         # shared-FFN clearly above shared-attention: the "attention better than FFN" claim does not hold
-        ffn1: [(70, 70, 70), (71, 71, 71)],
-        all1: [(50, 50, 50), (50, 50, 50)],
+        ffn1: [(70, 70, 70), (71, 71, 71), (72, 72, 72)],
+        all1: FLAT,
     })
     verdicts = report.judged_claims(results)
     first = _verdict(verdicts, "E=H: not-shared better than shared-attention")
     assert first["d"] == pytest.approx(11.0)
-    assert first["se"] == pytest.approx(math.sqrt(2 / 2 + 0.5 / 2))
+    assert first["se"] == pytest.approx(math.sqrt(1 / 3 + 0.25 / 3))
     assert first["verdict"] == "holds"
-    assert _verdict(verdicts, "E=H: shared-attention better than all-shared")["verdict"] == "inconclusive"
+    # shared-attention 50 against all-shared 50 +- 0: d = 0; the seeds' se 0.5 / sqrt(3) = 0.29 is
+    # below the Avg floor, one RACE-style question of 54 over three tasks: 100 / 54 / 3 = 0.617
+    same = _verdict(verdicts, "E=H: shared-attention better than all-shared")
+    assert same["verdict"] == "inconclusive" and same["se"] == pytest.approx(100 / 54 / 3)
     ffn = _verdict(verdicts, "E=H: sharing FFN hurts more than sharing attention (shared-attention better than "
                              "shared-FFN)")
-    assert ffn["d"] == pytest.approx(50.0 - 70.5) and ffn["verdict"] == "does not hold"
-    # all-shared 50 +- 0 against shared-FFN 70.5: far outside the 1-point tolerance
+    assert ffn["d"] == pytest.approx(50.0 - 71.0) and ffn["verdict"] == "does not hold"
+    # all-shared 50 +- 0 against shared-FFN 71: far outside the 1-point tolerance
     assert _verdict(verdicts, "E=H: all-shared about shared-FFN (within 1 point)")["verdict"] == "does not hold"
+
+
+def test_zero_spread_never_holds_the_issues_case():
+    """Cells [50, 50, 50] against [49.99, 49.99, 49.99] (no spread at all): the standard error
+    is the topic task's resolution, one of 320 dev examples = 0.3125 points, not 0."""
+    flat_minus = [(49.99, 50, 50)] * 3
+    results = _results({grid.BASE.id: FLAT, grid.CONTROL.id: flat_minus}, tables=("sop",))
+    claim = _verdict(report.judged_claims(results), PREMISE_TOPIC)
+    assert claim["d"] == pytest.approx(0.01)
+    assert claim["se"] == pytest.approx(100 / 320)
+    assert claim["verdict"] == "inconclusive" and claim["reason"] == ""
+    # the rule alone, on hand-made numbers: zero spread, resolution 100/N
+    judged = stats.judge([(1, "a", "topic", [50.0, 50.0, 50.0]), (-1, "b", "topic", [49.99, 49.99, 49.99])],
+                         0.0, "better", None, {"sizes": {"topic": 320}})
+    assert judged["se"] == pytest.approx(0.3125) and judged["verdict"] == "inconclusive"
+
+
+def test_two_seeds_are_not_judged():
+    """The issue's [50, 50] against [49.99, 49.99] and a large difference alike: with two seeds
+    a claim is "not testable", the reason naming the cells."""
+    results = _results({grid.BASE.id: [(50, 50, 50)] * 2, grid.CONTROL.id: [(49.99, 50, 50)] * 2},
+                       tables=("sop",))
+    claim = _verdict(report.judged_claims(results), PREMISE_TOPIC)
+    assert claim["verdict"] == "not testable"
+    assert claim["reason"] == ("fewer than 3 seeds (all-shared E=H/6 SOP: 2; all-shared E=H/6 random init: 2)")
+    big = stats.judge([(1, "a", "topic", [90.0, 91.0]), (-1, "b", "topic", [10.0, 11.0, 12.0])], 0.0, "better",
+                      None, {"sizes": {"topic": 320}}, labels={"a": "cell A"})
+    assert big["verdict"] == "not testable" and big["reason"] == "fewer than 3 seeds (cell A: 2)"
+
+
+def test_three_seeds_can_hold():
+    results = _results({grid.BASE.id: [(60, 50, 50), (61, 50, 50), (62, 50, 50)],
+                        grid.CONTROL.id: [(50, 50, 50), (50.5, 50, 50), (51, 50, 50)]}, tables=("sop",))
+    claim = _verdict(report.judged_claims(results), PREMISE_TOPIC)
+    # d = 61 - 50.5; se = sqrt(1^2/3 + 0.5^2/3) = 0.645 > 2 x ... : d / se = 16.3
+    assert claim["d"] == pytest.approx(10.5) and claim["se"] == pytest.approx(math.sqrt(1 / 3 + 0.25 / 3))
+    assert claim["verdict"] == "holds"
+
+
+def test_one_seed_is_never_judged():
+    results = _results({grid.Cell("none", "1", "sop").id: [(90, 90, 90)]}, tables=("sharing",))
+    for cell in results["cells"].values():  # one seed each
+        cell["seeds"] = {"1": cell["seeds"]["1"]}
+    verdicts = report.judged_claims(results)
+    assert verdicts and {v["verdict"] for v in verdicts} == {"not testable"}
+    assert all(v["reason"].startswith("fewer than 3 seeds (") for v in verdicts)
+    assert {v["verdict"] for v in results["learned"].values()} == {"not testable"}
 
 
 def test_about_claims_and_chance():
     sop, nsp, none = (grid.Cell("all", "1/6", o).id for o in ("sop", "nsp", "none"))
     results = _results({
         sop: [(50, 50, 50, {"mlm_accuracy": 20.0, "sop_accuracy": 80.0, "nsp_accuracy": 70.0}),
-              (50, 50, 50, {"mlm_accuracy": 20.2, "sop_accuracy": 82.0, "nsp_accuracy": 72.0})],
-        nsp: [(50, 50, 50, {"mlm_accuracy": 20.1, "sop_accuracy": 51.0, "nsp_accuracy": 90.0}),
-              (50, 50, 50, {"mlm_accuracy": 20.1, "sop_accuracy": 51.2, "nsp_accuracy": 91.0})],
-        none: [(50, 50, 50, {"mlm_accuracy": 25.0, "sop_accuracy": 50.0, "nsp_accuracy": 50.0}),
-               (50, 50, 50, {"mlm_accuracy": 25.0, "sop_accuracy": 50.0, "nsp_accuracy": 50.0})],
+              (50, 50, 50, {"mlm_accuracy": 20.2, "sop_accuracy": 82.0, "nsp_accuracy": 72.0}),
+              (50, 50, 50, {"mlm_accuracy": 20.1, "sop_accuracy": 81.0, "nsp_accuracy": 71.0})],
+        nsp: [(50, 50, 50, {"mlm_accuracy": 20.1, "sop_accuracy": s, "nsp_accuracy": 90.0})
+              for s in (51.0, 51.2, 51.1)],
+        none: [(50, 50, 50, {"mlm_accuracy": 25.0, "sop_accuracy": 50.0, "nsp_accuracy": 50.0})] * 3,
     }, tables=("sop",))
     verdicts = report.judged_claims(results)
-    chance = _verdict(verdicts, "NSP-trained model solves SOP only at chance (paper 52.0%): SOP acc within 5 "
-                                "points of 50")
-    # d = 51.1 - 50 = 1.1, se = std([51, 51.2]) / sqrt(2) = 0.1: 1.1 + 0.2 <= 5
-    assert chance["d"] == pytest.approx(1.1) and chance["se"] == pytest.approx(0.1)
+    chance = _verdict(verdicts, NSP_AT_CHANCE)
+    # d = 51.1 - 50 = 1.1; the seeds' se 0.1 / sqrt(3) = 0.058 is below the floor of an accuracy
+    # of 50% over 2560 held-out pairs, sqrt(50 x 50 / 2560) = 0.988: 1.1 + 2 x 0.988 <= 5
+    assert chance["d"] == pytest.approx(1.1) and chance["se"] == pytest.approx(math.sqrt(2500 / 2560))
     assert chance["verdict"] == "holds"
-    # MLM: SOP 20.1 +- 0.141 against NSP 20.1 +- 0: holds; against None 25: does not hold
+    # MLM: SOP 20.1 +- 0.1 against NSP 20.1 +- 0: holds; against None 25: does not hold
     assert _verdict(verdicts, "MLM accuracy about the same with SOP and NSP (within 1 point)")["verdict"] == "holds"
     assert (_verdict(verdicts, "MLM accuracy about the same with SOP and None (within 1 point)")["verdict"]
             == "does not hold")
-    assert (_verdict(verdicts, "SOP's model solves NSP better than NSP's model solves SOP (78.9 vs 52.0)")
-            ["verdict"] == "holds")
+    assert _verdict(verdicts, SOP_OVER_NSP)["verdict"] == "holds"
+    assert {cell: v["verdict"] for cell, v in results["learned"].items()} == {sop: "yes", nsp: "yes", none: "yes"}
     # only the sentence table's claims (and the premise) are judged when only it ran
     assert {v["table"] for v in verdicts} == {"sop", "premise"}
 
 
-def test_one_seed_is_always_inconclusive():
-    results = _results({grid.Cell("none", "1", "sop").id: [(90, 90, 90)]},
-                       tables=("sharing",))
-    for cell in results["cells"].values():  # one seed each
-        cell["seeds"] = {"1": cell["seeds"]["1"]}
+def test_a_cell_that_did_not_learn_its_objective_makes_its_claims_not_testable():
+    """The issue's NSP cell: constant-class heads (48.906 / 51.094 on a held-out NSP set whose
+    more frequent label has 51.094%) and a None cell whose masked LM is at the unigram baseline."""
+    sop, nsp, none = (grid.Cell("all", "1/6", o).id for o in ("sop", "nsp", "none"))
+    results = _results({
+        sop: [(50, 50, 50, {"mlm_accuracy": 7.0 + i / 10, "sop_accuracy": 62.0 + i, "nsp_accuracy": 60.0})
+              for i in range(3)],
+        nsp: [(50, 50, 50, {"mlm_accuracy": 7.0, "sop_accuracy": 50.0, "nsp_accuracy": a})
+              for a in (48.90625, 51.09375, 51.09375)],
+        none: [(50, 50, 50, {"mlm_accuracy": m, "sop_accuracy": 50.0, "nsp_accuracy": 50.0}) for m in (5.0, 5.1, 4.9)],
+    }, tables=("sop",), baselines=dict(BASELINES, nsp_accuracy=51.09375))
     verdicts = report.judged_claims(results)
-    assert verdicts and {v["verdict"] for v in verdicts} == {"inconclusive"}
-    assert all("one seed" in v["rule"] for v in verdicts)
+    learned = results["learned"]
+    assert learned[sop]["verdict"] == "yes"
+    assert learned[nsp]["verdict"] == "no" and "held-out NSP accuracy 50.36 against chance 51.09" in \
+        learned[nsp]["reason"]
+    assert learned[none]["verdict"] == "no" and learned[none]["reason"].startswith(
+        "held-out masked LM accuracy 5.00 against the unigram baseline 5.00")
+    for text in (SOP_OVER_NSP, NSP_AT_CHANCE, "SOP gives a better downstream average than NSP",
+                 "MLM accuracy about the same with SOP and None (within 1 point)"):
+        claim = _verdict(verdicts, text)
+        assert claim["verdict"] == "not testable", text
+        assert claim["reason"].startswith("a cell did not learn its objective (all-shared E=H/6 "), text
+    assert "all-shared E=H/6 NSP: held-out NSP accuracy" in _verdict(verdicts, SOP_OVER_NSP)["reason"]
+    # a claim on the cell's own objective is judged: the SOP cell solves SOP
+    assert _verdict(verdicts, SOP_SOLVES_SOP)["verdict"] == "holds"
+
+
+def test_identical_seeds_at_a_constant_class_share_do_not_learn():
+    """Three seeds at 51.09375 NSP accuracy, no spread: against chance 50 the floor
+    sqrt(50 x 50 / 2560) = 0.988 keeps it (1.09 < 2 x 0.988), where the seeds' spread (0) and
+    the resolution (100 / 2560 = 0.039) alone would let it through; against the held-out
+    pairs' larger label share 51.09375, d is 0."""
+    nsp = grid.Cell("all", "1/6", "nsp").id
+    seeds = [(50, 50, 50, {"mlm_accuracy": 20.0, "sop_accuracy": 50.0, "nsp_accuracy": 51.09375})] * 3
+    for chance in (50.0, 51.09375):
+        made = _results({nsp: seeds}, tables=("sop",), baselines=dict(BASELINES, nsp_accuracy=chance))
+        results = stats.assess(made)
+        (_, check) = results["learned"][nsp]["checks"]
+        # the floor at p = chance: sqrt(p (100 - p) / 2560), 0.988 at 50%
+        assert check["metric"] == "nsp_accuracy"
+        assert check["se"] == pytest.approx(math.sqrt(chance * (100 - chance) / 2560))
+        assert check["d"] == pytest.approx(51.09375 - chance)
+        assert results["learned"][nsp]["verdict"] == "no"
+
+
+def test_race_leaves_the_average_unless_it_learns():
+    near_chance = [(60, 40, 27), (60, 40, 30), (60, 40, 24)]
+    results = stats.assess(_results({grid.BASE.id: near_chance}, tables=("sop",)))
+    # d = 27 - 25 = 2; se = sqrt(25 x 75 / 54) = 5.89 (54 dev questions): not above chance
+    assert results["average"]["tasks"] == ["topic", "squad"]
+    assert results["average"]["left_out"]["race"].startswith(
+        "all-shared E=H/6 SOP scores 27.00 against chance 25 (d = +2.00, 2 se = 11.79)")
+    assert [row["avg"] for row in results["cells"][grid.BASE.id]["seeds"].values()] == [50.0, 50.0, 50.0]
+    learned = [(60, 40, 61), (60, 40, 62), (60, 40, 63)]
+    results = stats.assess(_results({grid.BASE.id: learned}, tables=("sop",)))
+    assert results["average"] == {"tasks": ["topic", "squad", "race"], "left_out": {}}
+    assert results["cells"][grid.BASE.id]["seeds"]["1"]["avg"] == pytest.approx((60 + 40 + 61) / 3)
+    # two seeds: not shown to learn, so it leaves the average with that reason
+    results = stats.assess(_results({grid.BASE.id: learned[:2]}, tables=("sop",)))
+    assert results["average"]["left_out"]["race"] == (
+        "not shown to learn above chance: fewer than 3 seeds (all-shared E=H/6 SOP: 2)")
+
+
+def test_the_docs_state_the_rule_as_the_code_does():
+    with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "docs", "reproduction.md"),
+              encoding="utf-8") as f:
+        docs = " ".join(f.read().split())
+    for rule in (stats.RULE, stats.LEARNED_RULE, stats.AVERAGE_RULE):
+        assert " ".join(rule.split()) in docs
 
 
 def test_files_written(tmp_path):
@@ -110,7 +238,10 @@ def test_files_written(tmp_path):
         for step in (10, 20):
             f.write(json.dumps({"split": "train", "step": step, "masked_lm_loss": 5.0 - step / 10,
                                 "sentence_order_accuracy": 0.5 + step / 100}) + "\n")
-    results = _results({grid.BASE.id: [(70, 60, 40), (72, 62, 44)]}, curve=curve)
+    nsp = grid.Cell("all", "1/6", "nsp").id
+    results = _results({grid.BASE.id: [(70, 60, 40), (72, 62, 44), (71, 61, 42)],
+                        nsp: [(50, 50, 50, {"mlm_accuracy": 20.0, "sop_accuracy": 50.0, "nsp_accuracy": 50.5})] * 3},
+                       curve=curve)
     written = report.write_report(results, str(tmp_path))
     names = {os.path.relpath(p, tmp_path) for p in written}
     assert {"table_sop.csv", "table_sharing.csv", "table_embedding.csv", "claims.csv", "report.md",
@@ -124,10 +255,22 @@ def test_files_written(tmp_path):
         rows = list(csv.DictReader(f))
     assert [r["cell"] for r in rows] == [c.id for c in grid.table_cells("embedding")]
     base = [r for r in rows if r["cell"] == grid.BASE.id][0]
-    assert float(base["avg_mean"]) == pytest.approx((170 / 3 + 178 / 3) / 2, abs=1e-4)
-    assert float(base["paper_avg"]) == 80.1 and base["E"] == "16" and base["seeds"] == "2"
+    # RACE-style 42 +- 2 against chance 25 over 54 questions (2 se = 11.79): in the average
+    assert float(base["avg_mean"]) == pytest.approx((170 / 3 + 178 / 3 + 174 / 3) / 3, abs=1e-4)
+    assert float(base["paper_avg"]) == 80.1 and base["E"] == "16" and base["seeds"] == "3"
+    assert {r["learned_objective"] for r in rows} == {"yes"} and {r["learned_reason"] for r in rows} == {""}
+    with open(tmp_path / "table_sop.csv", newline="") as f:
+        learned = {r["cell"]: (r["learned_objective"], r["learned_reason"]) for r in csv.DictReader(f)}
+    assert learned[nsp][0] == "no" and learned[nsp][1].startswith("held-out NSP accuracy 50.50 against chance 50.00")
+    with open(tmp_path / "claims.csv", newline="") as f:
+        claims = {r["claim"]: r for r in csv.DictReader(f)}
+    assert claims[SOP_OVER_NSP]["verdict"] == "not testable"
+    assert claims[SOP_OVER_NSP]["reason"].startswith("a cell did not learn its objective (all-shared E=H/6 NSP: ")
     text = (tmp_path / "report.md").read_text()
+    assert "| cell | learned its objective | MLM acc |" in text
+    assert "| all-shared E=H/6 NSP (16) | no (held-out NSP accuracy 50.50 against chance 50.00" in text
+    assert "**not testable**: a cell did not learn its objective" in text
     for title in report.TITLES.values():
         assert f"## {title}" in text
     assert "| pretrained (SOP) |" in text and "| random init |" in text
-    assert "2 se" in text and "**holds**" in text  # pretrained 57.3/59.3 vs 50: the premise on the topic task
+    assert "2 se" in text and "**holds**" in text  # pretrained 71 +- 1 vs 50: the premise on the topic task

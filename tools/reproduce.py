@@ -2,7 +2,7 @@
 none), cross-layer sharing, embedding size, and pretrained against random init.
 
     python tools/reproduce.py --output_dir=repro                      # the default grid
-    python tools/reproduce.py --tables=sop,sharing --seeds=3 --width=2 --output_dir=repro_gpu
+    python tools/reproduce.py --tables=sop,sharing --seeds=4 --width=2 --output_dir=repro_gpu
     python tools/reproduce.py --quick --output_dir=/tmp/repro_quick   # the pipeline in minutes
 
 One process runs everything through the project's own commands (tools/reproduce_steps.py):
@@ -22,8 +22,8 @@ continues at the first unfinished step (a training run from its newest checkpoin
 work, as is any directory albert_tf did not make. grid.json stores --dtype_policy as this
 machine resolves it (auto: float32 or mixed_bfloat16), so a grid resumed on a machine that
 resolves it otherwise is refused rather than mixing float32 and bf16 cells. Writes `results.json`, one CSV per
-table, `report.md` (our mean +- std beside the paper's numbers, and each claim's
-verdict by tools/reproduce_report.py's rule) and PNG figures.
+table, `report.md` (our mean +- std beside the paper's numbers, whether each cell learned its
+objective, and each claim's verdict by tools/reproduce_stats.py's rule) and PNG figures.
 """
 
 import os
@@ -49,7 +49,8 @@ def define_flags(flag_values=None):
     flags.DEFINE_string("output_dir", None, "Where the grid lives: a new directory, or this tool's own (resumed).",
                         **fv)
     flags.DEFINE_list("tables", list(grid.TABLES), f"Which of the paper's tables: {', '.join(grid.TABLES)}.", **fv)
-    flags.DEFINE_integer("seeds", d.seeds, "Seeds per cell (pretraining and fine-tuning).", **fv)
+    flags.DEFINE_integer("seeds", d.seeds, "Seeds per cell (pretraining and fine-tuning); a claim is judged only "
+                         "when each of its cells has at least 3.", **fv)
     flags.DEFINE_float("width", 1.0, f"Width multiplier: hidden size {BASE_HIDDEN} x width (a multiple of 12 and "
                        "of the heads), embedding sizes at the paper's E/H ratios.", **fv)
     flags.DEFINE_integer("num_attention_heads", d.num_attention_heads, "Attention heads.", **fv)
@@ -60,7 +61,7 @@ def define_flags(flag_values=None):
     cli.define_dtype_policy_flag(fv["flag_values"])
     flags.DEFINE_bool("quick", False, "Tiny models on the built-in sample corpus (1.5 MB), one seed, the "
                       "sentence-level table unless --tables says otherwise: the whole pipeline in under 3 minutes "
-                      "(for tests; its numbers mean nothing).", **fv)
+                      "(for tests; its numbers mean nothing, and with one seed every claim is 'not testable').", **fv)
 
 
 def settings_from_flags(f):

@@ -1,105 +1,67 @@
 """The report of tools/reproduce.py: from `results.json` to one CSV per table, `report.md`
 (our mean +- std beside the paper's numbers, each claim's verdict) and PNG figures.
 
-The verdict rule (RULE, printed in the report): a claim compares a difference
-d (a linear combination of cell means, e.g. avg(not-shared) - avg(all-shared)) with its
-standard error se = sqrt(sum_i c_i^2 s_i^2 / n_i) over the seeds (s_i: the sample standard
-deviation of cell i over its n_i seeds).
-
-- "A is better than B" (d = A - B): holds when d > 2 se, does not hold when d < -2 se,
-  else inconclusive.
-- "A is about B" (within a tolerance t, e.g. 1 point): holds when |d| + 2 se <= t, does not
-  hold when |d| - 2 se > t, else inconclusive.
-- With a single seed there is no spread: every claim is inconclusive.
-
-Two seeds make this a weak test (2 se is no 95% interval with one degree of freedom): a
-"holds" says that the effect's direction exceeds the seed-to-seed spread seen, not that it
-is significant. Pure Python plus matplotlib; nothing here imports TensorFlow.
+The verdict rule, the learned-objective check and the downstream average's tasks are
+tools/reproduce_stats.py's (RULE, LEARNED_RULE, AVERAGE_RULE, printed in the report).
+Pure Python plus matplotlib; nothing here imports TensorFlow.
 """
 
 import csv
 import io
 import json
-import math
 import os
-import statistics
 
 import reproduce_grid as grid
+import reproduce_stats as stats
 
 from albert_tf.storage import atomic
 
-RULE = ("a claim's difference d (between cell means over the seeds) counts when it exceeds twice its standard "
-        "error se = sqrt(sum_i c_i^2 s_i^2 / n_i) (s_i: the sample standard deviation of cell i over its n_i seeds). "
-        "'A is better than B' (d = A - B): holds when d > 2 se, does not hold when d < -2 se, else inconclusive. "
-        "'A is about B' (within a tolerance t): holds when |d| + 2 se <= t, does not hold when |d| - 2 se > t, "
-        "else inconclusive. One seed gives no spread: every claim is inconclusive. Two seeds make this a weak test "
-        "(2 se is no 95% interval with one degree of freedom): 'holds' says the effect's direction exceeds the "
-        "seed-to-seed spread seen, not that it is significant.")
+RULE, LEARNED_RULE, AVERAGE_RULE = stats.RULE, stats.LEARNED_RULE, stats.AVERAGE_RULE
 METRICS = ("mlm_accuracy", "sop_accuracy", "nsp_accuracy")
 SCORES = grid.TASKS + ("avg",)
 SCORE_NAMES = {"topic": "topic cls (acc)", "squad": "SQuAD-style (F1/EM)", "race": "RACE-style (acc)",
                "avg": "Avg", "mlm_accuracy": "MLM acc", "sop_accuracy": "SOP acc", "nsp_accuracy": "NSP acc"}
-MARGIN = 2.0  # standard errors
+MARGIN = stats.MARGIN
 
 
 def seed_values(cell, key):
     """The per-seed values of `key` (a downstream task, "avg", or an intrinsic metric) of a
     cell of results.json; [] when the cell has none (the random-init control's intrinsic)."""
-    values = []
-    for row in cell["seeds"].values():
-        if key == "avg":
-            values.append(row["avg"])
-        elif key in row["downstream"]:
-            values.append(row["downstream"][key])
-        elif key in row["intrinsic"]:
-            values.append(row["intrinsic"][key])
-    return values
+    return stats.seed_values(cell, key)
 
 
 def mean_std(values):
     """(mean, sample std, n); std is None for fewer than two values."""
-    if not values:
-        return None, None, 0
-    return statistics.mean(values), (statistics.stdev(values) if len(values) > 1 else None), len(values)
+    return stats.cell_stats(values)
+
+
+CHANCE = "chance"
 
 
 class Claim:
     """One claim of the paper: a linear combination `terms` [(coefficient, cell id, key)]
-    of cell means plus `constant`, and how it is judged: kind "better" (d > 0) or "about"
-    (|d| <= tolerance)."""
+    of cell means plus `constant` (a number, or CHANCE: minus the chance of the one term's
+    held-out pairs, results["baselines"][key]), and how it is judged: kind "better" (d > 0)
+    or "about" (|d| <= tolerance)."""
 
-    def __init__(self, table, text, terms, kind="better", tolerance=None, constant=0.0, paper=None):
+    def __init__(self, table, text, terms, kind="better", tolerance=None, constant=0.0, paper=None, gated=True):
         self.table, self.text, self.terms, self.kind = table, text, terms, kind
         self.tolerance, self.constant, self.paper = tolerance, constant, paper
+        self.gated = gated  # False: the claim is a cell's own objective (its failure is "does not hold")
 
     def cells(self):
         return {cell for _, cell, _ in self.terms}
 
     def judge(self, results):
-        """-> dict(verdict, d, se, rule), or None when a cell lacks the values."""
-        d, variance, single = self.constant, 0.0, False
-        for coefficient, cell_id, key in self.terms:
-            mean, std, n = mean_std(seed_values(results["cells"][cell_id], key))
-            if mean is None:
-                return None
-            d += coefficient * mean
-            if std is None:
-                single = True
-            else:
-                variance += coefficient ** 2 * std ** 2 / n
-        se = math.sqrt(variance)
-        if single:
-            verdict = "inconclusive"
-        elif self.kind == "better":
-            verdict = "holds" if d > MARGIN * se else "does not hold" if d < -MARGIN * se else "inconclusive"
-        else:
-            t = self.tolerance
-            verdict = ("holds" if abs(d) + MARGIN * se <= t else
-                       "does not hold" if abs(d) - MARGIN * se > t else "inconclusive")
-        rule = (f"d = {d:+.2f}, 2 se = {MARGIN * se:.2f}" +
-                (f", tolerance {self.tolerance:g}" if self.kind == "about" else "") +
-                (" (one seed: no spread)" if single else ""))
-        return {"verdict": verdict, "d": d, "se": se, "rule": rule}
+        """-> dict(verdict, reason, d, se, rule) by reproduce_stats.judge; `results` assessed
+        (reproduce_stats.assess: its "learned" and "average")."""
+        terms = [(c, cell, key, seed_values(results["cells"][cell], key)) for c, cell, key in self.terms]
+        constant = self.constant
+        if constant == CHANCE:  # minus the held-out pairs' chance (stats.learned's): one term
+            constant = -results["baselines"][self.terms[0][2]]
+        labels = {cell: results["cells"][cell].get("label", cell) for cell in self.cells()}
+        return stats.judge(terms, constant, self.kind, self.tolerance, results,
+                           results.get("learned") if self.gated else None, labels)
 
 
 def _id(sharing, ratio, objective="sop"):
@@ -113,9 +75,9 @@ def claims():
         Claim("sop", "NSP-trained model solves SOP only at chance (paper 52.0%): SOP acc within 5 points of 50",
               [(1, nsp, "sop_accuracy")], kind="about", tolerance=5.0, constant=-50.0, paper="52.0"),
         Claim("sop", "SOP-trained model solves NSP well (paper 78.9%): NSP acc above chance",
-              [(1, sop, "nsp_accuracy")], constant=-50.0, paper="78.9"),
+              [(1, sop, "nsp_accuracy")], constant=CHANCE, paper="78.9"),
         Claim("sop", "SOP-trained model solves SOP (paper 86.5%): SOP acc above chance",
-              [(1, sop, "sop_accuracy")], constant=-50.0, paper="86.5"),
+              [(1, sop, "sop_accuracy")], constant=CHANCE, paper="86.5", gated=False),
         Claim("sop", "SOP's model solves NSP better than NSP's model solves SOP (78.9 vs 52.0)",
               [(1, sop, "nsp_accuracy"), (-1, nsp, "sop_accuracy")], paper="78.9 > 52.0"),
         Claim("sop", "MLM accuracy about the same with SOP and None (within 1 point)",
@@ -163,11 +125,15 @@ def claims():
     for task in grid.TASKS:
         made.append(Claim("premise", f"pretrained beats random init on {SCORE_NAMES[task]}",
                           [(1, grid.BASE.id, task), (-1, grid.CONTROL.id, task)]))
+    made.append(Claim("premise", "pretrained beats random init on the downstream average",
+                      [(1, grid.BASE.id, "avg"), (-1, grid.CONTROL.id, "avg")]))
     return made
 
 
 def judged_claims(results):
-    """The claims whose cells the grid has, each with its verdict."""
+    """The claims whose cells the grid has, each with its verdict (`results` assessed first:
+    reproduce_stats.assess)."""
+    stats.assess(results)
     out = []
     for claim in claims():
         judged = claim.judge(results) if claim.cells() <= set(results["cells"]) else None
@@ -184,6 +150,8 @@ def _fmt(mean, std):
 
 def table_rows(results, table):
     """One dict per cell of a table: settings, per key mean/std/n and the paper's numbers."""
+    if "learned" not in results:
+        stats.assess(results)
     rows = []
     for cell_id in results["tables"][table]:
         cell = results["cells"][cell_id]
@@ -192,6 +160,9 @@ def table_rows(results, table):
         for key in METRICS + SCORES:
             mean, std, n = mean_std(seed_values(cell, key))
             row[f"{key}_mean"], row[f"{key}_std"], row["seeds"] = mean, std, n
+        learned = results["learned"].get(cell_id)
+        row["learned_objective"] = learned["verdict"] if learned else None
+        row["learned_reason"] = learned["reason"] if learned else None
         if table in grid.PAPER_AVG:
             row["paper_avg"] = grid.PAPER_AVG[table].get((cell["sharing"], cell["ratio"]))
         else:
@@ -213,7 +184,7 @@ def write_csv(rows, path):
 def _markdown_table(results, table, rows):
     keys = (METRICS if table == "sop" else ()) + SCORES
     paper = ["paper SOP acc", "paper NSP acc"] if table == "sop" else ["paper Avg"]
-    head = ["cell", *[SCORE_NAMES[k] for k in keys], *paper]
+    head = ["cell", "learned its objective", *[SCORE_NAMES[k] for k in keys], *paper]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for row in rows:
         cell = results["cells"][row["cell"]]
@@ -222,8 +193,21 @@ def _markdown_table(results, table, rows):
             values += [_paper(row["paper_sop_accuracy"]), _paper(row["paper_nsp_accuracy"])]
         else:
             values.append(_paper(row["paper_avg"]))
-        lines.append("| " + " | ".join([f"{cell['label']} ({cell['embedding_size']})", *values]) + " |")
+        learned = _learned(row)
+        lines.append("| " + " | ".join([f"{cell['label']} ({cell['embedding_size']})", learned, *values]) + " |")
     return "\n".join(lines)
+
+
+def _learned(row):
+    """The table's "learned its objective" entry: yes, or the verdict with its reason; "—"
+    for the random-init control."""
+    if row["learned_objective"] is None:
+        return "—"
+    return row["learned_objective"] + (f" ({row['learned_reason']})" if row["learned_reason"] else "")
+
+
+def _verdict(v):
+    return f"**{v['verdict']}**" + (f": {v['reason']}" if v["reason"] else "")
 
 
 def _paper(value):
@@ -232,6 +216,14 @@ def _paper(value):
 
 TITLES = {"sop": "Sentence-level loss (all-shared, E=H/6)", "sharing": "Cross-layer sharing",
           "embedding": "Embedding size E"}
+
+
+def _average_text(results):
+    tasks = results["average"]["tasks"]
+    text = ", ".join(SCORE_NAMES[t] for t in tasks)
+    for task, why in results["average"]["left_out"].items():
+        text += f"; {SCORE_NAMES[task]} is left out of it and reported apart ({why})"
+    return text
 
 
 def write_report(results, output_dir, figures=True):
@@ -246,8 +238,9 @@ def write_report(results, output_dir, figures=True):
           f"batch {s['finetune_batch_size']}, learning rate {s['finetune_learning_rate']:g} (topic "
           f"{s['topic_learning_rate']:g}); dtype policy {s['dtype_policy']}. "
           "Scores are dev percentages; "
-          "mean ± sample std over seeds. Avg = mean of the three downstream tasks (the paper's Avg averages "
-          "SQuAD1.1, SQuAD2.0, MNLI, SST-2 and RACE; compare directions, not values)."]
+          f"mean ± sample std over seeds. Avg = mean of {_average_text(results)} (the paper's Avg averages "
+          "SQuAD1.1, SQuAD2.0, MNLI, SST-2 and RACE; compare directions, not values).", "",
+          "Learned its objective: " + LEARNED_RULE, "", "Average: " + AVERAGE_RULE]
     if "machine" in results:
         m = results["machine"]
         flags = ", ".join(m["cpu_flags"]) or "no bf16 flags"
@@ -273,11 +266,12 @@ def write_report(results, output_dir, figures=True):
     md += ["## Claims", "", "Rule: " + RULE, "",
            "| table | claim | paper | ours | verdict |", "|---|---|---|---|---|"]
     for v in verdicts:
-        md.append(f"| {v['table']} | {v['claim']} | {v['paper'] or ''} | {v['rule']} | **{v['verdict']}** |")
+        md.append(f"| {v['table']} | {v['claim']} | {v['paper'] or ''} | {v['rule']} | {_verdict(v)} |")
     md.append("")
     if verdicts:
         path = os.path.join(output_dir, "claims.csv")
-        write_csv([{k: v[k] for k in ("table", "claim", "paper", "d", "se", "verdict")} for v in verdicts], path)
+        columns = ("table", "claim", "paper", "d", "se", "verdict", "reason")
+        write_csv([{k: v[k] for k in columns} for v in verdicts], path)
         written.append(path)
     if figures:
         written += _curves(results, output_dir)

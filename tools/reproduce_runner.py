@@ -12,6 +12,7 @@ import time
 
 import reproduce_grid as grid
 import reproduce_report
+import reproduce_stats
 import reproduce_steps as steps
 
 from albert_tf.storage import atomic, outputs
@@ -101,6 +102,9 @@ def plan(settings, paths, quick, state):
                           paths.record(None, None, f"{split}_{objective}"),
                           lambda s=split, o=objective, d=dupe, log=os.path.join(data, "log.txt"):
                           steps.make_pretraining_data(settings, paths, s, o, d, log), GUESS["data"]))
+
+    plan_.append(Step("data", "held-out baselines", paths.record(None, None, "baselines"),
+                      lambda: steps.baselines(settings, paths), GUESS["data"]))
 
     def tasks():
         result = steps.make_tasks(settings, paths, quick)
@@ -217,9 +221,10 @@ def gather(settings, paths):
     """results.json: the settings, the data's counts, the machine, the seconds of all the
     grid's steps (over every session that worked on it), and per cell and seed the
     intrinsic accuracies (percent), downstream scores (percent) and their average, the step
-    times and the pretraining curve's file."""
+    times and the pretraining curve's file; the sizes and baselines the verdicts use and what
+    reproduce_stats.assess adds (each cell's "learned", the average's tasks)."""
     data = {name: (steps.read_done(paths.record(None, None, name)) or {}).get("result", {})
-            for name in ("corpus", "spm", "tasks")}
+            for name in ("corpus", "spm", "tasks", "baselines")}
     cells = {}
     for cell in grid.grid_cells(settings.tables):
         seeds = {}
@@ -242,14 +247,22 @@ def gather(settings, paths):
                 if task == "squad":
                     row["downstream"]["squad_f1"] = done["result"]["f1"]
                     row["downstream"]["squad_exact_match"] = done["result"]["exact_match"]
-            row["avg"] = statistics.mean(row["downstream"][t] for t in grid.TASKS)
-            seeds[str(seed)] = row
+            seeds[str(seed)] = row  # its "avg": reproduce_stats.assess (over the average's tasks)
         cells[cell.id] = {"sharing": cell.sharing, "ratio": cell.ratio, "objective": cell.objective,
                           "embedding_size": settings.embedding_size(cell.ratio), "label": cell.label(),
                           "seeds": seeds}
     step_seconds = sum(steps.read_done(path)["seconds"] for path in
                        glob.glob(os.path.join(paths.root, "**", "steps", "*.json"), recursive=True))
-    return {"settings": settings.to_dict(), "data": data, "cells": cells,
-            "machine": machine(), "step_seconds": round(step_seconds, 1),
-            "tables": {t: [c.id for c in grid.table_cells(t)] for t in settings.tables},
-            "control": grid.CONTROL.id, "base": grid.BASE.id}
+    tasks, base = data["tasks"], data["baselines"]
+    race_dev = tasks.get("race_dev") or steps.race_dev_questions(paths)
+    results = {"settings": settings.to_dict(), "data": data, "cells": cells,
+               "machine": machine(), "step_seconds": round(step_seconds, 1),
+               "tables": {t: [c.id for c in grid.table_cells(t)] for t in settings.tables},
+               "control": grid.CONTROL.id, "base": grid.BASE.id,
+               # what the floors of reproduce_stats divide by: dev examples, held-out pairs, masked positions
+               "sizes": {"topic": tasks["topic_dev"], "squad": tasks["squad_dev"], "race": race_dev,
+                         "sop_accuracy": base["sop_pairs"], "nsp_accuracy": base["nsp_pairs"],
+                         "mlm_accuracy": base["mlm_positions"]},
+               "baselines": {"mlm_accuracy": base["mlm_accuracy"], "sop_accuracy": base["sop_accuracy"],
+                             "nsp_accuracy": base["nsp_accuracy"], "race": reproduce_stats.RACE_CHANCE}}
+    return reproduce_stats.assess(results)

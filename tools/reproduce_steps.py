@@ -169,6 +169,59 @@ def make_pretraining_data(settings, paths, split, objective, dupe_factor, log_pa
     return {"records": paths.records(split, objective)}
 
 
+def baselines(settings, paths):
+    """What each held-out accuracy of `evaluate` is judged against (tools/reproduce_stats.py),
+    from the records it reads (the first EVAL_EXAMPLES of each eval set, in file order):
+
+        mlm_piece / mlm_accuracy   {"sop", "nsp"}: the piece most frequent among the masked
+                                   positions of train_<data> (ties: the smaller id), and the
+                                   percent of eval_sop's masked positions that hold it (the
+                                   unigram baseline of a cell trained on that data)
+        mlm_positions              masked positions (weight > 0) of eval_sop read
+        {sop,nsp}_pairs            held-out pairs read from eval_<objective>
+        {sop,nsp}_accuracy         chance: percent of those pairs with the more frequent
+                                   label (50 or more)
+    """
+    import numpy as np
+
+    def read(path, limit=None):
+        ids, labels = [], []
+        for masked, weights, label in _records(path, settings, limit):
+            ids.append(masked[weights > 0])
+            labels.append(label)
+        return np.concatenate(ids), np.concatenate(labels)
+
+    out = {"mlm_piece": {}, "mlm_accuracy": {}}
+    held_ids, _ = read(paths.records("eval", "sop"), EVAL_EXAMPLES)
+    out["mlm_positions"] = int(held_ids.size)
+    for data in ("sop", "nsp"):
+        train_ids, _ = read(paths.records("train", data))
+        piece = int(np.argmax(np.bincount(train_ids)))
+        out["mlm_piece"][data] = piece
+        out["mlm_accuracy"][data] = 100.0 * float(np.mean(held_ids == piece))
+    for objective in ("sop", "nsp"):
+        _, labels = read(paths.records("eval", objective), EVAL_EXAMPLES)
+        out[f"{objective}_pairs"] = int(labels.size)
+        out[f"{objective}_accuracy"] = 100.0 * max(float(np.mean(labels == 0)), float(np.mean(labels == 1)))
+    return out
+
+
+def _records(path, settings, limit=None):
+    """(masked_lm_ids [P], masked_lm_weights [P], next_sentence_labels [1]) numpy arrays per
+    batch of records of a pretraining TFRecord file, the first `limit` (None: all)."""
+    import tensorflow as tf
+
+    p = settings.max_predictions_per_seq
+    spec = {"masked_lm_ids": tf.io.FixedLenFeature([p], tf.int64),
+            "masked_lm_weights": tf.io.FixedLenFeature([p], tf.float32),
+            "next_sentence_labels": tf.io.FixedLenFeature([1], tf.int64)}
+    ds = tf.data.TFRecordDataset(path)
+    if limit is not None:
+        ds = ds.take(limit)
+    for batch in ds.batch(4096).map(lambda x: tf.io.parse_example(x, spec)).as_numpy_iterator():
+        yield batch["masked_lm_ids"].ravel(), batch["masked_lm_weights"].ravel(), batch["next_sentence_labels"].ravel()
+
+
 def make_tasks(settings, paths, quick):
     """The three downstream tasks from the held-out entries, by the project's task tools."""
     from albert_tf.data import sample_corpus
@@ -187,11 +240,25 @@ def make_tasks(settings, paths, quick):
         os.makedirs(os.path.dirname(path), exist_ok=True)
         atomic.write_text(path, json.dumps(dataset, ensure_ascii=False))
         squad[split] = sum(len(p["qas"]) for a in dataset["data"] for p in a["paragraphs"])
-    make_race_data.make_race(paths.task("race"), num_articles=sizes["race_articles"], seed=12345,
-                             entries=functions)
+    race = make_race_data.make_race(paths.task("race"), num_articles=sizes["race_articles"], seed=12345,
+                                    entries=functions)
     return {"topic_labels": list(labels), "topic_train": len(train), "topic_dev": len(dev),
             "squad_train": squad["train"], "squad_dev": squad["dev"],
+            "race_dev": sum(level["questions"] for level in race["counts"]["dev"].values()),
             "squad_train_features": squad_train_features(settings, paths)}
+
+
+def race_dev_questions(paths):
+    """The RACE-style dev questions of a grid's task files (a tasks record of before it held
+    "race_dev")."""
+    import glob
+
+    count = 0
+    for path in glob.glob(os.path.join(paths.task("race"), "RACE", "dev", "*", "*.txt")):
+        if os.path.basename(path) != "all.txt":
+            with open(path, encoding="utf-8") as f:
+                count += len(json.load(f)["questions"])
+    return count
 
 
 SQUAD_DOC_STRIDE, SQUAD_QUERY_LENGTH = 24, 20
@@ -253,7 +320,8 @@ def pretrain(settings, paths, cell, seed, log_path):
     return {"final_step": results["final_step"]}
 
 
-EVAL_BATCHES = 20  # of 128 held-out examples: the standard error of an accuracy near 50% is about 1 point
+EVAL_BATCHES, EVAL_BATCH_SIZE = 20, 128  # the standard error of an accuracy near 50% is about 1 point
+EVAL_EXAMPLES = EVAL_BATCHES * EVAL_BATCH_SIZE  # evaluate's examples: the first of the file, in file order
 
 
 def evaluate(settings, paths, cell, seed, objective, log_path):
@@ -267,7 +335,7 @@ def evaluate(settings, paths, cell, seed, objective, log_path):
             f"--output_dir={paths.run(cell, seed, 'eval_' + objective)}",
             f"--max_seq_length={settings.max_seq_length}",
             f"--max_predictions_per_seq={settings.max_predictions_per_seq}",
-            "--eval_batch_size=128", f"--max_eval_steps={EVAL_BATCHES}", "--nodo_train", "--do_eval",
+            f"--eval_batch_size={EVAL_BATCH_SIZE}", f"--max_eval_steps={EVAL_BATCHES}", "--nodo_train", "--do_eval",
             *_common(settings, seed)]
     results = call_command(run_pretraining, "run_pretraining", args, log_path)
     return {k: float(v) for k, v in results["eval"].items() if isinstance(v, (int, float))}
