@@ -207,6 +207,8 @@ def test_options_are_checked_before_anything_is_written(fixed, tmp_path):
         (WriterOptions(shuffle_buffer_size=0), "--shuffle_buffer_size and --documents_per_chunk must be positive"),
         (WriterOptions(InstanceOptions(max_seq_length=7)), "--max_seq_length must be at least 8, got 7"),
         (WriterOptions(InstanceOptions(masked_lm_prob=1.5)), r"--masked_lm_prob must be in \(0, 1\), got 1.5"),
+        (WriterOptions(random_document_pool=1), r"--random_document_pool must be 0 \(the work chunk's documents\) "
+         "or at least 2, got 1"),
     ]
     for options, message in bad:
         with pytest.raises(InputError, match=message):
