@@ -6,8 +6,10 @@
     (or python -m albert_tf.create_pretraining_data, or python tools/create_pretraining_data.py)
 
 Flags keep the original release's names and defaults; added: --num_workers,
---num_output_shards, --shuffle_buffer_size, --documents_per_chunk, --strict_utf8 and
---legacy_single_chunk_random_next. Output: the release's eight features, with the ids of
+--num_output_shards, --shuffle_buffer_size, --documents_per_chunk, --random_document_pool,
+--strict_utf8 and --legacy_single_chunk_random_next. NSP negatives (--random_next_sentence)
+come from a random document of the whole input, as in the release
+(`albert_tf.data.document_pool`). Output: the release's eight features, with the ids of
 the SentencePiece model, and summary_OUTPUT.json beside them (special token ids and
 masking settings included: `albert_tf.data.summary.read_data_summary`; "made_by": this
 command, its flags as given, albert_tf's version and source state, TensorFlow/Keras and the
@@ -58,8 +60,14 @@ def define_flags(flag_values=None):
     flags.DEFINE_integer("num_workers", 1, "Processes creating instances; the output does not depend on it.", **fv)
     flags.DEFINE_integer("num_output_shards", 1, "Split a single --output_file into NAME-0000i-of-0000N shards.", **fv)
     flags.DEFINE_integer("shuffle_buffer_size", 100_000, "Instances held for shuffling before writing.", **fv)
-    flags.DEFINE_integer("documents_per_chunk", 500, "Documents per unit of work (also the pool of random documents "
-                         "for NSP negatives).", **fv)
+    flags.DEFINE_integer("documents_per_chunk", 500, "Documents per unit of work.", **fv)
+    flags.DEFINE_integer("random_document_pool", 50_000, "With NSP negatives (--random_next_sentence or "
+                         "--legacy_single_chunk_random_next): the most documents held to draw the random document "
+                         "from, read in a first pass: every input document, or a uniform sample of this many of a "
+                         "larger input (memory: this many documents' text per worker). 0: draw from the "
+                         "--documents_per_chunk documents of the work chunk instead (the behaviour before; on text "
+                         "in source order they are mostly one package's, so negatives read like the next segment).",
+                         **fv)
     flags.DEFINE_bool("strict_utf8", False, "Stop at the first non-UTF-8 line instead of skipping and counting it.",
                       **fv)
     flags.DEFINE_bool("legacy_single_chunk_random_next", False, "Reproduce the release: a chunk of one segment gets "
@@ -91,7 +99,8 @@ def run(f):
             legacy_single_chunk_random_next=f.legacy_single_chunk_random_next),
         do_lower_case=f.do_lower_case, dupe_factor=f.dupe_factor, random_seed=f.random_seed,
         num_workers=f.num_workers, shuffle_buffer_size=f.shuffle_buffer_size,
-        documents_per_chunk=f.documents_per_chunk, strict_utf8=f.strict_utf8)
+        documents_per_chunk=f.documents_per_chunk, strict_utf8=f.strict_utf8,
+        random_document_pool=f.random_document_pool)
     inputs, outputs, summary_file = check_paths(f)
     from albert_tf.storage import provenance
 

@@ -1,5 +1,6 @@
 """create_pretraining_data's writer: byte-identical to the output before the WriterOptions
-refactor, for any number of workers, through every entry point.
+refactor, for any number of workers, through every entry point (cases D and E: pinned when
+NSP negatives came to be drawn from the whole input, issue 52).
 
 The inputs are built without training anything (a hand-made unigram SentencePiece model
 and a generated corpus), so the reference hashes depend only on the writer and on
@@ -96,12 +97,24 @@ CASES = {
     "B": (WriterOptions(InstanceOptions(max_seq_length=32, max_predictions_per_seq=6, short_seq_prob=0.3, ngram=2,
                                         favor_shorter_ngram=False, do_whole_word_mask=False,
                                         legacy_single_chunk_random_next=True),
-                        dupe_factor=2, random_seed=7, documents_per_chunk=10), 1,
+                        dupe_factor=2, random_seed=7, documents_per_chunk=10, random_document_pool=0), 1,
           ["f2566bee3f1b3fda8b85d2f78a8e85edd3bf6351e2dc65edbece587f7a1831f3"]),
     "C": (WriterOptions(InstanceOptions(max_seq_length=48, max_predictions_per_seq=8, masked_lm_prob=0.2,
                                         random_next_sentence=True),
                         dupe_factor=2, random_seed=3, do_lower_case=False), 1,
           ["3454bf6f87b265b649aa254292cac601c20fe2772144f359763a5da5c543a0e8"]),
+    # since issue 52, NSP negatives come from the whole input (B: only with --random_document_pool=0; C: its one
+    # chunk was the whole input): B with the input-wide pool, and NSP over chunks with a pool sampled past its bound
+    "D": (WriterOptions(InstanceOptions(max_seq_length=32, max_predictions_per_seq=6, short_seq_prob=0.3, ngram=2,
+                                        favor_shorter_ngram=False, do_whole_word_mask=False,
+                                        legacy_single_chunk_random_next=True),
+                        dupe_factor=2, random_seed=7, documents_per_chunk=10), 1,
+          ["bb83a89c180a8fc64b6ba2052ff9840696c27f7a410ee79d80348572b7e9b979"]),
+    "E": (WriterOptions(InstanceOptions(max_seq_length=48, max_predictions_per_seq=8, random_next_sentence=True),
+                        dupe_factor=2, random_seed=3, documents_per_chunk=16, shuffle_buffer_size=50,
+                        random_document_pool=30), 2,
+          ["c7a91c8522fae1bd852e1800626907f1238d214d0fdcb78fd64de8ae4bd41ae4",
+           "f29210468b2f471627892a8be74455848344fce55f092cf59a362e1c2555fa51"]),
 }
 # the tool with --max_seq_length=40 --max_predictions_per_seq=7 --dupe_factor=2
 # --num_output_shards=2 --documents_per_chunk=20
@@ -134,9 +147,10 @@ def test_output_is_byte_identical_to_before_the_refactor(case, fixed, tmp_path):
                                          "first_ordinary_id": 5, "vocab_size": 102}
 
 
-def test_two_workers_write_the_same_bytes(fixed, tmp_path):
+@pytest.mark.parametrize("case", ["A", "E"])  # E: NSP negatives from the input-wide pool
+def test_two_workers_write_the_same_bytes(case, fixed, tmp_path):
     corpus, model = fixed
-    options, n, expected = CASES["A"]
+    options, n, expected = CASES[case]
     outputs = [str(tmp_path / f"w-{i}.tfrecord") for i in range(n)]
     summary = write_pretraining_data([corpus], outputs, model, dataclasses.replace(options, num_workers=2),
                                      progress_stream=None)
@@ -193,6 +207,8 @@ def test_options_are_checked_before_anything_is_written(fixed, tmp_path):
         (WriterOptions(shuffle_buffer_size=0), "--shuffle_buffer_size and --documents_per_chunk must be positive"),
         (WriterOptions(InstanceOptions(max_seq_length=7)), "--max_seq_length must be at least 8, got 7"),
         (WriterOptions(InstanceOptions(masked_lm_prob=1.5)), r"--masked_lm_prob must be in \(0, 1\), got 1.5"),
+        (WriterOptions(random_document_pool=1), r"--random_document_pool must be 0 \(the work chunk's documents\) "
+         "or at least 2, got 1"),
     ]
     for options, message in bad:
         with pytest.raises(InputError, match=message):

@@ -15,6 +15,8 @@ Ids: those of the SentencePiece model (`albert_tf.data.vocab.SpecialTokens`).
 
 import dataclasses
 
+from albert_tf.data.document_pool import ChunkDocuments
+
 
 @dataclasses.dataclass
 class Instance:
@@ -133,12 +135,16 @@ class InstanceMaker:
         self.cumulative = [sum(self.weights[: i + 1]) for i in range(len(self.weights))]
 
     # --- pairs ------------------------------------------------------------------------
-    def from_document(self, documents, index, rng, stats):
+    def from_document(self, documents, index, rng, stats, pool=None, key=None):
         """Instances of `documents[index]` (a list of segments, each a list of ids).
 
-        Other documents of `documents` are only used for NSP negatives
-        (`random_next_sentence` or the legacy single-chunk behaviour).
+        NSP negatives (`random_next_sentence` or the legacy single-chunk behaviour) take B
+        from a random document of `pool` (albert_tf.data.document_pool: `len`, `key(k)`,
+        `document(k)`) whose key is not `key`, the current document's; default: the other
+        documents of `documents` (keys: their positions, `key` defaults to `index`).
         """
+        if pool is None:
+            pool, key = ChunkDocuments(documents), index
         o = self.options
         document = documents[index]
         max_num_tokens = o.max_seq_length - 3
@@ -152,7 +158,7 @@ class InstanceMaker:
             length += len(document[i])
             if i == len(document) - 1 or length >= target:
                 if chunk:
-                    pair = self._pair(chunk, documents, index, target, rng)
+                    pair = self._pair(chunk, pool, key, target, rng)
                     if pair is not None:
                         tokens_a, tokens_b, label, unused = pair
                         i -= unused
@@ -163,17 +169,20 @@ class InstanceMaker:
             i += 1
         return instances
 
-    def _random_document_tokens(self, documents, index, target_b, rng):
-        if len(documents) < 2:
+    def _random_document_tokens(self, pool, key, target_b, rng):
+        """Segments of a random pool document other than `key`'s, from a random one on,
+        until `target_b` ids (the release's draw: up to 10 tries); None if none was found."""
+        if len(pool) < 2:
             return None
-        other = index
+        doc = None
         for _ in range(10):
-            other = rng.randint(0, len(documents) - 1)
-            if other != index and documents[other]:
-                break
-        if other == index or not documents[other]:
+            other = rng.randint(0, len(pool) - 1)
+            if pool.key(other) != key:
+                doc = pool.document(other)
+                if doc:
+                    break
+        if not doc:
             return None
-        doc = documents[other]
         start = rng.randint(0, len(doc) - 1)
         tokens = []
         for segment in doc[start:]:
@@ -182,7 +191,7 @@ class InstanceMaker:
                 break
         return tokens
 
-    def _pair(self, chunk, documents, index, target, rng):
+    def _pair(self, chunk, pool, key, target, rng):
         """(tokens_a, tokens_b, label, unused segments to put back) or None."""
         o = self.options
         a_end = rng.randint(1, len(chunk) - 1) if len(chunk) >= 2 else 1
@@ -191,7 +200,7 @@ class InstanceMaker:
             o.random_next_sentence and rng.random() < 0.5
         )
         if nsp_negative:
-            tokens_b = self._random_document_tokens(documents, index, target - len(tokens_a), rng)
+            tokens_b = self._random_document_tokens(pool, key, target - len(tokens_a), rng)
             if tokens_b:
                 # the release puts the chunk's unused segments back for the next instance
                 return tokens_a, tokens_b, 1, len(chunk) - a_end

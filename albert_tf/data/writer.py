@@ -12,8 +12,14 @@ written through a bounded shuffle buffer to the output shards round-robin
 
 Determinism: chunk c draws from `random.Random(f"{random_seed}:{c}")` only, and the main
 process consumes chunks in order and shuffles with its own seeded RNG, so the same
-inputs and options give byte-identical files for any `num_workers`. NSP negatives (only
-with random_next_sentence or the legacy single-chunk mode) come from the same chunk.
+inputs and options give byte-identical files for any `num_workers`.
+
+NSP negatives (only with random_next_sentence or the legacy single-chunk mode) take B from
+a random document of the whole input, as the release does: a first pass draws a seeded
+uniform sample of at most `random_document_pool` documents (all of them for a smaller
+input), which every worker draws from (`albert_tf.data.document_pool`); 0 draws from the
+work chunk instead (the behaviour before; on an input in source order a chunk's documents
+are mostly of one package, so its negatives read like the true next segment).
 
 Ids (pad, [CLS], [SEP], [MASK], the ordinary range) come from the SentencePiece model
 (`SpecialTokens`). Outputs appear only when everything succeeded
@@ -31,6 +37,8 @@ import sys
 import time
 import traceback
 
+from albert_tf.data import document_pool
+from albert_tf.data.document_pool import InputDocuments, sample_documents
 from albert_tf.data.example_codec import ExampleEncoder
 from albert_tf.data.files import InputError
 from albert_tf.data.instances import InstanceMaker, InstanceOptions, MaskingStats, num_to_predict
@@ -51,7 +59,10 @@ class WriterOptions:
         num_workers: processes creating instances (0 or 1: in this process); the output
             does not depend on it.
         shuffle_buffer_size: instances held for shuffling before writing.
-        documents_per_chunk: documents per unit of work (and NSP negative pool).
+        documents_per_chunk: documents per unit of work.
+        random_document_pool: the most documents held for NSP negatives, a uniform sample
+            of the whole input (`albert_tf.data.document_pool`); 0: the work chunk's
+            documents instead. Unused without NSP negatives.
         strict_utf8: a non-UTF-8 line is an error instead of being skipped and counted.
     """
 
@@ -63,6 +74,12 @@ class WriterOptions:
     shuffle_buffer_size: int = 100_000
     documents_per_chunk: int = 500
     strict_utf8: bool = False
+    random_document_pool: int = 50_000
+
+    @property
+    def draws_random_documents(self):
+        """Whether instances take B from random documents (NSP negatives)."""
+        return self.instance.random_next_sentence or self.instance.legacy_single_chunk_random_next
 
     def validate(self):
         """InputError naming the flag for a value out of range."""
@@ -74,6 +91,9 @@ class WriterOptions:
             raise InputError(f"--dupe_factor must be at least 1, got {self.dupe_factor}.")
         if self.shuffle_buffer_size < 1 or self.documents_per_chunk < 1:
             raise InputError("--shuffle_buffer_size and --documents_per_chunk must be positive.")
+        if self.random_document_pool < 0 or self.random_document_pool == 1:
+            raise InputError(f"--random_document_pool must be 0 (the work chunk's documents) or at least 2, "
+                             f"got {self.random_document_pool}.")
 
     def settings(self):
         """Flat dict of every setting, for the summary."""
@@ -159,11 +179,14 @@ class ChunkWorker:
     Args:
         spm_model_file: the SentencePiece model.
         options: `WriterOptions`.
+        pool_entries: the input-wide pool of NSP negatives (`document_pool.sample_documents`'
+            entries), or None: each chunk's own documents.
     """
 
-    def __init__(self, spm_model_file, options):
+    def __init__(self, spm_model_file, options, pool_entries=None):
         self.options = options
         self.tokenizer = SentencePieceTokenizer(spm_model_file, do_lower_case=options.do_lower_case)
+        self.pool = None if pool_entries is None else InputDocuments(pool_entries, self.tokenizer.encode_batch)
         tokens = self.tokenizer.special_tokens
         self.maker = InstanceMaker(options.instance, tokens, self.tokenizer.word_start)
         self.encoder = ExampleEncoder(options.instance.max_seq_length, options.instance.max_predictions_per_seq,
@@ -172,17 +195,20 @@ class ChunkWorker:
     def records(self, chunk_index, texts):
         """-> (list of serialized Examples, Counts) of chunk `chunk_index`."""
         o = self.options.instance
-        documents = []
-        for text in texts:
+        documents, keys = [], []  # keys: input positions (those of the pool's entries)
+        first = chunk_index * self.options.documents_per_chunk
+        for position, text in enumerate(texts):
             segments = [ids for ids in self.tokenizer.encode_batch(text) if ids]
             if segments:
                 documents.append(segments)
+                keys.append(first + position)
         rng = random.Random(f"{self.options.random_seed}:{chunk_index}")
         counts = Counts(documents=len(texts), stats=MaskingStats.empty(o.ngram))
         records = []
         for _ in range(self.options.dupe_factor):
             for index in range(len(documents)):
-                for instance in self.maker.from_document(documents, index, rng, counts.stats):
+                key = None if self.pool is None else keys[index]
+                for instance in self.maker.from_document(documents, index, rng, counts.stats, self.pool, key):
                     records.append(self.encoder.encode(instance))
                     n = len(instance.input_ids)
                     counts.tokens += n
@@ -192,22 +218,23 @@ class ChunkWorker:
         return records, counts
 
 
-def _worker_process(spm_model_file, options, tasks, results):
+def _worker_process(spm_model_file, options, pool_entries, tasks, results):
     """Body of a worker process: one ChunkWorker answers (index, texts) tasks until None."""
     index = None
     try:
-        worker = ChunkWorker(spm_model_file, options)
+        worker = ChunkWorker(spm_model_file, options, pool_entries)
         for index, texts in iter(tasks.get, None):
             results.put((index, worker.records(index, texts), None))
     except BaseException:  # noqa: BLE001 - reported to the main process, which raises
         results.put((index, None, traceback.format_exc()))
 
 
-def _records_in_workers(chunks, spm_model_file, options):
+def _records_in_workers(chunks, spm_model_file, options, pool_entries):
     """`chunk_records` with `options.num_workers` spawned processes (results in order)."""
     context = multiprocessing.get_context("spawn")
     tasks, results = context.Queue(), context.Queue()
-    processes = [context.Process(target=_worker_process, args=(spm_model_file, options, tasks, results),
+    processes = [context.Process(target=_worker_process,
+                                 args=(spm_model_file, options, pool_entries, tasks, results),
                                  daemon=True) for _ in range(options.num_workers)]
     for p in processes:
         p.start()
@@ -252,16 +279,16 @@ def _records_in_workers(chunks, spm_model_file, options):
         tasks.cancel_join_thread()
 
 
-def chunk_records(chunks, spm_model_file, options):
+def chunk_records(chunks, spm_model_file, options, pool_entries=None):
     """Yields (records, Counts) per chunk of documents, in chunk order: in this process
     (num_workers 0 or 1) or in `options.num_workers` processes (at most 2 chunks each in
-    flight; they never import TensorFlow)."""
+    flight; they never import TensorFlow). `pool_entries`: as `ChunkWorker`'s."""
     if options.num_workers <= 1:
-        worker = ChunkWorker(spm_model_file, options)
+        worker = ChunkWorker(spm_model_file, options, pool_entries)
         for index, texts in enumerate(chunks):
             yield worker.records(index, texts)
     else:
-        yield from _records_in_workers(chunks, spm_model_file, options)
+        yield from _records_in_workers(chunks, spm_model_file, options, pool_entries)
 
 
 # --- output ------------------------------------------------------------------------------
@@ -376,6 +403,11 @@ def write_pretraining_data(input_files, output_files, spm_model_file, options, p
         raise InputError(str(e)) from None
 
     start = time.time()
+    pool_entries = pool_total = None
+    if options.draws_random_documents and options.random_document_pool:
+        # a first pass: the whole input's documents (a uniform sample past the bound) for NSP negatives
+        pool_entries, pool_total = sample_documents(read_documents(input_files, BadLines(options.strict_utf8)),
+                                                    options.random_document_pool, f"{options.random_seed}:pool")
     progress = Progress(sum(os.path.getsize(f) for f in input_files), progress_stream)
     bad_lines = BadLines(options.strict_utf8)
     totals = Counts(stats=MaskingStats.empty(options.instance.ngram))
@@ -390,7 +422,7 @@ def write_pretraining_data(input_files, output_files, spm_model_file, options, p
             shards = ShuffledShards(temporaries, options.shuffle_buffer_size,
                                     random.Random(f"{options.random_seed}:shuffle"))
             stack.callback(shards.close)  # closed before the renames (and before removal on errors)
-            for records, counts in chunk_records(chunks, spm_model_file, options):
+            for records, counts in chunk_records(chunks, spm_model_file, options, pool_entries):
                 totals.add(counts)
                 for record in records:
                     shards.add(record)
@@ -405,6 +437,8 @@ def write_pretraining_data(input_files, output_files, spm_model_file, options, p
         summary = summarize(totals, shards.per_file, output_files, input_files, bad_lines, elapsed,
                             dict(options.settings(), spm_model_file=spm_model_file))
         summary.update(describe_data(special_tokens, options.instance, spm_model_file))
+        if options.draws_random_documents:
+            summary["random_next_documents_from"] = document_pool.describe(pool_entries, pool_total)
         if made_by is not None:
             summary["made_by"] = provenance.stamp(made_by)
         atomic.write_json(summary_path, summary)
