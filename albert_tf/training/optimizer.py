@@ -1,8 +1,10 @@
 """The release's optimizers as Keras 3 optimizers: LAMB and AdamWeightDecay.
 
-Both follow the original release (shared/ALBERT_REFERENCE.md section 5), not
-keras.optimizers.Lamb (bias correction, eps 1e-7, decoupled decay, trust ratio on
-every variable):
+Their update is albert_tf.modeling.lamb_math's `release_update` (keras.ops only, so the same
+maths runs on JAX and PyTorch); this module adds TensorFlow's parts: dense embedding
+gradients, the order of the large updates in a graph, the replicas' sums. Both follow the
+original release (shared/ALBERT_REFERENCE.md section 5), not keras.optimizers.Lamb (bias
+correction, eps 1e-7, decoupled decay, trust ratio on every variable):
 
     m = b1 m + (1 - b1) g ;  v = b2 v + (1 - b2) g^2          (no bias correction)
     u = m / (sqrt(v) + eps) + wd * w                          (wd only when decayed)
@@ -26,6 +28,8 @@ import re
 import keras
 import tensorflow as tf
 from keras import ops
+
+from albert_tf.modeling.lamb_math import release_update
 
 EXCLUDE_FROM_DECAY = ("LayerNorm", "layer_norm", "bias")
 
@@ -115,9 +119,10 @@ class _ReleaseOptimizer(keras.optimizers.Optimizer):
         self.assign_sub(variable, delta)
 
     def _update(self, gradient, variable, learning_rate, in_turn=False):
-        """The update of one variable; returns lr x update (the delta to subtract). With
-        `in_turn` (inside a tf.function) each stage's ops wait for the previous stage's
-        result; the values are the same."""
+        """The update of one variable (albert_tf.modeling.lamb_math, the one definition of the
+        formula); returns lr x update (the delta to subtract). With `in_turn` (inside a
+        tf.function) each stage's ops wait for the previous stage's result; the values are the
+        same."""
         index = self._get_variable_index(variable)
         dtype = variable.dtype
         lr = ops.cast(learning_rate, dtype)
@@ -125,29 +130,14 @@ class _ReleaseOptimizer(keras.optimizers.Optimizer):
         m, v = self._m[index], self._v[index]
 
         def after(*tensors):
-            return tf.control_dependencies(list(tensors) if in_turn else [])
+            return tf.control_dependencies(list(tensors))
 
-        m_new = ops.add(ops.multiply(m, self.beta_1), ops.multiply(g, 1.0 - self.beta_1))
+        m_new, v_new, update = release_update(
+            g, variable, m, v, beta_1=self.beta_1, beta_2=self.beta_2, epsilon=self.epsilon,
+            weight_decay_rate=self.weight_decay_rate, decay=self._decay[index],
+            trust_ratio=self.use_trust_ratio and self._adapt[index], after=after if in_turn else None)
         self.assign(m, m_new)
-        with after(m_new):
-            v_new = ops.add(ops.multiply(v, self.beta_2), ops.multiply(ops.square(g), 1.0 - self.beta_2))
-        self.assign(v, v_new)
-        with after(v_new):  # the values just assigned, not the slots read again
-            update = ops.divide(m_new, ops.add(ops.sqrt(v_new), self.epsilon))
-        if self._decay[index] and self.weight_decay_rate:
-            with after(update):
-                update = ops.add(update, ops.multiply(variable, ops.cast(self.weight_decay_rate, dtype)))
-        if self.use_trust_ratio and self._adapt[index]:
-            with after(update):
-                w_norm = ops.sqrt(ops.sum(ops.square(variable)))
-            with after(w_norm):
-                u_norm = ops.sqrt(ops.sum(ops.square(update)))
-            ratio = ops.where(
-                ops.logical_and(ops.greater(w_norm, 0.0), ops.greater(u_norm, 0.0)),
-                ops.divide(w_norm, ops.maximum(u_norm, 1e-30)),
-                ops.ones_like(w_norm),
-            )
-            update = ops.multiply(update, ratio)
+        self.assign(v, v_new)  # the update used the values assigned, not the slots read again
         return ops.multiply(lr, update)
 
     def _trackable_children(self, save_type="checkpoint", **kwargs):
