@@ -21,8 +21,9 @@ class GivenSeed(keras.random.SeedGenerator):
 
     On JAX the seed is handed over as uint32 (JAX's raw key dtype, which its random functions
     require); the other backends take it as given (TensorFlow folds int64 into int32 itself,
-    PyTorch seeds a generator from its int values). The values are the same either way: the
-    encoder's seeds lie in [0, 2**31).
+    PyTorch seeds a generator from its int values). The cast keeps the values (the encoder's
+    seeds lie in [0, 2**31)); the masks drawn from a seed differ between backends (each has
+    its own generator), the same seed giving the same mask within one.
 
     Args:
         seed: int32 or int64 [2] (uint32 on JAX).
