@@ -142,11 +142,14 @@ def encoder_checks(name, model, x, expected, check):
     tolerance = cases.tolerance(name)
     real = x["input_mask"].astype(bool)
     with model.runtime_options(skip_padding=True):
-        skipped = Runner(model).outputs(x)
-        check("skip_padding eager, real positions", lambda: compare(
-            {"pooled_output": skipped["pooled_output"], "sequence_output": skipped["sequence_output"][real]},
-            {"pooled_output": expected["pooled_output"], "sequence_output": expected["sequence_output"][real]},
-            tolerance))
+        def real_positions():
+            skipped = Runner(model).outputs(x)
+            return compare(
+                {"pooled_output": skipped["pooled_output"], "sequence_output": skipped["sequence_output"][real]},
+                {"pooled_output": expected["pooled_output"], "sequence_output": expected["sequence_output"][real]},
+                tolerance)
+
+        check("skip_padding eager, real positions", real_positions)
         if BACKEND == "jax":
             def refused():
                 try:
@@ -171,14 +174,19 @@ def encoder_checks(name, model, x, expected, check):
             variable.assign(value)
         return fn()
 
-    plain = at_state(lambda: runner.gradients(x))
-    with dropped.runtime_options(remat=True):
-        remat = at_state(lambda: runner.gradients(x))
-    check("dropout: gradients with remat equal plain", lambda: compare(remat, plain, 1e-5, "all"))
-    trained = at_state(lambda: runner.outputs(x, training=True))["sequence_output"]
-    differs = float(np.max(np.abs(trained - expected["sequence_output"])))
-    check("dropout: masks drawn in training", lambda: (0.0, 0.0, None) if differs > 0.01 else
-          (float("inf"), 0.0, f"training outputs within {differs} of inference"))
+    def same_masks_with_remat():
+        plain = at_state(lambda: runner.gradients(x))
+        with dropped.runtime_options(remat=True):
+            remat = at_state(lambda: runner.gradients(x))
+        return compare(remat, plain, 1e-5, "all")
+
+    def masks_drawn():
+        trained = at_state(lambda: runner.outputs(x, training=True))["sequence_output"]
+        differs = float(np.max(np.abs(trained - expected["sequence_output"])))
+        return (0.0, 0.0, None) if differs > 0.01 else (float("inf"), 0.0, f"training outputs within {differs}")
+
+    check("dropout: gradients with remat equal plain", same_masks_with_remat)
+    check("dropout: masks drawn in training", masks_drawn)
 
 
 def lamb_check(compiled):
