@@ -1,5 +1,5 @@
 # The two commands of the README: `make demo` and `make test`.
-# Each creates .venv from requirements.txt when it is missing or out of date.
+# Each creates .venv from requirements.txt (and requirements-torch.txt) when it is missing or out of date.
 
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
@@ -9,13 +9,14 @@ export TF_CPP_MIN_LOG_LEVEL ?= 3
 
 .PHONY: venv test demo build clean
 
-$(STAMP): requirements.txt pyproject.toml
+$(STAMP): requirements.txt requirements-torch.txt pyproject.toml
 	@$(PYTHON) -c 'import sys; assert sys.version_info[:2] == (3, 11), "albert_tf needs Python 3.11 (found %s); set PYTHON=/path/to/python3.11" % sys.version.split()[0]'
 	@test -x $(VPY) || $(PYTHON) -m venv $(VENV)
 	$(VPY) -m pip install --quiet --upgrade pip
 	$(VPY) -m pip install --quiet -r requirements.txt
+	$(VPY) -m pip install --quiet --no-deps -r requirements-torch.txt
 	$(VPY) -m pip install --quiet --no-deps --no-build-isolation -e .
-	@cat requirements.txt pyproject.toml > $(STAMP)
+	@cat requirements.txt requirements-torch.txt pyproject.toml > $(STAMP)
 
 # .venv from requirements.txt, reinstalled when it or pyproject.toml changes.
 venv: $(STAMP)

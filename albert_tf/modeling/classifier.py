@@ -53,18 +53,21 @@ class AlbertClassifier(RuntimeOptions, keras.Model):
             raise ValueError(f"num_classes must be at least 1 (1 = regression), got {num_classes}.")
         kwargs.setdefault("name", "albert_classifier")
 
-        # === Layers ===
-        self.encoder = encoder
-        self.output_dropout = keras.layers.Dropout(dropout, name="output_dropout")
-        self.output_dense = keras.layers.Dense(
+        # === Layers === (attributes only once the Keras model exists: a PyTorch module takes
+        # sub-modules after its own __init__)
+        output_dropout = keras.layers.Dropout(dropout, name="output_dropout")
+        output_dense = keras.layers.Dense(
             int(num_classes), kernel_initializer=truncated_normal(initializer_range), dtype="float32", name="output"
         )
 
         # === Functional model ===
         inputs = encoder_inputs()
         pooled = encoder({k: inputs[k] for k in INPUT_NAMES})["pooled_output"]  # [B, H]
-        logits = self.output_dense(self.output_dropout(pooled))  # [B, C]
+        logits = output_dense(output_dropout(pooled))  # [B, C]
         super().__init__(inputs=inputs, outputs=logits, **kwargs)
+        self.encoder = encoder
+        self.output_dropout = output_dropout
+        self.output_dense = output_dense
 
         # === Config ===
         self.num_classes = int(num_classes)

@@ -19,15 +19,27 @@ class GivenSeed(keras.random.SeedGenerator):
     no state variable (SeedGenerator.__init__ would create one) and returns the same tensor at
     every call: a stateless draw from a seed computed in the graph.
 
+    On JAX the seed is handed over as uint32 (JAX's raw key dtype, which its random functions
+    require); the other backends take it as given (TensorFlow folds int64 into int32 itself,
+    PyTorch seeds a generator from its int values). The cast keeps the values (the encoder's
+    seeds lie in [0, 2**31)); the masks drawn from a seed differ between backends (each has
+    its own generator), the same seed giving the same mask within one.
+
     Args:
-        seed: int32 or int64 [2].
+        seed: int32 or int64 [2] (uint32 on JAX).
     """
+
+    # Keras' PyTorch dropout draws from a seed only when the generator has an initial seed
+    # (else it takes torch's global RNG, unseeded): this one always has one, the tensor given.
+    _initial_seed = "given"
 
     def __init__(self, seed):  # no super().__init__: no state variable to create or track
         self.seed = seed
         self.name = "given_seed"
 
     def next(self, ordered=True):
+        if keras.config.backend() == "jax" and self.seed.dtype != "uint32":
+            return keras.ops.cast(self.seed, "uint32")
         return self.seed
 
 

@@ -143,7 +143,9 @@ class AlbertEmbeddings(keras.layers.Layer):
         # The type table is tiny: the release always uses a one-hot matmul for it (here in float32).
         types = self._lookup(self.token_type_embeddings, input_type_ids, self.type_vocab_size, True, "float32")
         length = ops.shape(input_word_ids)[1]
-        positions = ops.cast(ops.slice(self.position_embeddings, (0, 0), (length, self.embedding_size)), "float32")
+        # the variable's value sliced, not the variable (JAX's slice takes arrays only; the same read on TensorFlow)
+        table = ops.convert_to_tensor(self.position_embeddings)
+        positions = ops.cast(ops.slice(table, (0, 0), (length, self.embedding_size)), "float32")
         x = ops.cast(words, "float32") + types + ops.expand_dims(positions, 0)  # summed in float32
         return dropout(self.dropout_layer, self.layer_norm(x), training, seed)
 

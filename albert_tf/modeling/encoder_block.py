@@ -67,13 +67,24 @@ def padding_indices(input_mask):
         (token_index int32 [R]: flat position b * T + t of each real token, in order;
          padded_index int32 [B * T]: for each flat position, its row in the [R] tokens, or
          R for padding, i.e. the zero row that `to_padded` appends).
+    Raises:
+        ValueError: input_mask traced by JAX (jax.jit): R would be a data-dependent shape.
     """
+    if _is_jax_tracer(input_mask):
+        raise ValueError("skip_padding cannot run under jax.jit (or another JAX transformation of the input "
+                         "mask): the number of real tokens R sets a shape, which a traced function cannot have "
+                         "data-dependent. Run it eagerly, or with configure_runtime(skip_padding=False).")
     flat = ops.reshape(ops.not_equal(input_mask, 0), (-1,))  # [B*T]
     token_index = ops.cast(ops.nonzero(flat)[0], "int32")
     count = ops.shape(token_index)[0]
     position = ops.cumsum(ops.cast(flat, "int32")) - 1
     padded_index = ops.where(flat, position, ops.cast(count, "int32"))
     return token_index, padded_index
+
+
+def _is_jax_tracer(x):
+    """Whether x is a JAX tracer (a value traced by jax.jit, not a concrete array); no JAX import."""
+    return any(cls.__name__ == "Tracer" and cls.__module__.startswith("jax") for cls in type(x).__mro__)
 
 
 def to_tokens(x, token_index=None):
@@ -124,6 +135,12 @@ def add_bias(y, bias):
     return ops.add(y, bias), grad
 
 
+def _is_indexed_slices(gradient):
+    """Whether a gradient is TensorFlow's IndexedSlices (rows `.values` at `.indices`); by name, without
+    TensorFlow (a PyTorch tensor also has `indices` and `values`: its sparse methods)."""
+    return type(gradient).__name__ == "IndexedSlices"
+
+
 @ops.custom_gradient
 def dense_gradient(x):
     """x itself, whose gradient reaches the ops before it as a dense tensor.
@@ -144,7 +161,7 @@ def dense_gradient(x):
     def grad(*args, upstream=None):
         if upstream is None:
             (upstream,) = args
-        if hasattr(upstream, "indices") and hasattr(upstream, "values"):  # IndexedSlices
+        if _is_indexed_slices(upstream):
             upstream = ops.segment_sum(upstream.values, upstream.indices, num_segments=rows)
         return upstream
 
@@ -165,12 +182,19 @@ def ordered_gradients(x, weights):
     them at the end (AlbertEncoder, "Shared weights' gradients"). Forward values and
     gradients are unchanged (a non-finite weight gradient makes the step non-finite either way).
 
+    On PyTorch both are returned as they are: its autograd engine already adds the gradients
+    of a tensor used several times into one buffer as they arrive, and Keras' PyTorch
+    custom_gradient takes the gradient of one output only (its autograd Function's backward
+    has a single grad_output), not of this function's several.
+
     Args:
         x: float [R, H].
         weights: list of (kernel, bias) pairs.
     Returns:
         (x, weights) of the same structure.
     """
+    if keras.config.backend() == "torch":
+        return x, weights
     outputs = _ordered(x, *flatten_pairs(weights))
     return outputs[0], unflatten_pairs(outputs[1:])
 
@@ -189,9 +213,11 @@ def unflatten_pairs(flat):
 @ops.custom_gradient
 def _ordered(x, *flat):
     def grad(*args, upstream=None):
-        upstream = list(args if upstream is None else upstream)
-        dx, gradients = upstream[0], upstream[1:]
-        if hasattr(dx, "indices") and hasattr(dx, "values"):  # IndexedSlices: summed into rows
+        upstream = args if upstream is None else upstream
+        if len(upstream) == 1 and isinstance(upstream[0], (tuple, list)):
+            upstream = upstream[0]  # JAX: the outputs' cotangents as one tuple (TensorFlow: one argument each)
+        dx, gradients = upstream[0], list(upstream[1:])
+        if _is_indexed_slices(dx):  # summed into rows
             dx = ops.segment_sum(dx.values, dx.indices, num_segments=ops.shape(x)[0])
         anchor = [ops.cast(ops.reshape(g, (-1,))[0], "float32") for g in gradients if g is not None]
         if anchor:
