@@ -298,17 +298,23 @@ def _process_state_restored():
         python_logging.getLogger("absl").setLevel(levels[1])
 
 
+def _loaded(name):
+    """Whether module `name` is imported (a None entry in sys.modules, which makes its import
+    fail, is not: e.g. TensorFlow blocked where the model runs on another Keras backend)."""
+    return sys.modules.get(name) is not None
+
+
 def _keras_state():
     """(dtype policy name, Keras' global seed, TensorFlow's global seed, TensorFlow's op
     determinism), or None when Keras was not imported yet (then its defaults are what to put
     back)."""
-    if "keras" not in sys.modules:
+    if not _loaded("keras"):
         return None
     import keras
     from keras.src.backend.common import global_state
 
     tf_seed, deterministic = None, False
-    if "tensorflow" in sys.modules:
+    if _loaded("tensorflow"):
         from tensorflow.python.eager import context
         from tensorflow.python.framework import config
 
@@ -318,7 +324,7 @@ def _keras_state():
 
 
 def _restore_keras_state(state):
-    if "keras" not in sys.modules:
+    if not _loaded("keras"):
         return
     import keras
     from keras.src.backend.common import global_state
@@ -326,7 +332,7 @@ def _restore_keras_state(state):
     policy, seed, tf_seed, deterministic = state if state is not None else ("float32", None, None, False)
     keras.config.set_dtype_policy(policy)
     global_state.set_global_attribute("global_random_seed", seed)
-    if "tensorflow" in sys.modules:
+    if _loaded("tensorflow"):
         import tensorflow as tf
         from tensorflow.python.framework import config
 

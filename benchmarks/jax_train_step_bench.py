@@ -219,7 +219,10 @@ def time_model(name, model, loss_fn, inputs_fn, batch, f, batch_size):
     import jax.numpy as jnp
     import numpy as np
 
-    model(inputs_fn({k: v[:1] for k, v in batch.items()}))  # builds the weights
+    import keras
+
+    # builds the weights symbolically (an eager call would compile every op on JAX)
+    model({k: keras.Input(v.shape[1:], dtype=str(v.dtype), name=k) for k, v in inputs_fn(batch).items()})
     step = make_step(model, loss_fn, inputs_fn, batch_size, f.accumulation)
     trainable = [jnp.asarray(v.value) for v in model.trainable_variables]
     state = (trainable, [jnp.asarray(v.value) for v in model.non_trainable_variables],

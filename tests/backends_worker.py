@@ -47,6 +47,7 @@ from keras import ops  # noqa: E402
 import backend_cases as cases  # noqa: E402
 
 BACKEND = keras.config.backend()
+ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 # On JAX every case's outputs and gradients come from one jax.jit-compiled function (one compile:
 # seconds per case); gradients are taken eagerly as well (jax.grad op by op, which compiles each op)
 # only for these cases
@@ -214,6 +215,18 @@ def lamb_check(compiled):
     return compare(got, want, 1e-6, "all")
 
 
+def bench_check(output_dir):
+    """benchmarks/jax_train_step_bench.py in this process at a tiny size (its suite check:
+    both models, gradient accumulation in 2 slices); the test reads its results.json."""
+    sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+    import jax_train_step_bench
+
+    code = jax_train_step_bench.main(["--tiny", "--cases=albert_base:128", "--steps=1", "--repeats=1",
+                                      "--peak_n=128", "--batch_size=8", "--accumulation=2",
+                                      f"--output_dir={output_dir}"])
+    return (0.0, 0.0, None) if code == 0 else (float("inf"), 0.0, f"the bench exited {code}")
+
+
 def main(data_dir, out_dir):
     checks = []
 
@@ -259,9 +272,10 @@ def main(data_dir, out_dir):
         os.makedirs(directory)
         cases.save(model, directory)
 
-    check("lamb", "release_update eager, 3 steps", lambda: lamb_check(False))
+    check("lamb", "lamb_update eager, 3 steps", lambda: lamb_check(False))
     if BACKEND == "jax":
-        check("lamb", "release_update under jax.jit, 3 steps", lambda: lamb_check(True))
+        check("lamb", "lamb_update under jax.jit, 3 steps", lambda: lamb_check(True))
+        check("bench", "jax_train_step_bench at a tiny size", lambda: bench_check(os.path.join(out_dir, "bench")))
 
     loaded = sorted(m for m, v in sys.modules.items() if m.split(".")[0] in BLOCKED and v is not None)
     result = {"backend": BACKEND, "tensorflow_blocked": not loaded, "tensorflow_modules": loaded, "checks": checks,

@@ -103,14 +103,36 @@ def test_models_on_backend_equal_tensorflow(backend_run):
     done = {(c["case"], c["check"]) for c in results["checks"]}
     expected = {(name, "eager outputs") for name in cases.CASES} | {("encoder", "eager gradients")}
     expected |= {("encoder", "skip_padding eager, real positions"), ("encoder", "dropout: masks drawn in training"),
-                 ("encoder", "dropout: gradients with remat equal plain"), ("lamb", "release_update eager, 3 steps")}
+                 ("encoder", "dropout: gradients with remat equal plain"), ("lamb", "lamb_update eager, 3 steps")}
     if backend == "jax":
         expected |= {(name, what) for name in cases.CASES for what in ("jit outputs", "jit gradients")}
         expected |= {("encoder", "skip_padding under jax.jit refused"),
-                     ("lamb", "release_update under jax.jit, 3 steps")}
+                     ("lamb", "lamb_update under jax.jit, 3 steps"),
+                     ("bench", "jax_train_step_bench at a tiny size")}
     else:
         expected |= {(name, "eager gradients") for name in cases.CASES}
     assert expected <= done, sorted(expected - done)
+
+
+def test_jax_train_step_bench_runs_both_models_where_tensorflow_is_missing(backend_run):
+    """benchmarks/jax_train_step_bench.py at a tiny size in the JAX worker (TensorFlow blocked):
+    albert_tf's and keras-hub's steps, each lowering its loss on the fixed batch over its three
+    updates (so the jitted LAMB step trains), rates and the peak fraction recorded."""
+    backend, out, _ = backend_run
+    if backend != "jax":
+        pytest.skip("the benchmark runs on JAX")
+    with open(out / "bench" / "results.json", encoding="utf-8") as f:
+        bench = json.load(f)
+    assert bench["settings"]["accumulation"] == 2 and bench["settings"]["platform"] == "cpu"
+    assert bench["not_started"] == []
+    rows = {r["model"]: r for r in bench["results"]}
+    assert set(rows) == {"albert_tf", "keras_hub"}
+    for name, row in rows.items():
+        assert row["case"] == "albert_base:128" and row["batch_size"] == 8, row
+        assert row["loss_last_step"] < row["loss_first_step"], (name, row)
+        assert row["examples_per_second"] > 0 and 0 < row["fraction_of_matmul_peak"], (name, row)
+    # the same sizes on both sides: albert_tf has the sentence-order head and the pooler on top
+    assert rows["albert_tf"]["parameters"] > rows["keras_hub"]["parameters"]
 
 
 def test_weights_saved_on_backend_load_on_tensorflow(backend_run, tensorflow_side):
