@@ -107,16 +107,12 @@ def matmul_peak_tflops(n, dtype, runs=5):
     import jax
     import jax.numpy as jnp
 
+    from train_step_bench import best_rate
+
     a = jax.random.normal(jax.random.PRNGKey(0), (n, n), jnp.float32).astype(dtype)
     b = jax.random.normal(jax.random.PRNGKey(1), (n, n), jnp.float32).astype(dtype)
     dot = jax.jit(jnp.dot)
-    dot(a, b).block_until_ready()
-    best = 0.0
-    for _ in range(runs):
-        start = time.perf_counter()
-        dot(a, b).block_until_ready()
-        best = max(best, 2 * n**3 / (time.perf_counter() - start) / 1e12)
-    return best
+    return best_rate(lambda: dot(a, b).block_until_ready(), 2 * n**3, runs) / 1e12
 
 
 def albert_tf_model(config, dtype_policy, remat):
@@ -142,15 +138,11 @@ def albert_tf_model(config, dtype_policy, remat):
 
 def keras_hub_model(config, dtype_policy):
     """keras-hub's AlbertMaskedLM of the same sizes (dropout 0, as albert_tf's v2 presets)."""
-    import keras_hub
     from keras import ops
 
-    backbone = keras_hub.models.AlbertBackbone(
-        vocabulary_size=config.vocab_size, num_layers=config.num_hidden_layers, num_heads=config.num_attention_heads,
-        embedding_dim=config.embedding_size, hidden_dim=config.hidden_size, intermediate_dim=config.intermediate_size,
-        num_groups=config.num_hidden_groups, num_inner_repetitions=config.inner_group_num, dropout=0.0,
-        max_sequence_length=config.max_position_embeddings, dtype=dtype_policy)
-    model = keras_hub.models.AlbertMaskedLM(backbone=backbone, preprocessor=None, dtype=dtype_policy)
+    from train_step_bench import keras_hub_masked_lm
+
+    model = keras_hub_masked_lm(config, dtype_policy)
 
     def inputs(batch):
         return {"token_ids": batch["input_word_ids"], "segment_ids": batch["input_type_ids"],

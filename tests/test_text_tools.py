@@ -38,6 +38,20 @@ def test_sample_corpus_is_prose_deterministic_and_large_enough(sample_corpus, tm
     assert os.listdir(tmp_path) == ["again.txt"]  # no temporary left
 
 
+def test_the_backend_test_packages_stay_out_of_the_corpus():
+    """jax, torch and their dependencies are installed only for tests/test_backends.py: reading
+    them would change the corpus (and every SentencePiece model, data set and learning test made
+    from it) with the test environment. jax and torch are installed here (so the check means
+    something), and the walk yields no file of any of them."""
+    import sysconfig
+
+    purelib = sysconfig.get_paths()["purelib"]
+    installed = {sample_corpus._top_level(n) for n in os.listdir(purelib)} & sample_corpus.BACKEND_TEST_PACKAGES
+    assert {"jax", "torch"} <= installed  # the suite's environment has them (requirements*.txt)
+    tops = {os.path.relpath(path, root).split(os.sep)[0] for root, path in sample_corpus._source_files(("purelib",))}
+    assert not {sample_corpus._top_level(t) for t in tops} & sample_corpus.BACKEND_TEST_PACKAGES
+
+
 def test_sample_corpus_tool(tmp_path, capsys):
     out = tmp_path / "c.txt"
     result = _tool(capsys, "make_sample_corpus", f"--output_file={out}", "--size_mb=1")

@@ -2,8 +2,8 @@
 
 One sentence per line, a blank line between documents (one document per docstring), the
 format of create_pretraining_data. Sources are the standard library, then the installed
-packages, read with `ast` (nothing is imported) in sorted path order, so the output is
-byte-identical for a given Python and requirements.txt. Available offline on any
+packages (less BACKEND_TEST_PACKAGES), read with `ast` (nothing is imported) in sorted path
+order, so the output is byte-identical for a given Python and requirements.txt. Available offline on any
 machine with Python 3.11. tools/make_sample_corpus.py writes it; tools/make_topic_task.py
 labels its sentences (`docstring_sentences`).
 
@@ -31,6 +31,11 @@ _SKIP_DIRS = {"test", "tests", "idle_test", "site-packages", "lib2to3", "__pycac
 
 
 ROOTS = ("stdlib", "purelib")
+# Installed only to test the model on Keras' other backends (requirements.txt's jax group,
+# requirements-torch.txt) and left out of the corpus, so that it stays what the product's own
+# packages make it: the same text, the same SentencePiece model and data, with or without them.
+BACKEND_TEST_PACKAGES = frozenset({"functorch", "isympy", "jax", "jaxlib", "jinja2", "mpmath", "networkx", "scipy",
+                                   "sympy", "torch", "torchgen"})
 
 
 def _top_level(name):
@@ -47,6 +52,9 @@ def _source_files(roots=ROOTS, packages=None):
         skip = _SKIP_DIRS - {"site-packages"} if root_name == "purelib" else _SKIP_DIRS
         for dirpath, dirnames, filenames in os.walk(root):
             dirnames[:] = sorted(d for d in dirnames if d not in skip)
+            if root_name == "purelib" and dirpath == root:
+                dirnames[:] = [d for d in dirnames if d not in BACKEND_TEST_PACKAGES]
+                filenames = [f for f in filenames if _top_level(f) not in BACKEND_TEST_PACKAGES]
             if packages is not None and dirpath == root:
                 dirnames[:] = [d for d in dirnames if d in packages]
                 filenames = [f for f in filenames if _top_level(f) in packages]
