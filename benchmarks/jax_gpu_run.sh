@@ -4,7 +4,7 @@
 # step on JAX").
 #
 #   bash benchmarks/jax_gpu_run.sh wheels          # here: Keras, keras-hub and their pure-Python
-#                                                  # deps as Python 3.12 wheels, 13 MB, into
+#                                                  # deps as Python 3.12 wheels, 16 MB, into
 #                                                  # benchmarks/wheels_py312/ (git-ignored)
 #   bash benchmarks/jax_gpu_run.sh run [FLAGS...]  # there: installs them beside the machine's
 #                                                  # JAX (no dependencies resolved) and runs the
