@@ -211,10 +211,11 @@ def _records(path, settings, limit=None):
     batch of records of a pretraining TFRecord file, the first `limit` (None: all)."""
     import tensorflow as tf
 
-    p = settings.max_predictions_per_seq
-    spec = {"masked_lm_ids": tf.io.FixedLenFeature([p], tf.int64),
-            "masked_lm_weights": tf.io.FixedLenFeature([p], tf.float32),
-            "next_sentence_labels": tf.io.FixedLenFeature([1], tf.int64)}
+    from albert_tf.data.example_codec import feature_lengths
+
+    lengths = feature_lengths(settings.max_seq_length, settings.max_predictions_per_seq)
+    spec = {name: tf.io.FixedLenFeature([lengths[name][0]], tf.float32 if lengths[name][1] == "float32" else tf.int64)
+            for name in ("masked_lm_ids", "masked_lm_weights", "next_sentence_labels")}
     ds = tf.data.TFRecordDataset(path)
     if limit is not None:
         ds = ds.take(limit)
