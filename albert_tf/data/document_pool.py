@@ -12,10 +12,12 @@ negatives are drawn from it:
 - a larger input: a uniform sample of `size` of its documents, so each draw is still
   uniform over the whole input (the draws of a run share that sample).
 
-The pool holds the documents' text (tokenized when drawn), so its memory is about `size`
-documents of text in each process that makes instances. Pure Python (no TensorFlow).
+The pool holds the documents' text (tokenized when drawn; the last 4,096 drawn kept
+tokenized), so its memory is about `size` documents of text in each process that makes
+instances. Pure Python (no TensorFlow).
 """
 
+import functools
 import random
 
 
@@ -74,9 +76,14 @@ class InputDocuments:
         encode_batch: sentences -> one list of ids per sentence (the writer's tokenizer).
     """
 
+    # drawn documents kept tokenized (most recently drawn first out of the cache): a document
+    # is drawn again by other negatives, and its ids are the same each time
+    cached_documents = 4096
+
     def __init__(self, entries, encode_batch):
         self.entries = entries
         self.encode_batch = encode_batch
+        self._encoded = functools.lru_cache(maxsize=self.cached_documents)(self._encode)
 
     def __len__(self):
         return len(self.entries)
@@ -86,7 +93,11 @@ class InputDocuments:
         return self.entries[k][0]
 
     def document(self, k):
-        """Pool document k as segments (the non-empty lists of ids of its sentences)."""
+        """Pool document k as segments (the non-empty lists of ids of its sentences; not to be
+        modified: a cached list)."""
+        return self._encoded(k)
+
+    def _encode(self, k):
         return [ids for ids in self.encode_batch(list(self.entries[k][1])) if ids]
 
 
