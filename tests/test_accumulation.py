@@ -69,16 +69,27 @@ def test_xla_slices_take_the_whole_batch_step():
     assert "HloModule" in hlo
 
 
-def test_mixed_bfloat16_slices_take_the_whole_batch_step_within_bf16_rounding():
+@pytest.fixture(scope="module")
+def classification_runs():
+    """3 steps of the classification task with AdamW: float32 in one slice ("full"), and
+    mixed_bfloat16 in one slice ("whole") and in 4 ("accumulated"); {name: (weights, trainer)}.
+    The bf16 test compares them and the loop test reads the graphs of the steps they ran."""
+    strategy = tf.distribute.get_strategy()
+    make = lambda: ArrayClassification.make(config())  # noqa: E731
+    runs = {}
+    for name, slices, policy in (("full", 1, "float32"), ("whole", 1, "mixed_bfloat16"),
+                                 ("accumulated", 4, "mixed_bfloat16")):
+        _, weights, trainer, _ = weights_after_steps(make(), strategy, slices, "adamw", dtype_policy=policy)
+        runs[name] = (weights, trainer)
+    return runs
+
+
+def test_mixed_bfloat16_slices_take_the_whole_batch_step_within_bf16_rounding(classification_runs):
     """In bf16 a slice's matmuls round differently from the whole batch's (measured: 2e-2 at
     K = 4 for the worst variable, 3e-3 for the median), less than bf16 itself differs from
     float32 (5e-2, 7e-3); a step that lost slices would differ by what 3 steps move (0.37
     for the median variable)."""
-    strategy = tf.distribute.get_strategy()
-    make = lambda: ArrayClassification.make(config())  # noqa: E731
-    _, full, _, _ = weights_after_steps(make(), strategy, 1, "adamw")
-    _, whole, _, _ = weights_after_steps(make(), strategy, 1, "adamw", dtype_policy="mixed_bfloat16")
-    _, accumulated, trainer, _ = weights_after_steps(make(), strategy, 4, "adamw", dtype_policy="mixed_bfloat16")
+    (full, _), (whole, _), (accumulated, trainer) = (classification_runs[k] for k in ("full", "whole", "accumulated"))
     assert trainer.precision.policy == "mixed_bfloat16"
     assert all(v.dtype == "float32" for v in trainer.model.trainable_variables)
     assert relative_difference(accumulated, whole) < min(0.05, relative_difference(whole, full))
@@ -94,13 +105,17 @@ def loops_in_step(trainer):
     return [op for op in graph.get_operations() if op.type in ("While", "StatelessWhile")]
 
 
-def test_one_slice_builds_no_loop_and_k_slices_one_loop():
-    make_options = lambda k: TrainingOptions("unused", train_batch_size=8, gradient_accumulation_steps=k)  # noqa: E731
-    assert loops_in_step(Trainer(ArrayClassification.make(config()), make_options(1))) == []
-    loops = loops_in_step(Trainer(ArrayClassification.make(config()), make_options(4)))
+def test_one_slice_builds_no_loop_and_k_slices_one_loop(classification_runs):
+    """The steps the runs above took (their traces, read again): K = 1 and K = 4."""
+    plain, sliced = classification_runs["full"][1], classification_runs["accumulated"][1]
+    assert (plain.options.gradient_accumulation_steps, sliced.options.gradient_accumulation_steps) == (1, 4)
+    assert loops_in_step(plain) == []
+    loops = loops_in_step(sliced)
     assert len(loops) == 1
     # one slice's activations at a time
     assert loops[0].get_attr("parallel_iterations") == 1
+    # the graphs read are those of the steps run (no second trace)
+    assert plain._step_fn.experimental_get_tracing_count() == sliced._step_fn.experimental_get_tracing_count() == 1
 
 
 def test_the_trainer_refuses_a_k_that_does_not_divide_the_batch():
