@@ -192,16 +192,17 @@ def test_squad_v1_loss_with_buckets_leaves_the_padding_past_the_width_out(spm_mo
 # --- RACE / multiple choice -------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("skip_padding", [None, False], ids=["driver_default", "padding_computed"])
-def test_multiple_choice_loss_is_the_same_with_buckets(spm_model, tmp_path, skip_padding):
-    """The loss reads the pooled [CLS] output of each option only: the same loss, with the
-    driver's default (padding skipped in the encoder) and with padding computed (XLA, TPU).
-    At max_seq_length 256 (RACE articles fill 128) for batches of several widths."""
+@pytest.fixture(scope="module")
+def race_case(spm_model, tmp_path_factory):
+    """(task with buckets 64,128,192, [(full batch, cut batch, width)]) of generated RACE
+    training questions at max_seq_length 256: the training finalize on a one-pass, by-length
+    stream, the same examples per batch. Both skip_padding cases below read them."""
     from albert_tf.data.race.features import MultipleChoiceSettings, examples_to_arrays
     from albert_tf.data.race.reading import read_race
     from albert_tf.data.tokenization import SentencePieceTokenizer
     from albert_tf.tasks.race import MultipleChoiceOptions, MultipleChoiceTask
 
+    tmp_path = tmp_path_factory.mktemp("race")
     load_tool("make_race_data").make_race(tmp_path / "data", num_articles=6, seed=2, layout="files")
     examples = read_race(str(tmp_path / "data"), "train")
     seq = 256
@@ -217,13 +218,20 @@ def test_multiple_choice_loss_is_the_same_with_buckets(spm_model, tmp_path, skip
         return MultipleChoiceTask(o, {"train": examples}, {"train": arrays})
 
     task = make("64,128,192")
+    return task, _pairs(make("none")._batches("train", BATCH, False), task._batches("train", BATCH, False), seq)
+
+
+@pytest.mark.parametrize("skip_padding", [None, False], ids=["driver_default", "padding_computed"])
+def test_multiple_choice_loss_is_the_same_with_buckets(race_case, skip_padding):
+    """The loss reads the pooled [CLS] output of each option only: the same loss, with the
+    driver's default (padding skipped in the encoder) and with padding computed (XLA, TPU).
+    At max_seq_length 256 (RACE articles fill 128) for batches of several widths."""
+    task, pairs = race_case
     model = _model(task, skip_padding)
     # the options share their article: a random encoder gives them nearly the same pooled
     # output, and the loss stays near log(4) whatever it does unless the head magnifies the
     # differences
     model.head.output_weights.assign(model.head.output_weights * 20.0)
-    # the training finalize on a one-pass, by-length stream: the same examples per batch
-    pairs = _pairs(make("none")._batches("train", BATCH, False), task._batches("train", BATCH, False), seq)
     _check_setup(task, model, pairs[0][0])
     for k, (full, cut, width) in enumerate(pairs):
         _assert_same_loss(_loss(task, model, full), _loss(task, model, cut), f"batch {k}, width {width}")
@@ -232,16 +240,17 @@ def test_multiple_choice_loss_is_the_same_with_buckets(spm_model, tmp_path, skip
 # --- classification ---------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("skip_padding", [None, False], ids=["driver_default", "padding_computed"])
-def test_classification_loss_is_the_same_with_buckets(spm_model, tmp_path, skip_padding):
-    """The loss reads the pooled [CLS] output: the same loss on the same batches of training
-    examples (Task.batches_dataset: the training packing, each batch at its bucket)."""
+@pytest.fixture(scope="module")
+def classification_case(spm_model, tmp_path_factory):
+    """(task with buckets 16,32,64, [(full batch, cut batch, width)]): the same batches of 64
+    training examples (Task.batches_dataset: the training packing, each batch at its bucket),
+    neighbours by length. Both skip_padding cases below read them."""
     from albert_tf.data.classifier_data import get_task, read_examples
     from albert_tf.tasks.classification import ClassificationOptions, ClassificationTask
 
     task_def = get_task("tsv", labels=["concurrency", "networking", "numbers", "text"], text_a_column="sentence")
     splits = {"train": read_examples(task_def, TOPICS, "train")[:64]}
-    config = _tiny_config(tmp_path)
+    config = _tiny_config(tmp_path_factory.mktemp("classification"))
 
     def make(buckets):
         o = ClassificationOptions(task_name="tsv", data_dir=TOPICS, output_dir="unused", spm_model_file=spm_model,
@@ -250,11 +259,19 @@ def test_classification_loss_is_the_same_with_buckets(spm_model, tmp_path, skip_
         return ClassificationTask(o, task_def, splits)
 
     task, task_full = make("16,32,64"), make("none")
-    model = _model(task, skip_padding)
-    task_full.build_model()  # its preprocessing
+    for each in (task, task_full):
+        each.build_model()  # its preprocessing
     order = task._lengths("train").argsort(kind="stable")  # neighbours by length: narrow batches
     batches = [order[i:i + BATCH].tolist() for i in range(0, len(order), BATCH)]
-    pairs = _pairs(task_full.batches_dataset(batches), task.batches_dataset(batches))
+    return task, _pairs(task_full.batches_dataset(batches), task.batches_dataset(batches))
+
+
+@pytest.mark.parametrize("skip_padding", [None, False], ids=["driver_default", "padding_computed"])
+def test_classification_loss_is_the_same_with_buckets(classification_case, skip_padding):
+    """The loss reads the pooled [CLS] output: the same loss on the same batches of training
+    examples (Task.batches_dataset: the training packing, each batch at its bucket)."""
+    task, pairs = classification_case
+    model = _model(task, skip_padding)
     _check_setup(task, model, pairs[0][0])
     for k, (full, cut, width) in enumerate(pairs):
         _assert_same_loss(_loss(task, model, full), _loss(task, model, cut), f"batch {k}, width {width}")
