@@ -43,6 +43,38 @@ def exported(spm_model, tmp_path_factory):
             "run_dir": run_dir}
 
 
+@pytest.fixture(scope="module")
+def loaded(exported):
+    """The fixture's encoder and preprocessing SavedModels, each loaded once for the module
+    (the tests read them; none changes a variable)."""
+    return {name: tf.saved_model.load(os.path.join(exported["path"], name)) for name in ("encoder", "preprocess")}
+
+
+@pytest.fixture(scope="module")
+def pretrained_xla(exported, spm_model, tmp_path_factory):
+    """One export serving two tests: the CLI (`export_tfhub.run`) with --checkpoint an albert_tf
+    pretrained directory (pretrainer.weights.h5: another model's weights than the fixture's),
+    --jit_compile and --nowith_mlm. Returns the path the command returned, the path asked
+    for, and the model whose weights it exported."""
+    from absl import flags
+
+    from albert_tf import export_tfhub
+
+    base = tmp_path_factory.mktemp("pretrained_xla")
+    model = AlbertPretrainer(exported["config"])
+    rng = np.random.default_rng(3)
+    for v in model.weights:
+        v.assign(np.asarray(v) + rng.normal(scale=0.01, size=v.shape).astype("float32"))
+    model.save_pretrained(str(base / "pretrained"))
+    target = str(base / "hub")
+    values = flags.FlagValues()  # the command's own flags, run in this process (TensorFlow is up already)
+    export_tfhub.define_flags(values)
+    values(["export_tfhub", f"--albert_config_file={exported['config_file']}", f"--checkpoint={base / 'pretrained'}",
+            f"--spm_model_file={spm_model}", f"--export_path={target}", f"--seq_length={SEQ}", "--jit_compile",
+            "--nowith_mlm"])
+    return {"path": export_tfhub.run(values), "target": target, "model": model}
+
+
 def _inputs(config, batch=3, length=SEQ, seed=0):
     rng = np.random.default_rng(seed)
     ids = rng.integers(5, config.vocab_size, (batch, length)).astype("int32")
@@ -54,8 +86,8 @@ def _inputs(config, batch=3, length=SEQ, seed=0):
     return {"input_word_ids": ids, "input_mask": mask, "input_type_ids": types * mask}
 
 
-def test_encoder_contract_and_outputs(exported):
-    obj = tf.saved_model.load(os.path.join(exported["path"], "encoder"))
+def test_encoder_contract_and_outputs(exported, loaded):
+    obj = loaded["encoder"]
     model, config = exported["model"], exported["config"]
     inputs = _inputs(config)
     out = obj(inputs, training=False)
@@ -79,8 +111,8 @@ def test_encoder_contract_and_outputs(exported):
     assert f"encoder_outputs_{config.num_hidden_layers - 1}" in flat
 
 
-def test_mlm_sub_object(exported):
-    obj = tf.saved_model.load(os.path.join(exported["path"], "encoder"))
+def test_mlm_sub_object(exported, loaded):
+    obj = loaded["encoder"]
     model, config = exported["model"], exported["config"]
     inputs = _inputs(config)
     inputs["masked_lm_positions"] = np.array([[1, 2, 5], [3, 4, 19], [0, 7, 31]], "int32")
@@ -149,8 +181,8 @@ def test_the_export_records_what_made_it_in_its_marker(exported, spm_model):
     assert config == json.load(open(exported["config_file"]))
 
 
-def test_preprocessing_gives_the_data_tool_ids(exported, spm_model, sample_corpus):
-    pre = tf.saved_model.load(os.path.join(exported["path"], "preprocess"))
+def test_preprocessing_gives_the_data_tool_ids(loaded, spm_model, sample_corpus):
+    pre = loaded["preprocess"]
     tok = SentencePieceTokenizer(spm_model)
     lines = [l for l in open(sample_corpus, encoding="utf-8").read().splitlines() if l][:300]
     lines += ["Crème brûlée at the  Café\u00a0NOÑO", "``Quoted'' text\twith\ttabs", "Ünïcödé ÀÉÎ çà"]
@@ -166,8 +198,8 @@ def test_preprocessing_gives_the_data_tool_ids(exported, spm_model, sample_corpu
         assert packed["input_mask"][row].numpy().sum() == len(ids)
 
 
-def test_bert_pack_inputs_round_robin(exported):
-    pre = tf.saved_model.load(os.path.join(exported["path"], "preprocess"))
+def test_bert_pack_inputs_round_robin(loaded):
+    pre = loaded["preprocess"]
     a = tf.ragged.constant([[10, 11, 12, 13, 14, 15, 16, 17, 18], [20, 21]], dtype=tf.int32)
     b = tf.ragged.constant([[30, 31, 32, 33, 34, 35, 36, 37], [40, 41, 42]], dtype=tf.int32)
     packed = pre.bert_pack_inputs([a, b], seq_length=tf.constant(12))
@@ -189,12 +221,13 @@ def test_hub_keras_layer_fine_tunes_in_tf_keras(exported, sample_corpus):
     labels = np.array([1 if "return" in l.lower() else 0 for l in lines], "int32")
     text = tf_keras.layers.Input(shape=(), dtype=tf.string)
     encoder_layer = hub.KerasLayer(os.path.join(path, "encoder"), trainable=True)
-    encoded = encoder_layer(hub.KerasLayer(os.path.join(path, "preprocess"))(text))
+    preprocess_layer = hub.KerasLayer(os.path.join(path, "preprocess"))
+    encoded = encoder_layer(preprocess_layer(text))
     logits = tf_keras.layers.Dense(2)(encoded["pooled_output"])
     model = tf_keras.Model(text, logits)
     assert len(encoder_layer.trainable_weights) == len(exported["model"].encoder.trainable_weights)
     before = [w.numpy().copy() for w in encoder_layer.trainable_weights]
-    probe = hub.KerasLayer(os.path.join(path, "preprocess"))(tf.constant(lines[:8]))
+    probe = preprocess_layer(tf.constant(lines[:8]))
     output_before = encoder_layer(probe)["pooled_output"].numpy()
     model.compile(tf_keras.optimizers.Adam(1e-3),
                   tf_keras.losses.SparseCategoricalCrossentropy(from_logits=True))
@@ -258,7 +291,7 @@ def test_mixed_bfloat16_export_keeps_the_float32_contract_and_fine_tunes(exporte
     from albert_tf.export_tfhub import export
 
     path = export(exported["config_file"], str(exported["run_dir"]), spm_model, str(tmp_path / "bf16"),
-                  seq_length=SEQ, dtype_policy="mixed_bfloat16")
+                  seq_length=SEQ, dtype_policy="mixed_bfloat16", with_mlm=False)  # (the .mlm is not looked at)
     loaded = tf.saved_model.load(os.path.join(path, "encoder"))
     signature = loaded.signatures["serving_default"]
     assert all(spec.dtype == tf.int32 for spec in signature.structured_input_signature[1].values())
@@ -296,28 +329,19 @@ def _xla_functions(concrete):
             if "_XlaMustCompile" in f.attr and f.attr["_XlaMustCompile"].b]
 
 
-def test_jit_compile_export_serves_through_xla_with_the_same_outputs(exported, spm_model, tmp_path):
+def test_jit_compile_export_serves_through_xla_with_the_same_outputs(exported, loaded, pretrained_xla):
     """export_tfhub --jit_compile: `serving_default` and `serve` run the encoder as an XLA
     program (marked in the SavedModel's function library, so the loading process compiles
     it), at any [B, T] with the same outputs; the default export has no XLA function."""
     import keras
-    from absl import flags
 
-    from albert_tf import export_tfhub
-
-    path = str(tmp_path / "xla")
-    values = flags.FlagValues()  # the command's own flags, run in this process (TensorFlow is up already)
-    export_tfhub.define_flags(values)
-    values(["export_tfhub", f"--albert_config_file={exported['config_file']}", f"--checkpoint={exported['run_dir']}",
-            f"--spm_model_file={spm_model}", f"--export_path={path}", f"--seq_length={SEQ}", "--jit_compile",
-            "--nowith_mlm"])
-    export_tfhub.run(values)
+    path = pretrained_xla["path"]  # exported by the CLI with --jit_compile
+    default = loaded["encoder"]
     loaded = tf.saved_model.load(os.path.join(path, "encoder"))
     signature = loaded.signatures["serving_default"]
     assert _xla_functions(signature)
-    assert not _xla_functions(tf.saved_model.load(os.path.join(exported["path"],
-                                                               "encoder")).signatures["serving_default"])
-    model = exported["model"]
+    assert not _xla_functions(default.signatures["serving_default"])
+    model = pretrained_xla["model"]
     for batch, length in ((3, SEQ), (2, 16)):  # one compile per shape, any shape
         inputs = _inputs(exported["config"], batch=batch, length=length)
         expected = model.encoder(inputs, training=False)
@@ -374,19 +398,11 @@ def test_export_is_atomic(exported, spm_model, monkeypatch):
                                exported["model"].encoder(inputs, training=False)["pooled_output"], atol=1e-5)
 
 
-def test_export_from_a_pretrained_directory(exported, spm_model, tmp_path):
+def test_export_from_a_pretrained_directory(exported, pretrained_xla):
     """--checkpoint may be an albert_tf pretrained directory (pretrainer.weights.h5, e.g. a
     converted release): loaded through storage.checkpoints.load_init_checkpoint."""
-    from albert_tf.export_tfhub import export
-
-    model = AlbertPretrainer(exported["config"])
-    rng = np.random.default_rng(3)
-    for v in model.weights:
-        v.assign(np.asarray(v) + rng.normal(scale=0.01, size=v.shape).astype("float32"))
-    model.save_pretrained(str(tmp_path / "pretrained"))
-    path = export(exported["config_file"], str(tmp_path / "pretrained"), spm_model, str(tmp_path / "hub"),
-                  with_mlm=False, seq_length=SEQ)
-    assert path == str(tmp_path / "hub")
+    path, model = pretrained_xla["path"], pretrained_xla["model"]
+    assert path == pretrained_xla["target"]
     obj = tf.saved_model.load(os.path.join(path, "encoder"))
     inputs = _inputs(exported["config"])
     np.testing.assert_allclose(obj(inputs, training=False)["pooled_output"],

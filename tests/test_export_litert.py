@@ -9,7 +9,7 @@ import pytest
 from convert_helpers import config, randomize
 
 from albert_tf import AlbertEncoder, AlbertPretrainer
-from albert_tf.export.litert_model import litert_bytes, run_litert, serving_spec
+from albert_tf.export.litert_model import litert_bytes, litert_files, run_litert, serving_spec
 from albert_tf.modeling.classifier import AlbertClassifier
 from albert_tf.modeling.multiple_choice import AlbertForMultipleChoice
 from albert_tf.modeling.question_answering import AlbertForQuestionAnswering
@@ -59,10 +59,19 @@ def models():
     return models
 
 
+@pytest.fixture(scope="module")
+def converted():
+    """{model name: {quantization: LiteRT file}}: the files the per-model test converted, for
+    the tests after it to use again (each converts what is not there)."""
+    return {}
+
+
 @pytest.mark.parametrize("name", ["encoder", "classifier", "squad_v1", "multiple_choice", "squad_v2"])
-def test_float32_and_float16_files_compute_the_keras_outputs_at_any_length(models, name):
+def test_float32_and_float16_files_compute_the_keras_outputs_at_any_length(models, converted, name):
     model = models[name]
-    files = {q: litert_bytes(model, q) for q in ("none", "float16")}
+    # one trace, freeze and save of the model for all its files (litert_files)
+    files = converted[name] = litert_files(model, ("none", "float16") + (("dynamic_int8",) if name == "encoder"
+                                                                         else ()))
     choices = 4 if name == "multiple_choice" else None
     for length in (16, 40):  # one file, any length up to max_position_embeddings
         x = batch(length, choices=choices, seed=length)
@@ -81,7 +90,7 @@ def test_float32_and_float16_files_compute_the_keras_outputs_at_any_length(model
                 np.testing.assert_allclose(theirs[key][keep], value[keep], atol=atol, rtol=0,
                                            err_msg=f"{name} {quantization} {key} at length {length}")
     if name == "encoder":
-        int8 = litert_bytes(model, "dynamic_int8")
+        int8 = files["dynamic_int8"]
         # (a tiny model: its many small tensors stay float32; albert_base: benchmarks/litert_bench.py)
         assert len(int8) < 0.5 * len(files["none"]) and len(files["float16"]) < 0.65 * len(files["none"])
         x = batch(16)
@@ -89,7 +98,7 @@ def test_float32_and_float16_files_compute_the_keras_outputs_at_any_length(model
         assert np.corrcoef(theirs.ravel(), ours.ravel())[0, 1] > 0.95  # quantized, still the same function
 
 
-def test_the_file_computes_the_keras_outputs_on_albert_tfs_ids_of_digit_comma_texts(models, spm_model):
+def test_the_file_computes_the_keras_outputs_on_albert_tfs_ids_of_digit_comma_texts(models, converted, spm_model):
     """The app feeds the file albert_tf's ids (the release's tokenization, digit-comma rule
     included, as the JSON states it); on those ids the file gives the Keras model's logits."""
     from albert_tf.data.tokenization import SentencePieceTokenizer, preprocess_text
@@ -111,7 +120,8 @@ def test_the_file_computes_the_keras_outputs_on_albert_tfs_ids_of_digit_comma_te
          "input_mask": np.array([[1] * len(i) + [0] * (length - len(i)) for i in ids], "int32")}
     x["input_type_ids"] = np.zeros_like(x["input_mask"])
     model = models["classifier"]
-    ours, theirs = keras_outputs(model, x)["logits"], run_litert(litert_bytes(model, "none"), x)["logits"]
+    file = converted["classifier"]["none"] if "classifier" in converted else litert_bytes(model, "none")
+    ours, theirs = keras_outputs(model, x)["logits"], run_litert(file, x)["logits"]
     assert np.abs(ours).max() > 1e-3
     np.testing.assert_allclose(theirs, ours, atol=1e-4, rtol=0)
 

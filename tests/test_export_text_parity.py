@@ -13,6 +13,7 @@ With the release's 30k SentencePiece model (tests/real_texts.py): the real dev t
 release's digit-comma rule tokenizes otherwise than plain SentencePiece, and a sample of the
 others, through every export that takes text and hub.KerasLayer."""
 
+import functools
 import types
 
 import keras
@@ -252,7 +253,9 @@ def real_exports(tmp_path_factory):
                                                          **MECHANICS)
     ones = np.ones((1, 8), "int32")
     flat = {"input_word_ids": ones * 5, "input_mask": ones, "input_type_ids": ones * 0, "p_mask": ones * 0}
-    out = types.SimpleNamespace(tok=real.tok, real=real, loaded={}, paths={})
+    # Python's ids of each text, computed once (every export is compared with them)
+    out = types.SimpleNamespace(tok=real.tok, real=real, loaded={}, paths={},
+                                encode=functools.lru_cache(maxsize=None)(real.tok.encode))
     qa = _build(AlbertForQuestionAnswering(config, version="v1"), flat)
     out.loaded["qa"] = tf.saved_model.load(export_question_answering(
         qa, real.model, str(base / "qa"), max_seq_length=SEQ, doc_stride=STRIDE, max_query_length=QUERY,
@@ -271,23 +274,26 @@ def real_exports(tmp_path_factory):
     return out
 
 
-def _release_packing(tok, texts, seq_length):
-    """The Python side of the preprocessing model's root call: [CLS] ids [SEP], cut and padded."""
+def _release_packing(tok, texts, seq_length, encode=None):
+    """The Python side of the preprocessing model's root call: [CLS] ids [SEP], cut and padded
+    (`encode`: tok.encode, or a cache of it)."""
+    encode = encode or tok.encode
     ids = np.full((len(texts), seq_length), tok.pad_id, "int32")
     mask = np.zeros((len(texts), seq_length), "int32")
     for row, text in enumerate(texts):
-        pieces = [tok.cls_id] + tok.encode(text)[:seq_length - 2] + [tok.sep_id]
+        pieces = [tok.cls_id] + encode(text)[:seq_length - 2] + [tok.sep_id]
         ids[row, :len(pieces)] = pieces
         mask[row, :len(pieces)] = 1
     return {"input_word_ids": ids, "input_mask": mask, "input_type_ids": np.zeros_like(ids)}
 
 
-def _wrong_ids(tokenize, items, tok, chunk=256):
-    """(source, text) pairs whose ids from `tokenize` (strings [B] -> ragged) are not Python's."""
+def _wrong_ids(tokenize, items, encode, chunk=256):
+    """(source, text) pairs whose ids from `tokenize` (strings [B] -> ragged) are not Python's
+    (`encode`: SentencePieceTokenizer.encode, or a cache of it)."""
     texts = [t for _, t in items]
     got = [ids for start in range(0, len(texts), chunk)
            for ids in tokenize(tf.constant(texts[start:start + chunk])).to_list()]
-    return [(source, text[:80]) for (source, text), ids in zip(items, got) if ids != tok.encode(text)]
+    return [(source, text[:80]) for (source, text), ids in zip(items, got) if ids != encode(text)]
 
 
 def test_real_text_the_release_rule_changes_is_tokenized_as_the_release_by_every_export(real_exports):
@@ -295,19 +301,19 @@ def test_real_text_the_release_rule_changes_is_tokenized_as_the_release_by_every
     sample of the others): the preprocessing export's `.tokenize` and root call, the
     classifier's preprocessing and logits, the QA and multiple-choice exports' `.tokenize`
     give Python's SentencePieceTokenizer ids."""
-    real, tok = real_exports.real, real_exports.tok
+    real, tok, encode = real_exports.real, real_exports.tok, real_exports.encode
     assert len(real.split) > 800 and len(real.others) >= 290 and len(real.ties) <= 2, (len(real.split), real.ties)
     # the chosen texts are the ones the rule changes: plain SentencePiece gives other ids
-    assert all(tok.sp.EncodeAsIds(preprocess_text(t)) != tok.encode(t) for _, t in real.split)
+    assert all(tok.sp.EncodeAsIds(preprocess_text(t)) != encode(t) for _, t in real.split)
     items = real.split + real.others
     loaded = real_exports.loaded
     for name in ("preprocess", "classifier", "qa", "mc"):
         tokenize = (loaded[name].preprocess if name == "classifier" else loaded[name]).tokenize
-        wrong = _wrong_ids(tokenize, items, tok)
+        wrong = _wrong_ids(tokenize, items, encode)
         assert not wrong, f"the {name} export tokenizes {len(wrong)} of {len(items)} real texts otherwise: {wrong[:3]}"
     texts = [t for _, t in items]
     packed = real_exports.loaded["preprocess"](tf.constant(texts))
-    expected = _release_packing(tok, texts, REAL_SEQ)
+    expected = _release_packing(tok, texts, REAL_SEQ, encode)
     for key, value in expected.items():
         np.testing.assert_array_equal(packed[key].numpy(), value, err_msg=key)
     # two segments: [CLS] A [SEP] B [SEP], trimmed round-robin (A gets the odd piece)
@@ -316,7 +322,7 @@ def test_real_text_the_release_rule_changes_is_tokenized_as_the_release_by_every
     pairs = pre.bert_pack_inputs([pre.tokenize(tf.constant(first)), pre.tokenize(tf.constant(second))],
                                  seq_length=tf.constant(REAL_SEQ))
     for row, (a, b) in enumerate(zip(first, second)):
-        a, b = tok.encode(a), tok.encode(b)
+        a, b = encode(a), encode(b)
         room = REAL_SEQ - 3
         n_a = min(len(a), max((room + 1) // 2, room - len(b)))
         ids = [tok.cls_id] + a[:n_a] + [tok.sep_id] + b[:room - n_a] + [tok.sep_id]
@@ -324,7 +330,7 @@ def test_real_text_the_release_rule_changes_is_tokenized_as_the_release_by_every
         assert pairs["input_word_ids"].numpy()[row].tolist() == ids, row
         assert pairs["input_type_ids"].numpy()[row].tolist().count(1) == len(b[:room - n_a]) + 1, row
     # texts the rule changes within the classifier's SEQ - 2 pieces
-    changed = [t for _, t in real.split if tok.encode(t)[:SEQ - 2] != tok.sp.EncodeAsIds(preprocess_text(t))[:SEQ - 2]]
+    changed = [t for _, t in real.split if encode(t)[:SEQ - 2] != tok.sp.EncodeAsIds(preprocess_text(t))[:SEQ - 2]]
     sample = changed[::max(1, len(changed) // 12)][:12]
     logits = real_exports.loaded["classifier"](tf.constant(sample))["logits"].numpy()
     reference = np.stack([_classifier_reference(real_exports, t) for t in sample])
@@ -340,7 +346,7 @@ def test_real_text_through_hub_keras_layer_is_the_release_packing(real_exports):
     assert len(sentences) > 100
     layer = hub.KerasLayer(real_exports.paths["preprocess"])
     outputs = layer(tf.constant(sentences))
-    expected = _release_packing(real_exports.tok, sentences, REAL_SEQ)
+    expected = _release_packing(real_exports.tok, sentences, REAL_SEQ, real_exports.encode)
     assert sorted(outputs) == sorted(expected)
     for key, value in expected.items():
         np.testing.assert_array_equal(outputs[key].numpy(), value, err_msg=key)
@@ -362,7 +368,7 @@ def test_real_contexts_get_the_release_pieces_and_their_spans_from_the_qa_export
     for text in contexts:
         out = qa.context_tokens(tf.constant(text))
         ids, starts, ends = (out[k].numpy().tolist() for k in ("ids", "start", "end"))
-        assert ids == tok.encode(text), text
+        assert ids == real_exports.encode(text), text
         assert all(0 <= s <= e <= len(text) for s, e in zip(starts, ends)), text
         assert starts == sorted(starts), text
         python = tokenize_context(text, tok)  # its ids: plain SentencePiece's, or the release's
@@ -406,7 +412,7 @@ def test_real_race_questions_score_as_the_run_through_the_multiple_choice_export
         with open(path, encoding="utf-8") as f:
             example = json.load(f)
         article = example["article"]
-        if article in split and tok.encode(article)[:24] != tok.sp.EncodeAsIds(preprocess_text(article))[:24]:
+        if article in split and real_exports.encode(article)[:24] != tok.sp.EncodeAsIds(preprocess_text(article))[:24]:
             examples.append((article, example["questions"][0], example["options"][0]))  # changed in the window
         if len(examples) == 6:
             break

@@ -90,10 +90,21 @@ def litert_bytes(model, quantization="none"):
     Raises:
         ValueError: an unknown quantization or a model with no LiteRT form.
     """
+    return litert_files(model, (quantization,))[quantization]
+
+
+def litert_files(model, quantizations):
+    """{quantization: `litert_bytes(model, quantization)`} for each of `quantizations`: the
+    model is traced, frozen and saved once, then converted once per quantization.
+
+    Raises:
+        ValueError: an unknown quantization or a model with no LiteRT form.
+    """
     from tensorflow.python.framework.convert_to_constants import convert_variables_to_constants_v2
 
-    if quantization not in QUANTIZATIONS:
-        raise ValueError(f"--quantization must be one of {', '.join(QUANTIZATIONS)}, got {quantization!r}.")
+    for quantization in quantizations:
+        if quantization not in QUANTIZATIONS:
+            raise ValueError(f"--quantization must be one of {', '.join(QUANTIZATIONS)}, got {quantization!r}.")
     _, rank, names, fn = serving_spec(model)
     specs = [tf.TensorSpec([None] * rank, tf.int32, name=n) for n in INPUT_NAMES]
     traced = tf.function(fn, input_signature=specs, autograph=False).get_concrete_function()
@@ -109,13 +120,16 @@ def litert_bytes(model, quantization="none"):
     module = Serving()
     with tempfile.TemporaryDirectory(prefix="albert_tf_litert_") as tmp:
         tf.saved_model.save(module, tmp, signatures={"serving_default": module.__call__.get_concrete_function()})
-        converter = tf.lite.TFLiteConverter.from_saved_model(tmp)
-        converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]
-        if quantization != "none":
-            converter.optimizations = [tf.lite.Optimize.DEFAULT]
-        if quantization == "float16":
-            converter.target_spec.supported_types = [tf.float16]
-        return converter.convert()
+        files = {}
+        for quantization in quantizations:
+            converter = tf.lite.TFLiteConverter.from_saved_model(tmp)
+            converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]
+            if quantization != "none":
+                converter.optimizations = [tf.lite.Optimize.DEFAULT]
+            if quantization == "float16":
+                converter.target_spec.supported_types = [tf.float16]
+            files[quantization] = converter.convert()
+        return files
 
 
 # A text whose release tokenization differs from SentencePiece's alone (the digit-comma rule)

@@ -25,7 +25,6 @@ import tensorflow_text as tf_text
 
 from albert_tf.data.buckets import width_for
 from albert_tf.export import savedmodel
-from albert_tf.export.normalization import normalize
 from albert_tf.export.raw_text_module import RawTextModule, writing_export
 from albert_tf.storage import atomic, provenance
 
@@ -59,7 +58,7 @@ class MultipleChoiceModule(RawTextModule):
         return tf.where(has_blank, filled, tf.strings.join([question, option], separator=" "))
 
     def _twice(self, text):
-        return normalize(normalize(text, self._lower), self._lower)
+        return self.normalized(self.normalized(text))
 
     def inputs(self, article, question, options):
         """Raw strings -> the model's int32 inputs [B, C, T'] (T' the longest of the request)."""
@@ -68,8 +67,8 @@ class MultipleChoiceModule(RawTextModule):
         # (race_data's preprocess_text, then SentencePieceTokenizer.encode's own); the article
         # twice too. Twice is not once: NFKD can make spaces (U+00A8 -> a space and a dropped
         # mark) that only the second pass collapses.
-        question = tf.repeat(normalize(question, self._lower), choices)  # [B*C]
-        option = tf.reshape(normalize(options, self._lower), [-1])
+        question = tf.repeat(self.normalized(question), choices)  # [B*C]
+        option = tf.reshape(self.normalized(options), [-1])
         qa = self._tokenizer.tokenize(self._twice(self._qa_text(question, option)))  # [B*C, (n)]
         keep = tf.ragged.range(qa.row_lengths()) >= qa.row_lengths()[:, None] - self._max_qa_length
         qa = tf.ragged.boolean_mask(qa, keep)  # its last max_qa_length pieces

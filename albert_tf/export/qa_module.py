@@ -41,7 +41,7 @@ import tensorflow as tf
 from albert_tf.data.buckets import width_for
 from albert_tf.export import savedmodel
 from albert_tf.export.aligned_tokens import context_pieces
-from albert_tf.export.normalization import SPACE, normalize
+from albert_tf.export.normalization import SPACE
 from albert_tf.export.raw_text_module import RawTextModule, writing_export
 from albert_tf.storage import atomic, provenance
 
@@ -87,7 +87,7 @@ class QuestionAnsweringModule(RawTextModule):
         """-> model inputs [W, T'] (T' = the longest window), doc index [W, T'] (-1 outside
         the context), in_doc and may_start [W, T'] (all False for a question without pieces:
         nothing is asked, so nothing is answered), and the context pieces' spans [P]."""
-        query = self._tokenizer.tokenize(normalize(question, self._lower))[:self._max_query_length]
+        query = self._tokenizer.tokenize(self.normalized(question))[:self._max_query_length]
         ids, span_start, span_end = context_pieces(context, self._tokenizer, self._lower)
         q = tf.size(query)
         n = tf.size(ids)

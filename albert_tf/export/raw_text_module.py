@@ -20,7 +20,9 @@ class RawTextModule(tf.train.Checkpoint):
     """Root object of a raw-string SavedModel: `model` and its `variables`, the asset
     `sp_model_file`, the tokenizer (the release's: release_tokenizer.ReleaseTokenizer) and
     special ids, `_widths`; `tokenize(strings [B])` -> int32 RaggedTensor [B, (n)], the ids of
-    each text normalised once (as the preprocessing model's `.tokenize`). A subclass sets
+    each text normalised once (as the preprocessing model's `.tokenize`); `normalized(text)`
+    (any shape) -> normalize(text, do_lower_case), through one tf.function that every call site
+    shares (traced and saved once, however often a signature normalises). A subclass sets
     `self.__call__` (a tf.function with named input specs), which is also the
     serving_default signature: one function, traced once for both.
 
@@ -45,11 +47,18 @@ class RawTextModule(tf.train.Checkpoint):
         self._lower = bool(do_lower_case)
         self._max_seq_length = int(max_seq_length)
         self._widths = tuple(widths) if widths else (self._max_seq_length,)
+        self._normalize = tf.function(lambda strings: normalize(strings, self._lower),
+                                      input_signature=[tf.TensorSpec([None], tf.string)], autograph=False)
         self.tokenize = tf.function(self._tokenize, input_signature=[tf.TensorSpec([None], tf.string)],
                                     autograph=False)
 
+    def normalized(self, text):
+        """normalize(text, do_lower_case) of a string tensor of any shape (the same shape back)."""
+        text = tf.convert_to_tensor(text, tf.string)
+        return tf.reshape(self._normalize(tf.reshape(text, [-1])), tf.shape(text))
+
     def _tokenize(self, strings):
-        return self._tokenizer.tokenize(normalize(strings, self._lower))
+        return self._tokenizer.tokenize(self.normalized(strings))
 
     def signatures(self):
         return {"serving_default": self.__call__.get_concrete_function()}
