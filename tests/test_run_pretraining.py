@@ -153,13 +153,13 @@ def test_two_workers_on_loopback_lose_one_stop_with_3_and_resume_exactly(pretrai
 
 
 # the interruption tests' common flags; the strategy is added by each run
-INTERRUPTED = ("--deterministic", "--num_train_steps=30", "--save_checkpoints_steps=5", "--iterations_per_loop=5",
+INTERRUPTED = ("--deterministic", "--num_train_steps=20", "--save_checkpoints_steps=5", "--iterations_per_loop=5",
                "--nodo_eval", "--dynamic_masking")
 
 
 @pytest.fixture(scope="module")
 def uninterrupted(pretraining_records, tiny_config_file, tmp_path_factory):
-    """ckpt-30 of one uninterrupted deterministic run (default strategy): the reference of
+    """ckpt-20 of one uninterrupted deterministic run (default strategy): the reference of
     both interruption tests (a one_device run ended with bitwise the same weights when
     measured, so it is the reference of the one_device test too)."""
     from albert_tf import run_pretraining
@@ -170,10 +170,10 @@ def uninterrupted(pretraining_records, tiny_config_file, tmp_path_factory):
     enabled = config.is_op_determinism_enabled()
     assert run_pretraining.main(pretrain_args(outputs, whole, tiny_config_file, *INTERRUPTED)) == 0
     assert config.is_op_determinism_enabled() == enabled  # main put --deterministic's op determinism back
-    return whole / "ckpt-30"
+    return whole / "ckpt-20"
 
 
-def _killed_and_restarted_matches(records, config, tmp_path, reference, common, kill_at, capsys, final=30):
+def _killed_and_restarted_matches(records, config, tmp_path, reference, common, kill_at, capsys, final=20):
     """A real process SIGKILLed after ckpt-kill_at, restarted in this process (run_pretraining.main);
     its ckpt-final must equal `reference`."""
     from albert_tf import run_pretraining
@@ -205,12 +205,12 @@ def test_sigkill_and_restart_ends_with_the_uninterrupted_weights(pretraining_rec
                                                                   tmp_path, capsys):
     """Default strategy: the input position is in the checkpoint (dropout and dynamic masking on)."""
     outputs, _ = pretraining_records
-    stdout = _killed_and_restarted_matches(outputs, tiny_config_file, tmp_path, uninterrupted, INTERRUPTED, 15,
+    stdout = _killed_and_restarted_matches(outputs, tiny_config_file, tmp_path, uninterrupted, INTERRUPTED, 10,
                                            capsys)
     resumed_at = int(stdout.split("resuming from")[1].split("ckpt-")[1].split()[0])
-    # it restarted mid-run from a checkpoint of the killed run (ckpt-15's files can exist
-    # before the manager records it, so a kill in between resumes from ckpt-10)
-    assert 10 <= resumed_at < 30
+    # it restarted mid-run from a checkpoint of the killed run (ckpt-10's files can exist
+    # before the manager records it, so a kill in between resumes from ckpt-5)
+    assert 5 <= resumed_at < 20
 
 
 def test_records_in_the_release_format_train_and_export(pretraining_records, tiny_config_file, spm_model, tmp_path,
@@ -499,7 +499,7 @@ def test_sigterm_saves_the_current_step_exits_143_and_the_run_resumes_from_it(pr
 
     outputs, _ = pretraining_records
     out = tmp_path / "run"
-    args = pretrain_args(outputs, out, tiny_config_file, "--num_train_steps=40", "--save_checkpoints_steps=1000",
+    args = pretrain_args(outputs, out, tiny_config_file, "--num_train_steps=20", "--save_checkpoints_steps=1000",
                          "--iterations_per_loop=1", "--nodo_eval")
     metrics = out / "metrics.jsonl"
     finished, late = threading.Event(), []
@@ -525,14 +525,14 @@ def test_sigterm_saves_the_current_step_exits_143_and_the_run_resumes_from_it(pr
     assert result.returncode == 143, result.stderr[-3000:]
     saved = tf.train.latest_checkpoint(str(out))
     step = int(saved.rsplit("ckpt-", 1)[1])
-    assert 1 <= step < 40, saved
+    assert 1 <= step < 20, saved
     assert f"terminated (SIGTERM). Saved the checkpoint {saved} at step {step}" in result.stderr
     assert "Traceback" not in result.stderr
     assert tf.train.load_checkpoint(saved).get_tensor("optimizer/_iterations/.ATTRIBUTES/VARIABLE_VALUE") == step
     resumed = run_in_process(run_pretraining, args, capsys)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert f"resuming from {saved} at step {step}" in resumed.stdout
-    assert tf.train.latest_checkpoint(str(out)).endswith("ckpt-40")
+    assert tf.train.latest_checkpoint(str(out)).endswith("ckpt-20")
     sessions = json.load(open(out / "run_info.json"))["sessions"]
     assert [(s["start_step"], s["final_step"], s["status"]) for s in sessions] == [(0, step, "terminated"),
-                                                                                   (step, 40, "finished")]
+                                                                                   (step, 20, "finished")]

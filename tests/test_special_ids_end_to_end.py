@@ -9,6 +9,7 @@ import os
 import numpy as np
 import pytest
 import tensorflow as tf
+from distributed_helpers import MECHANICS
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 TOPICS = os.path.join(ROOT, "notebooks", "data", "docstring_topics")
@@ -36,7 +37,19 @@ def test_data_pretraining_and_fine_tuning_with_other_special_ids(sample_corpus, 
     from albert_tf.data.pipeline import DynamicMasking, pretraining_dataset
     from albert_tf.data.summary import read_data_summary
 
-    data = make_data_with_unusual_ids(sample_corpus, str(tmp_path / "data"), dupe_factor=1)
+    # the sample corpus's first 0.4 MB (whole documents): a 3000-piece model and ~900 instances
+    # (more than the batches below), at a third of the tokenizing and model training
+    corpus = tmp_path / "corpus.txt"
+    with open(sample_corpus, encoding="utf-8") as f:
+        documents = f.read().split("\n\n")
+    kept, size = [], 0
+    for document in documents:
+        kept.append(document)
+        size += len(document.encode("utf-8")) + 2
+        if size >= 400_000:
+            break
+    corpus.write_text("\n\n".join(kept) + "\n\n", encoding="utf-8")
+    data = make_data_with_unusual_ids(str(corpus), str(tmp_path / "data"), dupe_factor=1)
     summary = read_data_summary(data["files"])
     assert summary.special_tokens == UNUSUAL_TOKENS
     # the dynamic masking the trainer builds from the summary writes the model's [MASK]
@@ -54,7 +67,9 @@ def test_data_pretraining_and_fine_tuning_with_other_special_ids(sample_corpus, 
     assert replaced.sum() > 10 and not np.isin(masked[replaced], [0, 2, 3, 6]).any()
 
     config = str(tmp_path / "albert_config.json")
-    config_values = AlbertConfig.from_preset("albert_tiny").replace(vocab_size=summary.vocab_size, num_hidden_layers=2)
+    # two layers sharing one group: the ids' path does not depend on the depth
+    config_values = AlbertConfig.from_preset("albert_tiny").replace(vocab_size=summary.vocab_size,
+                                                                    **MECHANICS)
     config_values.to_json_file(config)
     run, export = tmp_path / "run", tmp_path / "export"
     _run("albert_tf.run_pretraining", [f"--input_file={','.join(data['files'])}", f"--output_dir={run}",
