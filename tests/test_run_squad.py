@@ -177,7 +177,7 @@ def test_v1_learns_the_training_set_and_predict_only_reproduces_it(squad_files, 
     out = tmp_path / "v1"
     args = _common(spm_model, config_file, out, squad_files["v1"])
     values = _flags(run_squad_v1, args + ["--do_train", "--do_predict", "--train_batch_size=16",
-                                          "--learning_rate=3e-3", "--num_train_epochs=60",
+                                          "--learning_rate=3e-3", "--num_train_epochs=30",
                                           "--warmup_proportion=0.1", "--save_checkpoints_steps=100000",
                                           "--iterations_per_loop=50", f"--export_dir={out / 'export'}"])
     results = run_squad_v1.run(values, stream=open(os.devnull, "w"))

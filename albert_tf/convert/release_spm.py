@@ -30,6 +30,7 @@ case where the release splits a digit-comma piece inside a word ("▁1," "050" b
 import functools
 import unicodedata
 
+from albert_tf.data import unicode_tables
 from albert_tf.data.tokenization import is_combining, is_digit_comma_piece, preprocess_text
 
 MAX_CODE_POINT = 0x110000
@@ -58,6 +59,39 @@ def _char_map(rules):
                                        remove_extra_whitespaces=False)
 
 
+_BLOCK = 256  # code points tested at once (the surrogates, 0xD800-0xDFFF, are whole blocks)
+
+
+@functools.lru_cache(maxsize=2)
+def _preprocess_changes(do_lower_case):
+    """((character, what preprocess_text gives it), ...) for every code point where they
+    differ, in code point order; each str.isspace character gives " " (" " itself left out).
+
+    A block of code points that has no space, is NFKD-normalized and lower-case as a whole,
+    and holds no combining mark has no such character: it is skipped whole (a character
+    that NFKD or lower-casing changes changes its block too)."""
+    bounds = unicode_tables.COMBINING  # [start, end) pairs: the characters is_combining holds for
+    with_marks = {b for start, end in zip(bounds[::2], bounds[1::2]) for b in range(start // _BLOCK,
+                                                                                      (end - 1) // _BLOCK + 1)}
+    changed = []
+    for start in range(0, MAX_CODE_POINT, _BLOCK):
+        if 0xD800 <= start < 0xE000:
+            continue  # surrogates: no characters
+        block = "".join(map(chr, range(start, start + _BLOCK)))
+        if (start // _BLOCK not in with_marks and not any(map(str.isspace, block))
+                and unicodedata.is_normalized("NFKD", block) and not (do_lower_case and block.lower() != block)):
+            continue
+        for c in block:
+            if c.isspace():
+                changed.append((c, " "))
+            elif not (unicodedata.is_normalized("NFKD", c) and not (do_lower_case and c.lower() != c)
+                      and not is_combining(c)):
+                p = preprocess_text(c, do_lower_case)
+                if p != c:
+                    changed.append((c, p))
+    return tuple((c, p) for c, p in changed if c != " ")
+
+
 def release_rules(model_bytes, do_lower_case=True):
     """The normalisation rules (a list of (source, target)) of `preprocess_text` followed by
     the model's own normaliser: the model's rules with their source preprocessed first, and
@@ -66,21 +100,10 @@ def release_rules(model_bytes, do_lower_case=True):
     import sentencepiece as spm
 
     own = spm.SentencePieceNormalizer(model_proto=model_bytes).Decompile()
-    changed = {}  # character -> what preprocess_text gives it, where that differs
-    for code in range(MAX_CODE_POINT):
-        c = chr(code)
-        if c.isspace():
-            changed[c] = " "
-        elif (unicodedata.is_normalized("NFKD", c) and not (do_lower_case and c.lower() != c)
-              and not is_combining(c)) or 0xD800 <= code < 0xE000:
-            continue  # one preprocess_text keeps, or a surrogate (no character)
-        else:
-            p = preprocess_text(c, do_lower_case)
-            if p != c:
-                changed[c] = p
-    changed.pop(" ", None)
+    changed = dict(_preprocess_changes(do_lower_case))
+    table = {ord(c): p for c, p in changed.items()}
     pending = list(changed.items())
-    pending += [(s, "".join(changed.get(c, c) for c in s)) for s, _ in own if len(s) > 1]
+    pending += [(s, s.translate(table)) for s, _ in own if len(s) > 1]
     pending += [(s, s) for s, _ in own if len(s) == 1 and s not in changed]  # its own rule applies
     targets = _char_map(own).Normalize([p for _, p in pending]) if own else [p for _, p in pending]
     rules = {}

@@ -118,14 +118,17 @@ class TrainingCheckpoints:
         self._checkpoint_for(path).restore(path).assert_existing_objects_matched().expect_partial()
         return path
 
-    def _checkpoint_for(self, prefix):
+    def _checkpoint_for(self, prefix, input_position=True):
         """What `prefix` is restored into: everything this run saves, but for a run that
-        does not train and a checkpoint without random_states, the rest alone."""
-        if self.trains or "random_states" not in self.items:
+        does not train and a checkpoint without random_states, the rest alone; without the
+        input iterator when not `input_position`."""
+        left_out = set() if input_position else {"iterator"}
+        if not self.trains and "random_states" in self.items and not any(
+                n.startswith("random_states/") for n in list_variables(prefix)):
+            left_out.add("random_states")
+        if not left_out & set(self.items):
             return self.checkpoint
-        if any(n.startswith("random_states/") for n in list_variables(prefix)):
-            return self.checkpoint
-        return tf.train.Checkpoint(**{k: v for k, v in self.items.items() if k != "random_states"})
+        return tf.train.Checkpoint(**{k: v for k, v in self.items.items() if k not in left_out})
 
     def check_resumable(self, prefix):
         names = list_variables(prefix)
@@ -209,8 +212,11 @@ class TrainingCheckpoints:
         return True
 
     def restore_best(self):
-        """Restores the best checkpoint (if any); returns its path or None."""
+        """Restores the best checkpoint (if any) for the results, after training: all but the
+        input iterator (its position matters only to training; restoring it rebuilds the input
+        pipeline, seconds of work). Returns its path or None."""
         path = self.best_manager.latest_checkpoint if self.keep_best else None
         if path:
-            self._checkpoint_for(path).restore(path).assert_existing_objects_matched().expect_partial()
+            self._checkpoint_for(path, input_position=False).restore(path).assert_existing_objects_matched() \
+                .expect_partial()
         return path

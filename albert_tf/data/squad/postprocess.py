@@ -114,8 +114,9 @@ def candidates_v1(window, n_best_size=20, max_answer_length=30, index=0):
         raise ValueError(f"window {index} (qid {window['qid']!r}): start/end logits have "
                          f"{start_logits.shape[0]}/{end_logits.shape[0]} positions, token_spans {len(spans)}.")
     found = []
+    ends = _top_positions(end_logits, in_context, n_best_size)  # the same for every start
     for s in _top_positions(start_logits, may_start, n_best_size):
-        for e in _top_positions(end_logits, in_context, n_best_size):
+        for e in ends:
             if e < s or e - s + 1 > max_answer_length:
                 continue
             found.append((spans[s][0], spans[e][1], float(start_logits[s]), float(end_logits[e])))
