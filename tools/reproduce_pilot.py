@@ -102,7 +102,6 @@ def make_scarce_topic(paths, per_class):
 def run(f):
     import reproduce_runner as runner
 
-    from albert_tf.storage import outputs
     from albert_tf.training.precision import check_policy
 
     if not f.output_dir:
@@ -122,16 +121,16 @@ def run(f):
     settings = runner.resolved(flag_settings)
     check_policy(settings.dtype_policy)
     pilot = {"checkpoints": checkpoints, "seeds": f.seeds, "scarce_per_class": f.scarce_per_class, "tasks": tasks}
-    runner.check_output_dir(f.output_dir, settings, flag_settings.dtype_policy)
     pilot_file = os.path.join(f.output_dir, "pilot", "settings.json")
-    if os.path.isfile(pilot_file) and steps.read_done(pilot_file) != pilot:
-        raise ValueError(f"--output_dir={f.output_dir} holds a pilot with other settings ({pilot_file}); resume it "
-                         "with those or choose a new --output_dir.")
-    outputs.claim_dir(f.output_dir, outputs.REPRODUCTION, "--output_dir")
+
+    def check_pilot():
+        if os.path.isfile(pilot_file) and steps.read_done(pilot_file) != pilot:
+            raise ValueError(f"--output_dir={f.output_dir} holds a pilot with other settings ({pilot_file}); resume "
+                             "it with those or choose a new --output_dir.")
+
+    runner.claim_grid(f.output_dir, settings, flag_settings.dtype_policy, check_pilot)
     from albert_tf.storage import atomic
 
-    atomic.write_text(os.path.join(f.output_dir, runner.SETTINGS_FILE),
-                      json.dumps(settings.to_dict(), indent=2, sort_keys=True) + "\n")
     os.makedirs(os.path.dirname(pilot_file), exist_ok=True)
     atomic.write_text(pilot_file, json.dumps(pilot, indent=2, sort_keys=True) + "\n")
     return _run_units(settings, f.output_dir, pilot)

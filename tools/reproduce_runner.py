@@ -87,6 +87,19 @@ def check_output_dir(output_dir, settings, requested=None):
                              f"settings ({path}) or choose a new --output_dir.")
 
 
+def claim_grid(output_dir, settings, requested=None, check=None):
+    """check_output_dir, then `check()` (a caller's own refusals, before anything is written),
+    then claims output_dir as this tool's and writes grid.json (once; a grid.json of before
+    the policy was resolved, "auto", gets it resolved). `settings` as check_output_dir's."""
+    check_output_dir(output_dir, settings, requested)
+    if check is not None:
+        check()
+    outputs.claim_dir(output_dir, outputs.REPRODUCTION, "--output_dir")
+    settings_path = os.path.join(output_dir, SETTINGS_FILE)
+    if not os.path.isfile(settings_path) or steps.read_done(settings_path).get("dtype_policy") == "auto":
+        atomic.write_text(settings_path, json.dumps(settings.to_dict(), indent=2, sort_keys=True) + "\n")
+
+
 def plan(settings, paths, quick, state):
     """Every step of the grid in order. `state` carries what later steps need from earlier
     ones (the downstream tasks: topic labels, SQuAD feature count)."""
@@ -144,12 +157,7 @@ def run_grid(settings, output_dir, quick=False, stream=None):
     dtype policy is resolved for this machine first (`resolved`) and stored so."""
     requested = settings.dtype_policy
     settings = resolved(settings)
-    check_output_dir(output_dir, settings, requested)
-    outputs.claim_dir(output_dir, outputs.REPRODUCTION, "--output_dir")
-    settings_path = os.path.join(output_dir, SETTINGS_FILE)
-    # written once; a grid.json of before the policy was resolved ("auto") gets it resolved
-    if not os.path.isfile(settings_path) or steps.read_done(settings_path).get("dtype_policy") == "auto":
-        atomic.write_text(settings_path, json.dumps(settings.to_dict(), indent=2, sort_keys=True) + "\n")
+    claim_grid(output_dir, settings, requested)
     paths = steps.Paths(output_dir)
     state = {}
     tasks_done = steps.read_done(paths.record(None, None, "tasks"))
