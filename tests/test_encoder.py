@@ -223,6 +223,31 @@ def test_variable_count_per_sharing_strategy(tiny_config, sharing, embedding_siz
     assert encoder.count_params() == expected == count_parameters(config)
 
 
+def _pending_variables():
+    """Ids of the variables Keras holds to initialize when the next top-level StatelessScope
+    ends (variables made in `StatelessScope(initialize_variables=False)`)."""
+    from keras.src.backend.common import global_state
+
+    return [id(v) for v in global_state.get_global_attribute("uninitialized_variables") or []]
+
+
+def test_count_parameters_leaves_keras_nothing_to_initialize_later():
+    # Keras keeps every variable made under StatelessScope(initialize_variables=False) and
+    # initializes them all when a later top-level StatelessScope ends (model.fit's first
+    # build): count_parameters' encoders would then cost their full weights there.
+    from albert_tf import AlbertConfig
+
+    with keras.StatelessScope(initialize_variables=False):  # someone else's pending variable stays
+        keras.Variable(keras.initializers.Zeros(), shape=(2,))
+    before = _pending_variables()
+    assert len(before) >= 1
+    assert count_parameters(AlbertConfig.from_preset("albert_base")) == 11_683_584
+    assert _pending_variables() == before
+    with keras.StatelessScope():  # what model.fit's symbolic build enters: initializes the pending ones
+        pass
+    assert _pending_variables() == []
+
+
 def applications(encoder, inputs):
     """{sub-layer name: how many times one forward applies it}."""
     counts = collections.Counter()

@@ -377,15 +377,26 @@ def count_parameters(config, with_pooler=True):
     The real encoder is built inside a `keras.StatelessScope` that leaves its
     variables uninitialized, so xxlarge or bert_xlarge cost no weight memory at all.
 
+    Keras keeps every variable made so in a list of its own and initializes them all when a
+    later top-level `keras.StatelessScope` ends (e.g. the first `model.fit` in the process):
+    that list is put back as it was, so the encoder's weights are never allocated.
+
     Returns:
         int: encoder (+ pooler) parameter count.
     """
+    from keras.src.backend.common import global_state
+
     config = AlbertConfig.from_dict(config)
-    with keras.StatelessScope(initialize_variables=False):
-        encoder = AlbertEncoder(config)
-        total = sum(int(_prod(v.shape)) for v in encoder.weights)
-        if not with_pooler:
-            total -= sum(int(_prod(v.shape)) for v in encoder.pooler.weights)
+    pending = global_state.get_global_attribute("uninitialized_variables")
+    pending = None if pending is None else list(pending)
+    try:
+        with keras.StatelessScope(initialize_variables=False):
+            encoder = AlbertEncoder(config)
+            total = sum(int(_prod(v.shape)) for v in encoder.weights)
+            if not with_pooler:
+                total -= sum(int(_prod(v.shape)) for v in encoder.pooler.weights)
+    finally:
+        global_state.set_global_attribute("uninitialized_variables", pending)
     return total
 
 
