@@ -26,6 +26,7 @@ unit has a record under `pilot/` and is not redone. --output_dir is new or this 
 with the same settings (exit 2 otherwise).
 """
 
+import functools
 import json
 import math
 import os
@@ -158,7 +159,7 @@ def _units(settings, root, pilot, state):
     paths = steps.Paths(root)
     cell, control = grid.BASE, grid.CONTROL
     pretrain_dir = os.path.join(root, "pilot", "pretrain")
-    record = lambda *parts: os.path.join(root, "pilot", "steps", "-".join(str(p) for p in parts) + ".json")  # noqa
+    record = functools.partial(_record, root)
     log = os.path.join(root, "pilot", "log.txt")
     last = pilot["checkpoints"][-1]
     every = math.gcd(*pilot["checkpoints"])  # a checkpoint at each of them, and only as many as needed
@@ -186,29 +187,25 @@ def _units(settings, root, pilot, state):
     sources = [("random", None)] + [(f"step{c}", os.path.join(pretrain_dir, f"ckpt-{c}"))
                                     for c in pilot["checkpoints"]]
     for source, checkpoint in sources:
-        source_paths = SourcePaths(root, source, checkpoint)
+        which = cell if checkpoint else control
         if checkpoint:
-            for objective in ("sop",):
-                units.append((f"held-out {objective.upper()} eval {source}", record(source, "eval", objective),
-                              lambda p=source_paths, o=objective: steps.evaluate(settings, p, cell, 1, o, log)))
+            units.append((f"held-out SOP eval {source}", record(source, "eval", "sop"),
+                          lambda p=SourcePaths(root, source, checkpoint): steps.evaluate(settings, p, cell, 1, "sop",
+                                                                                         log)))
         for task in tasks:
+            # topic_scarce is the grid's topic run on the scarce files, in its own directories
+            task_paths = (SourcePaths(root, source + "_scarce", checkpoint, paths.task(SCARCE)) if task == SCARCE
+                          else SourcePaths(root, source, checkpoint))
             for seed in range(1, pilot["seeds"] + 1):
-                scarce = task == SCARCE
-                task_paths = SourcePaths(root, source, checkpoint, paths.task(SCARCE) if scarce else None)
-                which = cell if checkpoint else control
                 units.append((f"{task} {source} seed {seed}", record(source, task, seed),
-                              lambda p=task_paths, c=which, s=seed, t=task:
-                              _finetune(settings, p, c, s, t, state, log)))
+                              lambda p=task_paths, c=which, s=seed, t="topic" if task == SCARCE else task:
+                              steps.finetune(settings, p, c, s, t, state["tasks"], log)))
     return units
 
 
-def _finetune(settings, paths, cell, seed, task, state, log):
-    """The grid's fine-tuning of `task` (topic_scarce: the topic run on the scarce files,
-    its own output directory)."""
-    if task != SCARCE:
-        return steps.finetune(settings, paths, cell, seed, task, state["tasks"], log)
-    scarce = SourcePaths(paths.root, paths.source + "_scarce", paths.checkpoint, paths.topic_dir)
-    return steps.finetune(settings, scarce, cell, seed, "topic", state["tasks"], log)
+def _record(root, *parts):
+    """The record of a finished pilot unit: pilot/steps/<parts joined by '-'>.json."""
+    return os.path.join(root, "pilot", "steps", "-".join(str(p) for p in parts) + ".json")
 
 
 def _run_units(settings, root, pilot):
@@ -245,7 +242,7 @@ def _run_units(settings, root, pilot):
 
 def gather(root, pilot, tasks_info):
     """pilot.json's content from the unit records."""
-    record = lambda *parts: os.path.join(root, "pilot", "steps", "-".join(str(p) for p in parts) + ".json")  # noqa
+    record = functools.partial(_record, root)
     tasks = pilot_tasks(pilot)
     sizes = {"topic": tasks_info["topic_dev"], SCARCE: tasks_info["topic_dev"], "squad": tasks_info["squad_dev"],
              "race": tasks_info["race_dev"]}
