@@ -4,6 +4,8 @@ QA, multiple-choice and classifier SavedModels) give the same text for every cod
 the same SentencePiece ids and spans for text in every script. The exports themselves:
 tests/test_export_text_parity.py."""
 
+import functools
+import itertools
 import unicodedata
 
 import pytest
@@ -30,6 +32,14 @@ def test_unicode_tables_are_made_from_this_pythons_unicodedata():
     assert 0x0301 in dropped and 0x0941 not in dropped and 0x302E in dropped  # accent; vowel sign u; tone mark
 
 
+@functools.lru_cache(maxsize=1)
+def _texts(template):
+    """The template around every code point: (str list, UTF-8 string tensor), made once per
+    template (the two "{}" cases share them)."""
+    texts = [template.format(chr(c)) for c in CODE_POINTS]
+    return texts, tf.constant([t.encode("utf-8") for t in texts])
+
+
 @pytest.mark.parametrize("lower,template", [
     (True, "{}"),
     (False, "{}"),
@@ -38,11 +48,16 @@ def test_unicode_tables_are_made_from_this_pythons_unicodedata():
     (True, "\u0391{}\u03a3"),  # after it: final when it is cased or skipped
 ])
 def test_graph_normalisation_is_preprocess_text_on_every_code_point(lower, template):
-    texts = [template.format(chr(c)) for c in CODE_POINTS]
-    got = normalize(tf.constant([t.encode("utf-8") for t in texts]), lower).numpy()
-    wrong = [f"U+{c:04X} {unicodedata.name(chr(c), '?')}" for c, text, g in zip(CODE_POINTS, texts, got)
-             if g.decode("utf-8") != preprocess_text(text, lower)]
-    assert not wrong, f"{len(wrong)} code points normalise differently, e.g. {wrong[:12]}"
+    texts, strings = _texts(template)
+    got = normalize(strings, lower).numpy()
+    # Python's text of every code point, compared as UTF-8 bytes (a list equality in C);
+    # only a difference lists the code points one by one
+    expected = [t.encode("utf-8") for t in map(preprocess_text, texts, itertools.repeat(lower))]
+    assert len(got) == len(expected) == len(CODE_POINTS)
+    if got.tolist() != expected:
+        wrong = [f"U+{c:04X} {unicodedata.name(chr(c), '?')}" for c, g, e in zip(CODE_POINTS, got, expected)
+                 if g != e]
+        raise AssertionError(f"{len(wrong)} code points normalise differently, e.g. {wrong[:12]}")
 
 
 def test_aligned_normalisation_has_pythons_text_and_spans_on_every_code_point():
