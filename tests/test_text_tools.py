@@ -52,13 +52,32 @@ def test_the_backend_test_packages_stay_out_of_the_corpus():
     assert not {sample_corpus._top_level(t) for t in tops} & sample_corpus.BACKEND_TEST_PACKAGES
 
 
-def test_sample_corpus_tool(tmp_path, capsys):
+def _first_documents(corpus, size_mb):
+    """What write_corpus(path, size_mb) writes, read off a larger corpus it wrote (the
+    session's 1.2 MB one): its documents up to the first that reaches size_mb MB ->
+    (bytes, documents, sentences)."""
+    text = open(corpus, encoding="utf-8").read()
+    assert text.endswith("\n\n")
+    out, documents, sentences = b"", 0, 0
+    for doc in text[:-2].split("\n\n"):
+        out += (doc + "\n\n").encode("utf-8")
+        documents += 1
+        sentences += len(doc.split("\n"))
+        if len(out) >= size_mb * 1_000_000:
+            return out, documents, sentences
+    raise AssertionError(f"{corpus} holds less than {size_mb} MB")
+
+
+def test_sample_corpus_tool(tmp_path, capsys, sample_corpus):
     out = tmp_path / "c.txt"
     result = _tool(capsys, "make_sample_corpus", f"--output_file={out}", "--size_mb=1")
     assert result.returncode == 0, result.stderr[-1500:]
-    documents, sentences, written = write_corpus(str(tmp_path / "lib.txt"), 1)
-    assert result.stdout.strip() == f"wrote {out}: {documents} documents, {sentences} sentences, {written / 1e6:.2f} MB"
-    assert out.read_bytes() == (tmp_path / "lib.txt").read_bytes()
+    # the library's corpus (write_corpus at 1.2 MB, the session's) cut where 1 MB stops it
+    expected, documents, sentences = _first_documents(sample_corpus, 1)
+    assert len(expected) < os.path.getsize(sample_corpus)
+    assert result.stdout.strip() == \
+        f"wrote {out}: {documents} documents, {sentences} sentences, {len(expected) / 1e6:.2f} MB"
+    assert out.read_bytes() == expected
     bad = _tool(capsys, "make_sample_corpus", f"--output_file={tmp_path}/small.txt", "--size_mb=0.5")
     assert bad.returncode == 2
     assert bad.stderr.strip().splitlines()[-1] == "make_sample_corpus: error: --size_mb must be at least 1, got 0.5."
@@ -245,7 +264,10 @@ def test_spm_tool_errors_are_clear(tmp_path, capsys):
 def test_tokenizer_rejects_models_without_special_pieces(tmp_path, sample_corpus):
     import sentencepiece as spm
 
-    spm.SentencePieceTrainer.Train(input=sample_corpus, model_prefix=str(tmp_path / "plain"),
+    excerpt = tmp_path / "excerpt.txt"  # a fifth of the corpus: plenty for 500 pieces, a fifth of the time
+    with open(sample_corpus, encoding="utf-8") as f:
+        excerpt.write_text(f.read(240_000), encoding="utf-8")
+    spm.SentencePieceTrainer.Train(input=str(excerpt), model_prefix=str(tmp_path / "plain"),
                                    vocab_size=500, minloglevel=2)
     path = str(tmp_path / "plain.model")
     with pytest.raises(ValueError) as e:
