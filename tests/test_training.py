@@ -50,20 +50,25 @@ def iterator_for(trainer):
         lambda ctx: trainer.task.train_dataset(ctx, ctx.get_per_replica_batch_size(trainer.global_batch_size), 0)))
 
 
+# the learning run's steps: 60 show the fall below with margin (100 measured 7.80 to 7.02);
+# at learning rate 0 the loss stays at 8.01
+STEPS = 60
+
+
 def test_loss_falls_and_the_run_leaves_metrics_tensorboard_and_curves(pretraining_records, tmp_path):
     outputs, _ = pretraining_records
     task = make_task(outputs, batch=8)  # batch 8: the claims below hold with margin at less CPU than 16
-    options = make_options(tmp_path, batch=8, eval_batch_size=16, steps=100, iterations_per_loop=25,
-                           save_checkpoints_steps=50, max_eval_steps=4, write_curves=True)
+    options = make_options(tmp_path, batch=8, eval_batch_size=16, steps=STEPS, iterations_per_loop=STEPS // 4,
+                           save_checkpoints_steps=STEPS // 2, max_eval_steps=4, write_curves=True)
     result = train_and_evaluate(task, options, stream=sys.stderr)
-    assert result["final_step"] == 100 and result["initialized_from"] == "random"
+    assert result["final_step"] == STEPS and result["initialized_from"] == "random"
     records = [json.loads(line) for line in open(tmp_path / "metrics.jsonl")]
     train = [r for r in records if r["split"] == "train"]
-    assert [r["step"] for r in train] == [25, 50, 75, 100]
-    assert train[-1]["masked_lm_loss"] < train[0]["masked_lm_loss"] - 0.5, train  # measured: 7.80 to 7.02
+    assert [r["step"] for r in train] == [STEPS // 4, STEPS // 2, 3 * STEPS // 4, STEPS]
+    assert train[-1]["masked_lm_loss"] < train[0]["masked_lm_loss"] - 0.5, train  # measured: 7.90 to 7.29
     assert train[-1]["masked_lm_accuracy"] > train[0]["masked_lm_accuracy"]
     evaluation = json.load(open(tmp_path / "eval_results.json"))
-    assert evaluation["global_step"] == 100 and evaluation["steps"] == 4 and evaluation["examples"] == 64
+    assert evaluation["global_step"] == STEPS and evaluation["steps"] == 4 and evaluation["examples"] == 64
     assert evaluation["initialized_from"] == "random"
     assert abs(evaluation["masked_lm_loss"] - train[-1]["masked_lm_loss"]) < 1.0
     tags = set()
@@ -73,7 +78,8 @@ def test_loss_falls_and_the_run_leaves_metrics_tensorboard_and_curves(pretrainin
     assert {"loss", "masked_lm_accuracy", "sentence_order_loss", "learning_rate", "examples_per_second"} <= tags
     png = tmp_path / "training_curves.png"
     assert open(png, "rb").read(8) == b"\x89PNG\r\n\x1a\n" and os.path.getsize(png) > 10_000
-    assert sorted(p.name for p in tmp_path.glob("ckpt-*.index")) == ["ckpt-100.index", "ckpt-50.index"]
+    assert sorted(p.name for p in tmp_path.glob("ckpt-*.index")) == sorted(
+        [f"ckpt-{STEPS}.index", f"ckpt-{STEPS // 2}.index"])
     assert not [p for p in os.listdir(tmp_path) if ".tmp-" in p]
     # the run directory is also an albert_tf pretrained directory holding the final weights
     from albert_tf import AlbertEncoder, AlbertPretrainer
