@@ -8,7 +8,7 @@ AlbertBackbone of the same dims, at fixed length.
 albert_tf: an AlbertPretrainer on configs/albert_base.json (vocab_size = the SentencePiece
 model's: --vocab_size pieces, trained at start on the built-in sample corpus and kept in
 --output_dir/spm) with random weights, exported by albert_tf.export.exporter.export_tfhub
-(encoder/ + preprocess/) twice, as exported by default and with jit_compile=True (the
+(encoder/ alone: the preprocessing model is not measured) twice, as exported by default and with jit_compile=True (the
 `--jit_compile` of albert_tf.export_tfhub: its `serve` and `serving_default` run as one XLA
 program), each encoder loaded back with tf.saved_model.load in this process and called:
 the default export's `serving_default` signature (flat outputs) and its root
@@ -225,11 +225,12 @@ def run(f):
               "input_type_ids": tf.zeros((B, T), tf.int32)}
     pretrainer.encoder(inputs)  # builds the weights
     start = time.perf_counter()
-    export_dir = export_tfhub(pretrainer, spm_model, os.path.join(out, "export"), seq_length=T, dtype_policy=policy)
+    export_dir = export_tfhub(pretrainer, spm_model, os.path.join(out, "export"), seq_length=T, dtype_policy=policy,
+                              with_preprocess=False)
     encoder = tf.saved_model.load(os.path.join(export_dir, "encoder"))
     print(f"export_tfhub + load: {time.perf_counter() - start:.1f}s ({export_dir})", flush=True)
     xla_dir = export_tfhub(pretrainer, spm_model, os.path.join(out, "export_xla"), seq_length=T, dtype_policy=policy,
-                           jit_compile=True)
+                           jit_compile=True, with_preprocess=False)
     signature = encoder.signatures["serving_default"]
     xla_signature = tf.saved_model.load(os.path.join(xla_dir, "encoder")).signatures["serving_default"]
 

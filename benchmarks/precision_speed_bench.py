@@ -96,7 +96,7 @@ def served_encoder(pretrainer, policy, spm_model, directory):
     from albert_tf.export.exporter import export_tfhub
 
     path = os.path.join(directory, policy)
-    export_tfhub(pretrainer, spm_model, path, dtype_policy=policy)
+    export_tfhub(pretrainer, spm_model, path, dtype_policy=policy, with_preprocess=False)  # the encoder is served
     signature = tf.saved_model.load(os.path.join(path, "encoder")).signatures["serving_default"]
     return lambda inputs: signature(**inputs)
 

@@ -32,13 +32,31 @@ def _run(capsys, script, *args):
     return run_in_process(_bench(script.removesuffix(".py")), args, capsys)
 
 
-def test_inference_bench_tiny_writes_results(tmp_path, capsys):
+def _seed_spm(spm_model, spm_dir, name, settings=None):
+    """The session's 3000-piece SentencePiece model of the sample corpus (conftest spm_model,
+    the release's recipe) put where a benchmark reuses its own (with the settings sidecar that
+    says what it was made of): the benchmark skips writing a corpus and training one."""
+    import shutil
+
+    os.makedirs(spm_dir)
+    shutil.copyfile(spm_model, os.path.join(spm_dir, name))
+    if settings is not None:
+        with open(os.path.join(spm_dir, "settings.json"), "w") as f:
+            json.dump(settings, f)
+
+
+def test_inference_bench_tiny_writes_results(tmp_path, capsys, spm_model):
     out = tmp_path / "inference"
+    _seed_spm(spm_model, out / "spm", "spm.model", {"vocab_size": 3000, "corpus_mb": 1.2})
     # float32 whatever the CPU: "auto" picks mixed_bfloat16 on bf16 hardware, where outputs differ by bf16 rounding
     result = _run(capsys, "inference_bench.py", "--tiny", "--repeats=1", "--calls=2", "--warmup_calls=1",
-                  "--dtype_policy=float32", f"--output_dir={out}")
+                  "--dtype_policy=float32", "--vocab_size=3000", "--corpus_mb=1.2", f"--output_dir={out}")
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-4000:]
     assert "albert_tf / keras-hub:" in result.stdout
+    assert "3000 pieces (reused)" in result.stdout
+    # the encoder alone is exported (export_tfhub's with_preprocess=False): the benchmark loads nothing else
+    for export in ("export", "export_xla"):
+        assert os.listdir(out / export / "encoder") and not (out / export / "preprocess").exists(), export
     with open(out / "results.json") as f:
         results = json.load(f)
     for key in ("cpu_model", "cpu_bf16_flags", "matmul_peak_gflops", "rows", "keras_hub_fastest",
@@ -104,10 +122,11 @@ def test_finetune_bench_rejects_bad_flags(tmp_path, capsys, flag, named):
     assert not os.listdir(tmp_path)
 
 
-def test_precision_speed_bench_tiny_serving(tmp_path, capsys):
+def test_precision_speed_bench_tiny_serving(tmp_path, capsys, spm_model):
     """The bf16-vs-float32 speed benchmark's serving part on a tiny model: both exports answer
     every shape, their outputs differ by bf16 rounding only, and each target row is judged."""
     out = tmp_path / "speed"
+    _seed_spm(spm_model, out / "spm", "sample.model")  # --tiny's vocabulary size: 3000 pieces
     result = _run(capsys, "precision_speed_bench.py", "--tiny", "--parts=serving", "--repeats=1", "--calls=2",
                   f"--output_dir={out}")
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-4000:]

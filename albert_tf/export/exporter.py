@@ -1,4 +1,4 @@
-"""Writes EXPORT_PATH/encoder and EXPORT_PATH/preprocess, atomically.
+"""Writes EXPORT_PATH/encoder and EXPORT_PATH/preprocess (or the encoder alone), atomically.
 
 Both SavedModels are written into a temporary sibling of EXPORT_PATH
 (`albert_tf.storage.outputs.replacing_dir`) that replaces it only when both are complete (an
@@ -21,7 +21,7 @@ from albert_tf.storage import outputs
 
 
 def export_tfhub(pretrainer, spm_model_file, export_path, with_mlm=True, seq_length=128, do_lower_case=True,
-                 dtype_policy="float32", jit_compile=False, made_by=None):
+                 dtype_policy="float32", jit_compile=False, made_by=None, with_preprocess=True):
     """Exports an AlbertPretrainer's encoder (and masked-LM head) plus preprocessing.
 
     Args:
@@ -41,6 +41,9 @@ def export_tfhub(pretrainer, spm_model_file, export_path, with_mlm=True, seq_len
         made_by: what made the export (albert_tf.storage.provenance.record), kept as
             "made_by" in the export's marker (`export_path/.albert_tf_output.json`): the
             SavedModels' assets/albert_config.json stays the model's config alone.
+        with_preprocess: also write `preprocess/`; False: `encoder/` alone (for callers
+            that load only the encoder, e.g. the benchmarks: the preprocessing model's
+            tokenizer graph costs as much to trace and save as the encoder).
 
     Returns:
         export_path.
@@ -69,8 +72,9 @@ def export_tfhub(pretrainer, spm_model_file, export_path, with_mlm=True, seq_len
             # rematerialized or ordered-gradient applications (every run exports the same graph)
             with pretrainer.tracing_for_export():
                 savedmodel.save(encoder, os.path.join(tmp, "encoder"), encoder.trace)
-            preprocess = PreprocessModule(spm_copy, do_lower_case=do_lower_case, seq_length=seq_length)
-            savedmodel.save(preprocess, os.path.join(tmp, "preprocess"), preprocess.trace)
+            if with_preprocess:
+                preprocess = PreprocessModule(spm_copy, do_lower_case=do_lower_case, seq_length=seq_length)
+                savedmodel.save(preprocess, os.path.join(tmp, "preprocess"), preprocess.trace)
     return os.path.abspath(export_path)
 
 
