@@ -42,8 +42,7 @@ def export_tfhub(pretrainer, spm_model_file, export_path, with_mlm=True, seq_len
             "made_by" in the export's marker (`export_path/.albert_tf_output.json`): the
             SavedModels' assets/albert_config.json stays the model's config alone.
         with_preprocess: also write `preprocess/`; False: `encoder/` alone (for callers
-            that load only the encoder, e.g. the benchmarks: the preprocessing model's
-            tokenizer graph costs as much to trace and save as the encoder).
+            that load only the encoder, e.g. the benchmarks).
 
     Returns:
         export_path.
