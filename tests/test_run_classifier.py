@@ -7,7 +7,8 @@ import os
 
 import numpy as np
 import pytest
-from conftest import load_tool, run_in_process
+from conftest import load_tool, run_in_process, write_tiny_config
+from distributed_helpers import MECHANICS
 import tensorflow as tf
 import tensorflow_text  # noqa: F401  (the preprocessing model's ops)
 
@@ -218,6 +219,7 @@ def test_sts_b_regression_from_an_albert_tf_checkpoint_in_process(tiny_export, s
     # a second run with more steps resumes from the newest checkpoint
     values["train_step"].value = 18
     values["export_dir"].value = None
+    values["do_eval"].value = False  # (its point is the resume: no second evaluation)
     buffer = _Capture()
     assert run_classifier.run(values, stream=buffer)["final_step"] == 18, buffer.text
     assert "resuming from" in buffer.text and "ckpt-12" in buffer.text
@@ -296,9 +298,10 @@ def test_bad_input_names_the_file_and_line_and_a_random_start_warns(tmp_path, sp
 
     from albert_tf import run_classifier
 
+    # two layers sharing one group: only the random start's run computes, and its point is not the depth
     common = [f"--max_seq_length={SEQ}", "--train_batch_size=16", "--eval_batch_size=16", "--predict_batch_size=4",
-              f"--spm_model_file={spm_model}",
-              f"--albert_config_file={os.path.join(ROOT, 'configs', 'albert_demo.json')}", "--do_train"]
+              f"--spm_model_file={spm_model}", f"--albert_config_file={write_tiny_config(tmp_path, **MECHANICS)}",
+              "--do_train"]
     cases, outs = [], []
     for i, (files, extra, _) in enumerate(BAD_INPUT):
         for name, lines in files.items():
@@ -377,7 +380,7 @@ def test_evaluation_alone_says_what_it_evaluates_and_a_changed_training_is_refus
 
     common = ["--task_name=cola", f"--data_dir={cola_dir}", f"--max_seq_length={SEQ}", "--eval_batch_size=16",
               f"--spm_model_file={spm_model}",
-              f"--albert_config_file={os.path.join(ROOT, 'configs', 'albert_demo.json')}",
+              f"--albert_config_file={write_tiny_config(tmp_path, **MECHANICS)}",  # two layers: depth is not the point
               "--train_step=2", "--save_checkpoints_steps=2", "--iterations_per_loop=2", "--dtype_policy=float32"]
     run = tmp_path / "run"
     trained = run_in_process(run_classifier, [*common, f"--output_dir={run}", "--do_train", "--train_batch_size=16"],
