@@ -51,7 +51,11 @@ class PreprocessModule(tf.train.Checkpoint):
     @tf.function(autograph=False)
     def bert_pack_inputs(self, segments, seq_length=128):
         segments = [tf.cast(s, tf.int32) for s in segments]
-        packed = self._packing(len(segments))(segments, tf.cast(seq_length, tf.int32))
+        if all(isinstance(s, tf.RaggedTensor) and s.ragged_rank == 1 and s.row_splits.dtype == tf.int64
+               for s in segments):
+            packed = self._packing(len(segments))(segments, tf.cast(seq_length, tf.int32))
+        else:  # segments of another form than the one traced: packed in place
+            packed = self._pack(segments, seq_length)
         if isinstance(seq_length, int):  # a length known when traced: the outputs' static [B, seq_length]
             for value in packed.values():
                 value.set_shape([None, seq_length])
