@@ -191,6 +191,9 @@ def test_preprocessing_gives_the_data_tool_ids(loaded, spm_model, sample_corpus)
         assert ids == tok.encode(line), line
     packed = pre(tf.constant(lines[:4]))
     assert packed["input_word_ids"].shape == (4, SEQ) and packed["input_word_ids"].dtype == tf.int32
+    # the signature states its length (the packing is one function called with it)
+    outputs = pre.signatures["serving_default"].structured_outputs
+    assert {k: v.shape.as_list() for k, v in outputs.items()} == {k: [None, SEQ] for k in packed}
     for row, line in enumerate(lines[:4]):
         ids = [tok.cls_id] + tok.encode(line)[: SEQ - 2] + [tok.sep_id]
         expected = ids + [0] * (SEQ - len(ids))

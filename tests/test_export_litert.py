@@ -45,7 +45,7 @@ def real_positions(name, x):
 
 @pytest.fixture(scope="module")
 def models():
-    cfg = config(vocab_size=VOCAB, num_hidden_groups=2)
+    cfg = config(vocab_size=VOCAB, num_hidden_layers=2, num_hidden_groups=2)  # two layers, a group each
     models = {
         "encoder": randomize(AlbertPretrainer(cfg), seed=1),
         "classifier": randomize(AlbertClassifier(AlbertEncoder(cfg, name="encoder"), 3), seed=2),
@@ -140,7 +140,7 @@ def test_export_litert_cli_writes_the_file_its_tokenizer_and_json(tmp_path, spm_
     from albert_tf import export_litert
     from albert_tf.storage import outputs
 
-    cfg = config(vocab_size=VOCAB)
+    cfg = config(vocab_size=VOCAB, num_hidden_layers=2)  # two layers: the command's point is not the depth
     randomize(AlbertPretrainer(cfg), seed=5).save_pretrained(str(tmp_path / "pretrained"))
     AlbertForQuestionAnswering(cfg, version="v2").save_pretrained(str(tmp_path / "squad_v2"))
     (tmp_path / "mine.tflite").write_bytes(b"a user's file")

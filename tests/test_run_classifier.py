@@ -7,7 +7,8 @@ import os
 
 import numpy as np
 import pytest
-from conftest import load_tool, run_in_process
+from conftest import captured_main, load_tool, run_in_process, write_tiny_config
+from distributed_helpers import MECHANICS
 import tensorflow as tf
 import tensorflow_text  # noqa: F401  (the preprocessing model's ops)
 
@@ -52,6 +53,25 @@ def stsb_dir(tmp_path_factory):
     _write(os.path.join(d, "train.tsv"), [header] + pairs[:48])
     _write(os.path.join(d, "dev.tsv"), [header] + pairs[48:])
     return d
+
+
+@pytest.fixture(scope="module")
+def random_start_run(tmp_path_factory, spm_model, cola_dir):
+    """One 2-step CoLA training from random weights (a two-layer config: its point is not the
+    depth), with dev evaluation, shared by two tests: the bad-input test's random start (its
+    warning, eval_results.json) and the evaluation-alone test, which continues in a copy of
+    its directory. Returns the run's result, its directory and eval_results.json as written."""
+    from albert_tf import run_classifier
+
+    base = tmp_path_factory.mktemp("random_start")
+    run = base / "run"
+    common = ["--task_name=cola", f"--data_dir={cola_dir}", f"--max_seq_length={SEQ}", "--eval_batch_size=16",
+              f"--spm_model_file={spm_model}", f"--albert_config_file={write_tiny_config(base, **MECHANICS)}",
+              "--train_step=2", "--save_checkpoints_steps=2", "--iterations_per_loop=2", "--dtype_policy=float32"]
+    result = captured_main(run_classifier.main, [*common, f"--output_dir={run}", "--do_train", "--do_eval",
+                                                 "--train_batch_size=16"])
+    summary = json.load(open(run / "eval_results.json")) if result.returncode == 0 else None
+    return {"result": result, "run": run, "common": common, "summary": summary}
 
 
 def classifier_args(*args):
@@ -218,6 +238,7 @@ def test_sts_b_regression_from_an_albert_tf_checkpoint_in_process(tiny_export, s
     # a second run with more steps resumes from the newest checkpoint
     values["train_step"].value = 18
     values["export_dir"].value = None
+    values["do_eval"].value = False  # (its point is the resume: no second evaluation)
     buffer = _Capture()
     assert run_classifier.run(values, stream=buffer)["final_step"] == 18, buffer.text
     assert "resuming from" in buffer.text and "ckpt-12" in buffer.text
@@ -288,7 +309,7 @@ BAD_INPUT = [  # (files of --data_dir, extra flags, the message expected on stde
 
 
 def test_bad_input_names_the_file_and_line_and_a_random_start_warns(tmp_path, spm_model, tiny_export, cola_dir,
-                                                                    capsys):
+                                                                    random_start_run, capsys):
     """Every bad input exits 2 naming the file, line or flag, with nothing written; a hub
     handle whose encoder is shorter than --max_seq_length fails before any work; a run with
     no starting point warns and records "random". All in this process (run_classifier.main)."""
@@ -296,9 +317,10 @@ def test_bad_input_names_the_file_and_line_and_a_random_start_warns(tmp_path, sp
 
     from albert_tf import run_classifier
 
+    # two layers sharing one group: only the random start's run computes, and its point is not the depth
     common = [f"--max_seq_length={SEQ}", "--train_batch_size=16", "--eval_batch_size=16", "--predict_batch_size=4",
-              f"--spm_model_file={spm_model}",
-              f"--albert_config_file={os.path.join(ROOT, 'configs', 'albert_demo.json')}", "--do_train"]
+              f"--spm_model_file={spm_model}", f"--albert_config_file={write_tiny_config(tmp_path, **MECHANICS)}",
+              "--do_train"]
     cases, outs = [], []
     for i, (files, extra, _) in enumerate(BAD_INPUT):
         for name, lines in files.items():
@@ -309,9 +331,6 @@ def test_bad_input_names_the_file_and_line_and_a_random_start_warns(tmp_path, sp
     too_long = tmp_path / "too_long"
     cases.append(["--task_name=cola", f"--data_dir={cola_dir}", f"--output_dir={too_long}",
                   f"--albert_hub_module_handle={tiny_export['hub']}", "--do_train", "--max_seq_length=4096"])
-    random_start = tmp_path / "random"
-    cases.append(["--task_name=cola", f"--data_dir={cola_dir}", f"--output_dir={random_start}", *common, "--do_eval",
-                  "--train_step=2", "--save_checkpoints_steps=2", "--iterations_per_loop=2"])
     results = [run_in_process(run_classifier, args, capsys) for args in cases]
     for (_, _, message), out, result in zip(BAD_INPUT, outs, results):
         assert result.returncode == 2, (message, result.stderr[-2000:])
@@ -324,10 +343,10 @@ def test_bad_input_names_the_file_and_line_and_a_random_start_warns(tmp_path, sp
     assert "--max_seq_length (4096) exceeds max_position_embeddings (128)" in result.stderr
     assert not os.path.exists(too_long)
 
-    result = results[-1]
+    result = random_start_run["result"]  # the module's random start (--do_train --do_eval, no starting point)
     assert result.returncode == 0, result.stderr[-3000:]
     assert "WARNING: no --init_checkpoint and no --albert_hub_module_handle" in result.stderr
-    summary = json.load(open(random_start / "eval_results.json"))
+    summary = random_start_run["summary"]
     assert summary["initialized_from"] == "random" and summary["examples"] == 48
 
 
@@ -366,22 +385,17 @@ def test_make_topic_task_is_balanced_disjoint_and_deterministic():
         make_topic_task.make_task(per_class=100_000)
 
 
-def test_evaluation_alone_says_what_it_evaluates_and_a_changed_training_is_refused(tmp_path, spm_model, cola_dir,
+def test_evaluation_alone_says_what_it_evaluates_and_a_changed_training_is_refused(tmp_path, random_start_run,
                                                                                    capsys):
-    """A 2-step training, then in its directory: a training with another warmup and batch
-    (refused, exit 2, each change named, nothing touched); evaluation alone with another
-    learning rate (never refused: it names the trained checkpoint it evaluates and warns
-    of no random start). Evaluation alone in a new directory warns that it evaluates random
-    weights, not that fine-tuning starts from them. Each session is in run_info.json."""
+    """A 2-step training (the module's random start), then in its directory: a training with
+    another warmup and batch (refused, exit 2, each change named, nothing touched); evaluation
+    alone with another learning rate (never refused: it names the trained checkpoint it
+    evaluates and warns of no random start). Evaluation alone in a new directory warns that it
+    evaluates random weights, not that fine-tuning starts from them. Each session is in
+    run_info.json."""
     from albert_tf import run_classifier
 
-    common = ["--task_name=cola", f"--data_dir={cola_dir}", f"--max_seq_length={SEQ}", "--eval_batch_size=16",
-              f"--spm_model_file={spm_model}",
-              f"--albert_config_file={os.path.join(ROOT, 'configs', 'albert_demo.json')}",
-              "--train_step=2", "--save_checkpoints_steps=2", "--iterations_per_loop=2", "--dtype_policy=float32"]
-    run = tmp_path / "run"
-    trained = run_in_process(run_classifier, [*common, f"--output_dir={run}", "--do_train", "--train_batch_size=16"],
-                             capsys)
+    common, run, trained = random_start_run["common"], random_start_run["run"], random_start_run["result"]
     assert trained.returncode == 0, trained.stderr[-3000:]
     assert "fine-tuning starts from random weights" in trained.stderr  # a training from nothing: warned
     before = {p: open(os.path.join(run, p), "rb").read() for p in os.listdir(run) if os.path.isfile(run / p)}
