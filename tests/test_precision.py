@@ -138,8 +138,8 @@ def _pretraining(records, out, policy, steps, do_eval=True):
     from albert_tf.tasks.pretraining import PretrainingOptions, PretrainingTask
     from albert_tf.training.driver import TrainingOptions, train_and_evaluate
 
-    # two layers (a group each): what crosses policies is the variables, not the depth; half the graph to trace
-    config = AlbertConfig.from_preset("albert_tiny").replace(vocab_size=3000, num_hidden_layers=2)
+    # one layer (one group): what crosses policies is the variables, not the depth; half the graph to trace
+    config = AlbertConfig.from_preset("albert_tiny").replace(vocab_size=3000, num_hidden_layers=1, num_hidden_groups=1)
     task = PretrainingTask(PretrainingOptions(config, list(records), max_seq_length=128, global_batch_size=8,
                                               deterministic=True, random_seed=1, shuffle_buffer_size=100))
     options = TrainingOptions(output_dir=str(out), train_batch_size=8, eval_batch_size=8, num_train_steps=steps,

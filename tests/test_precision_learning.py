@@ -20,6 +20,9 @@ POLICIES = ("float32", "mixed_bfloat16")
 # v1 left the plateau by 20 epochs at both policies when measured (F1 83.1 float32, 83.8 bf16);
 # v2 at 20 or 25 epochs was still 12-17 points apart between policies on one seed, at 40 both 100
 EPOCHS = {"v1": 20, "v2": 40}
+# training (and evaluated) questions: v2 at 24 (60% of 40's steps) still reached F1 96.9 float32, 95.8 bf16;
+# v1 at 24 questions and 20 epochs stayed at 69.8 float32, so it keeps 40
+QUESTIONS = {"v1": 40, "v2": 24}
 
 
 @pytest.fixture(scope="module")
@@ -49,8 +52,8 @@ def test_squad_from_random_weights_learns_the_same_at_bf16(version, spm_model, c
 
     module = run_squad_v1 if version == "v1" else run_squad_v2
     path = tmp_path / "train.json"
-    data = load_tool("make_squad_data").make_people_dataset("1.1" if version == "v1" else "2.0", 40, seed=5,
-                                                            max_context_chars=300)
+    data = load_tool("make_squad_data").make_people_dataset("1.1" if version == "v1" else "2.0", QUESTIONS[version],
+                                                            seed=5, max_context_chars=300)
     path.write_text(json.dumps(data), encoding="utf-8")
 
     def run_one(policy):
