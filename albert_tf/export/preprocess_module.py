@@ -42,7 +42,6 @@ class PreprocessModule(tf.train.Checkpoint):
         self.sp_model_file = tf.saved_model.Asset(spm_model_file)
         with open(spm_model_file, "rb") as f:
             self._tokenizer = ReleaseTokenizer(f.read())
-        self._packings = _Functions()  # (not an attribute the SavedModel saves)
 
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string)], autograph=False)
     def tokenize(self, strings):
@@ -50,39 +49,12 @@ class PreprocessModule(tf.train.Checkpoint):
 
     @tf.function(autograph=False)
     def bert_pack_inputs(self, segments, seq_length=128):
-        segments = [tf.cast(s, tf.int32) for s in segments]
-        if all(isinstance(s, tf.RaggedTensor) and s.ragged_rank == 1 and s.row_splits.dtype == tf.int64
-               for s in segments):
-            packed = self._packing(len(segments))(segments, tf.cast(seq_length, tf.int32))
-        else:  # segments of another form than the one traced: packed in place
-            packed = self._pack(segments, seq_length)
+        packed = _pack([tf.cast(s, tf.int32) for s in segments], tf.cast(seq_length, tf.int32), self._cls_id,
+                       self._sep_id, self._pad_id)
         if isinstance(seq_length, int):  # a length known when traced: the outputs' static [B, seq_length]
             for value in packed.values():
                 value.set_shape([None, seq_length])
-        return {name: packed[name] for name in ("input_word_ids", "input_mask", "input_type_ids")}
-
-    def _packing(self, count):
-        """The packing of `count` segments (int32 ragged [B, (n)] each) at a length given as an
-        int32 scalar tensor: one concrete function per count, traced once (outside any graph)
-        and called by every trace of bert_pack_inputs (with a traced or a Python length, at
-        the top level or inside another function: the hub signatures, __call__, an input
-        pipeline's map), which each traced the whole packing again before."""
-        if count not in self._packings.functions:
-            segment = tf.RaggedTensorSpec([None, None], tf.int32, ragged_rank=1)
-            with tf.init_scope():
-                self._packings.functions[count] = tf.function(self._pack, autograph=False).get_concrete_function(
-                    [segment] * count, tf.TensorSpec([], tf.int32))
-        return self._packings.functions[count]
-
-    def _pack(self, segments, seq_length):
-        specials = len(segments) + 1
-        trimmed = tf_text.RoundRobinTrimmer(max_seq_length=seq_length - specials).trim(segments)
-        ids, types = tf_text.combine_segments(trimmed, start_of_sequence_id=self._cls_id,
-                                              end_of_segment_id=self._sep_id)
-        word_ids, mask = tf_text.pad_model_inputs(ids, max_seq_length=seq_length, pad_value=self._pad_id)
-        type_ids, _ = tf_text.pad_model_inputs(types, max_seq_length=seq_length)
-        return {"input_word_ids": tf.cast(word_ids, tf.int32), "input_mask": tf.cast(mask, tf.int32),
-                "input_type_ids": tf.cast(type_ids, tf.int32)}
+        return packed
 
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string)], autograph=False)
     def __call__(self, strings):
@@ -99,9 +71,16 @@ class PreprocessModule(tf.train.Checkpoint):
         return {"serving_default": self.__call__.get_concrete_function()}
 
 
-class _Functions:
-    """A plain holder of concrete functions (a dict attribute of a tf.Module would be saved
-    with the module)."""
-
-    def __init__(self):
-        self.functions = {}
+@tf.function(autograph=False)
+def _pack(segments, seq_length, cls_id, sep_id, pad_id):
+    """[CLS] A [SEP] (B [SEP]) trimmed round-robin and padded to seq_length (an int32 scalar
+    tensor): a function of its own, so that tf.function traces it once per form of the
+    segments and every trace of bert_pack_inputs (each signature, __call__, an input
+    pipeline's map) calls that trace instead of building the packing again."""
+    specials = len(segments) + 1
+    trimmed = tf_text.RoundRobinTrimmer(max_seq_length=seq_length - specials).trim(segments)
+    ids, types = tf_text.combine_segments(trimmed, start_of_sequence_id=cls_id, end_of_segment_id=sep_id)
+    word_ids, mask = tf_text.pad_model_inputs(ids, max_seq_length=seq_length, pad_value=pad_id)
+    type_ids, _ = tf_text.pad_model_inputs(types, max_seq_length=seq_length)
+    return {"input_word_ids": tf.cast(word_ids, tf.int32), "input_mask": tf.cast(mask, tf.int32),
+            "input_type_ids": tf.cast(type_ids, tf.int32)}
