@@ -155,7 +155,8 @@ def pilot_tasks(pilot):
 
 
 def _units(settings, root, pilot, state):
-    """(label, record path, function) of every unit after the grid's data steps."""
+    """The Steps (reproduce_runner.Step) of every unit after the grid's data steps."""
+    from reproduce_runner import GUESS, GUESS_FIXED, GUESS_PER_STEP, Step
     paths = steps.Paths(root)
     cell, control = grid.BASE, grid.CONTROL
     pretrain_dir = os.path.join(root, "pilot", "pretrain")
@@ -179,27 +180,30 @@ def _units(settings, root, pilot, state):
                 f"--dtype_policy={settings.dtype_policy}"]
         return {"final_step": steps.call_command(run_pretraining, "run_pretraining", args, log)["final_step"]}
 
-    units = [("pretrain", record("pretrain"), pretrain)]
+    finetune_guess = GUESS_FIXED["finetune"] + GUESS_PER_STEP["finetune"] * settings.finetune_steps
+    units = [Step("pretrain", "pretrain", record("pretrain"), pretrain,
+                  GUESS_FIXED["pretrain"] + GUESS_PER_STEP["pretrain"] * last)]
     tasks = pilot_tasks(pilot)
     if pilot["scarce_per_class"]:
-        units.append(("scarce topic task", record("scarce_task"),
-                      lambda: make_scarce_topic(paths, pilot["scarce_per_class"])))
+        units.append(Step("tasks", "scarce topic task", record("scarce_task"),
+                          lambda: make_scarce_topic(paths, pilot["scarce_per_class"]), GUESS["tasks"]))
     sources = [("random", None)] + [(f"step{c}", os.path.join(pretrain_dir, f"ckpt-{c}"))
                                     for c in pilot["checkpoints"]]
     for source, checkpoint in sources:
         which = cell if checkpoint else control
         if checkpoint:
-            units.append((f"held-out SOP eval {source}", record(source, "eval", "sop"),
-                          lambda p=SourcePaths(root, source, checkpoint): steps.evaluate(settings, p, cell, 1, "sop",
-                                                                                         log)))
+            units.append(Step("eval", f"held-out SOP eval {source}", record(source, "eval", "sop"),
+                              lambda p=SourcePaths(root, source, checkpoint): steps.evaluate(settings, p, cell, 1,
+                                                                                             "sop", log),
+                              GUESS["eval"]))
         for task in tasks:
             # topic_scarce is the grid's topic run on the scarce files, in its own directories
             task_paths = (SourcePaths(root, source + "_scarce", checkpoint, paths.task(SCARCE)) if task == SCARCE
                           else SourcePaths(root, source, checkpoint))
             for seed in range(1, pilot["seeds"] + 1):
-                units.append((f"{task} {source} seed {seed}", record(source, task, seed),
-                              lambda p=task_paths, c=which, s=seed, t="topic" if task == SCARCE else task:
-                              steps.finetune(settings, p, c, s, t, state["tasks"], log)))
+                units.append(Step("finetune", f"{task} {source} seed {seed}", record(source, task, seed),
+                                  lambda p=task_paths, c=which, s=seed, t="topic" if task == SCARCE else task:
+                                  steps.finetune(settings, p, c, s, t, state["tasks"], log), finetune_guess))
     return units
 
 
@@ -209,28 +213,12 @@ def _record(root, *parts):
 
 
 def _run_units(settings, root, pilot):
-    import time
-
     import reproduce_runner as runner
 
-    state = {}
     paths = steps.Paths(root)
+    state = runner.saved_state(paths)
     data_steps = [s for s in runner.plan(settings, paths, False, state) if s.kind in ("corpus", "spm", "data", "tasks")]
-    todo = [(s.label, s.record, s.function) for s in data_steps]
-    tasks_done = steps.read_done(paths.record(None, None, "tasks"))
-    if tasks_done:
-        state["tasks"] = tasks_done["result"]
-    todo += _units(settings, root, pilot, state)
-    start = time.perf_counter()
-    for index, (label, record, function) in enumerate(todo, 1):
-        done = steps.read_done(record)
-        if done:
-            continue
-        result, seconds = steps.timed(function)
-        steps.record_done(record, result, seconds)
-        elapsed = time.perf_counter() - start
-        score = f" {result['score']:.2f}" if isinstance(result, dict) and "score" in result else ""
-        steps.log_line(None, f"[{index}/{len(todo)}] {label}{score} ({seconds:.0f}s; {elapsed / 60:.1f} min so far)")
+    runner.run_steps(data_steps + _units(settings, root, pilot, state), None)
     summary = gather(root, pilot, state["tasks"])
     from albert_tf.storage import atomic
 

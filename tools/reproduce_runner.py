@@ -159,10 +159,7 @@ def run_grid(settings, output_dir, quick=False, stream=None):
     settings = resolved(settings)
     claim_grid(output_dir, settings, requested)
     paths = steps.Paths(output_dir)
-    state = {}
-    tasks_done = steps.read_done(paths.record(None, None, "tasks"))
-    if tasks_done:
-        state["tasks"] = tasks_done["result"]
+    state = saved_state(paths)
     todo = plan(settings, paths, quick, state)
     finished = [s for s in todo if s.done()]
     steps.log_line(stream, f"reproduce: {len(todo)} steps, {len(finished)} already done "
@@ -174,6 +171,26 @@ def run_grid(settings, output_dir, quick=False, stream=None):
     # the objects of those imports live as long as the process: the garbage collection after
     # each step (keras.backend.clear_session) skips them (0.18 s of each collection on the EPYC)
     gc.freeze()
+    run_steps(todo, stream)
+    results = gather(settings, paths)
+    atomic.write_text(os.path.join(output_dir, "results.json"), json.dumps(results, indent=2, sort_keys=True) + "\n")
+    written = reproduce_report.write_report(results, output_dir)
+    steps.log_line(stream, f"reproduce: wrote results.json, {', '.join(os.path.basename(p) for p in written)} "
+                           f"in {output_dir}")
+    return 0
+
+
+def saved_state(paths):
+    """What later steps need from finished ones (`plan`'s `state`): the downstream tasks'
+    record, when their step is done."""
+    tasks_done = steps.read_done(paths.record(None, None, "tasks"))
+    return {"tasks": tasks_done["result"]} if tasks_done else {}
+
+
+def run_steps(todo, stream):
+    """Runs the Steps of `todo` not yet done, in order, each recorded when it finishes, with a
+    progress line each (its result, steps per minute, ETA from the guesses scaled by the
+    measured seconds of its kind)."""
     measured = {}
     start = time.perf_counter()
     done_now = 0
@@ -190,12 +207,6 @@ def run_grid(settings, output_dir, quick=False, stream=None):
         steps.log_line(stream, f"[{index}/{len(todo)}] {step.label}: {_summary(step.kind, result)} "
                                f"({seconds:.0f}s); {done_now} steps in {_duration(elapsed)}, "
                                f"{done_now / elapsed * 60:.1f}/min, ETA {_duration(eta)}")
-    results = gather(settings, paths)
-    atomic.write_text(os.path.join(output_dir, "results.json"), json.dumps(results, indent=2, sort_keys=True) + "\n")
-    written = reproduce_report.write_report(results, output_dir)
-    steps.log_line(stream, f"reproduce: wrote results.json, {', '.join(os.path.basename(p) for p in written)} "
-                           f"in {output_dir}")
-    return 0
 
 
 def _summary(kind, result):
