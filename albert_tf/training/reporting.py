@@ -144,9 +144,15 @@ def plot_curves(records, path, title="", baseline=None, baseline_metric=None):
         ax.set_title(key)
         ax.set_xlabel("step")
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=8)
+        ax.locator_params(nbins=4)  # a few round ticks (each tick's text is laid out when drawn)
     for ax in list(axes.flat)[len(panels):]:
         ax.axis("off")
+    # one legend for the figure: every panel draws train and eval alike
+    handles = {}
+    for ax in axes.flat:
+        for handle, label in zip(*ax.get_legend_handles_labels()):
+            handles.setdefault(label, handle)
+    fig.legend(list(handles.values()), list(handles), loc="upper right", fontsize=8, ncol=len(handles))
     if title:
         fig.suptitle(title)
     # fixed margins (inches) instead of tight_layout, which is slow (it lays out every panel's text)
