@@ -59,8 +59,9 @@ def stsb_dir(tmp_path_factory):
 def random_start_run(tmp_path_factory, spm_model, cola_dir):
     """One 2-step CoLA training from random weights (a two-layer config: its point is not the
     depth), with dev evaluation, shared by two tests: the bad-input test's random start (its
-    warning, eval_results.json) and the evaluation-alone test, which continues in a copy of
-    its directory. Returns the run's result, its directory and eval_results.json as written."""
+    warning, eval_results.json) and the evaluation-alone test, which continues in its
+    directory. Returns the run's result, its directory and eval_results.json as the run wrote
+    it (read here, before any test adds a session)."""
     from albert_tf import run_classifier
 
     base = tmp_path_factory.mktemp("random_start")
@@ -317,7 +318,7 @@ def test_bad_input_names_the_file_and_line_and_a_random_start_warns(tmp_path, sp
 
     from albert_tf import run_classifier
 
-    # two layers sharing one group: only the random start's run computes, and its point is not the depth
+    # a valid tiny config: every case here is refused before any work
     common = [f"--max_seq_length={SEQ}", "--train_batch_size=16", "--eval_batch_size=16", "--predict_batch_size=4",
               f"--spm_model_file={spm_model}", f"--albert_config_file={write_tiny_config(tmp_path, **MECHANICS)}",
               "--do_train"]

@@ -156,7 +156,7 @@ def pilot_tasks(pilot):
 
 def _units(settings, root, pilot, state):
     """The Steps (reproduce_runner.Step) of every unit after the grid's data steps."""
-    from reproduce_runner import GUESS, GUESS_FIXED, GUESS_PER_STEP, Step
+    from reproduce_runner import GUESS, Step, guess_for_steps
     paths = steps.Paths(root)
     cell, control = grid.BASE, grid.CONTROL
     pretrain_dir = os.path.join(root, "pilot", "pretrain")
@@ -180,9 +180,9 @@ def _units(settings, root, pilot, state):
                 f"--dtype_policy={settings.dtype_policy}"]
         return {"final_step": steps.call_command(run_pretraining, "run_pretraining", args, log)["final_step"]}
 
-    finetune_guess = GUESS_FIXED["finetune"] + GUESS_PER_STEP["finetune"] * settings.finetune_steps
+    finetune_guess = guess_for_steps("finetune", settings.finetune_steps)
     units = [Step("pretrain", "pretrain", record("pretrain"), pretrain,
-                  GUESS_FIXED["pretrain"] + GUESS_PER_STEP["pretrain"] * last)]
+                  guess_for_steps("pretrain", last))]
     tasks = pilot_tasks(pilot)
     if pilot["scarce_per_class"]:
         units.append(Step("tasks", "scarce topic task", record("scarce_task"),

@@ -25,6 +25,11 @@ GUESS_PER_STEP = {"pretrain": 0.2, "finetune": 0.15}
 GUESS_FIXED = {"pretrain": 15.0, "finetune": 20.0}
 
 
+def guess_for_steps(kind, count):
+    """The guessed seconds of a "pretrain" or "finetune" step that runs `count` training steps."""
+    return GUESS_FIXED[kind] + GUESS_PER_STEP[kind] * count
+
+
 class Step:
     """One unit of the grid: `kind`, a label, its record (written when done), what runs
     it and its guessed seconds."""
@@ -132,7 +137,7 @@ def plan(settings, paths, quick, state):
             if cell.pretrained:
                 plan_.append(Step("pretrain", f"pretrain {where}", paths.record(cell, seed, "pretrain"),
                                   lambda c=cell, s=seed, log=log: steps.pretrain(settings, paths, c, s, log),
-                                  GUESS_FIXED["pretrain"] + GUESS_PER_STEP["pretrain"] * settings.pretrain_steps))
+                                  guess_for_steps("pretrain", settings.pretrain_steps)))
                 for objective in ("sop", "nsp"):
                     plan_.append(Step("eval", f"held-out {objective.upper()} eval {where}",
                                       paths.record(cell, seed, f"eval_{objective}"),
@@ -142,7 +147,7 @@ def plan(settings, paths, quick, state):
                 plan_.append(Step("finetune", f"{task} {where}", paths.record(cell, seed, task),
                                   lambda c=cell, s=seed, t=task, log=log:
                                   steps.finetune(settings, paths, c, s, t, state["tasks"], log),
-                                  GUESS_FIXED["finetune"] + GUESS_PER_STEP["finetune"] * settings.finetune_steps))
+                                  guess_for_steps("finetune", settings.finetune_steps)))
     return plan_
 
 
