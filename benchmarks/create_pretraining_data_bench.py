@@ -91,7 +91,7 @@ def run_once(corpus, spm_model, out_dir, workers):
 
 def main(argv):
     del argv
-    from albert_tf.data.sample_corpus import write_corpus
+    from albert_tf.data.sample_corpus import source_for, write_corpus
     from albert_tf.data.spm_training import SentencePieceOptions, train_sentencepiece
 
     out_dir = os.path.abspath(flags.FLAGS.output_dir)
@@ -99,7 +99,7 @@ def main(argv):
     corpora = {}
     for name, size in (("sample_1x", 1.04), ("sample_10x", 10.4)):
         path = os.path.join(out_dir, f"{name}.txt")
-        write_corpus(path, size)
+        write_corpus(path, size, source_for(size))
         corpora[name] = path
     spm_model = train_sentencepiece([corpora["sample_1x"]], os.path.join(out_dir, "spm"),
                                     SentencePieceOptions(vocab_size=flags.FLAGS.vocab_size, num_threads=2))

@@ -721,7 +721,7 @@ def pretrained_start(f, ctx, config_file):
     --accuracy_pretrain_corpus_mb of the sample corpus with the benchmark's SentencePiece
     model, through tools/create_pretraining_data.py and albert_tf.run_pretraining; made
     once per settings and reused. Returns the run directory (its newest checkpoint)."""
-    from albert_tf.data.sample_corpus import write_corpus
+    from albert_tf.data.sample_corpus import source_for, write_corpus
     from albert_tf.storage import atomic
 
     out = os.path.join(ctx.out, "accuracy", "pretrain")
@@ -742,7 +742,7 @@ def pretrained_start(f, ctx, config_file):
     os.makedirs(out)
     start = time.perf_counter()
     corpus = os.path.join(out, "corpus.txt")
-    write_corpus(corpus, f.accuracy_pretrain_corpus_mb)
+    write_corpus(corpus, f.accuracy_pretrain_corpus_mb, source_for(f.accuracy_pretrain_corpus_mb))
     records = os.path.join(out, "records", "train.tfrecord")
     print(f"accuracy run: pretraining its start ({f.accuracy_pretrain_steps} steps on "
           f"{f.accuracy_pretrain_corpus_mb} MB of the sample corpus; logs in {out})", flush=True)

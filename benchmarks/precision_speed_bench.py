@@ -127,7 +127,7 @@ def run(f):
     sys.path.insert(0, BENCH)
     import train_step_bench as tsb
 
-    from albert_tf.data.sample_corpus import write_corpus
+    from albert_tf.data.sample_corpus import source_for, write_corpus
     from albert_tf.data.spm_training import SentencePieceOptions, train_sentencepiece
     from albert_tf.modeling.config import AlbertConfig
     from albert_tf.storage import atomic
@@ -162,7 +162,7 @@ def run(f):
         if not os.path.exists(spm_model):
             os.makedirs(os.path.dirname(prefix), exist_ok=True)
             corpus = os.path.join(out, "spm", "corpus.txt")
-            write_corpus(corpus, 1.0 if f.tiny else 4.0)
+            write_corpus(corpus, 1.0 if f.tiny else 4.0, source_for(1.0 if f.tiny else 4.0))
             train_sentencepiece([corpus], prefix, SentencePieceOptions(vocab_size=3000 if f.tiny else 8000))
 
     if "pretraining" in f.parts:

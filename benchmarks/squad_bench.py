@@ -108,7 +108,7 @@ SAMPLE_VOCAB_SIZE = 18000
 
 def sentencepiece_model(out_dir, vocab_size, corpus_mb):
     """Trains (or reuses, when made with the same settings) out_dir/spm/spm.model."""
-    from albert_tf.data.sample_corpus import write_corpus
+    from albert_tf.data.sample_corpus import source_for, write_corpus
     from albert_tf.data.spm_training import SentencePieceOptions, train_sentencepiece
     from albert_tf.storage import atomic
 
@@ -122,7 +122,7 @@ def sentencepiece_model(out_dir, vocab_size, corpus_mb):
     os.makedirs(spm_dir, exist_ok=True)
     start = time.perf_counter()
     corpus = os.path.join(spm_dir, "corpus.txt")
-    write_corpus(corpus, corpus_mb)
+    write_corpus(corpus, corpus_mb, source_for(corpus_mb))
     model = train_sentencepiece([corpus], os.path.join(spm_dir, "spm"),
                                 SentencePieceOptions(vocab_size=vocab_size, num_threads=2))
     atomic.write_json(sidecar, settings)

@@ -82,7 +82,7 @@ TOPIC_PACKAGES = {"email", "logging", "json", "os", "textwrap"}
 def topic_corpus(tmp_path_factory):
     """A corpus input of real docstrings: five standard-library packages' entries (JSON lines)."""
     path = tmp_path_factory.mktemp("topic_corpus") / "heldout.jsonl"
-    sample_corpus.write_entries(str(path), sample_corpus.iter_entries(("stdlib",), TOPIC_PACKAGES))
+    sample_corpus.write_entries(str(path), sample_corpus.iter_entries(packages=TOPIC_PACKAGES))
     return path
 
 

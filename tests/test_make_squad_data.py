@@ -181,7 +181,7 @@ def corpus_file(tool, tmp_path_factory):
     """A corpus input of real docstrings: the standard-library packages of MODULES (JSON lines)."""
     packages = {m.split("/")[0].removesuffix(".py") for m in tool.MODULES}
     path = tmp_path_factory.mktemp("squad_corpus") / "heldout.jsonl"
-    sample_corpus.write_entries(str(path), sample_corpus.iter_entries(("stdlib",), packages))
+    sample_corpus.write_entries(str(path), sample_corpus.iter_entries(packages=packages))
     return path
 
 

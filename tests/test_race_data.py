@@ -569,7 +569,7 @@ def test_corpus_file_gives_valid_data(tool, tmp_path, capsys):
     squad = load_tool("make_squad_data")
     packages = {m.split("/")[0].removesuffix(".py") for m in squad.MODULES}
     corpus = tmp_path / "heldout.jsonl"
-    sample_corpus.write_entries(str(corpus), sample_corpus.iter_entries(("stdlib",), packages))
+    sample_corpus.write_entries(str(corpus), sample_corpus.iter_entries(packages=packages))
     entries = tool.corpus_entries(str(corpus))
     assert entries == squad.corpus_docstring_entries(sample_corpus.read_entries(str(corpus)))
     dataset = tool.make_dataset(2, seed=5, entries=entries)

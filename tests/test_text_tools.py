@@ -38,6 +38,77 @@ def test_sample_corpus_is_prose_deterministic_and_large_enough(sample_corpus, tm
     assert os.listdir(tmp_path) == ["again.txt"]  # no temporary left
 
 
+# The fixed sample corpus (docs/sample_corpus.md): sha256 of the committed entries, and of the
+# text the corpus tool writes from them, as CPython 3.11.7's own files gave them when frozen
+# (the "installed" reading): the same bytes on every interpreter.
+FIXED_SHA256 = "ce26485a2e2ce9a48aced20203baa8eec8592b5c4e35e7ece8ef7973c808f06e"
+DEMO_CORPUS = (1_500_159, 4593, 17335, "4471b891adb66a373abbcc30a8e0015cba24ed5a3aeb902713c0c2c4ac1400f3")  # 1.5 MB
+TEST_CORPUS = (1_200_158, "7978d4152d16bda2b66066bf20eec08dea2df8906586097e8ff2e129f63f4f2f")  # the suite's 1.2 MB
+
+
+def _sha256(data):
+    import hashlib
+
+    return hashlib.sha256(data).hexdigest()
+
+
+def test_the_fixed_corpus_is_the_committed_file_on_every_interpreter(tmp_path, capsys):
+    with open(sample_corpus.FIXED_FILE, "rb") as f:
+        assert _sha256(f.read()) == FIXED_SHA256
+    entries = list(sample_corpus.iter_entries(min_sentences=1))
+    assert len(entries) == 9845 and sum(len(e["sentences"]) >= 2 for e in entries) == 4633
+    assert sample_corpus.fixed_corpus_bytes() == 1_510_137
+    packages = {sample_corpus.package_of(e["source"]) for e in entries}
+    assert set(sample_corpus.FIXED_PACKAGES) <= packages and not packages & sample_corpus.BACKEND_TEST_PACKAGES
+    # the demo's first step, with no other flag
+    out = tmp_path / "corpus.txt"
+    result = _tool(capsys, "make_sample_corpus", f"--output_file={out}")
+    size, documents, sentences, digest = DEMO_CORPUS
+    assert result.returncode == 0, result.stderr[-1500:]
+    assert result.stdout.strip() == f"wrote {out}: {documents} documents, {sentences} sentences, 1.50 MB"
+    assert len(out.read_bytes()) == size and _sha256(out.read_bytes()) == digest
+    # more than it holds: refused before any work, naming the flag and the way out
+    bad = _tool(capsys, "make_sample_corpus", f"--output_file={tmp_path}/big.txt", "--size_mb=2")
+    assert bad.returncode == 2 and not (tmp_path / "big.txt").exists()
+    assert bad.stderr.strip().splitlines()[-1] == (
+        "make_sample_corpus: error: --size_mb=2: the fixed sample corpus holds 1.51 MB; ask for at most that, "
+        "or read this interpreter's docstrings (--source=installed).")
+    # its entries, as a corpus input of the task tools
+    listed = tmp_path / "entries.jsonl"
+    assert _tool(capsys, "make_sample_corpus", f"--output_file={listed}", "--output_format=entries").returncode == 0
+    assert sample_corpus.read_entries(str(listed)) == entries
+
+
+def test_the_suites_corpus_is_the_fixed_prefix(sample_corpus):
+    data = open(sample_corpus, "rb").read()
+    assert (len(data), _sha256(data)) == TEST_CORPUS
+
+
+FROZEN_ON = {"python": "3.11.7", "ipython": "9.18.1", "pillow": "13.0.0", "typing_extensions": "4.16.0",
+             "six": "1.17.0", "ipykernel": "7.4.0", "ipython_pygments_lexers": "1.1.1", "nest_asyncio2": "1.7.4"}
+
+
+def test_the_freeze_recipe_gives_the_committed_file_where_it_was_made(tmp_path, capsys):
+    """docs/sample_corpus.md's command, on the interpreter and packages it was made with,
+    writes FIXED_FILE byte for byte (elsewhere the installed files differ: the point of it)."""
+    import importlib.metadata
+    import platform
+
+    here = {"python": platform.python_version()}
+    for name in FROZEN_ON.keys() - {"python"}:
+        try:
+            here[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            here[name] = None
+    if here != FROZEN_ON:
+        pytest.skip(f"the fixed corpus was made on {FROZEN_ON}; this environment has {here}")
+    out = tmp_path / "sample_corpus.jsonl.gz"
+    result = _tool(capsys, "make_sample_corpus", "--source=installed", "--output_format=entries",
+                   f"--output_file={out}")
+    assert result.returncode == 0, result.stderr[-1500:]
+    assert _sha256(out.read_bytes()) == FIXED_SHA256
+
+
 def test_the_backend_test_packages_stay_out_of_the_corpus():
     """jax, torch and their dependencies are installed only for tests/test_backends.py: reading
     them would change the corpus (and every SentencePiece model, data set and learning test made
@@ -123,7 +194,7 @@ def _old_documents(**kwargs):
 
 def test_write_corpus_bytes_are_those_of_the_old_traversal(tmp_path):
     """iter_documents through iter_entries: the corpus file is byte-identical."""
-    documents, sentences, written = write_corpus(str(tmp_path / "new.txt"), 0.3)
+    documents, sentences, written = write_corpus(str(tmp_path / "new.txt"), 0.3, "installed")
     old = b""
     for doc in _old_documents():
         old += ("\n".join(doc) + "\n\n").encode("utf-8")
@@ -132,7 +203,7 @@ def test_write_corpus_bytes_are_those_of_the_old_traversal(tmp_path):
     assert (tmp_path / "new.txt").read_bytes() == old and written == len(old)
     # and further on, in the installed packages (purelib), file by file
     kept = {"absl", "filelock"}
-    purelib = [e["sentences"] for e in sample_corpus.iter_entries(("purelib",), kept)]
+    purelib = [e["sentences"] for e in sample_corpus.installed_entries(("purelib",), kept)]
     assert len(purelib) > 50 and purelib == list(_old_documents(roots=("purelib",), keep=kept))
 
 
@@ -148,7 +219,7 @@ def _definition(tree, parts):
 
 def test_iter_entries_name_their_documents():
     packages = {"json", "os", "asyncio"}
-    entries = list(sample_corpus.iter_entries(("stdlib",), packages))
+    entries = list(sample_corpus.installed_entries(("stdlib",), packages))
     assert [e["sentences"] for e in entries] == list(_old_documents(roots=("stdlib",), keep=packages))
     stdlib = sysconfig.get_paths()["stdlib"]
     by_name = {e["name"]: e for e in entries}
@@ -175,7 +246,7 @@ def test_iter_entries_name_their_documents():
 
 
 def test_entries_round_trip_and_bad_lines_are_named(tmp_path):
-    entries = list(sample_corpus.iter_entries(("stdlib",), {"textwrap"}))
+    entries = list(sample_corpus.installed_entries(("stdlib",), {"textwrap"}))
     path = tmp_path / "entries.jsonl"
     assert sample_corpus.write_entries(str(path), entries) == len(entries) > 3
     assert os.listdir(tmp_path) == ["entries.jsonl"]  # no temporary left

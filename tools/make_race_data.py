@@ -20,7 +20,7 @@ position comes from shuffled decks of A-D, so every letter is the answer about e
 often. Functions are split by a
 hash of their names (as make_squad_data's --split: dev ~20%, test ~20%, train the rest),
 so the splits share no function; --num_articles articles per level in train, half as
-many (at least 1) in dev and test. Deterministic for a given --seed and Python version.
+many (at least 1) in dev and test. Deterministic for a given --seed.
 
 Layouts (--layout):
     files    output_dir/RACE/{train,dev,test}/{middle,high}/<n>.txt, one JSON article per
@@ -76,7 +76,7 @@ def define_flags(flag_values):
                       "files: one JSON article per file; all.txt: one per line; jsonl: generic JSON lines.",
                       flag_values=flag_values)
     flags.DEFINE_string("corpus_file", None, "Docstring entries (JSON lines of sample_corpus.write_entries) to take "
-                        "the functions from instead of the standard library (make_squad_data's MODULES).",
+                        "the functions from instead of the fixed corpus (make_squad_data's MODULES).",
                         flag_values=flag_values)
 
 
@@ -174,7 +174,8 @@ def _which_questions(chosen, others, rng, positions, count):
         pool = [e for e in chosen if e is not entry] + rng.sample(others, min(len(others), 12))
         seen, distractors = {entry["name"]}, []
         for e in pool:
-            if e["name"] not in seen and e["answer"].lower() != entry["answer"].lower():
+            # not another function that returns the asked words (or more after them)
+            if e["name"] not in seen and not e["answer"].lower().startswith(entry["answer"].lower()):
                 distractors.append(e["name"])
                 seen.add(e["name"])
             if len(distractors) == 3:
@@ -193,7 +194,7 @@ def make_articles(split, level, num_articles, seed, entries=None, stream=None):
         split: "train", "dev" or "test" (which functions: split_of).
         level: "middle" or "high".
         seed: int.
-        entries: docstring_entries() (read from the standard library when None).
+        entries: docstring_entries() (the fixed corpus's MODULES when None).
         stream: internal; the split's shuffled entries, shared by its levels.
     Returns:
         list of {"article", "questions", "options", "answers", "id"}.
@@ -273,7 +274,7 @@ def make_race(output_dir, num_articles=6, seed=12345, layout="files", entries=No
         num_articles: articles per level in train (dev, test: half, at least 1).
         seed: int; the same arguments give the same files.
         layout: "files", "all.txt" or "jsonl".
-        entries: docstring_entries() output (read from the standard library when None).
+        entries: docstring_entries() output (the fixed corpus's MODULES when None).
         flag: the flag named in a refusal.
     Returns:
         {"layout", "paths": [files written], "counts": {split: {level: {"articles", "questions"}}}}.

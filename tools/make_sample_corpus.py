@@ -1,12 +1,22 @@
-"""Writes the built-in sample corpus: real English prose from installed Python docstrings.
+"""Writes the built-in sample corpus: real English prose from Python docstrings.
 
     python tools/make_sample_corpus.py --output_file=data/sample_corpus.txt [--size_mb=1.5]
 
 One sentence per line, a blank line between documents (one document per docstring), the
-format of create_pretraining_data; byte-identical for a given Python and
-requirements.txt (`albert_tf.data.sample_corpus`). The file is written when new, replaced
-when this tool made it (its marker), and refused otherwise (exit status 2) before any
-work (albert_tf.storage.outputs).
+format of create_pretraining_data. By default the documents are the fixed sample corpus
+committed in the repository (`albert_tf.data.sample_corpus.FIXED_FILE`), so the output is
+the same bytes on every interpreter; --size_mb takes the first documents that reach it
+(the whole fixed corpus is 1.51 MB). --source=installed reads this interpreter's own
+standard library and installed packages instead (a corpus of your own environment, as
+large as it is).
+
+--output_format=entries writes docstring entries (JSON lines, gzip-compressed when the
+name ends in ".gz") instead of text: with --source=fixed the fixed corpus's entries (the
+task tools' --corpus_file), with --source=installed the same sources read again from this
+interpreter's files (how FIXED_FILE was made: docs/sample_corpus.md).
+
+The file is written when new, replaced when this tool made it (its marker), and refused
+otherwise (exit status 2) before any work (albert_tf.storage.outputs).
 """
 
 import sys
@@ -14,22 +24,38 @@ import sys
 from absl import flags
 
 from albert_tf import cli
+from albert_tf.data import sample_corpus
 from albert_tf.data.sample_corpus import write_corpus  # noqa: F401  (tests/conftest.py imports it from here)
 from albert_tf.storage import outputs
 
 
 def define_flags(flag_values):
     flags.DEFINE_string("output_file", "data/sample_corpus.txt", "Where to write the corpus.", flag_values=flag_values)
-    flags.DEFINE_float("size_mb", 1.5, "Stop after this many megabytes of text (at least 1).", flag_values=flag_values)
+    flags.DEFINE_float("size_mb", 1.5, "Stop after this many megabytes of text (at least 1; text output only).",
+                       flag_values=flag_values)
+    flags.DEFINE_enum("source", "fixed", list(sample_corpus.SOURCES),
+                      "fixed: the corpus committed in the repository (the same on every interpreter); installed: "
+                      "this interpreter's standard library and installed packages.", flag_values=flag_values)
+    flags.DEFINE_enum("output_format", "text", ["text", "entries"],
+                      "text: one sentence per line (create_pretraining_data's input); entries: JSON lines of "
+                      "docstring entries (the task tools' --corpus_file).", flag_values=flag_values)
 
 
 def run(f):
-    output_file, size_mb = f.output_file, f.size_mb
+    output_file, size_mb, source = f.output_file, f.size_mb, f.source
     if size_mb < 1:
         raise ValueError(f"--size_mb must be at least 1, got {size_mb}.")
+    if f.output_format == "text":
+        sample_corpus.check_size(size_mb, source)
     outputs.check([outputs.Output("--output_file", output_file, outputs.GENERATED_DATA)])  # before any work
     with outputs.replacing_file(output_file, outputs.GENERATED_DATA, "--output_file"):
-        documents, sentences, written = write_corpus(output_file, size_mb)
+        if f.output_format == "entries":
+            entries = (sample_corpus.fixed_source_entries() if source == "installed"
+                       else sample_corpus.iter_entries(min_sentences=1))
+            count = sample_corpus.write_entries(output_file, entries)
+            print(f"wrote {output_file}: {count} entries ({source})")
+            return 0
+        documents, sentences, written = write_corpus(output_file, size_mb, source)
     print(f"wrote {output_file}: {documents} documents, {sentences} sentences, {written / 1e6:.2f} MB")
     if written < 1_000_000:
         raise ValueError(f"the installed Python files gave {written / 1e6:.2f} MB of prose, less than 1 MB.")

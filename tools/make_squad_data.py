@@ -4,9 +4,10 @@
         --num_questions=400 --seed=1 --split=train
     python tools/make_squad_data.py --output_file=data/squad_tiny/dev-v2.0.json --version=2.0 --split=dev
 
-Nothing comes from SQuAD. The text is real: public functions of a fixed list of Python
-3.11 standard-library modules (read with `ast`, nothing imported) whose docstring starts
-with "Return(s) ...". A paragraph (context) describes a few of them, one entry each:
+Nothing comes from SQuAD. The text is real: public functions of a fixed list of
+standard-library modules (MODULES) in the fixed sample corpus (albert_tf.data.sample_corpus:
+CPython 3.11.7's docstrings, the same on every interpreter) whose docstring starts with
+"Return(s) ...". A paragraph (context) describes a few of them, one entry each:
 
     textwrap.dedent(): Return ... . <up to two more docstring sentences> [It handles up to
     1,000 items per call.] [It was reviewed by Zoë   Müller.]
@@ -44,7 +45,7 @@ albert_tf.data.sample_corpus.write_entries (JSON lines {"source", "name", "kind"
 a public name pass the same filter (corpus_docstring_entries); both --kind values use
 them. A corpus with fewer than 8 such functions that fit (in the --split) is refused.
 
-Deterministic for a given --seed and Python version. --split=train|dev keeps ~80% / ~20%
+Deterministic for a given --seed. --split=train|dev keeps ~80% / ~20%
 of the functions (by a hash of their names), so two files made with different splits
 share no function; --split=all uses every function.
 
@@ -54,18 +55,16 @@ Layout (as the official files): {"version": "1.1" | "v2.0", "data": [{"title",
 "plausible_answers": [{"text", "answer_start"}]}]}]}]}.
 """
 
-import ast
-import os
 import random
 import re
 import sys
-import sysconfig
 import zlib
 
 from absl import flags
 
 from albert_tf import cli
-from albert_tf.data.sample_corpus import docstring_sentences, module_name, read_entries
+from albert_tf.data import sample_corpus
+from albert_tf.data.sample_corpus import module_name, read_entries
 from albert_tf.storage import atomic, outputs
 
 MODULES = (
@@ -110,22 +109,11 @@ def define_flags(flag_values):
                       "functions: questions about the docstrings' functions; people: about two people per "
                       "context, mixed with docstring sentences (module doc).", flag_values=flag_values)
     flags.DEFINE_string("corpus_file", None, "Docstring entries (JSON lines of sample_corpus.write_entries) to take "
-                        "the functions from instead of the standard library's MODULES.", flag_values=flag_values)
+                        "the functions from instead of the fixed corpus's MODULES.", flag_values=flag_values)
 
 
 class TooFewEntriesError(ValueError):
     """The docstring entries are too few for the dataset asked for."""
-
-
-def _functions(tree):
-    """(qualified name inside the module, node) of public functions and methods."""
-    for node in tree.body:
-        if isinstance(node, ast.FunctionDef) and not node.name.startswith("_"):
-            yield node.name, node
-        elif isinstance(node, ast.ClassDef) and not node.name.startswith("_"):
-            for item in node.body:
-                if isinstance(item, ast.FunctionDef) and not item.name.startswith("_"):
-                    yield f"{node.name}.{item.name}", item
 
 
 def return_entry(name, sentences):
@@ -161,36 +149,23 @@ def _sorted_entries(pairs):
     return [entries[k] for k in sorted(entries)]
 
 
-def docstring_entries(stdlib=None):
-    """The functions of MODULES whose docstring's first sentence is "Return(s) <answer>.".
+def docstring_entries():
+    """The public functions of MODULES in the fixed sample corpus whose docstring's first
+    sentence is "Return(s) <answer>." (corpus_docstring_entries of those modules' entries).
 
-    Args:
-        stdlib: the standard library directory (default: this Python's).
     Returns:
         list of {"name": "textwrap.dedent", "sentences": [first, up to two more],
         "answer": the words after "Return(s) " without the final period,
         "answer_offset": where the answer starts in the first sentence}, sorted by name,
         one per name.
     """
-    stdlib = stdlib or sysconfig.get_paths()["stdlib"]
-
-    def pairs():
-        for relative in MODULES:
-            path = os.path.join(stdlib, relative)
-            if not os.path.isfile(path):
-                continue
-            with open(path, encoding="utf-8") as f:
-                tree = ast.parse(f.read(), path)
-            for name, node in _functions(tree):
-                doc = ast.get_docstring(node)
-                yield f"{module_name(relative)}.{name}", docstring_sentences(doc) if doc else []
-
-    return _sorted_entries(pairs())
+    modules = set(MODULES)
+    return corpus_docstring_entries(e for e in sample_corpus.iter_entries(min_sentences=1) if e["source"] in modules)
 
 
 def _is_public(record):
     """Whether a corpus record's definition has a public name (no part after its module's
-    name starts with "_"), as _functions keeps."""
+    name starts with "_")."""
     name, module = record["name"], module_name(record["source"].replace("\\", "/"))
     inner = name[len(module) + 1:] if name.startswith(module + ".") else name.rsplit(".", 1)[-1]
     return not any(part.startswith("_") for part in inner.split("."))
@@ -316,7 +291,7 @@ def make_dataset(version, num_questions, seed, max_context_chars, split="all", e
         seed: int; the same arguments give the same dataset.
         max_context_chars: longest context, >= 200.
         split: "all", "train" or "dev" (in_split).
-        entries: docstring_entries() output (read from the standard library when None).
+        entries: docstring_entries() output (the fixed corpus's MODULES when None).
     Returns:
         the JSON-ready dict {"version", "data": [...]}; check_dataset passes on it.
     """

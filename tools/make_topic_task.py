@@ -2,9 +2,9 @@
 
     python tools/make_topic_task.py --output_dir=notebooks/data/docstring_topics
 
-Four balanced classes of real English sentences from the docstrings of the Python 3.11
-standard library (read with `ast`, nothing imported), labelled by the modules they
-document:
+Four balanced classes of real English sentences from the standard library's docstrings in
+the fixed sample corpus (albert_tf.data.sample_corpus: CPython 3.11.7's, the same on every
+interpreter), labelled by the modules they document:
 
     networking   http, urllib, email, smtplib, ftplib, imaplib, poplib, socket, ssl, ...
     numbers      decimal, fractions, statistics, random, numbers, datetime, calendar, ...
@@ -15,7 +15,7 @@ Output: `train.tsv` and `dev.tsv` with the header `sentence<TAB>label`, the layo
 `run_classifier --task_name=tsv --text_a_column=sentence`. Sentences are deduplicated,
 each class is capped at --per_class sentences (chosen by a hash of the text, so the
 output does not depend on file order), and the dev split is chosen by the same hash, so
-no sentence is in both files. Available offline on any machine with Python 3.11.
+no sentence is in both files.
 
 With --corpus_file (a file of albert_tf.data.sample_corpus.write_entries: JSON lines
 {"source", "name", "kind", "sentences"}, e.g. the held-out documents of a corpus) the
@@ -33,16 +33,15 @@ Each file is written when new, replaced when this tool made it (its marker
 otherwise (exit status 2) before any work (albert_tf.storage.outputs).
 """
 
-import ast
 import os
 import sys
-import sysconfig
 import zlib
 
 from absl import flags
 
 from albert_tf import cli
-from albert_tf.data.sample_corpus import docstring_sentences, read_entries
+from albert_tf.data import sample_corpus
+from albert_tf.data.sample_corpus import package_of, read_entries
 from albert_tf.storage import atomic, outputs
 
 TOPICS = {
@@ -70,31 +69,18 @@ def define_flags(flag_values):
                          "are the classes (at least 2).", flag_values=flag_values)
 
 
-def _files(stdlib, name):
-    path = os.path.join(stdlib, name)
-    if name.endswith(".py"):
-        return [path] if os.path.isfile(path) else []
-    found = []
-    for dirpath, dirnames, filenames in os.walk(path):
-        dirnames[:] = sorted(d for d in dirnames if not d.startswith("test") and d != "__pycache__")
-        found.extend(os.path.join(dirpath, f) for f in sorted(filenames) if f.endswith(".py"))
-    return found
+def _in_topic(source, names):
+    """Whether an entry's source is one of a topic's modules ("ssl.py") or inside one of its packages ("http")."""
+    return any(source == name if name.endswith(".py") else source.startswith(name + "/") for name in names)
 
 
-def topic_sentences(topic, stdlib=None):
-    """The distinct docstring sentences (5 to 40 words) of a topic's modules, sorted."""
-    stdlib = stdlib or sysconfig.get_paths()["stdlib"]
+def topic_sentences(topic):
+    """The distinct sentences (5 to 40 words) of the docstrings of a topic's modules in
+    the fixed sample corpus (every docstring with a prose sentence), sorted."""
     sentences = set()
-    for name in TOPICS[topic]:
-        for path in _files(stdlib, name):
-            with open(path, encoding="utf-8") as f:
-                tree = ast.parse(f.read(), path)
-            for node in ast.walk(tree):
-                if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
-                    doc = ast.get_docstring(node)
-                    for sentence in docstring_sentences(doc) if doc else ():
-                        if 5 <= len(sentence.split()) <= 40:
-                            sentences.add(" ".join(sentence.split()))
+    for entry in sample_corpus.iter_entries(min_sentences=1):
+        if _in_topic(entry["source"], TOPICS[topic]):
+            sentences.update(" ".join(s.split()) for s in entry["sentences"] if 5 <= len(s.split()) <= 40)
     return sorted(sentences)
 
 
@@ -128,12 +114,6 @@ def make_task(per_class=560, dev_fraction=0.2):
         dev.extend(dev_rows)
         train.extend(train_rows)
     return _interleaved(train), _interleaved(dev)
-
-
-def package_of(source):
-    """An entry's source -> its top-level package: "asyncio/tasks.py" -> "asyncio", "os.py" -> "os"."""
-    first = source.replace("\\", "/").split("/")[0]
-    return first[:-3] if first.endswith(".py") else first
 
 
 def corpus_sentences(entries):

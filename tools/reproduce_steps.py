@@ -112,8 +112,8 @@ def held_out(entry, percent):
 
 
 def build_corpus(settings, paths):
-    """The docstring corpus of the installed environment (albert_tf.data.sample_corpus,
-    the sample corpus's documents in the same order; --corpus_mb of them, 0: all), split by
+    """The fixed sample corpus (albert_tf.data.sample_corpus: its documents in order;
+    --corpus_mb of them, 0: all), split by
     source file into pretraining and held-out documents. Writes pretrain.txt and
     held_out.txt (create_pretraining_data's format) and held_out.jsonl (the entries the
     task tools read); returns the counts."""

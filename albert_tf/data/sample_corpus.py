@@ -1,24 +1,34 @@
-"""The built-in sample corpus: real English prose from installed Python docstrings.
+"""The built-in sample corpus: real English prose from Python docstrings, fixed in the repository.
 
 One sentence per line, a blank line between documents (one document per docstring), the
-format of create_pretraining_data. Sources are the standard library, then the installed
-packages (less BACKEND_TEST_PACKAGES), read with `ast` (nothing is imported) in sorted path
-order, so the output is byte-identical for a given Python and requirements.txt. Available offline on any
-machine with Python 3.11. tools/make_sample_corpus.py writes it; tools/make_topic_task.py
-labels its sentences (`docstring_sentences`).
+format of create_pretraining_data. The documents come from `FIXED_FILE`, committed beside
+this module: the docstring entries of CPython 3.11.7's standard library and of a few
+installed packages (FIXED_PACKAGES), made once (docs/sample_corpus.md gives the command,
+the sources, their licences and the file's sha256). So the corpus, and everything made
+from it, is the same bytes on every interpreter and machine. tools/make_sample_corpus.py
+writes it; tools/make_topic_task.py, make_squad_data.py and make_race_data.py read the
+same entries.
 
-`iter_entries` yields the same documents with where they come from (file, dotted name,
-kind); `write_entries` / `read_entries` keep them as JSON lines, one entry a line:
+Reading this interpreter's own docstrings stays an option (source="installed", the
+tool's --source=installed): the standard library, then the installed packages (less
+BACKEND_TEST_PACKAGES), read with `ast` (nothing is imported) in sorted path order.
+
+An entry is one JSON line:
 
     {"source": "asyncio/tasks.py", "name": "asyncio.tasks.Task.cancel", "kind": "function",
      "sentences": ["Request that this task cancel itself.", "..."]}
 
-the *corpus input* of tools/make_topic_task.py, make_squad_data.py and make_race_data.py
-(--corpus_file): e.g. the held-out documents of a corpus.
+`FIXED_FILE` holds every docstring with at least one prose sentence; a corpus *document*
+is an entry with at least two (`iter_entries`' default). `write_entries` / `read_entries`
+keep entries as JSON lines (gzip-compressed when the name ends in ".gz"), the *corpus
+input* of the task tools (--corpus_file): e.g. the held-out documents of a corpus.
 """
 
 import ast
 import collections
+import functools
+import gzip
+import io
 import json
 import os
 import re
@@ -29,6 +39,14 @@ from albert_tf.storage import atomic
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z\"'(])")
 _SKIP_DIRS = {"test", "tests", "idle_test", "site-packages", "lib2to3", "__pycache__", "turtledemo"}
 
+FIXED_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "sample_corpus.jsonl.gz")
+# The installed packages whose docstrings follow the standard library's in FIXED_FILE: the
+# top-level modules and packages that sorted first in purelib when it was made, through the
+# 1.5 MB that the demo reads (docs/sample_corpus.md).
+FIXED_PACKAGES = ("ipykernel_launcher", "ipython_pygments_lexers", "nest_asyncio2", "six", "typing_extensions",
+                  "IPython", "PIL")
+SOURCES = ("fixed", "installed")
+DOCUMENT_SENTENCES = 2  # a corpus document: an entry with at least this many sentences
 
 ROOTS = ("stdlib", "purelib")
 # Installed only to test the model on Keras' other backends (requirements.txt's jax group,
@@ -96,21 +114,21 @@ def module_name(relative_path):
 _KINDS = {ast.Module: "module", ast.ClassDef: "class", ast.FunctionDef: "function", ast.AsyncFunctionDef: "function"}
 
 
-def iter_entries(roots=ROOTS, packages=None):
-    """Yields the docstring documents with at least two prose sentences, with where they
-    come from: the documents of `iter_documents`, in its order.
+def installed_entries(roots=ROOTS, packages=None, min_sentences=DOCUMENT_SENTENCES):
+    """Yields the docstring entries of this interpreter's installed files (source="installed").
 
     Args:
-        roots: which of sysconfig's directories to read, in order: "stdlib", "purelib"
-            (the default: both, as the sample corpus).
+        roots: which of sysconfig's directories to read, in order: "stdlib", "purelib".
         packages: None (every file), or top-level names ("asyncio", "os", "numpy") to
             read only those packages and modules; the order of the rest is unchanged.
+        min_sentences: keep docstrings with at least this many prose sentences.
     Yields:
         {"source": the file's path relative to its root with "/" separators
         ("asyncio/tasks.py"), "name": the dotted name ("asyncio.tasks" for the module
         docstring, "asyncio.tasks.Task.cancel"; definitions nested in a function are
         named through it: "mod.outer.inner"), "kind": "module" | "class" | "function",
-        "sentences": [docstring_sentences of the docstring]}.
+        "sentences": [docstring_sentences of the docstring]}, files in sorted path order,
+        a file's definitions breadth first.
     """
     for root, path in _source_files(roots, packages):
         try:
@@ -124,15 +142,57 @@ def iter_entries(roots=ROOTS, packages=None):
             doc = ast.get_docstring(node)
             if doc:
                 sentences = docstring_sentences(doc)
-                if len(sentences) >= 2:
+                if len(sentences) >= min_sentences:
                     yield {"source": source, "name": ".".join([module, *qualname]), "kind": _KINDS[type(node)],
                            "sentences": sentences}
 
 
-def iter_documents():
-    """Yields lists of sentences, one per docstring with at least two sentences (the
-    sample corpus: `iter_entries`' sentences)."""
-    for entry in iter_entries():
+def fixed_source_entries():
+    """Yields what FIXED_FILE holds, read from this interpreter's files: the standard
+    library, then FIXED_PACKAGES, every docstring with a prose sentence (how it was made,
+    on CPython 3.11.7: docs/sample_corpus.md)."""
+    yield from installed_entries(("stdlib",), min_sentences=1)
+    yield from installed_entries(("purelib",), set(FIXED_PACKAGES), min_sentences=1)
+
+
+@functools.lru_cache(maxsize=1)
+def _fixed():
+    return tuple(read_entries(FIXED_FILE))
+
+
+def package_of(source):
+    """An entry's source -> its top-level package: "asyncio/tasks.py" -> "asyncio", "os.py" -> "os"."""
+    return _top_level(source.replace("\\", "/").split("/")[0])
+
+
+def iter_entries(source="fixed", packages=None, min_sentences=DOCUMENT_SENTENCES):
+    """Yields docstring entries: by default the corpus documents of the fixed sample corpus.
+
+    Args:
+        source: "fixed" (FIXED_FILE: the same entries on every interpreter) or
+            "installed" (this interpreter's files: `installed_entries`).
+        packages: None (all), or top-level names ("asyncio", "os.py" as "os", "IPython")
+            to keep only their entries, in the same order.
+        min_sentences: keep entries with at least this many sentences (1: every entry;
+            the default: the corpus documents).
+    Yields:
+        {"source", "name", "kind", "sentences"} (installed_entries' form), in corpus order.
+    Raises:
+        ValueError: an unknown source.
+    """
+    if source == "installed":
+        yield from installed_entries(packages=packages, min_sentences=min_sentences)
+        return
+    if source != "fixed":
+        raise ValueError(f"unknown corpus source {source!r}; use one of {', '.join(SOURCES)}.")
+    for entry in _fixed():
+        if len(entry["sentences"]) >= min_sentences and (packages is None or package_of(entry["source"]) in packages):
+            yield dict(entry)
+
+
+def iter_documents(source="fixed"):
+    """Yields the sample corpus's documents: lists of sentences (`iter_entries`' sentences)."""
+    for entry in iter_entries(source):
         yield entry["sentences"]
 
 
@@ -155,13 +215,48 @@ def _definitions(tree):
         queue.extend((child, parts) for child in ast.iter_child_nodes(node) if isinstance(child, _HOLDS_STATEMENTS))
 
 
-def write_corpus(output_file, size_mb):
-    """Writes documents until `size_mb` MB (atomically); returns (documents, sentences, bytes)."""
+def _block(sentences):
+    return "\n".join(sentences) + "\n\n"
+
+
+def fixed_corpus_bytes():
+    """The size in bytes of the whole fixed sample corpus (every document)."""
+    return sum(len(_block(doc).encode("utf-8")) for doc in iter_documents())
+
+
+def check_size(size_mb, source="fixed"):
+    """Raises ValueError when the fixed corpus holds less than `size_mb` MB (an installed
+    source is as large as it is)."""
+    if source == "fixed" and fixed_corpus_bytes() < int(size_mb * 1_000_000):
+        raise ValueError(f"--size_mb={size_mb:g}: the fixed sample corpus holds {fixed_corpus_bytes() / 1e6:.2f} MB; "
+                         "ask for at most that, or read this interpreter's docstrings (--source=installed).")
+
+
+def source_for(size_mb):
+    """The benchmarks' corpus: "fixed" where the fixed corpus holds `size_mb` MB, else
+    "installed" (this interpreter's docstrings, for larger corpora)."""
+    return "fixed" if fixed_corpus_bytes() >= int(size_mb * 1_000_000) else "installed"
+
+
+def write_corpus(output_file, size_mb, source="fixed"):
+    """Writes the corpus's documents (atomically) until `size_mb` MB: the first documents
+    whose bytes reach size_mb * 1e6 (or every document of an installed source that has fewer).
+
+    Args:
+        output_file: the text file to write.
+        size_mb: how much text, in MB (1e6 bytes).
+        source: "fixed" or "installed" (iter_entries).
+    Returns:
+        (documents, sentences, bytes written).
+    Raises:
+        ValueError: a fixed corpus asked for more than it holds (nothing written).
+    """
+    check_size(size_mb, source)
     limit = int(size_mb * 1_000_000)
     documents = sentences = written = 0
     with atomic.open_file(output_file, "w") as f:
-        for doc in iter_documents():
-            block = "\n".join(doc) + "\n\n"
+        for doc in iter_documents(source):
+            block = _block(doc)
             f.write(block)
             written += len(block.encode("utf-8"))
             documents += 1
@@ -175,7 +270,8 @@ ENTRY_KEYS = ("source", "name", "kind", "sentences")
 
 
 def write_entries(path, entries):
-    """Writes docstring entries as JSON lines, one entry per line (atomically).
+    """Writes docstring entries as JSON lines, one entry per line (atomically); a path
+    ending in ".gz" is gzip-compressed (with no time stamp: the same entries, the same bytes).
 
     Args:
         path: the file to write.
@@ -183,19 +279,23 @@ def write_entries(path, entries):
     Returns:
         The number of entries written.
     """
-    count = 0
-    with atomic.open_file(path, "w") as f:
-        for entry in entries:
-            f.write(json.dumps(entry, ensure_ascii=False) + "\n")
-            count += 1
-    return count
+    lines = [json.dumps(entry, ensure_ascii=False) + "\n" for entry in entries]
+    data = "".join(lines).encode("utf-8")
+    atomic.write_bytes(path, gzip.compress(data, compresslevel=9, mtime=0) if path.endswith(".gz") else data)
+    return len(lines)
+
+
+def _open_text(path):
+    if path.endswith(".gz"):
+        return io.TextIOWrapper(gzip.open(path, "rb"), encoding="utf-8")
+    return open(path, encoding="utf-8")
 
 
 def read_entries(path):
     """Reads a file of `write_entries` (blank lines are skipped).
 
     Args:
-        path: a JSON-lines file of entries.
+        path: a JSON-lines file of entries (gzip-compressed when it ends in ".gz").
     Returns:
         list of the entries (dicts), in file order.
     Raises:
@@ -204,7 +304,7 @@ def read_entries(path):
             "sentences", or the file when it holds no entry.
     """
     entries = []
-    with open(path, encoding="utf-8") as f:
+    with _open_text(path) as f:
         for number, line in enumerate(f, 1):
             if not line.strip():
                 continue
