@@ -41,6 +41,12 @@ def define_flags(flag_values):
     flags.DEFINE_integer("finetune_epochs", 6, "Epochs of the notebook's hub.KerasLayer fine-tuning.",
                          flag_values=flag_values)
     flags.DEFINE_integer("classifier_steps", 400, "run_classifier training steps.", flag_values=flag_values)
+    flags.DEFINE_integer("random_seed", 12345, "The seed of every random step: the pretraining data, pretraining, "
+                         "both fine-tunings.", flag_values=flag_values)
+    flags.DEFINE_enum("dtype_policy", "auto", ["auto", "float32", "mixed_bfloat16"],
+                      "What pretraining and run_classifier compute in (auto: mixed_bfloat16 where the hardware "
+                      "computes bf16 natively, else float32); the notebook's tf_keras model is float32.",
+                      flag_values=flag_values)
 
 
 NOTEBOOK = os.path.join(ROOT, "notebooks", "finetune_with_hub.ipynb")
@@ -173,7 +179,7 @@ def execute_notebook(nb, client_class=None, **options):
     return nb
 
 
-def run_notebook(export_dir, out, epochs):
+def run_notebook(export_dir, out, epochs, seed):
     """Executes the fine-tuning notebook on the demo export, printing its output live."""
     import json
     import logging
@@ -193,7 +199,7 @@ def run_notebook(export_dir, out, epochs):
 
     finetune_dir = os.path.join(out, "finetune_hub")
     os.environ.update(ALBERT_EXPORT_DIR=export_dir, ALBERT_OUTPUT_DIR=finetune_dir, ALBERT_EPOCHS=str(epochs),
-                      ALBERT_DATA_DIR=TOPICS)
+                      ALBERT_DATA_DIR=TOPICS, ALBERT_SEED=str(seed))
     nb = nbformat.read(NOTEBOOK, as_version=4)
     execute_notebook(nb, LiveClient, timeout=1800, resources={"metadata": {"path": os.path.dirname(NOTEBOOK)}})
     nbformat.write(nb, os.path.join(out, "finetune_with_hub.ipynb"))
@@ -240,7 +246,7 @@ def run(f):
     total = 10
     start = time.time()
     corpus = os.path.join(out, "sample_corpus.txt")
-    _step(1, total, "sample corpus from installed Python docstrings",
+    _step(1, total, "the built-in sample corpus (docs/sample_corpus.md)",
           ["tools/make_sample_corpus.py", f"--output_file={corpus}"])
     prefix = os.path.join(out, "spm")
     _step(2, total, f"SentencePiece ({f.vocab_size} pieces, the release's recipe)",
@@ -250,7 +256,7 @@ def run(f):
     _step(3, total, "pretraining TFRecords (seq 128, dupe 2, 2 workers, 4 shards)",
           ["tools/create_pretraining_data.py", f"--input_file={corpus}", f"--output_file={records}",
            f"--spm_model_file={prefix}.model", "--max_seq_length=128", "--max_predictions_per_seq=20",
-           "--dupe_factor=2", "--num_workers=2", "--num_output_shards=4"])
+           "--dupe_factor=2", "--num_workers=2", "--num_output_shards=4", f"--random_seed={f.random_seed}"])
     print(f"\n[4/{total}] one tf.data batch with dynamic masking", flush=True)
     read_batch(records + "-*", prefix + ".model")
     run_dir = os.path.join(out, "run")
@@ -258,7 +264,8 @@ def run(f):
     _step(5, total, "pretraining with LAMB (configs/demo.flags), then export",
           ["-m", "albert_tf.run_pretraining", "--flagfile=configs/demo.flags", f"--input_file={records}-*",
            f"--output_dir={run_dir}", f"--num_train_steps={f.pretrain_steps}",
-           f"--export_dir={export_dir}", f"--spm_model_file={prefix}.model"])
+           f"--export_dir={export_dir}", f"--spm_model_file={prefix}.model", f"--random_seed={f.random_seed}",
+           f"--dtype_policy={f.dtype_policy}"])
     _step(6, total, "loss and accuracy curves",
           ["tools/plot_metrics.py", f"--run_dir={run_dir}", f"--output={os.path.join(out, 'pretraining_curves.png')}"])
     print(f"\n[7/{total}] the exported encoder through hub.KerasLayer on a real sentence", flush=True)
@@ -266,22 +273,45 @@ def run(f):
     print(f"\n[8/{total}] fine-tuning through hub.KerasLayer (tf_keras): notebooks/finetune_with_hub.ipynb on the "
           "docstring-topics task", flush=True)
     step_start = time.time()
-    run_notebook(export_dir, out, f.finetune_epochs)
+    notebook = run_notebook(export_dir, out, f.finetune_epochs, f.random_seed)
     print(f"      done in {time.time() - step_start:.1f}s", flush=True)
     classifier_dir = os.path.join(out, "classifier")
     _step(9, total, "fine-tuning with run_classifier (Keras 3) from the export, best dev checkpoint, raw-string export",
           ["-m", "albert_tf.run_classifier", "--task_name=tsv", f"--labels={TOPIC_LABELS}",
            "--text_a_column=sentence", f"--data_dir={TOPICS}", f"--albert_hub_module_handle={export_dir}",
            f"--output_dir={classifier_dir}", "--do_train", "--do_eval", "--max_seq_length=64",
-           "--train_batch_size=32", "--eval_batch_size=64", "--learning_rate=5e-4",
+           "--train_batch_size=32", "--eval_batch_size=64", "--optimizer=adamw", "--learning_rate=5e-4",
            f"--train_step={f.classifier_steps}", f"--warmup_step={f.classifier_steps // 10}",
            "--save_checkpoints_steps=100", "--iterations_per_loop=50", "--keep_checkpoint_max=2",
-           f"--export_dir={os.path.join(classifier_dir, 'export')}"])
-    _print_classifier_summary(classifier_dir)
+           f"--export_dir={os.path.join(classifier_dir, 'export')}", f"--random_seed={f.random_seed}",
+           f"--dtype_policy={f.dtype_policy}"])
+    classifier = _print_classifier_summary(classifier_dir)
     classify_new_sentences(os.path.join(classifier_dir, "export"))
     _step(10, total, "parameter table (paper Tables 1 and 5)",
           ["-m", "albert_tf.param_table", f"--output_dir={out}"])
+    _write_results(f, out, notebook, classifier, time.time() - start)
     print(f"\ndemo finished in {time.time() - start:.0f}s; files in {out}")
+
+
+def _write_results(f, out, notebook, classifier, seconds):
+    """Prints the two fine-tunings of the export beside the majority baseline, and writes
+    them with the resolved policy and the machine to demo_results.json."""
+    import platform
+
+    from albert_tf.storage import atomic
+    from albert_tf.training import precision
+
+    chosen = precision.choose(f.dtype_policy)
+    results = {"random_seed": f.random_seed, "dtype_policy": f.dtype_policy, "resolved_policy": chosen.policy,
+               "policy_reason": chosen.reason, "machine": chosen.hardware, "python": platform.python_version(),
+               "notebook_dev_accuracy": notebook["dev_accuracy"], "run_classifier_dev_accuracy": classifier["accuracy"],
+               "run_classifier_best_step": classifier["best_step"], "majority_baseline": notebook["majority_baseline"],
+               "seconds": round(seconds, 1)}
+    atomic.write_json(os.path.join(out, "demo_results.json"), results)
+    print(f"\nfine-tuned from the same export ({chosen.policy}, seed {f.random_seed}): run_classifier "
+          f"{results['run_classifier_dev_accuracy']:.4f}, notebook (hub.KerasLayer) "
+          f"{results['notebook_dev_accuracy']:.4f}, majority-class baseline {results['majority_baseline']:.4f}; "
+          f"{out}/demo_results.json")
 
 
 def _print_classifier_summary(classifier_dir):
@@ -292,6 +322,7 @@ def _print_classifier_summary(classifier_dir):
     print(f"      => dev accuracy {summary['accuracy']:.4f} (best, step {summary['best_step']}) beside the "
           f"majority-class baseline {summary['majority_baseline']['accuracy']:.4f}; curves "
           f"{classifier_dir}/training_curves.png")
+    return summary
 
 
 def main(argv=None):
