@@ -274,3 +274,74 @@ def test_files_written(tmp_path):
         assert f"## {title}" in text
     assert "| pretrained (SOP) |" in text and "| random init |" in text
     assert "2 se" in text and "**holds**" in text  # pretrained 71 +- 1 vs 50: the premise on the topic task
+
+
+COMMITTED = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "benchmarks", "results", "reproduce")
+
+
+def test_the_committed_report_is_what_todays_rule_says_of_its_results(tmp_path):
+    """benchmarks/results/reproduce: every file the report writes is what write_report makes
+    of the committed results.json today (a rule changed: `tools/reproduce.py --report_only`
+    writes them again, no retraining), so README's and the docs' quotes cannot drift from it."""
+    from albert_tf.storage import outputs
+
+    # committed with the tool's marker, so --report_only rewrites them in place
+    assert outputs.examine(COMMITTED, outputs.REPRODUCTION).status == "own"
+    with open(os.path.join(COMMITTED, "results.json"), encoding="utf-8") as f:
+        results = json.load(f)
+    written = report.write_report(results, str(tmp_path))
+    names = sorted(os.path.relpath(p, tmp_path) for p in written)
+    assert {"claims.json", "claims.csv", "report.md", "table_sop.csv", "table_sharing.png"} <= set(names)
+    for name in names:
+        assert os.path.isfile(os.path.join(COMMITTED, name)), name
+        if not name.endswith(".png"):  # the figures: matplotlib's bytes, not compared
+            with open(os.path.join(COMMITTED, name), encoding="utf-8") as committed, \
+                    open(tmp_path / name, encoding="utf-8") as made:
+                assert committed.read() == made.read(), f"{name}: run tools/reproduce.py --report_only " \
+                                                        "--output_dir=benchmarks/results/reproduce"
+
+
+def test_a_results_json_without_sizes_or_baselines():
+    """The committed 2-seed run predates results.json's "sizes" and "baselines": too few seeds
+    settle "not testable" without them (se unknown, d unknown against a missing baseline);
+    with enough seeds the verdict needs them and is refused."""
+    two = stats.judge([(1, "a", "topic", [60.0, 61.0]), (-1, "b", "topic", [50.0, 52.0])], 0.0, "better", None, {},
+                      labels={"a": "cell A", "b": "cell B"})
+    assert two == {"verdict": "not testable", "reason": "fewer than 3 seeds (cell A: 2; cell B: 2)", "d": 9.5,
+                   "se": None, "rule": "d = +9.50, se unknown (results.json has no sizes)"}
+    chance = stats.judge([(1, "a", "sop_accuracy", [60.0, 61.0])], None, "better", None, {})
+    assert chance["verdict"] == "not testable" and chance["d"] is None and chance["se"] is None
+    with pytest.raises(ValueError, match="no evaluation size"):
+        stats.judge([(1, "a", "topic", [60.0, 61.0, 62.0])], 0.0, "better", None, {})
+    with pytest.raises(ValueError, match="no baselines"):
+        stats.judge([(1, "a", "topic", [60.0, 61.0, 62.0])], None, "better", None, {"sizes": SIZES})
+    results = _results({}, tables=("sop",))
+    for cell in results["cells"].values():
+        cell["seeds"] = {"1": cell["seeds"]["1"], "2": cell["seeds"]["2"]}
+    del results["sizes"], results["baselines"]
+    verdicts = report.judged_claims(results)
+    assert {v["verdict"] for v in verdicts} == {"not testable"}
+    assert {v["verdict"] for v in results["learned"].values()} == {"not testable"}
+    assert _verdict(verdicts, SOP_SOLVES_SOP)["rule"] == "d unknown (results.json has no baselines)"
+
+
+def test_report_only_writes_the_report_again_from_results_json(tmp_path, capsys):
+    import reproduce
+
+    from albert_tf.storage import outputs
+
+    grid_dir = tmp_path / "grid"
+    grid_dir.mkdir()
+    with open(os.path.join(COMMITTED, "results.json"), encoding="utf-8") as f:
+        (grid_dir / "results.json").write_text(f.read())
+    # not this tool's directory (no marker): refused before anything is written
+    assert reproduce.main(["--report_only", f"--output_dir={grid_dir}"]) == 2
+    assert "never overwrites what it did not make" in capsys.readouterr().err
+    assert sorted(os.listdir(grid_dir)) == ["results.json"]
+    assert reproduce.main(["--report_only", f"--output_dir={tmp_path / 'new'}"]) == 2
+    assert "has no results.json" in capsys.readouterr().err
+    outputs.write_marker(str(grid_dir), outputs.REPRODUCTION)
+    assert reproduce.main(["--report_only", f"--output_dir={grid_dir}"]) == 0
+    with open(os.path.join(COMMITTED, "claims.json"), encoding="utf-8") as f:
+        assert (grid_dir / "claims.json").read_text() == f.read()
+    assert (grid_dir / "report.md").is_file() and (grid_dir / "table_sop.png").is_file()

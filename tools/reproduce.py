@@ -4,6 +4,7 @@ none), cross-layer sharing, embedding size, and pretrained against random init.
     python tools/reproduce.py --output_dir=repro                      # the default grid
     python tools/reproduce.py --tables=sop,sharing --seeds=4 --width=2 --output_dir=repro_gpu
     python tools/reproduce.py --quick --output_dir=/tmp/repro_quick   # the pipeline in minutes
+    python tools/reproduce.py --report_only --output_dir=repro        # its report again, no step run
 
 One process runs everything through the project's own commands (tools/reproduce_steps.py):
 the docstring corpus of the installed environment split by source file into pretraining
@@ -24,6 +25,7 @@ machine resolves it (auto: float32 or mixed_bfloat16), so a grid resumed on a ma
 resolves it otherwise is refused rather than mixing float32 and bf16 cells. Writes `results.json`, one CSV per
 table, `report.md` (our mean +- std beside the paper's numbers, whether each cell learned its
 objective, and each claim's verdict by tools/reproduce_stats.py's rule) and PNG figures.
+--report_only writes them again from `results.json` alone (a rule changed: no retraining).
 """
 
 import os
@@ -59,6 +61,9 @@ def define_flags(flag_values=None):
     flags.DEFINE_integer("finetune_steps", d.finetune_steps, "Steps of every fine-tuning run.", **fv)
     flags.DEFINE_float("corpus_mb", d.corpus_mb, "MB of docstring text to use (0: all found).", **fv)
     cli.define_dtype_policy_flag(fv["flag_values"])
+    flags.DEFINE_bool("report_only", False, "Run no step: write the report (CSVs, claims, report.md, figures) "
+                      "again from --output_dir's results.json by today's rule (tools/reproduce_stats.py); "
+                      "--output_dir must be this tool's own, the other flags are not read.", **fv)
     flags.DEFINE_bool("quick", False, "Tiny models on the built-in sample corpus (1.5 MB), one seed, the "
                       "sentence-level table unless --tables says otherwise: the whole pipeline in under 3 minutes "
                       "(for tests; its numbers mean nothing, and with one seed every claim is 'not testable').", **fv)
@@ -88,6 +93,10 @@ def run(f):
 
     if not f.output_dir:
         raise ValueError("--output_dir is required.")
+    if f.report_only:
+        import reproduce_runner
+
+        return reproduce_runner.report_again(f.output_dir, stream=sys.stdout)
     settings = settings_from_flags(f)
     settings.validate()
     check_policy(settings.dtype_policy)

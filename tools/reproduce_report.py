@@ -57,8 +57,9 @@ class Claim:
         (reproduce_stats.assess: its "learned" and "average")."""
         terms = [(c, cell, key, seed_values(results["cells"][cell], key)) for c, cell, key in self.terms]
         constant = self.constant
-        if constant == CHANCE:  # minus the held-out pairs' chance (stats.learned's): one term
-            constant = -results["baselines"][self.terms[0][2]]
+        if constant == CHANCE:  # minus the held-out pairs' chance (stats.learned's): one term; None: unknown
+            chance = (results.get("baselines") or {}).get(self.terms[0][2])
+            constant = None if chance is None else -chance
         labels = {cell: results["cells"][cell].get("label", cell) for cell in self.cells()}
         return stats.judge(terms, constant, self.kind, self.tolerance, results,
                            results.get("learned") if self.gated else None, labels)
@@ -230,6 +231,7 @@ def write_report(results, output_dir, figures=True):
     """Writes table_<t>.csv, claims.csv, report.md and (figures) the PNGs; returns the paths."""
     written = []
     verdicts = judged_claims(results)
+    tables = [t for t in grid.TABLES if t in results["tables"]]  # the paper's order (results.json sorts its keys)
     s = results["settings"]
     md = ["# The paper's ablations, reproduced small", "",
           f"Grid: H={s['hidden_size']}, L={s['num_hidden_layers']}, {s['num_attention_heads']} heads, "
@@ -241,13 +243,17 @@ def write_report(results, output_dir, figures=True):
           f"mean ± sample std over seeds. Avg = mean of {_average_text(results)} (the paper's Avg averages "
           "SQuAD1.1, SQuAD2.0, MNLI, SST-2 and RACE; compare directions, not values).", "",
           "Learned its objective: " + LEARNED_RULE, "", "Average: " + AVERAGE_RULE]
+    if not results.get("sizes") or not results.get("baselines"):
+        md += ["", "This results.json was gathered before it held the held-out sizes and baselines the rule needs: "
+               "the standard errors and the differences against chance or the unigram baseline are unknown, and "
+               "a verdict is given only where too few seeds settle it ('not testable').", ""]
     if "machine" in results:
         m = results["machine"]
         flags = ", ".join(m["cpu_flags"]) or "no bf16 flags"
         md.append(f"Run {m['date']} on {m['cpu']} ({m['cores']} cores; {flags}); "
                   f"the grid's steps took {results['step_seconds'] / 60:.1f} minutes.")
     md.append("")
-    for table in results["tables"]:
+    for table in tables:
         rows = table_rows(results, table)
         path = os.path.join(output_dir, f"table_{table}.csv")
         write_csv(rows, path)
@@ -275,7 +281,7 @@ def write_report(results, output_dir, figures=True):
         written.append(path)
     if figures:
         written += _curves(results, output_dir)
-        md += ["## Figures", "", *[f"![{t}](table_{t}.png)" for t in results["tables"]],
+        md += ["## Figures", "", *[f"![{t}](table_{t}.png)" for t in tables],
                "", "Learning curves per cell: `curves/<cell>.png`.", ""]
     path = os.path.join(output_dir, "report.md")
     atomic.write_text(path, "\n".join(md))

@@ -185,6 +185,23 @@ def run_grid(settings, output_dir, quick=False, stream=None):
     return 0
 
 
+def report_again(output_dir, stream=None):
+    """--report_only: reproduce_report.write_report of output_dir's results.json, no step run
+    (a changed rule re-judges the grid without retraining); output_dir must be this tool's
+    own and hold results.json (else ValueError, exit 2, before anything is written). Returns 0."""
+    outputs.check([outputs.Output("--output_dir", output_dir, outputs.REPRODUCTION)])
+    path = os.path.join(output_dir, "results.json")
+    if not os.path.isfile(path):
+        raise ValueError(f"--output_dir={output_dir} has no results.json: --report_only reports a gathered grid "
+                         "(run it without --report_only first).")
+    with open(path, encoding="utf-8") as f:
+        results = json.load(f)
+    written = reproduce_report.write_report(results, output_dir)
+    steps.log_line(stream, f"reproduce: wrote {', '.join(os.path.relpath(p, output_dir) for p in written)} "
+                           f"in {output_dir} from its results.json")
+    return 0
+
+
 def saved_state(paths):
     """What later steps need from finished ones (`plan`'s `state`): the downstream tasks'
     record, when their step is done."""

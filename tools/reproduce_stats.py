@@ -80,6 +80,13 @@ def resolution(results, key, average_tasks=None):
     return 100.0 / sizes[key]
 
 
+def _sized(results, key):
+    """Whether results.json holds the evaluation sizes `resolution` needs for `key`."""
+    if key == "avg":
+        return all(_sized(results, t) for t in results["average"]["tasks"])
+    return bool((results.get("sizes") or {}).get(key))
+
+
 def cell_stats(values):
     """(mean, sample std, n); std is None for fewer than two values."""
     if not values:
@@ -92,18 +99,34 @@ def judge(terms, constant, kind, tolerance, results, learned=None, labels=None):
 
     Args:
         terms: [(coefficient, cell id, key, per-seed values)].
-        constant: k of d.
+        constant: k of d; None when results.json lacks the baseline it is made of.
         kind: "better" or "about" (with `tolerance`, points).
         results: results.json (its "sizes" for the floors, "average" for "avg").
         learned: {cell id: learned(...) dict} or None (not checked).
         labels: {cell id: label} for the reasons (default: the ids).
     Returns:
         {"verdict", "reason", "d", "se", "rule"}; d and se are None when a cell has no values.
+        A results.json of before it held "sizes" and "baselines": a claim with a cell of fewer
+        than MIN_SEEDS seeds is "not testable" (se None, d None without the baseline); any other
+        raises ValueError.
     """
     labels = labels or {}
     stats = [(c, cell, key, *cell_stats(values)) for c, cell, key, values in terms]
     if any(mean is None for *_, mean, _, _ in stats):
         return {"verdict": "not testable", "reason": "a cell has no values", "d": None, "se": None, "rule": ""}
+    few = sorted({f"{labels.get(cell, cell)}: {n}" for _, cell, _, _, _, n in stats if n < MIN_SEEDS})
+    few_reason = f"fewer than {MIN_SEEDS} seeds ({'; '.join(few)})"
+    if few and (constant is None or not all(_sized(results, key) for _, _, key, *_ in stats)):
+        # a results.json gathered before it held the sizes and baselines (the committed 2-seed
+        # default run): too few seeds settle the verdict without the floor (se) or the baseline (d)
+        d = None if constant is None else constant + sum(c * mean for c, _, _, mean, _, _ in stats)
+        rule = ("d unknown (results.json has no baselines)" if d is None else
+                f"d = {d:+.2f}, se unknown (results.json has no sizes)")
+        return {"verdict": "not testable", "reason": few_reason, "d": d, "se": None,
+                "rule": rule + (f", tolerance {tolerance:g}" if kind == "about" else "")}
+    if constant is None:
+        raise ValueError("results.json has no baselines (results['baselines']); rerun the grid's gathering "
+                         "(tools/reproduce.py on its --output_dir).")
     d = constant + sum(c * mean for c, _, _, mean, _, _ in stats)
     variance = sum(c ** 2 * std ** 2 / n for c, _, _, _, std, n in stats if std is not None)
     floor = max(abs(c) * resolution(results, key) for c, _, key, *_ in stats)
@@ -113,10 +136,8 @@ def judge(terms, constant, kind, tolerance, results, learned=None, labels=None):
         floor = max(floor, abs(c) * math.sqrt(p * (100.0 - p) / results["sizes"][key]))
     se = max(math.sqrt(variance), floor)
     rule = f"d = {d:+.2f}, 2 se = {MARGIN * se:.2f}" + (f", tolerance {tolerance:g}" if kind == "about" else "")
-    few = sorted({f"{labels.get(cell, cell)}: {n}" for _, cell, _, _, _, n in stats if n < MIN_SEEDS})
     if few:
-        return {"verdict": "not testable", "reason": f"fewer than {MIN_SEEDS} seeds ({'; '.join(few)})", "d": d,
-                "se": se, "rule": rule}
+        return {"verdict": "not testable", "reason": few_reason, "d": d, "se": se, "rule": rule}
     unlearned = sorted({cell for _, cell, *_ in stats if learned and learned.get(cell)
                         and learned[cell]["verdict"] != "yes"})
     if unlearned:
@@ -154,15 +175,15 @@ def learned(results, cell_id):
     if objective == "random":
         return None
     data = "nsp" if objective == "nsp" else "sop"
-    base = results["baselines"]
-    wanted = [("mlm_accuracy", base["mlm_accuracy"][data], "the unigram baseline")]
+    base = results.get("baselines") or {}  # none in a results.json of before they were gathered: None
+    wanted = [("mlm_accuracy", (base.get("mlm_accuracy") or {}).get(data), "the unigram baseline")]
     if objective != "none":
         key = f"{objective}_accuracy"
-        wanted.append((key, base[key], "chance"))
+        wanted.append((key, base.get(key), "chance"))
     checks, failed, untestable = [], [], []
     for key, against, name in wanted:
-        verdict = judge([(1, cell_id, key, seed_values(cell, key))], -against, "better", None, results,
-                        labels={cell_id: cell.get("label", cell_id)})
+        verdict = judge([(1, cell_id, key, seed_values(cell, key))], None if against is None else -against,
+                        "better", None, results, labels={cell_id: cell.get("label", cell_id)})
         checks.append({"metric": key, "against": against, "d": verdict["d"], "se": verdict["se"],
                        "verdict": verdict["verdict"]})
         metric = {"mlm_accuracy": "masked LM", "sop_accuracy": "SOP", "nsp_accuracy": "NSP"}[key]

@@ -35,7 +35,8 @@ holding nothing but albert_tf's SavedModel(s) and their info file; a conversion 
 nothing but albert_tf's config, weights and settings; a feature cache with its albert_tf
 sidecar; pretraining data listed by a summary_*.json beside it. The tools' outputs count
 only when marked; the files the repository ships that a tool regenerates (configs/*.json,
-notebooks/data/docstring_topics/*.tsv) are committed with their markers.
+notebooks/data/docstring_topics/*.tsv, benchmarks/results/reproduce/) are committed with
+their markers.
 
     from albert_tf.storage import outputs
     outputs.check([outputs.Output("--output_dir", run_dir, outputs.RUN),
