@@ -30,6 +30,109 @@ def _seed():
     yield
 
 
+# Learning checks (tests marked `learning`: a test that asserts a model learned): the
+# `learning` fixture forces a seed and a dtype policy from the environment, and records what
+# each check measured (docs/testing.md "Learning checks"; benchmarks/learning_checks.py).
+LEARNING_SEED, LEARNING_POLICY, LEARNING_LOG = ("ALBERT_TF_LEARNING_SEED", "ALBERT_TF_LEARNING_POLICY",
+                                                "ALBERT_TF_LEARNING_LOG")
+LEARNING_POLICIES = ("float32", "mixed_bfloat16")
+
+
+def learning_settings():
+    """(seed or None, policy or None) from ALBERT_TF_LEARNING_SEED and ALBERT_TF_LEARNING_POLICY;
+    pytest.UsageError for a value that is not an integer, or not float32 or mixed_bfloat16."""
+    seed, policy = os.environ.get(LEARNING_SEED, "").strip(), os.environ.get(LEARNING_POLICY, "").strip()
+    try:
+        seed = int(seed) if seed else None
+    except ValueError:
+        raise pytest.UsageError(f"{LEARNING_SEED}={seed!r} is not an integer.") from None
+    if policy and policy not in LEARNING_POLICIES:
+        raise pytest.UsageError(f"{LEARNING_POLICY}={policy!r} is not one of {', '.join(LEARNING_POLICIES)}.")
+    return seed, policy or None
+
+
+class Learning:
+    """What the `learning` fixture gives a learning check. With neither environment variable
+    set, every method returns the test's own default (seed_or, policy_or) or nothing to add
+    (flags, hub_export): the test computes exactly what it computes without the fixture.
+
+    Attributes:
+        seed: ALBERT_TF_LEARNING_SEED (an int) or None.
+        policy: ALBERT_TF_LEARNING_POLICY or None; always None in a test marked
+            `learning(both_policies=True)` (it compares mixed_bfloat16 with float32 itself).
+    """
+
+    def __init__(self, test, seed, policy, log):
+        self.test, self.seed, self.policy, self.log = test, seed, policy, log
+
+    def seed_or(self, default):
+        """The forced seed, else the test's `default`."""
+        return default if self.seed is None else self.seed
+
+    def policy_or(self, default):
+        """The forced dtype policy, else the test's `default`."""
+        return default if self.policy is None else self.policy
+
+    def flags(self, seed="--random_seed", policy="--dtype_policy"):
+        """The command-line flags to add: `seed`=SEED and `policy`=POLICY for what is forced
+        (None: never that flag); [] when nothing is."""
+        added = []
+        if seed and self.seed is not None:
+            added.append(f"{seed}={self.seed}")
+        if policy and self.policy is not None:
+            added.append(f"{policy}={self.policy}")
+        return added
+
+    def hub_export(self, default_path, pretrainer, spm_model, directory, seq_length):
+        """The TF-Hub-style export a check fine-tunes: `default_path` (a float32 export of
+        `pretrainer`) unless the policy forced is mixed_bfloat16; then `pretrainer` exported
+        computing in it (export_tfhub's dtype_policy) into `directory`, made here."""
+        if self.policy in (None, "float32"):
+            return default_path
+        from albert_tf.export.exporter import export_tfhub
+
+        return str(export_tfhub(pretrainer, spm_model, str(directory), seq_length=seq_length, dtype_policy=self.policy))
+
+    def record(self, name, value, threshold, better, strict=False, policy=None):
+        """What the check measured, right before its assertion: appends one JSON line {test,
+        name, value, threshold, better, strict, seed, policy} to ALBERT_TF_LEARNING_LOG when it
+        is set (nothing otherwise). `better`: "higher" (the assertion is value >= threshold,
+        > with `strict`) or "lower" (<=, <); `policy`: the one the value was measured at
+        (default: the policy forced, None when none is: the test's own); "both" for a
+        difference between mixed_bfloat16 and float32. Returns `value`."""
+        if better not in ("higher", "lower"):
+            raise ValueError(f"better={better!r} is not 'higher' or 'lower'")
+        if self.log:
+            import json
+
+            line = json.dumps({"test": self.test, "name": name, "value": float(value), "threshold": float(threshold),
+                               "better": better, "strict": bool(strict), "seed": self.seed,
+                               "policy": policy if policy is not None else self.policy}) + "\n"
+            fd = os.open(self.log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            try:
+                os.write(fd, line.encode("utf-8"))  # one write of one line: whole, with several workers
+            finally:
+                os.close(fd)
+        return value
+
+
+@pytest.fixture
+def learning(request):
+    """A learning check's forced seed and policy and its `record` (class Learning). With
+    ALBERT_TF_LEARNING_SEED set, Keras' global seeds (Python, NumPy, TensorFlow) are set to it
+    here, after the suite's own (_seed)."""
+    marker = request.node.get_closest_marker("learning")
+    assert marker is not None, f"{request.node.nodeid} uses the learning fixture without the learning marker"
+    seed, policy = learning_settings()
+    if marker.kwargs.get("both_policies"):
+        policy = None
+    if seed is not None:
+        import keras
+
+        keras.utils.set_random_seed(seed)
+    return Learning(request.node.nodeid, seed, policy, os.environ.get(LEARNING_LOG) or None)
+
+
 @pytest.fixture
 def tiny_config():
     from albert_tf import AlbertConfig
@@ -288,3 +391,18 @@ def pytest_collection_finish(session):
 def pytest_collection_modifyitems(config, items):
     rank = {name: i for i, name in enumerate(SLOW_FIRST)}
     items.sort(key=lambda item: rank.get(os.path.basename(str(item.path)), len(rank)))
+    # a learning check both carries the marker and takes the fixture (its seed, policy and record)
+    for item in items:
+        marked, takes = item.get_closest_marker("learning") is not None, "learning" in getattr(item, "fixturenames", ())
+        if marked != takes:
+            raise pytest.UsageError(f"{item.nodeid}: a learning check carries the learning marker and takes the "
+                                    "learning fixture (tests/conftest.py); it has only one of them.")
+    # a check comparing mixed_bfloat16 with float32 itself measures both in the float32 run
+    _, policy = learning_settings()
+    if policy not in (None, "float32"):
+        skip = pytest.mark.skip(reason=f"compares mixed_bfloat16 with float32 itself: measured with "
+                                       f"{LEARNING_POLICY}=float32, not {policy}")
+        for item in items:
+            marker = item.get_closest_marker("learning")
+            if marker is not None and marker.kwargs.get("both_policies"):
+                item.add_marker(skip)

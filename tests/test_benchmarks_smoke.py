@@ -209,3 +209,77 @@ def test_precision_gradient_bench_error_and_float32_gelu_variant():
         np.testing.assert_array_equal(np.asarray(ops.cast(y, "float32")),
                                       np.asarray(ops.cast(ops.cast(gelu_tanh(ops.cast(x, "float32")), "bfloat16"),
                                                           "float32")))
+
+
+def test_learning_checks_summarizes_the_worst_seed_and_says_what_recorded_nothing(tmp_path, capsys, monkeypatch):
+    """benchmarks/learning_checks.py with pytest replaced by a fake run (the env vars it gets,
+    records and JUnit XML it writes): the worst seed per test, name and policy against the
+    threshold, a both-policies check measured in the float32 runs and skipped in the others, a
+    learning-marked test that ran and recorded nothing; a user's directory is refused."""
+    bench = _bench("learning_checks")
+    calls = []
+
+    def fake(command, env, output, heartbeat):
+        seed, policy, log = (int(env["ALBERT_TF_LEARNING_SEED"]), env["ALBERT_TF_LEARNING_POLICY"],
+                             env["ALBERT_TF_LEARNING_LOG"])
+        calls.append((seed, policy, env["TF_NUM_INTRAOP_THREADS"], command))
+        records = [{"test": "tests/test_a.py::test_learns", "name": "accuracy", "value": 0.8 + 0.05 * seed,
+                    "threshold": 0.75, "better": "higher", "strict": False, "seed": seed, "policy": policy}]
+        cases = ['<testcase classname="tests.test_a" name="test_learns"/>',
+                 '<testcase classname="tests.test_c" name="test_silent[v1]"/>']
+        if policy == "float32":
+            records.append({"test": "tests/test_b.py::test_both", "name": "abs_difference", "value": 0.02 * seed,
+                            "threshold": 0.05, "better": "lower", "strict": True, "seed": seed, "policy": "both"})
+            cases.append('<testcase classname="tests.test_b" name="test_both"/>')
+        else:
+            cases.append('<testcase classname="tests.test_b" name="test_both"><skipped message="compares"/>'
+                         '</testcase>')
+        with open(log, "w", encoding="utf-8") as f:
+            f.write("".join(json.dumps(r) + "\n" for r in records))
+        junit = next(a for a in command if a.startswith("--junitxml=")).split("=", 1)[1]
+        with open(junit, "w", encoding="utf-8") as f:
+            f.write(f"<testsuites><testsuite>{''.join(cases)}</testsuite></testsuites>")
+        return 0
+
+    monkeypatch.setattr(bench, "run_pytest", fake)
+    monkeypatch.setattr(bench, "ROOT", str(tmp_path / "repo"))  # node ids from JUnit: where the files exist
+    (tmp_path / "repo" / "tests").mkdir(parents=True)
+    for name in ("test_a.py", "test_b.py", "test_c.py"):
+        (tmp_path / "repo" / "tests" / name).write_text("")
+    out = tmp_path / "out"
+    result = run_in_process(bench, ["--seeds=1,2", "--heartbeat_s=0", "--jemalloc=none", f"--output_dir={out}"],
+                            capsys)
+    assert result.returncode == 1, result.stderr  # test_silent recorded nothing
+    assert [c[:3] for c in calls] == [(1, "float32", "1"), (1, "mixed_bfloat16", "1"), (2, "float32", "1"),
+                                      (2, "mixed_bfloat16", "1")]
+    assert calls[0][3][1:7] == ["-m", "pytest", "-m", "learning", "-p", "no:cacheprovider"]
+    assert calls[0][3][7:12] == ["-n", "2", "--dist", "loadscope", "--no-loadscope-reorder"]
+    assert calls[0][3][-1] == "tests"
+    assert "[run 4/4] seed 2, mixed_bfloat16" in result.stdout
+    summary = json.load(open(out / "summary.json"))
+    rows = {(r["test"], r["name"], r["policy"]): r for r in summary["rows"]}
+    accuracy = rows["tests/test_a.py::test_learns", "accuracy", "float32"]
+    assert accuracy["worst"] == pytest.approx(0.85) and accuracy["worst_seed"] == 1 and accuracy["passed"]
+    assert accuracy["seeds"] == "1 2" and accuracy["seeds_missing"] == ""
+    assert rows["tests/test_a.py::test_learns", "accuracy", "mixed_bfloat16"]["passed"]
+    both = rows["tests/test_b.py::test_both", "abs_difference", "both"]
+    assert both["worst"] == pytest.approx(0.04) and both["worst_seed"] == 2 and both["seeds_missing"] == ""
+    assert {(n["test"], n["seed"], n["policy"]) for n in summary["recorded_nothing"]} == {
+        ("tests/test_c.py::test_silent[v1]", s, p) for s in (1, 2) for p in ("float32", "mixed_bfloat16")}
+    assert "RECORDED NOTHING: tests/test_c.py::test_silent[v1]" in result.stdout
+    assert len(open(out / "runs.jsonl").readlines()) == 6
+    with open(out / "summary.csv", encoding="utf-8") as f:
+        assert len(f.readlines()) == 4
+    # its own directory again: reused (the runs of before replaced); a user's directory: refused
+    again = run_in_process(bench, ["--seeds=3", "--policies=float32", "--heartbeat_s=0", "--jemalloc=none",
+                                   f"--output_dir={out}"], capsys)
+    assert again.returncode == 1 and sorted(os.listdir(out / "runs")) == [
+        "seed3-float32.jsonl", "seed3-float32.xml"]
+    users = tmp_path / "users"
+    users.mkdir()
+    (users / "notes.txt").write_text("mine")
+    refused = run_in_process(bench, ["--heartbeat_s=0", f"--output_dir={users}"], capsys)
+    assert refused.returncode == 2 and "albert_tf did not make" in refused.stderr
+    assert os.listdir(users) == ["notes.txt"] and len(calls) == 5
+    bad = run_in_process(bench, ["--policies=bf16", f"--output_dir={tmp_path / 'bad'}"], capsys)
+    assert bad.returncode == 2 and "--policies=bf16" in bad.stderr and not (tmp_path / "bad").exists()

@@ -215,11 +215,13 @@ def test_bert_pack_inputs_round_robin(loaded):
     assert single["input_word_ids"].shape[1] == 128  # the traced default
 
 
-def test_hub_keras_layer_fine_tunes_in_tf_keras(exported, sample_corpus):
+@pytest.mark.learning
+def test_hub_keras_layer_fine_tunes_in_tf_keras(exported, sample_corpus, spm_model, tmp_path, learning):
     import tensorflow_hub as hub
     import tf_keras
 
-    path = exported["path"]
+    # the module's float32 export; a forced mixed_bfloat16: the same model exported computing in it
+    path = learning.hub_export(exported["path"], exported["model"], spm_model, tmp_path / "hub", SEQ)
     lines = [l for l in open(sample_corpus, encoding="utf-8").read().splitlines() if len(l.split()) > 4][:256]
     labels = np.array([1 if "return" in l.lower() else 0 for l in lines], "int32")
     text = tf_keras.layers.Input(shape=(), dtype=tf.string)
@@ -236,6 +238,7 @@ def test_hub_keras_layer_fine_tunes_in_tf_keras(exported, sample_corpus):
                   tf_keras.losses.SparseCategoricalCrossentropy(from_logits=True))
     history = model.fit(tf.constant(lines), labels, epochs=4, batch_size=32, verbose=0)
     losses = history.history["loss"]
+    learning.record("loss_drop", losses[0] - losses[-1], 0.0, "higher", strict=True)
     assert losses[-1] < losses[0]
     changed = sum(not np.array_equal(b, w.numpy()) for b, w in zip(before, encoder_layer.trainable_weights))
     assert changed == len(before)
@@ -263,7 +266,8 @@ def _keras3_finetune(layer_factory, path, config):
     return encoder, history.history["loss"], before, after
 
 
-def test_tfsm_layer_inference_and_adam_fine_tuning(exported):
+@pytest.mark.learning
+def test_tfsm_layer_inference_and_adam_fine_tuning(exported, spm_model, tmp_path, learning):
     import keras
 
     from albert_tf.export.keras3 import EncoderTFSMLayer
@@ -277,8 +281,11 @@ def test_tfsm_layer_inference_and_adam_fine_tuning(exported):
     with pytest.raises(ValueError, match=":0"):
         _keras3_finetune(lambda p: keras.layers.TFSMLayer(p, call_endpoint="serve", call_training_endpoint="train",
                                                           trainable=True), path, config)
-    encoder, losses, before, after = _keras3_finetune(lambda p: EncoderTFSMLayer(p, trainable=True), path, config)
+    # fine-tuned: the module's float32 export; a forced mixed_bfloat16: the same model exported computing in it
+    tuned = learning.hub_export(path, model, spm_model, tmp_path / "hub", SEQ)
+    encoder, losses, before, after = _keras3_finetune(lambda p: EncoderTFSMLayer(p, trainable=True), tuned, config)
     assert all(":" not in w.name for w in encoder.weights)
+    learning.record("loss_drop", losses[0] - losses[-1], 0.0, "higher", strict=True)
     assert losses[-1] < losses[0]
     assert sum(not np.array_equal(b, a) for b, a in zip(before, after)) == len(before)
 

@@ -13,9 +13,16 @@ ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)),
 NOTEBOOK = os.path.join(ROOT, "notebooks", "finetune_with_hub.ipynb")
 
 
-def test_finetune_with_hub_notebook_executes(tiny_export, tmp_path, monkeypatch, capfd):
+@pytest.mark.learning
+def test_finetune_with_hub_notebook_executes(tiny_export, tmp_path, monkeypatch, capfd, learning):
     out = tmp_path / "out"
-    for name, value in {"ALBERT_EXPORT_DIR": tiny_export["hub"], "ALBERT_OUTPUT_DIR": str(out),
+    export = tiny_export["hub"]  # the session's float32 export
+    if learning.policy not in (None, "float32"):  # forced: its model exported computing in that policy
+        export = learning.hub_export(export, _pretrainer(tiny_export["pretrained"]), tiny_export["spm"],
+                                     tmp_path / "hub", 32)
+    if learning.seed is not None:
+        monkeypatch.setenv("ALBERT_SEED", str(learning.seed))  # the notebook's seed (classifier, dropout, order)
+    for name, value in {"ALBERT_EXPORT_DIR": export, "ALBERT_OUTPUT_DIR": str(out),
                         "ALBERT_SEQ_LENGTH": "32", "ALBERT_EPOCHS": "6", "ALBERT_MAX_TRAIN_EXAMPLES": "512",
                         "ALBERT_LEARNING_RATE": "5e-3", "TF_CPP_MIN_LOG_LEVEL": "3"}.items():
         monkeypatch.setenv(name, value)
@@ -35,10 +42,13 @@ def test_finetune_with_hub_notebook_executes(tiny_export, tmp_path, monkeypatch,
     results = json.loads((out / "finetune_results.json").read_text())
     assert results["train_examples"] == 512 and results["labels"] == ["concurrency", "networking", "numbers", "text"]
     assert len(results["history"]["loss"]) == 6 and len(results["history"]["val_accuracy"]) == 6
+    learning.record("loss_drop", results["history"]["loss"][0] - results["history"]["loss"][-1], 0.0, "higher",
+                    strict=True)
     assert results["history"]["loss"][-1] < results["history"]["loss"][0]  # it learns
     # the fine-tuned model beats always answering the majority class, and the reported
     # accuracy is what its confusion matrix says
     assert results["majority_baseline"] == 0.25
+    learning.record("dev_accuracy", results["dev_accuracy"], results["majority_baseline"] + 0.1, "higher", strict=True)
     assert results["dev_accuracy"] > results["majority_baseline"] + 0.1, results["dev_accuracy"]
     confusion = results["confusion"]
     assert sum(map(sum, confusion)) == 448
@@ -48,6 +58,12 @@ def test_finetune_with_hub_notebook_executes(tiny_export, tmp_path, monkeypatch,
     assert "dev accuracy" in printed and "majority-class baseline" in printed
     assert any(o.get("output_type") == "display_data" and "image/png" in o.get("data", {})
                for cell in nb.cells for o in cell.get("outputs", []))
+
+
+def _pretrainer(directory):
+    from albert_tf import AlbertPretrainer
+
+    return AlbertPretrainer.from_pretrained(directory)
 
 
 def test_the_notebook_runner_uses_ipc_without_the_unencrypted_tcp_warning(capfd, tmp_path, monkeypatch):

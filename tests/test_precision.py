@@ -191,7 +191,8 @@ def _keyword_task(directory):
     return str(directory)
 
 
-def test_fine_tuning_at_mixed_bfloat16_ends_within_one_point_of_float32(tiny_export, tmp_path):
+@pytest.mark.learning(both_policies=True)
+def test_fine_tuning_at_mixed_bfloat16_ends_within_one_point_of_float32(tiny_export, tmp_path, learning):
     """The same classifier fine-tuned from the same weights on the same batches: dev accuracy
     at mixed_bfloat16 within 1 point of float32's."""
     from albert_tf.data.classifier_data import get_task, read_examples
@@ -208,7 +209,7 @@ def test_fine_tuning_at_mixed_bfloat16_ends_within_one_point_of_float32(tiny_exp
                                         init_checkpoint=tiny_export["pretrained"], spm_model_file=tiny_export["spm"],
                                         albert_config_file=os.path.join(tiny_export["pretrained"],
                                                                         "albert_config.json"),
-                                        max_seq_length=64, random_seed=3, classifier_dropout=0.0,
+                                        max_seq_length=64, random_seed=learning.seed_or(3), classifier_dropout=0.0,
                                         text_a_column="sentence", labels=labels)
         task = ClassificationTask(options, task_def, splits)
         trainer = Trainer(task, TrainingOptions(output_dir="unused", train_batch_size=32, eval_batch_size=64,
@@ -226,7 +227,10 @@ def test_fine_tuning_at_mixed_bfloat16_ends_within_one_point_of_float32(tiny_exp
     print(accuracy)
     # two different runs (the bf16 one did compute in bf16), not one run twice
     assert not np.array_equal(logits["float32"], logits["mixed_bfloat16"])
+    learning.record("accuracy", accuracy["float32"], 0.75, "higher", strict=True, policy="float32")
     assert accuracy["float32"] > 0.75, accuracy  # it learned (majority 0.59): the comparison means something
+    learning.record("abs_accuracy_difference", abs(accuracy["mixed_bfloat16"] - accuracy["float32"]), 0.01, "lower",
+                    policy="both")
     assert abs(accuracy["mixed_bfloat16"] - accuracy["float32"]) <= 0.01, accuracy
 
 

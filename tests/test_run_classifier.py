@@ -90,8 +90,9 @@ def _tsv(path):
         return [line.rstrip("\n").split("\t") for line in f][1:]
 
 
+@pytest.mark.learning
 def test_cola_from_the_export_best_checkpoint_predictions_and_raw_string_export(tiny_export, cola_dir,
-                                                                                 tmp_path, capsys):
+                                                                                 tmp_path, capsys, learning):
     from albert_tf import run_classifier
 
     out, export = str(tmp_path / "run"), str(tmp_path / "classifier")
@@ -100,7 +101,7 @@ def test_cola_from_the_export_best_checkpoint_predictions_and_raw_string_export(
                        f"--albert_hub_module_handle={tiny_export['hub']}", "--do_train", "--do_eval",
                        "--do_predict", "--learning_rate=2e-3", "--train_step=60", "--warmup_step=6",
                        "--save_checkpoints_steps=20", "--iterations_per_loop=10", "--keep_checkpoint_max=1",
-                       f"--export_dir={export}"), capsys)
+                       f"--export_dir={export}", *learning.flags()), capsys)
     assert result.returncode == 0, result.stderr[-3000:]
     assert "ETA" in result.stdout and "best dev matthews_corrcoef" in result.stdout
 
@@ -146,6 +147,7 @@ def test_cola_from_the_export_best_checkpoint_predictions_and_raw_string_export(
     fp, fn = np.sum(predicted & ~gold), np.sum(~predicted & gold)
     denominator = np.sqrt(float((tp + fp) * (tp + fn) * (tn + fp) * (tn + fn)))
     assert summary["matthews_corrcoef"] == pytest.approx((tp * tn - fp * fn) / denominator if denominator else 0.0)
+    learning.record("accuracy", summary["accuracy"], 0.75, "higher")
     assert summary["accuracy"] >= 0.75 > summary["majority_baseline"]["accuracy"], summary  # it learned the task
     test_rows = _tsv(os.path.join(out, "test_results.tsv"))
     assert [r[0] for r in test_rows] == [str(i) for i in range(10)]

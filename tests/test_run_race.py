@@ -52,10 +52,11 @@ def _run(args, stream=None):
     return run_race.run(values, stream=stream or open(os.devnull, "w"))
 
 
-def _common(data_dir, spm_model, config_file, output_dir):
+def _common(data_dir, spm_model, config_file, output_dir, policy="float32"):
     # float32 whatever the CPU: these runs are compared with their float32 exports to 1e-4/1e-5, and
-    # "auto" trains and evaluates in mixed_bfloat16 on bf16 hardware (tests/test_precision.py covers bf16)
-    return ["--dtype_policy=float32", f"--data_dir={data_dir}", f"--spm_model_file={spm_model}",
+    # "auto" trains and evaluates in mixed_bfloat16 on bf16 hardware (tests/test_precision.py covers bf16);
+    # `policy`: a learning check's forced policy (tests/conftest.py `learning`)
+    return [f"--dtype_policy={policy}", f"--data_dir={data_dir}", f"--spm_model_file={spm_model}",
             f"--albert_config_file={config_file}", f"--output_dir={output_dir}", f"--max_seq_length={SEQ}",
             "--max_qa_length=32", "--eval_batch_size=16", "--predict_batch_size=16"]
 
@@ -125,10 +126,12 @@ def _answer(export_dir, data_dir):
             "letter": [x.decode() for x in out["letter"].numpy()]}
 
 
+@pytest.mark.learning
 def test_race_learns_the_training_set_predicts_again_and_exports(race_dirs, spm_model, config_file, tmp_path,
-                                                                capfd):
+                                                                capfd, learning):
     out = tmp_path / "race"
-    common = _common(race_dirs["learn"], spm_model, config_file, out)
+    common = _common(race_dirs["learn"], spm_model, config_file, out, learning.policy_or("float32"))
+    common += learning.flags(policy=None)  # --random_seed, where forced
     results = _run(common + ["--do_train", "--do_eval", "--do_predict", "--train_batch_size=16",
                              "--learning_rate=3e-3", "--train_step=60", "--warmup_step=6",
                              "--save_checkpoints_steps=60", "--iterations_per_loop=60", "--dropout_prob=0.0",
@@ -136,6 +139,7 @@ def test_race_learns_the_training_set_predicts_again_and_exports(race_dirs, spm_
     assert "WARNING: no --init_checkpoint" in capfd.readouterr().err
     summary = json.load(open(out / "eval_results.json"))
     print("race eval", summary)
+    learning.record("accuracy", summary["accuracy"], 0.9, "higher")
     assert summary["accuracy"] >= 0.9, summary
     assert summary["initialized_from"] == "random"
     assert results["eval"]["accuracy"] == summary["accuracy"]

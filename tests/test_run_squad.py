@@ -122,17 +122,19 @@ def _flags(module, args):
     return values
 
 
-def _common(spm_model, config_file, output_dir, train_file):
+def _common(spm_model, config_file, output_dir, train_file, policy="float32"):
     # float32 whatever the CPU: these runs are compared with their float32 exports to 1e-4/1e-5, and
-    # "auto" trains and evaluates in mixed_bfloat16 on bf16 hardware (tests/test_precision.py covers bf16)
-    return ["--dtype_policy=float32", f"--spm_model_file={spm_model}", f"--albert_config_file={config_file}",
+    # "auto" trains and evaluates in mixed_bfloat16 on bf16 hardware (tests/test_precision.py covers bf16);
+    # `policy`: a learning check's forced policy (tests/conftest.py `learning`)
+    return [f"--dtype_policy={policy}", f"--spm_model_file={spm_model}", f"--albert_config_file={config_file}",
             f"--output_dir={output_dir}", f"--train_file={train_file}", f"--predict_file={train_file}",
             f"--max_seq_length={SEQ}", f"--doc_stride={STRIDE}", "--max_query_length=32", "--predict_batch_size=16",
             "--n_best_size=5"]
 
 
+@pytest.mark.learning
 def test_best_checkpoint_scores_every_checkpoint_and_predicts_from_the_best(squad_files, spm_model,
-                                                                            two_layer_config_file, tmp_path):
+                                                                            two_layer_config_file, tmp_path, learning):
     """--best_checkpoint (the release's model.ckpt-best): the official F1 of the predict file at
     every checkpoint, the best kept in best/ and predicted from. A learning rate too high for
     this data (2e-2) peaks early and then falls apart (measured with the release's tokenization:
@@ -141,10 +143,11 @@ def test_best_checkpoint_scores_every_checkpoint_and_predicts_from_the_best(squa
     from albert_tf.tasks.squad import SquadOptions, check_options
 
     out = tmp_path / "best"
-    args = _common(spm_model, two_layer_config_file, out, squad_files["v1"])
+    args = _common(spm_model, two_layer_config_file, out, squad_files["v1"], learning.policy_or("float32"))
     values = _flags(run_squad_v1, args + ["--do_train", "--do_predict", "--best_checkpoint", "--train_batch_size=16",
                                           "--learning_rate=2e-2", "--num_train_epochs=6", "--warmup_proportion=0.1",
-                                          "--save_checkpoints_steps=4", "--iterations_per_loop=4"])
+                                          "--save_checkpoints_steps=4", "--iterations_per_loop=4",
+                                          *learning.flags(policy=None)])
     results = run_squad_v1.run(values, stream=open(os.devnull, "w"))
     evals = [json.loads(line) for line in open(out / "metrics.jsonl") if '"eval"' in line]
     f1 = {r["step"]: r["f1"] for r in evals}
@@ -153,6 +156,7 @@ def test_best_checkpoint_scores_every_checkpoint_and_predicts_from_the_best(squa
     best = max(f1, key=lambda step: (f1[step], -step))  # the first of equal scores
     summary = json.load(open(out / "eval_results.json"))
     assert results["best_step"] == summary["best_step"] == best and summary["checkpoint"] == f"best/ckpt-{best}"
+    learning.record("f1_best_minus_final", f1[best] - f1[final], 5.0, "higher", strict=True)
     assert (out / "best" / f"ckpt-{best}.index").exists() and best < final and f1[best] > f1[final] + 5
     # predictions.json, rescored apart from albert_tf, is the best checkpoint's, not the final one's
     predictions = json.load(open(out / "predictions.json"))
@@ -179,20 +183,25 @@ def test_best_checkpoint_scores_every_checkpoint_and_predicts_from_the_best(squa
     assert not (tmp_path / "refused").exists()
 
 
+@pytest.mark.learning
 def test_v1_learns_the_training_set_and_predict_only_reproduces_it(squad_files, spm_model, config_file, tmp_path,
-                                                                     capfd):
+                                                                     capfd, learning):
     from albert_tf import run_squad_v1
 
     out = tmp_path / "v1"
-    args = _common(spm_model, config_file, out, squad_files["v1"])
+    policy = learning.policy_or("float32")  # every run below: predict-only reproduces the training run's
+    args = _common(spm_model, config_file, out, squad_files["v1"], policy)
     values = _flags(run_squad_v1, args + ["--do_train", "--do_predict", "--train_batch_size=16",
                                           "--learning_rate=3e-3", "--num_train_epochs=30",
                                           "--warmup_proportion=0.1", "--save_checkpoints_steps=100000",
-                                          "--iterations_per_loop=50", f"--export_dir={out / 'export'}"])
+                                          "--iterations_per_loop=50", f"--export_dir={out / 'export'}",
+                                          *learning.flags(policy=None)])
     results = run_squad_v1.run(values, stream=open(os.devnull, "w"))
     assert "WARNING: no --init_checkpoint" in capfd.readouterr().err
     metrics = results["metrics"]
     print("v1 metrics", metrics, "steps", results["num_train_steps"])
+    learning.record("exact_match", metrics["exact_match"], 90.0, "higher")
+    learning.record("f1", metrics["f1"], 90.0, "higher")
     assert metrics["exact_match"] >= 90.0 and metrics["f1"] >= 90.0, metrics
     summary = json.load(open(out / "eval_results.json"))
     assert summary["initialized_from"] == "random" and summary["exact_match"] == metrics["exact_match"]
@@ -231,7 +240,7 @@ def test_v1_learns_the_training_set_and_predict_only_reproduces_it(squad_files, 
             qa["answers"] = []
     partial = tmp_path / "partial-v1.json"
     partial.write_text(json.dumps(dataset), encoding="utf-8")
-    values = _flags(run_squad_v1, _common(spm_model, config_file, out, partial) + [
+    values = _flags(run_squad_v1, _common(spm_model, config_file, out, partial, policy) + [
         "--do_predict", f"--predict_feature_file={tmp_path / 'partial.tf_record'}"])
     scored = run_squad_v1.run(values, stream=open(os.devnull, "w"))["metrics"]
     assert json.load(open(out / "predictions.json")) == predictions
@@ -260,7 +269,7 @@ def test_v1_learns_the_training_set_and_predict_only_reproduces_it(squad_files, 
 
     # long contexts (several windows each, odd characters): predict-only from the same
     # output_dir and the export agree question by question
-    values = _flags(run_squad_v1, _common(spm_model, config_file, out, long_file)[:-1] + [
+    values = _flags(run_squad_v1, _common(spm_model, config_file, out, long_file, policy)[:-1] + [
         "--n_best_size=5", "--do_predict", f"--predict_feature_file={tmp_path / 'long.tf_record'}"])
     run_squad_v1.run(values, stream=open(os.devnull, "w"))
     windows = json.load(open(f"{tmp_path / 'long.tf_record'}.spans.json", encoding="utf-8"))["qas_id"]

@@ -2,14 +2,15 @@
 
 Every path a command writes (a run's --output_dir, an export, a conversion, a feature
 cache, pretraining data; and what the tools write: generated data files and directories,
-SentencePiece models, plots, config files, the demo's directory) is an `Output(flag, path, kind)`. `check`
+SentencePiece models, plots, config files, the demo's directory; the learning checks' results of
+benchmarks/learning_checks.py) is an `Output(flag, path, kind)`. `check`
 decides for all of a
 command's outputs at once, before any work starts:
 
 - a path that does not exist (or an empty directory, for a directory kind: nothing there
   to lose) is new: the command creates it;
 - albert_tf's own output of the same kind is resumed (a run directory), reused (the
-  demo's directory) or replaced atomically (everything else);
+  demo's directory, the learning checks' results) or replaced atomically (everything else);
 - anything else is refused with `OutputRefused` (a ValueError: exit status 2) naming the
   flag and the path, and nothing is written.
 
@@ -71,21 +72,22 @@ GENERATED_DATA, DATA_DIRECTORY, SENTENCEPIECE_MODEL, PLOT, CONFIG, DEMO = (
 # write_preset_configs at that name is not export_litert's to replace)
 LITERT_MODEL, LITERT_SENTENCEPIECE, LITERT_INFO = "litert_model", "litert_sentencepiece", "litert_info"
 REPRODUCTION = "reproduction"  # tools/reproduce.py's grid directory (resumed)
+LEARNING_CHECKS = "learning_checks"  # benchmarks/learning_checks.py's results directory (reused)
 DESCRIPTIONS = {RUN: "run directory", EXPORT: "export", CONVERSION: "conversion", FEATURE_CACHE: "feature cache",
                 PRETRAINING_DATA: "pretraining data file", GENERATED_DATA: "generated data file",
                 DATA_DIRECTORY: "generated data directory", SENTENCEPIECE_MODEL: "SentencePiece model file",
                 PLOT: "plot", CONFIG: "config file", DEMO: "demo directory", LITERT_MODEL: "LiteRT model",
                 LITERT_SENTENCEPIECE: "LiteRT model's SentencePiece model", LITERT_INFO: "LiteRT model's JSON",
-                REPRODUCTION: "reproduction directory"}
+                REPRODUCTION: "reproduction directory", LEARNING_CHECKS: "learning checks' results directory"}
 ARTICLES = {RUN: "a", EXPORT: "an", CONVERSION: "a", FEATURE_CACHE: "a", PRETRAINING_DATA: "a", GENERATED_DATA: "a",
             DATA_DIRECTORY: "a", SENTENCEPIECE_MODEL: "a", PLOT: "a", CONFIG: "a", DEMO: "a", LITERT_MODEL: "a",
-            LITERT_SENTENCEPIECE: "a", LITERT_INFO: "a", REPRODUCTION: "a"}
-DIRECTORY_KINDS = (RUN, EXPORT, CONVERSION, DATA_DIRECTORY, DEMO, REPRODUCTION)
+            LITERT_SENTENCEPIECE: "a", LITERT_INFO: "a", REPRODUCTION: "a", LEARNING_CHECKS: "a"}
+DIRECTORY_KINDS = (RUN, EXPORT, CONVERSION, DATA_DIRECTORY, DEMO, REPRODUCTION, LEARNING_CHECKS)
 WHAT_HAPPENS = {RUN: "resumes", EXPORT: "replaces", CONVERSION: "replaces", FEATURE_CACHE: "replaces",
                 PRETRAINING_DATA: "replaces", GENERATED_DATA: "replaces", DATA_DIRECTORY: "replaces",
                 SENTENCEPIECE_MODEL: "replaces", PLOT: "replaces", CONFIG: "replaces", DEMO: "reuses",
                 LITERT_MODEL: "replaces", LITERT_SENTENCEPIECE: "replaces", LITERT_INFO: "replaces",
-                REPRODUCTION: "resumes"}
+                REPRODUCTION: "resumes", LEARNING_CHECKS: "reuses"}
 
 # Names of albert_tf's own outputs from before the marker (the modules that write them
 # use the same names; tests/test_storage.py checks they agree).
