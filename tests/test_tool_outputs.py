@@ -176,7 +176,7 @@ def test_make_sample_corpus_and_train_sentencepiece_replace_their_own(tmp_path, 
     from albert_tf.storage import atomic
 
     corpus_tool, spm_tool = _module("make_sample_corpus"), _module("train_sentencepiece")
-    def fake_corpus(path, size_mb):
+    def fake_corpus(path, size_mb, source):
         atomic.write_text(path, "text\n")
         return 1, 1, 1_000_000
 
