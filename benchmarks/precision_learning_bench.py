@@ -14,7 +14,8 @@ of --pretrain_steps steps on the sample corpus, shared by every fine-tuning run)
 itself runs from random weights only.
 
 Data, made here once into --output_dir/data (nothing downloaded): the sample corpus
-(docstrings of the installed Python) and a SentencePiece model of it; SQuAD v1.1 / v2.0
+(albert_tf.data.sample_corpus; past its 1.51 MB, the installed Python's docstrings) and a
+SentencePiece model of it; SQuAD v1.1 / v2.0
 files of tools/make_squad_data.py --kind=people (two people per context, four attributes
 each, mixed with docstring sentences: a question-ignoring model sits at F1 about 12);
 RACE-layout data of tools/make_race_data.py; the docstring-topics classification task

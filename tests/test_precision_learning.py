@@ -17,9 +17,13 @@ import pytest
 from conftest import load_tool, write_tiny_config
 
 POLICIES = ("float32", "mixed_bfloat16")
-# v1 left the plateau by 20 epochs at both policies when measured (F1 83.1 float32, 83.8 bf16);
-# v2 at 20 or 25 epochs was still 12-17 points apart between policies on one seed, at 40 both 100
-EPOCHS = {"v1": 20, "v2": 40}
+# the budgets and starts: benchmarks/results/learning_checks (3 seeds, both policies). Leaving the
+# plateau is chaotic at this size: at 40 epochs one v2 start of three stayed on it at bf16 (F1 41.7)
+# while float32's left (87.5), at 60 epochs one float32 start stayed (16.7), and v1's float32 ended at
+# 68.1 on one start of three: each takes the better of two starts per policy, which a policy that
+# cannot leave the plateau (issue 29) still fails
+EPOCHS = {"v1": 30, "v2": 40}
+STARTS = {"v1": 2, "v2": 2}
 # training (and evaluated) questions: v2 at 24 (60% of 40's steps) still reached F1 96.9 float32, 95.8 bf16;
 # v1 at 24 questions and 20 epochs stayed at 69.8 float32, so it keeps 40
 QUESTIONS = {"v1": 40, "v2": 24}
@@ -57,18 +61,21 @@ def test_squad_from_random_weights_learns_the_same_at_bf16(version, spm_model, c
                                                             seed=5, max_context_chars=300)
     path.write_text(json.dumps(data), encoding="utf-8")
 
-    def run_one(policy):
-        out = tmp_path / policy
+    def run_start(policy, start):
+        out = tmp_path / policy if start == 0 else tmp_path / f"{policy}-start{start}"
         results = _run(module, [
             f"--dtype_policy={policy}", f"--spm_model_file={spm_model}", f"--albert_config_file={config_file}",
             f"--output_dir={out}", f"--train_file={path}", f"--predict_file={path}", "--max_seq_length=96",
             "--doc_stride=48", "--max_query_length=24", "--do_train", "--do_predict", "--train_batch_size=16",
             "--learning_rate=3e-3", f"--num_train_epochs={EPOCHS[version]}", "--warmup_proportion=0.1",
-            f"--random_seed={learning.seed_or(7)}",
+            f"--random_seed={learning.seed_or(7) + 1000 * start}",
             "--save_checkpoints_steps=100000", "--iterations_per_loop=50", "--n_best_size=5"])
         summary = json.load(open(out / "eval_results.json"))
         assert summary["dtype_policy"] == policy
         return results["metrics"]["f1"]
+
+    def run_one(policy):
+        return max(run_start(policy, start) for start in range(STARTS[version]))
 
     f1 = _both_policies(run_one)
     print(version, "F1", f1)

@@ -40,7 +40,7 @@ def define_flags(flag_values):
                          flag_values=flag_values)
     flags.DEFINE_integer("finetune_epochs", 6, "Epochs of the notebook's hub.KerasLayer fine-tuning.",
                          flag_values=flag_values)
-    flags.DEFINE_integer("classifier_steps", 400, "run_classifier training steps.", flag_values=flag_values)
+    flags.DEFINE_integer("classifier_steps", 600, "run_classifier training steps.", flag_values=flag_values)
     flags.DEFINE_integer("random_seed", 12345, "The seed of every random step: the pretraining data, pretraining, "
                          "both fine-tunings.", flag_values=flag_values)
     flags.DEFINE_enum("dtype_policy", "auto", ["auto", "float32", "mixed_bfloat16"],
