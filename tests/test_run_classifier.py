@@ -100,7 +100,8 @@ def test_cola_from_the_export_best_checkpoint_predictions_and_raw_string_export(
                        "--task_name=CoLA", f"--data_dir={cola_dir}", f"--output_dir={out}",
                        f"--albert_hub_module_handle={tiny_export['hub']}", "--do_train", "--do_eval",
                        "--do_predict", "--optimizer=adamw", "--learning_rate=5e-4", "--train_step=60",
-                       "--warmup_step=6",                       "--save_checkpoints_steps=20", "--iterations_per_loop=10", "--keep_checkpoint_max=1",
+                       "--warmup_step=6", "--save_checkpoints_steps=20", "--iterations_per_loop=10",
+                       "--keep_checkpoint_max=1",
                        f"--export_dir={export}", *learning.flags()), capsys)
     assert result.returncode == 0, result.stderr[-3000:]
     assert "ETA" in result.stdout and "best dev matthews_corrcoef" in result.stdout
