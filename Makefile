@@ -28,7 +28,7 @@ TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
 export TF_CPP_MIN_LOG_LEVEL ?= 3
 JEMALLOC ?= $(firstword $(wildcard /usr/lib/*-linux-gnu/libjemalloc.so.2 /usr/lib64/libjemalloc.so.2))
 
-.PHONY: venv test test-quick demo build clean new-interpreter
+.PHONY: venv test test-quick demo which-python build clean new-interpreter
 
 # The stamp is out of date when the interpreter is not the one that made .venv: .venv is removed
 # and made anew (never reused by another interpreter).
@@ -71,6 +71,10 @@ test-quick: $(STAMP)
 # The end-to-end demo on the built-in sample corpus (docs/demo.md).
 demo: $(STAMP)
 	$(VPY) tools/demo.py --output_dir=demo_output
+
+# The interpreter the targets above use, "PATH VERSION" (.ci/run asks).
+which-python:
+	@echo "$(PY_ID)"
 
 # Regenerates BUILD from the tree.
 build:
