@@ -388,7 +388,24 @@ def pytest_collection_finish(session):
     gc.freeze()
 
 
+QUICK_TESTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "quick_tests.txt")
+
+
+def quick_tests():
+    """The entries of tests/quick_tests.txt: node ids, tests/MODULE.py::TEST (each of its
+    parametrizations) or tests/MODULE.py::TEST[ID]; none where the file is not there (a Bazel
+    sandbox: tests/test_build.py then fails every module)."""
+    if not os.path.exists(QUICK_TESTS):
+        return []
+    with open(QUICK_TESTS, encoding="utf-8") as f:
+        return [entry for entry in (line.split("#")[0].strip() for line in f) if entry]
+
+
+@pytest.hookimpl(tryfirst=True)  # the marks before `-m` selects by them
 def pytest_collection_modifyitems(config, items):
+    """The slowest modules first (SLOW_FIRST), and `quick` on the tests tests/quick_tests.txt
+    names (`make test-quick` runs `-m quick`); the entries of collected modules that name no
+    collected test are kept for tests/test_build.py as config.quick_entries_naming_no_test."""
     rank = {name: i for i, name in enumerate(SLOW_FIRST)}
     items.sort(key=lambda item: rank.get(os.path.basename(str(item.path)), len(rank)))
     # a learning check both carries the marker and takes the fixture (its seed, policy and record)
@@ -406,3 +423,11 @@ def pytest_collection_modifyitems(config, items):
             marker = item.get_closest_marker("learning")
             if marker is not None and marker.kwargs.get("both_policies"):
                 item.add_marker(skip)
+    entries = set(quick_tests())
+    named = set()
+    for item in items:
+        for key in {item.nodeid, item.nodeid.split("[")[0]} & entries:
+            item.add_marker(pytest.mark.quick)
+            named.add(key)
+    modules = {item.nodeid.split("::")[0] for item in items}
+    config.quick_entries_naming_no_test = sorted(e for e in entries - named if e.split("::")[0] in modules)

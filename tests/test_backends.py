@@ -8,12 +8,15 @@ directory with its inputs, outputs and gradients; one process per backend
 (tests/backends_worker.py, TensorFlow blocked) loads them, compares eager and jax.jit outputs
 and gradients and saves them back, and TensorFlow reads those files back to the same outputs.
 
-A backend that is not installed skips its tests, and fails them under CI=true.
+A backend that is not installed skips its tests, and fails them under CI=true; except torch where
+requirements-torch.txt does not install it (its marker: Python 3.11 alone), where its tests skip.
 """
 
 import importlib.util
 import json
 import os
+import platform
+import re
 import subprocess
 import sys
 import time
@@ -25,12 +28,37 @@ import backend_cases as cases
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 BACKENDS = ("jax", "torch")
-# One thread, and XLA's cheapest compile: the models are tiny and compiling (each jitted function,
-# and each op run eagerly) is most of the JAX process's time. The classic CPU emitters
-# (use_fusion_emitters=false) compile in well under half the time of the MLIR fusion emitters.
-XLA_FLAGS = " ".join(["--xla_cpu_multi_thread_eigen=false", "--xla_backend_optimization_level=0",
-                      "--xla_llvm_disable_expensive_passes=true", "--xla_cpu_parallel_codegen_split_count=1",
-                      "--xla_cpu_use_fusion_emitters=false"])
+def _xla_flags():
+    """One thread, and XLA's cheapest compile: the models are tiny and compiling (each jitted
+    function, and each op run eagerly) is most of the JAX process's time. The classic CPU emitters
+    (use_fusion_emitters=false) compile in well under half the time of the MLIR fusion emitters;
+    the flag is gone from jaxlib 0.12 (Python 3.12 and 3.13's pin, requirements.txt), whose XLA
+    stops on a flag it does not know, so only an older jaxlib (Python 3.11's 0.10) is given it."""
+    import importlib.metadata
+
+    flags = ["--xla_cpu_multi_thread_eigen=false", "--xla_backend_optimization_level=0",
+             "--xla_llvm_disable_expensive_passes=true", "--xla_cpu_parallel_codegen_split_count=1"]
+    try:
+        jaxlib = tuple(int(part) for part in importlib.metadata.version("jaxlib").split(".")[:2])
+    except importlib.metadata.PackageNotFoundError:
+        jaxlib = None
+    return " ".join(flags + (["--xla_cpu_use_fusion_emitters=false"] if jaxlib and jaxlib < (0, 11) else []))
+
+
+XLA_FLAGS = _xla_flags()
+
+
+def _torch_below():
+    """(major, minor) of requirements-torch.txt's torch line's marker, `python_version < "X.Y"`: the
+    interpreters below it are those `make venv` installs torch on."""
+    with open(os.path.join(ROOT, "requirements-torch.txt"), encoding="utf-8") as f:
+        (line,) = [line for line in f if line.startswith("torch==")]
+    match = re.fullmatch(r'torch==\S+; python_version < "(\d+)\.(\d+)"', line.strip())
+    assert match, f"requirements-torch.txt: expected torch==VERSION; python_version < \"X.Y\", got {line!r}"
+    return int(match[1]), int(match[2])
+
+
+TORCH_BELOW = _torch_below()
 
 
 @pytest.fixture(scope="module")
@@ -66,14 +94,20 @@ def _numpy(outputs):
 
 
 @pytest.fixture(scope="module", params=BACKENDS)
-def backend_run(request, tensorflow_side):
-    """(backend, OUT_DIR, results.json) of one worker process on that backend."""
+def backend_run(request):
+    """(backend, OUT_DIR, results.json) of one worker process on that backend (TensorFlow's side is
+    built after the checks: a skipped backend costs nothing)."""
     backend = request.param
     if importlib.util.find_spec(backend) is None:
+        if backend == "torch" and sys.version_info[:2] >= TORCH_BELOW:
+            below = ".".join(map(str, TORCH_BELOW))
+            pytest.skip(f"torch is installed below Python {below} alone (requirements-torch.txt: the CPU build "
+                        f"this project's machines hold is for CPython 3.11); this is {platform.python_version()}")
         message = f"{backend} is not installed (requirements.txt; README 'Keras backends')"
         if os.environ.get("CI", "").lower() == "true":
             pytest.fail(message)
         pytest.skip(message)
+    tensorflow_side = request.getfixturevalue("tensorflow_side")
     out = tensorflow_side.parent / backend
     out.mkdir()
     env = dict(os.environ, KERAS_BACKEND=backend, PYTHONPATH=os.pathsep.join([ROOT, os.path.join(ROOT, "tests")]),

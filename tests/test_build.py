@@ -145,3 +145,52 @@ def test_readme_is_short_and_every_relative_link_in_the_docs_exists():
     assert not broken, "links to missing files: " + "; ".join(broken)
     unlinked = [os.path.relpath(p, ROOT) for p in pages if p not in linked]
     assert not unlinked, f"docs pages no page links to: {unlinked}"
+
+
+def _quick_problems(root, entries):
+    """What tests/quick_tests.txt's `entries` get wrong about the tests under `root`: a
+    tests/test_*.py without an entry, an entry that names no test function of its module."""
+    import ast
+    import glob
+
+    paths = glob.glob(os.path.join(root, "tests", "test_*.py"))
+    modules = sorted(os.path.relpath(p, root).replace(os.sep, "/") for p in paths)
+    problems = [f"{m} has no quick test" for m in modules if m not in {e.split("::")[0] for e in entries}]
+    problems += [f"{e} is listed twice" for e in sorted({e for e in entries if entries.count(e) > 1})]
+    for entry in entries:
+        module, _, name = entry.partition("::")
+        if module not in modules:
+            problems.append(f"{entry}: {module} is not a tests/test_*.py")
+            continue
+        tree = ast.parse(open(os.path.join(root, module), encoding="utf-8").read())
+        tests = {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}
+        tests |= {f"{c.name}::{n.name}" for c in tree.body if isinstance(c, ast.ClassDef) for n in c.body
+                  if isinstance(n, ast.FunctionDef)}
+        function = name.split("[")[0]
+        if function not in tests or not function.split("::")[-1].startswith("test_"):
+            problems.append(f"{entry}: {module} has no test {function}")
+    return problems
+
+
+def test_every_test_module_has_a_quick_test(request):
+    """tests/quick_tests.txt, what `make test-quick` runs: at least one test of each
+    tests/test_*.py, each entry a test function of its module, and (of the modules this
+    session collected: all of them under `make test` and `make test-quick`) one of its tests,
+    parametrization id included."""
+    from conftest import quick_tests
+
+    problems = _quick_problems(ROOT, quick_tests())
+    problems += [f"{e} names no collected test" for e in getattr(request.config, "quick_entries_naming_no_test", [])]
+    assert not problems, "tests/quick_tests.txt: " + "; ".join(problems)
+
+
+def test_a_module_without_a_quick_test_is_detected(tmp_path):
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_a.py").write_text("def test_one():\n    pass\n\n\ndef helper():\n    pass\n")
+    (tmp_path / "tests" / "test_b.py").write_text("class TestB:\n    def test_two(self):\n        pass\n")
+    assert _quick_problems(str(tmp_path), ["tests/test_a.py::test_one[x]", "tests/test_b.py::TestB::test_two"]) == []
+    assert _quick_problems(str(tmp_path), ["tests/test_a.py::test_one", "tests/test_a.py::helper",
+                                           "tests/test_a.py::test_one", "tests/test_c.py::test_three"]) == [
+        "tests/test_b.py has no quick test", "tests/test_a.py::test_one is listed twice",
+        "tests/test_a.py::helper: tests/test_a.py has no test helper",
+        "tests/test_c.py::test_three: tests/test_c.py is not a tests/test_*.py"]

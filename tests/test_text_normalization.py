@@ -23,9 +23,15 @@ CODE_POINTS = [c for c in range(0x110000) if not 0xD800 <= c < 0xE000]
 
 
 def test_unicode_tables_are_made_from_this_pythons_unicodedata():
+    """The tables albert_tf reads are those of this Python's Unicode version (each supported
+    Python has its file: albert_tf/data/unicode_tables.py), as the tool makes them here."""
+    from albert_tf.data import unicode_tables
+
     tool = load_tool("make_unicode_tables")
     with open(tool.TARGET, encoding="utf-8") as f:
         assert f.read() == tool.generate(), "stale: run python tools/make_unicode_tables.py"
+    assert unicode_tables.UNICODE_VERSION == unicodedata.unidata_version
+    assert unicode_tables._TABLES.__file__ == tool.TARGET
     # the dropped set is the release's test itself, whatever the tool does
     dropped = [c for c in CODE_POINTS if is_combining(chr(c))]
     assert dropped == [c for c in CODE_POINTS if unicodedata.combining(chr(c)) != 0]

@@ -17,8 +17,8 @@ The release's tokenization.py has two steps, and so has this module:
   SentencePiece alone gives "▁2016,".
 
 Which characters are dropped, and which are digits, comes from one table,
-albert_tf/data/unicode_tables.py (made from unicodedata by tools/make_unicode_tables.py),
-which the graph reads too.
+albert_tf/data/unicode_tables.py (made from unicodedata by tools/make_unicode_tables.py, the
+running Python's Unicode version), which the graph reads too.
 """
 
 import os
