@@ -333,6 +333,10 @@ def test_snippet_runs_as_written(block, request, tmp_path, monkeypatch):
 
         path = os.pathsep.join(p for p in (ROOT, os.environ.get("PYTHONPATH")) if p)  # this checkout's albert_tf
         env = dict(os.environ, **block.env, PYTHONPATH=path)
+        if env.get("KERAS_BACKEND") == "jax":  # the JAX worker's XLA flags: jaxlib 0.12 stops on TensorFlow's
+            from test_backends import XLA_FLAGS
+
+            env["XLA_FLAGS"] = XLA_FLAGS
         result = subprocess.run([sys.executable, "-c", text], env=env, cwd=str(tmp_path), capture_output=True,
                                 text=True, timeout=600)
         assert result.returncode == 0, result.stderr[-3000:]
