@@ -12,13 +12,12 @@ import importlib.util
 import json
 import os
 import shutil
-import tarfile
 
 import numpy as np
 import pytest
 import tensorflow as tf
 import tensorflow_text  # noqa: F401  (the preprocessing model's ops)
-from conftest import run_in_process
+from conftest import extract_archive, run_in_process
 
 from albert_tf.storage import outputs
 
@@ -44,13 +43,7 @@ make_fixtures = _generator()
 def extracted(tmp_path_factory):
     """The archive's v0_2_0/ directory, extracted once for the module (the tests copy from it)."""
     root = tmp_path_factory.mktemp("v0_2_0")
-    with tarfile.open(ARCHIVE) as archive:  # our own archive: plain files under relative names
-        for member in archive.getmembers():
-            parts = member.name.split("/")
-            assert member.isfile() and not os.path.isabs(member.name) and ".." not in parts, member.name
-            os.makedirs(os.path.join(root, *parts[:-1]), exist_ok=True)
-            with open(os.path.join(root, *parts), "wb") as f:
-                f.write(archive.extractfile(member).read())
+    extract_archive(ARCHIVE, root)
     return root / "v0_2_0"
 
 

@@ -12,17 +12,19 @@ old albert_tf is the one imported:
 
 It writes the outputs into --output_dir (a new directory), then packs them as v0_2_0/... into
 --archive (xz: a pretraining checkpoint holds the input pipeline's state, a 10,000-example
-shuffle buffer of the same 67 serialized examples, 5.6 MB that xz packs into little). Every output is made by 0.2.0's own commands,
-called in-process through their `main(argv)`, at --dtype_policy=float32:
+shuffle buffer of the same 67 serialized examples, 5.6 MB that xz packs into little). Every
+output is made by 0.2.0's own commands, called in-process through their `main(argv)`, at
+--dtype_policy=float32:
 
 - data/: a 1000-piece SentencePiece model (tools/train_sentencepiece.py) of the first 100 kB
   of the sample corpus (albert_tf/data/sample_corpus.jsonl.gz: the file is read as data here,
-  0.2.0 had no such file), and create_pretraining_data's TFRecords of it with their summary;
+  0.2.0 had no such file; its .vocab removed), and create_pretraining_data's TFRecords of the
+  first 12 kB (67 instances, seq 64) with their summary;
 - pretraining_run/: run_pretraining of albert_tiny (vocab 1000, no dropout), 4 steps,
   checkpoints at 2 and 4, with an evaluation (TensorBoard's events and training_curves.png
   removed: nothing reads them);
 - pretrained/: `AlbertPretrainer.save_pretrained` of the run's final weights;
-- converted/: the run converted to a TF1 release checkpoint and that back to albert_tf
+- converted/: pretrained/ converted to a TF1 release checkpoint and that back to albert_tf
   (`python -m albert_tf.convert`, both ways; the TF1 checkpoint is not kept);
 - export/: export_tfhub of the run (encoder/ and preprocess/, seq 32);
 - classifier_data/ and classifier_run/: run_classifier (CoLA layout, from pretrained/), 4 steps
