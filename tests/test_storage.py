@@ -391,8 +391,8 @@ def test_package_sha256_follows_the_py_files_alone(tmp_path):
 
 def test_the_rules_names_agree_with_the_modules_that_write_them():
     from albert_tf.data.summary import SUMMARY_PREFIX
-    from albert_tf.export.multiple_choice_module import MULTIPLE_CHOICE_INFO
-    from albert_tf.export.qa_module import QA_INFO
+    from albert_tf.tasks.race.export import MULTIPLE_CHOICE_INFO
+    from albert_tf.tasks.squad.export import QA_INFO
     from albert_tf.modeling.multiple_choice import MULTIPLE_CHOICE_SETTINGS
     from albert_tf.modeling.pretrained import CONFIG_NAME
     from albert_tf.modeling.question_answering import QUESTION_ANSWERING_SETTINGS

@@ -20,7 +20,7 @@ A question's context is cut into windows (features); each window is a dict:
       "cls_logits":           float (higher = more likely unanswerable)
 
 and `contexts` maps each qid to its context string. (The token_spans and
-token_is_max_context of albert_tf.data.squad.features have this form.) A span (start position s, end position
+token_is_max_context of albert_tf.tasks.squad.features have this form.) A span (start position s, end position
 e) is a candidate when both positions are context tokens, s is a max-context position,
 e >= s and e - s + 1 <= max_answer_length (tokens). Its text is
 `context[span(s).start:span(e).end]` with surrounding whitespace stripped (as the release),
@@ -66,7 +66,7 @@ import os
 
 import numpy as np
 
-from albert_tf.data.squad import metrics as squad_metrics
+from albert_tf.tasks.squad import metrics as squad_metrics
 from albert_tf.storage import atomic
 
 BEST_F1_FILE = "predictions_best_f1_thresh.json"
