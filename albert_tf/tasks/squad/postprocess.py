@@ -43,7 +43,7 @@ import os
 
 import numpy as np
 
-from albert_tf.data.squad import metrics as squad_metrics
+from albert_tf.tasks.squad import metrics as squad_metrics
 from albert_tf.storage import atomic
 
 BEST_F1_FILE = "predictions_best_f1_thresh.json"
