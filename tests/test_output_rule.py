@@ -240,7 +240,7 @@ def test_albert_tfs_own_outputs_pass_as_a_second_make_demo_needs(inputs, tmp_pat
     from absl import flags
 
     from albert_tf import create_pretraining_data, run_classifier, run_pretraining
-    from albert_tf.tasks import classification
+    from albert_tf.tasks.classification import task as classification
 
     out = tmp_path / "demo_output"
     records = str(out / "pretrain" / "train.tfrecord")
