@@ -9,7 +9,7 @@ import pytest
 from conftest import load_tool, run_in_process
 
 from albert_tf.data import sample_corpus
-from albert_tf.data.squad import metrics as squad_metrics
+from albert_tf.tasks.squad import metrics as squad_metrics
 
 
 @pytest.fixture(scope="module")

@@ -12,9 +12,9 @@ import pytest
 import tensorflow as tf
 from conftest import MULTISCRIPT, load_tool
 
-from albert_tf.data.squad import alignment as sd
+from albert_tf.tasks.squad import alignment as sd
 from albert_tf.data.tokenization import SentencePieceTokenizer, is_combining, preprocess_text
-from albert_tf.export.aligned_tokens import context_pieces, normalize_with_offsets
+from albert_tf.tasks.squad.aligned_tokens import context_pieces, normalize_with_offsets
 from albert_tf.export.preprocess_module import normalize
 from albert_tf.export.release_tokenizer import ReleaseTokenizer
 

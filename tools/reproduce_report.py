@@ -328,7 +328,8 @@ def _bar_chart(results, table, rows, output_dir):
 
 
 def _read_curve(path):
-    return [r for r in read_records(path) if "masked_lm_loss" in r and "step" in r and r["split"] == "train"]
+    return [r for r in read_records(path)
+            if "masked_lm_loss" in r and "step" in r and r.get("split", "train") == "train"]
 
 
 def _curves(results, output_dir):

@@ -36,9 +36,9 @@ import make_topic_task
 from absl import flags
 
 from albert_tf import cli
-from albert_tf.data.race.reading import RACE_ARTICLE
 from albert_tf.storage import atomic
 from albert_tf.storage.json_files import read_json
+from albert_tf.tasks.race.reading import RACE_ARTICLE
 
 def read_done(path):
     """The record of a finished step ({"result", "seconds"}), or None."""
@@ -268,8 +268,8 @@ SQUAD_DOC_STRIDE, SQUAD_QUERY_LENGTH = 24, 20
 def squad_train_features(settings, paths):
     """Builds the SQuAD training features once (the cache every run reuses) and returns
     their number, so that every SQuAD run takes exactly --finetune_steps steps."""
-    from albert_tf.data.squad.cache import load_or_build_features
-    from albert_tf.data.squad.features import FeatureSettings
+    from albert_tf.tasks.squad.cache import load_or_build_features
+    from albert_tf.tasks.squad.features import FeatureSettings
     from albert_tf.data.tokenization import SentencePieceTokenizer
 
     squad = paths.task("squad")

@@ -89,17 +89,14 @@ class MetricsLogger:
 
 
 def read_records(path):
-    """The records of a metrics.jsonl (older files without "split" count as train).
+    """The records of a metrics.jsonl.
 
     Raises:
         JsonFileError (a ValueError): a line that is not a JSON object (named by file and line).
     """
     if not os.path.exists(path):
         return []
-    records = [record for _, record in read_json_lines(path, f"a {METRICS_FILE} record")]
-    for record in records:
-        record.setdefault("split", "train")
-    return records
+    return [record for _, record in read_json_lines(path, f"a {METRICS_FILE} record")]
 
 
 NOT_PLOTTED = {"step", "global_step", "split", "examples", "steps", "learning_rate", "examples_per_second"}

@@ -28,7 +28,7 @@ naming the file, for all.txt and JSONL also the line, and what to fix.
 import logging
 import os
 
-from albert_tf.data.race.examples import (MultipleChoiceDataError, MultipleChoiceExample, MultipleChoiceExamples,
+from albert_tf.tasks.race.examples import (MultipleChoiceDataError, MultipleChoiceExample, MultipleChoiceExamples,
                                           MultipleChoiceSummary)
 from albert_tf.storage.json_files import read_json, read_json_lines
 
