@@ -110,6 +110,27 @@ def test_rooms_import_only_upstream_and_modeling_is_backend_neutral():
     assert not problems, problems
 
 
+# json.loads of strings that are no file's text, by module ({relative path: count}); none now
+JSON_LOADS_OF_STRINGS = {}
+
+
+def test_every_json_file_is_read_by_the_one_reader():
+    """Every JSON or JSON-lines file albert_tf and its tools read goes through
+    albert_tf/storage/json_files.py (one wording for every error): no other module calls
+    json.load or json.loads, but for the strings listed in JSON_LOADS_OF_STRINGS."""
+    import re
+
+    found = {}
+    for folder in ("albert_tf", "tools"):
+        for path in update_build._python_files(folder):
+            text = open(os.path.join(ROOT, path), encoding="utf-8").read()
+            count = len(re.findall(r"\bjson\.loads?\(|\bfrom json import\b", text))
+            if count and path != "albert_tf/storage/json_files.py":
+                found[path] = count
+    assert found == JSON_LOADS_OF_STRINGS, (
+        f"{found}: read a JSON file with albert_tf.storage.json_files.read_json (or read_json_lines)")
+
+
 README_MAX_LINES = 400
 
 

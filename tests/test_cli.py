@@ -71,6 +71,58 @@ def test_missing_flagfiles_unknown_flags_bad_values_and_arguments_exit_2(tmp_pat
         "run_pretraining: error: unexpected arguments ['extra']; every option is a --flag (see --helpfull)."]
 
 
+def test_a_corrupt_json_input_exits_2_naming_the_file_line_and_column(tmp_path, capsys):
+    """A corrupt albert_config_file (pretraining, fine-tuning, export), a corrupt run_info.json
+    of the --output_dir (pretraining, fine-tuning) and a corrupt config.json to convert: each
+    command's one `name: error:` line from the one JSON reader (storage/json_files.py), exit
+    2, no traceback, nothing written (each module's main(argv), in this process)."""
+    import albert_tf.convert.__main__ as convert
+    from albert_tf import export_tfhub, run_classifier, run_pretraining
+    from albert_tf.storage import outputs
+
+    bad_config = tmp_path / "bad_config.json"
+    bad_config.write_text('{\n  "vocab_size": 30000,\n  oops\n}\n', encoding="utf-8")
+    config = write_tiny_config(tmp_path)
+    spm, data = tmp_path / "spm.model", tmp_path / "data"
+    spm.write_bytes(b"a stand-in: the model is not read before the config")
+    data.mkdir()
+    (data / "train.tsv").write_text("src\t1\t\tfine\n", encoding="utf-8")
+    run = tmp_path / "run"
+    outputs.claim_run(str(run))  # an albert_tf run directory whose run_info.json is damaged
+    (run / "run_info.json").write_text('{"sessions": [}', encoding="utf-8")
+    (tmp_path / "hf").mkdir()
+    (tmp_path / "hf" / "config.json").write_text('{"model_type": "albert",,}', encoding="utf-8")
+    classifier = ["--task_name=cola", f"--data_dir={data}", f"--spm_model_file={spm}", "--do_train",
+                  "--max_seq_length=64"]
+    config_error = (f"{bad_config}:3:3: not valid JSON (Expecting property name enclosed in double quotes): oops; "
+                    "expected an albert_config.json (the model's settings): fix or replace the file.")
+    run_info_error = (f"{run / 'run_info.json'}:1:15: not valid JSON (Expecting value): {{\"sessions\": [}}; expected "
+                      "albert_tf's record of the run (run_info.json): it was damaged: restore it, or start anew in "
+                      "another --output_dir.")
+    cases = [
+        (run_pretraining, [f"--albert_config_file={bad_config}", f"--input_file={spm}",
+                           f"--output_dir={tmp_path / 'out1'}", "--do_train"], config_error),
+        (run_pretraining, [f"--albert_config_file={config}", f"--input_file={spm}", f"--output_dir={run}",
+                           "--do_train", "--max_seq_length=64"], run_info_error),
+        (run_classifier, [*classifier, f"--albert_config_file={bad_config}", f"--output_dir={tmp_path / 'out2'}"],
+         config_error),
+        (run_classifier, [*classifier, f"--albert_config_file={config}", f"--output_dir={run}"], run_info_error),
+        (export_tfhub, [f"--albert_config_file={bad_config}", f"--checkpoint={tmp_path / 'ckpt'}",
+                        f"--spm_model_file={spm}", f"--export_path={tmp_path / 'out3'}"], config_error),
+        (convert, ["--from=hf", f"--input={tmp_path / 'hf'}", f"--output={tmp_path / 'out4'}"],
+         f"{tmp_path / 'hf' / 'config.json'}:1:25: not valid JSON (Expecting property name enclosed in double "
+         "quotes): {\"model_type\": \"albert\",,}; expected a Hugging Face config.json: fix or replace the file."),
+    ]
+    for module, args, message in cases:
+        result = run_in_process(module, args, capsys)
+        name = "convert" if module is convert else module.__name__.split(".")[-1]
+        assert result.returncode == 2 and "Traceback" not in result.stderr, (args, result.stderr[-2000:])
+        assert _error_lines(result, name) == [f"{name}: error: {message}"], (args, result.stderr[-2000:])
+    assert sorted(os.listdir(tmp_path)) == ["albert_config.json", "bad_config.json", "data", "hf", "run",
+                                            "spm.model"]  # no output of any case
+    assert sorted(os.listdir(run)) == [outputs.MARKER, "run_info.json"]
+
+
 def test_help_shows_the_commands_docstring_and_flags_and_helpfull_the_process_flags(capsys):
     """--help (and -?): the module's docstring, then its flags, exit status 1 as absl's
     --help; --helpfull adds absl's own (--flagfile, --undefok)."""

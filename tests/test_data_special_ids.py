@@ -135,6 +135,12 @@ def test_read_data_summary_errors_name_the_files(unusual, pretraining_records, t
         read_data_summary([lonely])
     assert str(e.value) == (f"{old}: this summary predates the recording of special token ids and masking settings; "
                             "create the data again with create_pretraining_data.")
+    old.write_text('{"output_files": {', encoding="utf-8")  # damaged: the one JSON reader's words
+    with pytest.raises(ValueError) as e:
+        read_data_summary([lonely])
+    assert str(e.value) == (f"{old}:1:19: not valid JSON (Expecting property name enclosed in double quotes): "
+                            '{"output_files": {; expected a data summary of create_pretraining_data: create the data '
+                            "again with create_pretraining_data.")
 
 
 def test_dynamic_masking_uses_the_ids_of_the_summary(unusual):

@@ -43,8 +43,9 @@ def test_plot_metrics_draws_a_png_and_names_broken_lines(tmp_path, capsys):
     (tmp_path / "metrics.jsonl").write_text(json.dumps(rows[0]) + "\n{broken\n")
     broken = _tool(capsys, "plot_metrics", f"--run_dir={tmp_path}", f"--output={tmp_path}/other.png")
     assert broken.returncode == 2
-    assert _last_error_line(broken) == (f"plot_metrics: error: {tmp_path}/metrics.jsonl:2: not a JSON record "
-                                        "(Expecting property name enclosed in double quotes).")
+    assert _last_error_line(broken) == (f"plot_metrics: error: {tmp_path}/metrics.jsonl:2:2: not valid JSON "
+                                        "(Expecting property name enclosed in double quotes): {broken; expected a "
+                                        "metrics.jsonl record: fix or replace the file.")
     assert not (tmp_path / "other.png").exists() and not (tmp_path / ".other.png.albert_tf_output.json").exists()
     missing = _tool(capsys, "plot_metrics")
     assert missing.returncode == 2 and _last_error_line(missing) == "plot_metrics: error: --run_dir is required."

@@ -241,7 +241,8 @@ def test_corpus_file_gives_valid_data_of_both_kinds(tool, corpus_file, tmp_path,
     assert tool.check_dataset(json.loads((out / "people.json").read_text(encoding="utf-8")))[1] == 20
     assert bad_line.returncode == 2 and "Traceback" not in bad_line.stderr
     assert bad_line.stderr.strip().splitlines()[-1] == (
-        f"make_squad_data: error: {bad}:2: not a docstring entry: a JSON array, not an object.")
+        f"make_squad_data: error: {bad}:2: a JSON array, not an object; expected a docstring entry "
+        '{"source", "name", "sentences"}: fix or replace the file.')
     assert too_small.returncode == 2 and "Traceback" not in too_small.stderr
     assert 0 < small_count < 8
     assert too_small.stderr.strip().splitlines()[-1] == (

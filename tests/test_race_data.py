@@ -217,7 +217,7 @@ GOOD = _article(questions=("Q1?", "Q2?"), options=(list("abcd"), list("efgh")), 
 
 
 @pytest.mark.parametrize("name,content,message", [
-    ("3.txt", "{\"article\": \"text\", ", r"3\.txt: not JSON"),
+    ("3.txt", "{\"article\": \"text\", ", r"3\.txt:1:21: not valid JSON \(Expecting property name"),
     ("4.txt", dict(GOOD, answers=["A"]), r"4\.txt \(id 'x1\.txt'\): 2 questions, 2 option lists and 1 answers"),
     ("5.txt", dict(GOOD, options=[list("abcd")]), r"5\.txt .*2 questions, 1 option lists and 2 answers"),
     ("6.txt", dict(GOOD, answers=["A", "E"]), r"6\.txt .*question 1: answer 'E' is outside the options .*A-D"),
@@ -227,7 +227,7 @@ GOOD = _article(questions=("Q1?", "Q2?"), options=(list("abcd"), list("efgh")), 
     ("10.txt", dict(GOOD, options=[list("abcd"), list("efg")], answers=["A", "B"]),
      r"10\.txt .*question 1: 3 options, but .*question 0 has 4"),
     ("11.txt", dict(GOOD, article=7), r"11\.txt: key 'article' is int 7, expected str"),
-    ("12.txt", [GOOD], r"12\.txt: a JSON list, not an article object"),
+    ("12.txt", [GOOD], r"12\.txt: a JSON array, not an object; expected a RACE article"),
 ])
 def test_bad_race_files_name_the_file(tmp_path, name, content, message):
     root = _race_files(tmp_path, "train", {"middle": {"1.txt": GOOD, name: content}})
@@ -241,7 +241,7 @@ def test_bad_all_txt_names_the_line(tmp_path):
     good = json.dumps(GOOD)
     root = _race_files(tmp_path, "test", {"high": {"all.txt": f"{good}\n\n{good[:-5]}\n"}})
     path = os.path.join(root, "RACE", "test", "high", "all.txt")
-    with pytest.raises(MultipleChoiceDataError, match=re.escape(f"{path}:3: not JSON")):
+    with pytest.raises(MultipleChoiceDataError, match=re.escape(f"{path}:3:") + r"\d+: not valid JSON"):
         read_race(root, "test", high_only=True)
     _race_files(tmp_path, "test", {"high": {"all.txt": f"{good}\n{json.dumps(dict(GOOD, answers=['A', 'Z']))}\n"}})
     with pytest.raises(MultipleChoiceDataError, match=re.escape(f"{path}:2 (id 'x1.txt') question 1: answer 'Z'")):
@@ -264,7 +264,7 @@ def test_missing_or_empty_directories(tmp_path):
 
 
 @pytest.mark.parametrize("row,message", [
-    ("{not json", r":2: not JSON"),
+    ("{not json", r":2:2: not valid JSON"),
     ({"question": "q", "options": ["a", "b"]}, r":2: missing key 'context'"),
     ({"context": "c", "question": "q"}, r":2: missing key 'options'"),
     ({"context": "c", "question": "q", "options": ["a"]}, r":2: 1 options; a question needs 2"),
@@ -604,7 +604,8 @@ def test_corpus_file_gives_valid_data(tool, tmp_path, capsys):
         assert len(read_multiple_choice_jsonl(out / f"{split}.jsonl")) == len(expected[split])
     assert bad_line.returncode == 2 and "Traceback" not in bad_line.stderr
     assert bad_line.stderr.strip().splitlines()[-1] == (
-        f"make_race_data: error: {bad}:2: not a JSON object (Expecting property name enclosed in double quotes).")
+        f"make_race_data: error: {bad}:2:2: not valid JSON (Expecting property name enclosed in double quotes): "
+        '{broken; expected a docstring entry {"source", "name", "sentences"}: fix or replace the file.')
     assert too_small.returncode == 2 and "Traceback" not in too_small.stderr and in_train < 12
     assert too_small.stderr.strip().splitlines()[-1] == (
         f"make_race_data: error: {small}: too few usable entries: only {in_train} docstring functions in split "

@@ -185,7 +185,7 @@ def test_mismatched_answer_start_is_skipped_and_counted(tmp_path):
 
 
 @pytest.mark.parametrize("content,pattern", [
-    ('{"data": [{"paragraphs": [}]}', r"bad\.json:1:\d+: malformed JSON"),
+    ('{"data": [{"paragraphs": [}]}', r"bad\.json:1:\d+: not valid JSON"),
     ({"data": [{"paragraphs": [{"context": CONTEXT, "qas": [{"id": "q7", "answers": []}]}]}]},
      r"bad\.json: question 'q7' .* lacks the field 'question'"),
     ({"data": [{"paragraphs": [{"context": CONTEXT, "qas": [{"id": "q8", "question": "x"}]}]}]},

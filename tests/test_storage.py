@@ -1,5 +1,5 @@
 """The storage room: atomic output (also under SIGKILL), the checkpoint-matching report,
-checkpoint prefixes by step."""
+checkpoint prefixes by step, the one JSON reader."""
 
 import json
 import os
@@ -9,6 +9,7 @@ import sys
 import pytest
 
 from albert_tf.storage import atomic, outputs
+from albert_tf.storage.json_files import JsonFileError, read_json, read_json_lines
 from albert_tf.storage.report import CheckpointMismatchError, MatchReport
 
 # A writer that streams a big file (or fills a directory) slowly through the atomic
@@ -119,6 +120,89 @@ def test_append_line_and_suffixes(tmp_path):
     with pytest.raises(NotADirectoryError, match="is not a directory"):
         with atomic.output_dir(path):
             pass
+
+
+CONFIG = "an albert_config.json (the model's settings)"
+
+
+def test_the_json_reader_words_every_problem_alike(tmp_path):
+    """Missing, empty, not UTF-8, not JSON (line, column and the text there) and not an
+    object: each names the file, says what it should be and what to do."""
+    def written(name, data):
+        path = tmp_path / name
+        path.write_bytes(data if isinstance(data, bytes) else data.encode("utf-8"))
+        return str(path)
+
+    assert read_json(written("ok.json", '\ufeff{"a": [1, 2]}\n'), CONFIG) == {"a": [1, 2]}  # a BOM is allowed
+    cases = [
+        (str(tmp_path / "none.json"),
+         ": no such file (it does not exist or is not a file); expected an albert_config.json (the model's settings)."),
+        (written("empty.json", " \n"),
+         ": the file is empty; expected an albert_config.json (the model's settings): fix or replace the file."),
+        (written("broken.json", '{\n "vocab_size": 30000,\n oops\n}'),
+         ":3:2: not valid JSON (Expecting property name enclosed in double quotes): oops; expected an "
+         "albert_config.json (the model's settings): fix or replace the file."),
+        (written("list.json", "[1, 2]"),
+         ": a JSON array, not an object; expected an albert_config.json (the model's settings): fix or replace the "
+         "file."),
+        (written("latin1.json", b'{"a":\n "caf\xe9"}'),
+         ":2: not valid UTF-8 (invalid continuation byte at byte 11); save the file as UTF-8."),
+    ]
+    for path, message in cases:
+        with pytest.raises(JsonFileError) as error:
+            read_json(path, CONFIG)
+        assert str(error.value) == path + message
+        assert isinstance(error.value, ValueError)  # exit status 2 at the entry points
+    with pytest.raises(JsonFileError) as error:
+        read_json(str(tmp_path / "broken.json"), CONFIG, fix="write it again with to_json_file")
+    assert str(error.value).endswith("(the model's settings): write it again with to_json_file.")
+
+    class DataError(ValueError):
+        pass
+
+    with pytest.raises(DataError, match=r"list\.json: a JSON array, not an object"):  # a room's own error type
+        read_json(str(tmp_path / "list.json"), error=DataError)
+    long_line = '{"data": [' + ", ".join(f'{{"k": {i}}}' for i in range(40)) + ",, ]}"
+    with pytest.raises(JsonFileError) as error:
+        read_json(written("long.json", long_line))
+    column = long_line.index(",, ") + 2
+    assert str(error.value) == (f"{tmp_path / 'long.json'}:1:{column}: not valid JSON (Expecting value): ..."
+                                f"{long_line[column - 61:column + 19].strip()}; expected a JSON object: fix or replace "
+                                "the file.")  # the text around the column of a long line
+
+
+def test_json_lines_and_gzip_through_the_one_reader(tmp_path):
+    import gzip
+
+    path = tmp_path / "records.jsonl"
+    path.write_text('{"step": 1}\n\n{"step": 2}\n', encoding="utf-8")
+    assert read_json_lines(str(path), "a record") == [(1, {"step": 1}), (3, {"step": 2})]  # blank lines skipped
+    (tmp_path / "empty.jsonl").write_text("\n\n")
+    assert read_json_lines(str(tmp_path / "empty.jsonl")) == []
+    for text, message in (('{"step": 1}\n{"step": \n', ":2:10: not valid JSON (Expecting value): {\"step\":; "),
+                          ('{"step": 1}\n[2]\n', ":2: a JSON array, not an object; ")):
+        path.write_text(text, encoding="utf-8")
+        with pytest.raises(JsonFileError) as error:
+            read_json_lines(str(path), "a record")
+        assert str(error.value) == f"{path}{message}expected a record: fix or replace the file."
+    packed = tmp_path / "records.jsonl.gz"
+    packed.write_bytes(gzip.compress(b'{"step": 1}\n'))
+    assert read_json_lines(str(packed)) == [(1, {"step": 1})]
+    packed.write_bytes(b'{"step": 1}\n')
+    with pytest.raises(JsonFileError, match=r"records\.jsonl\.gz: not a gzip file .*expected a JSON object, "
+                                            r"gzip-compressed: fix or replace the file\."):
+        read_json_lines(str(packed))
+
+
+def test_a_url_is_read_through_tf_io_gfile(tmp_path):
+    import tensorflow as tf
+
+    url = "ram://json_reader_test/config.json"
+    with tf.io.gfile.GFile(url, "w") as f:
+        f.write('{"hidden_size": 32}')
+    assert read_json(url) == {"hidden_size": 32}
+    with pytest.raises(JsonFileError, match="^ram://json_reader_test/none.json: no such file"):
+        read_json("ram://json_reader_test/none.json")
 
 
 def test_the_report_names_every_difference():

@@ -261,20 +261,23 @@ def test_entries_round_trip_and_bad_lines_are_named(tmp_path):
     path.write_text(lines[0] + "\n\n" + lines[1] + "\n", encoding="utf-8")  # blank lines are skipped
     assert sample_corpus.read_entries(str(path)) == entries[:2]
     good = json.dumps({"source": "a.py", "name": "a.f", "sentences": ["One.", "Two."]})
+    ENTRY = 'expected a docstring entry {"source", "name", "sentences"}: fix or replace the file.'  # storage/json_files
     for line, problem in (
-            ("{broken", "not a JSON object (Expecting property name enclosed in double quotes)."),
-            ('["a.py"]', "not a docstring entry: a JSON array, not an object."),
-            ('{"source": "a.py", "sentences": ["One."]}', "not a docstring entry: 'name' is missing or not a string."),
+            ("{broken", ":2: not valid JSON (Expecting property name enclosed in double quotes): {broken; "
+                        f"{ENTRY}"),
+            ('["a.py"]', f": a JSON array, not an object; {ENTRY}"),
+            ('{"source": "a.py", "sentences": ["One."]}',
+             ": not a docstring entry: 'name' is missing or not a string."),
             ('{"name": "a.f", "source": 3, "sentences": ["One."]}',
-             "not a docstring entry: 'source' is missing or not a string."),
+             ": not a docstring entry: 'source' is missing or not a string."),
             ('{"name": "a.f", "source": "a.py", "sentences": []}',
-             "not a docstring entry: 'sentences' is missing or not a list of at least one string."),
+             ": not a docstring entry: 'sentences' is missing or not a list of at least one string."),
             ('{"name": "a.f", "source": "a.py", "sentences": ["One.", 2]}',
-             "not a docstring entry: 'sentences' is missing or not a list of at least one string.")):
+             ": not a docstring entry: 'sentences' is missing or not a list of at least one string.")):
         path.write_text(good + "\n" + line + "\n", encoding="utf-8")
         with pytest.raises(ValueError) as error:
             sample_corpus.read_entries(str(path))
-        assert str(error.value) == f"{path}:2: {problem}"
+        assert str(error.value) == f"{path}:2{problem}"
     path.write_text("\n", encoding="utf-8")
     with pytest.raises(ValueError, match=re.escape(f"{path}: no docstring entries (an empty file)")):
         sample_corpus.read_entries(str(path))

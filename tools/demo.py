@@ -28,6 +28,7 @@ from absl import flags
 
 from albert_tf import cli
 from albert_tf.storage import outputs
+from albert_tf.storage.json_files import read_json
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
@@ -181,7 +182,6 @@ def execute_notebook(nb, client_class=None, **options):
 
 def run_notebook(export_dir, out, epochs, seed):
     """Executes the fine-tuning notebook on the demo export, printing its output live."""
-    import json
     import logging
 
     import nbformat
@@ -203,8 +203,7 @@ def run_notebook(export_dir, out, epochs, seed):
     nb = nbformat.read(NOTEBOOK, as_version=4)
     execute_notebook(nb, LiveClient, timeout=1800, resources={"metadata": {"path": os.path.dirname(NOTEBOOK)}})
     nbformat.write(nb, os.path.join(out, "finetune_with_hub.ipynb"))
-    with open(os.path.join(finetune_dir, "finetune_results.json")) as f:
-        results = json.load(f)
+    results = read_json(os.path.join(finetune_dir, "finetune_results.json"), "the notebook's results")
     print(f"      => dev accuracy {results['dev_accuracy']:.4f} beside the majority-class baseline "
           f"{results['majority_baseline']:.4f}; executed notebook {out}/finetune_with_hub.ipynb, curves "
           f"{finetune_dir}/finetune_curves.png")
@@ -315,10 +314,7 @@ def _write_results(f, out, notebook, classifier, seconds):
 
 
 def _print_classifier_summary(classifier_dir):
-    import json
-
-    with open(os.path.join(classifier_dir, "eval_results.json")) as f:
-        summary = json.load(f)
+    summary = read_json(os.path.join(classifier_dir, "eval_results.json"), "run_classifier's eval results")
     print(f"      => dev accuracy {summary['accuracy']:.4f} (best, step {summary['best_step']}) beside the "
           f"majority-class baseline {summary['majority_baseline']['accuracy']:.4f}; curves "
           f"{classifier_dir}/training_curves.png")

@@ -15,6 +15,7 @@ import reproduce_grid as grid
 import reproduce_stats as stats
 
 from albert_tf.storage import atomic
+from albert_tf.training.reporting import read_records
 
 RULE, LEARNED_RULE, AVERAGE_RULE = stats.RULE, stats.LEARNED_RULE, stats.AVERAGE_RULE
 METRICS = ("mlm_accuracy", "sop_accuracy", "nsp_accuracy")
@@ -327,15 +328,8 @@ def _bar_chart(results, table, rows, output_dir):
 
 
 def _read_curve(path):
-    points = []
-    if not os.path.isfile(path):
-        return points
-    with open(path, encoding="utf-8") as f:
-        for line in f:
-            record = json.loads(line)
-            if "masked_lm_loss" in record and "step" in record and record.get("split", "train") == "train":
-                points.append(record)
-    return points
+    return [r for r in read_records(path)
+            if "masked_lm_loss" in r and "step" in r and r.get("split", "train") == "train"]
 
 
 def _curves(results, output_dir):

@@ -16,6 +16,7 @@ import reproduce_stats
 import reproduce_steps as steps
 
 from albert_tf.storage import atomic, outputs
+from albert_tf.storage.json_files import read_json
 
 SETTINGS_FILE = "grid.json"
 # Seconds a step of each kind is guessed to take before one has run (the ETA then uses
@@ -57,8 +58,7 @@ def _legacy_policy(output_dir):
     resolved) computed in: their run_info.json's, or None before any run."""
     found = set()
     for path in glob.glob(os.path.join(output_dir, "cells", "*", "seed*", "*", "run_info.json")):
-        with open(path, encoding="utf-8") as f:
-            policy = json.load(f).get("dtype_policy")
+        policy = read_json(path, "albert_tf's record of the run (run_info.json)").get("dtype_policy")
         if policy:
             found.add(policy)
     return ", ".join(sorted(found)) or None
@@ -71,8 +71,7 @@ def check_output_dir(output_dir, settings, requested=None):
     outputs.check([outputs.Output("--output_dir", output_dir, outputs.REPRODUCTION)])
     path = os.path.join(output_dir, SETTINGS_FILE)
     if os.path.isfile(path):
-        with open(path, encoding="utf-8") as f:
-            existing = json.load(f)
+        existing = read_json(path, f"the grid's settings ({SETTINGS_FILE})")
         wanted = settings.to_dict()
         there = existing.get("dtype_policy")
         if there == "auto":  # written before the policy was resolved: what its runs computed in
@@ -194,8 +193,7 @@ def report_again(output_dir, stream=None):
     if not os.path.isfile(path):
         raise ValueError(f"--output_dir={output_dir} has no results.json: --report_only reports a gathered grid "
                          "(run it without --report_only first).")
-    with open(path, encoding="utf-8") as f:
-        results = json.load(f)
+    results = read_json(path, "the grid's results")
     written = reproduce_report.write_report(results, output_dir)
     steps.log_line(stream, f"reproduce: wrote {', '.join(os.path.relpath(p, output_dir) for p in written)} "
                            f"in {output_dir} from its results.json")

@@ -37,13 +37,14 @@ from absl import flags
 
 from albert_tf import cli
 from albert_tf.storage import atomic
+from albert_tf.storage.json_files import read_json
+from albert_tf.tasks.race.reading import RACE_ARTICLE
 
 def read_done(path):
     """The record of a finished step ({"result", "seconds"}), or None."""
     if not os.path.isfile(path):
         return None
-    with open(path, encoding="utf-8") as f:
-        return json.load(f)
+    return read_json(path, "the record of a finished step")
 
 
 def call_command(module, name, args, log_path):
@@ -257,8 +258,7 @@ def race_dev_questions(paths):
     count = 0
     for path in glob.glob(os.path.join(paths.task("race"), "RACE", "dev", "*", "*.txt")):
         if os.path.basename(path) != "all.txt":
-            with open(path, encoding="utf-8") as f:
-                count += len(json.load(f)["questions"])
+            count += len(read_json(path, RACE_ARTICLE)["questions"])
     return count
 
 

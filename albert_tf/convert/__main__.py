@@ -111,10 +111,10 @@ def run(f):
 
 def print_tokenizer_check(directory):
     """The lines of the written tokenizer's check (release_spm.CHECK_FILE in `directory`)."""
-    from albert_tf.convert import read_json
     from albert_tf.convert.release_spm import CHECK_FILE
+    from albert_tf.storage.json_files import read_json
 
-    report = read_json(os.path.join(directory, CHECK_FILE))
+    report = read_json(os.path.join(directory, CHECK_FILE), f"the tokenizer's check ({CHECK_FILE})")
     print(f"tokenizer: {report['tokenizer']} gives albert_tf's ids for {report['equal']} of {report['texts']} "
           f"built-in texts (cased, accented, digit-commas); the release's normalisation in its character map "
           f"({report['normalisation_rules']:,} rules), {report['digit_comma_pieces_left_out']} digit-comma pieces "

@@ -23,7 +23,7 @@ import os
 
 import numpy as np
 
-from albert_tf.convert import hf, hf_write, keras_hub, keras_hub_write, read_json, release_spm, tf1
+from albert_tf.convert import hf, hf_write, keras_hub, keras_hub_write, release_spm, tf1
 from albert_tf.convert.rename import ConversionError, apply_transforms, assign_to_model, assign_to_variables, \
     model_variables, rename
 from albert_tf.modeling.classifier import AlbertClassifier
@@ -34,6 +34,7 @@ from albert_tf.modeling.pretrained import PRETRAINER_WEIGHTS
 from albert_tf.modeling.pretrainer import AlbertPretrainer
 from albert_tf.modeling.question_answering import QUESTION_ANSWERING_WEIGHTS, AlbertForQuestionAnswering
 from albert_tf.storage import outputs
+from albert_tf.storage.json_files import read_json
 
 logger = logging.getLogger("albert_tf")
 
@@ -146,7 +147,7 @@ def _keras_hub_masked_lm(backbone, task, config, label):
 def _hf_classifier(path, config, values, label):
     """An AlbertClassifier of a transformers AlbertForSequenceClassification directory
     (`model.run_labels`: its id2label in order; none for a regression)."""
-    settings = read_json(os.path.join(path, "config.json"))
+    settings = read_json(os.path.join(path, "config.json"), "a Hugging Face config.json")
     weight = values.get("classifier.weight")
     if weight is None or np.ndim(weight) != 2:
         raise ValueError(f"{label}: config.json names {hf.SEQUENCE_CLASSIFICATION} but the weights have no "
@@ -168,7 +169,7 @@ def run_record(path):
     info = os.path.join(path, RUN_INFO)
     if not os.path.isdir(path) or not os.path.isfile(info):
         return None
-    values = read_json(info)
+    values = read_json(info, f"albert_tf's record of the run ({RUN_INFO})")
     if "model" not in values and values.get("task") not in (None, "pretraining") \
             and not os.path.isfile(os.path.join(path, PRETRAINER_WEIGHTS)):
         raise ValueError(f"--input={path}: a {values['task']} run directory whose {RUN_INFO} records no model (runs "

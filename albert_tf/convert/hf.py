@@ -28,7 +28,7 @@ import os
 
 import numpy as np
 
-from albert_tf.convert import read_json
+from albert_tf.storage.json_files import read_json
 from albert_tf.convert.templates import to_regex_table
 from albert_tf.convert.torch_checkpoint import read_state_dict
 
@@ -104,7 +104,7 @@ def read_config(directory):
     path = os.path.join(directory, "config.json")
     if not os.path.isfile(path):
         raise ValueError(f"--input={directory}: no config.json (a Hugging Face model directory has one).")
-    hf = read_json(path)
+    hf = read_json(path, "a Hugging Face config.json")
     if hf.get("model_type", "albert") != "albert":
         raise ValueError(f"{path}: a Hugging Face {hf['model_type']!r} model, not ALBERT (model_type 'albert').")
     missing = [k for k in CONFIG_KEYS + ("hidden_act",) if k not in hf]
@@ -176,7 +176,7 @@ def model_kind(names):
 
 def read_architectures(directory):
     """config.json's `architectures` (e.g. ["AlbertForQuestionAnswering"]), [] when absent."""
-    value = read_json(os.path.join(directory, "config.json")).get("architectures") or []
+    value = read_json(os.path.join(directory, "config.json"), "a Hugging Face config.json").get("architectures") or []
     return [str(a) for a in value] if isinstance(value, list) else [str(value)]
 
 

@@ -8,7 +8,7 @@ reversed table splits them again.
 
 import os
 
-from albert_tf.convert import read_json
+from albert_tf.storage.json_files import read_json
 from albert_tf.convert.rename import assign_to_model
 from albert_tf.convert.templates import reverse, to_regex_table
 from albert_tf.storage.weights_file import load_weights_file
@@ -105,7 +105,7 @@ def backbone_from_file(path, config=None):
         if not os.path.isfile(config_path):
             raise ValueError(f"--input={path}: no config.json (a keras-hub preset directory holds config.json and "
                              "model.weights.h5).")
-        kwargs = backbone_kwargs(read_json(config_path), config_path)
+        kwargs = backbone_kwargs(read_json(config_path, "a keras-hub preset's config.json"), config_path)
         if not os.path.isfile(weights_path):
             raise ValueError(f"--input={path}: no model.weights.h5 beside config.json.")
         try:
@@ -148,7 +148,7 @@ def preset_task(path):
     task_file = os.path.join(path, "task.json")
     if not os.path.isdir(path) or not os.path.isfile(task_file):
         return None
-    name = read_json(task_file).get("class_name")
+    name = read_json(task_file, "a keras-hub preset's task.json").get("class_name")
     if name not in TASKS:
         return None
     import keras_hub
@@ -166,5 +166,7 @@ def masked_lm_head_values(task):
 def preset_labels(path):
     """The labels albert_tf wrote beside a classifier preset (LABELS_FILE), or None."""
     labels_file = os.path.join(path, LABELS_FILE)
-    return [str(x) for x in read_json(labels_file).get("labels", [])] if os.path.isfile(labels_file) else None
+    if not os.path.isfile(labels_file):
+        return None
+    return [str(x) for x in read_json(labels_file, f"the labels albert_tf wrote ({LABELS_FILE})").get("labels", [])]
 

@@ -28,7 +28,6 @@ reason names what differs ("max_seq_length 128 -> 64", "the input's content chan
 
 import dataclasses
 import hashlib
-import json
 import logging
 import os
 import time
@@ -38,6 +37,7 @@ import numpy as np
 from albert_tf.data.summary import file_sha256
 from albert_tf.data.tokenization import TOKENIZATION_VERSION
 from albert_tf.storage import atomic, outputs
+from albert_tf.storage.json_files import read_json
 
 logger = logging.getLogger("albert_tf")
 
@@ -224,11 +224,10 @@ def read_sidecar(path, kind):
     """The sidecar dict of feature file `path`, or None when it is missing, unreadable or
     of another kind."""
     try:
-        with open(sidecar_path(path), encoding="utf-8") as f:
-            sidecar = json.load(f)
+        sidecar = read_json(sidecar_path(path), "a feature file's settings sidecar")
     except (OSError, ValueError):
         return None
-    return sidecar if isinstance(sidecar, dict) and sidecar.get("kind") == kind.name else None
+    return sidecar if sidecar.get("kind") == kind.name else None
 
 
 def _describe_change(key, old, new):

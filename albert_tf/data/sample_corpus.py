@@ -28,13 +28,13 @@ import ast
 import collections
 import functools
 import gzip
-import io
 import json
 import os
 import re
 import sysconfig
 
 from albert_tf.storage import atomic
+from albert_tf.storage.json_files import read_json_lines
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z\"'(])")
 _SKIP_DIRS = {"test", "tests", "idle_test", "site-packages", "lib2to3", "__pycache__", "turtledemo"}
@@ -285,12 +285,6 @@ def write_entries(path, entries):
     return len(lines)
 
 
-def _open_text(path):
-    if path.endswith(".gz"):
-        return io.TextIOWrapper(gzip.open(path, "rb"), encoding="utf-8")
-    return open(path, encoding="utf-8")
-
-
 def read_entries(path):
     """Reads a file of `write_entries` (blank lines are skipped).
 
@@ -304,18 +298,11 @@ def read_entries(path):
             "sentences", or the file when it holds no entry.
     """
     entries = []
-    with _open_text(path) as f:
-        for number, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                entry = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise ValueError(f"{path}:{number}: not a JSON object ({e.msg}).") from None
-            problem = _entry_problem(entry)
-            if problem:
-                raise ValueError(f"{path}:{number}: not a docstring entry: {problem}.")
-            entries.append(entry)
+    for number, entry in read_json_lines(path, 'a docstring entry {"source", "name", "sentences"}'):
+        problem = _entry_problem(entry)
+        if problem:
+            raise ValueError(f"{path}:{number}: not a docstring entry: {problem}.")
+        entries.append(entry)
     if not entries:
         raise ValueError(f"{path}: no docstring entries (an empty file); write one JSON object per line with "
                          "\"source\", \"name\" and \"sentences\".")
@@ -323,10 +310,7 @@ def read_entries(path):
 
 
 def _entry_problem(entry):
-    """What is wrong with a parsed JSON line as an entry, or None."""
-    if not isinstance(entry, dict):
-        kind = {list: "array", str: "string", bool: "boolean", int: "number", float: "number"}.get(type(entry), "null")
-        return f"a JSON {kind}, not an object"
+    """What is wrong with a parsed JSON object as an entry, or None."""
     for key in ("name", "source"):
         if not isinstance(entry.get(key), str):
             return f"{key!r} is missing or not a string"

@@ -22,11 +22,11 @@ whose output_files names it) and returns what they agree on:
 
 import dataclasses
 import hashlib
-import json
 import os
 
 from albert_tf.data.files import InputError, expand_input_files
 from albert_tf.data.vocab import SpecialTokens, dataclass_values
+from albert_tf.storage.json_files import read_json
 
 SUMMARY_PREFIX = "summary_"
 
@@ -119,17 +119,9 @@ def _summaries_in(directory):
         if not (name.startswith(SUMMARY_PREFIX) and name.endswith(".json")):
             continue
         path = os.path.join(directory, name)
-        try:
-            if gfile:
-                with gfile.GFile(path) as f:
-                    text = f.read()
-            else:
-                with open(path, encoding="utf-8") as f:
-                    text = f.read()
-            data = json.loads(text)
-        except (UnicodeDecodeError, json.JSONDecodeError) as e:
-            raise InputError(f"{path}: not a JSON data summary ({e}).") from None
-        if isinstance(data, dict) and isinstance(data.get("output_files"), dict):
+        data = read_json(path, "a data summary of create_pretraining_data",
+                         fix="create the data again with create_pretraining_data", error=InputError)
+        if isinstance(data.get("output_files"), dict):
             found[path] = data
     return found
 

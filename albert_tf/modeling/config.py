@@ -27,11 +27,11 @@ AlbertConfig.from_json_file("/tmp/albert_config.json") == config  # True
 
 import copy
 import dataclasses
-import json
 import logging
 import os
 
 from albert_tf.storage import atomic
+from albert_tf.storage.json_files import read_json
 
 logger = logging.getLogger("albert_tf")
 
@@ -210,13 +210,7 @@ class AlbertConfig:
     def from_json_file(cls, path):
         """Reads an original `albert_config.json` (or one written by `to_json_file`)."""
         path = os.fspath(path)
-        if not os.path.isfile(path):
-            raise ValueError(f"albert config file {path!r} does not exist or is not a file.")
-        try:
-            with open(path, encoding="utf-8") as f:
-                values = json.load(f)
-        except json.JSONDecodeError as e:
-            raise ValueError(f"{path}:{e.lineno}: not valid JSON ({e.msg}).") from None
+        values = read_json(path, "an albert_config.json (the model's settings)")
         return cls.from_dict(values, source=path)
 
     def to_json_file(self, path):

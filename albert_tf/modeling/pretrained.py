@@ -21,7 +21,6 @@ pretrainer = AlbertPretrainer.from_pretrained("runs/base")
 ```
 """
 
-import json
 import logging
 import os
 
@@ -29,6 +28,7 @@ import keras
 
 from albert_tf.modeling.config import AlbertConfig
 from albert_tf.storage import atomic
+from albert_tf.storage.json_files import read_json
 from albert_tf.storage.weights_file import load_weights_file
 
 CONFIG_NAME = "albert_config.json"
@@ -169,12 +169,8 @@ def read_head_settings(directory, settings_name, keys, weights_name, what):
     path = os.path.join(directory, settings_name)
     if not os.path.isfile(path):
         raise ValueError(f"{directory}: {weights_name} without {settings_name} (which holds {what}).")
-    try:
-        with open(path, encoding="utf-8") as f:
-            settings = json.load(f)
-    except json.JSONDecodeError as e:
-        raise ValueError(f"{path}: not valid JSON: {e}.") from None
-    if not isinstance(settings, dict) or set(settings) != set(keys):
+    settings = read_json(path, f"{settings_name} ({what})")
+    if set(settings) != set(keys):
         raise ValueError(f"{path}: expected exactly the keys {', '.join(keys)}.")
     return settings
 

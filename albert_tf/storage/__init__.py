@@ -1,9 +1,11 @@
 """Writing and reading that every room shares: which output paths a command may write
-(`outputs`: new, or albert_tf's own; never a user's), atomic output (`atomic`), the
-checkpoint-matching report (`report`), checkpoint reading (`checkpoints`) and what made an
-output (`provenance`: the "made_by" record every command that writes results keeps).
+(`outputs`: new, or albert_tf's own; never a user's), atomic output (`atomic`), the one
+JSON reader (`json_files`), the checkpoint-matching report (`report`), checkpoint reading
+(`checkpoints`) and what made an output (`provenance`: the "made_by" record every command
+that writes results keeps).
 
-This room sits below all others: it imports no other albert_tf room. `outputs`, `atomic`
-and `report` are pure Python; `checkpoints` needs TensorFlow; `provenance` imports
-TensorFlow and Keras only inside the functions that record their versions and devices.
+This room sits below all others: it imports no other albert_tf room. `outputs`, `atomic`,
+`json_files` (TensorFlow only for a URL) and `report` are pure Python; `checkpoints` needs
+TensorFlow; `provenance` imports TensorFlow and Keras only inside the functions that record
+their versions and devices.
 """

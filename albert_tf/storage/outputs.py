@@ -38,11 +38,11 @@ Pure Python (no TensorFlow). The rule from the user's side: docs/outputs.md
 
 import contextlib
 import dataclasses
-import json
 import os
 import time
 
 from albert_tf.storage import atomic, provenance
+from albert_tf.storage.json_files import read_json
 
 MARKER = ".albert_tf_output.json"
 RUN, EXPORT, CONVERSION, FEATURE_CACHE, PRETRAINING_DATA = (
@@ -118,9 +118,9 @@ def marker_path(path, kind):
 
 
 def _read_json(path):
+    """The JSON object of a marker or sidecar, None when missing, unreadable or no object."""
     try:
-        with open(path, encoding="utf-8") as f:
-            return json.load(f)
+        return read_json(path, "albert_tf's record of an output")
     except (OSError, ValueError):
         return None
 

@@ -12,7 +12,6 @@ removed, and every worker resumes from the chief's newest checkpoint in output_d
 output_dir must be one directory that every worker reads: a shared filesystem).
 """
 
-import json
 import os
 import tempfile
 import weakref
@@ -21,6 +20,7 @@ import tensorflow as tf
 
 from albert_tf.modeling.pretrained import PRETRAINER_WEIGHTS
 from albert_tf.storage import atomic
+from albert_tf.storage.json_files import read_json
 from albert_tf.training.errors import TERMINATED, Terminated
 from albert_tf.storage.checkpoints import latest_prefix, list_variables, load_init_checkpoint as _load, \
     model_variables, object_variables, random_states
@@ -29,6 +29,15 @@ from albert_tf.storage.report import CheckpointMismatchError, MatchReport
 BEST_DIR = "best"
 BEST_METRICS = "best_metrics.json"
 RUN_INFO = "run_info.json"
+
+
+def read_run_info(output_dir):
+    """run_info.json of a run directory as a dict ({} when there is none)."""
+    path = os.path.join(output_dir, RUN_INFO)
+    if not os.path.isfile(path):
+        return {}
+    return read_json(path, f"albert_tf's record of the run ({RUN_INFO})",
+                     fix="it was damaged: restore it, or start anew in another --output_dir")
 
 
 def load_init_checkpoint(model, init_checkpoint):
@@ -153,11 +162,7 @@ class TrainingCheckpoints:
 
     def read_run_info(self):
         """output_dir's run_info.json ({} when none; its sessions: training/sessions.py)."""
-        path = os.path.join(self.output_dir, RUN_INFO)
-        if not os.path.isfile(path):
-            return {}
-        with open(path, encoding="utf-8") as f:
-            return json.load(f)
+        return read_run_info(self.output_dir)
 
     # --- saving --------------------------------------------------------------------------
 
@@ -191,8 +196,8 @@ class TrainingCheckpoints:
         path = os.path.join(self.best_dir, BEST_METRICS)
         if not (os.path.isfile(path) and self.best_manager.latest_checkpoint):
             return None
-        with open(path, encoding="utf-8") as f:
-            return json.load(f)
+        return read_json(path, f"the best checkpoint's record ({BEST_METRICS})",
+                         fix=f"it was damaged: remove {self.best_dir} to choose the best checkpoint anew")
 
     def offer_best(self, step, metrics, key):
         """Keeps the model as the best checkpoint if metrics[key] beats the best so far

@@ -12,6 +12,7 @@ import os
 import sys
 
 from albert_tf.storage import atomic
+from albert_tf.storage.json_files import read_json_lines
 
 METRICS_FILE = "metrics.jsonl"
 
@@ -91,21 +92,11 @@ def read_records(path):
     """The records of a metrics.jsonl.
 
     Raises:
-        ValueError: a line that is not JSON (named by file and line).
+        JsonFileError (a ValueError): a line that is not a JSON object (named by file and line).
     """
     if not os.path.exists(path):
         return []
-    records = []
-    with open(path, encoding="utf-8") as f:
-        for number, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise ValueError(f"{path}:{number}: not a JSON record ({e.msg}).") from None
-            records.append(record)
-    return records
+    return [record for _, record in read_json_lines(path, f"a {METRICS_FILE} record")]
 
 
 NOT_PLOTTED = {"step", "global_step", "split", "examples", "steps", "learning_rate", "examples_per_second"}

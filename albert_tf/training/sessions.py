@@ -27,12 +27,11 @@ change: it is recorded. Sessions that do not train are never refused.
 """
 
 import dataclasses
-import json
 import os
 import uuid
 
 from albert_tf.storage import atomic, provenance
-from albert_tf.training.checkpoints import RUN_INFO, newest_checkpoint
+from albert_tf.training.checkpoints import RUN_INFO, newest_checkpoint, read_run_info
 
 SESSIONS = "sessions"
 ALLOW_FLAG = "--allow_changed_settings"
@@ -60,15 +59,6 @@ class Session:
     trains: bool = True
     allow_changed_settings: bool = False
     changes: list = dataclasses.field(default_factory=list)
-
-
-def read_run_info(output_dir):
-    """run_info.json of a run directory as a dict ({} when there is none)."""
-    path = os.path.join(output_dir, RUN_INFO)
-    if not os.path.isfile(path):
-        return {}
-    with open(path, encoding="utf-8") as f:
-        return json.load(f)
 
 
 def resolve_policy(requested, tpu=False):

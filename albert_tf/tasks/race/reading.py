@@ -25,12 +25,12 @@ options than the rest, an empty directory) raises MultipleChoiceDataError (a Val
 naming the file, for all.txt and JSONL also the line, and what to fix.
 """
 
-import json
 import logging
 import os
 
 from albert_tf.tasks.race.examples import (MultipleChoiceDataError, MultipleChoiceExample, MultipleChoiceExamples,
                                           MultipleChoiceSummary)
+from albert_tf.storage.json_files import read_json, read_json_lines
 
 logger = logging.getLogger("albert_tf")
 
@@ -39,23 +39,6 @@ LEVELS = ("middle", "high")
 LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 MAX_OPTIONS = len(LETTERS)
 RACE_KEYS = ("article", "questions", "options", "answers", "id")
-
-
-def _decode(path, data, line=None):
-    try:
-        return data.decode("utf-8-sig")
-    except UnicodeDecodeError as e:
-        line = line or data.count(b"\n", 0, e.start) + 1
-        where = f"{path}:{line}"
-        raise MultipleChoiceDataError(f"{where}: not valid UTF-8 ({e.reason} at byte {e.start}); save the file "
-                                      "as UTF-8.") from None
-
-
-def _json(text, where, what):
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as e:
-        raise MultipleChoiceDataError(f"{where}: not JSON ({e.msg} at column {e.colno}); {what}.") from None
 
 
 def _natural_key(name):
@@ -113,6 +96,8 @@ class _ChoiceCount:
                                           "must have the same number of options (features are [N, C, T]).")
 
 
+RACE_ARTICLE = 'a RACE article (one JSON object {"article", "questions", "options", "answers", "id"})'
+MULTIPLE_CHOICE_LINE = 'a multiple-choice question (one JSON object {"context", "question", "options", "answer"})'
 _RACE_WHAT = ('a RACE article is one JSON object {"article": str, "questions": [str], '
               '"options": [[str, ...]], "answers": ["A".."D"], "id": str}')
 
@@ -120,8 +105,6 @@ _RACE_WHAT = ('a RACE article is one JSON object {"article": str, "questions": [
 def _race_article(obj, source, level, counter):
     """One RACE article (a parsed JSON object read at `source`, file or file:line) -> its examples."""
     where = source
-    if not isinstance(obj, dict):
-        raise MultipleChoiceDataError(f"{where}: a JSON {type(obj).__name__}, not an article object; {_RACE_WHAT}.")
     for key in RACE_KEYS:
         if key not in obj:
             raise MultipleChoiceDataError(f"{where}: missing key {key!r}; {_RACE_WHAT}.")
@@ -207,24 +190,15 @@ def read_race(data_dir, split, high_only=False, middle_only=False):
                 logger.warning("%s: reading all.txt only; %d other .txt file(s) beside it are ignored.", level_dir,
                                len(ignored))
                 summary.ignored.extend(ignored)
-            with open(path, "rb") as f:
-                raw_lines = f.read().split(b"\n")
-            for number, raw in enumerate(raw_lines, 1):
-                line = _decode(path, raw, number)
-                if not line.strip():
-                    continue
-                where = f"{path}:{number}"
-                obj = _json(line, where, "all.txt holds one JSON article per line")
-                level_examples += _race_article(obj, where, level, counter)
+            for number, obj in read_json_lines(path, RACE_ARTICLE, error=MultipleChoiceDataError):
+                level_examples += _race_article(obj, f"{path}:{number}", level, counter)
                 articles += 1
             summary.paths.append(path)
         else:
             layout = "files"
             for name in names:
                 path = os.path.join(level_dir, name)
-                with open(path, "rb") as f:
-                    text = _decode(path, f.read())
-                obj = _json(text, path, "a RACE article file holds one JSON article")
+                obj = read_json(path, RACE_ARTICLE, error=MultipleChoiceDataError)
                 level_examples += _race_article(obj, path, level, counter)
                 articles += 1
                 summary.paths.append(path)
@@ -281,21 +255,11 @@ def read_multiple_choice_jsonl(path):
         outside the options; also an empty file.
     """
     path = os.fspath(path)
-    if not os.path.isfile(path):
-        raise MultipleChoiceDataError(f"{path}: no such file.")
-    with open(path, "rb") as f:
-        raw_lines = f.read().split(b"\n")
     examples = MultipleChoiceExamples()
     counter = _ChoiceCount()
     per_id = {}
-    for number, raw in enumerate(raw_lines, 1):
-        line = _decode(path, raw, number)
-        if not line.strip():
-            continue
+    for number, obj in read_json_lines(path, MULTIPLE_CHOICE_LINE, error=MultipleChoiceDataError):
         where = f"{path}:{number}"
-        obj = _json(line, where, _JSONL_WHAT)
-        if not isinstance(obj, dict):
-            raise MultipleChoiceDataError(f"{where}: a JSON {type(obj).__name__}; {_JSONL_WHAT}.")
         context = _require(obj, "context", str, where, _JSONL_WHAT)
         question = _require(obj, "question", str, where, _JSONL_WHAT)
         if "options" not in obj:

@@ -21,6 +21,7 @@ import os
 import numpy as np
 
 from albert_tf.data import feature_cache
+from albert_tf.storage.json_files import read_json
 from albert_tf.tasks.squad.features import ConvertSummary, SquadFeature, SquadFeatures, iter_features
 from albert_tf.tasks.squad.reading import SquadDataError, normalize_version, read_squad_examples
 
@@ -133,8 +134,8 @@ def read_feature_file(path, settings=None):
     arrays = read_feature_arrays(path)
     meta = None
     if SPANS_SUFFIX in (sidecar.get("companions") or {}):
-        with open(spans_path(path), encoding="utf-8") as f:
-            meta = json.load(f)
+        meta = read_json(spans_path(path), "the feature file's spans (written beside it)",
+                         fix="rebuild the features", error=SquadDataError)
     out = SquadFeatures()
     for k in range(len(arrays["input_ids"])):
         seg, pm = arrays["segment_ids"][k], arrays["p_mask"][k]

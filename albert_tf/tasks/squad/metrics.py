@@ -35,9 +35,10 @@ Rules (as the official scripts):
 """
 
 import collections
-import json
 import re
 import string
+
+from albert_tf.tasks.squad.reading import load_squad_json
 
 _ARTICLES = re.compile(r"\b(a|an|the)\b", re.UNICODE)
 _PUNCTUATION = frozenset(string.punctuation)
@@ -132,8 +133,7 @@ def max_over_gold(metric, prediction, golds):
 
 def read_questions(path):
     """`questions_from_squad_json` of the SQuAD JSON file at `path`."""
-    with open(path, encoding="utf-8") as f:
-        return questions_from_squad_json(json.load(f))
+    return questions_from_squad_json(load_squad_json(path))
 
 
 def questions_from_squad_json(dataset):

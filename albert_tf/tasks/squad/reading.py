@@ -8,9 +8,10 @@ question without an answer) raises SquadDataError naming the file and the questi
 """
 
 import dataclasses
-import json
 import logging
 import os
+
+from albert_tf.storage.json_files import read_json
 
 logger = logging.getLogger("albert_tf")
 
@@ -99,24 +100,12 @@ def normalize_version(version, path):
     raise SquadDataError(f"{path}: version {version!r} is not v1.1 or v2.0; pass 'v1', 'v2' or None (from the file).")
 
 
-def _load_json(path):
-    if not os.path.isfile(path):
-        raise SquadDataError(f"{path}: no such file.")
-    with open(path, "rb") as f:
-        data = f.read()
-    try:
-        text = data.decode("utf-8-sig")
-    except UnicodeDecodeError as e:
-        line = data.count(b"\n", 0, e.start) + 1
-        raise SquadDataError(f"{path}:{line}: not valid UTF-8 ({e.reason} at byte {e.start}); "
-                             "save the file as UTF-8.") from None
-    if not text.strip():
-        raise SquadDataError(f"{path}: the file is empty.")
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as e:
-        raise SquadDataError(f"{path}:{e.lineno}:{e.colno}: malformed JSON ({e.msg}); "
-                             "a SQuAD file is one JSON object {\"version\", \"data\": [...]}.") from None
+SQUAD_FILE = 'a SQuAD file (one JSON object {"version", "data": [...]})'
+
+
+def load_squad_json(path):
+    """The JSON object of SQuAD file `path` (SquadDataError naming the file otherwise)."""
+    return read_json(path, SQUAD_FILE, error=SquadDataError)
 
 
 def _field(obj, name, kind, path, where, qid=None):
@@ -170,8 +159,8 @@ def read_squad_examples(path, is_training, version=None):
         and (training) an answerable question without an answer.
     """
     path = os.fspath(path)
-    root = _load_json(path)
-    if not isinstance(root, dict) or not isinstance(root.get("data"), list):
+    root = load_squad_json(path)
+    if not isinstance(root.get("data"), list):
         raise SquadDataError(f"{path}: no top-level \"data\" list; this is not a SQuAD file.")
     data = root["data"]
     requested = normalize_version(version, path)

@@ -1,0 +1,117 @@
+"""The one JSON reader: every JSON and JSON-lines file albert_tf reads comes through here,
+and every problem with one is worded alike, naming the file (line and column), what it
+should be and what to do:
+
+    config = read_json(path, "an albert_config.json (the model's settings)")
+    for number, record in read_json_lines("out/metrics.jsonl", "a metrics.jsonl record"): ...
+
+    c.json: no such file (it does not exist or is not a file); expected an albert_config.json (...).
+    c.json: the file is empty; expected an albert_config.json (...): fix or replace the file.
+    c.json:3:2: not valid JSON (Expecting property name enclosed in double quotes): oops; expected
+        an albert_config.json (...): fix or replace the file.
+    c.json: a JSON array, not an object; expected an albert_config.json (...): fix or replace the file.
+    c.json:2: not valid UTF-8 (invalid start byte at byte 8); save the file as UTF-8.
+
+A JSON-lines error names `path:line:column` (`path:line` for one that is no object). Every
+file holds JSON objects (dicts). A name ending in ".gz" is read gzip-compressed; one with a
+URL scheme (gs://, s3://, ram://) through `tf.io.gfile`, imported only then (modeling/ and
+the data workers stay TensorFlow-free). The error is `JsonFileError` (a ValueError: exit
+status 2 at the entry points), or the room's own data error given as `error`.
+"""
+
+import gzip
+import json
+import os
+
+FIX = "fix or replace the file"
+
+
+class JsonFileError(ValueError):
+    """A JSON file that is missing, not JSON or not an object; the message names the file."""
+
+
+def _read_bytes(path, what, error):
+    if "://" in path:
+        import tensorflow as tf
+
+        if not tf.io.gfile.exists(path) or tf.io.gfile.isdir(path):
+            raise error(f"{path}: no such file (it does not exist or is not a file); expected {what}.")
+        with tf.io.gfile.GFile(path, "rb") as f:
+            data = f.read()
+    else:
+        if not os.path.isfile(path):
+            raise error(f"{path}: no such file (it does not exist or is not a file); expected {what}.")
+        with open(path, "rb") as f:
+            data = f.read()
+    if path.endswith(".gz"):
+        try:
+            data = gzip.decompress(data)
+        except (OSError, EOFError) as e:
+            raise error(f"{path}: not a gzip file ({e}); expected {what}, gzip-compressed: {FIX}.") from None
+    return data
+
+
+def _text(path, what, error):
+    data = _read_bytes(path, what, error)
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        line = data.count(b"\n", 0, e.start) + 1
+        raise error(f"{path}:{line}: not valid UTF-8 ({e.reason} at byte {e.start}); save the file as UTF-8.") \
+            from None
+
+
+def _excerpt(line, column):
+    """The text around `column` (1-based) of `line`, at most 80 characters."""
+    start = max(0, column - 61)
+    end = column + 19
+    piece = line[start:end].strip()
+    return ("..." if start else "") + piece + ("..." if end < len(line.rstrip()) else "")
+
+
+def _parse(text, where, line, what, fix, error):
+    """json.loads(text); `where` is "path" (a whole file) or "path:N" (line N of one)."""
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as e:
+        lines = text.split("\n")
+        excerpt = _excerpt(lines[e.lineno - 1], e.colno) if 0 < e.lineno <= len(lines) else ""
+        place = f"{where}:{e.colno}" if line else f"{where}:{e.lineno}:{e.colno}"
+        raise error(f"{place}: not valid JSON ({e.msg})" + (f": {excerpt}" if excerpt else "")
+                    + f"; expected {what}: {fix}.") from None
+    if not isinstance(value, dict):
+        found = {list: "array", str: "string", bool: "boolean", int: "number", float: "number"}.get(
+            type(value), "null")
+        raise error(f"{where}: a JSON {found}, not an object; expected {what}: {fix}.")
+    return value
+
+
+def read_json(path, what="a JSON object", fix=FIX, error=JsonFileError):
+    """The JSON object (a dict) in file `path`.
+
+    Args:
+        path: a local path or URL; ".gz" is read gzip-compressed.
+        what: what the file should be, for the messages ("an albert_config.json (...)").
+        fix: what to do when the file is not JSON or not an object.
+        error: the ValueError subclass raised (JsonFileError, or the room's data error).
+    Raises:
+        `error` (module docstring): no such file, not UTF-8, empty, not JSON (line and
+        column), not an object.
+    """
+    path = os.fspath(path)
+    text = _text(path, what, error)
+    if not text.strip():
+        raise error(f"{path}: the file is empty; expected {what}: {fix}.")
+    return _parse(text, path, None, what, fix, error)
+
+
+def read_json_lines(path, what="a JSON object", fix=FIX, error=JsonFileError):
+    """[(line number, object)] of JSON-lines file `path`: one JSON object a line, blank
+    lines skipped ([] for a file of none). Arguments and errors as `read_json`'s, `what`
+    being what one line should be; a line's error names `path:line:column`."""
+    path = os.fspath(path)
+    records = []
+    for number, line in enumerate(_text(path, what, error).split("\n"), 1):
+        if line.strip():
+            records.append((number, _parse(line, f"{path}:{number}", number, what, fix, error)))
+    return records
