@@ -11,7 +11,6 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-
 from albert_tf.data.bucket_widths import bucket_widths
 from albert_tf.data.buckets import bucketed_batches, cut_to_width
 from albert_tf.training.driver import Trainer, TrainingOptions
