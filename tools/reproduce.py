@@ -37,10 +37,9 @@ from albert_tf import cli
 if __package__:  # imported as tools.reproduce
     from . import reproduce_grid as grid
     from . import reproduce_runner
-else:  # `python tools/reproduce.py` (or imported by a sibling so run): tools/ is sys.path[0]
+else:  # `python tools/reproduce.py`, or imported by a tool run so: tools/ is sys.path[0]
     import reproduce_grid as grid
     import reproduce_runner
-
 
 QUICK = {"tables": ("sop",), "seeds": 1, "hidden_size": 24, "num_attention_heads": 2, "num_hidden_layers": 2,
          "max_seq_length": 48, "max_predictions_per_seq": 6, "vocab_size": 1000, "pretrain_steps": 20,

@@ -44,7 +44,7 @@ if __package__:  # imported as tools.reproduce_pilot
     from .reproduce_runner import GUESS, Step, guess_for_steps
     from . import reproduce_stats as stats
     from . import reproduce_steps as steps
-else:  # `python tools/reproduce_pilot.py` (or imported by a sibling so run): tools/ is sys.path[0]
+else:  # `python tools/reproduce_pilot.py`, or imported by a tool run so: tools/ is sys.path[0]
     import reproduce
     import make_topic_task
     import reproduce_grid as grid
@@ -52,7 +52,6 @@ else:  # `python tools/reproduce_pilot.py` (or imported by a sibling so run): to
     from reproduce_runner import GUESS, Step, guess_for_steps
     import reproduce_stats as stats
     import reproduce_steps as steps
-
 
 SCARCE = "topic_scarce"
 

@@ -11,7 +11,6 @@ import io
 import json
 import os
 
-
 from albert_tf.storage import atomic
 
 if __package__:  # imported as tools.reproduce_report

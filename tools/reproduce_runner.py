@@ -10,7 +10,6 @@ import os
 import statistics
 import time
 
-
 from albert_tf.storage import atomic, outputs
 
 if __package__:  # imported as tools.reproduce_runner
@@ -23,7 +22,6 @@ else:  # imported by a tool run as a script: tools/ is sys.path[0]
     import reproduce_report
     import reproduce_stats
     import reproduce_steps as steps
-
 
 SETTINGS_FILE = "grid.json"
 # Seconds a step of each kind is guessed to take before one has run (the ETA then uses
