@@ -59,7 +59,7 @@ from albert_tf.storage import atomic, outputs
 
 if __package__:  # imported as tools.make_race_data
     from . import make_squad_data
-else:  # `python tools/make_race_data.py`: tools/ is sys.path[0]
+else:  # `python tools/make_race_data.py`, or imported by a tool run so: tools/ is sys.path[0]
     import make_squad_data
 
 SPLITS = ("train", "dev", "test")
