@@ -300,3 +300,46 @@ def test_a_process_without_the_marker_and_a_tool_loaded_by_path_are_detected(tmp
         "tests/test_a.py::test_direct starts a process without the real_process marker",
         "tests/test_a.py::test_through_a_helper starts a process without the real_process marker",
         "tests/test_a.py::test_through_a_fixture starts a process without the real_process marker"]
+
+
+DOCSTRING_MAX_LINES = 40
+
+
+def _long_docstrings(root, limit=DOCSTRING_MAX_LINES):
+    """'path:line name (N lines)' for every module or class docstring under root/albert_tf
+    longer than `limit` source lines (the literal's lines, its quotes included)."""
+    import ast
+
+    found = []
+    for path in update_build._python_files("albert_tf", root):
+        tree = ast.parse(open(os.path.join(root, path), encoding="utf-8").read(), filename=path)
+        for node in [tree] + [n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)]:
+            first = node.body[0] if node.body else None
+            if not (isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant)
+                    and isinstance(first.value.value, str)):
+                continue
+            lines = first.end_lineno - first.lineno + 1
+            if lines > limit:
+                name = "module" if node is tree else f"class {node.name}"
+                found.append(f"{path}:{first.lineno} {name} ({lines} lines)")
+    return found
+
+
+def test_module_and_class_docstrings_are_contracts_of_at_most_40_lines():
+    """A module or class docstring states the contract (arguments, inputs, outputs, shapes,
+    errors, a short example) in at most 40 lines; design reasoning goes to a page in docs/
+    (e.g. docs/design_encoder.md), measurements to benchmarks/README.md (issue 64)."""
+    long = _long_docstrings(ROOT)
+    assert not long, (f"docstrings over {DOCSTRING_MAX_LINES} lines (move the reasoning to docs/, "
+                      "link it in one line): " + "; ".join(long))
+
+
+def test_a_long_docstring_is_detected(tmp_path):
+    package = tmp_path / "albert_tf"
+    package.mkdir()
+    body = "\n".join(f"line {i}" for i in range(40))
+    (package / "a.py").write_text(f'"""{body}\n"""\n\n\nclass Short:\n    """One line."""\n\n\n'
+                                  f'class Long:\n    """{body}\n    """\n\n    def f(self):\n        """{body}"""\n')
+    (package / "b.py").write_text(f'"""{body}"""\n')  # 40 lines: within the limit
+    assert _long_docstrings(str(tmp_path)) == ["albert_tf/a.py:1 module (41 lines)",
+                                               "albert_tf/a.py:49 class Long (41 lines)"]

@@ -70,3 +70,30 @@ def test_classifier_nll_cross_entropy_and_squared_error():
     np.testing.assert_allclose(classifier_nll(logits, np.array([0, 2])), expected, rtol=1e-6)
     np.testing.assert_allclose(classifier_nll(np.array([[1.5], [0.0]], "float32"), np.array([1.0, 2.0])),
                                [0.25, 4.0], rtol=1e-6)
+
+
+def test_the_head_keeps_an_encoders_float32_pooled_output_at_mixed_bfloat16():
+    """Built under mixed_bfloat16 on an encoder with float32 outputs (as an export's
+    EncoderTFSMLayer), the head's dropout and dense compute in float32: pooled values closer
+    together than bf16's spacing keep their own logits, equal to the float32 product in NumPy.
+    (Rounded to bf16 before the dense, the 8 rows below give one logit.)"""
+    import keras
+
+    class Float32Encoder(keras.layers.Layer):
+        def call(self, inputs):
+            ids = keras.ops.cast(inputs["input_word_ids"][:, :1], "float32")  # [B, 1]
+            return {"pooled_output": 0.5 + 1e-4 * ids * keras.ops.ones((1, 4), "float32")}  # [B, 4]
+
+    previous = keras.config.dtype_policy()
+    keras.config.set_dtype_policy("mixed_bfloat16")
+    try:
+        model = AlbertClassifier(Float32Encoder(dtype="float32"), 2)
+    finally:
+        keras.config.set_dtype_policy(previous)
+    ids = np.arange(8, dtype="int32")[:, None] * np.ones((1, 5), "int32")
+    inputs = {"input_word_ids": ids, "input_mask": np.ones_like(ids), "input_type_ids": np.zeros_like(ids)}
+    logits = to_numpy(model(inputs, training=False))
+    kernel, bias = (to_numpy(w) for w in model.output_dense.weights)
+    pooled = 0.5 + 1e-4 * np.arange(8, dtype="float32")[:, None] * np.ones((1, 4), "float32")
+    assert logits.dtype == np.float32 and len(np.unique(logits[:, 0])) == 8
+    np.testing.assert_allclose(logits, pooled @ kernel + bias, rtol=0, atol=1e-6)

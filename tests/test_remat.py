@@ -130,7 +130,7 @@ def test_remat_gradients_equal_the_plain_ones_and_the_graph_recomputes_each_appl
 
 @pytest.mark.parametrize("remat", [False, True])
 def test_shared_weight_gradients_are_summed_before_the_earlier_sub_layers_backward(remat):
-    """Ordered gradients (AlbertEncoder, "Shared weights' gradients"): every partial sum of the
+    """Ordered gradients (docs/design_encoder.md#ordered-gradients-of-shared-weights): every partial sum of the
     shared feed-forward kernel's gradient (application by application, the last one the
     whole gradient) is computed before the word embeddings' gradient, the end of the
     backward pass, so TensorFlow cannot compute all L parts first and keep them; and before

@@ -17,9 +17,8 @@ scratch can learn (and memorize on ~50 questions):
 
 Middle articles get 2 of each, high ones 3 cloze and 2 "which". The correct option's
 position comes from shuffled decks of A-D, so every letter is the answer about equally
-often. Functions are split by a
-hash of their names (as make_squad_data's --split: dev ~20%, test ~20%, train the rest),
-so the splits share no function; --num_articles articles per level in train, half as
+often. Functions are split by a hash of their names (as make_squad_data's --split: dev
+~20%, test ~20%, train the rest), so the splits share no function; --num_articles articles per level in train, half as
 many (at least 1) in dev and test. Deterministic for a given --seed.
 
 Layouts (--layout):
@@ -31,17 +30,12 @@ Layouts (--layout):
     jsonl    output_dir/{train,dev,test}.jsonl, one question per line (the generic
              multiple-choice format): {"id", "context", "question", "options", "answer": letter}
 
---corpus_file takes the functions from a corpus input instead (a file of
-albert_tf.data.sample_corpus.write_entries, e.g. a corpus's held-out documents; the
-entries of make_squad_data.corpus_docstring_entries); a corpus with fewer than 12
-functions in a split is refused.
+--corpus_file takes the functions from a file of albert_tf.data.sample_corpus.write_entries
+instead (make_squad_data.corpus_docstring_entries; fewer than 12 in a split: refused).
 
-The RACE directory is replaced as a whole (atomically), so layouts never mix.
-
-Outputs follow albert_tf's rule (albert_tf.storage.outputs): RACE/ (a generated data
-directory) and the .jsonl files (generated data files) are written when new, replaced
-when this tool made them (their markers), and refused otherwise (exit status 2) before
-any work; other files in --output_dir are left alone.
+The RACE directory is replaced as a whole (atomically), so layouts never mix. Outputs
+follow albert_tf.storage.outputs: RACE/ and the .jsonl files are written when new, replaced
+when this tool made them, refused otherwise (exit 2) before any work; nothing else is touched.
 """
 
 import json

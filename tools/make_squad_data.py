@@ -7,52 +7,20 @@
 Nothing comes from SQuAD. The text is real: public functions of a fixed list of
 standard-library modules (MODULES) in the fixed sample corpus (albert_tf.data.sample_corpus:
 CPython 3.11.7's docstrings, the same on every interpreter) whose docstring starts with
-"Return(s) ...". A paragraph (context) describes a few of them, one entry each:
-
-    textwrap.dedent(): Return ... . <up to two more docstring sentences> [It handles up to
-    1,000 items per call.] [It was reviewed by Zoë   Müller.]
-
-The bracketed sentences are synthetic and carry the strings that make character
-alignment hard: digits with commas ("1,000", "1,000,000"), accented names (some with
-several spaces inside), and entries are sometimes joined by two spaces. Questions come
-from three templates, each with a learnable pattern (find the entry named in the
-question, take the words after a fixed cue):
-
-    What does <name>() return?               -> the docstring's words after "Return(s)"
-    How many items does <name>() handle per call?  -> "12,500"
-    Who reviewed <name>()?                   -> "José  Núñez"
-
-v2.0 adds unanswerable questions (about a third): the same templates about a function of
-another paragraph (not in this context), or asking a count / reviewer of an entry that
-has none; their `plausible_answers` is the span of this context that the same template
-answers for another entry (the answer a careless reader would give), so every
-answer_start indexes this context. Every answer_start is checked
+"Return(s) ...", or (--corpus_file) the "function" entries of a file of
+albert_tf.data.sample_corpus.write_entries that pass the same filter
+(corpus_docstring_entries; fewer than 8 that fit in the --split: refused). A paragraph
+(context) describes a few of them, with synthetic sentences that make character alignment
+hard (digits with commas, accented names, runs of spaces); questions come from three
+templates with a learnable pattern; v2.0 adds unanswerable ones (about a third) with
+`plausible_answers` in the same context. --kind=people makes a harder task: facts about
+two people per context, mixed with docstring sentences. Every answer_start is checked
 (`context[answer_start:].startswith(text)`) and ids are unique.
 
---kind=people makes a harder task from the same docstrings: each context mixes real
-docstring sentences with facts about two people (names from REVIEWERS' first and last
-names, the pairs split between train and dev like the functions), four attributes each
-(PEOPLE_FACTS), e.g. "Inés Peña was born in Lisbon. <docstring sentence>. Jürgen Groß was born
-in Oslo."; each question asks one attribute of one of them ("Where was Jürgen Groß born?").
-A model that ignores the question picks one of eight spans and sits on a plateau (F1
-about 12) until attention learns to match the question's kind and then its name to the
-context. v2.0 adds questions about a
-third person who is not in the context (plausible answer: the same attribute of one who is).
-
---corpus_file takes the functions from a corpus input instead of MODULES: a file of
-albert_tf.data.sample_corpus.write_entries (JSON lines {"source", "name", "kind",
-"sentences"}, e.g. a corpus's held-out documents), of which the "function" entries with
-a public name pass the same filter (corpus_docstring_entries); both --kind values use
-them. A corpus with fewer than 8 such functions that fit (in the --split) is refused.
-
-Deterministic for a given --seed. --split=train|dev keeps ~80% / ~20%
-of the functions (by a hash of their names), so two files made with different splits
-share no function; --split=all uses every function.
-
-Layout (as the official files): {"version": "1.1" | "v2.0", "data": [{"title",
-"paragraphs": [{"context", "qas": [{"id", "question", "answers": [{"text",
-"answer_start"}], v2.0 only: "is_impossible", and for unanswerable ones
-"plausible_answers": [{"text", "answer_start"}]}]}]}]}.
+Deterministic for a given --seed. --split=train|dev keeps ~80% / ~20% of the functions
+(by a hash of their names), so two files made with different splits share no function;
+--split=all uses every function. The layout is the official files'. The templates, the
+people task and the layout in full: docs/squad.md, "The tiny data".
 """
 
 import random

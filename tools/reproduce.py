@@ -68,7 +68,7 @@ def define_flags(flag_values=None):
                       "again from --output_dir's results.json by today's rule (tools/reproduce_stats.py); "
                       "--output_dir must be this tool's own, the other flags are not read.", **fv)
     flags.DEFINE_bool("quick", False, "Tiny models on the built-in sample corpus (1.5 MB), one seed, the "
-                      "sentence-level table unless --tables says otherwise: the whole pipeline in under 3 minutes "
+                      "sentence-level table unless --tables says otherwise: the whole pipeline at test size "
                       "(for tests; its numbers mean nothing, and with one seed every claim is 'not testable').", **fv)
 
 

@@ -180,7 +180,7 @@ def run_grid(settings, output_dir, quick=False, stream=None):
     import keras  # noqa: F401 (with TensorFlow: what every step imports)
 
     # the objects of those imports live as long as the process: the garbage collection after
-    # each step (keras.backend.clear_session) skips them (0.18 s of each collection on the EPYC)
+    # each step (keras.backend.clear_session) skips them
     gc.freeze()
     run_steps(todo, stream)
     results = gather(settings, paths)

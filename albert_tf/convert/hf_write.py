@@ -17,38 +17,26 @@ unexpected weight, with NumPy and the safetensors library only (albert_tf needs 
     tokenizer_check.json     (written by api.write_target) the tokenizer.json checked on
                              the built-in texts
 
-The tokenizer.json tokenizes as albert_tf on the convert tool's built-in texts (the tool
-checks, `release_spm.CHECK_TEXTS`); `release_spm.NOT_EXPRESSED` and `SLOW_TOKENIZER_NOTE`
-say what still differs.
+tokenizer.json tokenizes as albert_tf on the built-in texts (`release_spm.CHECK_TEXTS`, checked
+by the tool); `release_spm.NOT_EXPRESSED` and `SLOW_TOKENIZER_NOTE` say what still differs.
 
-Which transformers model an albert_tf model becomes (`architecture_of`):
+Which transformers model an albert_tf model becomes (`architecture_of`; why each, and what
+is left behind: docs/convert.md#to-hugging-face):
 
     AlbertEncoder                       AlbertModel
-    AlbertPretrainer                    AlbertForPreTraining: MLM head tied to the word
-                                        embeddings (its decoder is not written, as
-                                        transformers' own save leaves it out), and the
-                                        sentence-order head as sop_classifier
-    AlbertForQuestionAnswering, v1      AlbertForQuestionAnswering (transformers builds it
-                                        without a pooler: albert_tf's pooler, which the span
-                                        head does not read, is left behind and reported)
-    AlbertForQuestionAnswering, v2      AlbertModel: the encoder alone. The release's v2 head
-                                        has no transformers counterpart (its end logits are
-                                        conditioned on the start position, beam-style, and it
-                                        has an answerability classifier; transformers'
-                                        qa_outputs scores start and end independently): a
-                                        qa_outputs holding part of it would answer wrongly,
-                                        so the whole head is left behind and reported
+    AlbertPretrainer                    AlbertForPreTraining: the MLM head tied to the word
+                                        embeddings (decoder not written), SOP as sop_classifier
+    AlbertForQuestionAnswering, v1      AlbertForQuestionAnswering (the pooler left behind)
+    AlbertForQuestionAnswering, v2      AlbertModel: the encoder alone (the head left behind)
     AlbertForMultipleChoice             AlbertForMultipleChoice
-    AlbertClassifier (a run_classifier  AlbertForSequenceClassification: id2label from the
-    run)                                task's labels; one output is a regression
-                                        (problem_type "regression", STS-B)
+    AlbertClassifier (run_classifier)   AlbertForSequenceClassification: id2label from the
+                                        task's labels; one output: problem_type "regression"
 
-What transformers cannot represent is refused (HfLayoutError, a ValueError: exit 2 from
-the convert tool) with every reason at once, before anything is written: `sharing` other
-than "all", embedding_size equal to hidden_size (albert_tf then has no embedding
-projection, transformers always applies one), a group layout whose layer-to-group map
-differs between transformers' `int(i / (L / G))` and the release's `int(i / L * G)`, an
-and an activation without a transformers name.
+What transformers cannot represent is refused with every reason at once, before anything is
+written (HfLayoutError, a ValueError: exit 2 from the convert tool): `sharing` other than
+"all", embedding_size == hidden_size, groups whose layer-to-group maps differ (transformers'
+`int(i / (L / G))`, the release's `int(i / L * G)`), an activation without a transformers
+name.
 """
 
 import json

@@ -5,8 +5,8 @@ Follows the original release (shared/ALBERT_REFERENCE.md section 4) with its two
 fixed:
 
 - Sentence order: a chunk of one segment is split inside that segment into A and B
-  (the release paired it with a random other document and labelled it 1, so ~56% of
-  labels were 1). `legacy_single_chunk_random_next=True` restores the old behaviour.
+  (the release paired it with a random other document and labelled it 1, so more than
+  half of the labels were 1). `legacy_single_chunk_random_next=True` restores the old behaviour.
 - Every random draw comes from the `random.Random` passed in (the release drew n-gram
   lengths from the unseeded global NumPy RNG, so its output was not reproducible).
 

@@ -27,7 +27,9 @@ class AlbertClassifier(RuntimeOptions, keras.Model):
 
     Inputs: the encoder's dict [B, T].
 
-    Outputs: float32 logits [B, C] (scores [B, 1] for regression).
+    Outputs: float32 logits [B, C] (scores [B, 1] for regression). The head (dropout and
+    dense) computes in float32 under any policy, so a float32 `pooled_output` (an export's)
+    is not rounded to bf16 before it.
 
     Run-time options of the encoder (padding skipping, rematerialization, ...):
     `configure_runtime` / `runtime_options` (modeling.runtime.RuntimeOptions; an exported
@@ -55,7 +57,7 @@ class AlbertClassifier(RuntimeOptions, keras.Model):
 
         # === Layers === (attributes only once the Keras model exists: a PyTorch module takes
         # sub-modules after its own __init__)
-        output_dropout = keras.layers.Dropout(dropout, name="output_dropout")
+        output_dropout = keras.layers.Dropout(dropout, dtype="float32", name="output_dropout")
         output_dense = keras.layers.Dense(
             int(num_classes), kernel_initializer=truncated_normal(initializer_range), dtype="float32", name="output"
         )

@@ -91,48 +91,13 @@ class AlbertEncoder(PretrainedMixin, RuntimeOptions, keras.Model):
     dtype (tanh dense on the first token), `encoder_outputs` (list of L float32 tensors
     [B, T, H], one per outer layer; the last equals `sequence_output`).
 
-    A call runs every per-token op on rows [R, H], every position's (R = B * T) by default,
-    and places them back as [B, T, H] for the attention only (see encoder_block: in a
-    TensorFlow graph with oneDNN each Dense's matmul, bias and GELU then fuse into one kernel).
-
-    Skipping padding (`runtime.skip_padding`): the rows are the R real tokens only (see
-    encoder_block.padding_indices). Real positions and `pooled_output` are the same as padded
-    (to float rounding); padded positions of `sequence_output` / `encoder_outputs` are zeros
-    instead of values computed from the pad token. R varies per batch, so this is for eager
-    and tf.function runs on CPUs and GPUs, not XLA or TPUs (static shapes); off by default.
-
-    Rematerialization (`runtime.remat`; the training driver's `--remat`): in training each
-    application of a sub-layer (attention or feed-forward) is wrapped in `keras.remat`: the
-    backward pass keeps only its input [R, H] (and its seeds and cast weights) and recomputes
-    the rest, so one sub-layer's activations are alive at a time in the backward pass instead
-    of all L applications'. The gradients are the plain forward's (the same ops on the same
-    values, float rounding aside). Every tensor a sub-layer differentiates through is an
-    explicit argument of the wrapped function (a tensor it merely captured would get no
-    gradient from TensorFlow's recompute_grad): the hidden states and, under a mixed policy,
-    the weights cast once per forward. A sub-layer rather than the (attention, feed-forward)
-    pair: recompute_grad hands back all of its weight gradients at once, so a pair's would
-    all be alive together (benchmarks/README.md, "Memory of a training step", has the
-    measurements).
-
-    Shared weights' gradients (`runtime.ordered_gradients`, on by default): the dense weights
-    of each sub-layer are taken once per forward (cast to the compute dtype), and in training
-    each application of the sub-layer gets them, with its input [R, H], through
-    `encoder_block.ordered_gradients`: an identity whose gradient makes the backward pass of
-    everything before that application wait until its weight gradients are added to the sum
-    of the later ones. Otherwise TensorFlow computes the L per-application weight gradients
-    of a shared sub-layer as soon as each can be, keeps them all and sums them at the end
-    (about one application's weight gradient more per layer at the step's peak; figures in
-    benchmarks/README.md). The values are the same either way.
-
-    Dropout in training: one seed is drawn per forward from the first of the encoder's
-    Dropout SeedGenerators (so checkpoints hold the same RNG states as before), turned into
-    a seed per dropout site of every application (the embeddings', then per application
-    the attention probabilities', the attention output's and the feed-forward output's), and
-    each site draws its mask statelessly from its seed (modeling/dropout.py). Masks thus
-    differ between sites, applications of a shared sub-layer, forwards and, with
-    `runtime.replica_index` set (the training driver sets it), between the replicas of a
-    distributed step, and a recomputed application draws the masks of its first pass. Plain
-    and rematerialized forwards draw the same masks.
+    Run-time options (the same outputs to float rounding): `skip_padding` (off; per-token
+    ops on the real tokens only, zeros at padded positions of `sequence_output` and
+    `encoder_outputs`; not under XLA or on TPUs), `remat` (off; in training each sub-layer
+    application keeps only its input for the backward pass), `ordered_gradients` (on; shared
+    weights' gradients summed application by application). Dropout masks are drawn
+    statelessly per site, application and replica from one seed per forward.
+    Design (rows [R, H], the options, dropout seeds): docs/design_encoder.md
 
     Example:
     ```python

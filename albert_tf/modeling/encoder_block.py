@@ -3,47 +3,32 @@
     h   = LayerNorm(x + dropout(attention(x)))        # AlbertAttention
     out = LayerNorm(h + dropout(W2 act(W1 h)))        # AlbertFeedForward
 
-A "block" is one attention sub-layer followed by one feed-forward sub-layer. Keeping the
-two as separate layers is what lets the encoder share either, both or neither across
-layers (`AlbertConfig.sharing`, paper Table 5).
+A "block" is one attention sub-layer followed by one feed-forward sub-layer; either, both
+or neither can be shared across layers (`AlbertConfig.sharing`, paper Table 5).
 
 Shape legend: B batch, T sequence length, H hidden size, N heads, D = H / N, I
 intermediate size, R the real (unpadded) tokens of a batch.
 
-Both sub-layers also run on tokens flattened to rows, [R, H]: every per-token op (the four
-attention projections, the feed-forward, the layer norms) works on 2-D rows and only the
-attention itself is done on [B, T] after placing the tokens back. AlbertEncoder always calls
-them this way: with every position as a row (R = B * T; a reshape, no copy), where a 2-D
-matmul, its bias and the GELU become one fused kernel in TensorFlow graphs (oneDNN's
-_FusedMatMul; a [B, T, H] Dense puts a reshape between them), or, skipping padding, with the
-real tokens alone (see `padding_indices`), so those ops cost R rows instead of B * T. Each
-real token's result is the same as with padding (padded keys are masked out either way).
+Both sub-layers take [B, T, H] or tokens flattened to rows, [R, H]: every per-token op (the
+four attention projections, the feed-forward, the layer norms) then works on 2-D rows, and
+only the attention itself is done on [B, T] after placing the tokens back. AlbertEncoder
+always calls them with rows: every position (R = B * T, a reshape) or, skipping padding, the
+real tokens alone (`indices=`, from `padding_indices`). Each real token's result is the same
+as with padding (padded keys are masked out either way).
 
-Mixed precision (a bf16 compute dtype, float32 variables):
-- The attention core (scores q.k^T, softmax, dropout on the probabilities and the
-  probabilities-times-values product) always computes in float32: in bf16 the model learned
-  far less from random weights (docs/mixed_precision.md; the figures in benchmarks/README.md,
-  "Figures moved out of docstrings"), presumably because the probabilities rounded to bf16,
-  and the gradient reaching them, lose the small differences between keys that the softmax
-  backward subtracts. The core is a small part of a block's multiply-adds.
-- The residual stream is float32: each sub-layer adds its output to its input and
-  normalizes in float32 (LayerNorm with a float32 policy), so the hidden states between
-  sub-layers are float32 and only each dense layer's input is rounded to bf16 (by its
-  matmul): with the residual stream in bf16 as well, classification from a pretrained start
-  learned less (benchmarks/README.md).
-- Every bf16 dense layer's bias gradient is accumulated in float32 (`add_bias`): TensorFlow's
-  own bf16 bias gradient loses much of it.
-- Shared weights are cast once per forward: `cast_weights` gives each projection's
-  (kernel, bias) in the compute dtype, which the encoder computes once per call and passes
-  to every application of the sub-layer (`cast=`), instead of Keras casting each float32
-  variable again at each of its L uses.
+Mixed precision (a bf16 compute dtype, float32 variables): the attention core (scores,
+softmax, dropout on the probabilities, probabilities x values) computes in float32; the
+residual stream is float32 (each sub-layer adds and normalizes in float32, so only each
+dense layer's input is rounded to bf16); every bf16 dense layer's bias gradient is
+accumulated in float32 (`add_bias`); `cast_weights` gives the (kernel, bias) pairs in the
+compute dtype once per forward, passed to every application (`cast=`).
 
-Dropout seeds: called alone, each sub-layer's Dropout layers draw their masks from their own
-Keras SeedGenerators (a stateful draw at each call). AlbertEncoder instead passes every
-dropout site of every application its own seed (`seeds=`, drawn once per forward, see
-`AlbertEncoder`), and the sub-layer then draws the mask statelessly from that seed at the
-layer's rate (`modeling.dropout.dropout`): the same seed gives the same mask, which is what lets a
-rematerialized application recompute its forward with the masks of the first pass.
+Dropout: called alone, each sub-layer draws its masks from its own Dropout layers'
+SeedGenerators; given `seeds=` (AlbertEncoder gives every site of every application its
+own), it draws each mask statelessly from its seed at the layer's rate
+(`modeling.dropout.dropout`): the same seed gives the same mask.
+
+Design (why rows, why these parts in float32, the seeds): docs/design_encoder.md
 """
 
 import math
@@ -179,7 +164,7 @@ def ordered_gradients(x, weights):
     element of each weight gradient). So the per-application weight gradients of a shared
     sub-layer are added up one application after another, and at most about two of them are
     alive at a time, instead of TensorFlow computing all L as soon as it can and summing
-    them at the end (AlbertEncoder, "Shared weights' gradients"). Forward values and
+    them at the end (docs/design_encoder.md#ordered-gradients-of-shared-weights). Forward values and
     gradients are unchanged (a non-finite weight gradient makes the step non-finite either way).
 
     On PyTorch both are returned as they are: its autograd engine already adds the gradients

@@ -108,8 +108,7 @@ class SquadV2Head(keras.layers.Layer):
     inference: the k1 best starts; for each, the k2 best ends of log_softmax(mask(end(x, s)))
     cls_logits = dense_{H->1, no bias}(dropout(tanh(dense_{2H->H}([softmax(start) . x ; x[:, 0]]))))
 
-    mask(l) = l * (1 - p_mask) - 1e30 * p_mask. Dropout (`dropout_prob`) applies only
-    to the answer-class hidden state, in training, as in the release.
+    mask(l) = l * (1 - p_mask) - 1e30 * p_mask; dropout (training) in the answer-class branch only.
 
     Args:
         hidden_size: int. H.
@@ -123,8 +122,7 @@ class SquadV2Head(keras.layers.Layer):
         p_mask: [B, T], 1 at positions that cannot be in an answer (question,
             separators, padding), 0 in the context and at [CLS].
         start_positions: int [B]; required when `training` is true.
-        training: bool. Training outputs (the end conditioned on the gold start)
-            when true, inference outputs otherwise.
+        training: bool. Training outputs (the end conditioned on the gold start) when true.
 
     Returns:
         training: dict `start_log_probs` [B, T], `end_log_probs` [B, T], `cls_logits` [B].

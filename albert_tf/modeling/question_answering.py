@@ -62,10 +62,9 @@ class AlbertForQuestionAnswering(FineTunedModel):
         v2 inference: `start_top_log_probs` [B, k1], `start_top_index` [B, k1],
             `end_top_log_probs` [B, k1*k2], `end_top_index` [B, k1*k2], `cls_logits` [B].
 
-    Losses: `albert_tf.modeling.qa_heads.squad_v1_loss` and `squad_v2_loss`.
-
-    Variable paths: the encoder's (`AlbertEncoder`), then `squad/output_weights`,
-    `squad/output_bias` (v1) or `squad_v2/...` (v2; `albert_tf.modeling.qa_heads`).
+    Losses: `albert_tf.modeling.qa_heads.squad_v1_loss` and `squad_v2_loss`. Variable paths:
+    the encoder's (`AlbertEncoder`), then `squad/output_weights`, `squad/output_bias` (v1) or
+    `squad_v2/...` (v2; `albert_tf.modeling.qa_heads`).
 
     Example:
     ```python

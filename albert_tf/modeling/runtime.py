@@ -1,7 +1,7 @@
 """Run-time options of an AlbertEncoder: how it runs, not what it is.
 
 `EncoderRuntime` holds them (padding skipping, rematerialization, ordered gradients, the
-replica index of dropout seeds; AlbertEncoder's docstring says what each does). They are no
+replica index of dropout seeds; docs/design_encoder.md says what each does and why). They are no
 part of the architecture: neither in `get_config` nor in any weights file or checkpoint.
 `RuntimeOptions` is how they are set: on the encoder itself, or on a model holding it as
 `self.encoder`, which hands them to it (AlbertPretrainer, AlbertClassifier, the fine-tuned
@@ -23,16 +23,17 @@ class EncoderRuntime:
     the same to float rounding, but for `skip_padding`'s zeros at padded positions).
 
     Attributes:
-        skip_padding: bool. Per-token work on the real tokens only (AlbertEncoder, "Skipping
-            padding"); for eager and tf.function runs, not XLA or TPUs (data-dependent shapes).
+        skip_padding: bool. Per-token work on the real tokens only
+            (docs/design_encoder.md#skipping-padding); for eager and tf.function runs, not
+            XLA or TPUs (data-dependent shapes).
         remat: bool. In training, each application of a sub-layer rematerialized
-            (AlbertEncoder, "Rematerialization").
+            (docs/design_encoder.md#rematerialization).
         ordered_gradients: bool. In training, the backward pass of the applications of a
-            shared sub-layer in order (AlbertEncoder, "Shared weights' gradients"); off only
-            while tracing an export (a SavedModel cannot hold its gradient function).
+            shared sub-layer in order (docs/design_encoder.md#ordered-gradients-of-shared-weights);
+            off only while tracing an export (a SavedModel cannot hold its gradient function).
         replica_index: None, or a callable -> int scalar: this replica's index inside a
-            distributed step, folded into the dropout seeds (AlbertEncoder, "Dropout in
-            training").
+            distributed step, folded into the dropout seeds
+            (docs/design_encoder.md#dropout-seeds).
     """
 
     skip_padding: bool = False

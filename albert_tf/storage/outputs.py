@@ -1,43 +1,30 @@
 """No command deletes or overwrites what it did not make: the one rule for output paths.
 
-Every path a command writes (a run's --output_dir, an export, a conversion, a feature
-cache, pretraining data; and what the tools write: generated data files and directories,
-SentencePiece models, plots, config files, the demo's directory; the learning checks' results of
-benchmarks/learning_checks.py) is an `Output(flag, path, kind)`. `check`
-decides for all of a
+Every path a command or tool writes (a run directory, an export, a conversion, a feature
+cache, pretraining data, a tool's data, model, plot or config, the demo's directory, the
+learning checks' results) is an `Output(flag, path, kind)`. `check` decides for all of a
 command's outputs at once, before any work starts:
 
-- a path that does not exist (or an empty directory, for a directory kind: nothing there
-  to lose) is new: the command creates it;
+- a path that does not exist (or an empty directory, for a directory kind) is new: created;
 - albert_tf's own output of the same kind is resumed (a run directory), reused (the
   demo's directory, the learning checks' results) or replaced atomically (everything else);
 - anything else is refused with `OutputRefused` (a ValueError: exit status 2) naming the
   flag and the path, and nothing is written.
 
-What one command writes another never replaces: each kind is its command's (export_litert's
-SentencePiece model and JSON are LITERT_SENTENCEPIECE and LITERT_INFO, not the
-SENTENCEPIECE_MODEL of train_sentencepiece or the CONFIG of write_preset_configs), so a
-marker of another kind refuses the path ("is albert_tf's config file, not a LiteRT model's
-JSON").
+Each kind is its command's: a marker of another kind refuses the path (export_litert's
+LITERT_SENTENCEPIECE is not train_sentencepiece's SENTENCEPIECE_MODEL). An output must not
+equal, contain or lie inside an input of the same command, nor equal another of its outputs;
+one inside a run directory is allowed unless it takes a name the run writes (`RUN_NAMES`).
 
-Besides, an output must not equal, contain or lie inside an input of the same command
-(a checkpoint, a model directory, a data file, a vocabulary, a config), nor equal another
-of its outputs; an output inside a run directory is allowed (the run keeps its export and
-its feature caches there) unless it takes a name the run writes itself (`RUN_NAMES`).
-
-Own means marked: albert_tf writes a marker when it first makes an output, `MARKER`
-inside a directory, `.<name>.albert_tf_output.json` beside a file, {"kind": ...} (an
-export_tfhub export's and a conversion's marker also hold "made_by": what made them,
-albert_tf.storage.provenance). It is
-kept apart from any validity sidecar (a feature cache's `<file>.json` is removed while the
-cache is rebuilt; the marker stays). Outputs written before markers existed count as own
-when they look exactly like albert_tf's: a run directory with run_info.json; an export
-holding nothing but albert_tf's SavedModel(s) and their info file; a conversion holding
-nothing but albert_tf's config, weights and settings; a feature cache with its albert_tf
-sidecar; pretraining data listed by a summary_*.json beside it. The tools' outputs count
-only when marked; the files the repository ships that a tool regenerates (configs/*.json,
-notebooks/data/docstring_topics/*.tsv, benchmarks/results/reproduce/) are committed with
-their markers.
+Own means marked: albert_tf writes a marker when it first makes an output, `MARKER` inside a
+directory, `.<name>.albert_tf_output.json` beside a file, {"kind": ...}, and "made_by" for
+an export_tfhub export or a conversion (albert_tf.storage.provenance). It is kept apart from
+any validity sidecar (a feature cache's `<file>.json` is removed while the cache is rebuilt;
+the marker stays). Outputs written before markers existed count as own when they look
+exactly like albert_tf's: a run directory with run_info.json; an export holding nothing but
+albert_tf's SavedModel(s) and their info file; a conversion holding nothing but albert_tf's
+config, weights and settings; a feature cache with its albert_tf sidecar; pretraining data
+listed by a summary_*.json beside it. The tools' outputs count only when marked.
 
     from albert_tf.storage import outputs
     outputs.check([outputs.Output("--output_dir", run_dir, outputs.RUN),
@@ -49,7 +36,7 @@ their markers.
     with outputs.replacing_file(cache, outputs.FEATURE_CACHE):
         ...                                           # the file is written (atomically) here
 
-Pure Python (no TensorFlow).
+Pure Python (no TensorFlow). The rule from the user's side: docs/outputs.md
 """
 
 import contextlib

@@ -42,8 +42,9 @@ class TrainingOptions:
             end with its weights restored.
         jit_compile: compile forward + backward with XLA.
         remat: rematerialization: in the backward pass each application of an encoder's
-            (attention, feed-forward) pair is recomputed from its input instead of keeping
-            its activations (AlbertEncoder, "Rematerialization"); the same gradients.
+            sub-layer (attention or feed-forward) is recomputed from its input instead of
+            keeping its activations (docs/design_encoder.md#rematerialization); the same
+            gradients.
         write_curves: write training_curves.png at the end.
         dtype_policy: "auto", "float32" or "mixed_bfloat16" (training/precision.py: the
             Trainer resolves it for its hardware and builds the model in it). The commands'

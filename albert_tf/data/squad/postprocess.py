@@ -1,5 +1,6 @@
 """SQuAD post-processing: the model's outputs on every window of a question -> its n-best
 answer texts, predictions.json, nbest_predictions.json and (v2.0) null_odds.json. NumPy only.
+Where these rules differ from the release's, and why: docs/squad.md#post-processing-against-the-release
 
 A question's context is cut into windows (features); each window is a dict:
 
@@ -19,43 +20,19 @@ A question's context is cut into windows (features); each window is a dict:
       "end_top_log_probs" float, same shape
       "cls_logits":           float (higher = more likely unanswerable)
 
-and `contexts` maps each qid to its context string. (The token_spans and
-token_is_max_context of albert_tf.data.squad.features have this form.) A span (start position s, end position
-e) is a candidate when both positions are context tokens, s is a max-context position,
-e >= s and e - s + 1 <= max_answer_length (tokens). Its text is
-`context[span(s).start:span(e).end]` with surrounding whitespace stripped (as the release),
-so the characters of the original context are kept (several spaces, accents, "1,000").
-Score = start score + end score.
-
-What the release (squad_utils.accumulate_predictions_v1/_v2, write_predictions_v1/_v2) does,
-and what this module does:
-- v1 candidates: the release pairs the n_best_size highest start logits with the
-  n_best_size highest end logits over *all* positions and then drops invalid pairs; here the
-  top n_best_size are taken among the valid positions only (valid starts, context ends), so
-  question, special or padding tokens never crowd out real candidates. Ties: lower position
-  first, as the release's stable sort.
-- v2 candidates: the head's top start_n_top starts x top end_n_top ends per start, filtered
-  as above (the release exactly).
-- One entry per (window, start token, end token), as the release (its accumulate_predictions
-  keys a list of scores by (feature, start, end); each list holds one entry, so its average
-  is that entry). Two token pairs that cover the same characters (a bare "▁" piece before
-  a word starts where the word starts) stay two entries; the n-best keeps the better one.
-- n-best: candidates sorted by score (stable), the first occurrence of each text kept (the
-  release's `seen_predictions`), the first n_best_size; probability = softmax over their
-  scores. No candidate at all: v1 gives the release's nonce {"text": "empty"} with scores
-  0; v2 gives {"text": ""} with scores -1e6.
-- v1 prediction = the first n-best text.
-- v2: the null score of a question is the minimum `cls_logits` over its windows (release;
-  null_odds.json holds it). The release's first pass writes the best n-best text for every
-  question (no threshold); the official evaluator then thresholds with null_odds and
-  finds best_f1_thresh; the release then rewrites predictions.json with "" where
-  null_odds >= best_f1_thresh. Here `best_f1_predictions` writes
-  predictions_best_f1_thresh.json with the evaluator's rule (null_odds > threshold) at the
-  threshold of the best F1 that one threshold reaches (squad_metrics.best_reachable_threshold):
-  the official best_f1_thresh is not always that threshold (its sweep reports 0.0 for
-  "no question answered" even when null odds are <= 0.0, and it may stop between questions
-  that share their null odds). A plain evaluation of the file gives best_f1 unless the
-  returned note says why not. Flow:
+and `contexts` maps each qid to its context string (albert_tf.data.squad.features makes
+windows of this form). A span (start s, end e) is a candidate when both are context tokens,
+s is a max-context position, e >= s and e - s + 1 <= max_answer_length tokens: v1 pairs the
+top n_best_size valid starts with the top n_best_size context ends (ties: lower position
+first), v2 the head's top starts with their top ends. One candidate per (window, s, e); its
+text is `context[span(s).start:span(e).end]`, surrounding whitespace stripped; its score the
+start score + the end score. n-best: sorted by score (stable), the first occurrence of each
+text, the first n_best_size, probability = softmax of their scores; with no candidate, v1
+gives {"text": "empty"} with scores 0, v2 {"text": ""} with scores -1e6. v1 prediction: the
+first n-best text. v2: a question's null score (null_odds.json) is the minimum `cls_logits`
+over its windows; `best_f1_predictions` writes predictions_best_f1_thresh.json, "" where
+null_odds > the threshold of the best F1 one threshold reaches
+(squad_metrics.best_reachable_threshold). Flow:
 
     out = predict_v2(windows, contexts)                      # predictions: best span texts
     metrics = squad_metrics.evaluate_v2(questions, out["predictions"], out["null_odds"])
