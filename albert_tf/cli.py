@@ -481,7 +481,7 @@ def training_options(f, **given):
 
 
 def run_task(task_module, task, training, stream):
-    """Checks a task's options (`task_module.check_options`, e.g. albert_tf.tasks.race's:
+    """Checks a task's options (`task_module.check_options`, e.g. albert_tf.tasks.race.task's:
     bad input fails before any work) and a training's settings against the run's previous
     training (albert_tf.training.sessions.check_settings, training.session), then runs it;
     returns its results."""

@@ -71,7 +71,7 @@ def check_flags(f):
 
 def options_from_flags(f):
     """-> (ClassificationOptions, TrainingOptions)."""
-    from albert_tf.tasks.classification import ClassificationOptions
+    from albert_tf.tasks.classification.task import ClassificationOptions
 
     task = cli.task_options(ClassificationOptions, f)
     training = cli.training_options(f, eval_batch_size=f.eval_batch_size, num_train_steps=f.train_step,
@@ -84,7 +84,7 @@ def options_from_flags(f):
 def run(f, stream=None):
     """Trains, evaluates, predicts and exports as the flags say; returns a dict of results."""
     check_flags(f)
-    from albert_tf.tasks import classification
+    from albert_tf.tasks.classification import task as classification
 
     return cli.run_task(classification, *options_from_flags(f), stream)
 

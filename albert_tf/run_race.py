@@ -75,7 +75,7 @@ def check_flags(f):
 
 def options_from_flags(f):
     """-> (MultipleChoiceOptions, TrainingOptions)."""
-    from albert_tf.tasks.race import MultipleChoiceOptions
+    from albert_tf.tasks.race.task import MultipleChoiceOptions
 
     task = cli.task_options(MultipleChoiceOptions, f, **cli.tpu_strategy(f))
     training = cli.training_options(f, eval_batch_size=f.eval_batch_size, num_train_steps=f.train_step,
@@ -89,7 +89,7 @@ def options_from_flags(f):
 def run(f, stream=None):
     """Trains, evaluates, predicts and exports as the flags say; returns a dict of results."""
     check_flags(f)
-    from albert_tf.tasks import race
+    from albert_tf.tasks.race import task as race
 
     return cli.run_task(race, *options_from_flags(f), stream)
 

@@ -27,7 +27,7 @@ predictions.json, nbest_predictions.json, (v2) null_odds.json and
 predictions_best_f1_thresh.json, and, when --predict_file holds answers,
 eval_results.json / .txt with the official metrics (v1: over the questions with a gold
 answer; the others are predicted and counted in questions_without_answers). With --export_dir, a SavedModel that
-answers raw (question, context) strings (albert_tf.export.qa_module: answer, score,
+answers raw (question, context) strings (albert_tf.tasks.squad.export: answer, score,
 character span; v2 also no_answer_score), with qa_info.json beside it. --output_dir,
 --export_dir and the feature files are new paths or albert_tf's own
 (albert_tf.storage.outputs); anything else is refused with exit status 2 before any work.
@@ -85,7 +85,7 @@ def check_flags(f):
 
 def options_from_flags(f, version):
     """-> (SquadOptions, TrainingOptions)."""
-    from albert_tf.tasks.squad import SquadOptions
+    from albert_tf.tasks.squad.task import SquadOptions
 
     # v1 has no --start_n_top, --end_n_top, --dropout_prob: those keep SquadOptions' defaults
     task = cli.task_options(SquadOptions, f, version=version, **cli.tpu_strategy(f))
@@ -100,7 +100,7 @@ def options_from_flags(f, version):
 def run(f, stream=None, version="v1"):
     """Trains and predicts as the flags say; returns a dict of results."""
     check_flags(f)
-    from albert_tf.tasks import squad
+    from albert_tf.tasks.squad import task as squad
 
     return cli.run_task(squad, *options_from_flags(f, version), stream)
 

@@ -243,8 +243,8 @@ class AlbertTfSystem:
         import tensorflow_text  # noqa: F401  (the exported classifier's SentencePiece ops)
 
         from albert_tf.data.bucket_widths import DEFAULT_BUCKETS
-        from albert_tf.data.classifier_data import get_task
-        from albert_tf.tasks.classification import ClassificationOptions, ClassificationTask, check_options
+        from albert_tf.tasks.classification.data import get_task
+        from albert_tf.tasks.classification.task import ClassificationOptions, ClassificationTask, check_options
         from albert_tf.training.driver import Trainer, TrainingOptions
 
         self.name, self.tf, self.np, self.ctx = name, tf, np, ctx
@@ -274,14 +274,14 @@ class AlbertTfSystem:
                      "jit_compile": bool(f.jit_compile), "dtype_policy": self.trainer.precision.policy}
 
     def initial_logits(self, texts):
-        from albert_tf.data.classifier_pipeline import pack
+        from albert_tf.tasks.classification.pipeline import pack
 
         inputs = pack(self.task.preprocess, self.tf.constant(list(texts)), None, self.ctx.flags.max_seq_length,
                       self.widths)
         return self.np.asarray(self.trainer.model(inputs, training=False))
 
     def warm_up(self):
-        from albert_tf.export.classifier_module import export_classifier
+        from albert_tf.tasks.classification.export import export_classifier
 
         f = self.ctx.flags
         self.start_training()
@@ -931,8 +931,8 @@ def run(f):
     # tf_text tokenizer made before (albert_tf's preprocessing and keras-hub's tokenizer alike),
     # which then fail with "Resource .../SentencepieceOp ... does not exist".
     keras.utils.set_random_seed(f.seed)
-    from albert_tf.data.classifier_data import get_task, read_examples
-    from albert_tf.data.classifier_pipeline import packed_lengths
+    from albert_tf.tasks.classification.data import get_task, read_examples
+    from albert_tf.tasks.classification.pipeline import packed_lengths
     from albert_tf.data.tokenization import SentencePieceTokenizer
     from albert_tf.export.preprocess_module import PreprocessModule
     from albert_tf.modeling.config import AlbertConfig
@@ -985,7 +985,7 @@ def run(f):
     print(f"one-request text ({short_len} tokens packed): {short!r}", flush=True)
 
     # --- systems: built from the same initial weights, checked, then warmed up ---------------
-    from albert_tf.data.classifier_pipeline import pack
+    from albert_tf.tasks.classification.pipeline import pack
     from albert_tf.modeling.classifier import AlbertClassifier
     from albert_tf.modeling.pretrainer import AlbertPretrainer
 

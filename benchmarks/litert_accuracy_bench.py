@@ -127,10 +127,10 @@ def squad(args, work, tokenizer, seq=128):
     import numpy as np
     from ai_edge_litert.interpreter import Interpreter
 
-    from albert_tf.data.squad import metrics as squad_metrics
-    from albert_tf.data.squad import postprocess
-    from albert_tf.data.squad.cache import load_or_build_features
-    from albert_tf.data.squad.features import FeatureSettings
+    from albert_tf.tasks.squad import metrics as squad_metrics
+    from albert_tf.tasks.squad import postprocess
+    from albert_tf.tasks.squad.cache import load_or_build_features
+    from albert_tf.tasks.squad.features import FeatureSettings
 
     files = {}
     for quantization in ("none", "dynamic_int8"):

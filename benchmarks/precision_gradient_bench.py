@@ -82,8 +82,8 @@ def run(f):
     import tensorflow as tf
 
     import precision_learning_bench as plb
-    from albert_tf.data.squad.cache import load_or_build_features, read_feature_arrays
-    from albert_tf.data.squad.features import FeatureSettings
+    from albert_tf.tasks.squad.cache import load_or_build_features, read_feature_arrays
+    from albert_tf.tasks.squad.features import FeatureSettings
     from albert_tf.data.tokenization import SentencePieceTokenizer
     from albert_tf.modeling.config import AlbertConfig
     from albert_tf.modeling.qa_heads import squad_v1_loss

@@ -62,9 +62,9 @@ def define_flags(flag_values):
 
 def classifier_trainer(config, policy, spm_model):
     """run(steps) -> seconds, and examples per step, of the topic classifier's training."""
-    from albert_tf.data.classifier_data import get_task, read_examples
+    from albert_tf.tasks.classification.data import get_task, read_examples
     from albert_tf.modeling.pretrainer import AlbertPretrainer
-    from albert_tf.tasks.classification import ClassificationOptions, ClassificationTask
+    from albert_tf.tasks.classification.task import ClassificationOptions, ClassificationTask
     from albert_tf.training.driver import Trainer, TrainingOptions
 
     directory = tempfile.mkdtemp(prefix="precision_speed_")

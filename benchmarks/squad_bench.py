@@ -11,13 +11,13 @@ albert_base has 30000) trained at start on the
 sample corpus (albert_tf.data.sample_corpus, --corpus_mb) and kept in --output_dir/spm for
 later runs with the same settings.
 
-(a) Feature conversion: albert_tf.data.squad.features.convert_examples_to_features (training
+(a) Feature conversion: albert_tf.tasks.squad.features.convert_examples_to_features (training
     features: context tokenization with character offsets, answer alignment, windows) at
     max_seq_length 384, doc_stride 128, max_query_length 64 over the read examples;
     reported as questions/s and features/s. The generator's contexts are short (at most
     --max_context_chars characters), so most questions give one window: features per
     question is reported beside the rates (SQuAD v1.1 itself gives more for long contexts).
-(b) Training: the SQuAD v1 task (albert_tf.tasks.squad.SquadTask: the v1 start/end head and
+(b) Training: the SQuAD v1 task (albert_tf.tasks.squad.task.SquadTask: the v1 start/end head and
     loss) trained by the driver's Trainer (AdamW, global-norm clipping; graph mode, or XLA
     with --jit_compile) on those features at max_seq_length 384, the albert_base config
     (configs/albert_base.json with vocab_size set to the SentencePiece model's), batch
@@ -132,12 +132,12 @@ def sentencepiece_model(out_dir, vocab_size, corpus_mb):
 def run(f):
     if f.runs < 1 or f.steps < 1 or f.batch_size < 1 or f.num_questions < 1:
         raise ValueError("--runs, --steps, --batch_size and --num_questions must be positive.")
-    from albert_tf.data.squad.features import convert_examples_to_features, features_to_arrays
-    from albert_tf.data.squad.reading import read_squad_examples
+    from albert_tf.tasks.squad.features import convert_examples_to_features, features_to_arrays
+    from albert_tf.tasks.squad.reading import read_squad_examples
     from albert_tf.data.tokenization import SentencePieceTokenizer
     from albert_tf.modeling.config import AlbertConfig
     from albert_tf.storage import atomic
-    from albert_tf.tasks.squad import SquadOptions, SquadTask
+    from albert_tf.tasks.squad.task import SquadOptions, SquadTask
     from albert_tf.training.driver import Trainer, TrainingOptions
 
     shape = TINY if f.tiny else FULL

@@ -188,6 +188,24 @@ def run_in_process(command, args):
     return types.SimpleNamespace(returncode=status, stdout=out.getvalue(), stderr=err.getvalue())
 
 
+def extract_archive(archive, root):
+    """Extracts one of the suite's own archives (tests/data/*.tar.*: plain files and
+    directories under relative names, checked) into directory `root`."""
+    import tarfile
+
+    with tarfile.open(archive) as tar:
+        for member in tar.getmembers():
+            parts = member.name.split("/")
+            assert not os.path.isabs(member.name) and ".." not in parts, member.name
+            if member.isdir():
+                os.makedirs(os.path.join(root, *parts), exist_ok=True)
+            else:
+                assert member.isfile(), member.name
+                os.makedirs(os.path.join(root, *parts[:-1]), exist_ok=True)
+                with open(os.path.join(root, *parts), "wb") as f:
+                    f.write(tar.extractfile(member).read())
+
+
 def shared_once(tmp_path_factory, name, build):
     """build(directory) run once per test session, shared by every pytest-xdist worker: the
     first worker to ask builds into a directory of the session's common temporary root under a

@@ -1,15 +1,15 @@
-"""The in-graph context tokenization of the QA SavedModel (albert_tf.export.aligned_tokens)
+"""The in-graph context tokenization of the QA SavedModel (albert_tf.tasks.squad.aligned_tokens)
 gives exactly the ids and character spans of the Python alignment
-(albert_tf.data.squad.alignment.tokenize_context) on hard strings."""
+(albert_tf.tasks.squad.alignment.tokenize_context) on hard strings."""
 
 import pytest
 import tensorflow as tf
 from test_squad_data import HARD
 
-from albert_tf.data.squad.alignment import normalize_with_offsets as python_normalize_with_offsets
-from albert_tf.data.squad.alignment import tokenize_context
+from albert_tf.tasks.squad.alignment import normalize_with_offsets as python_normalize_with_offsets
+from albert_tf.tasks.squad.alignment import tokenize_context
 from albert_tf.data.tokenization import SentencePieceTokenizer, preprocess_text
-from albert_tf.export.aligned_tokens import context_pieces, normalize_with_offsets
+from albert_tf.tasks.squad.aligned_tokens import context_pieces, normalize_with_offsets
 from albert_tf.export.preprocess_module import normalize
 from albert_tf.export.release_tokenizer import ReleaseTokenizer
 

@@ -119,10 +119,10 @@ def _squad(spm_model, tmp_path, version):
     generated SQuAD file, batched with the task's own training finalize (cut_to_width of
     its sequence inputs) in one pass by length, so both pipelines hold the same examples
     per batch."""
-    from albert_tf.data.squad.features import convert_examples_to_features, features_to_arrays
-    from albert_tf.data.squad.reading import read_squad_examples
+    from albert_tf.tasks.squad.features import convert_examples_to_features, features_to_arrays
+    from albert_tf.tasks.squad.reading import read_squad_examples
     from albert_tf.data.tokenization import SentencePieceTokenizer
-    from albert_tf.tasks.squad import SEQUENCE_INPUTS, SquadOptions, SquadTask, _feature_columns
+    from albert_tf.tasks.squad.task import SEQUENCE_INPUTS, SquadOptions, SquadTask, _feature_columns
 
     path = tmp_path / "train.json"
     path.write_text(json.dumps(make_squad_data.make_dataset("2.0" if version == "v2" else "1.1", 24,
@@ -199,10 +199,10 @@ def race_case(spm_model, tmp_path_factory):
     """(task with buckets 64,128,192, [(full batch, cut batch, width)]) of generated RACE
     training questions at max_seq_length 256: the training finalize on a one-pass, by-length
     stream, the same examples per batch. Both skip_padding cases below read them."""
-    from albert_tf.data.race.features import MultipleChoiceSettings, examples_to_arrays
-    from albert_tf.data.race.reading import read_race
+    from albert_tf.tasks.race.features import MultipleChoiceSettings, examples_to_arrays
+    from albert_tf.tasks.race.reading import read_race
     from albert_tf.data.tokenization import SentencePieceTokenizer
-    from albert_tf.tasks.race import MultipleChoiceOptions, MultipleChoiceTask
+    from albert_tf.tasks.race.task import MultipleChoiceOptions, MultipleChoiceTask
 
     tmp_path = tmp_path_factory.mktemp("race")
     make_race_data.make_race(tmp_path / "data", num_articles=3, seed=2, layout="files")
@@ -247,8 +247,8 @@ def classification_case(spm_model, tmp_path_factory):
     """(task with buckets 16,32,64, [(full batch, cut batch, width)]): the same batches of 64
     training examples (Task.batches_dataset: the training packing, each batch at its bucket),
     neighbours by length. Both skip_padding cases below read them."""
-    from albert_tf.data.classifier_data import get_task, read_examples
-    from albert_tf.tasks.classification import ClassificationOptions, ClassificationTask
+    from albert_tf.tasks.classification.data import get_task, read_examples
+    from albert_tf.tasks.classification.task import ClassificationOptions, ClassificationTask
 
     task_def = get_task("tsv", labels=["concurrency", "networking", "numbers", "text"], text_a_column="sentence")
     splits = {"train": read_examples(task_def, TOPICS, "train")[:64]}

@@ -82,8 +82,8 @@ def _compare(first, second, float_keys, real=None):
 
 
 def test_classification_same_logits_and_metrics(tiny_export):
-    from albert_tf.data.classifier_data import get_task, read_examples
-    from albert_tf.tasks.classification import ClassificationOptions, ClassificationTask
+    from albert_tf.tasks.classification.data import get_task, read_examples
+    from albert_tf.tasks.classification.task import ClassificationOptions, ClassificationTask
 
     task_def = get_task("tsv", labels=["concurrency", "networking", "numbers", "text"], text_a_column="sentence")
     splits = {"dev": read_examples(task_def, TOPICS, "dev")[:96]}
@@ -113,8 +113,8 @@ def test_classification_same_logits_and_metrics(tiny_export):
 def test_classification_batches_dataset_keeps_the_given_batches(tiny_export):
     """Task.batches_dataset: the given batches of indices, in order, each at its bucket's width
     (what benchmarks/finetune_bench.py's accuracy run gives every system)."""
-    from albert_tf.data.classifier_data import get_task, read_examples
-    from albert_tf.tasks.classification import ClassificationOptions, ClassificationTask
+    from albert_tf.tasks.classification.data import get_task, read_examples
+    from albert_tf.tasks.classification.task import ClassificationOptions, ClassificationTask
 
     task_def = get_task("tsv", labels=["concurrency", "networking", "numbers", "text"], text_a_column="sentence")
     o = ClassificationOptions(task_name="tsv", data_dir=TOPICS, output_dir="unused",
@@ -140,9 +140,9 @@ def test_classification_datasets_pack_the_ids_the_raw_text_path_gives(tiny_expor
     inputs (pairs, texts longer than max_seq_length, empty second texts; with and without
     buckets, training and evaluation) equal what `pack` gives from the raw strings (the raw
     text path of the exported classifier)."""
-    from albert_tf.data.classifier_data import Example, get_task, read_examples
-    from albert_tf.data.classifier_pipeline import pack
-    from albert_tf.tasks.classification import ClassificationOptions, ClassificationTask
+    from albert_tf.tasks.classification.data import Example, get_task, read_examples
+    from albert_tf.tasks.classification.pipeline import pack
+    from albert_tf.tasks.classification.task import ClassificationOptions, ClassificationTask
 
     seq = 32
     topics = get_task("tsv", labels=["concurrency", "networking", "numbers", "text"], text_a_column="sentence")
@@ -179,10 +179,10 @@ def test_classification_datasets_pack_the_ids_the_raw_text_path_gives(tiny_expor
 
 @pytest.mark.parametrize("version", ["v1", "v2"])
 def test_squad_same_outputs(spm_model, tmp_path, version):
-    from albert_tf.data.squad.features import convert_examples_to_features, features_to_arrays
-    from albert_tf.data.squad.reading import read_squad_examples
+    from albert_tf.tasks.squad.features import convert_examples_to_features, features_to_arrays
+    from albert_tf.tasks.squad.reading import read_squad_examples
     from albert_tf.data.tokenization import SentencePieceTokenizer
-    from albert_tf.tasks.squad import SquadOptions, SquadTask
+    from albert_tf.tasks.squad.task import SquadOptions, SquadTask
 
     tool = make_squad_data
     path = tmp_path / "dev.json"
@@ -218,10 +218,10 @@ def test_squad_same_outputs(spm_model, tmp_path, version):
 
 
 def test_race_same_probabilities_and_accuracy(spm_model, tmp_path):
-    from albert_tf.data.race.features import MultipleChoiceSettings, examples_to_arrays
-    from albert_tf.data.race.reading import read_race
+    from albert_tf.tasks.race.features import MultipleChoiceSettings, examples_to_arrays
+    from albert_tf.tasks.race.reading import read_race
     from albert_tf.data.tokenization import SentencePieceTokenizer
-    from albert_tf.tasks.race import MultipleChoiceOptions, MultipleChoiceTask
+    from albert_tf.tasks.race.task import MultipleChoiceOptions, MultipleChoiceTask
 
     make_race_data.make_race(tmp_path / "data", num_articles=4, seed=2, layout="files")
     examples = read_race(str(tmp_path / "data"), "dev")

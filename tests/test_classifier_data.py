@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 from real_data import real_path
 
-from albert_tf.data import classifier_metrics as metrics
-from albert_tf.data.classifier_pipeline import label_ids
-from albert_tf.data.classifier_data import DataError, get_task, read_examples
+from albert_tf.tasks.classification import metrics
+from albert_tf.tasks.classification.pipeline import label_ids
+from albert_tf.tasks.classification.data import DataError, get_task, read_examples
 
 # Two rows per task in the GLUE distribution's layout (header, columns), of different labels,
 # and what each row reads as: (text_a, text_b, label).

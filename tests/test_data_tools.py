@@ -27,7 +27,7 @@ def _last_error_line(result):
 
 
 def test_plot_metrics_draws_a_png_and_names_broken_lines(tmp_path):
-    rows = [{"step": s, "loss": 9.0 - s, "masked_lm_loss": 8.0 - s, "sentence_order_loss": 0.7,
+    rows = [{"split": "train", "step": s, "loss": 9.0 - s, "masked_lm_loss": 8.0 - s, "sentence_order_loss": 0.7,
              "masked_lm_accuracy": 0.1 * s, "sentence_order_accuracy": 0.5, "learning_rate": 1e-4 * s}
             for s in (1, 2, 3)]
     (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))

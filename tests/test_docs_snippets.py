@@ -352,7 +352,7 @@ def classifier_export(spm_model, tmp_path_factory):
 
     from albert_tf import AlbertConfig, AlbertEncoder
     from albert_tf.data.bucket_widths import bucket_widths
-    from albert_tf.export.classifier_module import export_classifier
+    from albert_tf.tasks.classification.export import export_classifier
     from albert_tf.export.preprocess_module import PreprocessModule
     from albert_tf.modeling.classifier import AlbertClassifier
 
@@ -375,7 +375,7 @@ def qa_export(spm_model, tmp_path_factory):
 
     from albert_tf import AlbertConfig
     from albert_tf.data.bucket_widths import bucket_widths
-    from albert_tf.export.qa_module import export_question_answering
+    from albert_tf.tasks.squad.export import export_question_answering
     from albert_tf.modeling.question_answering import AlbertForQuestionAnswering
 
     keras.utils.set_random_seed(3)

@@ -12,11 +12,11 @@ layout of the training driver's `ckpt-N` model), the outputs of fixed padded inp
 
 import json
 import os
-import tarfile
 
 import numpy as np
 import pytest
 import tensorflow as tf
+from conftest import extract_archive
 
 from albert_tf import AlbertConfig, AlbertEncoder
 from albert_tf.modeling.pretrainer import AlbertPretrainer
@@ -71,17 +71,7 @@ def _positions():
 @pytest.fixture(scope="module")
 def reference(tmp_path_factory):
     root = tmp_path_factory.mktemp("encoder_forward")
-    with tarfile.open(ARCHIVE) as archive:  # our own archive: plain files under relative names
-        for member in archive.getmembers():
-            parts = member.name.split("/")
-            assert not os.path.isabs(member.name) and ".." not in parts, member.name
-            if member.isdir():
-                os.makedirs(os.path.join(root, *parts), exist_ok=True)
-            else:
-                assert member.isfile(), member.name
-                os.makedirs(os.path.join(root, *parts[:-1]), exist_ok=True)
-                with open(os.path.join(root, *parts), "wb") as f:
-                    f.write(archive.extractfile(member).read())
+    extract_archive(ARCHIVE, root)
     directory = str(root / "encoder_forward")
     with np.load(os.path.join(directory, "outputs.npz")) as f:
         outputs = dict(f)

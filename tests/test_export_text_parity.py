@@ -25,11 +25,11 @@ from conftest import MULTISCRIPT
 from distributed_helpers import MECHANICS
 
 from albert_tf import AlbertConfig, AlbertEncoder
-from albert_tf.data.race.examples import MultipleChoiceExample
-from albert_tf.data.race.features import MultipleChoiceSettings, convert_example
-from albert_tf.data.squad.features import convert_examples_to_features, features_to_arrays
-from albert_tf.data.squad.reading import SquadExample
-from albert_tf.data.squad import postprocess as post
+from albert_tf.tasks.race.examples import MultipleChoiceExample
+from albert_tf.tasks.race.features import MultipleChoiceSettings, convert_example
+from albert_tf.tasks.squad.features import convert_examples_to_features, features_to_arrays
+from albert_tf.tasks.squad.reading import SquadExample
+from albert_tf.tasks.squad import postprocess as post
 from albert_tf.data.bucket_widths import bucket_widths
 from albert_tf.data.tokenization import SentencePieceTokenizer, preprocess_text
 
@@ -46,11 +46,11 @@ def _build(model, inputs):
 
 @pytest.fixture(scope="module")
 def exports(multiscript_spm, tmp_path_factory):
-    from albert_tf.export.classifier_module import export_classifier
+    from albert_tf.tasks.classification.export import export_classifier
     from albert_tf.export import savedmodel
-    from albert_tf.export.multiple_choice_module import export_multiple_choice
+    from albert_tf.tasks.race.export import export_multiple_choice
     from albert_tf.export.preprocess_module import PreprocessModule
-    from albert_tf.export.qa_module import export_question_answering
+    from albert_tf.tasks.squad.export import export_question_answering
     from albert_tf.modeling.classifier import AlbertClassifier
     from albert_tf.modeling.multiple_choice import AlbertForMultipleChoice
     from albert_tf.modeling.question_answering import AlbertForQuestionAnswering
@@ -238,10 +238,10 @@ def real_exports(tmp_path_factory):
     from real_texts import release_rule_texts
 
     from albert_tf.export import savedmodel
-    from albert_tf.export.classifier_module import export_classifier
-    from albert_tf.export.multiple_choice_module import export_multiple_choice
+    from albert_tf.tasks.classification.export import export_classifier
+    from albert_tf.tasks.race.export import export_multiple_choice
     from albert_tf.export.preprocess_module import PreprocessModule
-    from albert_tf.export.qa_module import export_question_answering
+    from albert_tf.tasks.squad.export import export_question_answering
     from albert_tf.modeling.classifier import AlbertClassifier
     from albert_tf.modeling.multiple_choice import AlbertForMultipleChoice
     from albert_tf.modeling.question_answering import AlbertForQuestionAnswering
@@ -358,7 +358,7 @@ def test_real_contexts_get_the_release_pieces_and_their_spans_from_the_qa_export
     (squad.alignment.tokenize_context); where that alignment has plain SentencePiece's pieces,
     a piece the release splits gives its comma the comma's span and its other parts the rest
     of its span, one after the other, and every other piece keeps its span."""
-    from albert_tf.data.squad.alignment import tokenize_context
+    from albert_tf.tasks.squad.alignment import tokenize_context
     from albert_tf.data.tokenization import is_digit_comma_piece, split_digit_comma
 
     tok, qa = real_exports.tok, real_exports.loaded["qa"]

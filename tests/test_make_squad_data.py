@@ -10,7 +10,7 @@ from conftest import run_in_process
 from tools import make_squad_data
 
 from albert_tf.data import sample_corpus
-from albert_tf.data.squad import metrics as squad_metrics
+from albert_tf.tasks.squad import metrics as squad_metrics
 
 
 @pytest.fixture(scope="module")

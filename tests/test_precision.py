@@ -196,8 +196,8 @@ def test_fine_tuning_at_mixed_bfloat16_ends_within_two_points_of_float32(tiny_ex
     """The same classifier fine-tuned from the same weights on the same batches: dev accuracy
     at mixed_bfloat16 within 2 points of float32's (160 steps: both converge; at 80 one seed of
     three ended 19 points apart, at 120 seven: benchmarks/results/learning_checks)."""
-    from albert_tf.data.classifier_data import get_task, read_examples
-    from albert_tf.tasks.classification import ClassificationOptions, ClassificationTask
+    from albert_tf.tasks.classification.data import get_task, read_examples
+    from albert_tf.tasks.classification.task import ClassificationOptions, ClassificationTask
     from albert_tf.training.driver import Trainer, TrainingOptions
 
     data_dir = _keyword_task(tmp_path / "data")
@@ -238,10 +238,10 @@ def test_fine_tuning_at_mixed_bfloat16_ends_within_two_points_of_float32(tiny_ex
 def _squad_task(tmp_path, spm_model):
     from tools import make_squad_data
 
-    from albert_tf.data.squad.features import convert_examples_to_features, features_to_arrays
-    from albert_tf.data.squad.reading import read_squad_examples
+    from albert_tf.tasks.squad.features import convert_examples_to_features, features_to_arrays
+    from albert_tf.tasks.squad.reading import read_squad_examples
     from albert_tf.data.tokenization import SentencePieceTokenizer
-    from albert_tf.tasks.squad import SquadOptions, SquadTask
+    from albert_tf.tasks.squad.task import SquadOptions, SquadTask
 
     path = tmp_path / "train.json"
     path.write_text(json.dumps(make_squad_data.make_dataset("2.0", 24, seed=4, max_context_chars=400)),
@@ -259,10 +259,10 @@ def _squad_task(tmp_path, spm_model):
 def _race_task(tmp_path, spm_model):
     from tools import make_race_data
 
-    from albert_tf.data.race.features import MultipleChoiceSettings, examples_to_arrays
-    from albert_tf.data.race.reading import read_race
+    from albert_tf.tasks.race.features import MultipleChoiceSettings, examples_to_arrays
+    from albert_tf.tasks.race.reading import read_race
     from albert_tf.data.tokenization import SentencePieceTokenizer
-    from albert_tf.tasks.race import MultipleChoiceOptions, MultipleChoiceTask
+    from albert_tf.tasks.race.task import MultipleChoiceOptions, MultipleChoiceTask
 
     make_race_data.make_race(tmp_path / "race", num_articles=4, seed=2, layout="files")
     cfg = AlbertConfig.from_preset("albert_tiny").replace(vocab_size=3000)

@@ -14,10 +14,10 @@ from tools import make_race_data, make_squad_data
 from real_data import real_path
 
 from albert_tf.data import feature_cache, sample_corpus
-from albert_tf.data.race.cache import load_or_build_features, read_feature_arrays
-from albert_tf.data.race.examples import MultipleChoiceDataError, MultipleChoiceExample
-from albert_tf.data.race.features import MultipleChoiceSettings, convert_example, examples_to_arrays, qa_text
-from albert_tf.data.race.reading import read_multiple_choice_jsonl, read_race
+from albert_tf.tasks.race.cache import load_or_build_features, read_feature_arrays
+from albert_tf.tasks.race.examples import MultipleChoiceDataError, MultipleChoiceExample
+from albert_tf.tasks.race.features import MultipleChoiceSettings, convert_example, examples_to_arrays, qa_text
+from albert_tf.tasks.race.reading import read_multiple_choice_jsonl, read_race
 from albert_tf.data.tokenization import SentencePieceTokenizer, preprocess_text
 
 

@@ -23,11 +23,11 @@ import sentencepiece as spm
 import squad_official
 from real_data import SPM_30K, real_path
 
-from albert_tf.data.squad import metrics as squad_metrics
-from albert_tf.data.squad import postprocess
-from albert_tf.data.squad.alignment import tokenize_context
-from albert_tf.data.squad.features import convert_examples_to_features
-from albert_tf.data.squad.reading import read_squad_examples
+from albert_tf.tasks.squad import metrics as squad_metrics
+from albert_tf.tasks.squad import postprocess
+from albert_tf.tasks.squad.alignment import tokenize_context
+from albert_tf.tasks.squad.features import convert_examples_to_features
+from albert_tf.tasks.squad.reading import read_squad_examples
 from albert_tf.data.tokenization import SentencePieceTokenizer
 
 SPIECE_UNDERLINE = "\u2581"
@@ -224,7 +224,7 @@ def test_an_answer_before_a_comma_after_a_number_has_no_comma(tok):
     assert ctx.token_span_to_text(last + 1, last + 1) == "," and ctx.spans[last + 1].tolist() == [
         start + len(answer), start + len(answer) + 1]
 
-    from albert_tf.data.squad.reading import SquadExample
+    from albert_tf.tasks.squad.reading import SquadExample
     example = SquadExample("q", "When was Super Bowl 50 played?", context, answer, start, False, ((answer, start),))
     (f,) = convert_examples_to_features([example], tok, max_seq_length=64, max_query_length=16,
                                        is_training=False)

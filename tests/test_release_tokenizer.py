@@ -11,7 +11,7 @@ import tensorflow as tf
 from real_data import SPM_30K, real_path
 
 from albert_tf.data.tokenization import SentencePieceTokenizer, preprocess_text
-from albert_tf.export.aligned_tokens import context_pieces
+from albert_tf.tasks.squad.aligned_tokens import context_pieces
 from albert_tf.export.preprocess_module import PreprocessModule
 
 SPECIAL = dict(pad_id=0, unk_id=1, bos_id=-1, eos_id=-1, control_symbols=["[CLS]", "[SEP]", "[MASK]"])

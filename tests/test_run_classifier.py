@@ -356,7 +356,7 @@ def test_bad_input_names_the_file_and_line_and_a_random_start_warns(tmp_path, sp
 
 
 def test_shipped_topic_task_is_balanced_and_disjoint():
-    from albert_tf.data.classifier_data import get_task, read_examples
+    from albert_tf.tasks.classification.data import get_task, read_examples
 
     task = get_task("tsv", labels=["networking", "numbers", "text", "concurrency"], text_a_column="sentence")
     train, dev = read_examples(task, TOPICS, "train"), read_examples(task, TOPICS, "dev")

@@ -116,7 +116,7 @@ def _answer(export_dir, data_dir):
     import tensorflow as tf
     import tensorflow_text  # noqa: F401 (registers the SentencePiece ops)
 
-    from albert_tf.data.race.reading import read_race
+    from albert_tf.tasks.race.reading import read_race
 
     model = tf.saved_model.load(str(export_dir))
     examples = read_race(str(data_dir), "dev")
@@ -286,7 +286,7 @@ def test_accuracy_by_level_by_hand():
     """RACE's three accuracies (the trained run above scores 1.0 on every level, so these are checked
     here): argmax of the probabilities against the label, per level, questions without a label
     (-1) not counted."""
-    from albert_tf.tasks.race import accuracy_by_level, eval_line
+    from albert_tf.tasks.race.task import accuracy_by_level, eval_line
 
     probabilities = [[.1, .7, .1, .1], [.4, .3, .2, .1], [.1, .1, .1, .7], [.2, .5, .2, .1], [.25, .25, .4, .1],
                      [.1, .2, .3, .4]]  # argmax 1, 0, 3, 1, 2, 3

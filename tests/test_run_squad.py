@@ -141,7 +141,7 @@ def test_best_checkpoint_scores_every_checkpoint_and_predicts_from_the_best(squa
     this data (2e-2) peaks early and then falls apart (measured with the release's tokenization:
     F1 24.4 at step 4, 9.3 at the end): predictions from the final weights would score far lower."""
     from albert_tf import run_squad_v1
-    from albert_tf.tasks.squad import SquadOptions, check_options
+    from albert_tf.tasks.squad.task import SquadOptions, check_options
 
     out = tmp_path / "best"
     args = _common(spm_model, two_layer_config_file, out, squad_files["v1"], learning.policy_or("float32"))

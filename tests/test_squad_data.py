@@ -7,13 +7,13 @@ import unicodedata
 import numpy as np
 import pytest
 
-from albert_tf.data.squad.alignment import (_is_blank, _split_with_offsets, align_offsets, normalize_with_offsets,
+from albert_tf.tasks.squad.alignment import (_is_blank, _split_with_offsets, align_offsets, normalize_with_offsets,
                                             tokenize_context)
-from albert_tf.data.squad.cache import (feature_file_settings, load_or_build_features, read_feature_arrays,
+from albert_tf.tasks.squad.cache import (feature_file_settings, load_or_build_features, read_feature_arrays,
                                         read_feature_file)
-from albert_tf.data.squad.features import (FIRST_UNIQUE_ID, FeatureSettings, convert_examples_to_features, doc_spans,
+from albert_tf.tasks.squad.features import (FIRST_UNIQUE_ID, FeatureSettings, convert_examples_to_features, doc_spans,
                                            features_to_arrays)
-from albert_tf.data.squad.reading import SquadDataError, SquadExample, read_squad_examples
+from albert_tf.tasks.squad.reading import SquadDataError, SquadExample, read_squad_examples
 from albert_tf.data.tokenization import TOKENIZATION_VERSION, SentencePieceTokenizer, preprocess_text
 
 HARD = [

@@ -1,8 +1,8 @@
-"""albert_tf.data.squad.metrics: the official SQuAD v1.1 / v2.0 rules on hand-computed cases."""
+"""albert_tf.tasks.squad.metrics: the official SQuAD v1.1 / v2.0 rules on hand-computed cases."""
 
 import pytest
 
-from albert_tf.data.squad import metrics as sm
+from albert_tf.tasks.squad import metrics as sm
 
 
 def test_normalize_answer_drops_case_punctuation_articles_and_extra_spaces():

@@ -1,4 +1,4 @@
-"""albert_tf.data.squad.postprocess: n-best spans over all windows of a question, on hand-made logits."""
+"""albert_tf.tasks.squad.postprocess: n-best spans over all windows of a question, on hand-made logits."""
 
 import json
 import math
@@ -7,8 +7,8 @@ import re
 import numpy as np
 import pytest
 
-from albert_tf.data.squad import metrics as sm
-from albert_tf.data.squad import postprocess as sp
+from albert_tf.tasks.squad import metrics as sm
+from albert_tf.tasks.squad import postprocess as sp
 
 # words (whitespace-separated) and their character spans; several spaces, accents, "1,000"
 CONTEXT = "In  São   Paulo, the café sold 1,000 crêpes to Zoë   Müller on Monday."

@@ -199,8 +199,9 @@ def _write(path, data=b"mine\x00\xff"):
     return str(path)
 
 
-def _legacy_outputs(root):
-    """One albert_tf output of each kind as written before the marker existed."""
+def _unmarked_outputs(root):
+    """One output of each kind that looks like albert_tf's but has no marker (what albert_tf
+    wrote before markers, which no release wrote: 0.2.0 marked every output)."""
     run = root / "run"
     _write(run / "run_info.json", b"{}")
     _write(run / "ckpt-1.index")
@@ -235,10 +236,10 @@ def test_the_rule_new_own_or_refused_and_check_writes_nothing(tmp_path):
             {str(tmp_path / "nothing" / kind): "new"}
     for kind in outputs.DIRECTORY_KINDS:
         assert outputs.examine(str(tmp_path / "empty"), kind).status == "new"
-    # own: marked, or written before markers existed
-    for kind, paths in _legacy_outputs(tmp_path / "legacy").items():
+    # own: marked; an output that only looks like albert_tf's is not
+    for kind, paths in _unmarked_outputs(tmp_path / "unmarked").items():
         for path in paths:
-            assert outputs.examine(str(path), kind).status == "own", (kind, path)
+            assert outputs.examine(str(path), kind).status == "foreign", (kind, path)
     marked = tmp_path / "marked"
     marked.mkdir()
     outputs.write_marker(str(marked), outputs.EXPORT)
@@ -250,14 +251,14 @@ def test_the_rule_new_own_or_refused_and_check_writes_nothing(tmp_path):
     _write(users / "saved_model.pb")  # a SavedModel with a user's file beside it is not an albert_tf export
     _write(users / "qa_info.json")
     user_file = _write(tmp_path / "user.bin")
-    os.symlink(str(tmp_path / "legacy" / "hub"), str(tmp_path / "link"))
+    os.symlink(str(tmp_path / "unmarked" / "hub"), str(tmp_path / "link"))
     before = _tree(tmp_path)
     cases = [(str(users), kind, "is a directory that albert_tf did not make") for kind in outputs.DIRECTORY_KINDS]
     cases += [(user_file, kind, "is a file that albert_tf did not make (no marker .user.bin.albert_tf_output.json)")
               for kind in (outputs.FEATURE_CACHE, outputs.PRETRAINING_DATA)]
     cases += [(user_file, outputs.RUN, "exists and is not a directory"),
               (str(users), outputs.FEATURE_CACHE, "is a directory"),
-              (str(tmp_path / "legacy" / "run"), outputs.EXPORT, "is a directory that albert_tf did not make"),
+              (str(tmp_path / "unmarked" / "run"), outputs.EXPORT, "is a directory that albert_tf did not make"),
               (str(marked), outputs.RUN, "is albert_tf's export, not a run directory"),
               (str(tmp_path / "link"), outputs.EXPORT, "is a symbolic link")]
     for path, kind, why in cases:
@@ -390,17 +391,10 @@ def test_package_sha256_follows_the_py_files_alone(tmp_path):
 
 
 def test_the_rules_names_agree_with_the_modules_that_write_them():
-    from albert_tf.data.summary import SUMMARY_PREFIX
-    from albert_tf.export.multiple_choice_module import MULTIPLE_CHOICE_INFO
-    from albert_tf.export.qa_module import QA_INFO
-    from albert_tf.modeling.multiple_choice import MULTIPLE_CHOICE_SETTINGS
     from albert_tf.modeling.pretrained import CONFIG_NAME
-    from albert_tf.modeling.question_answering import QUESTION_ANSWERING_SETTINGS
     from albert_tf.training.checkpoints import BEST_DIR, RUN_INFO
 
-    assert outputs.RUN_INFO == RUN_INFO and outputs.SUMMARY_PREFIX == SUMMARY_PREFIX
-    assert {QA_INFO, MULTIPLE_CHOICE_INFO, "classifier_info.json"} == set(outputs.EXPORT_INFO_FILES)
-    assert {CONFIG_NAME, QUESTION_ANSWERING_SETTINGS, MULTIPLE_CHOICE_SETTINGS} <= set(outputs.CONVERSION_NAMES)
+    assert outputs.RUN_INFO == RUN_INFO
     assert {BEST_DIR, RUN_INFO, CONFIG_NAME} <= set(outputs.RUN_NAMES)
 
 

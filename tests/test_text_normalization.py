@@ -13,9 +13,9 @@ import tensorflow as tf
 from conftest import MULTISCRIPT
 from tools import make_unicode_tables
 
-from albert_tf.data.squad import alignment as sd
+from albert_tf.tasks.squad import alignment as sd
 from albert_tf.data.tokenization import SentencePieceTokenizer, is_combining, preprocess_text
-from albert_tf.export.aligned_tokens import context_pieces, normalize_with_offsets
+from albert_tf.tasks.squad.aligned_tokens import context_pieces, normalize_with_offsets
 from albert_tf.export.preprocess_module import normalize
 from albert_tf.export.release_tokenizer import ReleaseTokenizer
 

@@ -25,7 +25,7 @@ character from these tables, made here from Python's own functions:
   CASED           cased and not case-ignorable: str.lower() turns a capital sigma after such a
                   character, and not before one, into the final sigma
   BLANK           str.isspace() or category Cc, Cf, Zs, Zl, Zp: what SentencePiece treats as
-                  blank (left out of piece spans, albert_tf.data.squad.alignment and aligned_tokens)
+                  blank (left out of piece spans, albert_tf.tasks.squad.alignment and aligned_tokens)
   DIGIT           str.isdigit(): the release's `encode_pieces` splits a piece ending in a digit
                   and "," (all of Unicode's digits, not RE2's ASCII \\d)
 

@@ -275,8 +275,8 @@ SQUAD_DOC_STRIDE, SQUAD_QUERY_LENGTH = 24, 20
 def squad_train_features(settings, paths):
     """Builds the SQuAD training features once (the cache every run reuses) and returns
     their number, so that every SQuAD run takes exactly --finetune_steps steps."""
-    from albert_tf.data.squad.cache import load_or_build_features
-    from albert_tf.data.squad.features import FeatureSettings
+    from albert_tf.tasks.squad.cache import load_or_build_features
+    from albert_tf.tasks.squad.features import FeatureSettings
     from albert_tf.data.tokenization import SentencePieceTokenizer
 
     squad = paths.task("squad")

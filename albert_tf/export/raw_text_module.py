@@ -1,5 +1,5 @@
-"""What the raw-string SavedModels of the fine-tuned models share (qa_module,
-multiple_choice_module): the root object's model, variables, SentencePiece asset and
+"""What the raw-string SavedModels of the fine-tuned models share (tasks.squad.export,
+tasks.race.export): the root object's model, variables, SentencePiece asset and
 in-graph tokenizer, the special ids and length buckets; writing the export atomically
 with a SentencePiece model that holds no path of this machine.
 """

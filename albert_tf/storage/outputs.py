@@ -20,11 +20,8 @@ Own means marked: albert_tf writes a marker when it first makes an output, `MARK
 directory, `.<name>.albert_tf_output.json` beside a file, {"kind": ...}, and "made_by" for
 an export_tfhub export or a conversion (albert_tf.storage.provenance). It is kept apart from
 any validity sidecar (a feature cache's `<file>.json` is removed while the cache is rebuilt;
-the marker stays). Outputs written before markers existed count as own when they look
-exactly like albert_tf's: a run directory with run_info.json; an export holding nothing but
-albert_tf's SavedModel(s) and their info file; a conversion holding nothing but albert_tf's
-config, weights and settings; a feature cache with its albert_tf sidecar; pretraining data
-listed by a summary_*.json beside it. The tools' outputs count only when marked.
+the marker stays). Only a marked output is own: 0.2.0 marked every output it wrote
+(tests/test_v0_2_0_outputs.py).
 
     from albert_tf.storage import outputs
     outputs.check([outputs.Output("--output_dir", run_dir, outputs.RUN),
@@ -76,14 +73,9 @@ WHAT_HAPPENS = {RUN: "resumes", EXPORT: "replaces", CONVERSION: "replaces", FEAT
                 LITERT_MODEL: "replaces", LITERT_SENTENCEPIECE: "replaces", LITERT_INFO: "replaces",
                 REPRODUCTION: "resumes", LEARNING_CHECKS: "reuses"}
 
-# Names of albert_tf's own outputs from before the marker (the modules that write them
-# use the same names; tests/test_storage.py checks they agree).
+# What a run directory holds itself: an output nested in a run may not take these names (the
+# modules that write them use the same names; tests/test_storage.py checks they agree).
 RUN_INFO = "run_info.json"
-SUMMARY_PREFIX = "summary_"
-EXPORT_INFO_FILES = ("classifier_info.json", "qa_info.json", "multiple_choice_info.json")
-SAVED_MODEL_NAMES = ("saved_model.pb", "variables", "assets", "fingerprint.pb", "keras_metadata.pb")
-CONVERSION_NAMES = ("albert_config.json", "question_answering.json", "multiple_choice.json", "checkpoint")
-# What a run directory holds itself: an output nested in a run may not take these names.
 RUN_NAMES = ("best", "train", "eval", "checkpoint", RUN_INFO, "metrics.jsonl", "eval_results.json",
              "eval_results.txt", "training_curves.png", "albert_config.json", MARKER)
 RUN_NAME_PREFIXES = ("ckpt-", ".ckpt")
@@ -143,78 +135,6 @@ def read_marker(path, kind):
     return data if isinstance(data, dict) else {"kind": None}
 
 
-def _entries(path):
-    return set(os.listdir(path)) - {MARKER}
-
-
-def _legacy_export(path):
-    names = _entries(path)
-    if names and names <= {"encoder", "preprocess"}:  # export_tfhub: encoder/ and preprocess/
-        return (os.path.isfile(os.path.join(path, "encoder", "saved_model.pb"))
-                and os.path.isfile(os.path.join(path, "encoder", "assets", "albert_config.json")))
-    return ("saved_model.pb" in names and bool(names & set(EXPORT_INFO_FILES))
-            and names <= set(SAVED_MODEL_NAMES) | set(EXPORT_INFO_FILES))
-
-
-def _legacy_conversion(path):
-    names = _entries(path)
-    weights = {n for n in names if n.endswith(".weights.h5") or n.startswith("model.ckpt.")}
-    return "albert_config.json" in names and bool(weights) and names <= set(CONVERSION_NAMES) | weights
-
-
-def _legacy_pretraining_data(path):
-    directory, name = os.path.split(os.path.abspath(path))
-    if name.startswith(SUMMARY_PREFIX) and name.endswith(".json"):
-        data = _read_json(path)
-        return isinstance(data, dict) and isinstance(data.get("output_files"), dict)
-    for other in sorted(os.listdir(directory)):
-        if other.startswith(SUMMARY_PREFIX) and other.endswith(".json"):
-            data = _read_json(os.path.join(directory, other))
-            if isinstance(data, dict) and isinstance(data.get("output_files"), dict) and \
-                    name in {os.path.basename(k) for k in data["output_files"]}:
-                return True
-    return False
-
-
-def _legacy_own(path, kind):
-    """Whether `path` is an albert_tf output of `kind` written before markers existed."""
-    if kind == RUN:
-        return os.path.isfile(os.path.join(path, RUN_INFO))
-    if kind == EXPORT:
-        return _legacy_export(path)
-    if kind == CONVERSION:
-        return _legacy_conversion(path)
-    if kind == PRETRAINING_DATA:
-        return _legacy_pretraining_data(path)
-    if kind == FEATURE_CACHE:
-        sidecar = _read_json(os.fspath(path) + ".json")
-        return isinstance(sidecar, dict) and str(sidecar.get("kind", "")).startswith("albert_tf ")
-    return False  # the tools' outputs (GENERATED_DATA, ...): marked from the start
-
-
-def _litert_stem(path, kind):
-    """The .tflite file whose companion `path` (of LITERT_SENTENCEPIECE or LITERT_INFO) is."""
-    suffix = ".spm.model" if kind == LITERT_SENTENCEPIECE else ".json"
-    path = os.fspath(path)
-    return path[: -len(suffix)] + ".tflite" if path.endswith(suffix) else None
-
-
-def _legacy_litert_companion(path, kind, marker):
-    """A companion export_litert wrote before it had kinds of its own (marked SENTENCEPIECE_MODEL
-    or CONFIG then): beside its .tflite (marked LITERT_MODEL), and for the JSON, holding
-    export_litert's keys."""
-    before = {LITERT_SENTENCEPIECE: SENTENCEPIECE_MODEL, LITERT_INFO: CONFIG}.get(kind)
-    stem = _litert_stem(path, kind)
-    if before is None or marker.get("kind") != before or not stem or not os.path.isfile(stem):
-        return False
-    if (read_marker(stem, LITERT_MODEL) or {}).get("kind") != LITERT_MODEL:
-        return False
-    if kind == LITERT_INFO:
-        data = _read_json(path)
-        return isinstance(data, dict) and {"signature", "raw_string_input", "outputs"} <= set(data)
-    return True
-
-
 def _companions(path):
     """The files beside file output `path` named `<name>.json` or `<name>.<part>.json` (a
     feature cache's sidecar and companions)."""
@@ -232,8 +152,6 @@ def _foreign_companion(path):
     found = _companions(path)
     if not found or read_marker(path, FEATURE_CACHE) is not None:
         return None  # the marker stays while companions do: they are its own
-    if _legacy_own(path, FEATURE_CACHE):
-        return None  # an albert_tf sidecar from before markers: so are its companions
     return found[0]
 
 
@@ -267,13 +185,11 @@ def examine(path, kind):
         return Verdict("foreign", "is a directory")
     marker = read_marker(path, kind)
     if marker is not None:
-        if marker.get("kind") == kind or _legacy_litert_companion(path, kind, marker):
+        if marker.get("kind") == kind:
             return Verdict("own")
         other = DESCRIPTIONS.get(marker.get("kind"))
         return Verdict("foreign", f"is albert_tf's {other}, not {ARTICLES[kind]} {what}" if other else
                        f"has an unreadable marker {marker_path(path, kind)}")
-    if _legacy_own(path, kind):
-        return Verdict("own")
     thing = "a directory" if os.path.isdir(path) else "a file"
     return Verdict("foreign", f"is {thing} that albert_tf did not make (no marker "
                               f"{os.path.basename(marker_path(path, kind))})")
@@ -428,7 +344,7 @@ def replacing_file(path, kind, flag=None):
     before the block, and removes the marker again when the block fails leaving neither
     the file nor a companion of it."""
     refuse_if_foreign(path, kind, flag)
-    if (read_marker(path, kind) or {}).get("kind") != kind:  # new, or an own output of before its kind (LiteRT's)
+    if read_marker(path, kind) is None:  # new (an own output is marked)
         write_marker(path, kind)
     try:
         yield path

@@ -88,7 +88,7 @@ class MetricsLogger:
 
 
 def read_records(path):
-    """The records of a metrics.jsonl (older files without "split" count as train).
+    """The records of a metrics.jsonl.
 
     Raises:
         ValueError: a line that is not JSON (named by file and line).
@@ -104,7 +104,6 @@ def read_records(path):
                 record = json.loads(line)
             except json.JSONDecodeError as e:
                 raise ValueError(f"{path}:{number}: not a JSON record ({e.msg}).") from None
-            record.setdefault("split", "train")
             records.append(record)
     return records
 

@@ -104,7 +104,6 @@ def check_settings(output_dir, session):
     changed setting while the directory holds a checkpoint to continue, unless
     session.allow_changed_settings. A changed length is recorded, never refused. A session
     that does not train, or a directory without an earlier training, is never refused.
-    Runs written before sessions were recorded are compared on their dtype policy alone.
     Writes nothing.
     """
     if session is None or not session.trains:
@@ -112,12 +111,9 @@ def check_settings(output_dir, session):
     session.changes = []
     info = read_run_info(output_dir)
     previous = _last_training(info)
-    if previous is not None:
-        old_settings, old_length = previous.get("settings", {}), previous.get("length", {})
-    elif "dtype_policy" in info:  # a run from before sessions: its first session's policy
-        old_settings, old_length = {"dtype_policy": info["dtype_policy"]}, {}
-    else:
+    if previous is None:
         return []
+    old_settings, old_length = previous["settings"], previous["length"]
     if not newest_checkpoint(output_dir):
         return []  # nothing to continue: the training starts anew
     changed = _differences(old_settings, session.settings)

@@ -21,9 +21,9 @@ import tensorflow as tf
 
 from albert_tf.data.bucket_widths import bucket_widths
 from albert_tf.data.buckets import bucketed_batches, take_rows
-from albert_tf.data.classifier_data import get_task, read_examples
-from albert_tf.data.classifier_metrics import compute
-from albert_tf.data.classifier_pipeline import label_ids, pack_segments, segment_lengths, tokenize_segments
+from albert_tf.tasks.classification.data import get_task, read_examples
+from albert_tf.tasks.classification.metrics import compute
+from albert_tf.tasks.classification.pipeline import label_ids, pack_segments, segment_lengths, tokenize_segments
 from albert_tf.data.maps import graph_map
 from albert_tf.modeling.encoder import INPUT_NAMES
 from albert_tf.modeling.losses import classifier_nll
@@ -345,7 +345,7 @@ def _run(o, training, stream):
         print(f"wrote {path} ({len(splits['test'])} predictions)", file=stream, flush=True)
         results["test_results"] = path
     if o.export_dir:
-        from albert_tf.export.classifier_module import export_classifier
+        from albert_tf.tasks.classification.export import export_classifier
 
         results["export_dir"] = export_classifier(task.preprocess, trainer.model_in("float32"), o.export_dir,
                                                   o.max_seq_length,

@@ -1,6 +1,6 @@
 """In-graph SentencePiece pieces of one string with their character spans in the ORIGINAL text.
 
-The TensorFlow twin of `albert_tf.data.squad.alignment.tokenize_context` (read its docstring for
+The TensorFlow twin of `albert_tf.tasks.squad.alignment.tokenize_context` (read its docstring for
 the rules), for SavedModels that take raw text and answer with spans of it:
 
     tokenizer = ReleaseTokenizer(spm_bytes)  # albert_tf.export.release_tokenizer

@@ -29,7 +29,7 @@ import json
 import logging
 import os
 
-from albert_tf.data.race.examples import (MultipleChoiceDataError, MultipleChoiceExample, MultipleChoiceExamples,
+from albert_tf.tasks.race.examples import (MultipleChoiceDataError, MultipleChoiceExample, MultipleChoiceExamples,
                                           MultipleChoiceSummary)
 
 logger = logging.getLogger("albert_tf")

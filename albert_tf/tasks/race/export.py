@@ -8,7 +8,7 @@
 
 Root `__call__(article [B], question [B], options [B, C])` and the `serving_default`
 signature (any C >= 2, the same for the whole request). Inputs are built as in training
-(albert_tf.data.race, the release's race_utils; the release's tokenizer,
+(albert_tf.tasks.race, the release's race_utils; the release's tokenizer,
 albert_tf.export.release_tokenizer): the strings normalised as preprocess_text does
 (albert_tf.export.normalization; question and option, then their joined text twice, the article twice, as
 race_data), "_" in the question replaced by the option

@@ -197,7 +197,7 @@ def evaluate_v1(questions, predictions):
     Raises:
         ValueError for a question without gold answers (the v1.1 rules have nothing to
         score it against; the official script fails on it): score the others, as
-        tasks/squad.py does, and count it apart.
+        tasks/squad/task.py does, and count it apart.
     """
     _check_questions(questions)
     if not questions:

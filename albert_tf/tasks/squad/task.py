@@ -1,7 +1,7 @@
 """The SQuAD task (v1.1 and v2.0): for `python -m albert_tf.run_squad_v1` / `run_squad_v2`.
 
 As the release's run_squad_v1.py / run_squad_v2.py: windowed features ([CLS] question [SEP]
-context [SEP], albert_tf.data.squad, cached as TFRecords beside a settings sidecar and
+context [SEP], albert_tf.tasks.squad, cached as TFRecords beside a settings sidecar and
 rebuilt when the settings, tokenizer or input change), the v1 linear start/end head or the
 v2 XLNet-style head (albert_tf.modeling.question_answering), the release's losses averaged
 over the global batch, AdamW with linear warmup and decay, num_train_steps =
@@ -161,7 +161,7 @@ class SquadTask(Task):
     def predict_dataset(self, features, batch_size):
         """One finite pass over prediction features, by length (example_index restores the
         order; the last batch may be partial)."""
-        from albert_tf.data.squad.features import features_to_arrays
+        from albert_tf.tasks.squad.features import features_to_arrays
 
         columns = _feature_columns(features_to_arrays(features), with_labels=False)
         columns[EXAMPLE_INDEX] = np.arange(len(features), dtype=np.int32)
@@ -218,7 +218,7 @@ class SquadTask(Task):
     # --- prediction ----------------------------------------------------------------------
 
     def windows(self, features, outputs):
-        """Features + the model's per-feature outputs -> albert_tf.data.squad.postprocess windows."""
+        """Features + the model's per-feature outputs -> albert_tf.tasks.squad.postprocess windows."""
         keys = [k for k in outputs if k not in (EXAMPLE_INDEX, "_batches")]
         windows = []
         for k, feature in enumerate(features):
@@ -231,7 +231,7 @@ class SquadTask(Task):
     def answers(self, outputs, features, examples):
         """The model's per-feature outputs (`features` order) -> {"predictions", "nbest",
         (v2) "null_odds"}, each keyed by question id in the order of `examples`."""
-        from albert_tf.data.squad import postprocess as squad_postprocess
+        from albert_tf.tasks.squad import postprocess as squad_postprocess
 
         o = self.options
         if len(outputs[EXAMPLE_INDEX]) != len(features):
@@ -257,12 +257,12 @@ class SquadTask(Task):
 
     def score(self, questions, result):
         """The official metrics of `result` (`answers`) against `questions`
-        (data.squad.metrics.read_questions), or None when no question has a gold answer.
+        (tasks.squad.metrics.read_questions), or None when no question has a gold answer.
         v1.1 scores the questions that have answers (the others are predicted, not scored,
         and counted in questions_without_answers); v2.0 all of them, with the no-answer
         share."""
-        from albert_tf.data.squad import metrics as squad_metrics
-        from albert_tf.data.squad import postprocess as squad_postprocess
+        from albert_tf.tasks.squad import metrics as squad_metrics
+        from albert_tf.tasks.squad import postprocess as squad_postprocess
 
         answerable = [q for q in questions if q["answers"]]
         if not answerable:
@@ -281,8 +281,8 @@ class SquadTask(Task):
         """Runs the model over the prediction features and writes predictions.json,
         nbest_predictions.json, (v2) null_odds.json and, when `predict_file` holds
         answers, the official metrics (returned; None otherwise)."""
-        from albert_tf.data.squad import metrics as squad_metrics
-        from albert_tf.data.squad import postprocess as squad_postprocess
+        from albert_tf.tasks.squad import metrics as squad_metrics
+        from albert_tf.tasks.squad import postprocess as squad_postprocess
 
         o = self.options
         outputs = trainer.per_example_outputs(self.predict_dataset(features, o.predict_batch_size),
@@ -346,10 +346,10 @@ def run(o, training, stream=None):
 
 
 def _run(o, training, stream):
-    from albert_tf.data.squad.cache import load_or_build_features, read_feature_arrays
-    from albert_tf.data.squad.features import FeatureSettings
-    from albert_tf.data.squad.metrics import read_questions
-    from albert_tf.data.squad.reading import read_squad_examples
+    from albert_tf.tasks.squad.cache import load_or_build_features, read_feature_arrays
+    from albert_tf.tasks.squad.features import FeatureSettings
+    from albert_tf.tasks.squad.metrics import read_questions
+    from albert_tf.tasks.squad.reading import read_squad_examples
     from albert_tf.data.tokenization import SentencePieceTokenizer
 
     check_options(o)
@@ -413,7 +413,7 @@ def _run(o, training, stream):
     if o.do_predict:
         _predict_and_score(task, trainer, outcome, predict_cache, results, stream)
     if o.export_dir:
-        from albert_tf.export.qa_module import export_question_answering
+        from albert_tf.tasks.squad.export import export_question_answering
 
         metrics = results.get("metrics") or {}
         # v2: the threshold of predictions_best_f1_thresh.json; none without metrics to find it

@@ -32,8 +32,8 @@ import logging
 
 import numpy as np
 
-from albert_tf.data.squad.alignment import tokenize_context
-from albert_tf.data.squad.reading import MAX_LISTED_IDS
+from albert_tf.tasks.squad.alignment import tokenize_context
+from albert_tf.tasks.squad.reading import MAX_LISTED_IDS
 
 logger = logging.getLogger("albert_tf")
 
@@ -137,7 +137,7 @@ class SquadFeature:
 
     def as_window(self):
         """{"qid", "token_spans", "token_is_max_context"}: the window form of
-        albert_tf.data.squad.postprocess (add the model's outputs to it)."""
+        albert_tf.tasks.squad.postprocess (add the model's outputs to it)."""
         return {"qid": self.qas_id, "token_spans": self.token_spans,
                 "token_is_max_context": self.token_is_max_context}
 

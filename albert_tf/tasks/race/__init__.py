@@ -6,9 +6,9 @@ One module per role:
     features  MultipleChoiceSettings, examples_to_arrays: the release's race_utils layout
     cache     load_or_build_features: feature TFRecords reused only when nothing changed
 
-    from albert_tf.data.race.cache import load_or_build_features
-    from albert_tf.data.race.features import MultipleChoiceSettings, examples_to_arrays
-    from albert_tf.data.race.reading import read_race
+    from albert_tf.tasks.race.cache import load_or_build_features
+    from albert_tf.tasks.race.features import MultipleChoiceSettings, examples_to_arrays
+    from albert_tf.tasks.race.reading import read_race
 
     examples = read_race("data", "train")                 # data/RACE/train/{middle,high}/...
     examples.summary.layout                                # "files" or "all.txt"
@@ -18,7 +18,7 @@ One module per role:
     result.arrays, result.rebuilt, result.reason
 
 Example (runnable; `tokenizer` a SentencePieceTokenizer; MultipleChoiceExample(s) from
-albert_tf.data.race.examples):
+albert_tf.tasks.race.examples):
 ```python
 examples = MultipleChoiceExamples([MultipleChoiceExample(
     example_id="a1", question_index=0, context="The cat sat on the mat.",

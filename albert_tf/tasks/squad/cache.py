@@ -21,8 +21,8 @@ import os
 import numpy as np
 
 from albert_tf.data import feature_cache
-from albert_tf.data.squad.features import ConvertSummary, SquadFeature, SquadFeatures, iter_features
-from albert_tf.data.squad.reading import SquadDataError, normalize_version, read_squad_examples
+from albert_tf.tasks.squad.features import ConvertSummary, SquadFeature, SquadFeatures, iter_features
+from albert_tf.tasks.squad.reading import SquadDataError, normalize_version, read_squad_examples
 
 FEATURE_FORMAT = 2  # bump when the feature layout changes: old caches are rebuilt (2: shared sidecar layout)
 RECORD_FEATURES = ("unique_ids", "input_ids", "input_mask", "segment_ids", "p_mask", "start_positions",

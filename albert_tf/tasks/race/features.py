@@ -20,7 +20,7 @@ import dataclasses
 
 import numpy as np
 
-from albert_tf.data.race.examples import MultipleChoiceDataError
+from albert_tf.tasks.race.examples import MultipleChoiceDataError
 from albert_tf.data.tokenization import preprocess_text
 
 

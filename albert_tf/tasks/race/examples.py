@@ -1,5 +1,5 @@
-"""Multiple-choice examples: what the readers (albert_tf.data.race.reading) return and the
-error every module of albert_tf.data.race raises.
+"""Multiple-choice examples: what the readers (albert_tf.tasks.race.reading) return and the
+error every module of albert_tf.tasks.race raises.
 """
 
 import dataclasses

@@ -18,7 +18,7 @@ import os
 
 import tensorflow as tf
 
-from albert_tf.data.classifier_pipeline import pack
+from albert_tf.tasks.classification.pipeline import pack
 from albert_tf.export import savedmodel
 from albert_tf.storage import atomic, outputs, provenance
 

@@ -26,11 +26,11 @@ the ids of questions (RawTextModule).
 Each context is cut into the run's windows ([CLS] question [SEP] window [SEP], doc_stride,
 max_query_length, the max-context rule), the model sees all windows of one question as a
 batch padded only to the length bucket of its longest window, and the best span is chosen over all windows with
-the run's post-processing rules (albert_tf.data.squad.postprocess: n_best_size starts and
+the run's post-processing rules (albert_tf.tasks.squad.postprocess: n_best_size starts and
 ends among valid positions for v1, the head's top start_n_top x end_n_top for v2,
 max_answer_length, a start only in its max-context window). So `answer` is the first entry
 of nbest_predictions.json for the same question. Character alignment is
-albert_tf.export.aligned_tokens (the in-graph twin of squad.alignment.tokenize_context). Dropout
+albert_tf.tasks.squad.aligned_tokens (the in-graph twin of squad.alignment.tokenize_context). Dropout
 is off (training=False).
 """
 
@@ -40,7 +40,7 @@ import tensorflow as tf
 
 from albert_tf.data.buckets import width_for
 from albert_tf.export import savedmodel
-from albert_tf.export.aligned_tokens import context_pieces
+from albert_tf.tasks.squad.aligned_tokens import context_pieces
 from albert_tf.export.normalization import SPACE
 from albert_tf.export.raw_text_module import RawTextModule, writing_export
 from albert_tf.storage import atomic, provenance

@@ -20,7 +20,7 @@ A question's context is cut into windows (features); each window is a dict:
       "end_top_log_probs" float, same shape
       "cls_logits":           float (higher = more likely unanswerable)
 
-and `contexts` maps each qid to its context string (albert_tf.data.squad.features makes
+and `contexts` maps each qid to its context string (albert_tf.tasks.squad.features makes
 windows of this form). A span (start s, end e) is a candidate when both are context tokens,
 s is a max-context position, e >= s and e - s + 1 <= max_answer_length tokens: v1 pairs the
 top n_best_size valid starts with the top n_best_size context ends (ties: lower position
@@ -43,7 +43,7 @@ import os
 
 import numpy as np
 
-from albert_tf.data.squad import metrics as squad_metrics
+from albert_tf.tasks.squad import metrics as squad_metrics
 from albert_tf.storage import atomic
 
 BEST_F1_FILE = "predictions_best_f1_thresh.json"

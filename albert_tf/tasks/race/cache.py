@@ -15,8 +15,8 @@ import dataclasses
 import os
 
 from albert_tf.data import feature_cache
-from albert_tf.data.race.examples import MultipleChoiceDataError
-from albert_tf.data.race.features import examples_to_arrays
+from albert_tf.tasks.race.examples import MultipleChoiceDataError
+from albert_tf.tasks.race.features import examples_to_arrays
 
 FEATURE_FORMAT = 1  # bump when the feature layout changes: old caches are rebuilt
 RECORD_FEATURES = ("input_ids", "input_mask", "segment_ids", "label_ids", "is_real_example")

@@ -1,7 +1,7 @@
 """The multiple-choice task: RACE (and users' own JSON-lines data), for `python -m albert_tf.run_race`.
 
 As the release's run_race.py: per option [CLS] article [SEP] question-with-option [SEP]
-(albert_tf.data.race.features: "_" in the question replaced by the option, else question and
+(albert_tf.tasks.race.features: "_" in the question replaced by the option, else question and
 option joined; that part keeps its last max_qa_length pieces and the article fills the
 rest), AlbertForMultipleChoice (pooled output -> output_weights [1, H], output_bias [1],
 one logit per option, softmax over the options), cross-entropy averaged over the global
@@ -77,7 +77,7 @@ def check_options(o):
 
 def read_split(o, split):
     """The examples of one split (MultipleChoiceExamples), checked."""
-    from albert_tf.data.race.reading import read_multiple_choice_jsonl, read_race
+    from albert_tf.tasks.race.reading import read_multiple_choice_jsonl, read_race
 
     if o.task_name == "race":
         return read_race(o.data_dir, split, high_only=o.high_only, middle_only=o.middle_only)
@@ -129,7 +129,7 @@ class MultipleChoiceTask(Task):
     Args:
         options: MultipleChoiceOptions.
         splits: {split: MultipleChoiceExamples}.
-        arrays: {split: {name: array}} features of each split (albert_tf.data.race.features layout).
+        arrays: {split: {name: array}} features of each split (albert_tf.tasks.race.features layout).
     """
 
     skip_padding = True  # the loss reads pooled outputs only
@@ -250,8 +250,8 @@ def run(o, training, stream=None):
 
 
 def _run(o, training, stream):
-    from albert_tf.data.race.cache import load_or_build_features
-    from albert_tf.data.race.features import MultipleChoiceSettings
+    from albert_tf.tasks.race.cache import load_or_build_features
+    from albert_tf.tasks.race.features import MultipleChoiceSettings
     from albert_tf.data.tokenization import SentencePieceTokenizer
 
     check_options(o)
@@ -302,7 +302,7 @@ def _run(o, training, stream):
         results["predictions"] = path
         print(f"wrote {path} ({len(splits['test'])} questions)", file=stream, flush=True)
     if o.export_dir:
-        from albert_tf.export.multiple_choice_module import export_multiple_choice
+        from albert_tf.tasks.race.export import export_multiple_choice
 
         results["export_dir"] = export_multiple_choice(
             trainer.model_in("float32"), spm_file_for(o), o.export_dir, do_lower_case=o.do_lower_case,
