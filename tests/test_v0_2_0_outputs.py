@@ -26,6 +26,7 @@ ARCHIVE = os.path.join(HERE, "fixtures.tar.xz")
 ATOL = 1e-6  # float rounding: the same ops on the same weights
 ENCODER_KEYS = ("sequence_output", "pooled_output")
 V0_2_0_COMMIT = "614fe3f8279bec622607c829ce73acde68146ded"
+ORIGINAL_OUTPUT_DIR = "/tmp/v0_2_0"  # make_fixtures --output_dir (its docstring)
 
 
 
@@ -79,8 +80,18 @@ def test_pretraining_run_continues_from_its_newest_checkpoint(v020, tmp_path):
     run = v020 / "pretraining_run"
     config = shutil.copy(run / "albert_config.json", tmp_path / "albert_config.json")
     before = _jsonl(run / "metrics.jsonl")
-    result = run_in_process(run_pretraining, make_fixtures.pretraining_args(v020 / "data" / "train.tfrecord", run,
-                                                                            config, "--num_train_steps=6"))
+    # the input iterator's state in ckpt-4 names the file the run read (make_fixtures wrote it
+    # under /tmp/v0_2_0): a run continues on its own data, where it was
+    original = os.path.join(ORIGINAL_OUTPUT_DIR, "data", "train.tfrecord")
+    if os.path.exists(ORIGINAL_OUTPUT_DIR):
+        pytest.fail(f"{ORIGINAL_OUTPUT_DIR} exists: this test puts the fixture's data there for the run; move it away")
+    try:
+        os.makedirs(os.path.dirname(original))
+        shutil.copy(v020 / "data" / "train.tfrecord", original)
+        result = run_in_process(run_pretraining, make_fixtures.pretraining_args(original, run, config,
+                                                                                "--num_train_steps=6"))
+    finally:
+        shutil.rmtree(ORIGINAL_OUTPUT_DIR, ignore_errors=True)
     assert result.returncode == 0, result.stderr[-3000:]
     assert f"resuming from {run / 'ckpt-4'} at step 4" in result.stdout, result.stdout
     assert tf.train.latest_checkpoint(str(run)) == str(run / "ckpt-6")

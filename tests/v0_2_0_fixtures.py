@@ -38,7 +38,7 @@ output is made by 0.2.0's own commands, called in-process through their `main(ar
 import argparse
 import contextlib
 import gzip
-import importlib.util
+import importlib
 import io
 import json
 import os
@@ -163,10 +163,9 @@ def main():
     write_corpus(a.corpus, corpus, CORPUS_BYTES)
     write_corpus(a.corpus, text, DATA_BYTES)
 
-    spec = importlib.util.spec_from_file_location("train_sentencepiece", os.path.join(root, "tools",
-                                                                                      "train_sentencepiece.py"))
-    tool = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(tool)
+    # 0.2.0's tools/ (no package there: a namespace package from the worktree on PYTHONPATH)
+    tool = importlib.import_module("tools.train_sentencepiece")
+    assert os.path.dirname(os.path.abspath(tool.__file__)) == os.path.join(root, "tools"), tool.__file__
     call(tool.main, [f"--input_file={corpus}", f"--model_prefix={data}/spm", "--vocab_size=1000",
                      "--num_threads=1"])
     spm = os.path.join(data, "spm.model")
