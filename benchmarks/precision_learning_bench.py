@@ -37,7 +37,7 @@ Writes results.json, results.csv and learning_curves.png.
 """
 
 import csv
-import importlib.util
+import importlib
 import json
 import os
 import statistics
@@ -107,10 +107,8 @@ def check_flags(f):
 
 
 def _tool(name):
-    spec = importlib.util.spec_from_file_location(name, os.path.join(ROOT, "tools", f"{name}.py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    """tools/NAME.py, the module tools.NAME (the repository's root is on sys.path: __main__ below)."""
+    return importlib.import_module(f"tools.{name}")
 
 
 def make_data(data_dir, s, plan):

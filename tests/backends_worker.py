@@ -1,7 +1,7 @@
 """tests/backend_cases.py's models on one Keras backend, where TensorFlow cannot be imported,
 against the TensorFlow side's results (tests/test_backends.py starts it, one process per backend).
 
-    KERAS_BACKEND=jax PYTHONPATH=ROOT python tests/backends_worker.py DATA_DIR OUT_DIR
+    KERAS_BACKEND=jax PYTHONPATH=ROOT:ROOT/tests:ROOT/benchmarks python tests/backends_worker.py DATA_DIR OUT_DIR
 
 DATA_DIR/<case>/ is the case's pretrained directory as TensorFlow saved it, DATA_DIR/<case>.npz
 its inputs (`in/...`), outputs in inference (`out/...`) and gradients of `backend_cases.scalar`
@@ -47,7 +47,6 @@ from keras import ops  # noqa: E402
 import backend_cases as cases  # noqa: E402
 
 BACKEND = keras.config.backend()
-ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 # On JAX every case's outputs and gradients come from one jax.jit-compiled function (one compile:
 # seconds per case); gradients are taken eagerly as well (jax.grad op by op, which compiles each op)
 # only for these cases
@@ -217,8 +216,8 @@ def lamb_check(compiled):
 
 def bench_check(output_dir):
     """benchmarks/jax_train_step_bench.py in this process at a tiny size (its suite check:
-    both models, gradient accumulation in 2 slices); the test reads its results.json."""
-    sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+    both models, gradient accumulation in 2 slices); the test reads its results.json (benchmarks/
+    is on PYTHONPATH, as on the tests' sys.path: pytest.ini)."""
     import jax_train_step_bench
 
     code = jax_train_step_bench.main(["--tiny", "--cases=albert_base:128", "--steps=1", "--repeats=1",

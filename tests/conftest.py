@@ -171,26 +171,17 @@ def write_tiny_config(directory, **overrides):
     return path
 
 
-def run_in_process(module, args, capsys):
-    """`python -m albert_tf.NAME ARGS` (module: the imported entry point, e.g. run_classifier, or a
-    tool from load_tool) in this process through its `main(argv)`: SimpleNamespace(returncode,
-    stdout, stderr) of what it printed."""
-    import types
-
-    capsys.readouterr()
-    status = module.main([str(a) for a in args])
-    out, err = capsys.readouterr()
-    return types.SimpleNamespace(returncode=status, stdout=out, stderr=err)
-
-
-def captured_main(main, args):
-    """`main(args)` (a command's `main(argv)`) with what it printed captured by redirecting
-    sys.stdout and sys.stderr (for helpers without the capsys fixture; cli.main sends absl's
-    lines there too): SimpleNamespace(returncode, stdout, stderr)."""
+def run_in_process(command, args):
+    """`python -m albert_tf.NAME ARGS` (or `python tools/NAME.py ARGS`) in this process: `command`
+    is the command's module (e.g. run_classifier, tools.make_squad_data) or its `main(argv)`, called
+    with ARGS as strings while sys.stdout and sys.stderr are redirected (cli.main sends absl's lines
+    there too; lines C++ writes to the file descriptors are not caught, as with capsys):
+    SimpleNamespace(returncode, stdout, stderr) of what it printed."""
     import contextlib
     import io
     import types
 
+    main = getattr(command, "main", command)
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         status = main([str(a) for a in args])
@@ -213,17 +204,6 @@ def extract_archive(archive, root):
                 os.makedirs(os.path.join(root, *parts[:-1]), exist_ok=True)
                 with open(os.path.join(root, *parts), "wb") as f:
                     f.write(tar.extractfile(member).read())
-
-
-def load_tool(name):
-    """A script of tools/ imported as a module (tools/ is not a package)."""
-    import importlib.util
-
-    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools", f"{name}.py")
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def shared_once(tmp_path_factory, name, build):

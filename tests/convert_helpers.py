@@ -16,9 +16,9 @@ ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)),
 def convert_cli(*args):
     """`python -m albert_tf.convert ARGS` in this process (the module's `main(argv)`): its exit status
     and what it printed, as SimpleNamespace(returncode, stdout, stderr)."""
-    from conftest import captured_main
+    from conftest import run_in_process
 
-    return captured_main(importlib.import_module("albert_tf.convert.__main__").main, args)
+    return run_in_process(importlib.import_module("albert_tf.convert.__main__"), args)
 
 
 def run_cli(*args):

@@ -170,7 +170,7 @@ def test_two_mirrored_replicas_in_slices_take_the_whole_batch_step(pretraining_r
     assert "--train_batch_size=8 over 2 replicas is 4" in results["refused"]
 
 
-def test_bad_accumulation_exits_2_naming_both_flags(capsys):
+def test_bad_accumulation_exits_2_naming_both_flags():
     """Every training command checks K with its other flags, before TensorFlow work (each
     command's main in this process)."""
     import importlib
@@ -183,7 +183,7 @@ def test_bad_accumulation_exits_2_naming_both_flags(capsys):
                            ("albert_tf.run_race", fine_tuning)):
         cases += [(module, common + ["--gradient_accumulation_steps=0"]),
                   (module, common + ["--gradient_accumulation_steps=3"])]
-    results = [run_in_process(importlib.import_module(module), args, capsys) for module, args in cases]
+    results = [run_in_process(importlib.import_module(module), args) for module, args in cases]
     for (module, args), result in zip(cases, results, strict=True):
         assert result.returncode == 2, (module, args, result.stderr[-2000:])
         assert "--gradient_accumulation_steps" in result.stderr and "--train_batch_size=8" in result.stderr, \

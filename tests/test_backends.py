@@ -26,6 +26,9 @@ import pytest
 
 import backend_cases as cases
 
+# every test reads a worker process on its backend: Keras reads KERAS_BACKEND when it starts, and the
+# worker must run where TensorFlow cannot be imported
+pytestmark = pytest.mark.real_process
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 BACKENDS = ("jax", "torch")
 def _xla_flags():
@@ -110,7 +113,8 @@ def backend_run(request):
     tensorflow_side = request.getfixturevalue("tensorflow_side")
     out = tensorflow_side.parent / backend
     out.mkdir()
-    env = dict(os.environ, KERAS_BACKEND=backend, PYTHONPATH=os.pathsep.join([ROOT, os.path.join(ROOT, "tests")]),
+    env = dict(os.environ, KERAS_BACKEND=backend,
+               PYTHONPATH=os.pathsep.join([ROOT] + [os.path.join(ROOT, d) for d in ("tests", "benchmarks")]),
                JAX_PLATFORMS="cpu", OMP_NUM_THREADS="1",
                XLA_FLAGS=XLA_FLAGS)
     start = time.monotonic()

@@ -10,26 +10,22 @@ import csv
 import importlib
 import json
 import os
-import sys
 
 import pytest
 from conftest import run_in_process
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-BENCHMARKS = os.path.join(ROOT, "benchmarks")
 
 
 def _bench(name):
     """benchmarks/NAME.py imported as the module NAME (the scripts import each other by name:
-    benchmarks/ is on sys.path when one runs)."""
-    if BENCHMARKS not in sys.path:
-        sys.path.insert(0, BENCHMARKS)
+    benchmarks/ is on sys.path when one runs, and in the tests: pytest.ini)."""
     return importlib.import_module(name)
 
 
-def _run(capsys, script, *args):
+def _run(script, *args):
     """`python benchmarks/SCRIPT ARGS` in this process (the script's main(argv))."""
-    return run_in_process(_bench(script.removesuffix(".py")), args, capsys)
+    return run_in_process(_bench(script.removesuffix(".py")), args)
 
 
 def _seed_spm(spm_model, spm_dir, name, settings=None):
@@ -45,11 +41,11 @@ def _seed_spm(spm_model, spm_dir, name, settings=None):
             json.dump(settings, f)
 
 
-def test_inference_bench_tiny_writes_results(tmp_path, capsys, spm_model):
+def test_inference_bench_tiny_writes_results(tmp_path, spm_model):
     out = tmp_path / "inference"
     _seed_spm(spm_model, out / "spm", "spm.model", {"vocab_size": 3000, "corpus_mb": 1.2})
     # float32 whatever the CPU: "auto" picks mixed_bfloat16 on bf16 hardware, where outputs differ by bf16 rounding
-    result = _run(capsys, "inference_bench.py", "--tiny", "--repeats=1", "--calls=2", "--warmup_calls=1",
+    result = _run("inference_bench.py", "--tiny", "--repeats=1", "--calls=2", "--warmup_calls=1",
                   "--dtype_policy=float32", "--vocab_size=3000", "--corpus_mb=1.2", f"--output_dir={out}")
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-4000:]
     assert "albert_tf / keras-hub:" in result.stdout
@@ -115,19 +111,19 @@ def test_inference_bench_tiny_writes_results(tmp_path, capsys, spm_model):
                                          ("--accuracy_steps=-1", "--accuracy_steps"),
                                          ("--accuracy_pretrain_steps=-1", "--accuracy_pretrain_steps"),
                                          ("--accuracy_systems=albert_tf,jax", "--accuracy_systems")])
-def test_finetune_bench_rejects_bad_flags(tmp_path, capsys, flag, named):
-    result = _run(capsys, "finetune_bench.py", flag, f"--output_dir={tmp_path}")
+def test_finetune_bench_rejects_bad_flags(tmp_path, flag, named):
+    result = _run("finetune_bench.py", flag, f"--output_dir={tmp_path}")
     assert result.returncode == 2
     assert flag.split("=")[0] in result.stderr and named in result.stderr
     assert not os.listdir(tmp_path)
 
 
-def test_precision_speed_bench_tiny_serving(tmp_path, capsys, spm_model):
+def test_precision_speed_bench_tiny_serving(tmp_path, spm_model):
     """The bf16-vs-float32 speed benchmark's serving part on a tiny model: both exports answer
     every shape, their outputs differ by bf16 rounding only, and each target row is judged."""
     out = tmp_path / "speed"
     _seed_spm(spm_model, out / "spm", "sample.model")  # --tiny's vocabulary size: 3000 pieces
-    result = _run(capsys, "precision_speed_bench.py", "--tiny", "--parts=serving", "--repeats=1", "--calls=2",
+    result = _run("precision_speed_bench.py", "--tiny", "--parts=serving", "--repeats=1", "--calls=2",
                   f"--output_dir={out}")
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-4000:]
     with open(out / "results.json") as f:
@@ -141,7 +137,7 @@ def test_precision_speed_bench_tiny_serving(tmp_path, capsys, spm_model):
     assert results["matmul_gflops"]["bfloat16"] > 0 and results["matmul_gflops"]["float32"] > 0
 
 
-def test_precision_learning_bench_verdict_rule_and_bad_flags(tmp_path, capsys):
+def test_precision_learning_bench_verdict_rule_and_bad_flags(tmp_path):
     """The learning benchmark's rule: a bf16 seed that never leaves the plateau where every
     float32 seed does fails, whatever the means; otherwise the means decide (2 points, or the
     float32 spread where wider)."""
@@ -169,13 +165,13 @@ def test_precision_learning_bench_verdict_rule_and_bad_flags(tmp_path, capsys):
     with pytest.raises(ValueError, match="--classifier_steps must be at least 10"):
         bench.check_flags(types.SimpleNamespace(tasks=["classification"], starts=["pretrained"], seeds=3,
                                                 leave_factor=1.25, classifier_steps=5))
-    result = run_in_process(bench, ["--tasks=squad_v3", f"--output_dir={tmp_path / 'x'}"], capsys)
+    result = run_in_process(bench, ["--tasks=squad_v3", f"--output_dir={tmp_path / 'x'}"])
     assert result.returncode == 2 and "--tasks: squad_v3" in result.stderr
     assert not (tmp_path / "x").exists()
 
 
-def test_litert_bench_refuses_bad_flags(tmp_path, capsys):
-    result = _run(capsys, "litert_bench.py", "--repeats=0", f"--output_dir={tmp_path}")
+def test_litert_bench_refuses_bad_flags(tmp_path):
+    result = _run("litert_bench.py", "--repeats=0", f"--output_dir={tmp_path}")
     assert result.returncode == 2 and "--repeats and --calls must be positive" in result.stderr
     assert not os.listdir(tmp_path)
 
@@ -211,7 +207,7 @@ def test_precision_gradient_bench_error_and_float32_gelu_variant():
                                                           "float32")))
 
 
-def test_learning_checks_summarizes_the_worst_seed_and_says_what_recorded_nothing(tmp_path, capsys, monkeypatch):
+def test_learning_checks_summarizes_the_worst_seed_and_says_what_recorded_nothing(tmp_path, monkeypatch):
     """benchmarks/learning_checks.py with pytest replaced by a fake run (the env vars it gets,
     records and JUnit XML it writes): the worst seed per test, name and policy against the
     threshold, a both-policies check measured in the float32 runs and skipped in the others, a
@@ -247,8 +243,7 @@ def test_learning_checks_summarizes_the_worst_seed_and_says_what_recorded_nothin
     for name in ("test_a.py", "test_b.py", "test_c.py"):
         (tmp_path / "repo" / "tests" / name).write_text("")
     out = tmp_path / "out"
-    result = run_in_process(bench, ["--seeds=1,2", "--heartbeat_s=0", "--jemalloc=none", f"--output_dir={out}"],
-                            capsys)
+    result = run_in_process(bench, ["--seeds=1,2", "--heartbeat_s=0", "--jemalloc=none", f"--output_dir={out}"])
     assert result.returncode == 1, result.stderr  # test_silent recorded nothing
     assert [c[:3] for c in calls] == [(1, "float32", "1"), (1, "mixed_bfloat16", "1"), (2, "float32", "1"),
                                       (2, "mixed_bfloat16", "1")]
@@ -272,14 +267,14 @@ def test_learning_checks_summarizes_the_worst_seed_and_says_what_recorded_nothin
         assert len(f.readlines()) == 4
     # its own directory again: reused (the runs of before replaced); a user's directory: refused
     again = run_in_process(bench, ["--seeds=3", "--policies=float32", "--heartbeat_s=0", "--jemalloc=none",
-                                   f"--output_dir={out}"], capsys)
+                                   f"--output_dir={out}"])
     assert again.returncode == 1 and sorted(os.listdir(out / "runs")) == [
         "seed3-float32.jsonl", "seed3-float32.xml"]
     users = tmp_path / "users"
     users.mkdir()
     (users / "notes.txt").write_text("mine")
-    refused = run_in_process(bench, ["--heartbeat_s=0", f"--output_dir={users}"], capsys)
+    refused = run_in_process(bench, ["--heartbeat_s=0", f"--output_dir={users}"])
     assert refused.returncode == 2 and "albert_tf did not make" in refused.stderr
     assert os.listdir(users) == ["notes.txt"] and len(calls) == 5
-    bad = run_in_process(bench, ["--policies=bf16", f"--output_dir={tmp_path / 'bad'}"], capsys)
+    bad = run_in_process(bench, ["--policies=bf16", f"--output_dir={tmp_path / 'bad'}"])
     assert bad.returncode == 2 and "--policies=bf16" in bad.stderr and not (tmp_path / "bad").exists()

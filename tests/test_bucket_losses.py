@@ -31,7 +31,8 @@ import os
 import numpy as np
 import pytest
 import tensorflow as tf
-from conftest import load_tool, write_tiny_config
+from conftest import write_tiny_config
+from tools import make_race_data, make_squad_data
 
 from albert_tf.data.buckets import bucketed_batches, cut_to_width
 from albert_tf.training.driver import Trainer, TrainingOptions
@@ -124,7 +125,7 @@ def _squad(spm_model, tmp_path, version):
     from albert_tf.tasks.squad.task import SEQUENCE_INPUTS, SquadOptions, SquadTask, _feature_columns
 
     path = tmp_path / "train.json"
-    path.write_text(json.dumps(load_tool("make_squad_data").make_dataset("2.0" if version == "v2" else "1.1", 24,
+    path.write_text(json.dumps(make_squad_data.make_dataset("2.0" if version == "v2" else "1.1", 24,
                                                                           seed=4, max_context_chars=400)),
                     encoding="utf-8")
     features = convert_examples_to_features(read_squad_examples(str(path), True), SentencePieceTokenizer(spm_model),
@@ -204,7 +205,7 @@ def race_case(spm_model, tmp_path_factory):
     from albert_tf.tasks.race.task import MultipleChoiceOptions, MultipleChoiceTask
 
     tmp_path = tmp_path_factory.mktemp("race")
-    load_tool("make_race_data").make_race(tmp_path / "data", num_articles=3, seed=2, layout="files")
+    make_race_data.make_race(tmp_path / "data", num_articles=3, seed=2, layout="files")
     examples = read_race(str(tmp_path / "data"), "train")
     seq = 256
     arrays = examples_to_arrays(examples, SentencePieceTokenizer(spm_model),

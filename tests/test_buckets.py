@@ -10,11 +10,11 @@ import os
 import numpy as np
 import pytest
 import tensorflow as tf
-from conftest import load_tool
 
 from albert_tf.data.bucket_widths import bucket_widths
 from albert_tf.data.buckets import bucketed_batches, cut_to_width
 from albert_tf.training.driver import Trainer, TrainingOptions
+from tools import make_race_data, make_squad_data
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 SEQ = 128
@@ -184,7 +184,7 @@ def test_squad_same_outputs(spm_model, tmp_path, version):
     from albert_tf.data.tokenization import SentencePieceTokenizer
     from albert_tf.tasks.squad.task import SquadOptions, SquadTask
 
-    tool = load_tool("make_squad_data")
+    tool = make_squad_data
     path = tmp_path / "dev.json"
     path.write_text(json.dumps(tool.make_dataset("2.0" if version == "v2" else "1.1", 24, seed=4,
                                                  max_context_chars=600)), encoding="utf-8")
@@ -223,7 +223,7 @@ def test_race_same_probabilities_and_accuracy(spm_model, tmp_path):
     from albert_tf.data.tokenization import SentencePieceTokenizer
     from albert_tf.tasks.race.task import MultipleChoiceOptions, MultipleChoiceTask
 
-    load_tool("make_race_data").make_race(tmp_path / "data", num_articles=4, seed=2, layout="files")
+    make_race_data.make_race(tmp_path / "data", num_articles=4, seed=2, layout="files")
     examples = read_race(str(tmp_path / "data"), "dev")
     arrays = examples_to_arrays(examples, SentencePieceTokenizer(spm_model),
                                 MultipleChoiceSettings(max_seq_length=SEQ, max_qa_length=32))

@@ -1,12 +1,11 @@
 """BUILD stays consistent with the tree: every module, script and test has a target."""
 
+import ast
 import os
-import sys
+
+from tools import update_build
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-sys.path.insert(0, os.path.join(ROOT, "tools"))
-
-import update_build  # noqa: E402
 
 
 def _parse_build(text):
@@ -60,10 +59,10 @@ def test_every_module_and_test_has_a_target():
     assert not problems, "run python tools/update_build.py: " + "; ".join(problems)
 
 
-def test_build_is_what_the_generator_writes(capsys):
+def test_build_is_what_the_generator_writes():
     from conftest import run_in_process
 
-    result = run_in_process(update_build, ["--check"], capsys)  # `python tools/update_build.py --check`
+    result = run_in_process(update_build, ["--check"])  # `python tools/update_build.py --check`
     assert result.returncode == 0, result.stderr
 
 
@@ -215,6 +214,113 @@ def test_a_module_without_a_quick_test_is_detected(tmp_path):
         "tests/test_b.py has no quick test", "tests/test_a.py::test_one is listed twice",
         "tests/test_a.py::helper: tests/test_a.py has no test helper",
         "tests/test_c.py::test_three: tests/test_c.py is not a tests/test_*.py"]
+
+
+# How tests call a command (docs/testing.md): in this process through its `main(argv)`
+# (conftest.run_in_process); a real process only in a test marked real_process. The tools are the
+# package `tools` (`from tools import make_squad_data`), never loaded by path or through sys.path.
+LOADING_BY_PATH = {"spec_from_file_location", "load_tool", "captured_main"}  # (the last two: the former helpers)
+SYS_PATH_EDITS = {"sys.path.insert", "sys.path.append", "sys.path.extend"}
+PROCESS_MODULES = ("subprocess", "multiprocessing")
+PROCESS_CALLS = ("system", "popen", "fork", "forkpty", "execv", "execve", "execvp", "spawnv", "posix_spawn")
+
+
+def _starts_a_process(function):
+    """Whether the function's own code starts a process (subprocess, multiprocessing, os.system, ...)."""
+    for node in ast.walk(function):
+        if isinstance(node, ast.Import) and any(a.name in PROCESS_MODULES for a in node.names):
+            return True
+        if isinstance(node, ast.ImportFrom) and node.module in PROCESS_MODULES:
+            return True
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and (
+                node.value.id in PROCESS_MODULES or (node.value.id == "os" and node.attr in PROCESS_CALLS)):
+            return True
+    return False
+
+
+def _loading_by_path(tree):
+    """The names in `tree` that load a module by path or edit sys.path."""
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Name, ast.Attribute, ast.FunctionDef, ast.alias)):
+            ident = {ast.Name: "id", ast.Attribute: "attr", ast.FunctionDef: "name", ast.alias: "name"}[type(node)]
+            if getattr(node, ident) in LOADING_BY_PATH:
+                found.add(getattr(node, ident))
+        if isinstance(node, ast.Attribute) and ast.unparse(node) in SYS_PATH_EDITS:
+            found.add(ast.unparse(node))
+        if isinstance(node, (ast.Assign, ast.AugAssign)):
+            for target in node.targets if isinstance(node, ast.Assign) else [node.target]:
+                if ast.unparse(target).startswith("sys.path"):
+                    found.add(f"{ast.unparse(target)} =")
+    return sorted(found)
+
+
+def _call_style_problems(root):
+    """What the test files under `root` get wrong about calling commands: a module loaded by path
+    or through sys.path edits (any tests/*.py), a test that starts a process (itself, through a
+    function of its module or a fixture of its module) without the real_process marker (on the test,
+    one of its parameters, or the module's pytestmark)."""
+    import glob
+
+    problems = []
+    for path in sorted(glob.glob(os.path.join(root, "tests", "*.py"))):
+        name = os.path.relpath(path, root).replace(os.sep, "/")
+        tree = ast.parse(open(path, encoding="utf-8").read(), name)
+        problems += [f"{name}: {word}" for word in _loading_by_path(tree)]
+        if not os.path.basename(path).startswith("test_"):
+            continue
+        functions = [n for n in tree.body if isinstance(n, ast.FunctionDef)]
+        functions += [m for c in tree.body if isinstance(c, ast.ClassDef) for m in c.body
+                      if isinstance(m, ast.FunctionDef)]
+        # what each function uses: the names in its code and the fixtures it takes
+        uses = {f: {a.arg for a in f.args.args} | {c.id for c in ast.walk(f) if isinstance(c, ast.Name)}
+                for f in functions}
+        starting = {f for f in functions if _starts_a_process(f)}
+        while True:  # through the module's functions it calls and the module's fixtures it takes
+            names = {f.name for f in starting}
+            more = {f for f in functions if f not in starting and uses[f] & names}
+            if not more:
+                break
+            starting |= more
+        module_marked = any(isinstance(n, ast.Assign) and "pytestmark" in ast.unparse(n.targets[0])
+                            and "real_process" in ast.unparse(n.value) for n in tree.body)
+        for test in (f for f in functions if f.name.startswith("test_") and f in starting):
+            if module_marked or any("real_process" in ast.unparse(d) for d in test.decorator_list):
+                continue
+            problems.append(f"{name}::{test.name} starts a process without the real_process marker")
+    return problems
+
+
+def test_tests_call_commands_in_process_and_mark_the_tests_that_start_processes():
+    problems = _call_style_problems(ROOT)
+    assert not problems, "tests/conftest.py run_in_process, docs/testing.md: " + "; ".join(problems)
+
+
+def test_a_process_without_the_marker_and_a_tool_loaded_by_path_are_detected(tmp_path):
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "helper.py").write_text(
+        "import importlib.util\nimport sys\n\nsys.path.insert(0, 'tools')\nsys.path[:] = []\n"
+        "spec = importlib.util.spec_from_file_location('x', 'tools/x.py')\n")
+    (tmp_path / "tests" / "test_a.py").write_text(
+        "import subprocess\nimport sys\n\nimport pytest\n\n\n"
+        "def _run():\n    return subprocess.run([sys.executable, '-c', 'pass'])\n\n\n"
+        "@pytest.fixture\ndef started():\n    return _run()\n\n\n"
+        "def test_direct():\n    subprocess.run(['true'])\n\n\n"
+        "def test_through_a_helper():\n    _run()\n\n\n"
+        "def test_through_a_fixture(started):\n    pass\n\n\n"
+        "@pytest.mark.real_process\ndef test_marked():\n    _run()\n\n\n"
+        "@pytest.mark.parametrize('how', [pytest.param('process', marks=pytest.mark.real_process), 'main'])\n"
+        "def test_one_parameter_marked(how):\n    _run()\n\n\n"
+        "def test_in_process():\n    pass\n")
+    (tmp_path / "tests" / "test_b.py").write_text(
+        "import os\n\nimport pytest\n\npytestmark = pytest.mark.real_process\n\n\n"
+        "def test_module_marked():\n    os.system('true')\n")
+    assert _call_style_problems(str(tmp_path)) == [
+        "tests/helper.py: spec_from_file_location", "tests/helper.py: sys.path.insert",
+        "tests/helper.py: sys.path[:] =",
+        "tests/test_a.py::test_direct starts a process without the real_process marker",
+        "tests/test_a.py::test_through_a_helper starts a process without the real_process marker",
+        "tests/test_a.py::test_through_a_fixture starts a process without the real_process marker"]
 
 
 DOCSTRING_MAX_LINES = 40

@@ -41,7 +41,7 @@ def _error_lines(result, name):
     return [line for line in result.stderr.splitlines() if line.startswith(f"{name}: error: ")]
 
 
-def test_missing_flagfiles_unknown_flags_bad_values_and_arguments_exit_2(tmp_path, capsys):
+def test_missing_flagfiles_unknown_flags_bad_values_and_arguments_exit_2(tmp_path):
     """A missing --flagfile (or one named inside another) is named, an unknown flag, a bad
     value and a positional argument too: one `name: error:` line, exit 2, nothing else printed
     (each module's main(argv), in this process)."""
@@ -53,7 +53,7 @@ def test_missing_flagfiles_unknown_flags_bad_values_and_arguments_exit_2(tmp_pat
     cases = [(run_pretraining, [f"--flagfile={missing}"]), (run_classifier, [f"--flagfile={missing}"]),
              (run_pretraining, [f"--flagfile={outer}"]), (run_pretraining, ["--no_such_flag=1"]),
              (run_classifier, ["--train_batch_size=many"]), (run_pretraining, ["--do_train", "extra"])]
-    results = [run_in_process(module, args, capsys) for module, args in cases]
+    results = [run_in_process(module, args) for module, args in cases]
     for result in results:
         assert result.returncode == 2 and result.stdout == "" and len(result.stderr.splitlines()) == 1, result
     for (module, _), result in zip(cases[:2], results):
@@ -71,7 +71,7 @@ def test_missing_flagfiles_unknown_flags_bad_values_and_arguments_exit_2(tmp_pat
         "run_pretraining: error: unexpected arguments ['extra']; every option is a --flag (see --helpfull)."]
 
 
-def test_a_corrupt_json_input_exits_2_naming_the_file_line_and_column(tmp_path, capsys):
+def test_a_corrupt_json_input_exits_2_naming_the_file_line_and_column(tmp_path):
     """A corrupt albert_config_file (pretraining, fine-tuning, export), a corrupt run_info.json
     of the --output_dir (pretraining, fine-tuning) and a corrupt config.json to convert: each
     command's one `name: error:` line from the one JSON reader (storage/json_files.py), exit
@@ -114,7 +114,7 @@ def test_a_corrupt_json_input_exits_2_naming_the_file_line_and_column(tmp_path, 
          "quotes): {\"model_type\": \"albert\",,}; expected a Hugging Face config.json: fix or replace the file."),
     ]
     for module, args, message in cases:
-        result = run_in_process(module, args, capsys)
+        result = run_in_process(module, args)
         name = "convert" if module is convert else module.__name__.split(".")[-1]
         assert result.returncode == 2 and "Traceback" not in result.stderr, (args, result.stderr[-2000:])
         assert _error_lines(result, name) == [f"{name}: error: {message}"], (args, result.stderr[-2000:])
@@ -123,19 +123,19 @@ def test_a_corrupt_json_input_exits_2_naming_the_file_line_and_column(tmp_path, 
     assert sorted(os.listdir(run)) == [outputs.MARKER, "run_info.json"]
 
 
-def test_help_shows_the_commands_docstring_and_flags_and_helpfull_the_process_flags(capsys):
+def test_help_shows_the_commands_docstring_and_flags_and_helpfull_the_process_flags():
     """--help (and -?): the module's docstring, then its flags, exit status 1 as absl's
     --help; --helpfull adds absl's own (--flagfile, --undefok)."""
     from albert_tf import run_classifier
 
     for flag in ("--help", "-?"):
-        short = run_in_process(run_classifier, [flag], capsys)
+        short = run_in_process(run_classifier, [flag])
         assert short.returncode == 1 and short.stderr == "", short
         assert short.stdout.startswith(run_classifier.__doc__ + "\nflags:\n"), short.stdout[:500]
         assert "--data_dir" in short.stdout and "--[no]do_train" in short.stdout
         assert "absl.flags:" not in short.stdout  # --flagfile and --undefok: --helpfull's
         assert short.stdout.endswith("\nTry --helpfull to get a list of all flags.\n")
-    full = run_in_process(run_classifier, ["--helpfull"], capsys)
+    full = run_in_process(run_classifier, ["--helpfull"])
     assert full.returncode == 1 and full.stdout.startswith(run_classifier.__doc__ + "\nflags:\n")
     for flag in ("--data_dir", "--flagfile", "--undefok", "-v,--verbosity", "--[no]helpfull"):
         assert flag in full.stdout, flag
@@ -326,7 +326,7 @@ def _metrics(output_dir):
 
 
 @pytest.mark.real_process
-def test_a_command_called_twice_in_one_process_gives_what_a_process_gives(pretraining_records, tmp_path, capsys):
+def test_a_command_called_twice_in_one_process_gives_what_a_process_gives(pretraining_records, tmp_path):
     """run_pretraining A (seed 1, float32), B (seed 2, mixed_bfloat16), A again through
     main(argv) in this process, then A as a real process: A's metrics are the same all three
     times (and B's differ: the results depend on the seed and policy), and after each call
@@ -348,8 +348,7 @@ def test_a_command_called_twice_in_one_process_gives_what_a_process_gives(pretra
     try:
         before = _process_state()
         for run, seed, policy in (("a1", 1, "float32"), ("b", 2, "mixed_bfloat16"), ("a2", 1, "float32")):
-            result = run_in_process(run_pretraining, _evaluation_args(records, config, tmp_path / run, seed, policy),
-                                    capsys)
+            result = run_in_process(run_pretraining, _evaluation_args(records, config, tmp_path / run, seed, policy))
             assert result.returncode == 0, result.stderr[-3000:]
             assert _process_state() == before, run
     finally:

@@ -141,10 +141,10 @@ def test_legacy_single_chunk_mode_reproduces_the_release_bias(sample_corpus, spm
     assert (share - 0.5) / (0.25 / n) ** 0.5 > 4, (share, n, (share - 0.5) / (0.25 / n) ** 0.5)
 
 
-def _run_tool(capsys, *args):
+def _run_tool(*args):
     """`python tools/create_pretraining_data.py ARGS` (the tool is albert_tf.create_pretraining_data's
     command) in this process."""
-    return run_in_process(create_pretraining_data, args, capsys)
+    return run_in_process(create_pretraining_data, args)
 
 
 def _assert_clean_failure(result, message, directory):
@@ -155,7 +155,7 @@ def _assert_clean_failure(result, message, directory):
     assert not leftovers, leftovers
 
 
-def test_bad_inputs_give_clear_errors_and_no_output(tmp_path, capsys, spm_model, sample_corpus):
+def test_bad_inputs_give_clear_errors_and_no_output(tmp_path, spm_model, sample_corpus):
     out = str(tmp_path / "out.tfrecord")
     empty = tmp_path / "empty.txt"
     empty.write_text("")
@@ -179,30 +179,30 @@ def test_bad_inputs_give_clear_errors_and_no_output(tmp_path, capsys, spm_model,
          "--num_output_shards must be at least 1, got 0."),
     ]
     for args, message in cases:
-        _assert_clean_failure(_run_tool(capsys, *args), message, tmp_path)
+        _assert_clean_failure(_run_tool(*args), message, tmp_path)
 
 
-def test_spm_model_without_special_pieces_is_refused(tmp_path, capsys, sample_corpus):
+def test_spm_model_without_special_pieces_is_refused(tmp_path, sample_corpus):
     import sentencepiece as spm
 
     spm.SentencePieceTrainer.Train(input=sample_corpus, model_prefix=str(tmp_path / "plain"),
                                    vocab_size=500, minloglevel=2)
     model = f"{tmp_path}/plain.model"
-    result = _run_tool(capsys, f"--input_file={sample_corpus}", f"--output_file={tmp_path}/out.tfrecord",
+    result = _run_tool(f"--input_file={sample_corpus}", f"--output_file={tmp_path}/out.tfrecord",
                        f"--spm_model_file={model}", "--max_seq_length=64")
     _assert_clean_failure(result, f"spm_model_file {model!r} lacks the pieces <pad>, [CLS], [SEP], [MASK]; train it "
                           "with tools/train_sentencepiece.py (pad <pad>, unk <unk>, control symbols "
                           "[CLS],[SEP],[MASK]).", tmp_path)
 
 
-def test_non_utf8_lines_are_skipped_and_counted_or_fatal_when_strict(tmp_path, capsys, spm_model):
+def test_non_utf8_lines_are_skipped_and_counted_or_fatal_when_strict(tmp_path, spm_model):
     corpus = tmp_path / "mixed.txt"
     lines = [b"The first sentence of a document is here.", b"A second sentence follows it closely.",
              b"Bad bytes \xff\xfe in this line.", b"", b"Another document starts right here.",
              b"It also has a second sentence to pair."]
     corpus.write_bytes(b"\n".join(lines * 20) + b"\n")
     out = tmp_path / "out.tfrecord"
-    ok = _run_tool(capsys, f"--input_file={corpus}", f"--output_file={out}", f"--spm_model_file={spm_model}",
+    ok = _run_tool(f"--input_file={corpus}", f"--output_file={out}", f"--spm_model_file={spm_model}",
                    "--max_seq_length=32", "--max_predictions_per_seq=5", "--dupe_factor=1")
     assert ok.returncode == 0, ok.stderr[-1500:]
     summary = json.load(open(summary_path_for(str(out))))
@@ -211,16 +211,16 @@ def test_non_utf8_lines_are_skipped_and_counted_or_fatal_when_strict(tmp_path, c
     assert f"{corpus}:3" in ok.stderr
     os.remove(out)
     os.remove(summary_path_for(str(out)))
-    strict = _run_tool(capsys, f"--input_file={corpus}", f"--output_file={out}", f"--spm_model_file={spm_model}",
+    strict = _run_tool(f"--input_file={corpus}", f"--output_file={out}", f"--spm_model_file={spm_model}",
                        "--max_seq_length=32", "--max_predictions_per_seq=5", "--strict_utf8")
     _assert_clean_failure(strict, f"{corpus}:3: not valid UTF-8 (invalid start byte at byte 10); fix the file or "
                           "drop --strict_utf8 to skip such lines.", tmp_path)
 
 
-def test_cli_shards_and_progress(tmp_path, capsys, spm_model, sample_corpus):
+def test_cli_shards_and_progress(tmp_path, spm_model, sample_corpus):
     out = tmp_path / "shard.tfrecord"
     started = time.time()
-    result = _run_tool(capsys, f"--input_file={sample_corpus}", f"--output_file={out}",
+    result = _run_tool(f"--input_file={sample_corpus}", f"--output_file={out}",
                        f"--spm_model_file={spm_model}", "--max_seq_length=64", "--max_predictions_per_seq=10",
                        "--dupe_factor=1", "--num_output_shards=3")
     assert result.returncode == 0, result.stderr[-1500:]

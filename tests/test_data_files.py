@@ -1,10 +1,12 @@
 """The one input-glob helper (albert_tf.data.files.expand_input_files) and its callers."""
 
+import importlib
+
 import pytest
 
 from albert_tf.data.files import InputError, expand_input_files
 
-from conftest import load_tool, run_in_process
+from conftest import run_in_process
 
 
 @pytest.fixture
@@ -47,7 +49,7 @@ def test_errors_name_the_flag_and_the_pattern(tree):
     assert issubclass(InputError, ValueError)  # cli.main turns it into exit status 2
 
 
-def test_every_caller_uses_it(tree, tmp_path, capsys):
+def test_every_caller_uses_it(tree, tmp_path):
     """The pipeline, the writer's tool and train_sentencepiece give the same messages."""
     from albert_tf.data import pipeline
 
@@ -58,7 +60,7 @@ def test_every_caller_uses_it(tree, tmp_path, capsys):
     tools = {"create_pretraining_data": [f"--output_file={tmp_path}/o.tfrecord", f"--spm_model_file={t}/a.txt"],
              "train_sentencepiece": [f"--model_prefix={tmp_path}/m"]}
     for name, args in tools.items():
-        result = run_in_process(load_tool(name), [f"--input_file={t}/sub", *args], capsys)
+        result = run_in_process(importlib.import_module(f"tools.{name}"), [f"--input_file={t}/sub", *args])
         assert result.returncode == 2, result.stderr[-1500:]
         assert result.stderr.strip().splitlines()[-1] == (
             f"{name}: error: --input_file: '{t}/sub' is a directory; name the files in it (e.g. {t}/sub/*).")

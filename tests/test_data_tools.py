@@ -2,21 +2,23 @@
 (`name: error: ...`, exit status 2, no traceback) and atomic output."""
 
 import collections
+import importlib
 import json
 import os
 import struct
 
 import pytest
-from conftest import load_tool, run_in_process
+from conftest import run_in_process
+from tools import make_topic_task
 
 from albert_tf.data import sample_corpus
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 
-def _tool(capsys, name, *args):
+def _tool(name, *args):
     """`python tools/NAME.py ARGS` in this process (the tool's main(argv))."""
-    return run_in_process(load_tool(name), args, capsys)
+    return run_in_process(importlib.import_module(f"tools.{name}"), args)
 
 
 def _last_error_line(result):
@@ -24,12 +26,12 @@ def _last_error_line(result):
     return result.stderr.strip().splitlines()[-1]
 
 
-def test_plot_metrics_draws_a_png_and_names_broken_lines(tmp_path, capsys):
+def test_plot_metrics_draws_a_png_and_names_broken_lines(tmp_path):
     rows = [{"split": "train", "step": s, "loss": 9.0 - s, "masked_lm_loss": 8.0 - s, "sentence_order_loss": 0.7,
              "masked_lm_accuracy": 0.1 * s, "sentence_order_accuracy": 0.5, "learning_rate": 1e-4 * s}
             for s in (1, 2, 3)]
     (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    result = _tool(capsys, "plot_metrics", f"--run_dir={tmp_path}")
+    result = _tool("plot_metrics", f"--run_dir={tmp_path}")
     assert result.returncode == 0, result.stderr[-1500:]
     png = tmp_path / "curves.png"
     assert result.stdout.strip() == f"wrote {png} (3 logged records)"
@@ -41,19 +43,19 @@ def test_plot_metrics_draws_a_png_and_names_broken_lines(tmp_path, capsys):
     assert sorted(os.listdir(tmp_path)) == [".curves.png.albert_tf_output.json", "curves.png", "metrics.jsonl"]
 
     (tmp_path / "metrics.jsonl").write_text(json.dumps(rows[0]) + "\n{broken\n")
-    broken = _tool(capsys, "plot_metrics", f"--run_dir={tmp_path}", f"--output={tmp_path}/other.png")
+    broken = _tool("plot_metrics", f"--run_dir={tmp_path}", f"--output={tmp_path}/other.png")
     assert broken.returncode == 2
     assert _last_error_line(broken) == (f"plot_metrics: error: {tmp_path}/metrics.jsonl:2:2: not valid JSON "
                                         "(Expecting property name enclosed in double quotes): {broken; expected a "
                                         "metrics.jsonl record: fix or replace the file.")
     assert not (tmp_path / "other.png").exists() and not (tmp_path / ".other.png.albert_tf_output.json").exists()
-    missing = _tool(capsys, "plot_metrics")
+    missing = _tool("plot_metrics")
     assert missing.returncode == 2 and _last_error_line(missing) == "plot_metrics: error: --run_dir is required."
 
 
-def test_make_topic_task_writes_balanced_tsv_files(tmp_path, capsys):
+def test_make_topic_task_writes_balanced_tsv_files(tmp_path):
     out = tmp_path / "topics"
-    result = _tool(capsys, "make_topic_task", f"--output_dir={out}", "--per_class=40", "--dev_fraction=0.25")
+    result = _tool("make_topic_task", f"--output_dir={out}", "--per_class=40", "--dev_fraction=0.25")
     assert result.returncode == 0, result.stderr[-1500:]
     assert result.stdout.strip() == (f"wrote {out}/train.tsv (120 rows) and dev.tsv (40 rows); "
                                      "labels: networking, numbers, text, concurrency")
@@ -69,7 +71,7 @@ def test_make_topic_task_writes_balanced_tsv_files(tmp_path, capsys):
     assert collections.Counter(label for _, label in splits["dev"]) == {
         "networking": 10, "numbers": 10, "text": 10, "concurrency": 10}
     assert not {s for s, _ in splits["train"]} & {s for s, _ in splits["dev"]}
-    bad = _tool(capsys, "make_topic_task", f"--output_dir={tmp_path}/bad", "--per_class=5")
+    bad = _tool("make_topic_task", f"--output_dir={tmp_path}/bad", "--per_class=5")
     assert bad.returncode == 2
     assert _last_error_line(bad) == ("make_topic_task: error: need 0 < --dev_fraction < 1 and --per_class >= 10 "
                                      "(got 0.2, 5).")
@@ -109,8 +111,8 @@ def _split_rows(directory):
     return rows["train"], rows["dev"]
 
 
-def test_make_topic_task_from_a_corpus_input(topic_corpus, tmp_path, capsys):
-    tool = load_tool("make_topic_task")
+def test_make_topic_task_from_a_corpus_input(topic_corpus, tmp_path):
+    tool = make_topic_task
     expected = _expected_topics(topic_corpus)
     ranked = sorted(expected, key=lambda p: (-len(expected[p]), p))
     assert set(ranked) == TOPIC_PACKAGES and len(expected[ranked[3]]) >= 40 > len(expected[ranked[4]])
@@ -132,7 +134,7 @@ def test_make_topic_task_from_a_corpus_input(topic_corpus, tmp_path, capsys):
     bad.write_text("\n".join([lines[0], lines[1], '{"source": "a.py", "sentences": ["One two three."]}']) + "\n",
                    encoding="utf-8")
     out = tmp_path / "topics"
-    ok, bad_line, too_small, no_corpus = [run_in_process(tool, args, capsys) for args in [
+    ok, bad_line, too_small, no_corpus = [run_in_process(tool, args) for args in [
         [f"--output_dir={out}", f"--corpus_file={topic_corpus}", "--num_classes=4", "--per_class=40",
          "--dev_fraction=0.25"],
         [f"--output_dir={tmp_path}/bad", f"--corpus_file={bad}"],
@@ -160,8 +162,8 @@ def test_make_topic_task_from_a_corpus_input(topic_corpus, tmp_path, capsys):
     assert not any((tmp_path / name).exists() for name in ("bad", "small", "plain"))
 
 
-def test_write_preset_configs_matches_the_shipped_configs(tmp_path, capsys):
-    result = _tool(capsys, "write_preset_configs", f"--output_dir={tmp_path}")
+def test_write_preset_configs_matches_the_shipped_configs(tmp_path):
+    result = _tool("write_preset_configs", f"--output_dir={tmp_path}")
     assert result.returncode == 0, result.stderr[-1500:]
     names = sorted(n for n in os.listdir(tmp_path) if not n.startswith("."))  # not the markers
     assert sorted(os.listdir(tmp_path)) == sorted([*names, *(f".{n}.albert_tf_output.json" for n in names)])

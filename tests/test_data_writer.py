@@ -180,7 +180,7 @@ def test_every_entry_point_writes_the_same_bytes(command, fixed, tmp_path, capsy
     elif command == "python_m":
         from conftest import run_in_process
 
-        result = run_in_process(create_pretraining_data, args, capsys)
+        result = run_in_process(create_pretraining_data, args)
     else:
         (script,) = entry_points(group="console_scripts", name="albert-create-pretraining-data")
         assert script.load() is create_pretraining_data.entry

@@ -5,7 +5,7 @@ passes in order (the kernel's: tests/test_notebook.py)."""
 import os
 
 import pytest
-from conftest import load_tool
+from tools import demo
 
 HEADER = "WARNING: All log messages before absl::InitializeLog() is called are written to STDERR"
 # as TensorFlow 2.21 prints them while loading (absl's pre-initialisation time stamp) and as
@@ -17,7 +17,7 @@ FATAL = "F0000 00:00:1795758455.3   15033 cpu_feature_guard.cc:1] The TensorFlow
 
 
 def test_the_loading_lines_hidden_follow_tf_cpp_min_log_level():
-    hidden_loading_line = load_tool("demo").hidden_loading_line
+    hidden_loading_line = demo.hidden_loading_line
     others = ["Traceback (most recent call last):", "I0000 not a log line", "a Python warning", ""]
     for level, hidden in ((0, set()), (1, {HEADER, INFO}), (2, {HEADER, INFO, WARNING}),
                           (3, {HEADER, INFO, WARNING, ERROR}), (4, {HEADER, INFO, WARNING, ERROR})):
@@ -26,11 +26,11 @@ def test_the_loading_lines_hidden_follow_tf_cpp_min_log_level():
                 assert hidden_loading_line(line + ending, level) == (line in hidden), (level, line, ending)
 
 
+@pytest.mark.real_process  # a step is a process of its own: what reaches the file descriptors
 def test_a_demo_step_shows_its_stderr_less_the_loading_lines(capfd, monkeypatch):
     """A step (a process the demo starts) printing like TensorFlow while it loads, then a
     Python line and a fatal line: at level 3 only those two reach stderr, in order; its
     stdout passes as it is; a failed step stops the demo with its exit status."""
-    demo = load_tool("demo")
     monkeypatch.setenv("TF_CPP_MIN_LOG_LEVEL", "3")
     code = (f"import os, sys; os.write(2, b'{HEADER}\\n{INFO}\\n{ERROR}\\n'); print('out', flush=True); "
             f"sys.stderr.write('a Python line\\n'); sys.stderr.flush(); os.write(2, b'{FATAL}\\n'); "
@@ -50,7 +50,6 @@ def test_a_demo_command_that_loads_tensorflow_starts_without_its_loading_lines(t
     """The start-up of the demo's classifier step, a real process that loads TensorFlow (which
     prints its loading lines before it reads TF_CPP_MIN_LOG_LEVEL), refused here for want of a
     SentencePiece model: its error line alone on stderr, and the demo stops with its status."""
-    demo = load_tool("demo")
     monkeypatch.setenv("TF_CPP_MIN_LOG_LEVEL", "3")
     monkeypatch.setenv("PYTHONPATH", os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     capfd.readouterr()

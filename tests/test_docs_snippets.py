@@ -20,12 +20,10 @@ downloads, with the reason), or is written by a command of the page named in FRO
 (checked too).
 """
 
-import contextlib
 import dataclasses
 import fnmatch
 import glob
 import importlib
-import importlib.util
 import os
 import re
 import shlex
@@ -395,10 +393,10 @@ def qa_export(spm_model, tmp_path_factory):
 def litert_file(tiny_export, tmp_path_factory):
     """The README's export_litert command on the tiny pretrained model: its --output=base.tflite."""
     from albert_tf import export_litert
-    from conftest import captured_main
+    from conftest import run_in_process
 
     output = str(tmp_path_factory.mktemp("doc_litert") / "base.tflite")
-    result = captured_main(export_litert.main, [f"--init_checkpoint={tiny_export['pretrained']}",
+    result = run_in_process(export_litert, [f"--init_checkpoint={tiny_export['pretrained']}",
                                                 f"--spm_model_file={tiny_export['spm']}", f"--output={output}",
                                                 "--quantization=dynamic_int8"])
     assert result.returncode == 0, result.stderr
@@ -409,10 +407,10 @@ def litert_file(tiny_export, tmp_path_factory):
 def keras_hub_preset(tiny_export, tmp_path_factory):
     """docs/convert.md's --to=keras_hub command on the tiny pretrained model: its --output."""
     from albert_tf.convert.__main__ import main
-    from conftest import captured_main
+    from conftest import run_in_process
 
     output = str(tmp_path_factory.mktemp("doc_keras_hub") / "base")
-    result = captured_main(main, ["--from=albert_tf", "--to=keras_hub", f"--input={tiny_export['pretrained']}",
+    result = run_in_process(main, ["--from=albert_tf", "--to=keras_hub", f"--input={tiny_export['pretrained']}",
                                   f"--spm_model_file={tiny_export['spm']}", f"--output={output}"])
     assert result.returncode == 0, result.stderr
     return output
@@ -421,28 +419,16 @@ def keras_hub_preset(tiny_export, tmp_path_factory):
 # --- the commands' flags ------------------------------------------------------------------------------------
 
 
-@contextlib.contextmanager
-def _kept_sys_path():
-    saved = list(sys.path)
-    try:
-        yield
-    finally:
-        sys.path[:] = saved
-
-
 def _defined_flags(program):
     """The flag names the program defines (its define_flags into a fresh FlagValues)."""
     from absl import flags
 
-    with _kept_sys_path():
-        if program.endswith(".py"):
-            path = os.path.join(ROOT, program)
-            sys.path.insert(0, os.path.dirname(path))  # as `python SCRIPT` has it: its siblings import
-            spec = importlib.util.spec_from_file_location(f"_docs_{os.path.basename(program)[:-3]}", path)
-            module = importlib.util.module_from_spec(spec)
-            spec.loader.exec_module(module)
-        else:
-            module = importlib.import_module(program + (".__main__" if program == "albert_tf.convert" else ""))
+    if program.startswith("tools/"):  # the package tools
+        module = importlib.import_module(program[: -len(".py")].replace("/", "."))
+    elif program.startswith("benchmarks/"):  # benchmarks/ is on sys.path (pytest.ini), as when one runs
+        module = importlib.import_module(os.path.basename(program)[: -len(".py")])
+    else:
+        module = importlib.import_module(program + (".__main__" if program == "albert_tf.convert" else ""))
     values = flags.FlagValues()
     module.define_flags(values)
     return set(values)

@@ -420,7 +420,7 @@ def test_export_from_a_pretrained_directory(exported, pretrained_xla):
     assert not hasattr(obj, "mlm")
 
 
-def test_cli_errors(exported, spm_model, tmp_path, capsys):
+def test_cli_errors(exported, spm_model, tmp_path):
     other = AlbertConfig.from_preset("albert_tiny").replace(vocab_size=3000, hidden_size=48, num_attention_heads=4)
     other_file = str(tmp_path / "other.json")
     other.to_json_file(other_file)
@@ -443,7 +443,7 @@ def test_cli_errors(exported, spm_model, tmp_path, capsys):
     (tmp_path / "afile").write_text("keep me")
     from albert_tf import export_tfhub
 
-    results = [run_in_process(export_tfhub, args, capsys) for args, _ in cases]
+    results = [run_in_process(export_tfhub, args) for args, _ in cases]
     for (args, message), result in zip(cases, results, strict=True):
         assert result.returncode == 2 and "export_tfhub: error: " in result.stderr, result.stderr[-2000:]
         assert message in result.stderr, result.stderr[-2000:]

@@ -13,11 +13,11 @@ SCRIPTS = {"albert-export-tfhub": "albert_tf.export_tfhub:entry", "albert-conver
            "albert-param-table": "albert_tf.param_table:entry"}
 
 
-def _run(capsys, module, *args):
+def _run(module, *args):
     """`python -m MODULE ARGS` in this process (the module's main(argv))."""
     if module == "albert_tf.convert":
         module += ".__main__"
-    return run_in_process(importlib.import_module(module), args, capsys)
+    return run_in_process(importlib.import_module(module), args)
 
 
 def test_console_scripts_point_at_entry_functions(monkeypatch):
@@ -38,21 +38,21 @@ def test_console_scripts_point_at_entry_functions(monkeypatch):
                                mod.define_flags, mod.run, None)  # argv None: sys.argv[1:]
 
 
-def test_bad_input_exits_2_with_the_path(tmp_path, capsys):
+def test_bad_input_exits_2_with_the_path(tmp_path):
     afile = tmp_path / "afile"
     afile.write_text("keep me")
-    result = _run(capsys, "albert_tf.param_table", f"--output_dir={afile}")
+    result = _run("albert_tf.param_table", f"--output_dir={afile}")
     assert result.returncode == 2, result.stderr[-2000:]
     assert f"param_table: error: --output_dir={afile} exists and is not a directory" in result.stderr
     assert "Traceback" not in result.stderr and afile.read_text() == "keep me"
 
-    result = _run(capsys, "albert_tf.convert", "--from=hf")
+    result = _run("albert_tf.convert", "--from=hf")
     assert result.returncode == 2 and "convert: error: --from, --input and --output are required." in result.stderr
 
-    result = _run(capsys, "albert_tf.export_tfhub", f"--albert_config_file={afile}")
+    result = _run("albert_tf.export_tfhub", f"--albert_config_file={afile}")
     assert result.returncode == 2 and "export_tfhub: error: --checkpoint is required." in result.stderr
 
-    result = _run(capsys, "albert_tf.convert", "--from=hf", f"--input={tmp_path}", f"--output={tmp_path}/out", "stray")
+    result = _run("albert_tf.convert", "--from=hf", f"--input={tmp_path}", f"--output={tmp_path}/out", "stray")
     assert result.returncode == 2 and "convert: error: unexpected arguments ['stray']" in result.stderr
 
 

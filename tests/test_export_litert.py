@@ -133,7 +133,7 @@ def test_the_flag_offers_the_quantizations_the_converter_knows():
     assert export_litert.QUANTIZATIONS == litert_model.QUANTIZATIONS
 
 
-def test_export_litert_cli_writes_the_file_its_tokenizer_and_json(tmp_path, spm_model, capsys):
+def test_export_litert_cli_writes_the_file_its_tokenizer_and_json(tmp_path, spm_model):
     import sentencepiece as spm
     from conftest import run_in_process
 
@@ -159,7 +159,7 @@ def test_export_litert_cli_writes_the_file_its_tokenizer_and_json(tmp_path, spm_
     (tmp_path / "out").mkdir()
     started = time.time()
     ok, bad_quantization, not_tflite, users_file, v2, too_long, again = [
-        run_in_process(export_litert, args, capsys) for args in cases]
+        run_in_process(export_litert, args) for args in cases]
     assert ok.returncode == 0, ok.stderr[-3000:]
     difference = float(ok.stdout.split("largest difference ")[1].split()[0])
     assert 0 < difference < 0.5  # int8 weights: close to the Keras model, not equal

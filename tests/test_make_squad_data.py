@@ -6,7 +6,8 @@ import os
 import re
 
 import pytest
-from conftest import load_tool, run_in_process
+from conftest import run_in_process
+from tools import make_squad_data
 
 from albert_tf.data import sample_corpus
 from albert_tf.tasks.squad import metrics as squad_metrics
@@ -14,7 +15,7 @@ from albert_tf.tasks.squad import metrics as squad_metrics
 
 @pytest.fixture(scope="module")
 def tool():
-    return load_tool("make_squad_data")
+    return make_squad_data
 
 
 @pytest.fixture(scope="module")
@@ -126,9 +127,9 @@ def test_check_dataset_rejects_a_wrong_offset_and_duplicate_ids(tool, entries):
         tool.check_dataset(dataset)
 
 
-def test_command_line(tool, tmp_path, capsys):
+def test_command_line(tool, tmp_path):
     out = tmp_path / "squad" / "dev-v2.0.json"
-    result = run_in_process(tool, [f"--output_file={out}", "--version=2.0", "--num_questions=25", "--seed=4"], capsys)
+    result = run_in_process(tool, [f"--output_file={out}", "--version=2.0", "--num_questions=25", "--seed=4"])
     assert result.returncode == 0, result.stderr[-1500:]
     dataset = json.loads(out.read_text(encoding="utf-8"))
     paragraphs = sum(len(a["paragraphs"]) for a in dataset["data"])
@@ -136,7 +137,7 @@ def test_command_line(tool, tmp_path, capsys):
     assert result.stdout.strip() == (f"wrote {out}: SQuAD 2.0, {paragraphs} paragraphs, 25 questions "
                                      f"({impossible} unanswerable)")
     assert sorted(os.listdir(out.parent)) == [".dev-v2.0.json.albert_tf_output.json", "dev-v2.0.json"]  # and its marker
-    missing = run_in_process(tool, [], capsys)
+    missing = run_in_process(tool, [])
     assert missing.returncode == 2 and "Traceback" not in missing.stderr
     assert missing.stderr.strip().splitlines()[-1] == "make_squad_data: error: --output_file is required."
 
@@ -201,7 +202,7 @@ def test_corpus_entries_pass_the_same_filter(tool, entries, corpus_file):
     assert tool.corpus_docstring_entries([]) == []
 
 
-def test_corpus_file_gives_valid_data_of_both_kinds(tool, corpus_file, tmp_path, capsys):
+def test_corpus_file_gives_valid_data_of_both_kinds(tool, corpus_file, tmp_path):
     entries = tool.corpus_docstring_entries(sample_corpus.read_entries(str(corpus_file)))
     datasets = {}
     for kind, make in (("functions", tool.make_dataset), ("people", tool.make_people_dataset)):
@@ -226,7 +227,7 @@ def test_corpus_file_gives_valid_data_of_both_kinds(tool, corpus_file, tmp_path,
                                              if r["source"] in ("glob.py", "hmac.py", "secrets.py")])
     small_count = len(tool.corpus_docstring_entries(sample_corpus.read_entries(str(small))))
     out = tmp_path / "squad"
-    ok, people, bad_line, too_small = [run_in_process(tool, args, capsys) for args in [
+    ok, people, bad_line, too_small = [run_in_process(tool, args) for args in [
         [f"--output_file={out}/dev-v2.0.json", f"--corpus_file={corpus_file}", "--version=2.0",
          "--num_questions=25", "--seed=4", "--split=dev"],
         [f"--output_file={out}/people.json", f"--corpus_file={corpus_file}", "--kind=people", "--num_questions=20"],

@@ -6,12 +6,10 @@ rounds' medians, the activation memory and budget rules, the accumulation estima
 import os
 import sys
 
+import memory_bench as bench  # benchmarks/ is on sys.path (pytest.ini), as when a benchmark runs
 import pytest
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
-
-import memory_bench as bench  # noqa: E402
 
 GB = bench.GB
 

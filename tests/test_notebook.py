@@ -6,11 +6,13 @@ import os
 
 import nbformat
 import pytest
-from conftest import load_tool
+
 from nbclient import NotebookClient
+from tools import demo
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 NOTEBOOK = os.path.join(ROOT, "notebooks", "finetune_with_hub.ipynb")
+pytestmark = pytest.mark.real_process  # a notebook runs in a kernel, a process nbclient starts
 
 
 @pytest.mark.learning
@@ -32,7 +34,7 @@ def test_finetune_with_hub_notebook_executes(tiny_export, tmp_path, monkeypatch,
     assert "hub.KerasLayer(os.path.join(EXPORT_DIR, \"encoder\"), trainable=True" in source
     # raises CellExecutionError (with the cell and its traceback) if any cell fails
     capfd.readouterr()
-    load_tool("demo").execute_notebook(nb, timeout=600, resources={"metadata": {"path": os.path.dirname(NOTEBOOK)}})
+    demo.execute_notebook(nb, timeout=600, resources={"metadata": {"path": os.path.dirname(NOTEBOOK)}})
     # the kernel's stderr reached this process's without the lines TensorFlow prints while it
     # loads (the kernel imported TensorFlow: the notebook ran), TF_CPP_MIN_LOG_LEVEL being 3
     kernel_stderr = capfd.readouterr().err
@@ -74,7 +76,7 @@ def test_the_notebook_runner_uses_ipc_without_the_unencrypted_tcp_warning(capfd,
     monkeypatch.chdir(tmp_path)
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(
         "import os\nos.write(2, b'kernel stderr reaches the test\\n')\nprint(6 * 7, os.getpid())")])
-    load_tool("demo").execute_notebook(nb, NotebookClient, timeout=120)
+    demo.execute_notebook(nb, NotebookClient, timeout=120)
     out, err = capfd.readouterr()
     [output] = nb.cells[0].outputs
     answer, kernel_pid = output["text"].split()

@@ -112,17 +112,17 @@ def _arguments(command, p, out):
     return ([f"--input_file={p.corpus}", f"--spm_model_file={p.spm}"], {"--output_file": str(out / "train.tfrecord")})
 
 
-def run_command(command, argv, capsys):
+def run_command(command, argv):
     """`python -m MODULE ARGV` in this process (the module's main(argv)): (exit status, stderr)."""
     from conftest import run_in_process
 
-    result = run_in_process(importlib.import_module(COMMANDS[command]), argv, capsys)
+    result = run_in_process(importlib.import_module(COMMANDS[command]), argv)
     return result.returncode, result.stderr
 
 
-def _refused(command, argv, message, tmp_path, capsys):
+def _refused(command, argv, message, tmp_path):
     before = _tree(tmp_path)
-    status, err = run_command(command, argv, capsys)
+    status, err = run_command(command, argv)
     assert status == 2, (argv, err)
     assert f"{command}: error: " in err and message in err and "Traceback" not in err, (message, err)
     assert _tree(tmp_path) == before  # nothing written anywhere: no run directory, checkpoint, event file, marker
@@ -130,8 +130,7 @@ def _refused(command, argv, message, tmp_path, capsys):
 
 
 @pytest.mark.parametrize("command,flag,what", CASES, ids=[f"{c}{f}-{w}" for c, f, w in CASES])
-def test_a_users_path_at_any_output_flag_is_refused_untouched_before_any_work(command, flag, what, inputs, tmp_path,
-                                                                               capsys):
+def test_a_users_path_at_any_output_flag_is_refused_untouched_before_any_work(command, flag, what, inputs, tmp_path):
     users = tmp_path / "mine"
     if what == DIRECTORY:
         _write(users / "notes.txt", b"my notes\x00\xff")
@@ -141,25 +140,25 @@ def test_a_users_path_at_any_output_flag_is_refused_untouched_before_any_work(co
         _write(users, b"my bytes\x00\xff")
     fixed, defaults = _arguments(command, inputs, tmp_path / "out")
     given = dict(defaults, **{flag: str(users)})
-    err = _refused(command, fixed + [f"{k}={v}" for k, v in given.items()], f"{flag}={users}", tmp_path, capsys)
+    err = _refused(command, fixed + [f"{k}={v}" for k, v in given.items()], f"{flag}={users}", tmp_path)
     assert "never overwrites what it did not make" in err or "exists and is not a directory" in err or \
         "is a directory" in err, err
     assert not (tmp_path / "out").exists()
 
 
-def test_a_users_shard_or_summary_name_is_refused(inputs, tmp_path, capsys):
+def test_a_users_shard_or_summary_name_is_refused(inputs, tmp_path):
     """create_pretraining_data writes NAME-0000i-of-0000N shards and summary_NAME.json:
     a user's file under any of these names stops it before anything is written."""
     fixed, _ = _arguments("create_pretraining_data", inputs, tmp_path)
     out = tmp_path / "data" / "train.tfrecord"
     shard = _write(tmp_path / "data" / "train.tfrecord-00001-of-00002", b"mine")
     _refused("create_pretraining_data", fixed + [f"--output_file={out}", "--num_output_shards=2"],
-             f"--output_file={shard} is a file that albert_tf did not make", tmp_path, capsys)
+             f"--output_file={shard} is a file that albert_tf did not make", tmp_path)
     assert open(shard, "rb").read() == b"mine" and not out.exists()
     os.remove(shard)
     summary = _write(tmp_path / "data" / "summary_train.tfrecord.json", b"{}")
     _refused("create_pretraining_data", fixed + [f"--output_file={out}"],
-             f"--output_file={summary} is a file that albert_tf did not make", tmp_path, capsys)
+             f"--output_file={summary} is a file that albert_tf did not make", tmp_path)
     assert open(summary, "rb").read() == b"{}"
     assert sorted(os.listdir(tmp_path / "data")) == ["summary_train.tfrecord.json"]  # no shard was written
 
@@ -178,7 +177,7 @@ def _own_run(path):
     return path
 
 
-def test_an_output_on_an_input_or_on_another_output_is_refused(inputs, tmp_path, capsys):
+def test_an_output_on_an_input_or_on_another_output_is_refused(inputs, tmp_path):
     """The cases that used to remove the input (an export over the run it exports, a
     conversion into the directory holding its input) and their kin."""
     p = inputs
@@ -227,7 +226,7 @@ def test_an_output_on_an_input_or_on_another_output_is_refused(inputs, tmp_path,
          f"--output_file={p.corpus} is the same path as the input --input_file={p.corpus}"),
     ]
     before = _tree(tmp_path)
-    errors = [_refused(command, argv, message, tmp_path, capsys) for command, argv, message in cases]
+    errors = [_refused(command, argv, message, tmp_path) for command, argv, message in cases]
     assert all(message in err for (_, _, message), err in zip(cases, errors))
     assert _tree(tmp_path) == before  # the run, the conversion and the export all survive unchanged
     assert os.path.exists(os.path.join(run, "ckpt-2.index")) and os.path.exists(os.path.join(converted,
@@ -280,13 +279,13 @@ def test_albert_tfs_own_outputs_pass_as_a_second_make_demo_needs(inputs, tmp_pat
     assert _tree(tmp_path) == before
 
 
-def _export_litert(argv, capsys):
+def _export_litert(argv):
     """export_litert in this process: (exit status, stderr)."""
     from conftest import run_in_process
 
     from albert_tf import export_litert
 
-    result = run_in_process(export_litert, argv, capsys)
+    result = run_in_process(export_litert, argv)
     return result.returncode, result.stderr
 
 
@@ -297,7 +296,7 @@ def _marked(path, kind, data):
     return str(path)
 
 
-def test_export_litert_never_replaces_another_commands_config_or_sentencepiece_model(inputs, tmp_path, capsys):
+def test_export_litert_never_replaces_another_commands_config_or_sentencepiece_model(inputs, tmp_path):
     """export_litert --output=DIR/x.tflite writes DIR/x.json and DIR/x.spm.model beside it: a
     config of write_preset_configs (configs/albert_base.json, marked as albert_tf's config) or
     a SentencePiece model of train_sentencepiece at those names is another command's output,
@@ -313,7 +312,7 @@ def test_export_litert_never_replaces_another_commands_config_or_sentencepiece_m
                               ("sp", "is albert_tf's SentencePiece model file, not a LiteRT model's SentencePiece "
                                      "model", "sp.spm.model")):
         before = _tree(tmp_path)
-        status, err = _export_litert([*model, f"--output={configs / (name + '.tflite')}"], capsys)
+        status, err = _export_litert([*model, f"--output={configs / (name + '.tflite')}"])
         assert status == 2 and "export_litert: error: --output (its " in err and what in err, err
         assert str(configs / taken) in err and "Traceback" not in err
         assert _tree(tmp_path) == before  # the config untouched, nothing else written

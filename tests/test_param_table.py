@@ -23,13 +23,13 @@ def _memory_mb(key):
         return int(next(line for line in f if line.startswith(key + ":")).split()[1]) // 1024
 
 
-def test_cli_prints_and_writes_csv_without_allocating_weights(tmp_path, capsys):
+def test_cli_prints_and_writes_csv_without_allocating_weights(tmp_path):
     # the command's own peak in this process: the peak (VmHWM) is reset to the resident set
     # before it runs (Linux's /proc/self/clear_refs "5"), so what it allocates is the peak's growth
     before = _memory_mb("VmRSS")
     with open("/proc/self/clear_refs", "w", encoding="utf-8") as f:
         f.write("5")
-    result = run_in_process(param_table, [f"--output_dir={tmp_path}"], capsys)
+    result = run_in_process(param_table, [f"--output_dir={tmp_path}"])
     rss = _memory_mb("VmHWM") - before
     assert result.returncode == 0, result.stderr[-2000:]
     assert "Table 5" in result.stdout and "1,275,291,648" in result.stdout

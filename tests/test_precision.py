@@ -236,7 +236,7 @@ def test_fine_tuning_at_mixed_bfloat16_ends_within_two_points_of_float32(tiny_ex
 
 
 def _squad_task(tmp_path, spm_model):
-    from conftest import load_tool
+    from tools import make_squad_data
 
     from albert_tf.tasks.squad.features import convert_examples_to_features, features_to_arrays
     from albert_tf.tasks.squad.reading import read_squad_examples
@@ -244,7 +244,7 @@ def _squad_task(tmp_path, spm_model):
     from albert_tf.tasks.squad.task import SquadOptions, SquadTask
 
     path = tmp_path / "train.json"
-    path.write_text(json.dumps(load_tool("make_squad_data").make_dataset("2.0", 24, seed=4, max_context_chars=400)),
+    path.write_text(json.dumps(make_squad_data.make_dataset("2.0", 24, seed=4, max_context_chars=400)),
                     encoding="utf-8")
     features = convert_examples_to_features(read_squad_examples(str(path), True), SentencePieceTokenizer(spm_model),
                                             max_seq_length=96, doc_stride=48, max_query_length=24, is_training=True)
@@ -257,14 +257,14 @@ def _squad_task(tmp_path, spm_model):
 
 
 def _race_task(tmp_path, spm_model):
-    from conftest import load_tool
+    from tools import make_race_data
 
     from albert_tf.tasks.race.features import MultipleChoiceSettings, examples_to_arrays
     from albert_tf.tasks.race.reading import read_race
     from albert_tf.data.tokenization import SentencePieceTokenizer
     from albert_tf.tasks.race.task import MultipleChoiceOptions, MultipleChoiceTask
 
-    load_tool("make_race_data").make_race(tmp_path / "race", num_articles=4, seed=2, layout="files")
+    make_race_data.make_race(tmp_path / "race", num_articles=4, seed=2, layout="files")
     cfg = AlbertConfig.from_preset("albert_tiny").replace(vocab_size=3000)
     cfg.to_json_file(str(tmp_path / "config.json"))
     settings = MultipleChoiceSettings(max_seq_length=64, max_qa_length=24)

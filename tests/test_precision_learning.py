@@ -14,7 +14,8 @@ import shutil
 
 import pytest
 
-from conftest import load_tool, write_tiny_config
+from conftest import write_tiny_config
+from tools import make_race_data, make_squad_data
 
 POLICIES = ("float32", "mixed_bfloat16")
 # the budgets and starts: benchmarks/results/learning_checks (3 seeds, both policies). Leaving the
@@ -57,7 +58,7 @@ def test_squad_from_random_weights_learns_the_same_at_bf16(version, spm_model, c
 
     module = run_squad_v1 if version == "v1" else run_squad_v2
     path = tmp_path / "train.json"
-    data = load_tool("make_squad_data").make_people_dataset("1.1" if version == "v1" else "2.0", QUESTIONS[version],
+    data = make_squad_data.make_people_dataset("1.1" if version == "v1" else "2.0", QUESTIONS[version],
                                                             seed=5, max_context_chars=300)
     path.write_text(json.dumps(data), encoding="utf-8")
 
@@ -95,7 +96,7 @@ def test_squad_from_random_weights_learns_the_same_at_bf16(version, spm_model, c
 def test_race_from_random_weights_learns_the_same_at_bf16(spm_model, config_file, tmp_path, learning):
     from albert_tf import run_race
 
-    tool = load_tool("make_race_data")
+    tool = make_race_data
     made = tmp_path / "made"
     tool.make_race(made, num_articles=6, seed=7, layout="files")
     learn = tmp_path / "learn" / "RACE"

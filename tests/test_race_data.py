@@ -9,7 +9,8 @@ import re
 
 import numpy as np
 import pytest
-from conftest import load_tool, run_in_process
+from conftest import run_in_process
+from tools import make_race_data, make_squad_data
 from real_data import real_path
 
 from albert_tf.data import feature_cache, sample_corpus
@@ -27,7 +28,7 @@ def tok(spm_model):
 
 @pytest.fixture(scope="module")
 def tool():
-    return load_tool("make_race_data")
+    return make_race_data
 
 
 @pytest.fixture(scope="module")
@@ -537,15 +538,14 @@ def test_tool_replaces_the_race_directory(tool, entries, tmp_path):
         tool.make_race(str(tmp_path), layout="csv", entries=entries)
 
 
-def test_command_line(tool, tmp_path, capsys):
-    result = run_in_process(tool, [f"--output_dir={tmp_path}", "--layout=jsonl", "--num_articles=2", "--seed=4"],
-                            capsys)
+def test_command_line(tool, tmp_path):
+    result = run_in_process(tool, [f"--output_dir={tmp_path}", "--layout=jsonl", "--num_articles=2", "--seed=4"])
     assert result.returncode == 0, result.stderr[-1500:]
     assert result.stdout.strip() == f"wrote {tmp_path} (jsonl): 8 articles; questions: train 18, dev 9, test 9"
     assert sorted(n for n in os.listdir(tmp_path) if not n.startswith(".")) == ["dev.jsonl", "test.jsonl",
                                                                                 "train.jsonl"]
     assert len(read_multiple_choice_jsonl(tmp_path / "train.jsonl")) == 18
-    missing = run_in_process(tool, [], capsys)
+    missing = run_in_process(tool, [])
     assert missing.returncode == 2 and "Traceback" not in missing.stderr
     assert missing.stderr.strip().splitlines()[-1] == "make_race_data: error: --output_dir is required."
 
@@ -563,10 +563,10 @@ def _check_answerable(article):
             assert re.search(re.escape(correct) + r"\(\): Returns? " + re.escape(returned), text)
 
 
-def test_corpus_file_gives_valid_data(tool, tmp_path, capsys):
+def test_corpus_file_gives_valid_data(tool, tmp_path):
     """--corpus_file: the functions of a corpus input (make_squad_data.corpus_docstring_entries
     of its JSON lines) instead of the standard library's MODULES."""
-    squad = load_tool("make_squad_data")
+    squad = make_squad_data
     packages = {m.split("/")[0].removesuffix(".py") for m in squad.MODULES}
     corpus = tmp_path / "heldout.jsonl"
     sample_corpus.write_entries(str(corpus), sample_corpus.iter_entries(packages=packages))
@@ -590,7 +590,7 @@ def test_corpus_file_gives_valid_data(tool, tmp_path, capsys):
     small_entries = tool.corpus_entries(str(small))
     in_train = sum(tool.split_of(e["name"]) == "train" for e in small_entries)
     out = tmp_path / "out"
-    ok, bad_line, too_small = [run_in_process(tool, args, capsys) for args in [
+    ok, bad_line, too_small = [run_in_process(tool, args) for args in [
         [f"--output_dir={out}", f"--corpus_file={corpus}", "--layout=jsonl", "--num_articles=2", "--seed=5"],
         [f"--output_dir={tmp_path}/bad", f"--corpus_file={bad}"],
         [f"--output_dir={tmp_path}/small", f"--corpus_file={small}"],

@@ -22,7 +22,8 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
-from conftest import load_tool, random_inputs, run_in_process, write_tiny_config
+from conftest import random_inputs, run_in_process, write_tiny_config
+from tools import make_race_data
 from distributed_helpers import ArrayClassification, median, relative_difference, weights_after_steps
 
 from albert_tf import AlbertConfig, AlbertEncoder
@@ -297,7 +298,7 @@ def test_two_mirrored_replicas():
 # --- the commands --------------------------------------------------------------------------
 
 
-def test_every_training_command_takes_remat_and_records_it(pretraining_records, spm_model, tmp_path, capsys):
+def test_every_training_command_takes_remat_and_records_it(pretraining_records, spm_model, tmp_path):
     """One optimizer step of run_pretraining (which also exports) and of run_race with --remat,
     each through its main in this process; run_classifier and run_squad_v1/v2 parse --remat into the driver's
     options through the same cli.training_options as run_race (the driver, not the
@@ -316,7 +317,7 @@ def test_every_training_command_takes_remat_and_records_it(pretraining_records, 
 
     outputs, _ = pretraining_records
     config_file = write_tiny_config(tmp_path, num_hidden_layers=2)  # a group each
-    race = load_tool("make_race_data")
+    race = make_race_data
     race.make_race(tmp_path / "race", num_articles=2, seed=7, layout="files")
     common = ["--dtype_policy=float32", "--train_batch_size=4", "--remat", "--iterations_per_loop=1"]
     fine_tuning = common + [f"--albert_config_file={config_file}", f"--spm_model_file={spm_model}", "--do_train",
@@ -333,7 +334,7 @@ def test_every_training_command_takes_remat_and_records_it(pretraining_records, 
     ]
     import importlib
 
-    results = [run_in_process(importlib.import_module(module), args, capsys) for module, args in cases]
+    results = [run_in_process(importlib.import_module(module), args) for module, args in cases]
     for (module, args), result in zip(cases, results, strict=True):
         assert result.returncode == 0, (module, result.stderr[-3000:])
         output_dir = next(a.split("=", 1)[1] for a in args if a.startswith("--output_dir="))

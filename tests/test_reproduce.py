@@ -7,23 +7,18 @@ runs in this process (tools/reproduce.py main; it runs every step in its own pro
 import csv
 import json
 import os
-import sys
 
 import numpy as np
 import pytest
 
-ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-sys.path.insert(0, os.path.join(ROOT, "tools"))
-
-import reproduce  # noqa: E402
-from conftest import captured_main  # noqa: E402
-import reproduce_grid as grid  # noqa: E402
-import reproduce_steps  # noqa: E402
+from conftest import run_in_process
+from tools import reproduce, reproduce_steps
+from tools import reproduce_grid as grid
 
 
 def _run(args):
     """`python tools/reproduce.py ARGS` in this process: SimpleNamespace(returncode, stdout, stderr)."""
-    return captured_main(reproduce.main, args)
+    return run_in_process(reproduce, args)
 
 
 class _Killed(BaseException):
@@ -260,7 +255,7 @@ def test_the_grid_stores_its_dtype_policy_resolved_and_refuses_a_machine_that_re
     a grid resumed where --dtype_policy resolves otherwise is refused with exit 2 naming
     both policies and the flag that resumes it, before any work; a grid.json of before
     (holding "auto") is compared through its runs' run_info.json."""
-    import reproduce_runner
+    from tools import reproduce_runner
 
     from albert_tf.training.precision import choose
 

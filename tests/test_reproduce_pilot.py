@@ -4,12 +4,9 @@ training runs are the grid's own steps (tests/test_reproduce.py runs them end to
 
 import json
 import os
-import sys
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools"))
-
-import reproduce_pilot as pilot  # noqa: E402
-import reproduce_steps as steps  # noqa: E402
+from tools import reproduce_pilot as pilot
+from tools import reproduce_steps as steps
 
 
 def _write(path, text):

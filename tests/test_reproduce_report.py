@@ -5,15 +5,10 @@ import csv
 import json
 import math
 import os
-import sys
-
 import pytest
-
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools"))
-
-import reproduce_grid as grid  # noqa: E402
-import reproduce_report as report  # noqa: E402
-import reproduce_stats as stats  # noqa: E402
+from tools import reproduce_grid as grid
+from tools import reproduce_report as report
+from tools import reproduce_stats as stats
 
 
 SIZES = {"topic": 320, "squad": 150, "race": 54, "sop_accuracy": 2560, "nsp_accuracy": 2560, "mlm_accuracy": 20000}
@@ -326,7 +321,7 @@ def test_a_results_json_without_sizes_or_baselines():
 
 
 def test_report_only_writes_the_report_again_from_results_json(tmp_path, capsys):
-    import reproduce
+    from tools import reproduce
 
     from albert_tf.storage import outputs
 

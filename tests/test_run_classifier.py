@@ -7,7 +7,8 @@ import os
 
 import numpy as np
 import pytest
-from conftest import captured_main, load_tool, run_in_process, write_tiny_config
+from conftest import run_in_process, write_tiny_config
+from tools import make_topic_task
 from distributed_helpers import MECHANICS
 import tensorflow as tf
 import tensorflow_text  # noqa: F401  (the preprocessing model's ops)
@@ -69,7 +70,7 @@ def random_start_run(tmp_path_factory, spm_model, cola_dir):
     common = ["--task_name=cola", f"--data_dir={cola_dir}", f"--max_seq_length={SEQ}", "--eval_batch_size=16",
               f"--spm_model_file={spm_model}", f"--albert_config_file={write_tiny_config(base, **MECHANICS)}",
               "--train_step=2", "--save_checkpoints_steps=2", "--iterations_per_loop=2", "--dtype_policy=float32"]
-    result = captured_main(run_classifier.main, [*common, f"--output_dir={run}", "--do_train", "--do_eval",
+    result = run_in_process(run_classifier, [*common, f"--output_dir={run}", "--do_train", "--do_eval",
                                                  "--train_batch_size=16"])
     summary = json.load(open(run / "eval_results.json")) if result.returncode == 0 else None
     return {"result": result, "run": run, "common": common, "summary": summary}
@@ -92,7 +93,7 @@ def _tsv(path):
 
 @pytest.mark.learning
 def test_cola_from_the_export_best_checkpoint_predictions_and_raw_string_export(tiny_export, cola_dir,
-                                                                                 tmp_path, capsys, learning):
+                                                                                 tmp_path, learning):
     from albert_tf import run_classifier
 
     out, export = str(tmp_path / "run"), str(tmp_path / "classifier")
@@ -102,7 +103,7 @@ def test_cola_from_the_export_best_checkpoint_predictions_and_raw_string_export(
                        "--do_predict", "--optimizer=adamw", "--learning_rate=5e-4", "--train_step=60",
                        "--warmup_step=6", "--save_checkpoints_steps=20", "--iterations_per_loop=10",
                        "--keep_checkpoint_max=1",
-                       f"--export_dir={export}", *learning.flags()), capsys)
+                       f"--export_dir={export}", *learning.flags()))
     assert result.returncode == 0, result.stderr[-3000:]
     assert "ETA" in result.stdout and "best dev matthews_corrcoef" in result.stdout
 
@@ -313,7 +314,7 @@ BAD_INPUT = [  # (files of --data_dir, extra flags, the message expected on stde
 
 
 def test_bad_input_names_the_file_and_line_and_a_random_start_warns(tmp_path, spm_model, tiny_export, cola_dir,
-                                                                    random_start_run, capsys):
+                                                                    random_start_run):
     """Every bad input exits 2 naming the file, line or flag, with nothing written; a hub
     handle whose encoder is shorter than --max_seq_length fails before any work; a run with
     no starting point warns and records "random". All in this process (run_classifier.main)."""
@@ -335,7 +336,7 @@ def test_bad_input_names_the_file_and_line_and_a_random_start_warns(tmp_path, sp
     too_long = tmp_path / "too_long"
     cases.append(["--task_name=cola", f"--data_dir={cola_dir}", f"--output_dir={too_long}",
                   f"--albert_hub_module_handle={tiny_export['hub']}", "--do_train", "--max_seq_length=4096"])
-    results = [run_in_process(run_classifier, args, capsys) for args in cases]
+    results = [run_in_process(run_classifier, args) for args in cases]
     for (_, _, message), out, result in zip(BAD_INPUT, outs, results):
         assert result.returncode == 2, (message, result.stderr[-2000:])
         assert "Traceback" not in result.stderr
@@ -378,7 +379,6 @@ def test_driver_mirrored_two_cpus_matches_one_device_for_a_classifier():
 
 
 def test_make_topic_task_is_balanced_disjoint_and_deterministic():
-    make_topic_task = load_tool("make_topic_task")
     train, dev = make_topic_task.make_task(per_class=40, dev_fraction=0.25)
     assert len(train) == 4 * 30 and len(dev) == 4 * 10
     assert {label for _, label in dev} == set(make_topic_task.LABELS)
@@ -389,8 +389,7 @@ def test_make_topic_task_is_balanced_disjoint_and_deterministic():
         make_topic_task.make_task(per_class=100_000)
 
 
-def test_evaluation_alone_says_what_it_evaluates_and_a_changed_training_is_refused(tmp_path, random_start_run,
-                                                                                   capsys):
+def test_evaluation_alone_says_what_it_evaluates_and_a_changed_training_is_refused(tmp_path, random_start_run):
     """A 2-step training (the module's random start), then in its directory: a training with
     another warmup and batch (refused, exit 2, each change named, nothing touched); evaluation
     alone with another learning rate (never refused: it names the trained checkpoint it
@@ -404,14 +403,14 @@ def test_evaluation_alone_says_what_it_evaluates_and_a_changed_training_is_refus
     assert "fine-tuning starts from random weights" in trained.stderr  # a training from nothing: warned
     before = {p: open(os.path.join(run, p), "rb").read() for p in os.listdir(run) if os.path.isfile(run / p)}
     refused = run_in_process(run_classifier, [*common, f"--output_dir={run}", "--do_train", "--train_batch_size=8",
-                                              "--warmup_step=1", "--train_step=4"], capsys)
+                                              "--warmup_step=1", "--train_step=4"])
     assert refused.returncode == 2 and "Traceback" not in refused.stderr, refused.stderr[-3000:]
     assert "--train_batch_size 16 -> 8" in refused.stderr and "--warmup_step 0 -> 1" in refused.stderr
     assert "--allow_changed_settings" in refused.stderr and "new --output_dir" in refused.stderr
     assert {p: open(os.path.join(run, p), "rb").read() for p in os.listdir(run) if os.path.isfile(run / p)} == before
 
     evaluated = run_in_process(run_classifier, [*common, f"--output_dir={run}", "--do_eval", "--learning_rate=0.1",
-                                                "--train_batch_size=8"], capsys)
+                                                "--train_batch_size=8"])
     assert evaluated.returncode == 0, evaluated.stderr[-3000:]
     assert f"evaluating the trained checkpoint {run / 'ckpt-2'} (step 2)" in evaluated.stdout, evaluated.stdout
     assert "random weights" not in evaluated.stderr and "WARNING" not in evaluated.stderr, evaluated.stderr
@@ -419,7 +418,7 @@ def test_evaluation_alone_says_what_it_evaluates_and_a_changed_training_is_refus
     assert [(s["command"], s["trains"], s["start_step"], s["final_step"]) for s in sessions] == [
         ("run_classifier", True, 0, 2), ("run_classifier", False, 2, 2)]
 
-    fresh = run_in_process(run_classifier, [*common, f"--output_dir={tmp_path / 'fresh'}", "--do_eval"], capsys)
+    fresh = run_in_process(run_classifier, [*common, f"--output_dir={tmp_path / 'fresh'}", "--do_eval"])
     assert fresh.returncode == 0, fresh.stderr[-3000:]
     assert "evaluating and predicting with random weights" in fresh.stderr
     assert "fine-tuning starts" not in fresh.stderr

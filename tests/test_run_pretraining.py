@@ -177,7 +177,7 @@ def uninterrupted(pretraining_records, tiny_config_file, tmp_path_factory):
     return whole / "ckpt-20"
 
 
-def _killed_and_restarted_matches(records, config, tmp_path, reference, common, kill_at, capsys, final=20):
+def _killed_and_restarted_matches(records, config, tmp_path, reference, common, kill_at, final=20):
     """A real process SIGKILLed after ckpt-kill_at, restarted in this process (run_pretraining.main);
     its ckpt-final must equal `reference`."""
     from albert_tf import run_pretraining
@@ -194,7 +194,7 @@ def _killed_and_restarted_matches(records, config, tmp_path, reference, common, 
     latest = tf.train.latest_checkpoint(str(killed))
     assert latest is not None and not latest.endswith(f"ckpt-{final}"), latest
 
-    resumed = run_in_process(run_pretraining, pretrain_args(records, killed, config, *common), capsys)
+    resumed = run_in_process(run_pretraining, pretrain_args(records, killed, config, *common))
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert "resuming from" in resumed.stdout
     a, b = model_values(str(reference)), model_values(str(killed / f"ckpt-{final}"))
@@ -206,19 +206,17 @@ def _killed_and_restarted_matches(records, config, tmp_path, reference, common, 
 
 @pytest.mark.real_process
 def test_sigkill_and_restart_ends_with_the_uninterrupted_weights(pretraining_records, tiny_config_file, uninterrupted,
-                                                                  tmp_path, capsys):
+                                                                  tmp_path):
     """Default strategy: the input position is in the checkpoint (dropout and dynamic masking on)."""
     outputs, _ = pretraining_records
-    stdout = _killed_and_restarted_matches(outputs, tiny_config_file, tmp_path, uninterrupted, INTERRUPTED, 10,
-                                           capsys)
+    stdout = _killed_and_restarted_matches(outputs, tiny_config_file, tmp_path, uninterrupted, INTERRUPTED, 10)
     resumed_at = int(stdout.split("resuming from")[1].split("ckpt-")[1].split()[0])
     # it restarted mid-run from a checkpoint of the killed run (ckpt-10's files can exist
     # before the manager records it, so a kill in between resumes from ckpt-5)
     assert 5 <= resumed_at < 20
 
 
-def test_records_in_the_release_format_train_and_export(pretraining_records, tiny_config_file, spm_model, tmp_path,
-                                                        capsys):
+def test_records_in_the_release_format_train_and_export(pretraining_records, tiny_config_file, spm_model, tmp_path):
     from albert_tf import run_pretraining
 
     """Examples serialized by TensorFlow's own protobuf code with the release's eight
@@ -239,8 +237,7 @@ def test_records_in_the_release_format_train_and_export(pretraining_records, tin
     result = run_in_process(run_pretraining, pretrain_args([path], out, tiny_config_file, "--num_train_steps=6",
                                                            "--save_checkpoints_steps=6", "--iterations_per_loop=3",
                                                            f"--export_dir={tmp_path / 'export'}",
-                                                           f"--spm_model_file={spm_model}", "--export_seq_length=64"),
-                            capsys)
+                                                           f"--spm_model_file={spm_model}", "--export_seq_length=64"))
     assert result.returncode == 0, result.stderr[-3000:]
     evaluation = json.load(open(out / "eval_results.json"))
     # the evaluation ran: --max_eval_steps=3 batches of --eval_batch_size=8 examples
@@ -282,17 +279,17 @@ BAD_FLAGS = [
 
 @pytest.mark.real_process
 def test_resume_without_iterator_checkpoint_skips_consumed_input(pretraining_records, tiny_config_file, uninterrupted,
-                                                                 tmp_path, capsys):
+                                                                 tmp_path):
     """one_device's distributed iterator cannot be checkpointed: resume fast-forwards the input
     (dynamic masking included) and ends with the uninterrupted run's weights."""
     outputs, _ = pretraining_records
     stdout = _killed_and_restarted_matches(outputs, tiny_config_file, tmp_path, uninterrupted,
-                                           INTERRUPTED + ("--strategy=one_device",), 10, capsys)
+                                           INTERRUPTED + ("--strategy=one_device",), 10)
     assert "steps of input already consumed" in stdout
 
 
 def test_bad_flags_input_checkpoints_and_configs_fail_cleanly_before_any_work(pretraining_records, tiny_config_file,
-                                                                              tmp_path, capsys):
+                                                                              tmp_path):
     """Every refusal exits 2 naming the flag or file, with no traceback, all in this process
     (run_pretraining.main), in this order:
     - bad flag combinations, a missing --init_checkpoint, an unknown --strategy;
@@ -353,7 +350,7 @@ def test_bad_flags_input_checkpoints_and_configs_fail_cleanly_before_any_work(pr
 
     from albert_tf import run_pretraining
 
-    results = [run_in_process(run_pretraining, args, capsys) for args, _, _ in cases]
+    results = [run_in_process(run_pretraining, args) for args, _, _ in cases]
     for (args, message, out), result in zip(cases[:refusals], results, strict=False):
         assert result.returncode == 2, (args, result.stderr[-2000:])
         assert message in result.stderr and "Traceback" not in result.stderr, (args, result.stderr[-2000:])
@@ -371,7 +368,7 @@ def test_bad_flags_input_checkpoints_and_configs_fail_cleanly_before_any_work(pr
 
 
 @pytest.mark.real_process
-def test_ctrl_c_ends_cleanly_and_the_run_resumes(pretraining_records, tiny_config_file, tmp_path, capsys):
+def test_ctrl_c_ends_cleanly_and_the_run_resumes(pretraining_records, tiny_config_file, tmp_path):
     """SIGINT to a real process (what Ctrl-C in a terminal sends), then the same run resumed
     (in this process)."""
     from albert_tf import run_pretraining
@@ -391,7 +388,7 @@ def test_ctrl_c_ends_cleanly_and_the_run_resumes(pretraining_records, tiny_confi
     assert not [p for p in os.listdir(out) if ".tmp-" in p]
     resumed = run_in_process(run_pretraining, pretrain_args(outputs, out, tiny_config_file, "--num_train_steps=10",
                                                             "--save_checkpoints_steps=5", "--iterations_per_loop=5",
-                                                            "--nodo_eval"), capsys)
+                                                            "--nodo_eval"))
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     assert "resuming from" in resumed.stdout
 
@@ -428,8 +425,7 @@ def _tree(path):
     return found
 
 
-def test_every_session_is_recorded_and_a_changed_setting_is_refused(pretraining_records, tiny_config_file, tmp_path,
-                                                                    capsys):
+def test_every_session_is_recorded_and_a_changed_setting_is_refused(pretraining_records, tiny_config_file, tmp_path):
     """One run directory, four sessions in this process: a training; the same with another
     learning rate, batch size and (resolved) dtype policy, refused with exit 2 naming each
     change before any work (the directory byte-identical); a longer training with a changed
@@ -450,12 +446,12 @@ def test_every_session_is_recorded_and_a_changed_setting_is_refused(pretraining_
                            "--allow_changed_settings", *common)
     evaluate = pretrain_args(outputs, run, tiny_config_file, "--num_train_steps=3", "--learning_rate=0.1",
                             "--nodo_train", "--do_eval", *common[:-2], "--dtype_policy=float32")
-    first_run = run_in_process(run_pretraining, first, capsys)
+    first_run = run_in_process(run_pretraining, first)
     assert first_run.returncode == 0, first_run.stderr[-3000:]
     before = _tree(run)
-    refused = run_in_process(run_pretraining, changed, capsys)
+    refused = run_in_process(run_pretraining, changed)
     assert _tree(run) == before  # nothing written, nothing touched
-    allowed_run, evaluated = [run_in_process(run_pretraining, args, capsys) for args in (allowed, evaluate)]
+    allowed_run, evaluated = [run_in_process(run_pretraining, args) for args in (allowed, evaluate)]
     assert refused.returncode == 2 and "Traceback" not in refused.stderr, refused.stderr[-3000:]
     assert refused.stdout == ""  # refused before any work
     for change in ("--learning_rate 0.005 -> 0.001", "--train_batch_size 8 -> 16",
@@ -491,7 +487,7 @@ def test_every_session_is_recorded_and_a_changed_setting_is_refused(pretraining_
 
 
 def test_sigterm_saves_the_current_step_exits_143_and_the_run_resumes_from_it(pretraining_records,
-                                                                              tiny_config_file, tmp_path, capsys):
+                                                                              tiny_config_file, tmp_path):
     """SIGTERM (what preemptible machines and schedulers send) mid-training: a checkpoint at
     the step reached (no regular save before the end), exit status 143 with the message;
     the same command resumes from that step and ends at --num_train_steps. In this process:
@@ -520,7 +516,7 @@ def test_sigterm_saves_the_current_step_exits_143_and_the_run_resumes_from_it(pr
     sender = threading.Thread(target=terminate, daemon=True)
     try:
         sender.start()
-        result = run_in_process(run_pretraining, args, capsys)
+        result = run_in_process(run_pretraining, args)
         finished.set()
         sender.join()
     finally:
@@ -533,7 +529,7 @@ def test_sigterm_saves_the_current_step_exits_143_and_the_run_resumes_from_it(pr
     assert f"terminated (SIGTERM). Saved the checkpoint {saved} at step {step}" in result.stderr
     assert "Traceback" not in result.stderr
     assert tf.train.load_checkpoint(saved).get_tensor("optimizer/_iterations/.ATTRIBUTES/VARIABLE_VALUE") == step
-    resumed = run_in_process(run_pretraining, args, capsys)
+    resumed = run_in_process(run_pretraining, args)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert f"resuming from {saved} at step {step}" in resumed.stdout
     assert tf.train.latest_checkpoint(str(out)).endswith("ckpt-20")

@@ -9,7 +9,8 @@ import shutil
 
 import numpy as np
 import pytest
-from conftest import load_tool, run_in_process, write_tiny_config
+from conftest import run_in_process, write_tiny_config
+from tools import make_race_data
 from real_data import real_path
 
 SEQ = 64
@@ -19,7 +20,7 @@ SEQ = 64
 def race_dirs(tmp_path_factory):
     """{"files", "all.txt", "jsonl"}: data made by tools/make_race_data.py; "learn" is the files
     layout with the training set also as the dev set (to measure learning it)."""
-    tool = load_tool("make_race_data")
+    tool = make_race_data
     base = tmp_path_factory.mktemp("race")
     entries = tool.docstring_entries()
     dirs = {}
@@ -305,7 +306,7 @@ def test_accuracy_by_level_by_hand():
         "accuracy 0.5000 (2 questions)"
 
 
-def test_bad_input_exits_2_naming_the_file(race_dirs, spm_model, config_file, tmp_path, capsys):
+def test_bad_input_exits_2_naming_the_file(race_dirs, spm_model, config_file, tmp_path):
     from albert_tf import run_race
 
     cases = []
@@ -335,7 +336,7 @@ def test_bad_input_exits_2_naming_the_file(race_dirs, spm_model, config_file, tm
             args.append(f"--init_checkpoint={tmp_path / 'no_such_checkpoint'}")
             expected = "no_such_checkpoint"
         cases.append((case, args, expected, out))
-    results = [run_in_process(run_race, args, capsys) for _, args, _, _ in cases]
+    results = [run_in_process(run_race, args) for _, args, _, _ in cases]
     for (case, _, expected, out), result in zip(cases, results, strict=True):
         assert result.returncode == 2, (case, result.stderr[-3000:])
         assert "Traceback" not in result.stderr

@@ -8,7 +8,8 @@ import os
 
 import pytest
 import squad_official as so
-from conftest import load_tool, run_in_process, write_tiny_config
+from conftest import run_in_process, write_tiny_config
+from tools import make_squad_data
 
 SEQ = 96
 STRIDE = 48
@@ -16,7 +17,7 @@ STRIDE = 48
 
 @pytest.fixture(scope="module")
 def squad_files(tmp_path_factory):
-    tool = load_tool("make_squad_data")
+    tool = make_squad_data
     entries = tool.docstring_entries()
     d = tmp_path_factory.mktemp("squad")
     paths = {}
@@ -408,7 +409,7 @@ def test_starts_from_a_pretrained_directory_or_an_export(start, squad_files, tin
 
 
 def test_bad_input_and_an_unusable_init_checkpoint_exit_2_without_writing(squad_files, spm_model, tiny_export,
-                                                                           config_file, tmp_path, capsys):
+                                                                           config_file, tmp_path):
     """Bad input (no --predict_file, a broken JSON file, a bad --dtype_policy) exits 2 naming
     it, with nothing written. An unusable --init_checkpoint exits 2 naming the checkpoint;
     the output directory this run made (here with its parent) is removed again, while a
@@ -438,7 +439,7 @@ def test_bad_input_and_an_unusable_init_checkpoint_exit_2_without_writing(squad_
         cases.append(([f"--init_checkpoint={init}", f"--albert_config_file={config}",
                        f"--spm_model_file={tiny_export['spm']}", f"--output_dir={out}",
                        f"--train_file={squad_files['v1']}", "--max_seq_length=128", "--do_train"], expected, out))
-    results = [run_in_process(run_squad_v1, args, capsys) for args, _, _ in bad_input + cases]
+    results = [run_in_process(run_squad_v1, args) for args, _, _ in bad_input + cases]
     for (args, expected, out), result in zip(bad_input, results, strict=False):
         assert result.returncode == 2, result.stderr[-2000:]
         assert "Traceback" not in result.stderr

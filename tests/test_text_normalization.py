@@ -10,7 +10,8 @@ import unicodedata
 
 import pytest
 import tensorflow as tf
-from conftest import MULTISCRIPT, load_tool
+from conftest import MULTISCRIPT
+from tools import make_unicode_tables
 
 from albert_tf.tasks.squad import alignment as sd
 from albert_tf.data.tokenization import SentencePieceTokenizer, is_combining, preprocess_text
@@ -27,7 +28,7 @@ def test_unicode_tables_are_made_from_this_pythons_unicodedata():
     Python has its file: albert_tf/data/unicode_tables.py), as the tool makes them here."""
     from albert_tf.data import unicode_tables
 
-    tool = load_tool("make_unicode_tables")
+    tool = make_unicode_tables
     with open(tool.TARGET, encoding="utf-8") as f:
         assert f.read() == tool.generate(), "stale: run python tools/make_unicode_tables.py"
     assert unicode_tables.UNICODE_VERSION == unicodedata.unidata_version

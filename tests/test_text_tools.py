@@ -1,6 +1,7 @@
 """The sample corpus and SentencePiece tools (the demo's first two steps)."""
 
 import ast
+import importlib
 import json
 import os
 import re
@@ -15,14 +16,14 @@ from albert_tf.data.spm_training import SentencePieceOptions, train_sentencepiec
 from albert_tf.data.tokenization import SentencePieceTokenizer, preprocess_text
 from albert_tf.data.vocab import SpecialTokens
 
-from conftest import load_tool, run_in_process
+from conftest import run_in_process
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 
-def _tool(capsys, name, *args):
+def _tool(name, *args):
     """`python tools/NAME.py ARGS` in this process (the tool's main(argv))."""
-    return run_in_process(load_tool(name), args, capsys)
+    return run_in_process(importlib.import_module(f"tools.{name}"), args)
 
 
 def test_sample_corpus_is_prose_deterministic_and_large_enough(sample_corpus, tmp_path):
@@ -53,7 +54,7 @@ def _sha256(data):
     return hashlib.sha256(data).hexdigest()
 
 
-def test_the_fixed_corpus_is_the_committed_file_on_every_interpreter(tmp_path, capsys):
+def test_the_fixed_corpus_is_the_committed_file_on_every_interpreter(tmp_path):
     with open(sample_corpus.FIXED_FILE, "rb") as f:
         assert _sha256(f.read()) == FIXED_SHA256
     entries = list(sample_corpus.iter_entries(min_sentences=1))
@@ -63,20 +64,20 @@ def test_the_fixed_corpus_is_the_committed_file_on_every_interpreter(tmp_path, c
     assert set(sample_corpus.FIXED_PACKAGES) <= packages and not packages & sample_corpus.BACKEND_TEST_PACKAGES
     # the demo's first step, with no other flag
     out = tmp_path / "corpus.txt"
-    result = _tool(capsys, "make_sample_corpus", f"--output_file={out}")
+    result = _tool("make_sample_corpus", f"--output_file={out}")
     size, documents, sentences, digest = DEMO_CORPUS
     assert result.returncode == 0, result.stderr[-1500:]
     assert result.stdout.strip() == f"wrote {out}: {documents} documents, {sentences} sentences, 1.50 MB"
     assert len(out.read_bytes()) == size and _sha256(out.read_bytes()) == digest
     # more than it holds: refused before any work, naming the flag and the way out
-    bad = _tool(capsys, "make_sample_corpus", f"--output_file={tmp_path}/big.txt", "--size_mb=2")
+    bad = _tool("make_sample_corpus", f"--output_file={tmp_path}/big.txt", "--size_mb=2")
     assert bad.returncode == 2 and not (tmp_path / "big.txt").exists()
     assert bad.stderr.strip().splitlines()[-1] == (
         "make_sample_corpus: error: --size_mb=2: the fixed sample corpus holds 1.51 MB; ask for at most that, "
         "or read this interpreter's docstrings (--source=installed).")
     # its entries, as a corpus input of the task tools
     listed = tmp_path / "entries.jsonl"
-    assert _tool(capsys, "make_sample_corpus", f"--output_file={listed}", "--output_format=entries").returncode == 0
+    assert _tool("make_sample_corpus", f"--output_file={listed}", "--output_format=entries").returncode == 0
     assert sample_corpus.read_entries(str(listed)) == entries
 
 
@@ -89,7 +90,7 @@ FROZEN_ON = {"python": "3.11.7", "ipython": "9.18.1", "pillow": "13.0.0", "typin
              "six": "1.17.0", "ipykernel": "7.4.0", "ipython_pygments_lexers": "1.1.1", "nest_asyncio2": "1.7.4"}
 
 
-def test_the_freeze_recipe_gives_the_committed_file_where_it_was_made(tmp_path, capsys):
+def test_the_freeze_recipe_gives_the_committed_file_where_it_was_made(tmp_path):
     """docs/sample_corpus.md's command, on the interpreter and packages it was made with,
     writes FIXED_FILE byte for byte (elsewhere the installed files differ: the point of it)."""
     import importlib.metadata
@@ -104,7 +105,7 @@ def test_the_freeze_recipe_gives_the_committed_file_where_it_was_made(tmp_path, 
     if here != FROZEN_ON:
         pytest.skip(f"the fixed corpus was made on {FROZEN_ON}; this environment has {here}")
     out = tmp_path / "sample_corpus.jsonl.gz"
-    result = _tool(capsys, "make_sample_corpus", "--source=installed", "--output_format=entries",
+    result = _tool("make_sample_corpus", "--source=installed", "--output_format=entries",
                    f"--output_file={out}")
     assert result.returncode == 0, result.stderr[-1500:]
     assert _sha256(out.read_bytes()) == FIXED_SHA256
@@ -144,9 +145,9 @@ def _first_documents(corpus, size_mb):
     raise AssertionError(f"{corpus} holds less than {size_mb} MB")
 
 
-def test_sample_corpus_tool(tmp_path, capsys, sample_corpus):
+def test_sample_corpus_tool(tmp_path, sample_corpus):
     out = tmp_path / "c.txt"
-    result = _tool(capsys, "make_sample_corpus", f"--output_file={out}", "--size_mb=1")
+    result = _tool("make_sample_corpus", f"--output_file={out}", "--size_mb=1")
     assert result.returncode == 0, result.stderr[-1500:]
     # the library's corpus (write_corpus at 1.2 MB, the session's) cut where 1 MB stops it
     expected, documents, sentences = _first_documents(sample_corpus, 1)
@@ -154,7 +155,7 @@ def test_sample_corpus_tool(tmp_path, capsys, sample_corpus):
     assert result.stdout.strip() == \
         f"wrote {out}: {documents} documents, {sentences} sentences, {len(expected) / 1e6:.2f} MB"
     assert out.read_bytes() == expected
-    bad = _tool(capsys, "make_sample_corpus", f"--output_file={tmp_path}/small.txt", "--size_mb=0.5")
+    bad = _tool("make_sample_corpus", f"--output_file={tmp_path}/small.txt", "--size_mb=0.5")
     assert bad.returncode == 2
     assert bad.stderr.strip().splitlines()[-1] == "make_sample_corpus: error: --size_mb must be at least 1, got 0.5."
     assert not (tmp_path / "small.txt").exists()
@@ -301,8 +302,8 @@ def test_spm_model_follows_the_release_recipe(spm_model):
     assert list(proto.trainer_spec.input) == [] and proto.trainer_spec.model_prefix == ""  # no machine paths
 
 
-def test_spm_tool_writes_the_libraries_model(sample_corpus, spm_model, tmp_path, capsys):
-    result = _tool(capsys, "train_sentencepiece", f"--input_file={sample_corpus}", f"--model_prefix={tmp_path}/tool",
+def test_spm_tool_writes_the_libraries_model(sample_corpus, spm_model, tmp_path):
+    result = _tool("train_sentencepiece", f"--input_file={sample_corpus}", f"--model_prefix={tmp_path}/tool",
                    "--vocab_size=3000", "--num_threads=1")
     assert result.returncode == 0, result.stderr[-1500:]
     assert result.stdout.strip() == f"wrote {tmp_path}/tool.model (3000 pieces)"
@@ -318,7 +319,7 @@ def test_preprocess_text_strips_accents_and_lowercases():
     assert preprocess_text("Crème", lower=False) == "Creme"
 
 
-def test_spm_tool_errors_are_clear(tmp_path, capsys):
+def test_spm_tool_errors_are_clear(tmp_path):
     empty = tmp_path / "empty.txt"
     empty.write_text("\n\n")
     cases = [
@@ -329,7 +330,7 @@ def test_spm_tool_errors_are_clear(tmp_path, capsys):
         ([], "--input_file and --model_prefix are required."),
     ]
     for args, message in cases:
-        result = _tool(capsys, "train_sentencepiece", *args, f"--model_prefix={tmp_path}/m")
+        result = _tool("train_sentencepiece", *args, f"--model_prefix={tmp_path}/m")
         assert result.returncode == 2, result.stderr
         assert result.stderr.strip().splitlines()[-1] == f"train_sentencepiece: error: {message}"
     assert sorted(os.listdir(tmp_path)) == ["empty.txt"]

@@ -6,13 +6,14 @@ a second run over the tool's own output replaces it (the demo reuses its directo
 Every case runs in this process (the tool's main(argv), as `python tools/NAME.py` would).
 """
 
+import importlib
 import json
 import os
 import types
 
 import pytest
 from test_output_rule import _tree, _write  # the same snapshot and user files as the commands' tests
-from conftest import load_tool, run_in_process
+from conftest import run_in_process
 
 from albert_tf.storage import outputs
 
@@ -37,7 +38,7 @@ def _module(tool):
 
         return param_table
     if tool not in _MODULES:
-        _MODULES[tool] = load_tool(tool)
+        _MODULES[tool] = importlib.import_module(f"tools.{tool}")
     return _MODULES[tool]
 
 
@@ -51,10 +52,10 @@ def argv_of(values):
     return [f"--{name}={value}" for name, value in values.items()]
 
 
-def run_tool(tool, capsys, **values):
+def run_tool(tool, **values):
     """`python tools/TOOL.py --flag=value ...` in this process (the tool's main(argv)):
     (exit status, stdout, stderr)."""
-    result = run_in_process(_module(tool), argv_of(values), capsys)
+    result = run_in_process(_module(tool), argv_of(values))
     return result.returncode, result.stdout, result.stderr
 
 
@@ -109,7 +110,7 @@ CASES = [(tool, what) for tool in TOOLS for what in (DIRECTORY, FILE)]
 
 
 @pytest.mark.parametrize("tool,what", CASES, ids=[f"{t}-{w}" for t, w in CASES])
-def test_a_users_path_at_a_tools_output_is_refused_untouched_before_any_work(tool, what, tmp_path, capsys,
+def test_a_users_path_at_a_tools_output_is_refused_untouched_before_any_work(tool, what, tmp_path,
                                                                             monkeypatch):
     values, written = _case(tool, str(tmp_path))
     ((flag, paths),) = written.items()
@@ -124,7 +125,7 @@ def test_a_users_path_at_a_tools_output_is_refused_untouched_before_any_work(too
         if hasattr(module, work):  # any work after the check would fail the test
             monkeypatch.setattr(module, work, lambda *a, **k: pytest.fail("work started before the refusal"))
     before = _tree(tmp_path)
-    status, _, err = run_tool(tool.split("-")[0], capsys, **values)
+    status, _, err = run_tool(tool.split("-")[0], **values)
     assert status == 2, err
     assert f"{tool.split('-')[0]}: error: {flag}={paths[0]} " in err and "did not make" in err, err
     assert "never overwrites what it did not make" in err and "Traceback" not in err
@@ -142,7 +143,7 @@ def _tamper(paths):
 
 @pytest.mark.parametrize("tool", ["make_race_data", "make_race_data-jsonl", "make_squad_data", "make_topic_task",
                                   "write_preset_configs", "plot_metrics"])
-def test_a_second_run_replaces_the_tools_own_output(tool, tmp_path, capsys, monkeypatch, race_entries):
+def test_a_second_run_replaces_the_tools_own_output(tool, tmp_path, monkeypatch, race_entries):
     # the standard library read once for every tool that reads it (the rule is under test, not the data)
     if tool.startswith("make_race_data"):
         monkeypatch.setattr(_module("make_race_data"), "docstring_entries", lambda: race_entries)
@@ -153,14 +154,14 @@ def test_a_second_run_replaces_the_tools_own_output(tool, tmp_path, capsys, monk
                                                                                  [("Another.", "numbers")]))
     values, written = _case(tool, str(tmp_path))
     ((flag, paths),) = written.items()
-    status, _, err = run_tool(tool.split("-")[0], capsys, **values)
+    status, _, err = run_tool(tool.split("-")[0], **values)
     assert status == 0, err
     first = _tree(tmp_path)
     kind = {"make_race_data": outputs.DATA_DIRECTORY, "write_preset_configs": outputs.CONFIG,
             "plot_metrics": outputs.PLOT}.get(tool, outputs.GENERATED_DATA)
     assert all(outputs.examine(path, kind).status == "own" for path in paths)
     _tamper(paths)
-    status, _, err = run_tool(tool.split("-")[0], capsys, **values)
+    status, _, err = run_tool(tool.split("-")[0], **values)
     assert status == 0, err
     again = _tree(tmp_path)
     for tree in (first, again):  # a replaced directory has a new marker (its time); the same kind
@@ -172,7 +173,7 @@ def test_a_second_run_replaces_the_tools_own_output(tool, tmp_path, capsys, monk
         assert again == first
 
 
-def test_make_sample_corpus_and_train_sentencepiece_replace_their_own(tmp_path, capsys, monkeypatch):
+def test_make_sample_corpus_and_train_sentencepiece_replace_their_own(tmp_path, monkeypatch):
     from albert_tf.storage import atomic
 
     corpus_tool, spm_tool = _module("make_sample_corpus"), _module("train_sentencepiece")
@@ -193,14 +194,14 @@ def test_make_sample_corpus_and_train_sentencepiece_replace_their_own(tmp_path, 
         values, written = _case(tool, str(tmp_path))
         ((flag, paths),) = written.items()
         for _ in range(2):  # new, then its own (changed in between): replaced
-            result = run_in_process(module, argv_of(values), capsys)
+            result = run_in_process(module, argv_of(values))
             assert result.returncode == 0, result.stderr
             assert all(outputs.examine(p, kind).status == "own" for p in paths)
             assert all(open(p).read() in ("text\n", "model\n") for p in paths)
             _tamper(paths)
 
 
-def test_the_demo_reuses_its_own_directory(tmp_path, capsys, monkeypatch):
+def test_the_demo_reuses_its_own_directory(tmp_path, monkeypatch):
     demo = _module("demo")
 
     class Started(Exception):

@@ -2,13 +2,12 @@
 evaluates and exports, its conversion, export and save_pretrained directory load and give the
 outputs 0.2.0 computed, and the output rule recognises each as albert_tf's own.
 
-tests/data/v0_2_0/fixtures.tar.xz (1.8 MB) was written by tests/data/v0_2_0/make_fixtures.py
+tests/data/v0_2_0/fixtures.tar.xz (1.8 MB) was written by tests/v0_2_0_fixtures.py
 with 0.2.0's own commands (commit 614fe3f in a worktree, CPython 3.11.7; the script's docstring
 says how and what each directory is). Each test works on copies in tmp_path of a fresh
 extraction: the archive is never written.
 """
 
-import importlib.util
 import json
 import os
 import shutil
@@ -17,6 +16,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 import tensorflow_text  # noqa: F401  (the preprocessing model's ops)
+import v0_2_0_fixtures as make_fixtures  # its argument lists: the continuation uses the same flags
 from conftest import extract_archive, run_in_process
 
 from albert_tf.storage import outputs
@@ -26,17 +26,9 @@ ARCHIVE = os.path.join(HERE, "fixtures.tar.xz")
 ATOL = 1e-6  # float rounding: the same ops on the same weights
 ENCODER_KEYS = ("sequence_output", "pooled_output")
 V0_2_0_COMMIT = "614fe3f8279bec622607c829ce73acde68146ded"
+ORIGINAL_OUTPUT_DIR = "/tmp/v0_2_0"  # make_fixtures --output_dir (its docstring)
 
 
-def _generator():
-    """make_fixtures.py as a module (its argument lists: the continuation uses the same flags)."""
-    spec = importlib.util.spec_from_file_location("make_fixtures", os.path.join(HERE, "make_fixtures.py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-make_fixtures = _generator()
 
 
 @pytest.fixture(scope="module")
@@ -79,7 +71,7 @@ def _jsonl(path):
         return [json.loads(line) for line in f if line.strip()]
 
 
-def test_pretraining_run_continues_from_its_newest_checkpoint(v020, tmp_path, capsys):
+def test_pretraining_run_continues_from_its_newest_checkpoint(v020, tmp_path):
     """run_pretraining with the run's own flags and a longer --num_train_steps resumes 0.2.0's
     run from its ckpt-4 (model, optimizer and input state), trains steps 5 and 6 only, and
     appends its session to 0.2.0's run_info.json and metrics.jsonl."""
@@ -88,8 +80,18 @@ def test_pretraining_run_continues_from_its_newest_checkpoint(v020, tmp_path, ca
     run = v020 / "pretraining_run"
     config = shutil.copy(run / "albert_config.json", tmp_path / "albert_config.json")
     before = _jsonl(run / "metrics.jsonl")
-    result = run_in_process(run_pretraining, make_fixtures.pretraining_args(v020 / "data" / "train.tfrecord", run,
-                                                                            config, "--num_train_steps=6"), capsys)
+    # the input iterator's state in ckpt-4 names the file the run read (make_fixtures wrote it
+    # under /tmp/v0_2_0): a run continues on its own data, where it was
+    original = os.path.join(ORIGINAL_OUTPUT_DIR, "data", "train.tfrecord")
+    if os.path.exists(ORIGINAL_OUTPUT_DIR):
+        pytest.fail(f"{ORIGINAL_OUTPUT_DIR} exists: this test puts the fixture's data there for the run; move it away")
+    try:
+        os.makedirs(os.path.dirname(original))
+        shutil.copy(v020 / "data" / "train.tfrecord", original)
+        result = run_in_process(run_pretraining, make_fixtures.pretraining_args(original, run, config,
+                                                                                "--num_train_steps=6"))
+    finally:
+        shutil.rmtree(ORIGINAL_OUTPUT_DIR, ignore_errors=True)
     assert result.returncode == 0, result.stderr[-3000:]
     assert f"resuming from {run / 'ckpt-4'} at step 4" in result.stdout, result.stdout
     assert tf.train.latest_checkpoint(str(run)) == str(run / "ckpt-6")
@@ -106,7 +108,7 @@ def test_pretraining_run_continues_from_its_newest_checkpoint(v020, tmp_path, ca
     assert json.load(open(run / "eval_results.json"))["global_step"] == 6
 
 
-def test_fine_tuned_run_evaluates_as_it_did_and_exports(v020, tmp_path, capsys):
+def test_fine_tuned_run_evaluates_as_it_did_and_exports(v020, tmp_path):
     """run_classifier --do_eval in 0.2.0's fine-tuned run (its training flags, --do_eval for
     --do_train) evaluates its best checkpoint to 0.2.0's own results, and --export_dir writes
     a raw-string export whose dev predictions and loss are the evaluation's."""
@@ -116,7 +118,7 @@ def test_fine_tuned_run_evaluates_as_it_did_and_exports(v020, tmp_path, capsys):
     old = json.load(open(run / "eval_results.json"))
     export = tmp_path / "export"
     result = run_in_process(run_classifier, make_fixtures.classifier_args(
-        data, run, v020 / "pretrained", v020 / "data" / "spm.model", "--do_eval", f"--export_dir={export}"), capsys)
+        data, run, v020 / "pretrained", v020 / "data" / "spm.model", "--do_eval", f"--export_dir={export}"))
     assert result.returncode == 0, result.stderr[-3000:]
     assert f"{run / 'best' / 'ckpt-2'} (step 2)" in result.stdout, result.stdout
     new = json.load(open(run / "eval_results.json"))
@@ -149,7 +151,7 @@ def test_save_pretrained_directory_gives_the_outputs_0_2_0_computed(v020, record
                                atol=ATOL, rtol=0)
 
 
-def test_converted_directory_loads_and_a_conversion_replaces_it(v020, recorded, tmp_path, capsys):
+def test_converted_directory_loads_and_a_conversion_replaces_it(v020, recorded, tmp_path):
     """0.2.0's conversion (its run, to TF1 and back) loads with 0.2.0's outputs; the output rule
     takes it for albert_tf's own conversion, so today's convert replaces it."""
     from albert_tf import AlbertConfig, AlbertPretrainer
@@ -160,8 +162,7 @@ def test_converted_directory_loads_and_a_conversion_replaces_it(v020, recorded, 
     assert outputs.examine(converted, outputs.CONVERSION).status == "own"
     other = AlbertPretrainer(AlbertConfig.from_json_file(converted / "albert_config.json"))  # random weights
     other.save_pretrained(tmp_path / "other")
-    result = run_in_process(convert, ["--from=albert_tf", f"--input={tmp_path / 'other'}", f"--output={converted}"],
-                            capsys)
+    result = run_in_process(convert, ["--from=albert_tf", f"--input={tmp_path / 'other'}", f"--output={converted}"])
     assert result.returncode == 0, result.stderr[-3000:]
     assert json.load(open(converted / outputs.MARKER))["made_by"]["albert_tf"].get("git_commit") != V0_2_0_COMMIT
     replaced = AlbertPretrainer.from_pretrained(converted).encoder(_inputs(recorded), training=False)

@@ -38,7 +38,6 @@ follow albert_tf.storage.outputs: RACE/ and the .jsonl files are written when ne
 when this tool made them, refused otherwise (exit 2) before any work; nothing else is touched.
 """
 
-import importlib.util
 import json
 import os
 import random
@@ -51,6 +50,11 @@ from absl import flags
 from albert_tf import cli
 from albert_tf.data.sample_corpus import read_entries
 from albert_tf.storage import atomic, outputs
+
+if __package__:  # imported as tools.make_race_data
+    from . import make_squad_data
+else:  # `python tools/make_race_data.py`, or imported by a tool run so: tools/ is sys.path[0]
+    import make_squad_data
 
 SPLITS = ("train", "dev", "test")
 LEVELS = ("middle", "high")
@@ -78,26 +82,15 @@ class TooFewEntriesError(ValueError):
     """The docstring entries are too few for the articles asked for."""
 
 
-def _make_squad_data():
-    """The sibling tool tools/make_squad_data.py (its docstring_entries)."""
-    module = sys.modules.get("make_squad_data")
-    if module is None:
-        path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "make_squad_data.py")
-        spec = importlib.util.spec_from_file_location("make_squad_data", path)
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-    return module
-
-
 def docstring_entries():
     """make_squad_data.docstring_entries(): [{"name", "sentences", "answer", ...}]."""
-    return _make_squad_data().docstring_entries()
+    return make_squad_data.docstring_entries()
 
 
 def corpus_entries(path):
     """The entries of a corpus input: make_squad_data.corpus_docstring_entries of the
     file's records (sample_corpus.read_entries; ValueError naming a bad line)."""
-    return _make_squad_data().corpus_docstring_entries(read_entries(path))
+    return make_squad_data.corpus_docstring_entries(read_entries(path))
 
 
 def split_of(name):

@@ -28,15 +28,18 @@ objective, and each claim's verdict by tools/reproduce_stats.py's rule) and PNG 
 --report_only writes them again from `results.json` alone (a rule changed: no retraining).
 """
 
-import os
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from absl import flags
 
-import reproduce_grid as grid  # noqa: E402
-from absl import flags  # noqa: E402
+from albert_tf import cli
 
-from albert_tf import cli  # noqa: E402
+if __package__:  # imported as tools.reproduce
+    from . import reproduce_grid as grid
+    from . import reproduce_runner
+else:  # `python tools/reproduce.py`, or imported by a tool run so: tools/ is sys.path[0]
+    import reproduce_grid as grid
+    import reproduce_runner
 
 QUICK = {"tables": ("sop",), "seeds": 1, "hidden_size": 24, "num_attention_heads": 2, "num_hidden_layers": 2,
          "max_seq_length": 48, "max_predictions_per_seq": 6, "vocab_size": 1000, "pretrain_steps": 20,
@@ -94,14 +97,10 @@ def run(f):
     if not f.output_dir:
         raise ValueError("--output_dir is required.")
     if f.report_only:
-        import reproduce_runner
-
         return reproduce_runner.report_again(f.output_dir, stream=sys.stdout)
     settings = settings_from_flags(f)
     settings.validate()
     check_policy(settings.dtype_policy)
-    import reproduce_runner
-
     return reproduce_runner.run_grid(settings, f.output_dir, quick=f.quick, stream=sys.stdout)
 
 

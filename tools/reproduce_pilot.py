@@ -32,15 +32,26 @@ import math
 import os
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from absl import flags
 
-import reproduce  # noqa: E402
-import reproduce_grid as grid  # noqa: E402
-import reproduce_stats as stats  # noqa: E402
-import reproduce_steps as steps  # noqa: E402
-from absl import flags  # noqa: E402
+from albert_tf import cli
 
-from albert_tf import cli  # noqa: E402
+if __package__:  # imported as tools.reproduce_pilot
+    from . import reproduce
+    from . import make_topic_task
+    from . import reproduce_grid as grid
+    from . import reproduce_runner as runner
+    from .reproduce_runner import GUESS, Step, guess_for_steps
+    from . import reproduce_stats as stats
+    from . import reproduce_steps as steps
+else:  # `python tools/reproduce_pilot.py`, or imported by a tool run so: tools/ is sys.path[0]
+    import reproduce
+    import make_topic_task
+    import reproduce_grid as grid
+    import reproduce_runner as runner
+    from reproduce_runner import GUESS, Step, guess_for_steps
+    import reproduce_stats as stats
+    import reproduce_steps as steps
 
 SCARCE = "topic_scarce"
 
@@ -82,8 +93,6 @@ def make_scarce_topic(paths, per_class):
     """topic_scarce/: the first `per_class` training rows of each label of the topic task (its
     rows are in a fixed hash order), the same dev rows; written as tools/make_topic_task.py
     writes a task."""
-    import make_topic_task
-
     def rows(name):
         with open(os.path.join(paths.task("topic"), name), encoding="utf-8") as f:
             return [tuple(line.split("\t")) for line in f.read().splitlines()[1:]]
@@ -101,8 +110,6 @@ def make_scarce_topic(paths, per_class):
 
 
 def run(f):
-    import reproduce_runner as runner
-
     from albert_tf.training.precision import check_policy
 
     if not f.output_dir:
@@ -156,7 +163,6 @@ def pilot_tasks(pilot):
 
 def _units(settings, root, pilot, state):
     """The Steps (reproduce_runner.Step) of every unit after the grid's data steps."""
-    from reproduce_runner import GUESS, Step, guess_for_steps
     paths = steps.Paths(root)
     cell, control = grid.BASE, grid.CONTROL
     pretrain_dir = os.path.join(root, "pilot", "pretrain")
@@ -213,8 +219,6 @@ def _record(root, *parts):
 
 
 def _run_units(settings, root, pilot):
-    import reproduce_runner as runner
-
     paths = steps.Paths(root)
     state = runner.saved_state(paths)
     data_steps = [s for s in runner.plan(settings, paths, False, state) if s.kind in ("corpus", "spm", "data", "tasks")]

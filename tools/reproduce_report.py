@@ -11,11 +11,15 @@ import io
 import json
 import os
 
-import reproduce_grid as grid
-import reproduce_stats as stats
-
 from albert_tf.storage import atomic
 from albert_tf.training.reporting import read_records
+
+if __package__:  # imported as tools.reproduce_report
+    from . import reproduce_grid as grid
+    from . import reproduce_stats as stats
+else:  # imported by a tool run as a script: tools/ is sys.path[0]
+    import reproduce_grid as grid
+    import reproduce_stats as stats
 
 RULE, LEARNED_RULE, AVERAGE_RULE = stats.RULE, stats.LEARNED_RULE, stats.AVERAGE_RULE
 METRICS = ("mlm_accuracy", "sop_accuracy", "nsp_accuracy")

@@ -10,13 +10,19 @@ import os
 import statistics
 import time
 
-import reproduce_grid as grid
-import reproduce_report
-import reproduce_stats
-import reproduce_steps as steps
-
 from albert_tf.storage import atomic, outputs
 from albert_tf.storage.json_files import read_json
+
+if __package__:  # imported as tools.reproduce_runner
+    from . import reproduce_grid as grid
+    from . import reproduce_report
+    from . import reproduce_stats
+    from . import reproduce_steps as steps
+else:  # imported by a tool run as a script: tools/ is sys.path[0]
+    import reproduce_grid as grid
+    import reproduce_report
+    import reproduce_stats
+    import reproduce_steps as steps
 
 SETTINGS_FILE = "grid.json"
 # Seconds a step of each kind is guessed to take before one has run (the ETA then uses

@@ -38,7 +38,11 @@ else it leaves the average, reported apart with the reason.
 import math
 import statistics
 
-import reproduce_grid as grid
+if __package__:  # imported as tools.reproduce_stats
+    from . import reproduce_grid as grid
+else:  # imported by a tool run as a script: tools/ is sys.path[0]
+    import reproduce_grid as grid
+
 
 MIN_SEEDS = 3
 MARGIN = 2.0  # standard errors

@@ -30,15 +30,22 @@ import sys
 import time
 import zlib
 
-import make_race_data
-import make_squad_data
-import make_topic_task
 from absl import flags
 
 from albert_tf import cli
 from albert_tf.storage import atomic
 from albert_tf.storage.json_files import read_json
 from albert_tf.tasks.race.reading import RACE_ARTICLE
+
+if __package__:  # imported as tools.reproduce_steps
+    from . import make_race_data
+    from . import make_squad_data
+    from . import make_topic_task
+else:  # imported by a tool run as a script: tools/ is sys.path[0]
+    import make_race_data
+    import make_squad_data
+    import make_topic_task
+
 
 def read_done(path):
     """The record of a finished step ({"result", "seconds"}), or None."""

@@ -7,8 +7,8 @@ Bazel cannot fetch rules_python offline here, so tests/test_build.py keeps BUILD
 to what this tool generates and checks every module and test has its target.
 
 Targets: `py_library` per module under albert_tf/ (named by path, e.g.
-`albert_tf_modeling_config`), `py_binary` per script in tools/ and benchmarks/ and per
-albert_tf module with a `__main__` block (`<library>_main`), `py_test` per tests/test_*.py
+`albert_tf_modeling_config`) and `tools` (tools/__init__.py), `py_binary` per script in tools/ and
+benchmarks/ and per albert_tf module with a `__main__` block (`<library>_main`), `py_test` per tests/test_*.py
 (run through tests/bazel_pytest_main.py), `tests_support` for the shared test helpers.
 """
 
@@ -81,9 +81,10 @@ def _imports(path, root=ROOT):
 
 
 def _local_modules(root=ROOT):
-    """Script modules imported by their siblings (tools/, tests/, benchmarks/ are on sys.path there)."""
-    return {os.path.basename(p)[: -len(".py")] for folder in ("tools", "tests", "benchmarks")
-            for p in _python_files(folder, root)}
+    """Script modules imported by their siblings (tools/, tests/, benchmarks/ are on sys.path there),
+    and the package `tools` (the tests import `tools.NAME`)."""
+    return {"tools"} | {os.path.basename(p)[: -len(".py")] for folder in ("tools", "tests", "benchmarks")
+                        for p in _python_files(folder, root)}
 
 
 def _deps(path, libraries, root=ROOT):
@@ -147,6 +148,9 @@ def generate(root=ROOT):
                                  [f'main = "{path}"'])]
     for folder in ("tools", "benchmarks"):
         for path in _python_files(folder, root):
+            if os.path.basename(path) == "__init__.py":  # tools/ as a package: no script of its own
+                blocks += ["", _rule("py_library", target_name(path), [path], _deps(path, libraries, root))]
+                continue
             blocks += ["", _rule("py_binary", target_name(path), [path], _deps(path, libraries, root),
                                  [f'main = "{path}"'])]
     support = [p for p in SUPPORT if os.path.exists(os.path.join(root, p))]

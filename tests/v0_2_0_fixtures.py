@@ -6,10 +6,11 @@ old albert_tf is the one imported:
 
     git worktree add --detach /work/wt-v020 614fe3f
     cd /work/wt-v020 && PYTHONPATH=/work/wt-v020 TF_NUM_INTRAOP_THREADS=1 \\
-        .venv/bin/python /work/wt-compat/tests/data/v0_2_0/make_fixtures.py \\
+        .venv/bin/python /work/wt-compat/tests/v0_2_0_fixtures.py \\
         --corpus=/work/wt-compat/albert_tf/data/sample_corpus.jsonl.gz --output_dir=/tmp/v0_2_0 \\
         --archive=/work/wt-compat/tests/data/v0_2_0/fixtures.tar.xz
 
+(The archive was written by this file when it was tests/data/v0_2_0/make_fixtures.py.)
 It writes the outputs into --output_dir (a new directory), then packs them as v0_2_0/... into
 --archive (xz: a pretraining checkpoint holds the input pipeline's state, a 10,000-example
 shuffle buffer of the same 67 serialized examples, 5.6 MB that xz packs into little). Every
@@ -37,7 +38,7 @@ output is made by 0.2.0's own commands, called in-process through their `main(ar
 import argparse
 import contextlib
 import gzip
-import importlib.util
+import importlib
 import io
 import json
 import os
@@ -162,10 +163,9 @@ def main():
     write_corpus(a.corpus, corpus, CORPUS_BYTES)
     write_corpus(a.corpus, text, DATA_BYTES)
 
-    spec = importlib.util.spec_from_file_location("train_sentencepiece", os.path.join(root, "tools",
-                                                                                      "train_sentencepiece.py"))
-    tool = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(tool)
+    # 0.2.0's tools/ (no package there: a namespace package from the worktree on PYTHONPATH)
+    tool = importlib.import_module("tools.train_sentencepiece")
+    assert os.path.dirname(os.path.abspath(tool.__file__)) == os.path.join(root, "tools"), tool.__file__
     call(tool.main, [f"--input_file={corpus}", f"--model_prefix={data}/spm", "--vocab_size=1000",
                      "--num_threads=1"])
     spm = os.path.join(data, "spm.model")
