@@ -60,7 +60,7 @@ def run_tool(tool, **values):
 
 
 def _metrics(run_dir):
-    rows = [{"step": s, "loss": 9.0 - s, "learning_rate": 1e-4 * s} for s in (1, 2, 3)]
+    rows = [{"split": "train", "step": s, "loss": 9.0 - s, "learning_rate": 1e-4 * s} for s in (1, 2, 3)]
     return _write(os.path.join(run_dir, "metrics.jsonl"), "".join(json.dumps(r) + "\n" for r in rows).encode())
 
 
