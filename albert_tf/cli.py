@@ -40,7 +40,6 @@ import signal
 import sys
 import threading
 
-from albert_tf.option_flags import define_options  # noqa: F401 (cli.define_options)
 
 
 def _describe_os_error(e):
@@ -211,8 +210,7 @@ IRREVERSIBLE = ("a multi-worker or TPU strategy's set-up (the cluster stays the 
                 "started")
 
 
-# the flags `main` adds to every command's own
-PROCESS_FLAGS = ("help", "helpshort", "helpfull", "verbosity")
+from albert_tf.option_flags import PROCESS_FLAGS  # noqa: E402 (the flags `main` adds to every command's own)
 
 
 class _HelpRequested(Exception):  # neither ValueError nor TypeError: absl's parser lets it through
@@ -339,154 +337,3 @@ def _restore_keras_state(state):
         tf.random.set_seed(tf_seed)
         if config.is_op_determinism_enabled() and not deterministic:  # --deterministic
             config.disable_op_determinism()
-
-
-def define_dtype_policy_flag(flag_values=None, default="auto", what="training and evaluation"):
-    """--dtype_policy for a model-building command without task options (export_tfhub, tools,
-    benchmarks; the training commands make theirs from their options' field:
-    albert_tf.training.precision.policy_option)."""
-    from absl import flags
-
-    from albert_tf.training.precision import policy_help
-
-    kwargs = {} if flag_values is None else {"flag_values": flag_values}
-    flags.DEFINE_string("dtype_policy", default, policy_help(what), **kwargs)
-
-
-def define_allow_changed_settings_flag(flag_values=None):
-    """--allow_changed_settings for a training command (albert_tf.training.sessions)."""
-    from absl import flags
-
-    kwargs = {} if flag_values is None else {"flag_values": flag_values}
-    flags.DEFINE_bool("allow_changed_settings", False, "Continue the training in --output_dir although a setting "
-                      "that changes its result (learning rate and schedule, batch size, warmup, resolved dtype "
-                      "policy, accumulation steps, sequence length, optimizer, seed, starting weights) differs from "
-                      "its previous training session's; the change is recorded in run_info.json. Without it such a "
-                      "run is refused (exit status 2): a new run takes a new --output_dir. A longer or shorter "
-                      "training is always allowed (and recorded).", **kwargs)
-
-
-# the settings of `sessions.Session` that are paths: compared as absolute paths
-PATH_SETTINGS = ("init_checkpoint", "albert_hub_module_handle")
-
-
-def given_flags(f):
-    """{name: value} of every flag the command defined (absl's own left out), as given."""
-    values = {}
-    for name in f:
-        module = f.find_module_defining_flag(name)
-        if f[name].name == name and name not in PROCESS_FLAGS and module is not None and not module.startswith("absl"):
-            values[name] = f[name].value
-    return values
-
-
-def session(f, command, settings, length, trains, tpu=False):
-    """The run's `albert_tf.training.sessions.Session` from the flags.
-
-    Args:
-        f: the parsed flags.
-        command: the command's name.
-        settings: names of the flags that change a training's result (dtype_policy is
-            recorded resolved for this machine, `tpu`: on TPUs; paths absolute).
-        length: the name of the flag of the training's length (allowed to change).
-        trains: whether this run trains.
-    """
-    from albert_tf.training.sessions import Session, resolve_policy
-
-    values = {}
-    for name in settings:
-        value = f[name].value
-        if name == "dtype_policy":
-            value = resolve_policy(value, tpu=tpu)
-        elif name in PATH_SETTINGS and value:
-            value = os.path.abspath(value)
-        values[name] = value
-    return Session(command=command, flags=given_flags(f), settings=values, length={length: f[length].value},
-                   trains=bool(trains), allow_changed_settings=bool(f.allow_changed_settings))
-
-
-def define_tpu_flags(flag_values):
-    """The release's TPU flags that are the command's alone (use_tpu, tpu_zone, gcp_project,
-    master, num_tpu_cores), for the fine-tuning commands with TPU support: --use_tpu maps to
-    the driver's tpu strategy (their task options own --strategy and --tpu_name; tasks take
-    `strategy="tpu"` and `tpu_name`: `tpu_strategy`)."""
-    from absl import flags
-
-    fv = {"flag_values": flag_values}
-    flags.DEFINE_bool("use_tpu", False, "Train on a TPU (--tpu_name): the driver's tpu strategy.", **fv)
-    flags.DEFINE_string("tpu_zone", None, "Accepted for compatibility; unused (the TPU resolver finds it).", **fv)
-    flags.DEFINE_string("gcp_project", None, "Accepted for compatibility; unused.", **fv)
-    flags.DEFINE_string("master", None, "Accepted for compatibility; with --use_tpu and no --tpu_name, the TPU "
-                        "address.", **fv)
-    flags.DEFINE_integer("num_tpu_cores", 8, "Accepted for compatibility; the strategy counts the cores.", **fv)
-
-
-# --- what the fine-tuning commands (run_classifier, run_race, run_squad_v1/_v2) share ---
-
-FINE_TUNING_STRATEGIES = ("mirrored", "one_device", "default")
-
-
-def check_fine_tuning_flags(f, positive, warmup=True, tpu=True):
-    """A fine-tuning command's checks of flag values alone (its task checks the inputs):
-    --dtype_policy, the `positive` flags, --gradient_accumulation_steps (which must divide
-    --train_batch_size; the Trainer checks the per-replica batch), --warmup_step in [0, --train_step] (`warmup`),
-    --learning_rate, --strategy and (`tpu`: the flags of define_tpu_flags) --use_tpu's
-    address. Raises ValueError naming the flag."""
-    from albert_tf.tasks.common import check_positive
-    from albert_tf.training.accumulation import check_accumulation
-    from albert_tf.training.precision import check_policy
-
-    check_policy(f.dtype_policy)
-    check_positive(f, positive)
-    check_accumulation(f.gradient_accumulation_steps, f.train_batch_size)
-    if warmup and not 0 <= f.warmup_step <= f.train_step:
-        raise ValueError(f"--warmup_step must be in [0, --train_step={f.train_step}], got {f.warmup_step}.")
-    if f.learning_rate <= 0:
-        raise ValueError(f"--learning_rate must be positive, got {f.learning_rate}.")
-    if f.strategy not in FINE_TUNING_STRATEGIES:
-        raise ValueError(f"--strategy must be one of {', '.join(FINE_TUNING_STRATEGIES)}, got {f.strategy!r}.")
-    if tpu and f.use_tpu and not (f.tpu_name or f.master):
-        raise ValueError("--use_tpu needs --tpu_name (or --master).")
-
-
-def tpu_strategy(f):
-    """{"strategy", "tpu_name"} of a task's options from --use_tpu (the driver's tpu
-    strategy on --tpu_name, else --master) or --strategy."""
-    if f.use_tpu:
-        return {"strategy": "tpu", "tpu_name": f.tpu_name or f.master}
-    return {"strategy": f.strategy, "tpu_name": None}
-
-
-def task_options(cls, f, **given):
-    """A task's options (the dataclass `cls`) from the flags: `given` fields as given, every
-    other from the flag of the same name; a field without one keeps its default (e.g.
-    start_n_top, which only run_squad_v2 defines)."""
-    import dataclasses
-
-    values = {field.name: getattr(f, field.name) for field in dataclasses.fields(cls)
-              if field.init and field.name not in given and field.name in f}
-    return cls(**values, **given)
-
-
-def training_options(f, **given):
-    """The driver's TrainingOptions from the flags every fine-tuning command has
-    (--output_dir, --train_batch_size, --learning_rate, --save_checkpoints_steps,
-    --iterations_per_loop, --dtype_policy, --gradient_accumulation_steps, --remat) and `given`."""
-    from albert_tf.training.driver import TrainingOptions
-
-    return TrainingOptions(output_dir=f.output_dir, train_batch_size=f.train_batch_size,
-                           learning_rate=f.learning_rate, save_checkpoints_steps=f.save_checkpoints_steps,
-                           iterations_per_loop=f.iterations_per_loop, dtype_policy=f.dtype_policy,
-                           gradient_accumulation_steps=f.gradient_accumulation_steps, remat=f.remat, **given)
-
-
-def run_task(task_module, task, training, stream):
-    """Checks a task's options (`task_module.check_options`, e.g. albert_tf.tasks.race.task's:
-    bad input fails before any work) and a training's settings against the run's previous
-    training (albert_tf.training.sessions.check_settings, training.session), then runs it;
-    returns its results."""
-    from albert_tf.training.sessions import check_settings
-
-    task_module.check_options(task)
-    check_settings(task.output_dir, training.session)
-    return task_module.run(task, training, stream=stream)

@@ -22,7 +22,7 @@ import sys
 
 from absl import flags
 
-from albert_tf import cli
+from albert_tf import cli, option_flags
 
 
 def define_flags(flag_values=None):
@@ -106,7 +106,7 @@ def run(f):
 
     summary = write_pretraining_data(inputs, outputs, f.spm_model_file, options, progress_stream=sys.stderr,
                                      summary_file=summary_file,
-                                     made_by=provenance.record("create_pretraining_data", cli.given_flags(f)))
+                                     made_by=provenance.record("create_pretraining_data", option_flags.given_flags(f)))
     report(summary)
     return 0
 

@@ -25,7 +25,7 @@ import sys
 
 from absl import flags
 
-from albert_tf import cli
+from albert_tf import cli, option_flags
 
 QUANTIZATIONS = ("none", "float16", "dynamic_int8")  # albert_tf.export.litert_model's (kept here: flags parse
 # before TensorFlow is imported; tests/test_export_litert.py checks the two agree)
@@ -85,7 +85,7 @@ def run(f):
     from albert_tf.modeling.encoder import INPUT_NAMES
     from albert_tf.storage import atomic, outputs, provenance
 
-    made_by = provenance.record("export_litert", cli.given_flags(f))
+    made_by = provenance.record("export_litert", option_flags.given_flags(f))
     model = load_source("albert_tf", f.init_checkpoint)
     config = model.config
     if f.max_seq_length > config.max_position_embeddings:

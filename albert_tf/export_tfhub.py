@@ -19,7 +19,7 @@ import sys
 
 from absl import flags
 
-from albert_tf import cli
+from albert_tf import cli, option_flags
 from albert_tf.training.precision import check_policy, choose
 
 PRETRAINED_WEIGHTS = ("pretrainer.weights.h5",)
@@ -40,8 +40,7 @@ def define_flags(flag_values=None):
                       "compiled program, compiled once per new [batch, length] shape in the loading process (faster at "
                       "fixed shapes, e.g. length buckets; the root __call__ that hub.KerasLayer fine-tunes is "
                       "unchanged).", **fv)
-    cli.define_dtype_policy_flag(default="float32", what="the exported encoder's matmuls (float32: portable, the "
-                                 "default; the exporting machine is not the serving one)", **fv)
+    option_flags.define_precision(fv["flag_values"], default="float32")  # portable: the exporter is not the server
 
 
 def run(f):
@@ -58,7 +57,7 @@ def run(f):
     print(f"dtype policy {precision.policy} ({precision.reason})")
     from albert_tf.storage import provenance
 
-    made_by = provenance.record("export_tfhub", cli.given_flags(f), dtype_policy=precision.policy)
+    made_by = provenance.record("export_tfhub", option_flags.given_flags(f), dtype_policy=precision.policy)
     return export(albert_config_file, checkpoint, spm_model_file, export_path, with_mlm=with_mlm,
                   seq_length=seq_length, do_lower_case=do_lower_case, dtype_policy=precision.policy,
                   jit_compile=f.jit_compile, made_by=made_by)

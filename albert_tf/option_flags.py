@@ -1,10 +1,12 @@
-"""A command's flags made from an options dataclass (`define_options`, also
-`albert_tf.cli.define_options`): each field with help (albert_tf.storage.options.option /
-required) is a flag with the field's default and help, so a default is written once.
+"""A command's flags made from its options record (albert_tf.storage.options.Command), and
+the records made back from the parsed flags, so that no field is mapped by hand.
 
-    cli.define_options(flag_values, ClassificationOptions)       # a flag per field with help
-    cli.define_options(flag_values, TrainingOptions, names=("learning_rate", "num_train_steps"),
-                       flag_names={"num_train_steps": "train_step"})  # the release's flag name
+    COMMAND = Command("run_race", ((MultipleChoiceOptions, None), (TrainingOptions, (...))),
+                      defaults={"learning_rate": 1e-5})
+    define_command(flag_values, COMMAND)               # a flag per field: name, type, default, help
+    task, training = records(flag_values, COMMAND, MultipleChoiceOptions, TrainingOptions)
+
+`define_options` makes flags of one options class alone (tools, benchmarks).
 """
 
 import dataclasses
@@ -13,48 +15,114 @@ import types
 import typing
 
 
-def define_options(flag_values, cls, names=None, exclude=(), flag_names=None, helps=None):
-    """Makes a command's flags from the options dataclass `cls`: one flag per field that
-    has help (albert_tf.storage.options.option / required), with the field's default and
-    help, so each default is written once, in the field.
+def define_command(flag_values, command):
+    """Defines the flags of `command` (a storage.options.Command) in `flag_values`: one per
+    field, under the command's flag name, with the command's default and the field's help
+    and type. Returns {flag name: field name}."""
+    from albert_tf.storage.options import CHOICES, HELP
 
-    The flag's type comes from the field's annotation: bool, int, float, str (an enum when
-    the field has choices), list (comma-separated), or Optional[one of them]. Each flag is
-    registered under the module that calls this (its section of --helpfull).
-
-    Args:
-        flag_values: the absl FlagValues to define them in.
-        cls: an options dataclass (e.g. tasks.options.ClassificationOptions,
-            training.options.TrainingOptions).
-        names: the fields to make flags of (default: every field with help), in any order.
-        exclude: fields with help to leave out (e.g. run_squad_v1 without the v2 head's).
-        flag_names: {field name: flag name} where the flag keeps the release's name
-            (e.g. {"num_train_steps": "train_step"}).
-        helps: {field name: help} where a command words the help its own way (the
-            default stays the field's).
-    Returns:
-        {flag name: field name} of the flags defined.
-    Raises:
-        TypeError: for a field without help, or an annotation that is no flag type.
-    """
-    from albert_tf.storage.options import CHOICES, HELP, field_default, has_flag
-
-    fields = {field.name: field for field in dataclasses.fields(cls)}
-    chosen = [name for name, field in fields.items() if has_flag(field)] if names is None else list(names)
     module = _caller_module_name()
     made = {}
-    for name in chosen:
-        if name in exclude:
-            continue
-        field = fields[name]
-        if not has_flag(field):
-            raise TypeError(f"{cls.__name__}.{name} has no help: it is no flag (albert_tf.storage.options).")
-        flag_name = (flag_names or {}).get(name, name)
-        help_text = (helps or {}).get(name, field.metadata[HELP])
-        _define_flag(flag_values, flag_name, _flag_type(cls, field), field_default(field), help_text,
+    for cls, field in command.fields():
+        flag_name = command.flag_name(field)
+        _define_flag(flag_values, flag_name, _flag_type(cls, field), command.default(field), field.metadata[HELP],
                      field.metadata.get(CHOICES), module)
-        made[flag_name] = name
+        made[flag_name] = field.name
     return made
+
+
+def define_options(flag_values, cls, names=None):
+    """Makes flags of the options dataclass `cls` alone (every field with help, or `names`),
+    with the fields' defaults: a command whose record is this one class."""
+    from albert_tf.storage.options import Command
+
+    return define_command(flag_values, Command(cls.__name__, ((cls, names),)))
+
+
+def define_precision(flag_values, default="auto"):
+    """--dtype_policy alone (exports, tools, benchmarks), made from its one source
+    (albert_tf.training.precision.PrecisionOptions) with the command's `default`."""
+    from albert_tf.storage.options import Command
+    from albert_tf.training.precision import PrecisionOptions
+
+    return define_command(flag_values, Command("dtype_policy", ((PrecisionOptions, None),),
+                                               defaults={"dtype_policy": default}))
+
+
+def values(flag_values, command):
+    """{field name: value} of the command's flags, as parsed; ValueError naming the first
+    flag whose field must be positive and is not (None passes where the default is None)."""
+    from albert_tf.storage.options import POSITIVE
+
+    result = {}
+    for _, field in command.fields():
+        flag_name = command.flag_name(field)
+        value = flag_values[flag_name].value
+        if field.metadata[POSITIVE] and not (value is None and command.default(field) is None) and not (
+                value is not None and value > 0):
+            raise ValueError(f"--{flag_name} must be positive, got {value}.")
+        result[field.name] = value
+    return result
+
+
+def build(cls, given_values, **given):
+    """`cls(**)` from `given_values` ({field name: value}): each init field of `cls` found
+    there, and `given` (derived values, e.g. a config read from a file)."""
+    fields = {field.name for field in dataclasses.fields(cls) if field.init}
+    return cls(**{name: value for name, value in given_values.items() if name in fields and name not in given},
+               **given)
+
+
+def records(flag_values, command, task_cls, training_given=None, **given):
+    """(task options, TrainingOptions) of a training command from its parsed flags: every
+    field from the flag of its command, `given` (derived values) for the task and
+    `training_given` for the driver; the session is the command's (`session`)."""
+    from albert_tf.training.options import TrainingOptions
+
+    found = values(flag_values, command)
+    task = build(task_cls, found, **given)
+    training_given = dict(training_given or {})
+    if "session" not in training_given:
+        training_given["session"] = session(flag_values, command, trains=found["do_train"],
+                                            tpu=task.strategy_and_tpu()[0] == "tpu")
+    return task, build(TrainingOptions, found, **training_given)
+
+
+def session(flag_values, command, trains, tpu=False):
+    """The run's albert_tf.training.sessions.Session: its flags as given, its settings (the
+    flags whose fields change a result; dtype_policy resolved for this machine or `tpu`,
+    paths absolute) and its length."""
+    import os
+
+    from albert_tf.storage.options import LENGTH, SETTING
+    from albert_tf.training.sessions import PATH_SETTINGS, Session, resolve_policy
+
+    settings = {}
+    for name in command.flags_with(SETTING):
+        value = flag_values[name].value
+        if name == "dtype_policy":
+            value = resolve_policy(value, tpu=tpu)
+        elif name in PATH_SETTINGS and value:
+            value = os.path.abspath(value)
+        settings[name] = value
+    length = {name: flag_values[name].value for name in command.flags_with(LENGTH)}
+    return Session(command=command.name, flags=given_flags(flag_values), settings=settings, length=length,
+                   trains=bool(trains), allow_changed_settings=bool(flag_values.allow_changed_settings))
+
+
+# the flags albert_tf.cli.main adds to every command's own
+PROCESS_FLAGS = ("help", "helpshort", "helpfull", "verbosity")
+
+
+def given_flags(flag_values):
+    """{name: value} of every flag the command defined (absl's own left out), as given."""
+    found = {}
+    for name in flag_values:
+        module = flag_values.find_module_defining_flag(name)
+        if (flag_values[name].name == name and name not in PROCESS_FLAGS and module is not None
+                and not module.startswith("absl")):
+            found[name] = flag_values[name].value
+    return found
 
 
 def _flag_type(cls, field):
@@ -80,7 +148,10 @@ def _define_flag(flag_values, name, kind, default, help_text, choices, module):
 
 
 def _caller_module_name():
-    """The name absl gives the module that called the caller (the command's, or its path
-    when run as `python -m`, as absl names the main module)."""
-    name = sys._getframe(2).f_globals.get("__name__")
+    """The name absl gives the module that defines the flags: the first caller outside this
+    module (the command's, or its path when run as `python -m`, as absl names the main module)."""
+    frame = sys._getframe(1)
+    while frame is not None and frame.f_globals.get("__name__") == __name__:
+        frame = frame.f_back
+    name = frame.f_globals.get("__name__") if frame is not None else None
     return sys.argv[0] if name == "__main__" else name

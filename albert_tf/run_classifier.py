@@ -21,72 +21,38 @@ checkpoint), `dev_predictions.tsv`, `test_results.tsv` (GLUE submission layout),
 anything else is refused with exit status 2 before any work.
 """
 
-
 import sys
 
-from absl import flags
-
-from albert_tf import cli
-
-
-# the training flags taken from TrainingOptions' fields (their defaults are run_classifier's),
-# under the release's names where they differ
-TRAINING_FLAGS = ("train_batch_size", "eval_batch_size", "learning_rate", "num_train_steps", "num_warmup_steps",
-                  "save_checkpoints_steps", "keep_checkpoint_max", "iterations_per_loop", "optimizer",
-                  "gradient_accumulation_steps", "remat")
-RELEASE_NAMES = {"num_train_steps": "train_step", "num_warmup_steps": "warmup_step"}
+from albert_tf import cli, option_flags
+from albert_tf.tasks.classification.options import COMMAND, ClassificationOptions
 
 
-def define_flags(flag_values=None):
-    """The release's run_classifier flags, plus the tsv columns, --strategy and a few more,
-    made from the fields of tasks.options.ClassificationOptions and
-    training.options.TrainingOptions (each default written once, there).
-
-    Args:
-        flag_values: an absl FlagValues to define them in (default: the global FLAGS).
-    """
-    from albert_tf.tasks.options import ClassificationOptions
-    from albert_tf.training.options import TrainingOptions
-
-    fv = flags.FLAGS if flag_values is None else flag_values
-    cli.define_options(fv, ClassificationOptions)
-    cli.define_options(fv, TrainingOptions, names=TRAINING_FLAGS, flag_names=RELEASE_NAMES)
-    cli.define_allow_changed_settings_flag(fv)
-
-
-# the flags that change a training's result: a run directory continues only with the same
-# (albert_tf.training.sessions; --train_step may change)
-SETTINGS = ("learning_rate", "warmup_step", "train_batch_size", "gradient_accumulation_steps", "max_seq_length",
-            "optimizer", "random_seed", "init_checkpoint", "albert_hub_module_handle", "dtype_policy",
-            "classifier_dropout", "task_name")
-POSITIVE = ("max_seq_length", "train_batch_size", "eval_batch_size", "predict_batch_size", "train_step",
-            "save_checkpoints_steps", "keep_checkpoint_max", "iterations_per_loop")
-
-
-def check_flags(f):
-    """Flag values alone (numbers, choices); the task checks its inputs (files, export,
-    config) in tasks.classification.check_options, also before anything is written."""
-    cli.check_fine_tuning_flags(f, POSITIVE, tpu=False)
+def define_flags(flag_values):
+    """The command's flags, made from its options record (tasks.classification.options.COMMAND)."""
+    option_flags.define_command(flag_values, COMMAND)
 
 
 def options_from_flags(f):
-    """-> (ClassificationOptions, TrainingOptions)."""
-    from albert_tf.tasks.classification.task import ClassificationOptions
+    """-> (ClassificationOptions, TrainingOptions), every field from its flag (the record's positive
+    values checked)."""
+    return option_flags.records(f, COMMAND, ClassificationOptions)
 
-    task = cli.task_options(ClassificationOptions, f)
-    training = cli.training_options(f, eval_batch_size=f.eval_batch_size, num_train_steps=f.train_step,
-                                    num_warmup_steps=f.warmup_step, optimizer=f.optimizer,
-                                    keep_checkpoint_max=f.keep_checkpoint_max,
-                                    session=cli.session(f, "run_classifier", SETTINGS, "train_step", f.do_train))
-    return task, training
+
+def check_flags(f):
+    """The checks of the training values alone (tasks.common.check_training; the task's
+    check_options runs them with the rest before any work)."""
+    from albert_tf.tasks.common import check_training
+
+    check_training(*options_from_flags(f))
 
 
 def run(f, stream=None):
-    """Trains, evaluates, predicts and exports as the flags say; returns a dict of results."""
-    check_flags(f)
+    """Trains, evaluates, predicts and exports as the flags say; returns a dict of results
+    (every check first: tasks.classification.task.check_options)."""
+    task, training = options_from_flags(f)
     from albert_tf.tasks.classification import task as classification
 
-    return cli.run_task(classification, *options_from_flags(f), stream)
+    return classification.run(task, training, stream=stream)
 
 
 def main(argv=None):
@@ -97,7 +63,7 @@ def main(argv=None):
     Args:
         argv: the arguments, without the program name (default sys.argv[1:]).
     """
-    return cli.main("run_classifier", define_flags, run, argv)
+    return cli.main(COMMAND.name, define_flags, run, argv)
 
 
 def entry():

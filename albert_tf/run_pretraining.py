@@ -18,56 +18,21 @@ model is exported at the end as albert_tf.export_tfhub does.
 import os
 import sys
 
-from absl import flags
-
-from albert_tf import cli
-from albert_tf.tasks.common import check_positive
-from albert_tf.training.accumulation import check_accumulation
-from albert_tf.training.precision import check_policy
+from albert_tf import cli, option_flags
+from albert_tf.tasks.options import RUN_PRETRAINING
 
 
-# the training flags taken from TrainingOptions' fields; those whose defaults are the release's
-# run_pretraining's own are PretrainingOptions' fields
-TRAINING_FLAGS = ("output_dir", "do_train", "do_eval", "poly_power", "start_warmup_step", "keep_checkpoint_max",
-                  "jit_compile", "gradient_accumulation_steps", "remat")
-RELEASE_NAMES = {"global_batch_size": "train_batch_size"}
-
-
-def define_flags(flag_values=None):
-    """The release's run_pretraining flags, plus --strategy, --jit_compile, --dtype_policy etc.,
-    in `flag_values` (default: the global FLAGS): the fields of tasks.options.PretrainingOptions
-    and training.options.TrainingOptions (each default written once, there) and the flags
-    that are the command's alone (inputs, strategy, export)."""
-    from albert_tf.tasks.options import PretrainingOptions
-    from albert_tf.training.options import TrainingOptions
-
-    fv = flags.FLAGS if flag_values is None else flag_values
-    cli.define_options(fv, PretrainingOptions, flag_names=RELEASE_NAMES)
-    cli.define_options(fv, TrainingOptions, names=TRAINING_FLAGS)
-    fv = {"flag_values": fv}
-    flags.DEFINE_string("input_file", None, "Input TF example files (comma-separated globs).", **fv)
-    flags.DEFINE_string("eval_input_file", None, "Evaluation TF example files (default: --input_file).", **fv)
-    flags.DEFINE_string("albert_config_file", None, "The albert_config.json of the pre-trained ALBERT model.", **fv)
-    flags.DEFINE_string("strategy", "default", "tpu | multi_worker_mirrored | mirrored | one_device | default.", **fv)
-    flags.DEFINE_string("tpu", None, "TPU name or grpc:// address (with --strategy=tpu).", **fv)
-    cli.define_allow_changed_settings_flag(fv["flag_values"])
-    flags.DEFINE_bool("dynamic_masking", False, "Re-draw the masked-LM masks every epoch in tf.data.", **fv)
-    flags.DEFINE_string("export_dir", None, "Export TF-Hub-style SavedModels here at the end (needs "
-                        "--spm_model_file): a new path or an earlier export of albert_tf's (replaced); anything else "
-                        "is refused.", **fv)
-    flags.DEFINE_string("spm_model_file", None, "The SentencePiece model of the data (for --export_dir).", **fv)
-    flags.DEFINE_integer("export_seq_length", 128, "Default sequence length of the exported preprocessing model.", **fv)
-
-
-# the flags that change a training's result: a run directory continues only with the same
-# (albert_tf.training.sessions; --num_train_steps may change)
-SETTINGS = ("learning_rate", "poly_power", "num_warmup_steps", "start_warmup_step", "train_batch_size",
-            "gradient_accumulation_steps", "max_seq_length", "max_predictions_per_seq", "optimizer", "random_seed",
-            "init_checkpoint", "dtype_policy", "sentence_loss", "dynamic_masking")
+def define_flags(flag_values):
+    """The command's flags, made from its options record (tasks.options.RUN_PRETRAINING)."""
+    option_flags.define_command(flag_values, RUN_PRETRAINING)
 
 
 def check_flags(f):
-    """Raises ValueError for bad flag combinations, naming the flags."""
+    """The flag values' checks (the record's positive ones, then the combinations); raises
+    ValueError naming the flags. Returns {field name: value}."""
+    from albert_tf.training.accumulation import check_accumulation
+    from albert_tf.training.precision import check_policy
+
     if not f.output_dir:
         raise ValueError("--output_dir is required.")
     if not f.albert_config_file:
@@ -78,9 +43,7 @@ def check_flags(f):
         raise ValueError("--do_train needs --input_file.")
     if f.do_eval and not (f.eval_input_file or f.input_file):
         raise ValueError("--do_eval needs --eval_input_file or --input_file.")
-    check_positive(f, ("train_batch_size", "eval_batch_size", "num_train_steps", "save_checkpoints_steps",
-                       "keep_checkpoint_max", "iterations_per_loop", "max_eval_steps", "max_seq_length",
-                       "max_predictions_per_seq"))
+    found = option_flags.values(f, RUN_PRETRAINING)
     check_accumulation(f.gradient_accumulation_steps, f.train_batch_size)
     if f.num_warmup_steps < 0 or f.start_warmup_step < 0:
         raise ValueError("--num_warmup_steps and --start_warmup_step must not be negative.")
@@ -94,19 +57,17 @@ def check_flags(f):
         raise ValueError(f"--tpu is only used with --strategy=tpu (got --strategy={f.strategy}).")
     if f.export_dir and not f.spm_model_file:
         raise ValueError("--export_dir needs --spm_model_file (the preprocessing model embeds it).")
-    if f.learning_rate <= 0:
-        raise ValueError(f"--learning_rate must be positive, got {f.learning_rate}.")
+    return found
 
 
 def options_from_flags(f, config, session=None):
-    """-> (PretrainingOptions, TrainingOptions); checks the inputs (every input shard, the
-    SentencePiece model for --export_dir) before anything is written."""
+    """-> (PretrainingOptions, TrainingOptions) from the options record; checks the inputs
+    (every input shard, the SentencePiece model for --export_dir) before anything is written."""
     from albert_tf.data.files import expand_input_files
     from albert_tf.data.pipeline import DynamicMasking
     from albert_tf.data.summary import read_data_summary
     from albert_tf.data.vocab import SpecialTokens
     from albert_tf.tasks.pretraining import PretrainingOptions, validate_files
-    from albert_tf.training.driver import TrainingOptions
 
     input_files = expand_input_files(f.input_file) if f.input_file else []
     eval_files = expand_input_files(f.eval_input_file, flag="--eval_input_file") if f.eval_input_file else input_files
@@ -122,18 +83,10 @@ def options_from_flags(f, config, session=None):
             raise ValueError(f"the data's SentencePiece model has {summary.vocab_size} pieces, more than vocab_size "
                              f"{config.vocab_size} of {f.albert_config_file}.")
         masking = DynamicMasking.from_summary(summary)
-    task = cli.task_options(PretrainingOptions, f, config=config, input_files=input_files, eval_files=eval_files,
-                            global_batch_size=f.train_batch_size, dynamic_masking=masking)
-    training = TrainingOptions(
-        output_dir=f.output_dir, train_batch_size=f.train_batch_size, eval_batch_size=f.eval_batch_size,
-        num_train_steps=f.num_train_steps, num_warmup_steps=f.num_warmup_steps,
-        start_warmup_step=f.start_warmup_step, poly_power=f.poly_power, learning_rate=f.learning_rate,
-        optimizer=f.optimizer, save_checkpoints_steps=f.save_checkpoints_steps,
-        keep_checkpoint_max=f.keep_checkpoint_max, iterations_per_loop=f.iterations_per_loop,
-        do_train=f.do_train, do_eval=f.do_eval, evaluate_every_checkpoint=False, max_eval_steps=f.max_eval_steps,
-        jit_compile=f.jit_compile, dtype_policy=f.dtype_policy,
-        gradient_accumulation_steps=f.gradient_accumulation_steps, remat=f.remat, session=session)
-    return task, training
+    return option_flags.records(f, RUN_PRETRAINING, PretrainingOptions, config=config, input_files=input_files,
+                                eval_files=eval_files, global_batch_size=f.train_batch_size, dynamic_masking=masking,
+                                training_given={"evaluate_every_checkpoint": False, **(
+                                    {"session": session} if session is not None else {})})
 
 
 def check_paths(f):
@@ -180,7 +133,7 @@ def _run(f, stream):
     has_config = check_run_config(f.output_dir, config, f.albert_config_file)
     from albert_tf.training.sessions import check_settings
 
-    session = cli.session(f, "run_pretraining", SETTINGS, "num_train_steps", f.do_train, tpu=f.strategy == "tpu")
+    session = option_flags.session(f, RUN_PRETRAINING, trains=f.do_train, tpu=f.strategy == "tpu")
     check_settings(f.output_dir, session)
 
     import keras
@@ -195,7 +148,7 @@ def _run(f, stream):
         tf.config.experimental.enable_op_determinism()
     # the strategy first: multi-worker collectives must be configured before any op runs
     strategy = get_strategy(f.strategy, f.tpu)
-    task_options, training = options_from_flags(f, config, session)
+    task_options, training = options_from_flags(f, config, session)  # reads the inputs: after the strategy
     chief = is_chief(strategy)
     if chief:
         from albert_tf.storage import outputs
@@ -226,7 +179,7 @@ def main(argv=None):
     Args:
         argv: the arguments, without the program name (default sys.argv[1:]).
     """
-    return cli.main("run_pretraining", define_flags, run, argv)
+    return cli.main(RUN_PRETRAINING.name, define_flags, run, argv)
 
 
 def entry():

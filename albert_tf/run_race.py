@@ -32,66 +32,36 @@ probabilities). --export_dir: a SavedModel answering raw (article, question, opt
 
 import sys
 
-from absl import flags
-
-from albert_tf import cli
-
-# the flags that change a training's result: a run directory continues only with the same
-# (albert_tf.training.sessions; --train_step may change)
-SETTINGS = ("learning_rate", "warmup_step", "train_batch_size", "gradient_accumulation_steps", "max_seq_length",
-            "max_qa_length", "random_seed", "init_checkpoint", "albert_hub_module_handle", "dtype_policy",
-            "dropout_prob", "task_name", "high_only", "middle_only")
-POSITIVE = ("train_batch_size", "eval_batch_size", "predict_batch_size", "save_checkpoints_steps",
-            "num_keep_checkpoint", "iterations_per_loop", "train_step")
+from albert_tf import cli, option_flags
+from albert_tf.tasks.race.options import COMMAND, MultipleChoiceOptions
 
 
-# the training flags taken from TrainingOptions' fields (--num_keep_checkpoint: the release's name);
-# those whose defaults are run_race's own are MultipleChoiceOptions' fields
-TRAINING_FLAGS = ("save_checkpoints_steps", "keep_checkpoint_max", "gradient_accumulation_steps", "remat")
-RELEASE_NAMES = {"keep_checkpoint_max": "num_keep_checkpoint"}
-TRAINING_HELP = {"save_checkpoints_steps": "How often to save (and evaluate) a checkpoint."}
-
-
-def define_flags(flag_values=None):
-    """The release's run_race flags, plus --strategy, --random_seed and --export_dir, made
-    from the fields of tasks.options.MultipleChoiceOptions and training.options.TrainingOptions
-    (each default written once, there), and the TPU flags."""
-    from albert_tf.tasks.options import MultipleChoiceOptions
-    from albert_tf.training.options import TrainingOptions
-
-    fv = flags.FLAGS if flag_values is None else flag_values
-    cli.define_options(fv, MultipleChoiceOptions)
-    cli.define_options(fv, TrainingOptions, names=TRAINING_FLAGS, flag_names=RELEASE_NAMES, helps=TRAINING_HELP)
-    flags.DEFINE_string("vocab_file", None, "Accepted for compatibility; unused (the SentencePiece model is the "
-                        "vocabulary).", flag_values=fv)
-    cli.define_tpu_flags(fv)
-    cli.define_allow_changed_settings_flag(fv)
-
-
-def check_flags(f):
-    """Flag values alone; the task checks its inputs in tasks.race.check_options."""
-    cli.check_fine_tuning_flags(f, POSITIVE)
+def define_flags(flag_values):
+    """The command's flags, made from its options record (tasks.race.options.COMMAND)."""
+    option_flags.define_command(flag_values, COMMAND)
 
 
 def options_from_flags(f):
-    """-> (MultipleChoiceOptions, TrainingOptions)."""
-    from albert_tf.tasks.race.task import MultipleChoiceOptions
+    """-> (MultipleChoiceOptions, TrainingOptions), every field from its flag (the record's positive
+    values checked)."""
+    return option_flags.records(f, COMMAND, MultipleChoiceOptions)
 
-    task = cli.task_options(MultipleChoiceOptions, f, **cli.tpu_strategy(f))
-    training = cli.training_options(f, eval_batch_size=f.eval_batch_size, num_train_steps=f.train_step,
-                                    num_warmup_steps=f.warmup_step, optimizer="adamw",
-                                    keep_checkpoint_max=f.num_keep_checkpoint,
-                                    session=cli.session(f, "run_race", SETTINGS, "train_step", f.do_train,
-                                                        tpu=f.use_tpu))
-    return task, training
+
+def check_flags(f):
+    """The checks of the training values alone (tasks.common.check_training; the task's
+    check_options runs them with the rest before any work)."""
+    from albert_tf.tasks.common import check_training
+
+    check_training(*options_from_flags(f))
 
 
 def run(f, stream=None):
-    """Trains, evaluates, predicts and exports as the flags say; returns a dict of results."""
-    check_flags(f)
+    """Trains, evaluates, predicts and exports as the flags say; returns a dict of results
+    (every check first: tasks.race.task.check_options)."""
+    task, training = options_from_flags(f)
     from albert_tf.tasks.race import task as race
 
-    return cli.run_task(race, *options_from_flags(f), stream)
+    return race.run(task, training, stream=stream)
 
 
 def main(argv=None):
@@ -102,7 +72,7 @@ def main(argv=None):
     Args:
         argv: the arguments, without the program name (default sys.argv[1:]).
     """
-    return cli.main("run_race", define_flags, run, argv)
+    return cli.main(COMMAND.name, define_flags, run, argv)
 
 
 def entry():

@@ -36,73 +36,38 @@ character span; v2 also no_answer_score), with qa_info.json beside it. --output_
 
 import sys
 
-from absl import flags
-
-from albert_tf import cli
-from albert_tf.data.bucket_widths import SQUAD_V1_FLAG_HELP
+from albert_tf import cli, option_flags
+from albert_tf.tasks.squad.options import COMMANDS, SquadOptions
 
 
-# the training flags taken from TrainingOptions' fields; those whose defaults are
-# run_squad's own are SquadOptions' fields
-TRAINING_FLAGS = ("learning_rate", "save_checkpoints_steps", "keep_checkpoint_max", "gradient_accumulation_steps",
-                  "remat")
-TRAINING_HELP = {"learning_rate": "The initial learning rate for AdamW.",
-                 "save_checkpoints_steps": "How often to save a checkpoint."}
+def define_flags(flag_values, version="v1"):
+    """The flags of run_squad_v1 (`version` "v1") or run_squad_v2 ("v2": also --start_n_top,
+    --end_n_top, --dropout_prob), made from their options records (tasks.squad.options.COMMANDS)."""
+    option_flags.define_command(flag_values, COMMANDS[version])
 
 
-def define_flags(flag_values=None, version="v1"):
-    """The release's run_squad_v1 (version "v1") or run_squad_v2 ("v2": also --start_n_top,
-    --end_n_top, --dropout_prob) flags, plus --strategy, --random_seed and
-    --keep_checkpoint_max, made from the fields of tasks.options.SquadOptions and
-    training.options.TrainingOptions (each default written once, there), and the TPU flags."""
-    from albert_tf.tasks.options import SQUAD_V2_ONLY, SquadOptions
-    from albert_tf.training.options import TrainingOptions
-
-    fv = flags.FLAGS if flag_values is None else flag_values
-    cli.define_options(fv, SquadOptions, exclude=SQUAD_V2_ONLY if version == "v1" else (),
-                       helps={"length_buckets": SQUAD_V1_FLAG_HELP} if version == "v1" else None)
-    cli.define_options(fv, TrainingOptions, names=TRAINING_FLAGS, helps=TRAINING_HELP)
-    flags.DEFINE_string("vocab_file", None, "Accepted for compatibility; unused (the SentencePiece model is the "
-                        "vocabulary).", flag_values=fv)
-    cli.define_tpu_flags(fv)
-    cli.define_allow_changed_settings_flag(fv)
+def options_from_flags(f, version="v1"):
+    """-> (SquadOptions, TrainingOptions), every field from its flag (the record's positive
+    values checked); the driver evaluates in --predict_batch_size."""
+    return option_flags.records(f, COMMANDS[version], SquadOptions, version=version,
+                                training_given={"eval_batch_size": f.predict_batch_size})
 
 
-# the flags that change a training's result: a run directory continues only with the same
-# (albert_tf.training.sessions; --num_train_epochs may change)
-SETTINGS = ("learning_rate", "warmup_proportion", "train_batch_size", "gradient_accumulation_steps",
-            "max_seq_length", "doc_stride", "max_query_length", "random_seed", "init_checkpoint",
-            "albert_hub_module_handle", "dtype_policy")
-V2_SETTINGS = ("dropout_prob",)
-POSITIVE = ("train_batch_size", "predict_batch_size", "save_checkpoints_steps", "keep_checkpoint_max",
-            "iterations_per_loop")
+def check_flags(f, version="v1"):
+    """The checks of the training values alone (tasks.common.check_training; the task's
+    check_options runs them with the rest before any work)."""
+    from albert_tf.tasks.common import check_training
 
-
-def check_flags(f):
-    """Flag values alone; the task checks its inputs in tasks.squad.check_options."""
-    cli.check_fine_tuning_flags(f, POSITIVE, warmup=False)
-
-
-def options_from_flags(f, version):
-    """-> (SquadOptions, TrainingOptions)."""
-    from albert_tf.tasks.squad.task import SquadOptions
-
-    # v1 has no --start_n_top, --end_n_top, --dropout_prob: those keep SquadOptions' defaults
-    task = cli.task_options(SquadOptions, f, version=version, **cli.tpu_strategy(f))
-    training = cli.training_options(f, eval_batch_size=f.predict_batch_size, optimizer="adamw",
-                                    keep_checkpoint_max=f.keep_checkpoint_max,
-                                    session=cli.session(f, f"run_squad_{version}",
-                                                        SETTINGS + (V2_SETTINGS if version == "v2" else ()),
-                                                        "num_train_epochs", f.do_train, tpu=f.use_tpu))
-    return task, training
+    check_training(*options_from_flags(f, version), warmup=False)
 
 
 def run(f, stream=None, version="v1"):
-    """Trains and predicts as the flags say; returns a dict of results."""
-    check_flags(f)
+    """Trains and predicts as the flags say; returns a dict of results (every check first:
+    tasks.squad.task.check_options)."""
+    task, training = options_from_flags(f, version)
     from albert_tf.tasks.squad import task as squad
 
-    return cli.run_task(squad, *options_from_flags(f, version), stream)
+    return squad.run(task, training, stream=stream)
 
 
 def main(argv=None):

@@ -255,13 +255,14 @@ class AlbertTfSystem:
             spm_model_file=ctx.spm_model, max_seq_length=f.max_seq_length, do_train=True, do_eval=True,
             text_a_column="sentence", labels=list(LABELS), random_seed=f.seed, classifier_dropout=classifier_dropout,
             length_buckets=DEFAULT_BUCKETS if bucketed else "none")
-        check_options(options)
+        training = TrainingOptions(
+            output_dir=run_dir, train_batch_size=f.batch_size, eval_batch_size=f.batch_size, optimizer="adamw",
+            learning_rate=f.learning_rate, num_train_steps=ctx.total_steps, num_warmup_steps=0,
+            jit_compile=f.jit_compile, write_curves=False, dtype_policy=dtype_policy)
+        check_options(options, training)
         task_def = get_task("tsv", labels=list(LABELS), text_a_column="sentence")
         self.task = ClassificationTask(options, task_def, {"train": ctx.train_examples, "dev": ctx.dev_examples})
-        self.trainer = Trainer(self.task, TrainingOptions(
-            run_dir, train_batch_size=f.batch_size, eval_batch_size=f.batch_size, optimizer="adamw",
-            learning_rate=f.learning_rate, num_train_steps=ctx.total_steps, num_warmup_steps=0,
-            jit_compile=f.jit_compile, write_curves=False, dtype_policy=dtype_policy))
+        self.trainer = Trainer(self.task, training)
         self.trainer.model.set_weights(init.get_weights())
         if not skip_padding:  # before anything is traced
             self.trainer.model.configure_runtime(skip_padding=False)

@@ -47,7 +47,7 @@ from finetune_bench import cpu_bf16_flags  # benchmarks/ is on sys.path
 from squad_bench import SAMPLE_VOCAB_SIZE, TINY_CONFIG, cpu_model, sentencepiece_model
 from train_step_bench import matmul_peak_gflops
 
-from albert_tf import cli
+from albert_tf import cli, option_flags
 from albert_tf.training.precision import choose
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
@@ -158,8 +158,7 @@ def define_flags(flag_values):
     flags.DEFINE_integer("batch_size", 16, "Rows per call.", flag_values=flag_values)
     flags.DEFINE_integer("seq_length", 128, "Fixed sequence length (every position real).", flag_values=flag_values)
     flags.DEFINE_integer("seed", 12345, "Seed of the weights and inputs.", flag_values=flag_values)
-    cli.define_dtype_policy_flag(what="the exported encoder and keras-hub's backbone (the same policy for both)",
-                                 flag_values=flag_values)
+    option_flags.define_precision(flag_values)  # the exported encoder's and keras-hub's backbone's
     flags.DEFINE_integer("vocab_size", SAMPLE_VOCAB_SIZE, "SentencePiece pieces (albert_base has 30000; the "
                          "sample corpus allows at most 18,075).", flag_values=flag_values)
     flags.DEFINE_float("corpus_mb", 10.4, "Sample corpus size the SentencePiece model is trained on.",

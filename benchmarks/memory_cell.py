@@ -106,7 +106,7 @@ def _albert_tf(cell):
     task = PretrainingTask(PretrainingOptions(config, [], max_seq_length=cell["seq"],
                                               max_predictions_per_seq=predictions_for(cell["seq"]),
                                               global_batch_size=cell["batch"]))
-    trainer = Trainer(task, TrainingOptions("unused", train_batch_size=cell["batch"], optimizer="lamb",
+    trainer = Trainer(task, TrainingOptions(output_dir="unused", train_batch_size=cell["batch"], optimizer="lamb",
                                             learning_rate=1e-4, num_train_steps=10**6, dtype_policy=cell["policy"],
                                             remat=cell["remat"]))
     iterator = iter(tf.data.Dataset.from_tensors(random_batch(cell, config.vocab_size)).repeat())

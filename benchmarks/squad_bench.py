@@ -42,7 +42,7 @@ import time
 
 from train_step_bench import matmul_peak_gflops  # the same peak measurement (benchmarks/ is on sys.path)
 
-from albert_tf import cli
+from albert_tf import cli, option_flags
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
@@ -69,7 +69,7 @@ def define_flags(flag_values):
     flags.DEFINE_float("corpus_mb", 10.4, "Sample corpus size the SentencePiece model is trained on.",
                        flag_values=flag_values)
     flags.DEFINE_bool("jit_compile", False, "Compile forward + backward with XLA.", flag_values=flag_values)
-    cli.define_dtype_policy_flag(flag_values=flag_values)
+    option_flags.define_precision(flag_values)
     flags.DEFINE_string("output_dir", "results/squad_bench", "Where results (and the SentencePiece model) go.",
                         flag_values=flag_values)
     flags.DEFINE_bool("tiny", False, "Smoke test: a 2-layer hidden-64 config, seq 128 (doc_stride 48); pass small "
@@ -179,7 +179,7 @@ def run(f):
     options = SquadOptions(version="v1", output_dir=out, albert_config_file=config_file, spm_model_file=spm_model,
                            train_batch_size=f.batch_size, do_train=True, **shape)
     task = SquadTask(options, features_to_arrays(features))
-    trainer = Trainer(task, TrainingOptions(out, train_batch_size=f.batch_size, optimizer="adamw",
+    trainer = Trainer(task, TrainingOptions(output_dir=out, train_batch_size=f.batch_size, optimizer="adamw",
                                             learning_rate=5e-5, num_train_steps=100_000, jit_compile=f.jit_compile,
                                             write_curves=False, dtype_policy=f.dtype_policy))
     iterator = iter(task.train_dataset(None, f.batch_size, 0))

@@ -36,9 +36,11 @@ def define_flags():
     flags.DEFINE_integer("repeats", 3, "Repeats per variant (the median is reported).")
     flags.DEFINE_string("output_dir", "results/bench_train_step", "Where results go.")
     flags.DEFINE_string("variants", "albert_tf,albert_tf_xla,keras_hub", "Comma list of variants to time.")
-    from albert_tf import cli
+    from absl import flags
 
-    cli.define_dtype_policy_flag(what="albert_tf's step and keras-hub's (the same policy for both)")
+    from albert_tf import option_flags
+
+    option_flags.define_precision(flags.FLAGS)  # albert_tf's step and keras-hub's
 
 
 def training_flops_per_example(config, seq=SEQ, predictions=PREDICTIONS):
@@ -98,8 +100,9 @@ def build_albert_tf(config, jit, dtype_policy="float32"):
 
     task = PretrainingTask(PretrainingOptions(config, [], max_seq_length=SEQ, max_predictions_per_seq=PREDICTIONS,
                                               global_batch_size=BATCH))
-    trainer = Trainer(task, TrainingOptions("unused", train_batch_size=BATCH, optimizer="lamb", learning_rate=1e-4,
-                                            num_train_steps=10_000, jit_compile=jit, dtype_policy=dtype_policy))
+    trainer = Trainer(task, TrainingOptions(output_dir="unused", train_batch_size=BATCH, optimizer="lamb",
+                                            learning_rate=1e-4, num_train_steps=10_000, jit_compile=jit,
+                                            dtype_policy=dtype_policy))
     data = tf.data.Dataset.from_tensors(random_batch(config.vocab_size)).repeat()
     iterator = iter(data)
     trainer.train(iterator, 2)  # trace and warm up

@@ -82,7 +82,7 @@ def mirrored_vs_one_device(records):
             keras.utils.set_random_seed(7)
             task = PretrainingTask(PretrainingOptions(config, records, max_seq_length=128, global_batch_size=8,
                                                       deterministic=True, random_seed=5, shuffle_buffer_size=100))
-            trainer = Trainer(task, TrainingOptions("unused", train_batch_size=8, optimizer="lamb",
+            trainer = Trainer(task, TrainingOptions(output_dir="unused", train_batch_size=8, optimizer="lamb",
                                                     learning_rate=0.01, num_train_steps=100), strategy)
             iterator = _iterator(trainer, strategy)
             losses = [pretraining_metrics(trainer.train(iterator, 1))["loss"] for _ in range(5)]
@@ -148,7 +148,7 @@ def finetune_mirrored_vs_one_device():
         for name, strategy in strategies:
             keras.utils.set_random_seed(7)
             task = ArrayClassification.make(config)
-            trainer = Trainer(task, TrainingOptions("unused", train_batch_size=8, learning_rate=1e-3,
+            trainer = Trainer(task, TrainingOptions(output_dir="unused", train_batch_size=8, learning_rate=1e-3,
                                                     num_train_steps=100), strategy)
             iterator = _iterator(trainer, strategy)
             losses = [task.train_metrics(trainer.train(iterator, 1))["loss"] for _ in range(5)]
@@ -198,7 +198,7 @@ def weights_after_steps(task, strategy, slices, optimizer, steps=3, **options):
     values = dict(train_batch_size=8, optimizer=optimizer, learning_rate=0.01 if optimizer == "lamb" else 0.001,
                   num_train_steps=100, gradient_accumulation_steps=slices)
     values.update(options)
-    trainer = Trainer(task, TrainingOptions("unused", **values), strategy)
+    trainer = Trainer(task, TrainingOptions(output_dir="unused", **values), strategy)
     initial = {v.path: np.array(v) for v in trainer.model.trainable_variables}
     iterator = _iterator(trainer, strategy)
     terms = [trainer.train(iterator, 1) for _ in range(steps)]

@@ -124,7 +124,7 @@ def test_the_trainer_refuses_a_k_that_does_not_divide_the_batch():
                            r"--train_batch_size=8"),
                        (0, r"--gradient_accumulation_steps must be at least 1, got 0 .*--train_batch_size=8")):
         with pytest.raises(ValueError, match=message):
-            Trainer(task, TrainingOptions("unused", train_batch_size=8, gradient_accumulation_steps=k))
+            Trainer(task, TrainingOptions(output_dir="unused", train_batch_size=8, gradient_accumulation_steps=k))
 
 
 def test_steps_checkpoints_and_resume_count_optimizer_steps(pretraining_records, tmp_path):
@@ -134,7 +134,7 @@ def test_steps_checkpoints_and_resume_count_optimizer_steps(pretraining_records,
 
     def run(out, stop=None):
         keras.utils.set_random_seed(3)
-        options = TrainingOptions(str(out), train_batch_size=8, num_train_steps=4, save_checkpoints_steps=2,
+        options = TrainingOptions(output_dir=str(out), train_batch_size=8, num_train_steps=4, save_checkpoints_steps=2,
                                   iterations_per_loop=2, learning_rate=0.005, optimizer="lamb", do_eval=False,
                                   write_curves=False, gradient_accumulation_steps=2)
         stream = open(out.parent / f"{out.name}-{stop}.log", "w+")

@@ -180,7 +180,7 @@ def test_task_options_take_every_field_from_the_flag_of_its_name():
 
     v1, _ = run_squad_v1.options_from_flags(_flags(run_squad_v1, "--doc_stride=7", "--use_tpu", "--master=m"), "v1")
     defaults = SquadOptions(version="v1", output_dir="x")
-    assert (v1.doc_stride, v1.strategy, v1.tpu_name) == (7, "tpu", "m")
+    assert (v1.doc_stride, v1.strategy_and_tpu()) == (7, ("tpu", "m"))
     # run_squad_v1 has no --start_n_top, --end_n_top, --dropout_prob: SquadOptions' defaults
     assert (v1.start_n_top, v1.end_n_top, v1.dropout_prob) == (defaults.start_n_top, defaults.end_n_top, 0.1)
     for module, args in ((run_race, ["--task_name=multiple_choice", "--max_qa_length=9", "--strategy=mirrored"]),

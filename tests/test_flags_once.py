@@ -1,6 +1,7 @@
 """Each flag of a training command is declared once: the field of an options dataclass
-(albert_tf.storage.options.option: default and help) that albert_tf.cli.define_options
-makes it from; the commands still hand the release's defaults on to the task and the driver."""
+(albert_tf.storage.options.option: default, help, properties) that the command's options
+record (storage.options.Command) makes it from (albert_tf.option_flags); the commands hand
+the release's defaults on to the task and the driver."""
 
 import dataclasses
 import os
@@ -15,56 +16,117 @@ ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)),
 COMMANDS = ("run_classifier", "run_race", "run_squad_v1", "run_squad_v2", "run_pretraining")
 
 
-def _define(name, monkeypatch):
-    """The command's flags and what define_options made: [(dataclass, {flag: field})]."""
-    import importlib
+def _record(name):
+    from albert_tf.tasks.classification.options import COMMAND as CLASSIFIER
+    from albert_tf.tasks.options import RUN_PRETRAINING
+    from albert_tf.tasks.race.options import COMMAND as RACE
+    from albert_tf.tasks.squad.options import COMMANDS
 
-    from albert_tf import cli
-
-    made, original = [], cli.define_options
-
-    def recording(flag_values, cls, *args, **kwargs):
-        result = original(flag_values, cls, *args, **kwargs)
-        made.append((cls, result))
-        return result
-
-    monkeypatch.setattr(cli, "define_options", recording)
-    values = flags.FlagValues()
-    importlib.import_module(f"albert_tf.{name}").define_flags(values)
-    return values, made
+    return {"run_classifier": CLASSIFIER, "run_race": RACE, "run_squad_v1": COMMANDS["v1"],
+            "run_squad_v2": COMMANDS["v2"], "run_pretraining": RUN_PRETRAINING}[name]
 
 
 @pytest.mark.parametrize("name", COMMANDS)
-def test_every_flag_of_an_options_field_is_made_from_it_and_no_other_declares_one(name, monkeypatch):
-    from albert_tf.storage.options import HELP, field_default
-    from albert_tf.training.options import TrainingOptions
+def test_every_flag_of_a_command_is_made_from_a_field_of_its_record(name):
+    """Each flag's default is the record's (the field's, or the command's override), its type
+    the field's, its help the field's; no flag is declared beside the record."""
+    import importlib
 
-    values, made = _define(name, monkeypatch)
-    classes = [cls for cls, _ in made]
-    assert classes[0] is not TrainingOptions and classes[1:] == [TrainingOptions], classes
-    from_fields = {}
-    for cls, flag_to_field in made:
-        fields = {f.name: f for f in dataclasses.fields(cls)}
-        for flag, field_name in flag_to_field.items():
-            field = fields[field_name]
-            assert values[flag].default == field_default(field), (name, flag)
-            kind = field.type if field.type in (bool, int, float, str, list) else typing.get_args(field.type)[0]
-            expected = {bool: "bool", int: "int", float: "float", str: "string",
-                        list: "comma separated list of strings"}[kind]
-            if "choices" in field.metadata:
-                expected = "string enum"
-            assert values[flag].flag_type() == expected, (name, flag, values[flag].flag_type())
-            assert values[flag].help, (name, flag)
-            from_fields[flag] = (cls, field_name)
-    # every field with help of the task's options is its flag (run_squad_v1: not the v2 head's)
-    task_cls, task_flags = made[0]
-    skipped = {"start_n_top", "end_n_top", "dropout_prob"} if name == "run_squad_v1" else set()
-    with_help = {f.name for f in dataclasses.fields(task_cls) if HELP in f.metadata}
-    assert with_help - set(task_flags.values()) == skipped, name
-    # a flag declared by a DEFINE of its own is no field of these options (else two defaults)
-    others = {flag for flag in values if values[flag].name == flag and flag not in from_fields}
-    fields_with_help = {f.name for cls in classes for f in dataclasses.fields(cls) if HELP in f.metadata}
-    assert not others & fields_with_help, (name, sorted(others & fields_with_help))
+    from albert_tf.option_flags import PROCESS_FLAGS
+    from albert_tf.storage.options import HELP
+
+    record = _record(name)
+    values = flags.FlagValues()
+    importlib.import_module(f"albert_tf.{name}").define_flags(values)
+    made = {}
+    for cls, field in record.fields():
+        flag = record.flag_name(field)
+        assert values[flag].default == record.default(field), (name, flag)
+        kind = field.type if field.type in (bool, int, float, str, list) else typing.get_args(field.type)[0]
+        expected = {bool: "bool", int: "int", float: "float", str: "string",
+                    list: "comma separated list of strings"}[kind]
+        if "choices" in field.metadata:
+            expected = "string enum"
+        assert values[flag].flag_type() == expected, (name, flag, values[flag].flag_type())
+        assert field.metadata[HELP] in values[flag].help, (name, flag)
+        made[flag] = field.name
+    declared = {flag for flag in values if values[flag].name == flag and flag not in PROCESS_FLAGS}
+    assert declared == set(made), (name, sorted(declared ^ set(made)))
+    # a default is overridden only where it differs from the field's
+    for field_name, default in record.defaults.items():
+        field = next(f for _, f in record.fields() if f.name == field_name)
+        assert default != field.metadata.get("flag_default", field.default), (name, field_name)
+
+
+def _options_classes():
+    """Every options dataclass of the package and its tools (the modules whose source
+    declares a flag field with option() or required())."""
+    import importlib
+    import re
+
+    found = []
+    for folder in ("albert_tf", "tools"):
+        for directory, _, files in os.walk(os.path.join(ROOT, folder)):
+            for name in files:
+                path = os.path.join(directory, name)
+                if not name.endswith(".py") or not re.search(r"= (option|required)\(", open(path).read()):
+                    continue
+                module = importlib.import_module(os.path.relpath(path, ROOT)[:-3].replace(os.sep, "."))
+                found += _dataclasses_of(module)
+    return found
+
+
+def _dataclasses_of(module):
+    return [value for value in vars(module).values()
+            if isinstance(value, type) and dataclasses.is_dataclass(value) and value.__module__ == module.__name__]
+
+
+def test_each_flag_field_is_declared_once_across_every_options_class():
+    """A flag's field (default, help, properties) is written in one class; the others inherit
+    it, and a command's record overrides only its default."""
+    from albert_tf.storage.options import HELP
+
+    declared = {}
+    for cls in _options_classes():
+        own = cls.__dict__.get("__annotations__", {})
+        for field in dataclasses.fields(cls):
+            if field.name in own and HELP in field.metadata:
+                declared.setdefault(field.name, []).append(cls.__qualname__)
+    twice = {name: where for name, where in declared.items() if len(where) > 1}
+    assert not twice, twice
+    for name in ("dtype_policy", "iterations_per_loop", "do_train", "learning_rate", "strategy", "output_dir"):
+        assert len(declared[name]) == 1, name
+
+
+def test_the_settings_positive_and_release_names_are_field_properties():
+    """What the entry points' tuples held (SETTINGS, POSITIVE, RELEASE_NAMES) comes from the
+    fields: each command's settings as 0.2.0 recorded them in run_info.json."""
+    from albert_tf.storage.options import LENGTH, POSITIVE, SETTING
+
+    settings = {
+        "run_classifier": {"learning_rate", "warmup_step", "train_batch_size", "gradient_accumulation_steps",
+                           "max_seq_length", "optimizer", "random_seed", "init_checkpoint", "albert_hub_module_handle",
+                           "dtype_policy", "classifier_dropout", "task_name"},
+        "run_race": {"learning_rate", "warmup_step", "train_batch_size", "gradient_accumulation_steps",
+                     "max_seq_length", "max_qa_length", "random_seed", "init_checkpoint", "albert_hub_module_handle",
+                     "dtype_policy", "dropout_prob", "task_name", "high_only", "middle_only"},
+        "run_squad_v1": {"learning_rate", "warmup_proportion", "train_batch_size", "gradient_accumulation_steps",
+                         "max_seq_length", "doc_stride", "max_query_length", "random_seed", "init_checkpoint",
+                         "albert_hub_module_handle", "dtype_policy"},
+        "run_pretraining": {"learning_rate", "poly_power", "num_warmup_steps", "start_warmup_step",
+                            "train_batch_size", "gradient_accumulation_steps", "max_seq_length",
+                            "max_predictions_per_seq", "optimizer", "random_seed", "init_checkpoint", "dtype_policy",
+                            "sentence_loss", "dynamic_masking"}}
+    settings["run_squad_v2"] = settings["run_squad_v1"] | {"dropout_prob"}
+    lengths = {"run_classifier": ("train_step",), "run_race": ("train_step",), "run_squad_v1": ("num_train_epochs",),
+               "run_squad_v2": ("num_train_epochs",), "run_pretraining": ("num_train_steps",)}
+    for name in COMMANDS:
+        record = _record(name)
+        assert set(record.flags_with(SETTING)) == settings[name], name
+        assert record.flags_with(LENGTH) == lengths[name], name
+        assert {"train_batch_size", "save_checkpoints_steps", "iterations_per_loop"} <= set(
+            record.flags_with(POSITIVE)), name
+    assert "num_keep_checkpoint" in _record("run_race").flags_with(POSITIVE)
 
 
 # the release's defaults, as each command gave them before the flags were made from the fields
@@ -89,9 +151,9 @@ RELEASE_TRAINING = {
 RELEASE_TASK = {
     "run_classifier": dict(max_seq_length=512, predict_batch_size=8, classifier_dropout=0.1, do_lower_case=True,
                            random_seed=12345, strategy="default", text_a_column="text_a", label_column="label"),
-    "run_race": dict(task_name="race", max_seq_length=512, max_qa_length=128, dropout_prob=0.1, train_batch_size=32,
-                     eval_batch_size=8, predict_batch_size=8, random_seed=12345, strategy="default", tpu_name=None),
-    "run_squad_v1": dict(version="v1", max_seq_length=384, doc_stride=128, max_query_length=64, train_batch_size=48,
+    "run_race": dict(task_name="race", max_seq_length=512, max_qa_length=128, dropout_prob=0.1,
+                     predict_batch_size=8, random_seed=12345, strategy="default", tpu_name=None),
+    "run_squad_v1": dict(version="v1", max_seq_length=384, doc_stride=128, max_query_length=64,
                          predict_batch_size=8, num_train_epochs=3.0, warmup_proportion=0.1, n_best_size=20,
                          max_answer_length=30, start_n_top=5, end_n_top=5, dropout_prob=0.1, strategy="default"),
     "run_pretraining": dict(max_seq_length=512, max_predictions_per_seq=20, global_batch_size=4096,
@@ -115,8 +177,6 @@ def test_the_commands_hand_the_release_defaults_to_the_task_and_the_driver(name)
         values([name, "--output_dir=x", *args])
         if name == "run_pretraining":
             return module.options_from_flags(values, config="a config")
-        if name == "run_squad_v1":
-            return module.options_from_flags(values, "v1")
         return module.options_from_flags(values)
 
     task, training = options()
@@ -125,17 +185,17 @@ def test_the_commands_hand_the_release_defaults_to_the_task_and_the_driver(name)
     assert training.output_dir == "x" and (task.config == "a config" if name == "run_pretraining" else True)
     task, training = options("--learning_rate=0.25", "--train_batch_size=16", "--dtype_policy=float32")
     assert (training.learning_rate, training.train_batch_size, training.dtype_policy) == (0.25, 16, "float32")
-    assert getattr(task, "global_batch_size" if name == "run_pretraining" else "train_batch_size", 16) == 16
+    assert getattr(task, "global_batch_size", 16) == 16
 
 
 def test_define_options_makes_each_type_and_refuses_a_field_without_help():
-    from albert_tf import cli
-    from albert_tf.storage.options import option, required
+    from albert_tf import option_flags
+    from albert_tf.storage.options import Command, option, required
 
     @dataclasses.dataclass
     class Options:
         path: str = required("Where.")
-        steps: typing.Optional[int] = option(None, "How many.")
+        steps: typing.Optional[int] = option(None, "How many.", names={"some": "num_steps"})
         rate: float = option(0.5, "How fast.")
         fast: bool = option(True, "Whether.")
         names: list = option(None, "Which.")
@@ -143,15 +203,18 @@ def test_define_options_makes_each_type_and_refuses_a_field_without_help():
         internal: int = 3
 
     values = flags.FlagValues()
-    made = cli.define_options(values, Options, flag_names={"steps": "num_steps"})
+    made = option_flags.define_command(values, Command("some", ((Options, None),), defaults={"rate": 2.5}))
     assert made == {"path": "path", "num_steps": "steps", "rate": "rate", "fast": "fast", "names": "names",
                     "kind": "kind"}
+    assert values["rate"].default == 2.5
     values(["x", "--num_steps=7", "--rate=2", "--nofast", "--names=p,q", "--kind=b"])
     assert (values.path, values.num_steps, values.rate, values.fast, values.names, values.kind) == (
         None, 7, 2.0, False, ["p", "q"], "b")
     assert values["kind"].help == "<a|b>: What." and "internal" not in values
     with pytest.raises(TypeError, match="internal has no help"):
-        cli.define_options(flags.FlagValues(), Options, names=("internal",))
+        option_flags.define_options(flags.FlagValues(), Options, names=("internal",))
+    with pytest.raises(TypeError, match="defaults for fields it has no flag of: nothing"):
+        Command("some", ((Options, None),), defaults={"nothing": 1}).fields()
 
 
 @pytest.mark.real_process  # a fresh interpreter: a test worker has TensorFlow imported

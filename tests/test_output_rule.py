@@ -275,7 +275,7 @@ def test_albert_tfs_own_outputs_pass_as_a_second_make_demo_needs(inputs, tmp_pat
         "--task_name=tsv", "--labels=a,b", f"--data_dir={inputs.data}", f"--albert_hub_module_handle={export_dir}",
         f"--output_dir={classifier_dir}", "--do_train", "--max_seq_length=64",
         f"--export_dir={os.path.join(classifier_dir, 'export')}"])
-    classification.check_options(run_classifier.options_from_flags(values)[0])
+    classification.check_options(*run_classifier.options_from_flags(values))
     assert _tree(tmp_path) == before
 
 

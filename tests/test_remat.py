@@ -301,19 +301,20 @@ def test_two_mirrored_replicas():
 def test_every_training_command_takes_remat_and_records_it(pretraining_records, spm_model, tmp_path):
     """One optimizer step of run_pretraining (which also exports) and of run_race with --remat,
     each through its main in this process; run_classifier and run_squad_v1/v2 parse --remat into the driver's
-    options through the same cli.training_options as run_race (the driver, not the
+    options through their options records as run_race does (the driver, not the
     command, rematerializes: tested above)."""
     from absl import flags
 
-    from albert_tf import cli, run_classifier, run_squad_v1, run_squad_v2
+    from albert_tf import run_classifier, run_squad_v1, run_squad_v2
 
     for module in (run_classifier, run_squad_v1, run_squad_v2):
         values = flags.FlagValues()
         module.define_flags(values)
+        entry = run_squad_v1 if module is run_squad_v2 else module
         values([module.__name__, "--output_dir=x", "--remat"])
-        assert cli.training_options(values).remat is True, module.__name__
+        assert entry.options_from_flags(values)[1].remat is True, module.__name__
         values([module.__name__, "--output_dir=x", "--noremat"])
-        assert cli.training_options(values).remat is False, module.__name__
+        assert entry.options_from_flags(values)[1].remat is False, module.__name__
 
     outputs, _ = pretraining_records
     config_file = write_tiny_config(tmp_path, num_hidden_layers=2)  # a group each

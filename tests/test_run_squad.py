@@ -142,6 +142,7 @@ def test_best_checkpoint_scores_every_checkpoint_and_predicts_from_the_best(squa
     F1 24.4 at step 4, 9.3 at the end): predictions from the final weights would score far lower."""
     from albert_tf import run_squad_v1
     from albert_tf.tasks.squad.task import SquadOptions, check_options
+    from albert_tf.training.options import TrainingOptions
 
     out = tmp_path / "best"
     args = _common(spm_model, two_layer_config_file, out, squad_files["v1"], learning.policy_or("float32"))
@@ -170,7 +171,8 @@ def test_best_checkpoint_scores_every_checkpoint_and_predicts_from_the_best(squa
     print("F1 by checkpoint", f1, "best", best)
     with pytest.raises(ValueError, match="--best_checkpoint needs --do_train and --do_predict"):
         check_options(SquadOptions(version="v1", output_dir=str(tmp_path / "x"), predict_file=squad_files["v1"],
-                                   do_predict=True, best_checkpoint=True))
+                                   do_predict=True, best_checkpoint=True),
+                      TrainingOptions(output_dir=str(tmp_path / "x")))
     # a predict file without gold answers has nothing to pick by: refused before any work
     dataset = json.load(open(squad_files["v1"], encoding="utf-8"))
     for article in dataset["data"]:

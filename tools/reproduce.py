@@ -32,7 +32,7 @@ import sys
 
 from absl import flags
 
-from albert_tf import cli
+from albert_tf import cli, option_flags
 
 if __package__:  # imported as tools.reproduce
     from . import reproduce_grid as grid
@@ -63,7 +63,7 @@ def define_flags(flag_values=None):
     flags.DEFINE_integer("steps", d.pretrain_steps, "Pretraining steps of every cell.", **fv)
     flags.DEFINE_integer("finetune_steps", d.finetune_steps, "Steps of every fine-tuning run.", **fv)
     flags.DEFINE_float("corpus_mb", d.corpus_mb, "MB of docstring text to use (0: all found).", **fv)
-    cli.define_dtype_policy_flag(fv["flag_values"])
+    option_flags.define_precision(fv["flag_values"])
     flags.DEFINE_bool("report_only", False, "Run no step: write the report (CSVs, claims, report.md, figures) "
                       "again from --output_dir's results.json by today's rule (tools/reproduce_stats.py); "
                       "--output_dir must be this tool's own, the other flags are not read.", **fv)

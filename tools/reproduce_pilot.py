@@ -34,7 +34,7 @@ import sys
 
 from absl import flags
 
-from albert_tf import cli
+from albert_tf import cli, option_flags
 
 if __package__:  # imported as tools.reproduce_pilot
     from . import reproduce
@@ -69,7 +69,7 @@ def define_flags(flag_values=None):
                          "(0: not).", **fv)
     flags.DEFINE_float("width", 1.0, "Width multiplier, as tools/reproduce.py's.", **fv)
     flags.DEFINE_integer("finetune_steps", d.finetune_steps, "Steps of every fine-tuning run.", **fv)
-    cli.define_dtype_policy_flag(fv["flag_values"])
+    option_flags.define_precision(fv["flag_values"])
 
 
 class SourcePaths(steps.Paths):

@@ -44,7 +44,7 @@ import sys
 
 from absl import flags
 
-from albert_tf import cli
+from albert_tf import cli, option_flags
 
 
 def define_flags(flag_values=None):
@@ -87,7 +87,7 @@ def run(f):
     from albert_tf.modeling.config import AlbertConfig
     from albert_tf.storage import provenance
 
-    made_by = provenance.record("convert", cli.given_flags(f))
+    made_by = provenance.record("convert", option_flags.given_flags(f))
     config = AlbertConfig.from_json_file(albert_config_file) if albert_config_file else None
     model = load_source(source, input_path, config)
     spm_model_file = f["spm_model_file"].value or spm_model_in(source, input_path)

@@ -125,7 +125,7 @@ def record(command, flags, dtype_policy=None, strategy=None):
 
     Args:
         command: the command's name (e.g. "export_tfhub").
-        flags: {flag name: value} of every flag, as given (`albert_tf.cli.given_flags`).
+        flags: {flag name: value} of every flag, as given (`albert_tf.option_flags.given_flags`).
         dtype_policy: the resolved policy ("float32", "mixed_bfloat16"), for a command
             with --dtype_policy; None leaves the key out.
         strategy: the tf.distribute strategy, where one runs (recorded in "device").

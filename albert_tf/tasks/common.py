@@ -1,5 +1,5 @@
 """What the fine-tuning tasks share: where a run's albert_config.json comes from, the
-checks of their options (model source, outputs, positive numbers), the start of a run
+checks of their options (training values, model source, outputs), the start of a run
 (seed, strategy, output directory), the encoder a model is built on, its starting weights
 and the warning for a random start. (Their batches come from albert_tf.data.buckets.)"""
 
@@ -32,11 +32,25 @@ def spm_file_for(o):
     return None
 
 
-def check_positive(o, names):
-    """ValueError naming the first of the options (flags) `names` that is not positive."""
-    for name in names:
-        if getattr(o, name) <= 0:
-            raise ValueError(f"--{name} must be positive, got {getattr(o, name)}.")
+def check_training(o, training, warmup=True):
+    """A fine-tuning command's checks of its training values (its record checked the
+    positive ones): --dtype_policy, --gradient_accumulation_steps (which must divide
+    --train_batch_size; the Trainer checks the per-replica batch), --warmup_step in
+    [0, --train_step] (`warmup`), --strategy and --use_tpu's address. Raises ValueError
+    naming the flag; writes nothing."""
+    from albert_tf.tasks.options import FINE_TUNING_STRATEGIES
+    from albert_tf.training.accumulation import check_accumulation
+    from albert_tf.training.precision import check_policy
+
+    check_policy(training.dtype_policy)
+    check_accumulation(training.gradient_accumulation_steps, training.train_batch_size)
+    if warmup and not 0 <= training.num_warmup_steps <= training.num_train_steps:
+        raise ValueError(f"--warmup_step must be in [0, --train_step={training.num_train_steps}], got "
+                         f"{training.num_warmup_steps}.")
+    if o.strategy not in FINE_TUNING_STRATEGIES:
+        raise ValueError(f"--strategy must be one of {', '.join(FINE_TUNING_STRATEGIES)}, got {o.strategy!r}.")
+    if getattr(o, "use_tpu", False) and not (o.tpu_name or o.master):
+        raise ValueError("--use_tpu needs --tpu_name (or --master).")
 
 
 def check_model_source(o):
@@ -95,9 +109,9 @@ def check_outputs(o, caches=(), inputs=()):
                   found)
 
 
-def start_run(o, tpu=None):
+def start_run(o):
     """After every check, before any work: seeds Keras (--random_seed), makes the
-    tf.distribute strategy (--strategy; `tpu`: the TPU's name or address) and claims
+    tf.distribute strategy (o.strategy_and_tpu(): --strategy, or --use_tpu's) and claims
     --output_dir (checked in check_outputs: created, or kept, and marked as albert_tf's
     run). Returns the strategy."""
     import keras
@@ -106,7 +120,7 @@ def start_run(o, tpu=None):
     from albert_tf.training.distribution import get_strategy
 
     keras.utils.set_random_seed(o.random_seed)
-    strategy = get_strategy(o.strategy, tpu=tpu)
+    strategy = get_strategy(*o.strategy_and_tpu())
     claim_run(o.output_dir)
     return strategy
 

@@ -1,7 +1,7 @@
 """Which dtype policy a command computes in: one place for every command.
 
-Every model-building command takes `--dtype_policy` (the training commands' from their task options'
-`policy_option()` field, the others' from `cli.define_dtype_policy_flag`):
+Every model-building command takes `--dtype_policy`, made from `PrecisionOptions.dtype_policy`
+(albert_tf.storage.options):
 
 - `float32`: everything in float32.
 - `mixed_bfloat16`: matmuls and activations in bfloat16; variables, checkpoints and
@@ -41,17 +41,18 @@ CPU_BF16_FLAGS = ("avx512_bf16", "amx_bf16")
 _warned = set()
 
 
-def policy_help(what="training and evaluation"):
-    """The help of a command's --dtype_policy; `what` names what the policy applies to."""
-    return (f"What {what} compute in: auto (mixed_bfloat16 where the hardware computes bf16 natively: TPUs, GPUs of "
-            "compute capability >= 8.0, CPUs with avx512_bf16 or amx_bf16; float32 elsewhere), float32 or "
-            "mixed_bfloat16. Variables and checkpoints stay float32 either way.")
+POLICY_HELP = ("What the model computes in: auto (mixed_bfloat16 where the hardware computes bf16 natively: TPUs, "
+               "GPUs of compute capability >= 8.0, CPUs with avx512_bf16 or amx_bf16; float32 elsewhere), float32 "
+               "or mixed_bfloat16. Variables and checkpoints stay float32 either way.")
 
 
-def policy_option():
-    """The `dtype_policy` field of a training command's task options: the source of its
-    --dtype_policy (default auto; albert_tf.storage.options)."""
-    return option("auto", policy_help())
+@dataclasses.dataclass(kw_only=True)
+class PrecisionOptions:
+    """The one source of every command's --dtype_policy: the library's default float32, the
+    commands' auto (an export's record gives float32 again: the exporting machine is not the
+    serving one)."""
+
+    dtype_policy: str = option("float32", POLICY_HELP, setting=True, flag_default="auto")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -35,6 +35,8 @@ from albert_tf.training.checkpoints import RUN_INFO, newest_checkpoint, read_run
 
 SESSIONS = "sessions"
 ALLOW_FLAG = "--allow_changed_settings"
+# the settings that are paths: compared as absolute paths
+PATH_SETTINGS = ("init_checkpoint", "albert_hub_module_handle")
 
 
 @dataclasses.dataclass

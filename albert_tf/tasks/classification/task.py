@@ -29,16 +29,17 @@ from albert_tf.modeling.encoder import INPUT_NAMES
 from albert_tf.modeling.losses import classifier_nll
 from albert_tf.storage import atomic
 from albert_tf.storage.report import CheckpointMismatchError
-from albert_tf.tasks.common import check_outputs, config_file_for, random_start, start_run
-from albert_tf.tasks.options import ClassificationOptions  # noqa: F401 (re-exported)
+from albert_tf.tasks.common import check_outputs, check_training, config_file_for, random_start, start_run
+from albert_tf.tasks.classification.options import ClassificationOptions  # noqa: F401 (re-exported)
 from albert_tf.training import sessions
 from albert_tf.training.driver import train_and_evaluate
 from albert_tf.training.task import EXAMPLE_INDEX, Task
 
 
-def check_options(o):
-    """Raises ValueError for bad combinations or missing inputs, naming the flags; runs
-    before anything is written."""
+def check_options(o, training):
+    """run_classifier's checks, in one place: raises ValueError for bad values, combinations
+    or missing inputs, naming the flags; runs before anything is written."""
+    check_training(o, training)
     from albert_tf.modeling.config import AlbertConfig
 
     for name in ("task_name", "data_dir", "output_dir"):
@@ -81,6 +82,7 @@ def check_options(o):
     elif not o.albert_hub_module_handle:
         raise ValueError(f"--albert_config_file={config_path} does not exist.")
     check_outputs(o, inputs=(("data_dir", o.data_dir),))
+    sessions.check_settings(o.output_dir, training.session)  # the run's previous training
 
 
 class ClassificationTask(Task):
@@ -296,13 +298,13 @@ def run(o, training, stream=None):
         dict: task, labels, final_step, eval (dev summary), test_results, export_dir,
         curves, initialized_from.
     """
+    check_options(o, training)
     # a run refused for its starting weights (--init_checkpoint) leaves no output_dir it made
     with atomic.removed_if_refused(o.output_dir, CheckpointMismatchError):
         return _run(o, training, stream)
 
 
 def _run(o, training, stream):
-    check_options(o)
     task_def = get_task(o.task_name, labels=o.labels, text_a_column=o.text_a_column, text_b_column=o.text_b_column,
                         label_column=o.label_column)
     # read (and check) every split first: a bad file fails before anything is written

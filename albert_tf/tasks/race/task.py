@@ -31,9 +31,9 @@ from albert_tf.modeling.encoder import INPUT_NAMES
 from albert_tf.modeling.multiple_choice import multiple_choice_loss
 from albert_tf.storage import atomic
 from albert_tf.storage.report import CheckpointMismatchError
-from albert_tf.tasks.common import (check_model_source, check_outputs, check_positive, encoder_for, initialize_from,
+from albert_tf.tasks.common import (check_model_source, check_outputs, check_training, encoder_for, initialize_from,
                                     spm_file_for, start_run)
-from albert_tf.tasks.options import MultipleChoiceOptions  # noqa: F401 (re-exported)
+from albert_tf.tasks.race.options import MultipleChoiceOptions  # noqa: F401 (re-exported)
 from albert_tf.training import sessions
 from albert_tf.training.driver import train_and_evaluate
 from albert_tf.training.task import EXAMPLE_INDEX, Task
@@ -43,9 +43,10 @@ LEVELS = ("middle", "high")
 SPLITS = {"train": "train", "dev": "dev", "test": "test"}
 
 
-def check_options(o):
-    """Raises ValueError for bad combinations or missing inputs, naming the flags; runs
-    before anything is written."""
+def check_options(o, training):
+    """run_race's checks, in one place: raises ValueError for bad values, combinations or
+    missing inputs, naming the flags; runs before anything is written."""
+    check_training(o, training)
     if o.task_name not in TASK_NAMES:
         raise ValueError(f"--task_name must be one of {', '.join(TASK_NAMES)}, got {o.task_name!r}.")
     for name in ("data_dir", "output_dir"):
@@ -60,7 +61,6 @@ def check_options(o):
     if (o.high_only or o.middle_only) and o.task_name != "race":
         raise ValueError("--high_only / --middle_only are for --task_name=race.")
     check_model_source(o)
-    check_positive(o, ("max_seq_length", "max_qa_length", "train_batch_size", "eval_batch_size", "predict_batch_size"))
     if o.max_seq_length - o.max_qa_length - 3 < 1:
         raise ValueError(f"--max_seq_length ({o.max_seq_length}) must exceed --max_qa_length ({o.max_qa_length}) + 3 "
                          "to leave room for the article.")
@@ -73,6 +73,7 @@ def check_options(o):
     check_outputs(o, caches=((flag, o.feature_file(split), on) for flag, split, on in (
         ("train_file", "train", o.do_train), ("eval_file", "dev", o.do_eval), ("predict_file", "test", o.do_predict))),
         inputs=(("data_dir", o.data_dir),))
+    sessions.check_settings(o.output_dir, training.session)  # the run's previous training
 
 
 def read_split(o, split):
@@ -244,6 +245,7 @@ def run(o, training, stream=None):
         dict: task, final_step, initialized_from, eval (dev summary), predictions (path),
         export_dir.
     """
+    check_options(o, training)
     # a run refused for its starting weights (--init_checkpoint) leaves no output_dir it made
     with atomic.removed_if_refused(o.output_dir, CheckpointMismatchError):
         return _run(o, training, stream)
@@ -254,7 +256,6 @@ def _run(o, training, stream):
     from albert_tf.tasks.race.features import MultipleChoiceSettings
     from albert_tf.data.tokenization import SentencePieceTokenizer
 
-    check_options(o)
     wanted = [s for s, on in (("train", o.do_train), ("dev", o.do_eval), ("test", o.do_predict)) if on]
     splits = {s: read_split(o, s) for s in wanted}  # every input read and checked before any write
     for split, examples in splits.items():
@@ -266,7 +267,7 @@ def _run(o, training, stream):
                              f"(first without one: {next(e.source for e in examples if e.label is None)}).")
     tokenizer = SentencePieceTokenizer(spm_file_for(o), do_lower_case=o.do_lower_case)
     settings = MultipleChoiceSettings(max_seq_length=o.max_seq_length, max_qa_length=o.max_qa_length)
-    strategy = start_run(o, tpu=o.tpu_name)
+    strategy = start_run(o)
     arrays = {}
     for split, examples in splits.items():
         cache = load_or_build_features(examples, o.feature_file(split), tokenizer, settings)
@@ -274,8 +275,7 @@ def _run(o, training, stream):
               flush=True)
         arrays[split] = cache.arrays
     training = dataclasses.replace(training, output_dir=o.output_dir, do_train=o.do_train, do_eval=o.do_eval,
-                                   evaluate_every_checkpoint=True, keep_best=True,
-                                   eval_batch_size=o.eval_batch_size)
+                                   evaluate_every_checkpoint=True, keep_best=True)
     if o.do_train:
         n = len(splits["train"])
         print(f"{o.task_name}: {n} training questions, batch {training.train_batch_size}, "
@@ -295,7 +295,7 @@ def _run(o, training, stream):
     # predictions and the export come from the best dev checkpoint (restored by the driver)
     if o.do_eval:
         results["dev_predictions"] = write_predictions(os.path.join(o.output_dir, "dev_predictions.jsonl"),
-                                                       splits["dev"], probabilities("dev", o.eval_batch_size))
+                                                       splits["dev"], probabilities("dev", training.eval_batch_size))
     if o.do_predict:
         path = write_predictions(os.path.join(o.output_dir, "predictions.jsonl"), splits["test"],
                                  probabilities("test", o.predict_batch_size))

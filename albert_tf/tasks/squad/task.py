@@ -28,9 +28,9 @@ from albert_tf.data.buckets import bucketed_batches, cut_to_width
 from albert_tf.modeling.encoder import INPUT_NAMES
 from albert_tf.storage import atomic
 from albert_tf.storage.report import CheckpointMismatchError
-from albert_tf.tasks.common import (check_model_source, check_outputs, check_positive, encoder_for, initialize_from,
+from albert_tf.tasks.common import (check_model_source, check_outputs, check_training, encoder_for, initialize_from,
                                     spm_file_for, start_run)
-from albert_tf.tasks.options import SquadOptions  # noqa: F401 (re-exported)
+from albert_tf.tasks.squad.options import SquadOptions  # noqa: F401 (re-exported)
 from albert_tf.training.checkpoints import BEST_DIR
 from albert_tf.training import sessions
 from albert_tf.training.driver import train_and_evaluate
@@ -42,9 +42,10 @@ VERSIONS = ("v1", "v2")
 NO_ANSWER_WARNING_SHARE = 0.95
 
 
-def check_options(o):
-    """Raises ValueError for bad combinations or missing inputs, naming the flags; runs
-    before anything is written."""
+def check_options(o, training):
+    """run_squad's checks, in one place: raises ValueError for bad values, combinations or
+    missing inputs, naming the flags; runs before anything is written."""
+    check_training(o, training, warmup=False)
     if o.version not in VERSIONS:
         raise ValueError(f"version must be one of {', '.join(VERSIONS)}, got {o.version!r}.")
     if not o.output_dir:
@@ -67,8 +68,6 @@ def check_options(o):
     if o.max_seq_length - o.max_query_length - 3 < 1:
         raise ValueError(f"--max_seq_length ({o.max_seq_length}) must exceed --max_query_length "
                          f"({o.max_query_length}) + 3 to leave room for the context.")
-    check_positive(o, ("max_seq_length", "doc_stride", "max_query_length", "train_batch_size", "predict_batch_size",
-                       "n_best_size", "max_answer_length", "num_train_epochs"))
     if not 0 <= o.warmup_proportion <= 1:
         raise ValueError(f"--warmup_proportion must be in [0, 1], got {o.warmup_proportion}.")
     if o.version == "v2":
@@ -85,6 +84,7 @@ def check_options(o):
     check_outputs(o, caches=(("train_feature_file", o.train_features_path, o.do_train),
                              ("predict_feature_file", o.predict_features_path, o.do_predict)),
                   inputs=(("train_file", o.train_file), ("predict_file", o.predict_file)))
+    sessions.check_settings(o.output_dir, training.session)  # the run's previous training
 
 
 def _feature_columns(arrays, with_labels):
@@ -340,6 +340,7 @@ def run(o, training, stream=None):
         dict: final_step, initialized_from, num_train_features, num_train_steps,
         predictions (path), metrics (or None), export_dir (with --export_dir).
     """
+    check_options(o, training)
     # a run refused for its starting weights (--init_checkpoint) leaves no output_dir it made
     with atomic.removed_if_refused(o.output_dir, CheckpointMismatchError):
         return _run(o, training, stream)
@@ -352,7 +353,6 @@ def _run(o, training, stream):
     from albert_tf.tasks.squad.reading import read_squad_examples
     from albert_tf.data.tokenization import SentencePieceTokenizer
 
-    check_options(o)
     # read (and check) the input before anything is written
     if o.do_train:
         read_squad_examples(o.train_file, True, o.version)
@@ -363,7 +363,7 @@ def _run(o, training, stream):
         raise ValueError(f"--best_checkpoint: --predict_file={o.predict_file} holds no gold answers to score "
                          "checkpoints by.")
     tokenizer = SentencePieceTokenizer(spm_file_for(o), do_lower_case=o.do_lower_case)
-    strategy = start_run(o, tpu=o.tpu_name)
+    strategy = start_run(o)
     results = {}
     train_arrays = None
     steps, warmup = 1, 0
