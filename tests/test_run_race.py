@@ -366,6 +366,6 @@ def test_release_tpu_flags_map_to_the_tpu_strategy(command):
 
     task = options(["--use_tpu", "--master=grpc://10.0.0.2:8470", "--tpu_zone=us-central1-b", "--num_tpu_cores=8",
                     "--gcp_project=p"])
-    assert (task.strategy, task.tpu_name) == ("tpu", "grpc://10.0.0.2:8470")
+    assert task.strategy_and_tpu() == ("tpu", "grpc://10.0.0.2:8470")
     task = options(["--strategy=mirrored"])
-    assert (task.strategy, task.tpu_name) == ("mirrored", None)
+    assert task.strategy_and_tpu() == ("mirrored", None)
