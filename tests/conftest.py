@@ -253,6 +253,13 @@ def shared_once(tmp_path_factory, name, build):
         return json.loads(result_file.read_text(encoding="utf-8"))
 
 
+@pytest.fixture(scope="module")
+def entries(tool):
+    """The docstring entries (albert_tf's own text) that the test module's `tool` fixture (a
+    data-making tool, e.g. tools.make_squad_data) builds its data from."""
+    return tool.docstring_entries()
+
+
 @pytest.fixture(scope="session")
 def sample_corpus(tmp_path_factory):
     """The built-in sample corpus (1.2 MB of docstring prose), made once per session."""

@@ -32,11 +32,6 @@ def tool():
 
 
 @pytest.fixture(scope="module")
-def entries(tool):
-    return tool.docstring_entries()
-
-
-@pytest.fixture(scope="module")
 def made(tool, entries, tmp_path_factory):
     """The same tiny data in the three layouts: {layout: output_dir}."""
     out = {}
