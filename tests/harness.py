@@ -25,11 +25,16 @@ def assert_same_weights(a, b):
         np.testing.assert_array_equal(np.asarray(x), np.asarray(y), err_msg=x.path)
 
 
-def save_pretrainer_directories(pretrainer, tmp_path):
-    """`pretrainer` saved as tmp_path/pretrainer and its encoder as tmp_path/encoder: the two
-    directories a fine-tuned model's new head starts from."""
+def new_heads_from_pretrained(cls, pretrainer, tmp_path, **kwargs):
+    """`pretrainer` saved as tmp_path/pretrainer and its encoder as tmp_path/encoder; yields
+    `cls.from_pretrained(directory, **kwargs)` of each, checked to hold the pretrainer's
+    encoder weights (the head is new)."""
     pretrainer.save_pretrained(tmp_path / "pretrainer")
     pretrainer.encoder.save_pretrained(tmp_path / "encoder")
+    for directory in ("pretrainer", "encoder"):
+        model = cls.from_pretrained(tmp_path / directory, **kwargs)
+        assert_same_weights(pretrainer.encoder, model.encoder)
+        yield model
 
 
 def check_config_round_trip(model):

@@ -12,8 +12,8 @@ import pytest
 import tensorflow as tf
 from conftest import random_inputs
 from convert_helpers import RELEASE_V2_HEAD
-from harness import (assert_same_weights, check_config_round_trip, check_fine_tuned_directory,
-                     check_saved_model_round_trip, check_variable_lengths, save_pretrainer_directories, to_numpy)
+from harness import (check_config_round_trip, check_fine_tuned_directory, check_saved_model_round_trip,
+                     check_variable_lengths, new_heads_from_pretrained, to_numpy)
 
 from albert_tf import AlbertConfig, AlbertEncoder, AlbertForQuestionAnswering, AlbertPretrainer
 from albert_tf.convert.api import tf1_values
@@ -394,11 +394,9 @@ def test_save_and_from_pretrained(tiny_config, tmp_path):
 
 def test_from_a_pretrained_encoder_or_pretrainer_directory_a_new_head(tiny_config, tmp_path):
     pretrainer = randomize(AlbertPretrainer(tiny_config), seed=10)
-    save_pretrainer_directories(pretrainer, tmp_path)
-    for directory in ("pretrainer", "encoder"):
-        model = AlbertForQuestionAnswering.from_pretrained(tmp_path / directory, version="v2", start_n_top=2)
+    for model in new_heads_from_pretrained(AlbertForQuestionAnswering, pretrainer, tmp_path, version="v2",
+                                           start_n_top=2):
         assert (model.version, model.start_n_top, model.end_n_top) == ("v2", 2, 5)
-        assert_same_weights(pretrainer.encoder, model.encoder)
         # the head is new: initial values
         np.testing.assert_array_equal(np.asarray(model.head.end_layer_norm.gamma), 1.0)
     v1 = AlbertForQuestionAnswering.from_pretrained(tmp_path / "encoder")
