@@ -21,11 +21,10 @@ Keras model.
 
 import json
 import os
-import sys
 
 from absl import flags
 
-from albert_tf import cli, option_flags
+from albert_tf import entry_points, option_flags
 
 QUANTIZATIONS = ("none", "float16", "dynamic_int8")  # albert_tf.export.litert_model's (kept here: flags parse
 # before TensorFlow is imported; tests/test_export_litert.py checks the two agree)
@@ -133,19 +132,7 @@ def run(f):
     return 0
 
 
-def main(argv=None):
-    """`export_litert ARGV` in this process: returns its exit status
-    (albert_tf.cli.main: its own flags, the process's state put back; not undone:
-    cli.IRREVERSIBLE).
-
-    Args:
-        argv: the arguments, without the program name (default sys.argv[1:]).
-    """
-    return cli.main("export_litert", define_flags, run, argv)
-
-
-def entry():
-    sys.exit(main())
+main, entry = entry_points.command("export_litert", define_flags, run)
 
 
 if __name__ == "__main__":

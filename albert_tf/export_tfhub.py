@@ -15,11 +15,10 @@ policy) is EXPORT_PATH/.albert_tf_output.json's "made_by" (albert_tf.storage.pro
 """
 
 import os
-import sys
 
 from absl import flags
 
-from albert_tf import cli, option_flags
+from albert_tf import entry_points, option_flags
 from albert_tf.training.precision import check_policy, choose
 
 PRETRAINED_WEIGHTS = ("pretrainer.weights.h5",)
@@ -100,19 +99,7 @@ def export(albert_config_file, checkpoint, spm_model_file, export_path, with_mlm
     return path
 
 
-def main(argv=None):
-    """`export_tfhub ARGV` in this process: returns its exit status
-    (albert_tf.cli.main: its own flags, the process's state put back; not undone:
-    cli.IRREVERSIBLE).
-
-    Args:
-        argv: the arguments, without the program name (default sys.argv[1:]).
-    """
-    return cli.main("export_tfhub", define_flags, run, argv)
-
-
-def entry():
-    sys.exit(main())
+main, entry = entry_points.command("export_tfhub", define_flags, run)
 
 
 if __name__ == "__main__":

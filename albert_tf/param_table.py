@@ -15,7 +15,7 @@ import csv
 import os
 import sys
 
-from albert_tf import cli
+from albert_tf import entry_points
 
 # (preset, reference exact count, paper's figure)
 TABLE_1 = (
@@ -138,19 +138,7 @@ def write_table(output_dir, stream=None):
     return 0
 
 
-def main(argv=None):
-    """`param_table ARGV` in this process: returns its exit status
-    (albert_tf.cli.main: its own flags, the process's state put back; not undone:
-    cli.IRREVERSIBLE).
-
-    Args:
-        argv: the arguments, without the program name (default sys.argv[1:]).
-    """
-    return cli.main("param_table", define_flags, run, argv)
-
-
-def entry():
-    sys.exit(main())
+main, entry = entry_points.command("param_table", define_flags, run)
 
 
 if __name__ == "__main__":

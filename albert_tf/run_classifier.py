@@ -21,9 +21,8 @@ checkpoint), `dev_predictions.tsv`, `test_results.tsv` (GLUE submission layout),
 anything else is refused with exit status 2 before any work.
 """
 
-import sys
 
-from albert_tf import cli, option_flags
+from albert_tf import entry_points, option_flags
 from albert_tf.tasks.classification.options import COMMAND, ClassificationOptions
 
 
@@ -55,19 +54,7 @@ def run(f, stream=None):
     return classification.run(task, training, stream=stream)
 
 
-def main(argv=None):
-    """`run_classifier ARGV` in this process: returns its exit status
-    (albert_tf.cli.main: its own flags, the process's state put back; not undone:
-    cli.IRREVERSIBLE).
-
-    Args:
-        argv: the arguments, without the program name (default sys.argv[1:]).
-    """
-    return cli.main(COMMAND.name, define_flags, run, argv)
-
-
-def entry():
-    sys.exit(main())
+main, entry = entry_points.command(COMMAND.name, define_flags, run)
 
 
 if __name__ == "__main__":

@@ -18,7 +18,7 @@ model is exported at the end as albert_tf.export_tfhub does.
 import os
 import sys
 
-from albert_tf import cli, option_flags
+from albert_tf import entry_points, option_flags
 from albert_tf.tasks.options import RUN_PRETRAINING
 
 
@@ -171,19 +171,7 @@ def _run(f, stream):
     return results
 
 
-def main(argv=None):
-    """`run_pretraining ARGV` in this process: returns its exit status
-    (albert_tf.cli.main: its own flags, the process's state put back; not undone:
-    cli.IRREVERSIBLE).
-
-    Args:
-        argv: the arguments, without the program name (default sys.argv[1:]).
-    """
-    return cli.main(RUN_PRETRAINING.name, define_flags, run, argv)
-
-
-def entry():
-    sys.exit(main())
+main, entry = entry_points.command(RUN_PRETRAINING.name, define_flags, run)
 
 
 if __name__ == "__main__":

@@ -30,9 +30,8 @@ probabilities). --export_dir: a SavedModel answering raw (article, question, opt
 """
 
 
-import sys
 
-from albert_tf import cli, option_flags
+from albert_tf import entry_points, option_flags
 from albert_tf.tasks.race.options import COMMAND, MultipleChoiceOptions
 
 
@@ -64,19 +63,7 @@ def run(f, stream=None):
     return race.run(task, training, stream=stream)
 
 
-def main(argv=None):
-    """`run_race ARGV` in this process: returns its exit status
-    (albert_tf.cli.main: its own flags, the process's state put back; not undone:
-    cli.IRREVERSIBLE).
-
-    Args:
-        argv: the arguments, without the program name (default sys.argv[1:]).
-    """
-    return cli.main(COMMAND.name, define_flags, run, argv)
-
-
-def entry():
-    sys.exit(main())
+main, entry = entry_points.command(COMMAND.name, define_flags, run)
 
 
 if __name__ == "__main__":

@@ -34,9 +34,8 @@ character span; v2 also no_answer_score), with qa_info.json beside it. --output_
 """
 
 
-import sys
 
-from albert_tf import cli, option_flags
+from albert_tf import entry_points, option_flags
 from albert_tf.tasks.squad.options import COMMANDS, SquadOptions
 
 
@@ -70,19 +69,7 @@ def run(f, stream=None, version="v1"):
     return squad.run(task, training, stream=stream)
 
 
-def main(argv=None):
-    """`run_squad_v1 ARGV` in this process: returns its exit status
-    (albert_tf.cli.main: its own flags, the process's state put back; not undone:
-    cli.IRREVERSIBLE).
-
-    Args:
-        argv: the arguments, without the program name (default sys.argv[1:]).
-    """
-    return cli.main("run_squad_v1", define_flags, run, argv)
-
-
-def entry():
-    sys.exit(main())
+main, entry = entry_points.command("run_squad_v1", define_flags, run)
 
 
 if __name__ == "__main__":

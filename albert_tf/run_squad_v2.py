@@ -14,9 +14,8 @@ questions the head calls unanswerable (a WARNING when nearly all).
 """
 
 import functools
-import sys
 
-from albert_tf import cli, run_squad_v1
+from albert_tf import entry_points, run_squad_v1
 
 define_flags = functools.partial(run_squad_v1.define_flags, version="v2")
 
@@ -26,19 +25,7 @@ def run(f, stream=None):
     return run_squad_v1.run(f, stream=stream, version="v2")
 
 
-def main(argv=None):
-    """`run_squad_v2 ARGV` in this process: returns its exit status
-    (albert_tf.cli.main: its own flags, the process's state put back; not undone:
-    cli.IRREVERSIBLE).
-
-    Args:
-        argv: the arguments, without the program name (default sys.argv[1:]).
-    """
-    return cli.main("run_squad_v2", define_flags, run, argv)
-
-
-def entry():
-    sys.exit(main())
+main, entry = entry_points.command("run_squad_v2", define_flags, run)
 
 
 if __name__ == "__main__":

@@ -25,7 +25,7 @@ import time
 
 from absl import flags
 
-from albert_tf import cli
+from albert_tf import entry_points
 from albert_tf.storage import atomic, outputs
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
@@ -107,10 +107,8 @@ def run(f):
     return 0
 
 
-def main(argv=None):
-    """`demo_spread ARGV` in this process: returns its exit status (albert_tf.cli.main)."""
-    return cli.main("demo_spread", define_flags, run, argv)
+main, entry = entry_points.command("demo_spread", define_flags, run)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    entry()

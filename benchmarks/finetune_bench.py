@@ -102,10 +102,10 @@ import sys
 import time
 
 # benchmarks/ is on sys.path
-from squad_bench import SAMPLE_VOCAB_SIZE, TINY_CONFIG, cpu_model, sentencepiece_model
+from squad_bench import TINY_CONFIG, cpu_model, define_sentencepiece_flags, sentencepiece_model
 from train_step_bench import matmul_peak_gflops
 
-from albert_tf import cli
+from albert_tf import entry_points
 from albert_tf.training.precision import choose
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
@@ -162,10 +162,7 @@ def define_flags(flag_values):
                        flag_values=flag_values)
     flags.DEFINE_integer("seed", 12345, "Seed of every system's initial weights and data order.",
                          flag_values=flag_values)
-    flags.DEFINE_integer("vocab_size", SAMPLE_VOCAB_SIZE, "SentencePiece pieces (albert_base has 30000; the "
-                         "sample corpus allows at most 18,075).", flag_values=flag_values)
-    flags.DEFINE_float("corpus_mb", 10.4, "Sample corpus size the SentencePiece model is trained on.",
-                       flag_values=flag_values)
+    define_sentencepiece_flags(flag_values)
     flags.DEFINE_string("data_dir", DATA_DIR, "train.tsv and dev.tsv with columns sentence, label.",
                         flag_values=flag_values)
     flags.DEFINE_integer("max_dev_examples", 0, "Use the first N dev examples (0: all).", flag_values=flag_values)
@@ -216,6 +213,18 @@ def cpu_bf16_flags():
     from albert_tf.training.precision import read_cpuinfo
 
     return sorted(x for x in read_cpuinfo()[1] if "bf16" in x or x.startswith("amx"))
+
+
+def describe_machine(spm_model, vocab, spm_seconds):
+    """Prints the CPU, its bf16 flags, its fp32 matmul peak and the SentencePiece model
+    (`vocab` pieces, trained in spm_seconds or reused); returns (cpu, bf16 flags, peak GFLOP/s)."""
+    cpu, bf16 = cpu_model(), cpu_bf16_flags()
+    peak = matmul_peak_gflops()
+    print(f"CPU: {cpu}; bf16 flags: {', '.join(bf16) or 'none'}; fp32 matmul peak (n=2048, graph, best of 5): "
+          f"{peak:.1f} GFLOP/s", flush=True)
+    print(f"SentencePiece model {spm_model}: {vocab} pieces" + (f" (trained in {spm_seconds:.1f}s)" if spm_seconds
+                                                                 else " (reused)"), flush=True)
+    return cpu, bf16, peak
 
 
 def percentile(values, q):
@@ -971,12 +980,7 @@ def run(f):
     short_len = int(lengths[by_length[len(by_length) // 4]])
     batch_texts = [throughput_texts(dev_text, k, f.batch_size) for k in range(f.throughput_batches)]
 
-    cpu, bf16 = cpu_model(), cpu_bf16_flags()
-    peak = matmul_peak_gflops()
-    print(f"CPU: {cpu}; bf16 flags: {', '.join(bf16) or 'none'}; fp32 matmul peak (n=2048, graph, best of 5): "
-          f"{peak:.1f} GFLOP/s", flush=True)
-    print(f"SentencePiece model {ctx.spm_model}: {vocab} pieces" + (f" (trained in {spm_seconds:.1f}s)" if spm_seconds
-                                                                      else " (reused)"), flush=True)
+    cpu, bf16, peak = describe_machine(ctx.spm_model, vocab, spm_seconds)
     print(f"{'tiny' if f.tiny else 'albert_base'} config (H {config.hidden_size}, L {config.num_hidden_layers}, "
           f"V {vocab}), max_seq_length {f.max_seq_length}, batch {f.batch_size}; topic task: "
           f"{len(ctx.train_examples)} train / {len(ctx.dev_examples)} dev sentences, packed length median "
@@ -1198,19 +1202,7 @@ def run(f):
     return 0
 
 
-def main(argv=None):
-    """`finetune_bench ARGV` in this process: returns its exit status
-    (albert_tf.cli.main: its own flags, the process's state put back; not undone:
-    cli.IRREVERSIBLE).
-
-    Args:
-        argv: the arguments, without the program name (default sys.argv[1:]).
-    """
-    return cli.main("finetune_bench", define_flags, run, argv)
-
-
-def entry():
-    sys.exit(main())
+main, entry = entry_points.command("finetune_bench", define_flags, run)
 
 
 if __name__ == "__main__":

@@ -40,14 +40,12 @@ change to the other ops could gain. Writes results.json and results.csv in
 import csv
 import os
 import statistics
-import sys
 import time
 
-from finetune_bench import cpu_bf16_flags  # benchmarks/ is on sys.path
-from squad_bench import SAMPLE_VOCAB_SIZE, TINY_CONFIG, cpu_model, sentencepiece_model
-from train_step_bench import matmul_peak_gflops
+from finetune_bench import describe_machine  # benchmarks/ is on sys.path
+from squad_bench import TINY_CONFIG, define_sentencepiece_flags, sentencepiece_model
 
-from albert_tf import cli, option_flags
+from albert_tf import entry_points, option_flags
 from albert_tf.training.precision import choose
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
@@ -159,10 +157,7 @@ def define_flags(flag_values):
     flags.DEFINE_integer("seq_length", 128, "Fixed sequence length (every position real).", flag_values=flag_values)
     flags.DEFINE_integer("seed", 12345, "Seed of the weights and inputs.", flag_values=flag_values)
     option_flags.define_precision(flag_values)  # the exported encoder's and keras-hub's backbone's
-    flags.DEFINE_integer("vocab_size", SAMPLE_VOCAB_SIZE, "SentencePiece pieces (albert_base has 30000; the "
-                         "sample corpus allows at most 18,075).", flag_values=flag_values)
-    flags.DEFINE_float("corpus_mb", 10.4, "Sample corpus size the SentencePiece model is trained on.",
-                       flag_values=flag_values)
+    define_sentencepiece_flags(flag_values)
     flags.DEFINE_integer("profile_calls", 2, "Calls traced with tf.profiler per profiled variant (albert_tf's "
                          "signature, its XLA export's, keras-hub's fastest variant) after the rounds, for the "
                          "op-level table op_profile.json/csv; 0 turns the profile off.", flag_values=flag_values)
@@ -206,12 +201,7 @@ def run(f):
     if f.seq_length > config.max_position_embeddings:
         raise ValueError(f"--seq_length={f.seq_length} exceeds max_position_embeddings "
                          f"({config.max_position_embeddings}).")
-    cpu, bf16 = cpu_model(), cpu_bf16_flags()
-    peak = matmul_peak_gflops()
-    print(f"CPU: {cpu}; bf16 flags: {', '.join(bf16) or 'none'}; fp32 matmul peak (n=2048, graph, best of 5): "
-          f"{peak:.1f} GFLOP/s", flush=True)
-    print(f"SentencePiece model {spm_model}: {vocab} pieces" + (f" (trained in {spm_seconds:.1f}s)" if spm_seconds
-                                                                 else " (reused)"), flush=True)
+    cpu, bf16, peak = describe_machine(spm_model, vocab, spm_seconds)
     B, T = f.batch_size, f.seq_length
     print(f"{'tiny' if f.tiny else 'albert_base'} config (H {config.hidden_size}, L {config.num_hidden_layers}, "
           f"V {vocab}); batch {B}, length {T} (no padding, no bucketing), {policy} ({precision.reason})", flush=True)
@@ -382,19 +372,7 @@ def run(f):
     return 0
 
 
-def main(argv=None):
-    """`inference_bench ARGV` in this process: returns its exit status
-    (albert_tf.cli.main: its own flags, the process's state put back; not undone:
-    cli.IRREVERSIBLE).
-
-    Args:
-        argv: the arguments, without the program name (default sys.argv[1:]).
-    """
-    return cli.main("inference_bench", define_flags, run, argv)
-
-
-def entry():
-    sys.exit(main())
+main, entry = entry_points.command("inference_bench", define_flags, run)
 
 
 if __name__ == "__main__":

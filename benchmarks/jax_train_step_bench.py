@@ -37,6 +37,8 @@ if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+from albert_tf import entry_points  # light: albert_tf.cli is imported when main runs
+
 DEFAULT_CASES = ("albert_base:128,albert_large:128,albert_xxlarge:128,albert_base:512,albert_large:512,"
                  "albert_xxlarge:512")
 # examples per step and masked positions per sequence at each length (the release's
@@ -310,13 +312,9 @@ def run(f):
     return 0
 
 
-def main(argv=None):
-    """`jax_train_step_bench ARGV` in this process; returns its exit status."""
-    from albert_tf import cli
-
-    return cli.main("jax_train_step_bench", define_flags, run, argv)
+main, entry = entry_points.command("jax_train_step_bench", define_flags, run)
 
 
 if __name__ == "__main__":
     os.environ.setdefault("KERAS_BACKEND", "jax")
-    sys.exit(main())
+    entry()

@@ -34,6 +34,11 @@ import xml.etree.ElementTree as ElementTree
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.normpath(os.path.join(HERE, ".."))
+if ROOT not in sys.path:  # run as a script: this checkout's albert_tf
+    sys.path.insert(0, ROOT)
+
+from albert_tf import entry_points  # light: albert_tf.cli is imported when main runs
+
 POLICIES = ("float32", "mixed_bfloat16")
 # as the Makefile finds it (Debian's libjemalloc2)
 JEMALLOC_GLOBS = ("/usr/lib/*-linux-gnu/libjemalloc.so.2", "/usr/lib64/libjemalloc.so.2")
@@ -320,18 +325,8 @@ def run(f):
     return measure(f, runner=run_pytest)
 
 
-def main(argv=None):
-    """`learning_checks ARGV` in this process: returns its exit status
-    (albert_tf.cli.main: its own flags, the process's state put back).
-
-    Args:
-        argv: the arguments, without the program name (default sys.argv[1:]).
-    """
-    from albert_tf import cli
-
-    return cli.main("learning_checks", define_flags, run, argv)
+main, entry = entry_points.command("learning_checks", define_flags, run)
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, ROOT)
-    sys.exit(main())
+    entry()

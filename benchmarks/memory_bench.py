@@ -53,6 +53,11 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.normpath(os.path.join(HERE, ".."))
+if ROOT not in sys.path:  # run as a script: this checkout's albert_tf
+    sys.path.insert(0, ROOT)
+
+from albert_tf import entry_points  # light: albert_tf.cli is imported when main runs
+
 PEERS_PYTHON = os.path.join(HERE, ".peers-venv", "bin", "python")
 SYSTEMS = {  # name -> (memory_cell system, remat)
     "albert_tf": ("albert_tf", False), "albert_tf_remat": ("albert_tf", True),
@@ -431,24 +436,9 @@ def run(f):
     return 0
 
 
-def main(argv=None):
-    """`memory_bench ARGV` in this process: returns its exit status
-    (albert_tf.cli.main: its own flags, the process's state put back; not undone:
-    cli.IRREVERSIBLE).
-
-    Args:
-        argv: the arguments, without the program name (default sys.argv[1:]).
-    """
-    from albert_tf import cli
-
-    return cli.main("memory_bench", define_flags, run, argv)
-
-
-def entry():
-    sys.exit(main())
+main, entry = entry_points.command("memory_bench", define_flags, run)
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, ROOT)
     sys.path.insert(0, HERE)
     entry()

@@ -36,6 +36,11 @@ import numpy as np
 
 BENCH = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.normpath(os.path.join(BENCH, ".."))
+if ROOT not in sys.path:  # run as a script: this checkout's albert_tf
+    sys.path.insert(0, ROOT)
+
+from albert_tf import entry_points  # light: albert_tf.cli is imported when main runs
+
 GROUPS = {"all": "", "word_embeddings": "embeddings/word_embeddings", "query_kernel": "attention/query/kernel",
           "ffn_intermediate_kernel": "ffn/intermediate/kernel", "ffn_intermediate_bias": "ffn/intermediate/bias",
           "attention_output_kernel": "attention/dense/kernel", "span_head": "squad/"}
@@ -167,19 +172,8 @@ def run(f):
     return 0
 
 
-def main(argv=None):
-    """`precision_gradient_bench ARGV` in this process: returns its exit status
-    (albert_tf.cli.main: its own flags, the process's state put back; not undone:
-    cli.IRREVERSIBLE).
-
-    Args:
-        argv: the arguments, without the program name (default sys.argv[1:]).
-    """
-    from albert_tf import cli
-
-    return cli.main("precision_gradient_bench", define_flags, run, argv)
+main, entry = entry_points.command("precision_gradient_bench", define_flags, run)
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, ROOT)
-    sys.exit(main())
+    entry()

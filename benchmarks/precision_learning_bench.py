@@ -46,6 +46,11 @@ import sys
 import time
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+if ROOT not in sys.path:  # run as a script: this checkout's albert_tf
+    sys.path.insert(0, ROOT)
+
+from albert_tf import entry_points  # light: albert_tf.cli is imported when main runs
+
 TASKS = ("squad_v1", "squad_v2", "race", "classification", "pretraining")
 STARTS = ("random", "pretrained")
 POLICIES = ("float32", "mixed_bfloat16")
@@ -342,19 +347,8 @@ def run(f):
     return 0
 
 
-def main(argv=None):
-    """`precision_learning_bench ARGV` in this process: returns its exit status
-    (albert_tf.cli.main: its own flags, the process's state put back; not undone:
-    cli.IRREVERSIBLE).
-
-    Args:
-        argv: the arguments, without the program name (default sys.argv[1:]).
-    """
-    from albert_tf import cli
-
-    return cli.main("precision_learning_bench", define_flags, run, argv)
+main, entry = entry_points.command("precision_learning_bench", define_flags, run)
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, ROOT)
-    sys.exit(main())
+    entry()

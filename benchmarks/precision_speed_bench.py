@@ -39,6 +39,11 @@ import time
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 BENCH = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.normpath(os.path.join(BENCH, ".."))
+if ROOT not in sys.path:  # run as a script: this checkout's albert_tf
+    sys.path.insert(0, ROOT)
+
+from albert_tf import entry_points  # light: albert_tf.cli is imported when main runs
+
 TOPICS = os.path.join(ROOT, "notebooks", "data", "docstring_topics")
 LABELS = ["concurrency", "networking", "numbers", "text"]
 MID = {"hidden_size": 256, "num_hidden_layers": 4, "num_attention_heads": 4, "intermediate_size": 1024,
@@ -239,19 +244,8 @@ def run(f):
     return 0
 
 
-def main(argv=None):
-    """`precision_speed_bench ARGV` in this process: returns its exit status
-    (albert_tf.cli.main: its own flags, the process's state put back; not undone:
-    cli.IRREVERSIBLE).
-
-    Args:
-        argv: the arguments, without the program name (default sys.argv[1:]).
-    """
-    from albert_tf import cli
-
-    return cli.main("precision_speed_bench", define_flags, run, argv)
+main, entry = entry_points.command("precision_speed_bench", define_flags, run)
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, ROOT)
-    sys.exit(main())
+    entry()

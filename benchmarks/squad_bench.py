@@ -37,12 +37,11 @@ import importlib.util
 import json
 import os
 import statistics
-import sys
 import time
 
 from train_step_bench import matmul_peak_gflops  # the same peak measurement (benchmarks/ is on sys.path)
 
-from albert_tf import cli, option_flags
+from albert_tf import entry_points, option_flags
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
@@ -64,10 +63,7 @@ def define_flags(flag_values):
     flags.DEFINE_integer("num_questions", 2000, "SQuAD v1.1 questions made by make_dataset.", flag_values=flag_values)
     flags.DEFINE_integer("max_context_chars", 600, "make_dataset's longest context in characters (>= 200).",
                          flag_values=flag_values)
-    flags.DEFINE_integer("vocab_size", SAMPLE_VOCAB_SIZE, "SentencePiece pieces (albert_base has 30000; the "
-                         "sample corpus allows at most 18,075).", flag_values=flag_values)
-    flags.DEFINE_float("corpus_mb", 10.4, "Sample corpus size the SentencePiece model is trained on.",
-                       flag_values=flag_values)
+    define_sentencepiece_flags(flag_values)
     flags.DEFINE_bool("jit_compile", False, "Compile forward + backward with XLA.", flag_values=flag_values)
     option_flags.define_precision(flag_values)
     flags.DEFINE_string("output_dir", "results/squad_bench", "Where results (and the SentencePiece model) go.",
@@ -104,6 +100,16 @@ def _make_squad_data_module():
 # The most pieces SentencePiece can make of the 10.4 MB built-in sample corpus is 18,075;
 # albert_base's 30000 would only add embedding rows (a gather, not matmul work).
 SAMPLE_VOCAB_SIZE = 18000
+
+
+def define_sentencepiece_flags(flag_values):
+    """--vocab_size and --corpus_mb: the benchmark's SentencePiece model (sentencepiece_model)."""
+    from absl import flags
+
+    flags.DEFINE_integer("vocab_size", SAMPLE_VOCAB_SIZE, "SentencePiece pieces (albert_base has 30000; the "
+                         "sample corpus allows at most 18,075).", flag_values=flag_values)
+    flags.DEFINE_float("corpus_mb", 10.4, "Sample corpus size the SentencePiece model is trained on.",
+                       flag_values=flag_values)
 
 
 def sentencepiece_model(out_dir, vocab_size, corpus_mb):
@@ -240,19 +246,7 @@ def run(f):
     return 0
 
 
-def main(argv=None):
-    """`squad_bench ARGV` in this process: returns its exit status
-    (albert_tf.cli.main: its own flags, the process's state put back; not undone:
-    cli.IRREVERSIBLE).
-
-    Args:
-        argv: the arguments, without the program name (default sys.argv[1:]).
-    """
-    return cli.main("squad_bench", define_flags, run, argv)
-
-
-def entry():
-    sys.exit(main())
+main, entry = entry_points.command("squad_bench", define_flags, run)
 
 
 if __name__ == "__main__":

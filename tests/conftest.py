@@ -188,6 +188,31 @@ def run_in_process(command, args):
     return types.SimpleNamespace(returncode=status, stdout=out.getvalue(), stderr=err.getvalue())
 
 
+class Capture:
+    """A stream that keeps what is written to it (`text`), for a command's `stream=`."""
+
+    def __init__(self):
+        self.text = ""
+
+    def write(self, text):
+        self.text += text
+
+    def flush(self):
+        pass
+
+
+def listing(directory):
+    """What is in `directory` besides albert_tf's markers (storage.outputs)."""
+    return sorted(n for n in os.listdir(directory) if not n.endswith(".albert_tf_output.json"))
+
+
+def flip_a_bit(path):
+    """Flips one bit in the middle of file `path` (TensorFlow's CRC check then refuses a TFRecord)."""
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 1
+    path.write_bytes(bytes(data))
+
+
 def extract_archive(archive, root):
     """Extracts one of the suite's own archives (tests/data/*.tar.*: plain files and
     directories under relative names, checked) into directory `root`."""
@@ -226,6 +251,13 @@ def shared_once(tmp_path_factory, name, build):
             directory.mkdir()
             result_file.write_text(json.dumps(build(directory)), encoding="utf-8")
         return json.loads(result_file.read_text(encoding="utf-8"))
+
+
+@pytest.fixture(scope="module")
+def entries(tool):
+    """The docstring entries (albert_tf's own text) that the test module's `tool` fixture (a
+    data-making tool, e.g. tools.make_squad_data) builds its data from."""
+    return tool.docstring_entries()
 
 
 @pytest.fixture(scope="session")

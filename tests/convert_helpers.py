@@ -73,6 +73,20 @@ def write_release_checkpoint(values, prefix, module_prefix=False, slots=True):
             return tf.compat.v1.train.Saver(variables).save(session, prefix, write_meta_graph=False)
 
 
+def refused_conversion(values, tmp_path, cfg, name="bad.ckpt"):
+    """(prefix, ConversionError) of `convert` tf1 -> albert_tf (into tmp_path/out) of the
+    release checkpoint of `values` written as tmp_path/name, which must refuse it."""
+    import pytest
+
+    from albert_tf.convert.api import convert
+    from albert_tf.convert.rename import ConversionError
+
+    prefix = write_release_checkpoint(values, str(tmp_path / name), slots=False)
+    with pytest.raises(ConversionError) as error:
+        convert("tf1", "albert_tf", prefix, str(tmp_path / "out"), cfg)
+    return prefix, error.value
+
+
 RELEASE_V2_HEAD = {  # release name -> (SquadV2Head attribute, variable), from squad_utils.create_v2_model
     "start_logits/dense/kernel": ("start_dense", "kernel"),
     "start_logits/dense/bias": ("start_dense", "bias"),

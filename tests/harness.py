@@ -19,6 +19,24 @@ def assert_all_close(a, b, atol=1e-6):
         np.testing.assert_allclose(x, y, atol=atol, rtol=0)
 
 
+def assert_same_weights(a, b):
+    """Layers or models `a` and `b` hold the same variables, in order, with equal values."""
+    for x, y in zip(a.weights, b.weights, strict=True):
+        np.testing.assert_array_equal(np.asarray(x), np.asarray(y), err_msg=x.path)
+
+
+def new_heads_from_pretrained(cls, pretrainer, tmp_path, **kwargs):
+    """`pretrainer` saved as tmp_path/pretrainer and its encoder as tmp_path/encoder; yields
+    `cls.from_pretrained(directory, **kwargs)` of each, checked to hold the pretrainer's
+    encoder weights (the head is new)."""
+    pretrainer.save_pretrained(tmp_path / "pretrainer")
+    pretrainer.encoder.save_pretrained(tmp_path / "encoder")
+    for directory in ("pretrainer", "encoder"):
+        model = cls.from_pretrained(tmp_path / directory, **kwargs)
+        assert_same_weights(pretrainer.encoder, model.encoder)
+        yield model
+
+
 def check_config_round_trip(model):
     """get_config holds only constructor arguments and rebuilds an equal model."""
     config = model.get_config()
@@ -89,8 +107,7 @@ def check_fine_tuned_directory(model, tmp_path):
     cls = type(model)
     model.save_pretrained(tmp_path / "fine_tuned")
     again = cls.from_pretrained(tmp_path / "fine_tuned")
-    for a, b in zip(model.weights, again.weights, strict=True):
-        np.testing.assert_array_equal(np.asarray(a), np.asarray(b), err_msg=a.path)
+    assert_same_weights(model, again)
     os.remove(tmp_path / "encoder" / "encoder.weights.h5")
     with pytest.raises(ValueError, match=f"encoder: none of {cls.WEIGHTS_FILE}, encoder.weights.h5, "
                                          "pretrainer.weights.h5"):

@@ -17,7 +17,7 @@ from albert_tf.convert.templates import to_regex_table
 from albert_tf.storage.outputs import OutputRefused
 from albert_tf.storage.report import CheckpointMismatchError
 
-from convert_helpers import config, convert_cli, inputs, randomize, write_release_checkpoint
+from convert_helpers import config, convert_cli, inputs, randomize, refused_conversion, write_release_checkpoint
 
 
 def release_names(model):
@@ -237,21 +237,17 @@ def test_problems_are_listed_and_nothing_is_written(tmp_path):
     broken["bert/encoder/transformer/group_0/inner_group_0/ffn_1/intermediate/dense/kernel"] = np.zeros((32, 48),
                                                                                                         "float32")
     broken["bert/encoder/unexpected_thing"] = np.zeros((3,), "float32")
-    prefix = write_release_checkpoint(broken, str(tmp_path / "bad.ckpt"), slots=False)
-    with pytest.raises(ConversionError) as error:
-        convert("tf1", "albert_tf", prefix, str(tmp_path / "out"), cfg)
-    message = str(error.value)
+    _, error = refused_conversion(broken, tmp_path, cfg)
+    message = str(error)
     # one report: the unmapped source variable beside the other differences
     assert "not in the model (1): bert/encoder/unexpected_thing" in message
     assert "bert/encoder/unexpected_thing: no rule of the rename table maps it" in message
     assert "missing from the source (1): pooler/kernel" in message and "shape mismatches (1)" in message
     assert not (tmp_path / "out").exists()
     del broken["bert/encoder/unexpected_thing"]
-    prefix = write_release_checkpoint(broken, str(tmp_path / "bad2.ckpt"), slots=False)
-    with pytest.raises(ConversionError) as error:
-        convert("tf1", "albert_tf", prefix, str(tmp_path / "out"), cfg)
-    message = str(error.value)
-    assert isinstance(error.value, CheckpointMismatchError)  # the one checkpoint-matching report
+    prefix, error = refused_conversion(broken, tmp_path, cfg, "bad2.ckpt")
+    message = str(error)
+    assert isinstance(error, CheckpointMismatchError)  # the one checkpoint-matching report
     assert f"--input={prefix} (tf1) does not match the model" in message
     assert "missing from the source (1): pooler/kernel" in message
     assert ("shape mismatches (1): group_0_inner_group_0_ffn/intermediate/kernel: source [32, 48], model [32, 64]"

@@ -18,11 +18,6 @@ def tool():
     return make_squad_data
 
 
-@pytest.fixture(scope="module")
-def entries(tool):
-    return tool.docstring_entries()
-
-
 def _qas(dataset):
     for article in dataset["data"]:
         for paragraph in article["paragraphs"]:

@@ -9,7 +9,7 @@ import re
 
 import numpy as np
 import pytest
-from conftest import run_in_process
+from conftest import flip_a_bit, listing, run_in_process
 from tools import make_race_data, make_squad_data
 from real_data import real_path
 
@@ -29,11 +29,6 @@ def tok(spm_model):
 @pytest.fixture(scope="module")
 def tool():
     return make_race_data
-
-
-@pytest.fixture(scope="module")
-def entries(tool):
-    return tool.docstring_entries()
 
 
 @pytest.fixture(scope="module")
@@ -377,11 +372,6 @@ def test_settings_validate():
 # ---------------------------------------------------------------------------------------------- caching
 
 
-def _listing(directory):
-    """What is in `directory` besides albert_tf's markers (storage.outputs)."""
-    return sorted(n for n in os.listdir(directory) if not n.endswith(".albert_tf_output.json"))
-
-
 def test_feature_cache_reused_or_rebuilt_with_the_reason(tmp_path, tok, tool, entries, spm_model):
     tool.make_race(str(tmp_path / "data"), num_articles=2, seed=5, layout="files", entries=entries)
     data = str(tmp_path / "data")
@@ -395,7 +385,7 @@ def test_feature_cache_reused_or_rebuilt_with_the_reason(tmp_path, tok, tool, en
 
     first, examples = load()
     assert first.rebuilt and "does not exist" in first.reason and first.num_features == len(examples)
-    assert _listing(out) == ["train.tfrecord", "train.tfrecord.json"]  # no temporaries left behind
+    assert listing(out) == ["train.tfrecord", "train.tfrecord.json"]  # no temporaries left behind
     expected = examples_to_arrays(examples, tok, settings)
     assert all(np.array_equal(first.arrays[k], expected[k]) for k in expected)
     sidecar = json.loads((out / "train.tfrecord.json").read_text())
@@ -445,11 +435,9 @@ def test_feature_cache_reused_or_rebuilt_with_the_reason(tmp_path, tok, tool, en
                                tokenizer=cased_tok)
     assert high.rebuilt and "the input's content changed (sha256)" in high.reason
     assert high.num_features == len(high_examples) < len(examples)
-    assert _listing(out) == ["train.tfrecord", "train.tfrecord.json"]
+    assert listing(out) == ["train.tfrecord", "train.tfrecord.json"]
 
-    data_bytes = bytearray((out / "train.tfrecord").read_bytes())
-    data_bytes[len(data_bytes) // 2] ^= 1  # a flipped bit: TensorFlow's CRC check refuses the file
-    (out / "train.tfrecord").write_bytes(bytes(data_bytes))
+    flip_a_bit(out / "train.tfrecord")  # TensorFlow's CRC check refuses the file
     with pytest.raises(MultipleChoiceDataError, match="unreadable feature file"):
         read_feature_arrays(feature_file)
 

@@ -7,7 +7,7 @@ import os
 
 import numpy as np
 import pytest
-from conftest import run_in_process, write_tiny_config
+from conftest import Capture, run_in_process, write_tiny_config
 from tools import make_topic_task
 from distributed_helpers import MECHANICS
 import tensorflow as tf
@@ -244,7 +244,7 @@ def test_sts_b_regression_from_an_albert_tf_checkpoint_in_process(tiny_export, s
     values["train_step"].value = 18
     values["export_dir"].value = None
     values["do_eval"].value = False  # (its point is the resume: no second evaluation)
-    buffer = _Capture()
+    buffer = Capture()
     assert run_classifier.run(values, stream=buffer)["final_step"] == 18, buffer.text
     assert "resuming from" in buffer.text and "ckpt-12" in buffer.text
 
@@ -289,17 +289,6 @@ def _run_converts_to_hf_and_keras_hub(tmp_path, spm, dev, scores, best_step):
     back = load_source("hf", hf_dir)
     for a, b in zip(model.weights, back.weights, strict=True):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b), err_msg=a.path)
-
-
-class _Capture:
-    def __init__(self):
-        self.text = ""
-
-    def write(self, s):
-        self.text += s
-
-    def flush(self):
-        pass
 
 
 BAD_INPUT = [  # (files of --data_dir, extra flags, the message expected on stderr)

@@ -9,7 +9,7 @@ import shutil
 
 import numpy as np
 import pytest
-from conftest import run_in_process, write_tiny_config
+from conftest import Capture, run_in_process, write_tiny_config
 from tools import make_race_data
 from real_data import real_path
 
@@ -97,17 +97,6 @@ def _check_probabilities(rows, num_options=4):
         assert len(probabilities) == num_options and abs(sum(probabilities) - 1) < 1e-6
         assert all(float(np.float32(p)) == p for p in probabilities), probabilities
         assert row["prediction"] == "ABCD"[probabilities.index(max(probabilities))]
-
-
-class _Capture:
-    def __init__(self):
-        self.text = ""
-
-    def write(self, text):
-        self.text += text
-
-    def flush(self):
-        pass
 
 
 def _answer(export_dir, data_dir):
@@ -206,7 +195,7 @@ def test_all_txt_layout_and_generic_multiple_choice(race_dirs, spm_model, config
     # the release's all.txt layout: found, said, and evaluated over every dev question
     # --middle_only: high school has no question, so no accuracy (none written, "n/a" printed)
     out = tmp_path / "all_txt"
-    printed = _Capture()
+    printed = Capture()
     _run(_common(race_dirs["all.txt"], spm_model, config_file, out) + [
         "--do_train", "--do_eval", "--train_step=2", "--warmup_step=0", "--train_batch_size=8",
         "--iterations_per_loop=2", "--middle_only"], stream=printed)

@@ -6,6 +6,7 @@ import unicodedata
 
 import numpy as np
 import pytest
+from conftest import flip_a_bit, listing
 
 from albert_tf.tasks.squad.alignment import (_is_blank, _split_with_offsets, align_offsets, normalize_with_offsets,
                                             tokenize_context)
@@ -347,12 +348,7 @@ def test_feature_files_are_tfrecords_of_examples_written_atomically(tmp_path):
 
     with pytest.raises(RuntimeError, match="the builder failed"):
         feature_cache.write_feature_file(failing(), path, kind, {"n": 4})
-    assert open(path, "rb").read() == before and _listing(tmp_path) == ["f.tfrecord"]
-
-
-def _listing(directory):
-    """What is in `directory` besides albert_tf's markers (storage.outputs)."""
-    return sorted(n for n in os.listdir(directory) if not n.endswith(".albert_tf_output.json"))
+    assert open(path, "rb").read() == before and listing(tmp_path) == ["f.tfrecord"]
 
 
 def test_feature_cache_rebuilt_when_settings_or_input_change(tmp_path, tok):
@@ -367,7 +363,7 @@ def test_feature_cache_rebuilt_when_settings_or_input_change(tmp_path, tok):
     settings = FeatureSettings(max_seq_length=64, doc_stride=24, max_query_length=12, is_training=True)
     first = load_or_build_features(path, feature_file, tok, settings, return_features=True)
     assert first.rebuilt and "does not exist" in first.reason and first.num_features == len(first.features) > 3
-    assert _listing(out) == ["train.tfrecord", "train.tfrecord.json"]  # no temporaries left behind
+    assert listing(out) == ["train.tfrecord", "train.tfrecord.json"]  # no temporaries left behind
     sidecar = json.loads((out / "train.tfrecord.json").read_text())
     assert sidecar["settings"]["doc_stride"] == 24 and sidecar["convert_summary"]["features"] == first.num_features
     assert sidecar["settings"]["input_sha256"] and sidecar["settings"]["spm_model_sha256"]
@@ -403,10 +399,8 @@ def test_feature_cache_rebuilt_when_settings_or_input_change(tmp_path, tok):
     assert edited.rebuilt and "content changed" in edited.reason
     with pytest.raises(SquadDataError, match="stale"):
         read_feature_file(feature_file, feature_file_settings(settings, tok, path))
-    assert _listing(out) == ["train.tfrecord", "train.tfrecord.json"]
-    data = bytearray((out / "train.tfrecord").read_bytes())
-    data[len(data) // 2] ^= 1  # a flipped bit: TensorFlow's CRC check refuses the file
-    (out / "train.tfrecord").write_bytes(bytes(data))
+    assert listing(out) == ["train.tfrecord", "train.tfrecord.json"]
+    flip_a_bit(out / "train.tfrecord")  # TensorFlow's CRC check refuses the file
     with pytest.raises(SquadDataError, match="unreadable feature file"):
         read_feature_arrays(feature_file)
 
@@ -419,7 +413,7 @@ def test_prediction_cache_keeps_spans(tmp_path, tok):
     settings = FeatureSettings(max_seq_length=48, doc_stride=16, max_query_length=12, is_training=False)
     built = load_or_build_features(path, feature_file, tok, settings)
     assert built.rebuilt and len(built.features) > 2
-    assert _listing(tmp_path) == ["dev.json", "dev.tfrecord", "dev.tfrecord.json", "dev.tfrecord.spans.json"]
+    assert listing(tmp_path) == ["dev.json", "dev.tfrecord", "dev.tfrecord.json", "dev.tfrecord.spans.json"]
     cached = load_or_build_features(path, feature_file, tok, settings)
     assert not cached.rebuilt and [e.qas_id for e in cached.examples] == ["d1", "d2"]
     assert len(cached.features) == len(built.features)

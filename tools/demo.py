@@ -26,7 +26,7 @@ import time
 
 from absl import flags
 
-from albert_tf import cli
+from albert_tf import entry_points
 from albert_tf.storage import outputs
 from albert_tf.storage.json_files import read_json
 
@@ -321,19 +321,7 @@ def _print_classifier_summary(classifier_dir):
     return summary
 
 
-def main(argv=None):
-    """`demo ARGV` in this process: returns its exit status
-    (albert_tf.cli.main: its own flags, the process's state put back; not undone:
-    cli.IRREVERSIBLE).
-
-    Args:
-        argv: the arguments, without the program name (default sys.argv[1:]).
-    """
-    return cli.main("demo", define_flags, run, argv)
-
-
-def entry():
-    sys.exit(main())
+main, entry = entry_points.command("demo", define_flags, run)
 
 
 if __name__ == "__main__":

@@ -42,12 +42,11 @@ import json
 import os
 import random
 import re
-import sys
 import zlib
 
 from absl import flags
 
-from albert_tf import cli
+from albert_tf import entry_points
 from albert_tf.data.sample_corpus import read_entries
 from albert_tf.storage import atomic, outputs
 
@@ -322,19 +321,7 @@ def run(f):
     return 0
 
 
-def main(argv=None):
-    """`make_race_data ARGV` in this process: returns its exit status
-    (albert_tf.cli.main: its own flags, the process's state put back; not undone:
-    cli.IRREVERSIBLE).
-
-    Args:
-        argv: the arguments, without the program name (default sys.argv[1:]).
-    """
-    return cli.main("make_race_data", define_flags, run, argv)
-
-
-def entry():
-    sys.exit(main())
+main, entry = entry_points.command("make_race_data", define_flags, run)
 
 
 if __name__ == "__main__":

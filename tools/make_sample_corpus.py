@@ -19,11 +19,10 @@ The file is written when new, replaced when this tool made it (its marker), and 
 otherwise (exit status 2) before any work (albert_tf.storage.outputs).
 """
 
-import sys
 
 from absl import flags
 
-from albert_tf import cli
+from albert_tf import entry_points
 from albert_tf.data import sample_corpus
 from albert_tf.data.sample_corpus import write_corpus  # noqa: F401  (tests/conftest.py imports it from here)
 from albert_tf.storage import outputs
@@ -62,19 +61,7 @@ def run(f):
     return 0
 
 
-def main(argv=None):
-    """`make_sample_corpus ARGV` in this process: returns its exit status
-    (albert_tf.cli.main: its own flags, the process's state put back; not undone:
-    cli.IRREVERSIBLE).
-
-    Args:
-        argv: the arguments, without the program name (default sys.argv[1:]).
-    """
-    return cli.main("make_sample_corpus", define_flags, run, argv)
-
-
-def entry():
-    sys.exit(main())
+main, entry = entry_points.command("make_sample_corpus", define_flags, run)
 
 
 if __name__ == "__main__":

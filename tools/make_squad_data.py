@@ -25,12 +25,11 @@ people task and the layout in full: docs/squad.md, "The tiny data".
 
 import random
 import re
-import sys
 import zlib
 
 from absl import flags
 
-from albert_tf import cli
+from albert_tf import entry_points
 from albert_tf.data import sample_corpus
 from albert_tf.data.sample_corpus import module_name, read_entries
 from albert_tf.storage import atomic, outputs
@@ -409,19 +408,7 @@ def run(f):
     return 0
 
 
-def main(argv=None):
-    """`make_squad_data ARGV` in this process: returns its exit status
-    (albert_tf.cli.main: its own flags, the process's state put back; not undone:
-    cli.IRREVERSIBLE).
-
-    Args:
-        argv: the arguments, without the program name (default sys.argv[1:]).
-    """
-    return cli.main("make_squad_data", define_flags, run, argv)
-
-
-def entry():
-    sys.exit(main())
+main, entry = entry_points.command("make_squad_data", define_flags, run)
 
 
 if __name__ == "__main__":

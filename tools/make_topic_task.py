@@ -34,12 +34,11 @@ otherwise (exit status 2) before any work (albert_tf.storage.outputs).
 """
 
 import os
-import sys
 import zlib
 
 from absl import flags
 
-from albert_tf import cli
+from albert_tf import entry_points
 from albert_tf.data import sample_corpus
 from albert_tf.data.sample_corpus import package_of, read_entries
 from albert_tf.storage import atomic, outputs
@@ -224,19 +223,7 @@ def run(f):
     return 0
 
 
-def main(argv=None):
-    """`make_topic_task ARGV` in this process: returns its exit status
-    (albert_tf.cli.main: its own flags, the process's state put back; not undone:
-    cli.IRREVERSIBLE).
-
-    Args:
-        argv: the arguments, without the program name (default sys.argv[1:]).
-    """
-    return cli.main("make_topic_task", define_flags, run, argv)
-
-
-def entry():
-    sys.exit(main())
+main, entry = entry_points.command("make_topic_task", define_flags, run)
 
 
 if __name__ == "__main__":

@@ -10,11 +10,10 @@ otherwise (exit status 2) before anything is drawn (albert_tf.storage.outputs).
 """
 
 import os
-import sys
 
 from absl import flags
 
-from albert_tf import cli
+from albert_tf import entry_points
 from albert_tf.storage import outputs
 
 
@@ -44,19 +43,7 @@ def run(f):
     return 0
 
 
-def main(argv=None):
-    """`plot_metrics ARGV` in this process: returns its exit status
-    (albert_tf.cli.main: its own flags, the process's state put back; not undone:
-    cli.IRREVERSIBLE).
-
-    Args:
-        argv: the arguments, without the program name (default sys.argv[1:]).
-    """
-    return cli.main("plot_metrics", define_flags, run, argv)
-
-
-def entry():
-    sys.exit(main())
+main, entry = entry_points.command("plot_metrics", define_flags, run)
 
 
 if __name__ == "__main__":

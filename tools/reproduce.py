@@ -32,7 +32,7 @@ import sys
 
 from absl import flags
 
-from albert_tf import cli, option_flags
+from albert_tf import entry_points, option_flags
 
 if __package__:  # imported as tools.reproduce
     from . import reproduce_grid as grid
@@ -104,19 +104,7 @@ def run(f):
     return reproduce_runner.run_grid(settings, f.output_dir, quick=f.quick, stream=sys.stdout)
 
 
-def main(argv=None):
-    """`reproduce ARGV` in this process: returns its exit status
-    (albert_tf.cli.main: its own flags, the process's state put back; not undone:
-    cli.IRREVERSIBLE).
-
-    Args:
-        argv: the arguments, without the program name (default sys.argv[1:]).
-    """
-    return cli.main("reproduce", define_flags, run, argv)
-
-
-def entry():
-    sys.exit(main())
+main, entry = entry_points.command("reproduce", define_flags, run)
 
 
 if __name__ == "__main__":

@@ -30,11 +30,10 @@ import functools
 import json
 import math
 import os
-import sys
 
 from absl import flags
 
-from albert_tf import cli, option_flags
+from albert_tf import entry_points, option_flags
 
 if __package__:  # imported as tools.reproduce_pilot
     from . import reproduce
@@ -283,9 +282,7 @@ def table(summary):
     return lines
 
 
-def main(argv=None):
-    """`reproduce_pilot ARGV` in this process: returns its exit status (albert_tf.cli.main)."""
-    return cli.main("reproduce_pilot", define_flags, run, argv)
+main, entry = entry_points.command("reproduce_pilot", define_flags, run)
 
 if __name__ == "__main__":
-    sys.exit(main())
+    entry()

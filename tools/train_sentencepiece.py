@@ -13,11 +13,10 @@ training (albert_tf.storage.outputs).
 
 import contextlib
 import os
-import sys
 
 from absl import flags
 
-from albert_tf import cli
+from albert_tf import entry_points
 from albert_tf.data.files import InputError, expand_input_files
 from albert_tf.data.spm_training import SentencePieceOptions, train_sentencepiece
 from albert_tf.storage import outputs
@@ -58,19 +57,7 @@ def run(f):
     return 0
 
 
-def main(argv=None):
-    """`train_sentencepiece ARGV` in this process: returns its exit status
-    (albert_tf.cli.main: its own flags, the process's state put back; not undone:
-    cli.IRREVERSIBLE).
-
-    Args:
-        argv: the arguments, without the program name (default sys.argv[1:]).
-    """
-    return cli.main("train_sentencepiece", define_flags, run, argv)
-
-
-def entry():
-    sys.exit(main())
+main, entry = entry_points.command("train_sentencepiece", define_flags, run)
 
 
 if __name__ == "__main__":

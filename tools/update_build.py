@@ -7,9 +7,10 @@ Bazel cannot fetch rules_python offline here, so tests/test_build.py keeps BUILD
 to what this tool generates and checks every module and test has its target.
 
 Targets: `py_library` per module under albert_tf/ (named by path, e.g.
-`albert_tf_modeling_config`) and `tools` (tools/__init__.py), `py_binary` per script in tools/ and
-benchmarks/ and per albert_tf module with a `__main__` block (`<library>_main`), `py_test` per tests/test_*.py
-(run through tests/bazel_pytest_main.py), `tests_support` for the shared test helpers.
+`albert_tf_modeling_config`; `data`: the package data it reads, DATA) and `tools` (tools/__init__.py),
+`py_binary` per script in tools/ and benchmarks/ and per albert_tf module with a `__main__` block
+(`<library>_main`), `py_test` per tests/test_*.py (run through tests/bazel_pytest_main.py),
+`tests_support` for the shared test helpers.
 """
 
 import ast
@@ -17,6 +18,10 @@ import os
 import sys
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+if ROOT not in sys.path:  # run as a script: this checkout's albert_tf
+    sys.path.insert(0, ROOT)
+
+from albert_tf import entry_points  # light: albert_tf.cli is imported when main runs
 
 # import name -> requirements.txt name
 THIRD_PARTY = {
@@ -44,6 +49,9 @@ THIRD_PARTY = {
 OPTIONAL = frozenset()
 # packages needed at run time beside an import: nbclient starts an ipykernel kernel
 RUNTIME_EXTRAS = {"nbclient": ("ipykernel",)}
+# the package data a library reads beside it (pyproject.toml's package-data)
+DATA = {"albert_tf/data/sample_corpus.py": ("albert_tf/data/sample_corpus.jsonl.gz",),
+        "albert_tf/data/unicode_tables.py": ("albert_tf/data/unicode_*.json",)}
 SUPPORT = ("tests/conftest.py", "tests/harness.py", "tests/convert_helpers.py", "tests/squad_official.py",
            "tests/bazel_pytest_main.py", "tests/real_data.py", "tests/made_by.py")
 
@@ -142,7 +150,8 @@ def generate(root=ROOT):
         'exports_files(["requirements.txt"])',
     ]
     for path in library_files:
-        blocks += ["", _rule("py_library", target_name(path), [path], _deps(path, libraries, root))]
+        data = ["data = glob([" + ", ".join(f'"{d}"' for d in DATA[path]) + "])"] if path in DATA else []
+        blocks += ["", _rule("py_library", target_name(path), [path], _deps(path, libraries, root), data)]
         if _imports(path, root)[1]:
             blocks += ["", _rule("py_binary", target_name(path) + "_main", [path], [":" + target_name(path)],
                                  [f'main = "{path}"'])]
@@ -191,21 +200,7 @@ def run(f):
     return 0
 
 
-def main(argv=None):
-    """`update_build ARGV` in this process: returns its exit status
-    (albert_tf.cli.main: its own flags, the process's state put back; not undone:
-    cli.IRREVERSIBLE).
-
-    Args:
-        argv: the arguments, without the program name (default sys.argv[1:]).
-    """
-    from albert_tf import cli
-
-    return cli.main("update_build", define_flags, run, argv)
-
-
-def entry():
-    sys.exit(main())
+main, entry = entry_points.command("update_build", define_flags, run)
 
 
 if __name__ == "__main__":

@@ -40,11 +40,10 @@ multiple-choice model, the logit of that sequence as a single option).
 """
 
 import os
-import sys
 
 from absl import flags
 
-from albert_tf import cli, option_flags
+from albert_tf import entry_points, option_flags
 
 
 def define_flags(flag_values=None):
@@ -138,19 +137,7 @@ def print_fixed_outputs(model):
         print(f"{name}[:5] for the same ids: [{', '.join(f'{v:+.6f}' for v in array[:5])}]")
 
 
-def main(argv=None):
-    """`convert ARGV` in this process: returns its exit status
-    (albert_tf.cli.main: its own flags, the process's state put back; not undone:
-    cli.IRREVERSIBLE).
-
-    Args:
-        argv: the arguments, without the program name (default sys.argv[1:]).
-    """
-    return cli.main("convert", define_flags, run, argv)
-
-
-def entry():
-    sys.exit(main())
+main, entry = entry_points.command("convert", define_flags, run)
 
 
 if __name__ == "__main__":

@@ -1,5 +1,5 @@
 """The Unicode tables of the one text normalisation for the running Python: those of its
-unicodedata's Unicode version (albert_tf/data/unicode_VERSION.py, written by
+unicodedata's Unicode version (albert_tf/data/unicode_VERSION.json, package data written by
 tools/make_unicode_tables.py on a Python of that version).
 
 albert_tf.data.tokenization (Python) and albert_tf.export.normalization (the graph) read them
@@ -7,25 +7,34 @@ from here. Python's `preprocess_text` normalises with its own unicodedata, so th
 the tables of the same Unicode version: the two agree on every code point on each Python (3.11:
 Unicode 14.0.0, 3.12: 15.0.0, 3.13: 15.1.0). Only characters a newer Unicode added or changed
 normalise otherwise on another Python, in its data and its exports alike.
+
+Sets are flat tuples of sorted [start, end) code point bounds (c is in the set when
+bisect_right(bounds, c) is odd); LOWER is flat (first, last, step, delta) runs.
 """
 
+import glob
+import os
 import sys
 import unicodedata
 
-from albert_tf.data import unicode_14_0_0, unicode_15_0_0, unicode_15_1_0
+from albert_tf.storage.json_files import read_json
 
-_BY_VERSION = {tables.UNICODE_VERSION: tables for tables in (unicode_14_0_0, unicode_15_0_0, unicode_15_1_0)}
-if unicodedata.unidata_version not in _BY_VERSION:
+_FOLDER = os.path.dirname(os.path.abspath(__file__))
+PATH = os.path.join(_FOLDER, f"unicode_{unicodedata.unidata_version.replace('.', '_')}.json")
+if not os.path.isfile(PATH):
+    _HAVE = sorted(os.path.basename(p)[len("unicode_"):-len(".json")].replace("_", ".")
+                   for p in glob.glob(os.path.join(_FOLDER, "unicode_*.json")))
     raise ImportError(f"albert_tf has no Unicode tables for Python {sys.version.split()[0]}'s unicodedata "
-                      f"{unicodedata.unidata_version} (it has {', '.join(_BY_VERSION)}): run "
-                      "python tools/make_unicode_tables.py on it and import the file it writes here")
-_TABLES = _BY_VERSION[unicodedata.unidata_version]
+                      f"{unicodedata.unidata_version} (it has {', '.join(_HAVE)}): run "
+                      "python tools/make_unicode_tables.py on it")
+_TABLES = read_json(PATH, f"the Unicode {unicodedata.unidata_version} tables of tools/make_unicode_tables.py",
+                    "run python tools/make_unicode_tables.py")
 
-UNICODE_VERSION = _TABLES.UNICODE_VERSION
-COMBINING = _TABLES.COMBINING
-DECOMPOSED = _TABLES.DECOMPOSED
-LOWER = _TABLES.LOWER
-CASE_IGNORABLE = _TABLES.CASE_IGNORABLE
-CASED = _TABLES.CASED
-BLANK = _TABLES.BLANK
-DIGIT = _TABLES.DIGIT
+UNICODE_VERSION = _TABLES["UNICODE_VERSION"]
+COMBINING = tuple(_TABLES["COMBINING"])
+DECOMPOSED = tuple(_TABLES["DECOMPOSED"])
+LOWER = tuple(_TABLES["LOWER"])
+CASE_IGNORABLE = tuple(_TABLES["CASE_IGNORABLE"])
+CASED = tuple(_TABLES["CASED"])
+BLANK = tuple(_TABLES["BLANK"])
+DIGIT = tuple(_TABLES["DIGIT"])

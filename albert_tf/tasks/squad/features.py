@@ -33,7 +33,7 @@ import logging
 import numpy as np
 
 from albert_tf.tasks.squad.alignment import tokenize_context
-from albert_tf.tasks.squad.reading import MAX_LISTED_IDS
+from albert_tf.tasks.squad.reading import MAX_LISTED_IDS, Summarized, Summary
 
 logger = logging.getLogger("albert_tf")
 
@@ -115,25 +115,25 @@ class SquadFeature:
         p[self.context_offset:self.context_offset + self.context_length] = 0
         return p
 
+    def _per_position(self, context_values, fill, convert):
+        """Per position: convert(value) of the context piece there, `fill` elsewhere (None
+        when context_values is None)."""
+        if context_values is None:
+            return None
+        out = [fill] * self.max_seq_length
+        for k, v in enumerate(context_values.tolist()):
+            out[self.context_offset + k] = convert(v)
+        return out
+
     @property
     def token_spans(self):
         """Per position: (start, end) in the example's context_text, or None."""
-        if self.context_spans is None:
-            return None
-        out = [None] * self.max_seq_length
-        for k, (s, e) in enumerate(self.context_spans.tolist()):
-            out[self.context_offset + k] = (s, e)
-        return out
+        return self._per_position(self.context_spans, None, tuple)
 
     @property
     def token_is_max_context(self):
         """Per position: True where this window is the piece's max-context window."""
-        if self.context_is_max is None:
-            return None
-        out = [False] * self.max_seq_length
-        for k, v in enumerate(self.context_is_max.tolist()):
-            out[self.context_offset + k] = bool(v)
-        return out
+        return self._per_position(self.context_is_max, False, bool)
 
     def as_window(self):
         """{"qid", "token_spans", "token_is_max_context"}: the window form of
@@ -152,7 +152,7 @@ class SquadFeature:
 
 
 @dataclasses.dataclass
-class ConvertSummary:
+class ConvertSummary(Summary):
     """examples: converted; features: made; answerable / impossible: features by label;
     skipped: training examples whose answer no piece covers (e.g. only characters that
     normalisation drops); skipped_ids: the first of them; truncated_questions: questions cut
@@ -166,14 +166,9 @@ class ConvertSummary:
     skipped_ids: list = dataclasses.field(default_factory=list)
     truncated_questions: int = 0
 
-    def to_dict(self):
-        return dataclasses.asdict(self)
 
-
-class SquadFeatures(list):
+class SquadFeatures(Summarized):
     """A list of SquadFeature with the `summary` (ConvertSummary) of the conversion."""
-
-    summary = None
 
 
 def doc_spans(num_tokens, max_tokens_for_doc, doc_stride):

@@ -60,8 +60,21 @@ class SquadExample:
         return texts or [""]
 
 
+class Summary:
+    """A step's counts (a dataclass of its own); `to_dict` is their JSON form."""
+
+    def to_dict(self):
+        return dataclasses.asdict(self)
+
+
+class Summarized(list):
+    """A list of what a step made, with the `summary` (a Summary) of the step."""
+
+    summary = None
+
+
 @dataclasses.dataclass
-class ReadSummary:
+class ReadSummary(Summary):
     """What read_squad_examples read.
 
     questions: questions in the file; examples: examples returned; impossible: of them, v2
@@ -79,14 +92,9 @@ class ReadSummary:
     mismatched_ids: list = dataclasses.field(default_factory=list)
     skipped: int = 0
 
-    def to_dict(self):
-        return dataclasses.asdict(self)
 
-
-class SquadExamples(list):
+class SquadExamples(Summarized):
     """A list of SquadExample with the `summary` (ReadSummary) of the read."""
-
-    summary = None
 
 
 def normalize_version(version, path):
