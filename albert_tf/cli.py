@@ -1,16 +1,13 @@
 """What every albert_tf entry point (run_*, export_tfhub, convert, param_table, tools/)
 does around its work: one style, one error convention.
 
-    def define_flags(flag_values): ...  # define_options(flag_values, SomeOptions): a flag per
-                                        # field (its default and help), DEFINE_* for the rest
-    def run(f): ...                     # f: the parsed flags; nothing below sees them
+    RECORD = Command("some_command", ((SomeOptions, None),))   # its options record (storage.options)
 
-    def main(argv=None):
-        # `python -m albert_tf.run_pretraining ARGS` as a call: returns its exit status
-        return cli.main("run_pretraining", define_flags, run, argv)
+    def define_flags(flag_values):
+        option_flags.define_command(flag_values, RECORD)        # a flag per field
+    def run(f): ...                                             # f: the parsed flags
 
-    if __name__ == "__main__":
-        sys.exit(main())
+    main, entry = entry_points.command("some_command", define_flags, run)   # main(argv) -> status
 
 `main` defines the flags in a FlagValues of its own, parses them (flag files with
 --flagfile), calls `run(flags)` with absl logging at WARNING (unless --verbosity is given)
