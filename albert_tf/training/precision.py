@@ -7,9 +7,8 @@ Every model-building command takes `--dtype_policy`, made from `PrecisionOptions
 - `mixed_bfloat16`: matmuls and activations in bfloat16; variables, checkpoints and
   optimizer slots stay float32 (Keras mixed policy), and the attention core (q.k^T,
   softmax, probabilities x values), the embeddings sum, the residual stream with its layer
-  norms, losses, logits and metrics are computed in float32 by the model code: in bf16 they
-  made QA from random weights and classification stall (modeling/encoder_block.py's module
-  doc has the measurements). The encoder casts each shared weight to bf16 once per
+  norms, losses, logits and metrics are computed in float32 by the model code
+  (docs/mixed_precision.md says why). The encoder casts each shared weight to bf16 once per
   forward, not at each of its L uses.
 - `auto` (the entry points' default): mixed_bfloat16 where the hardware computes bf16
   natively (a TPU; GPUs of compute capability >= 8.0; a CPU with the avx512_bf16 or
