@@ -82,6 +82,12 @@ class AlbertClassifier(FineTunedModel):
         self.dropout = float(dropout)
         self.initializer_range = float(initializer_range)
 
+    def _obj_type(self):
+        # Keras' `.weights.h5` writer lays a functional model out as its layers in order under
+        # `layers/`; this classifier was one until issue 64, so its files keep that layout
+        # (`layers/albert_encoder/...`, `layers/dense/...`), as AlbertEncoder's do.
+        return "Functional"
+
     def call(self, inputs, training=None):
         pooled = self.encoder(self._encoder_inputs(inputs), training=training)["pooled_output"]  # [B, H]
         return self.output_dense(self.output_dropout(pooled, training=training))  # [B, C]
