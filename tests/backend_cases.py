@@ -15,7 +15,7 @@ import numpy as np
 from keras import ops
 
 BATCH, LENGTH, VOCAB = 2, 16, 100
-CLASSIFIER_WEIGHTS = "classifier.weights.h5"  # AlbertClassifier has no pretrained-directory class of its own
+CLASSIFIER_WEIGHTS = "classifier.weights.h5"  # AlbertClassifier.WEIGHTS_FILE
 
 # name -> (kind, AlbertConfig overrides, dtype policy, run-time options). One shape for all (E 16,
 # H 32, I 64): JAX compiles each eager op once per shape.

@@ -82,7 +82,7 @@ def test_from_hugging_face_multiple_choice(tmp_path):
     result = run_cli("--from=hf", f"--input={tmp_path / 'hf'}", f"--output={tmp_path / 'converted'}")
     assert "as AlbertForMultipleChoice" in result.stdout and "logits[:5]" in result.stdout
     assert sorted(os.listdir(tmp_path / "converted")) == [".albert_tf_output.json", "albert_config.json",
-                                                           "multiple_choice.json", "multiple_choice.weights.h5"]
+                                                           "model.json", "multiple_choice.weights.h5"]
     converted = AlbertForMultipleChoice.from_pretrained(tmp_path / "converted")
     assert converted.config == cfg and converted.dropout_prob == 0.1
     assert_same_weights(original, converted)

@@ -73,7 +73,7 @@ def test_from_hugging_face_question_answering(tmp_path):
     assert "as AlbertForQuestionAnswering" in result.stdout
     assert "no pooler" in result.stderr and "the converted pooler is zeros" in result.stderr
     assert sorted(os.listdir(tmp_path / "converted")) == [".albert_tf_output.json", "albert_config.json",
-                                                           "question_answering.json", "question_answering.weights.h5"]
+                                                           "model.json", "question_answering.weights.h5"]
     converted = AlbertForQuestionAnswering.from_pretrained(tmp_path / "converted")
     assert converted.version == "v1" and converted.config == cfg
 

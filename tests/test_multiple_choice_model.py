@@ -16,8 +16,7 @@ from harness import (check_config_round_trip, check_fine_tuned_directory, check_
 
 from albert_tf import AlbertConfig, AlbertEncoder, AlbertForMultipleChoice, AlbertPretrainer
 from albert_tf.convert.api import tf1_values
-from albert_tf.modeling.multiple_choice import (MULTIPLE_CHOICE_SETTINGS, MULTIPLE_CHOICE_WEIGHTS,
-                                                MultipleChoiceHead, multiple_choice_loss)
+from albert_tf.modeling.multiple_choice import MULTIPLE_CHOICE_WEIGHTS, MultipleChoiceHead, multiple_choice_loss
 from albert_tf.storage.report import CheckpointMismatchError
 
 ENCODER_KEYS = ("input_word_ids", "input_mask", "input_type_ids")
@@ -227,10 +226,9 @@ def test_save_and_from_pretrained(tiny_config, tmp_path):
     config = no_dropout(tiny_config)
     model = randomize(AlbertForMultipleChoice(config, dropout_prob=0.2), seed=9)
     model.save_pretrained(tmp_path / "mc")
-    assert sorted(os.listdir(tmp_path / "mc")) == ["albert_config.json", MULTIPLE_CHOICE_SETTINGS,
-                                                    MULTIPLE_CHOICE_WEIGHTS]
+    assert sorted(os.listdir(tmp_path / "mc")) == ["albert_config.json", "model.json", MULTIPLE_CHOICE_WEIGHTS]
     assert AlbertForMultipleChoice.WEIGHTS_FILE == "multiple_choice.weights.h5"
-    assert json.load(open(tmp_path / "mc" / "multiple_choice.json")) == {"dropout_prob": 0.2}
+    assert json.load(open(tmp_path / "mc" / "model.json"))["config"]["dropout_prob"] == 0.2
     loaded = AlbertForMultipleChoice.from_pretrained(tmp_path / "mc")
     assert loaded.head_settings() == {"dropout_prob": 0.2} and loaded.config == config
     for a, b in zip(model.weights, loaded.weights, strict=True):
@@ -244,10 +242,22 @@ def test_save_and_from_pretrained(tiny_config, tmp_path):
     other = AlbertForMultipleChoice(config.replace(hidden_size=48, intermediate_size=96, num_attention_heads=4))
     other.save_pretrained(tmp_path / "wider")
     os.replace(tmp_path / "wider" / MULTIPLE_CHOICE_WEIGHTS, tmp_path / "mc" / MULTIPLE_CHOICE_WEIGHTS)
-    with pytest.raises(CheckpointMismatchError, match=r"mc \(with its albert_config.json and multiple_choice.json\)"
+    with pytest.raises(CheckpointMismatchError, match=r"mc \(with its model.json\)"
                                                       r"[^\n]*does not match the model") as error:
         AlbertForMultipleChoice.from_pretrained(tmp_path / "mc")
     assert "shape mismatches" in str(error.value) and "[48]" in str(error.value)
+
+    # the directory as albert_tf 0.2.0 wrote it: multiple_choice.json, no model.json
+    os.remove(tmp_path / "mc" / "model.json")
+    (tmp_path / "mc" / "multiple_choice.json").write_text('{"dropout_prob": 0.2}')
+    with pytest.raises(CheckpointMismatchError, match=r"mc \(with its albert_config.json and multiple_choice.json\)"
+                                                      r"[^\n]*does not match the model") as error:
+        AlbertForMultipleChoice.from_pretrained(tmp_path / "mc")
+    os.replace(tmp_path / "mc" / MULTIPLE_CHOICE_WEIGHTS, tmp_path / "wider" / MULTIPLE_CHOICE_WEIGHTS)
+    model.save_weights(tmp_path / "mc" / MULTIPLE_CHOICE_WEIGHTS)
+    old = AlbertForMultipleChoice.from_pretrained(tmp_path / "mc")
+    assert old.get_config() == model.get_config()
+    np.testing.assert_array_equal(to_numpy(old(inputs))["logits"], to_numpy(model(inputs))["logits"])
 
     os.remove(tmp_path / "mc" / "multiple_choice.json")
     with pytest.raises(ValueError, match="multiple_choice.weights.h5 without multiple_choice.json"):

@@ -122,7 +122,7 @@ def test_pretrainer_directory_round_trip(tiny_config, tmp_path):
     model = _randomize(AlbertPretrainer(tiny_config), 1)
     directory = tmp_path / "pretrained"
     model.save_pretrained(directory)
-    assert sorted(os.listdir(directory)) == ["albert_config.json", "pretrainer.weights.h5"]
+    assert sorted(os.listdir(directory)) == ["albert_config.json", "model.json", "pretrainer.weights.h5"]
     loaded = AlbertPretrainer.from_pretrained(directory)
     assert loaded.config == tiny_config
     _same_weights(model, loaded)
@@ -136,7 +136,7 @@ def test_encoder_directory_round_trip_and_errors(tiny_config, tmp_path):
     encoder = _randomize(AlbertEncoder(tiny_config), 2)
     directory = tmp_path / "enc"
     encoder.save_pretrained(directory)
-    assert sorted(os.listdir(directory)) == ["albert_config.json", "encoder.weights.h5"]
+    assert sorted(os.listdir(directory)) == ["albert_config.json", "encoder.weights.h5", "model.json"]
     _same_weights(encoder, AlbertEncoder.from_pretrained(directory))
     with pytest.raises(ValueError, match=r"no pretrainer.weights.h5 \(only encoder.weights.h5: the source had no "
                                          r"pretraining heads\)"):

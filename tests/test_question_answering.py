@@ -17,6 +17,7 @@ from harness import (check_config_round_trip, check_fine_tuned_directory, check_
 
 from albert_tf import AlbertConfig, AlbertEncoder, AlbertForQuestionAnswering, AlbertPretrainer
 from albert_tf.convert.api import tf1_values
+from albert_tf.modeling.pretrained import model_record
 from albert_tf.modeling.qa_heads import SquadV1Head, SquadV2Head, squad_v1_loss, squad_v2_loss
 
 ENCODER_KEYS = ("input_word_ids", "input_mask", "input_type_ids")
@@ -372,9 +373,12 @@ def test_save_and_from_pretrained(tiny_config, tmp_path):
     config = no_dropout(tiny_config)
     model = randomize(AlbertForQuestionAnswering(config, version="v2", start_n_top=3, end_n_top=2), seed=9)
     model.save_pretrained(tmp_path / "qa")
-    assert sorted(os.listdir(tmp_path / "qa")) == ["albert_config.json", "question_answering.json",
+    assert sorted(os.listdir(tmp_path / "qa")) == ["albert_config.json", "model.json",
                                                     "question_answering.weights.h5"]
-    assert json.load(open(tmp_path / "qa" / "question_answering.json")) == {
+    record = json.load(open(tmp_path / "qa" / "model.json"))
+    assert record == model_record(model)  # keras.saving.serialize_keras_object(model), no compile settings
+    assert record["registered_name"] == "albert_tf>AlbertForQuestionAnswering"
+    assert {k: record["config"][k] for k in AlbertForQuestionAnswering.HEAD_SETTINGS} == {
         "version": "v2", "start_n_top": 3, "end_n_top": 2, "dropout_prob": 0.1}
     loaded = AlbertForQuestionAnswering.from_pretrained(tmp_path / "qa")
     assert loaded.head_settings() == model.head_settings()
@@ -385,6 +389,14 @@ def test_save_and_from_pretrained(tiny_config, tmp_path):
     _assert_matches_release(to_numpy(loaded(inputs)), to_numpy(model(inputs)))
     wider = AlbertForQuestionAnswering.from_pretrained(tmp_path / "qa", start_n_top=4, dropout_prob=0.0)
     assert (wider.start_n_top, wider.end_n_top, wider.dropout_prob) == (4, 2, 0.0)
+    with pytest.raises(ValueError, match="holds a SQuAD v2 head, not v1"):
+        AlbertForQuestionAnswering.from_pretrained(tmp_path / "qa", version="v1")
+    # the directory as albert_tf 0.2.0 wrote it: question_answering.json, no model.json
+    os.remove(tmp_path / "qa" / "model.json")
+    (tmp_path / "qa" / "question_answering.json").write_text(json.dumps(model.head_settings()))
+    old = AlbertForQuestionAnswering.from_pretrained(tmp_path / "qa")
+    assert old.get_config() == model.get_config()
+    _assert_matches_release(to_numpy(old(inputs)), to_numpy(model(inputs)))
     with pytest.raises(ValueError, match="holds a SQuAD v2 head, not v1"):
         AlbertForQuestionAnswering.from_pretrained(tmp_path / "qa", version="v1")
     os.remove(tmp_path / "qa" / "question_answering.json")

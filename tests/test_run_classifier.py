@@ -177,7 +177,9 @@ def test_cola_from_the_export_best_checkpoint_predictions_and_raw_string_export(
     from albert_tf.convert.api import load_source, write_target
     from albert_tf.data.tokenization import SentencePieceTokenizer
 
-    assert json.load(open(os.path.join(out, "run_info.json")))["model"]["encoder"] == "export"
+    info = json.load(open(os.path.join(out, "run_info.json")))
+    assert info["model"]["config"]["encoder"]["class_name"] == "EncoderTFSMLayer"
+    assert info["export_encoder"]["variables"] and info["labels"] == ["0", "1"]
     run_model = load_source("albert_tf", out)
     assert run_model.run_labels == ["0", "1"] and "best" in run_model.run_checkpoint
     hf_dir, kind, _ = write_target(run_model, "hf", str(tmp_path / "hf"), tiny_export["spm"])

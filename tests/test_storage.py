@@ -475,11 +475,11 @@ def test_package_sha256_follows_the_py_files_alone(tmp_path):
 
 
 def test_the_rules_names_agree_with_the_modules_that_write_them():
-    from albert_tf.modeling.pretrained import CONFIG_NAME
+    from albert_tf.modeling.pretrained import CONFIG_NAME, MODEL_FILE
     from albert_tf.training.checkpoints import BEST_DIR, RUN_INFO
 
     assert outputs.RUN_INFO == RUN_INFO
-    assert {BEST_DIR, RUN_INFO, CONFIG_NAME} <= set(outputs.RUN_NAMES)
+    assert {BEST_DIR, RUN_INFO, CONFIG_NAME, MODEL_FILE} <= set(outputs.RUN_NAMES)
 
 
 def test_write_csv_header_columns_and_values(tmp_path):

@@ -117,9 +117,9 @@ def load_source(source, path, config=None):
         classifier.run_labels = keras_hub.preset_labels(path)
         return classifier
     if source == "albert_tf":
-        record = run_record(path)
-        if record is not None:
-            return load_run(path, record)
+        info = run_record(path)
+        if info is not None:
+            return load_run(path, info)
         if os.path.isfile(os.path.join(path, QUESTION_ANSWERING_WEIGHTS)):
             return AlbertForQuestionAnswering.from_pretrained(path)
         if os.path.isfile(os.path.join(path, MULTIPLE_CHOICE_WEIGHTS)):
@@ -164,8 +164,8 @@ def _hf_classifier(path, config, values, label):
 
 
 def run_record(path):
-    """The model record of a fine-tuning run directory (run_info.json's "model",
-    albert_tf.modeling.records), or None for anything else."""
+    """run_info.json of a fine-tuning run directory (its "model" record and the keys beside
+    it: albert_tf.modeling.records), or None for anything else."""
     info = os.path.join(path, RUN_INFO)
     if not os.path.isdir(path) or not os.path.isfile(info):
         return None
@@ -174,10 +174,10 @@ def run_record(path):
             and not os.path.isfile(os.path.join(path, PRETRAINER_WEIGHTS)):
         raise ValueError(f"--input={path}: a {values['task']} run directory whose {RUN_INFO} records no model (runs "
                          "before albert_tf recorded it); train it again into a new --output_dir to convert it.")
-    return values.get("model")
+    return values if "model" in values else None
 
 
-def load_run(path, record):
+def load_run(path, info):
     """The model of a fine-tuning run directory: rebuilt from its record, with the weights
     of the run's best checkpoint (best/, kept by the dev metric; what its predictions and
     export came from) or else its newest. `model.run_labels` holds the task's labels and
@@ -189,19 +189,18 @@ def load_run(path, record):
     """
     import tensorflow as tf
 
-    from albert_tf.modeling.records import EXPORT_VARIABLES, model_from_record
+    from albert_tf.modeling.records import EXPORT_VARIABLES, run_model
     from albert_tf.storage.checkpoints import latest_prefix, object_variables
     from albert_tf.storage.checkpoints import model_variables as checkpoint_variables
     from albert_tf.storage.report import MatchReport
 
-    model = model_from_record(record, os.path.join(path, RUN_INFO))
+    model, labels, names = run_model(info, os.path.join(path, RUN_INFO))
     prefix = latest_prefix(os.path.join(path, BEST_DIR)) if os.path.isdir(os.path.join(path, BEST_DIR)) else None
     prefix = prefix or latest_prefix(path)
     if prefix is None:
         raise ValueError(f"--input={path}: a fine-tuning run directory without a checkpoint (ckpt-N); train first.")
-    label = f"--input={prefix} (the run's {record['class']})"
-    if record.get("encoder") == "export":  # a classifier fine-tuned on an export's TFSMLayer
-        names = record.get("export_variables")
+    label = f"--input={prefix} (the run's {type(model).__name__})"
+    if names is not None:  # a classifier fine-tuned on an export's TFSMLayer
         if not names:
             raise ValueError(f"{os.path.join(path, RUN_INFO)}: a classifier fine-tuned on an export whose record "
                              "lacks export_variables (runs before albert_tf recorded them); train it again into a "
@@ -223,7 +222,7 @@ def load_run(path, record):
         MatchReport.compare(checkpoint_variables(model), object_variables(prefix, "model"),
                             label).raise_if_mismatched()
         tf.train.Checkpoint(model=model).read(prefix).expect_partial().assert_existing_objects_matched()
-    model.run_labels = record.get("labels")
+    model.run_labels = labels
     model.run_checkpoint = prefix
     return model
 

@@ -1,44 +1,50 @@
 """AlbertClassifier: a sentence(-pair) classification or regression head on an encoder.
 
 Shape legend: B batch, T sequence length, H hidden size, C classes (1 for regression).
+
+Pretrained directory (`save_pretrained` / `from_pretrained`, modeling/finetuned.py):
+
+    DIR/model.json                    Keras' record of the model (encoder config, head arguments)
+    DIR/albert_config.json            the encoder's config, in the release's format
+    DIR/classifier.weights.h5         encoder and head
 """
+
+import os
 
 import keras
 
 from albert_tf.modeling.embeddings import truncated_normal
-from albert_tf.modeling.encoder import INPUT_NAMES, encoder_inputs
-from albert_tf.modeling.runtime import RuntimeOptions
+from albert_tf.modeling.encoder import encoder_inputs
+from albert_tf.modeling.finetuned import FineTunedModel
+
+CLASSIFIER_WEIGHTS = "classifier.weights.h5"
 
 
 @keras.saving.register_keras_serializable(package="albert_tf")
-class AlbertClassifier(RuntimeOptions, keras.Model):
+class AlbertClassifier(FineTunedModel):
     """The release's classifier: dropout on `pooled_output`, then a dense `output` layer.
 
     logits = dense_{H->C}(dropout(encoder(inputs)["pooled_output"]))
 
     Args:
-        encoder: a Keras layer mapping the dict of int32 [B, T] `input_word_ids`,
-            `input_mask`, `input_type_ids` to a dict holding `pooled_output` [B, H]:
-            an `AlbertEncoder`, or an exported encoder loaded with
-            `albert_tf.export.keras3.EncoderTFSMLayer`.
+        encoder: an `AlbertEncoder` (or an `AlbertConfig` / dict of its keys to build one),
+            or an exported encoder loaded with `albert_tf.export.keras3.EncoderTFSMLayer`:
+            a Keras layer mapping the dict of int32 [B, T] `input_word_ids`, `input_mask`,
+            `input_type_ids` to a dict holding `pooled_output` [B, H].
         num_classes: int. C; 1 makes a regression head (STS-B).
         dropout: float. Dropout rate on pooled_output during training (release: 0.1).
         initializer_range: float. Truncated-normal stddev of the output kernel.
 
-    Inputs: the encoder's dict [B, T].
+    Inputs: the encoder's dict [B, T] (other keys ignored).
 
     Outputs: float32 logits [B, C] (scores [B, 1] for regression). The head (dropout and
     dense) computes in float32 under any policy, so a float32 `pooled_output` (an export's)
-    is not rounded to bf16 before it.
-
-    Run-time options of the encoder (padding skipping, rematerialization, ...):
-    `configure_runtime` / `runtime_options` (modeling.runtime.RuntimeOptions; an exported
-    encoder takes none).
+    is not rounded to bf16 before it. Variable paths: the encoder's, then `output/kernel`,
+    `output/bias`; checkpoint objects `encoder`, `output_dense`.
 
     Example:
     ```python
-    encoder = AlbertEncoder(AlbertConfig.from_preset("albert_tiny"))
-    model = AlbertClassifier(encoder, num_classes=3)
+    model = AlbertClassifier(AlbertEncoder(AlbertConfig.from_preset("albert_tiny")), num_classes=3)
     model({
         "input_word_ids": np.array([[2, 15, 27, 3, 0]], "int32"),
         "input_mask": np.array([[1, 1, 1, 1, 0]], "int32"),
@@ -47,56 +53,67 @@ class AlbertClassifier(RuntimeOptions, keras.Model):
     ```
     """
 
-    # the head's constructor arguments (as the fine-tuned models' HEAD_SETTINGS; modeling/records.py)
+    WEIGHTS_FILE = CLASSIFIER_WEIGHTS
+    EXTRA_PARTS = "classifier head"
     HEAD_SETTINGS = ("num_classes", "dropout", "initializer_range")
+    ENCODER_NEEDS_CONFIG = False  # an export's TFSMLayer has none
 
     def __init__(self, encoder, num_classes, dropout=0.1, initializer_range=0.02, **kwargs):
         if int(num_classes) < 1:
             raise ValueError(f"num_classes must be at least 1 (1 = regression), got {num_classes}.")
         kwargs.setdefault("name", "albert_classifier")
+        super().__init__(encoder, **kwargs)
 
-        # === Layers === (attributes only once the Keras model exists: a PyTorch module takes
-        # sub-modules after its own __init__)
-        output_dropout = keras.layers.Dropout(dropout, dtype="float32", name="output_dropout")
-        output_dense = keras.layers.Dense(
+        # === Layers ===
+        self.output_dropout = keras.layers.Dropout(dropout, dtype="float32", name="output_dropout")
+        self.output_dense = keras.layers.Dense(
             int(num_classes), kernel_initializer=truncated_normal(initializer_range), dtype="float32", name="output"
         )
-
-        # === Functional model ===
-        inputs = encoder_inputs()
-        pooled = encoder({k: inputs[k] for k in INPUT_NAMES})["pooled_output"]  # [B, H]
-        logits = output_dense(output_dropout(pooled))  # [B, C]
-        super().__init__(inputs=inputs, outputs=logits, **kwargs)
-        self.encoder = encoder
-        self.output_dropout = output_dropout
-        self.output_dense = output_dense
+        config = self.config
+        if config is not None:
+            hidden_size = config.hidden_size
+        else:  # an export's encoder: its pooled_output's width, from a symbolic call
+            hidden_size = self.encoder(encoder_inputs())["pooled_output"].shape[-1]
+        self.output_dense.build((None, hidden_size))  # outside any name scope: `output/kernel`, `output/bias`
+        self.built = True
 
         # === Config ===
         self.num_classes = int(num_classes)
         self.dropout = float(dropout)
         self.initializer_range = float(initializer_range)
 
-    @property
-    def config(self):
-        """The encoder's AlbertConfig (None for an encoder without one, e.g. an export's TFSMLayer)."""
-        return getattr(self.encoder, "config", None)
+    def _obj_type(self):
+        # Keras' `.weights.h5` writer lays a functional model out as its layers in order under
+        # `layers/`; this classifier was one until issue 64, so its files keep that layout
+        # (`layers/albert_encoder/...`, `layers/dense/...`), as AlbertEncoder's do.
+        return "Functional"
+
+    def call(self, inputs, training=None):
+        pooled = self.encoder(self._encoder_inputs(inputs), training=training)["pooled_output"]  # [B, H]
+        return self.output_dense(self.output_dropout(pooled, training=training))  # [B, C]
 
     @property
     def is_regression(self):
         return self.num_classes == 1
 
-    def get_config(self):
-        return {
-            "name": self.name,
-            "trainable": self.trainable,
-            "encoder": keras.saving.serialize_keras_object(self.encoder),
-            "num_classes": self.num_classes,
-            "dropout": self.dropout,
-            "initializer_range": self.initializer_range,
-        }
-
     @classmethod
-    def from_config(cls, config):
-        config = dict(config)
-        config["encoder"] = keras.saving.deserialize_keras_object(config["encoder"])
-        return cls(**config)
+    def from_pretrained(cls, directory, num_classes=None, dropout=None):
+        """Builds the model from an albert_tf pretrained directory.
+
+        With classifier.weights.h5 there: that model (`dropout`, when given, overrides the
+        record's; a different `num_classes` is an error). Otherwise the encoder of
+        encoder.weights.h5 or pretrainer.weights.h5 under a new head of `num_classes`.
+
+        Raises:
+            ValueError: naming the directory and what is missing or does not match.
+        """
+        directory = os.fspath(directory)
+
+        def check(found):
+            if num_classes is not None and int(num_classes) != found["num_classes"]:
+                raise ValueError(f"{directory}: holds a head of {found['num_classes']} classes, not {num_classes}.")
+
+        if num_classes is None and not os.path.isfile(os.path.join(directory, cls.WEIGHTS_FILE)):
+            raise ValueError(f"{directory}: no {cls.WEIGHTS_FILE}; a new head on its encoder needs num_classes.")
+        return cls._load_pretrained(directory, {"dropout": dropout}, new_head={"num_classes": num_classes},
+                                    check=check)

@@ -1,16 +1,19 @@
-"""What the fine-tuned models share (AlbertForQuestionAnswering, AlbertForMultipleChoice):
-an encoder given or built from a config, a head built in the constructor, the head's
-settings in a JSON file beside the weights of a pretrained directory, and the config round
-trip.
+"""What the fine-tuned models share (AlbertClassifier, AlbertForQuestionAnswering,
+AlbertForMultipleChoice): an encoder given or built from a config, a head built in the
+constructor, the config round trip and the pretrained directory (modeling/pretrained.py):
 
-    DIR/albert_config.json
-    DIR/<SETTINGS_FILE>        the constructor arguments beside the encoder (HEAD_SETTINGS)
+    DIR/model.json             Keras' record of the model: the encoder's config and HEAD_SETTINGS
+    DIR/albert_config.json     the encoder's config, in the release's format
     DIR/<WEIGHTS_FILE>         encoder and head
 
-A subclass sets WEIGHTS_FILE, EXTRA_PARTS (pretrained.PretrainedMixin), SETTINGS_FILE,
-HEAD_SETTINGS (the attributes saved, in that order) and SETTINGS_HOLD (what the settings
-file holds, for the message when it is missing); its constructor calls
-`super().__init__(encoder, **kwargs)`, then makes its head and `_build_head`s it.
+A directory albert_tf 0.2.0 wrote holds LEGACY_SETTINGS_FILE (the HEAD_SETTINGS as JSON)
+instead of model.json; it loads the same way.
+
+A subclass sets WEIGHTS_FILE, EXTRA_PARTS (pretrained.PretrainedMixin), HEAD_SETTINGS (its
+constructor arguments besides the encoder, in order: `get_config`), LEGACY_SETTINGS_FILE
+and SETTINGS_HOLD (0.2.0's file and what it holds, for the message when it is missing);
+its constructor calls `super().__init__(encoder, **kwargs)`, then makes its head and
+`_build_head`s it.
 """
 
 import os
@@ -21,29 +24,30 @@ from albert_tf.modeling import pretrained
 from albert_tf.modeling.config import AlbertConfig
 from albert_tf.modeling.encoder import INPUT_NAMES, AlbertEncoder
 from albert_tf.modeling.runtime import RuntimeOptions
-from albert_tf.storage import atomic
 
 
 class FineTunedModel(pretrained.PretrainedMixin, RuntimeOptions, keras.Model):
-    """An ALBERT encoder (`self.encoder`) with a task head (`self.head`).
+    """An ALBERT encoder (`self.encoder`) with a task head.
 
     Args:
         encoder: an `AlbertEncoder`, or an `AlbertConfig` (or a dict of its keys) to
-            build a new one (named "encoder").
+            build a new one (named "encoder"); a class with ENCODER_NEEDS_CONFIG False
+            (AlbertClassifier) also takes another Keras layer (an export's TFSMLayer).
 
     Run-time options of the encoder (padding skipping, rematerialization, ...):
     `configure_runtime` / `runtime_options` (modeling.runtime.RuntimeOptions).
     """
 
-    SETTINGS_FILE = None
     HEAD_SETTINGS = ()
+    LEGACY_SETTINGS_FILE = None
     SETTINGS_HOLD = "the head's settings"
+    ENCODER_NEEDS_CONFIG = True
 
     def __init__(self, encoder, **kwargs):
         super().__init__(**kwargs)
         if not isinstance(encoder, keras.layers.Layer):
             encoder = AlbertEncoder(AlbertConfig.from_dict(encoder), name="encoder")
-        if not isinstance(getattr(encoder, "config", None), AlbertConfig):
+        if self.ENCODER_NEEDS_CONFIG and not isinstance(getattr(encoder, "config", None), AlbertConfig):
             raise TypeError(f"encoder must be an AlbertEncoder (or an AlbertConfig), got {type(encoder).__name__}.")
         self.encoder = encoder
 
@@ -54,8 +58,9 @@ class FineTunedModel(pretrained.PretrainedMixin, RuntimeOptions, keras.Model):
 
     @property
     def config(self):
-        """The encoder's AlbertConfig."""
-        return self.encoder.config
+        """The encoder's AlbertConfig (None for an encoder without one, e.g. an export's TFSMLayer)."""
+        config = getattr(self.encoder, "config", None)
+        return config if isinstance(config, AlbertConfig) else None
 
     def build(self, input_shape=None):
         # every weight exists from __init__ on
@@ -70,7 +75,7 @@ class FineTunedModel(pretrained.PretrainedMixin, RuntimeOptions, keras.Model):
         return {name: inputs[name] for name in INPUT_NAMES}
 
     def head_settings(self):
-        """The constructor arguments beside the encoder (SETTINGS_FILE)."""
+        """The constructor arguments besides the encoder (HEAD_SETTINGS)."""
         return {name: getattr(self, name) for name in self.HEAD_SETTINGS}
 
     def get_config(self):
@@ -90,22 +95,27 @@ class FineTunedModel(pretrained.PretrainedMixin, RuntimeOptions, keras.Model):
         return cls(**config)
 
     def save_pretrained(self, directory):
-        """Writes albert_config.json, SETTINGS_FILE and WEIGHTS_FILE into `directory`
-        (each atomically)."""
-        directory = os.fspath(directory)
-        atomic.write_json(os.path.join(directory, self.SETTINGS_FILE), self.head_settings())
-        return pretrained.save_pretrained(self, directory)
+        """Writes model.json, albert_config.json and WEIGHTS_FILE into `directory` (each atomically)."""
+        return pretrained.save_pretrained(self, os.fspath(directory))
 
     @classmethod
     def read_settings(cls, directory):
-        """SETTINGS_FILE of a pretrained directory holding WEIGHTS_FILE, checked
-        (pretrained.read_head_settings)."""
-        return pretrained.read_head_settings(directory, cls.SETTINGS_FILE, cls.HEAD_SETTINGS, cls.WEIGHTS_FILE,
-                                             cls.SETTINGS_HOLD)
+        """The HEAD_SETTINGS of a pretrained directory holding WEIGHTS_FILE: its model.json's,
+        else 0.2.0's LEGACY_SETTINGS_FILE (pretrained.read_head_settings). Raises ValueError."""
+        record, source = pretrained.read_record(directory)
+        if record is not None:
+            found = pretrained.record_class(record, source)
+            if not issubclass(found, cls):
+                raise ValueError(f"{source}: records an {found.__name__}, not an {cls.__name__}.")
+            return {k: record["config"].get(k) for k in cls.HEAD_SETTINGS}
+        if not cls.LEGACY_SETTINGS_FILE:
+            raise ValueError(f"{directory}: no {pretrained.MODEL_FILE} ({pretrained.RECORD_WHAT}).")
+        return pretrained.read_head_settings(directory, cls.LEGACY_SETTINGS_FILE, cls.HEAD_SETTINGS,
+                                             cls.WEIGHTS_FILE, cls.SETTINGS_HOLD)
 
     @classmethod
-    def _load_pretrained(cls, directory, overrides, new_head, settings=None):
-        """from_pretrained's work (pretrained.load_head_model): `settings()` (default
-        read_settings) updated by `overrides`, or a new head (`new_head`) on the encoder."""
-        return pretrained.load_head_model(cls, AlbertEncoder, directory, cls.SETTINGS_FILE,
-                                          settings or (lambda: cls.read_settings(directory)), overrides, new_head)
+    def _load_pretrained(cls, directory, overrides, new_head, check=None):
+        """from_pretrained's work (pretrained.load_head_model): the directory's model with
+        its head settings updated by `overrides` (`check` raising for one that may not
+        differ), or a new head (`new_head`) on the encoder."""
+        return pretrained.load_head_model(cls, AlbertEncoder, directory, overrides, new_head, check)

@@ -19,9 +19,12 @@ Hugging Face's AlbertForMultipleChoice calls them classifier.weight / classifier
 
 Pretrained directory (`save_pretrained` / `from_pretrained`):
 
-    DIR/albert_config.json
-    DIR/multiple_choice.json               dropout_prob
+    DIR/model.json                         Keras' record: the encoder's config, dropout_prob
+    DIR/albert_config.json                 the encoder's config, in the release's format
     DIR/multiple_choice.weights.h5         encoder and head
+
+(0.2.0 wrote dropout_prob into multiple_choice.json instead of model.json; such a
+directory loads too.)
 
 `from_pretrained` of a directory holding only encoder.weights.h5 or pretrainer.weights.h5
 (a converted release, a run_pretraining output_dir) builds a new head on the loaded
@@ -175,10 +178,10 @@ class AlbertForMultipleChoice(FineTunedModel):
     ```
     """
 
-    # its file in a pretrained directory; the head's settings are in multiple_choice.json
+    # its file in a pretrained directory (the head's settings: model.json; 0.2.0's multiple_choice.json)
     WEIGHTS_FILE = MULTIPLE_CHOICE_WEIGHTS
     EXTRA_PARTS = "multiple-choice head"
-    SETTINGS_FILE = MULTIPLE_CHOICE_SETTINGS
+    LEGACY_SETTINGS_FILE = MULTIPLE_CHOICE_SETTINGS
     HEAD_SETTINGS = HEAD_SETTINGS
     SETTINGS_HOLD = "the head's dropout_prob"
 
@@ -213,7 +216,7 @@ class AlbertForMultipleChoice(FineTunedModel):
         """Builds the model from an albert_tf pretrained directory.
 
         With multiple_choice.weights.h5 there: that model (`dropout_prob`, when given,
-        overrides multiple_choice.json). Otherwise the encoder of encoder.weights.h5 or
+        overrides the record's). Otherwise the encoder of encoder.weights.h5 or
         pretrainer.weights.h5 with a new head (`dropout_prob` default 0.1).
 
         Raises:

@@ -1,18 +1,23 @@
-"""The albert_tf pretrained directory: albert_config.json + Keras weights files.
+"""The albert_tf pretrained directory: Keras' record of the model, its config and its weights.
 
-    DIR/albert_config.json
+    DIR/model.json              Keras' record of the model (`model_record`)
+    DIR/albert_config.json      the encoder's config, in the release's format
     DIR/pretrainer.weights.h5   (AlbertPretrainer: encoder and both heads), or
-    DIR/encoder.weights.h5      (AlbertEncoder only, from sources without heads)
+    DIR/encoder.weights.h5      (AlbertEncoder only, from sources without heads), or a
+                                fine-tuned model's WEIGHTS_FILE (modeling/finetuned.py)
 
-Keras `.weights.h5` is backend-neutral, so loading needs Keras only. run_pretraining
-writes pretrainer.weights.h5 beside its checkpoints, so a run's output_dir is such a
-directory too; tools/convert writes them from TF1, Hugging Face and keras-hub weights.
+model.json is `keras.saving.serialize_keras_object(model)` (class, `get_config`: the
+constructor arguments, the encoder's config inside); run_info.json's "model" holds the same
+record (modeling/records.py). A directory is read by its record; one without model.json
+(written by albert_tf 0.2.0) by albert_config.json and, for a fine-tuned model, its
+head-settings file (`read_head_settings`). Either way the model is built under the global
+dtype policy, and its weights file picks the class (an encoder loads out of
+pretrainer.weights.h5 too).
 
 Each model class names its own weights file (`WEIGHTS_FILE`), and a class whose weights
-hold another model names it in `SUBMODELS` (attribute -> that model's `WEIGHTS_FILE`):
-`AlbertPretrainer.SUBMODELS = {"encoder": ENCODER_WEIGHTS}` lets an encoder load out of
-pretrainer.weights.h5. Classes register themselves by subclassing `PretrainedMixin`, so
-this module imports neither the encoder nor the pretrainer.
+hold another model names it in `SUBMODELS` (attribute -> that model's `WEIGHTS_FILE`). The
+model classes are found in Keras' registry (`register_keras_serializable(package="albert_tf")`),
+so this module imports neither the encoder nor the pretrainer.
 
 Example:
 ```python
@@ -21,6 +26,8 @@ pretrainer = AlbertPretrainer.from_pretrained("runs/base")
 ```
 """
 
+import copy
+import importlib
 import logging
 import os
 
@@ -36,9 +43,9 @@ logger = logging.getLogger("albert_tf")
 
 PRETRAINER_WEIGHTS = "pretrainer.weights.h5"
 ENCODER_WEIGHTS = "encoder.weights.h5"
-
-# WEIGHTS_FILE -> the first PretrainedMixin subclass that declared it.
-_CLASSES = {}
+MODEL_FILE = "model.json"
+PACKAGE = "albert_tf"  # the models' package in Keras' registry: "albert_tf>AlbertEncoder"
+RECORD_WHAT = "Keras' record of an albert_tf model (keras.saving.serialize_keras_object)"
 
 
 def _weights_file(cls_or_model):
@@ -49,16 +56,103 @@ def _weights_file(cls_or_model):
     return name
 
 
+def registered_models():
+    """The albert_tf model classes in Keras' registry (those with a WEIGHTS_FILE), by name."""
+    return {name.split(">", 1)[1]: cls for name, cls in keras.saving.get_custom_objects().items()
+            if name.startswith(PACKAGE + ">") and isinstance(cls, type) and issubclass(cls, PretrainedMixin)
+            and cls.__dict__.get("WEIGHTS_FILE")}
+
+
+# ----------------------------------------------------------------------------------------------------------
+# The record
+
+
+def model_record(model):
+    """Keras' record of `model` (`keras.saving.serialize_keras_object`, no compile settings):
+    what model.json and run_info.json's "model" hold."""
+    record = keras.saving.serialize_keras_object(model)
+    record.pop("compile_config", None)
+    return record
+
+
+def record_class(record, source):
+    """The albert_tf model class `record` names (its module imported when not yet registered).
+
+    Raises:
+        ValueError: naming `source`: not a record of an albert_tf model.
+    """
+    name = record.get("registered_name") if isinstance(record, dict) else None
+    module = record.get("module") if isinstance(record, dict) else None
+    if isinstance(name, str) and name not in keras.saving.get_custom_objects() and isinstance(module, str) \
+            and module.split(".")[0] == PACKAGE:
+        try:
+            importlib.import_module(module)
+        except ImportError:
+            pass
+    cls = keras.saving.get_custom_objects().get(name) if isinstance(name, str) else None
+    if cls is None or cls not in registered_models().values() or not isinstance(record.get("config"), dict):
+        raise ValueError(f"{source}: not {RECORD_WHAT}: registered_name {name!r} is not one of "
+                         f"{', '.join(PACKAGE + '>' + n for n in sorted(registered_models()))}, or no \"config\" "
+                         "object; write the directory again with save_pretrained.")
+    return cls
+
+
+def model_from_record(record, source, expected=None, **overrides):
+    """A new model (initial weights) rebuilt from `record` by `keras.saving.deserialize_keras_object`,
+    its constructor arguments updated by `overrides`, under the global dtype policy (a
+    recorded encoder dtype is dropped).
+
+    Raises:
+        ValueError: naming `source`: not an albert_tf record, not of class `expected`, or
+            arguments the class does not take.
+    """
+    cls = record_class(record, source)
+    if expected is not None and not issubclass(cls, expected):
+        raise ValueError(f"{source}: records an {cls.__name__}, not an {expected.__name__}.")
+    record = copy.deepcopy(record)
+    config = record["config"]
+    config.pop("dtype", None)
+    encoder = config.get("encoder")
+    if isinstance(encoder, dict) and isinstance(encoder.get("config"), dict):
+        encoder["config"].pop("dtype", None)
+    config.update(overrides)
+    try:
+        return keras.saving.deserialize_keras_object(record)
+    except (TypeError, ValueError, KeyError, AttributeError) as e:
+        raise ValueError(f"{source}: the {cls.__name__} it records does not build ({e}); write the directory "
+                         "again with save_pretrained.") from e
+
+
+def read_record(directory):
+    """(model.json's record, its path), or (None, None) in a directory without one (0.2.0's).
+
+    Raises:
+        ValueError (JsonFileError): model.json is no JSON object, or no albert_tf record.
+    """
+    path = os.path.join(os.fspath(directory), MODEL_FILE)
+    if not os.path.isfile(path):
+        return None, None
+    record = read_json(path, RECORD_WHAT)
+    record_class(record, path)
+    return record, path
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Directories
+
+
 def save_pretrained(model, directory):
-    """Writes `model` (AlbertEncoder or AlbertPretrainer) and its config into `directory`:
-    albert_config.json and the model's `WEIGHTS_FILE`.
+    """Writes `model` into `directory`: model.json (`model_record`), albert_config.json and the
+    model's `WEIGHTS_FILE`.
 
     Each file is written through `albert_tf.storage.atomic` (temporary name, then
     rename), so a reader never sees a half file.
     """
     directory = os.fspath(directory)
     name = _weights_file(model)
-    model.config.to_json_file(os.path.join(directory, CONFIG_NAME))
+    atomic.write_json(os.path.join(directory, MODEL_FILE), model_record(model))
+    if model.config is not None:
+        model.config.to_json_file(os.path.join(directory, CONFIG_NAME))
     with atomic.output_path(os.path.join(directory, name)) as tmp:
         model.save_weights(tmp)
     return directory
@@ -66,34 +160,43 @@ def save_pretrained(model, directory):
 
 def _containers_of(weights_file):
     """(container class, attribute) pairs whose weights hold a `weights_file` model."""
-    return [(container, attribute) for container in _CLASSES.values()
+    return [(container, attribute) for container in registered_models().values()
             for attribute, held in container.SUBMODELS.items() if held == weights_file]
+
+
+def _no_config(directory):
+    return ValueError(f"{directory}: no {CONFIG_NAME} (nor {MODEL_FILE}); expected a directory written by "
+                      "albert_tf (python -m albert_tf.convert, or a run_pretraining output_dir).")
 
 
 def load_pretrained(cls, directory, **kwargs):
     """Builds `cls` (AlbertEncoder or AlbertPretrainer) from a pretrained directory: from
     its own `WEIGHTS_FILE`, else out of the weights of a model holding it (an encoder out
-    of pretrainer.weights.h5).
+    of pretrainer.weights.h5); the model from model.json, else (0.2.0) albert_config.json.
 
     Raises:
         ValueError: naming the directory and what is missing or does not match.
     """
     directory = os.fspath(directory)
     own = _weights_file(cls)
+    record, source = read_record(directory)
     config_path = os.path.join(directory, CONFIG_NAME)
-    if not os.path.isfile(config_path):
-        raise ValueError(f"{directory}: no {CONFIG_NAME}; expected a directory written by albert_tf "
-                         "(python -m albert_tf.convert, or a run_pretraining output_dir).")
-    config = AlbertConfig.from_json_file(config_path)
+    if record is None and not os.path.isfile(config_path):
+        raise _no_config(directory)
 
     def present(name):
         return os.path.isfile(os.path.join(directory, name))
 
+    def build(model_class):
+        if record is not None:
+            return model_from_record(record, source, model_class, **kwargs)
+        return model_class(AlbertConfig.from_json_file(config_path), **kwargs)
+
     if present(own):
-        return _load(cls(config, **kwargs), os.path.join(directory, own), directory)
+        return _load(build(cls), os.path.join(directory, own), directory, source)
     for container, attribute in _containers_of(own):
         if present(container.WEIGHTS_FILE):
-            model = _load(container(config, **kwargs), os.path.join(directory, container.WEIGHTS_FILE), directory)
+            model = _load(build(container), os.path.join(directory, container.WEIGHTS_FILE), directory, source)
             return getattr(model, attribute)
     held = [name for name in getattr(cls, "SUBMODELS", {}).values() if present(name)]
     if held:
@@ -103,8 +206,9 @@ def load_pretrained(cls, directory, **kwargs):
     raise ValueError(f"{directory}: {'neither ' if len(sources) > 1 else 'no '}{' nor '.join(sources)}.")
 
 
-def _load(model, weights_file, directory):
-    load_weights_file(model, weights_file, f"{directory} (with its {CONFIG_NAME})")
+def _load(model, weights_file, directory, record_path=None, legacy=None):
+    with_files = MODEL_FILE if record_path else " and ".join((CONFIG_NAME,) + ((legacy,) if legacy else ()))
+    load_weights_file(model, weights_file, f"{directory} (with its {with_files})")
     return model
 
 
@@ -117,19 +221,14 @@ class PretrainedMixin:
             (and whose weights its own file therefore contains).
         EXTRA_PARTS: str. What it holds beyond its SUBMODELS, for error messages.
 
-    `get_config` returns only the constructor arguments (`config` as a dict,
-    `use_one_hot_embeddings`, and Keras' name, trainable, dtype).
+    Each class is registered with `keras.saving.register_keras_serializable(package="albert_tf")`
+    (the one registry of model classes). `get_config` returns only the constructor arguments
+    (`config` as a dict, `use_one_hot_embeddings`, and Keras' name, trainable, dtype).
     """
 
     WEIGHTS_FILE = None
     SUBMODELS = {}
     EXTRA_PARTS = "weights"
-
-    def __init_subclass__(cls, **kwargs):
-        super().__init_subclass__(**kwargs)
-        name = cls.__dict__.get("WEIGHTS_FILE")
-        if name:
-            _CLASSES.setdefault(name, cls)
 
     def get_config(self):
         return {
@@ -151,12 +250,13 @@ class PretrainedMixin:
         return load_pretrained(cls, directory, **kwargs)
 
     def save_pretrained(self, directory):
-        """Writes albert_config.json and the weights (`WEIGHTS_FILE`) into `directory`."""
+        """Writes model.json, albert_config.json and the weights (`WEIGHTS_FILE`) into `directory`."""
         return save_pretrained(self, directory)
 
 
 def read_head_settings(directory, settings_name, keys, weights_name, what):
-    """The head settings JSON of a fine-tuned model's directory (e.g. question_answering.json).
+    """0.2.0's head settings JSON of a fine-tuned model's directory (e.g. question_answering.json),
+    read where the directory has no model.json.
 
     Args:
         directory: the pretrained directory.
@@ -168,43 +268,57 @@ def read_head_settings(directory, settings_name, keys, weights_name, what):
     """
     path = os.path.join(directory, settings_name)
     if not os.path.isfile(path):
-        raise ValueError(f"{directory}: {weights_name} without {settings_name} (which holds {what}).")
+        raise ValueError(f"{directory}: {weights_name} without {settings_name} (which holds {what}) or "
+                         f"{MODEL_FILE} ({RECORD_WHAT}).")
     settings = read_json(path, f"{settings_name} ({what})")
     if set(settings) != set(keys):
         raise ValueError(f"{path}: expected exactly the keys {', '.join(keys)}.")
     return settings
 
 
-def load_head_model(cls, encoder_class, directory, settings_name, settings, overrides, new_head):
+def load_head_model(cls, encoder_class, directory, overrides, new_head, check=None):
     """A fine-tuned model class's `from_pretrained`: with cls.WEIGHTS_FILE in `directory`,
-    that model (its config, `settings()` updated by `overrides`, the weights through the
-    matching report); otherwise the encoder of encoder.weights.h5 / pretrainer.weights.h5
-    under a new head (`new_head` is the constructor's keyword arguments for it).
+    that model (from model.json, else 0.2.0's albert_config.json and cls.LEGACY_SETTINGS_FILE;
+    its head settings updated by `overrides`; the weights through the matching report);
+    otherwise the encoder of encoder.weights.h5 / pretrainer.weights.h5 under a new head
+    (`new_head` is the constructor's keyword arguments for it).
 
     Args:
-        cls: the class (WEIGHTS_FILE, EXTRA_PARTS; built as cls(encoder_or_config, **kwargs)).
+        cls: the class (WEIGHTS_FILE, EXTRA_PARTS, HEAD_SETTINGS, LEGACY_SETTINGS_FILE).
         encoder_class: AlbertEncoder (passed in: this module does not import the encoder).
         directory: the pretrained directory.
-        settings_name: the head settings file's name (named in errors).
-        settings: () -> the head settings of the directory (read only when its weights are there).
         overrides: keyword arguments given to from_pretrained (None values dropped).
         new_head: keyword arguments for a new head.
+        check: (found head settings) -> None, raising ValueError for an argument that
+            may not differ from the directory's.
     """
     directory = os.fspath(directory)
     overrides = {k: v for k, v in overrides.items() if v is not None}
     weights = os.path.join(directory, cls.WEIGHTS_FILE)
     config_path = os.path.join(directory, CONFIG_NAME)
+    record, source = read_record(directory)
     if not os.path.isfile(weights):
         encoder_sources = (ENCODER_WEIGHTS, PRETRAINER_WEIGHTS)
-        if os.path.isfile(config_path) and not any(os.path.isfile(os.path.join(directory, name))
-                                                   for name in encoder_sources):
+        if (record is not None or os.path.isfile(config_path)) and not any(
+                os.path.isfile(os.path.join(directory, name)) for name in encoder_sources):
             raise ValueError(f"{directory}: none of {cls.WEIGHTS_FILE}, {', '.join(encoder_sources)}.")
         encoder = encoder_class.from_pretrained(directory)
         logger.info("%s: no %s; a new %s on the pretrained encoder.", directory, cls.WEIGHTS_FILE, cls.EXTRA_PARTS)
         return cls(encoder, **dict(new_head, **overrides))
-    kwargs = dict(settings(), **overrides)
+    if record is not None:
+        cls_of_record = record_class(record, source)
+        if not issubclass(cls_of_record, cls):
+            raise ValueError(f"{source}: records an {cls_of_record.__name__}, not an {cls.__name__}.")
+        if check:
+            check({k: record["config"].get(k) for k in cls.HEAD_SETTINGS})
+        return _load(model_from_record(record, source, cls, **overrides), weights, directory, source)
+    if not cls.LEGACY_SETTINGS_FILE:
+        raise ValueError(f"{directory}: {cls.WEIGHTS_FILE} without {MODEL_FILE} ({RECORD_WHAT}).")
+    settings = read_head_settings(directory, cls.LEGACY_SETTINGS_FILE, cls.HEAD_SETTINGS, cls.WEIGHTS_FILE,
+                                  cls.SETTINGS_HOLD)
+    if check:
+        check(settings)
     if not os.path.isfile(config_path):
         raise ValueError(f"{directory}: no {CONFIG_NAME}; expected a directory written by albert_tf.")
-    model = cls(AlbertConfig.from_json_file(config_path), **kwargs)
-    load_weights_file(model, weights, f"{directory} (with its {CONFIG_NAME} and {settings_name})")
-    return model
+    model = cls(AlbertConfig.from_json_file(config_path), **dict(settings, **overrides))
+    return _load(model, weights, directory, legacy=cls.LEGACY_SETTINGS_FILE)

@@ -4,9 +4,13 @@ Shape legend: B batch, T sequence length, H hidden size, k1 = start_n_top, k2 = 
 
 Pretrained directory (`save_pretrained` / `from_pretrained`):
 
-    DIR/albert_config.json
-    DIR/question_answering.json           version, start_n_top, end_n_top, dropout_prob
+    DIR/model.json                        Keras' record: the encoder's config, version,
+                                          start_n_top, end_n_top, dropout_prob
+    DIR/albert_config.json                the encoder's config, in the release's format
     DIR/question_answering.weights.h5     encoder and head
+
+(0.2.0 wrote the head's settings into question_answering.json instead of model.json; such
+a directory loads too.)
 
 `from_pretrained` of a directory holding only encoder.weights.h5 or pretrainer.weights.h5
 (a converted release, a run_pretraining output_dir) builds a new head on the loaded
@@ -78,10 +82,10 @@ class AlbertForQuestionAnswering(FineTunedModel):
     ```
     """
 
-    # its file in a pretrained directory; the head's settings are in question_answering.json
+    # its file in a pretrained directory (the head's settings: model.json; 0.2.0's question_answering.json)
     WEIGHTS_FILE = QUESTION_ANSWERING_WEIGHTS
     EXTRA_PARTS = "SQuAD head"
-    SETTINGS_FILE = QUESTION_ANSWERING_SETTINGS
+    LEGACY_SETTINGS_FILE = QUESTION_ANSWERING_SETTINGS
     HEAD_SETTINGS = HEAD_SETTINGS
     SETTINGS_HOLD = "the head's version"
 
@@ -122,20 +126,18 @@ class AlbertForQuestionAnswering(FineTunedModel):
         """Builds the model from an albert_tf pretrained directory.
 
         With question_answering.weights.h5 there: that model (arguments given here
-        override question_answering.json, except a different `version`, an error).
-        Otherwise the encoder of encoder.weights.h5 or pretrainer.weights.h5 with a new
-        head (`version` default "v1").
+        override its record's, except a different `version`, an error). Otherwise the
+        encoder of encoder.weights.h5 or pretrainer.weights.h5 with a new head (`version`
+        default "v1").
 
         Raises:
             ValueError: naming the directory and what is missing or does not match.
         """
         directory = os.fspath(directory)
 
-        def settings():
-            found = cls.read_settings(directory)
+        def check(found):
             if version is not None and version != found["version"]:
                 raise ValueError(f"{directory}: holds a SQuAD {found['version']} head, not {version}.")
-            return found
 
         overrides = dict(start_n_top=start_n_top, end_n_top=end_n_top, dropout_prob=dropout_prob)
-        return cls._load_pretrained(directory, overrides, new_head={"version": version or "v1"}, settings=settings)
+        return cls._load_pretrained(directory, overrides, new_head={"version": version or "v1"}, check=check)

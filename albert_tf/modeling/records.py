@@ -1,77 +1,90 @@
-"""What a fine-tuning run records of its model, and the model rebuilt from that record.
+"""What a fine-tuning run records of its model in `run_info.json`, and the model rebuilt from it.
 
-A run directory's `run_info.json` holds, under "model", the record of the model its
-checkpoints hold: its class, the encoder's albert_config, the head's constructor settings
-and the task's labels. `python -m albert_tf.convert --from=albert_tf --input=RUN_DIR`
-rebuilds the model from it (`model_from_record`) and reads the run's best (else newest)
-checkpoint into it:
+A run directory's run_info.json holds, under "model", the record a pretrained directory's
+model.json holds (`pretrained.model_record`: `keras.saving.serialize_keras_object` of the
+model its checkpoints hold), under "labels" the task's labels, and for a classifier
+fine-tuned on an export loaded as a Keras TFSMLayer (run_classifier
+--albert_hub_module_handle) "export_encoder": the export's albert_config and "variables",
+the names of the restored export's variables in order. That run's checkpoint holds the
+fine-tuned values as `encoder/_reloaded_obj/variables/<i>` (the export's own object path
+`encoder/_reloaded_obj/_encoder/...` keeps the values it was loaded with), and the reader
+maps variable i onto the AlbertEncoder variable of that name.
 
-    {"class": "AlbertClassifier", "albert_config": {...},
-     "settings": {"num_classes": 3, "dropout": 0.1, "initializer_range": 0.02},
-     "labels": ["contradiction", "entailment", "neutral"]}
-    {"class": "AlbertForQuestionAnswering", "albert_config": {...},
-     "settings": {"version": "v1", "start_n_top": 5, "end_n_top": 5, "dropout_prob": 0.1}}
-    {"class": "AlbertForMultipleChoice", "albert_config": {...}, "settings": {"dropout_prob": 0.1}}
-
-A classifier fine-tuned on an export loaded as a Keras TFSMLayer (run_classifier
---albert_hub_module_handle) records "encoder": "export", the export's albert_config and
-"export_variables", the names of the restored export's variables in order: its checkpoint
-holds the fine-tuned values as `encoder/_reloaded_obj/variables/<i>` (the export's own
-object path `encoder/_reloaded_obj/_encoder/...` keeps the values it was loaded with), and
-the reader maps variable i onto the AlbertEncoder variable of that name.
+`python -m albert_tf.convert --from=albert_tf --input=RUN_DIR` rebuilds the model
+(`run_model`) and reads the run's best (else newest) checkpoint into it. A run_info.json
+written by albert_tf 0.2.0 holds another "model" ({"class", "albert_config", "settings",
+"labels"}, and "encoder": "export" with "export_variables"); `run_model` reads it too.
 """
 
 import os
 
-
+from albert_tf.modeling import pretrained
 from albert_tf.modeling.classifier import AlbertClassifier
 from albert_tf.modeling.config import AlbertConfig
 from albert_tf.modeling.encoder import AlbertEncoder
+from albert_tf.modeling.finetuned import FineTunedModel
 from albert_tf.modeling.multiple_choice import AlbertForMultipleChoice
 from albert_tf.modeling.question_answering import AlbertForQuestionAnswering
 
 EXPORT_VARIABLES = "encoder/_reloaded_obj/variables"  # in a run's checkpoint, under "model/"
-_CLASSES = {"AlbertClassifier": AlbertClassifier, "AlbertForQuestionAnswering": AlbertForQuestionAnswering,
-            "AlbertForMultipleChoice": AlbertForMultipleChoice}
+_V0_2_0_CLASSES = (AlbertClassifier, AlbertForQuestionAnswering, AlbertForMultipleChoice)  # 0.2.0's "class"
 
 
-def model_record(model, labels=None):
-    """The JSON-able record of a fine-tuning model (see the module docstring), or None for
-    a model of another class (the pretrainer: its run directory is a pretrained directory)."""
-    name = type(model).__name__
-    if name not in _CLASSES:
-        return None
-    record = {"class": name, "settings": {k: getattr(model, k) for k in model.HEAD_SETTINGS}}
-    if isinstance(model.encoder, AlbertEncoder):
-        record["albert_config"] = model.encoder.config.to_dict()
-    else:
-        record["encoder"] = "export"
+def run_info_record(model, labels=None):
+    """The keys run_info.json records of a fine-tuning run's model (see the module
+    docstring), or {} for a model of another class (the pretrainer: its run directory is
+    a pretrained directory, with model.json)."""
+    if not isinstance(model, FineTunedModel):
+        return {}
+    info = {"model": pretrained.model_record(model)}
+    if labels is not None:
+        info["labels"] = list(labels)
+    if not isinstance(model.encoder, AlbertEncoder):
+        export = {}
         config_file = os.path.join(str(getattr(model.encoder, "filepath", "")), "assets", "albert_config.json")
         if os.path.isfile(config_file):
-            record["albert_config"] = AlbertConfig.from_json_file(config_file).to_dict()
+            export["albert_config"] = AlbertConfig.from_json_file(config_file).to_dict()
         reloaded = getattr(model.encoder, "_reloaded_obj", None)
         if reloaded is not None:
-            record["export_variables"] = [v.name.split(":")[0] for v in reloaded.variables]
-    if labels is not None:
-        record["labels"] = list(labels)
-    return record
+            export["variables"] = [v.name.split(":")[0] for v in reloaded.variables]
+        info["export_encoder"] = export
+    return info
 
 
-def model_from_record(record, source="run_info.json"):
-    """A new model of `record`'s class and shape (weights to be read from the run).
+def run_model(info, source="run_info.json"):
+    """(a new model of the run's class and shape, the task's labels or None, the export's
+    variable names or None when the encoder is an AlbertEncoder) of run_info.json's keys
+    `info`; the weights are to be read from the run's checkpoint.
 
     Raises:
-        ValueError: naming `source`: an unknown class, a record without albert_config, a
+        ValueError: naming `source`: no albert_tf record, an encoder of unknown shape, a
             malformed config.
     """
-    name = record.get("class") if isinstance(record, dict) else None
-    if name not in _CLASSES:
-        raise ValueError(f"{source}: \"model\" names {name!r}, not one of {', '.join(_CLASSES)}.")
+    record = info.get("model")
+    if isinstance(record, dict) and "class" in record and "registered_name" not in record:
+        return _v0_2_0_model(record, source)
+    cls = pretrained.record_class(record, source)
+    export = info.get("export_encoder")
+    if export is None:
+        return pretrained.model_from_record(record, source, FineTunedModel), info.get("labels"), None
+    if "albert_config" not in export:
+        raise ValueError(f"{source}: this {cls.__name__}'s export_encoder has no albert_config (an encoder of "
+                         "unknown shape); it cannot be rebuilt.")
+    config = AlbertConfig.from_dict(export["albert_config"], source=source)
+    settings = {k: record["config"][k] for k in cls.HEAD_SETTINGS if k in record["config"]}
+    return cls(AlbertEncoder(config, name="encoder"), **settings), info.get("labels"), export.get("variables") or []
+
+
+def _v0_2_0_model(record, source):
+    """run_model of the record albert_tf 0.2.0 wrote (the module docstring)."""
+    classes = {cls.__name__: cls for cls in _V0_2_0_CLASSES}
+    name = record.get("class")
+    if name not in classes:
+        raise ValueError(f"{source}: \"model\" names {name!r}, not one of {', '.join(classes)}.")
     if "albert_config" not in record:
         raise ValueError(f"{source}: this {name}'s record has no albert_config (an encoder of unknown shape); it "
                          "cannot be rebuilt.")
     config = AlbertConfig.from_dict(record["albert_config"], source=source)
-    settings = dict(record.get("settings") or {})
-    if name == "AlbertClassifier":
-        return AlbertClassifier(AlbertEncoder(config, name="encoder"), **settings)
-    return _CLASSES[name](config, **settings)
+    model = classes[name](AlbertEncoder(config, name="encoder"), **dict(record.get("settings") or {}))
+    export = (record.get("export_variables") or []) if record.get("encoder") == "export" else None
+    return model, record.get("labels"), export

@@ -77,7 +77,7 @@ WHAT_HAPPENS = {RUN: "resumes", EXPORT: "replaces", CONVERSION: "replaces", FEAT
 # modules that write them use the same names; tests/test_storage.py checks they agree).
 RUN_INFO = "run_info.json"
 RUN_NAMES = ("best", "train", "eval", "checkpoint", RUN_INFO, "metrics.jsonl", "eval_results.json",
-             "eval_results.txt", "training_curves.png", "albert_config.json", MARKER)
+             "eval_results.txt", "training_curves.png", "albert_config.json", "model.json", MARKER)
 RUN_NAME_PREFIXES = ("ckpt-", ".ckpt")
 RUN_NAME_SUFFIXES = (".weights.h5",)
 

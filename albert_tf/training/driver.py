@@ -42,7 +42,7 @@ import numpy as np
 import tensorflow as tf
 
 from albert_tf.data.maps import graph_map
-from albert_tf.modeling.records import model_record
+from albert_tf.modeling.records import run_info_record
 from albert_tf.storage import atomic
 from albert_tf.training import sessions
 from albert_tf.training import step as step_lib
@@ -319,9 +319,8 @@ def _train_and_evaluate(task, options, strategy, is_chief, stream, stop_after_st
     if is_chief:  # this session's entry in run_info.json (sessions.py); a new run also its starting point
         top_level = None
         if not resumed:
-            record = model_record(trainer.model, task.labels)  # what convert rebuilds
             top_level = {"initialized_from": task.initialized_from, "task": task.name, **trainer.precision.as_dict(),
-                         "remat": trainer.remats, **({"model": record} if record else {})}
+                         "remat": trainer.remats, **run_info_record(trainer.model, task.labels)}  # convert reads it
         entry = sessions.entry(options.session or sessions.Session(task.name, trains=options.do_train),
                                trainer.precision, strategy, trainer.step, resumed)
         sessions.append_session(options.output_dir, entry, top_level)
