@@ -123,7 +123,7 @@ def test_race_learns_the_training_set_predicts_again_and_exports(race_dirs, spm_
     common = _common(race_dirs["learn"], spm_model, config_file, out, learning.policy_or("float32"))
     common += learning.flags(policy=None)  # --random_seed, where forced
     results = _run(common + ["--do_train", "--do_eval", "--do_predict", "--train_batch_size=16",
-                             "--learning_rate=3e-3", "--train_step=90", "--warmup_step=9",
+                             "--learning_rate=2e-3", "--train_step=90", "--warmup_step=9",
                              "--save_checkpoints_steps=90", "--iterations_per_loop=90", "--dropout_prob=0.0",
                              f"--export_dir={out / 'export'}"])
     assert "WARNING: no --init_checkpoint" in capfd.readouterr().err
