@@ -38,6 +38,7 @@ follow albert_tf.storage.outputs: RACE/ and the .jsonl files are written when ne
 when this tool made them, refused otherwise (exit 2) before any work; nothing else is touched.
 """
 
+import dataclasses
 import json
 import os
 import random
@@ -45,11 +46,11 @@ import re
 import sys
 import zlib
 
-from absl import flags
-
-from albert_tf import cli
+from albert_tf import cli, option_flags
 from albert_tf.data.sample_corpus import read_entries
 from albert_tf.storage import atomic, outputs
+from albert_tf.storage.options import Command, CorpusFile, RunDirectory, option
+from albert_tf.tasks.options import RunOptions
 
 if __package__:  # imported as tools.make_race_data
     from . import make_squad_data
@@ -65,17 +66,23 @@ LAYOUTS = ("files", "all.txt", "jsonl")
 CLOZE_WORD = re.compile(r"^[a-z]{5,}$")
 
 
+@dataclasses.dataclass(kw_only=True)
+class RaceDataOptions:
+    """make_race_data's own flags (the rest are the fields it shares: RECORD)."""
+
+    num_articles: int = option(6, "Articles per level in train (dev and test: half, at least 1).")
+    layout: str = option("files", "files: one JSON article per file; all.txt: one per line; jsonl: generic JSON "
+                                  "lines.", choices=LAYOUTS)
+
+
+# --output_dir: where to write RACE/ (or the .jsonl files); --seed: the shared random_seed field under this name
+RECORD = Command("make_race_data", ((RunDirectory, None), (RaceDataOptions, ("num_articles",)),
+                                    (RunOptions, ("random_seed",)), (RaceDataOptions, ("layout",)),
+                                    (CorpusFile, None)))
+
+
 def define_flags(flag_values):
-    flags.DEFINE_string("output_dir", None, "Where to write RACE/ (or the .jsonl files).", flag_values=flag_values)
-    flags.DEFINE_integer("num_articles", 6, "Articles per level in train (dev and test: half, at least 1).",
-                         flag_values=flag_values)
-    flags.DEFINE_integer("seed", 12345, "Random seed; the same seed gives the same data.", flag_values=flag_values)
-    flags.DEFINE_enum("layout", "files", list(LAYOUTS),
-                      "files: one JSON article per file; all.txt: one per line; jsonl: generic JSON lines.",
-                      flag_values=flag_values)
-    flags.DEFINE_string("corpus_file", None, "Docstring entries (JSON lines of sample_corpus.write_entries) to take "
-                        "the functions from instead of the fixed corpus (make_squad_data's MODULES).",
-                        flag_values=flag_values)
+    option_flags.define_command(flag_values, RECORD)
 
 
 class TooFewEntriesError(ValueError):

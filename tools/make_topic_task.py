@@ -33,16 +33,16 @@ Each file is written when new, replaced when this tool made it (its marker
 otherwise (exit status 2) before any work (albert_tf.storage.outputs).
 """
 
+import dataclasses
 import os
 import sys
 import zlib
 
-from absl import flags
-
-from albert_tf import cli
+from albert_tf import cli, option_flags
 from albert_tf.data import sample_corpus
 from albert_tf.data.sample_corpus import package_of, read_entries
 from albert_tf.storage import atomic, outputs
+from albert_tf.storage.options import Command, CorpusFile, RunDirectory, option
 
 TOPICS = {
     "networking": ("http", "urllib", "email", "smtplib.py", "ftplib.py", "imaplib.py", "poplib.py", "socket.py",
@@ -57,16 +57,24 @@ TOPICS = {
 LABELS = tuple(TOPICS)
 
 
+@dataclasses.dataclass(kw_only=True)
+class TopicTaskOptions:
+    """make_topic_task's own flags (the rest are the fields it shares: RECORD)."""
+
+    per_class: int = option(560, "Sentences per class (train + dev).")
+    dev_fraction: float = option(0.2, "Share of each class in dev.tsv.")
+    num_classes: int = option(4, "With --corpus_file: how many packages (those with the most sentences) are the "
+                                 "classes (at least 2).")
+
+
+# --output_dir: where to write train.tsv and dev.tsv
+RECORD = Command("make_topic_task", ((RunDirectory, None), (TopicTaskOptions, ("per_class", "dev_fraction")),
+                                     (CorpusFile, None), (TopicTaskOptions, ("num_classes",))),
+                 defaults={"output_dir": "notebooks/data/docstring_topics"})
+
+
 def define_flags(flag_values):
-    flags.DEFINE_string("output_dir", "notebooks/data/docstring_topics", "Where to write train.tsv and dev.tsv.",
-                        flag_values=flag_values)
-    flags.DEFINE_integer("per_class", 560, "Sentences per class (train + dev).", flag_values=flag_values)
-    flags.DEFINE_float("dev_fraction", 0.2, "Share of each class in dev.tsv.", flag_values=flag_values)
-    flags.DEFINE_string("corpus_file", None, "Docstring entries (JSON lines of sample_corpus.write_entries) to take "
-                        "the sentences from, labelled by top-level package; default: the fixed standard-library "
-                        "topics.", flag_values=flag_values)
-    flags.DEFINE_integer("num_classes", 4, "With --corpus_file: how many packages (those with the most sentences) "
-                         "are the classes (at least 2).", flag_values=flag_values)
+    option_flags.define_command(flag_values, RECORD)
 
 
 def _in_topic(source, names):

@@ -9,20 +9,27 @@ a run; this tool draws it at any time (e.g. during a run).
 otherwise (exit status 2) before anything is drawn (albert_tf.storage.outputs).
 """
 
+import dataclasses
 import os
 import sys
 
-from absl import flags
-
-from albert_tf import cli
+from albert_tf import cli, option_flags
 from albert_tf.storage import outputs
+from albert_tf.storage.options import Command, Output, option
+
+
+@dataclasses.dataclass(kw_only=True)
+class PlotOptions:
+    """plot_metrics's own flag (--output is the one several commands share)."""
+
+    run_dir: str = option(None, "An output_dir of run_pretraining, run_classifier, ... (holding metrics.jsonl).")
+
+
+RECORD = Command("plot_metrics", ((PlotOptions, None), (Output, None)))
 
 
 def define_flags(flag_values):
-    flags.DEFINE_string("run_dir", None,
-                        "An output_dir of run_pretraining, run_classifier, ... (holding metrics.jsonl).",
-                        flag_values=flag_values)
-    flags.DEFINE_string("output", None, "PNG path (default RUN_DIR/curves.png).", flag_values=flag_values)
+    option_flags.define_command(flag_values, RECORD)
 
 
 def run(f):
