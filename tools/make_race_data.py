@@ -306,12 +306,20 @@ def make_race(output_dir, num_articles=6, seed=12345, layout="files", entries=No
     return {"layout": layout, "paths": paths, "counts": counts}
 
 
-def run(f):
+def check_options(f):
+    """Every check of the tool before any work: --output_dir required and, with
+    --corpus_file, its outputs new or the tool's own (albert_tf.storage.outputs; without it,
+    make_race checks them itself)."""
     if not f.output_dir:
         raise ValueError("--output_dir is required.")
-    corpus_file = getattr(f, "corpus_file", None)  # None in flag values made before the flag
+    if getattr(f, "corpus_file", None):  # None in flag values made before the flag
+        outputs.check(race_outputs(f.output_dir, f.layout))
+
+
+def run(f):
+    check_options(f)  # before any work
+    corpus_file = getattr(f, "corpus_file", None)
     if corpus_file:
-        outputs.check(race_outputs(f.output_dir, f.layout))  # before any work
         entries = corpus_entries(corpus_file)
         try:
             result = make_race(f.output_dir, f.num_articles, f.seed, f.layout, entries=entries)

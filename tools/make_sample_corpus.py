@@ -50,13 +50,19 @@ def define_flags(flag_values):
     option_flags.define_command(flag_values, RECORD)
 
 
-def run(f):
-    output_file, size_mb, source = f.output_file, f.size_mb, f.source
-    if size_mb < 1:
-        raise ValueError(f"--size_mb must be at least 1, got {size_mb}.")
+def check_options(f):
+    """Every check of the tool, before any work: --size_mb (ValueError) and --output_file
+    (albert_tf.storage.outputs)."""
+    if f.size_mb < 1:
+        raise ValueError(f"--size_mb must be at least 1, got {f.size_mb}.")
     if f.output_format == "text":
-        sample_corpus.check_size(size_mb, source)
-    outputs.check([outputs.Output("--output_file", output_file, outputs.GENERATED_DATA)])  # before any work
+        sample_corpus.check_size(f.size_mb, f.source)
+    outputs.check([outputs.Output("--output_file", f.output_file, outputs.GENERATED_DATA)])
+
+
+def run(f):
+    check_options(f)  # before any work
+    output_file, size_mb, source = f.output_file, f.size_mb, f.source
     with outputs.replacing_file(output_file, outputs.GENERATED_DATA, "--output_file"):
         if f.output_format == "entries":
             entries = (sample_corpus.fixed_source_entries() if source == "installed"

@@ -389,12 +389,19 @@ def check_dataset(dataset):
     return paragraphs, len(seen), unanswerable
 
 
+def check_options(f):
+    """Every check of the tool that needs no data, before any work: --output_file required
+    and new or the tool's own (albert_tf.storage.outputs); the values' ranges are
+    _check_arguments', where the dataset is made."""
+    if not f.output_file:
+        raise ValueError("--output_file is required.")
+    outputs.check([outputs.Output("--output_file", f.output_file, outputs.GENERATED_DATA)])
+
+
 def run(f):
+    check_options(f)  # before any work
     output_file, version, num_questions = f.output_file, f.version, f.num_questions
     seed, max_context_chars, split = f.seed, f.max_context_chars, f.split
-    if not output_file:
-        raise ValueError("--output_file is required.")
-    outputs.check([outputs.Output("--output_file", output_file, outputs.GENERATED_DATA)])  # before any work
     make = make_people_dataset if f.kind == "people" else make_dataset
     corpus_file = getattr(f, "corpus_file", None)  # None in flag values made before the flag
     if corpus_file:

@@ -209,8 +209,10 @@ def write_task(output_dir, train, dev, flag="--output_dir"):
     return tuple(item.path for item in items)
 
 
-def run(f):
-    output_dir, per_class, dev_fraction = f.output_dir, f.per_class, f.dev_fraction
+def check_options(f):
+    """Every check of the tool, before any work: the values (ValueError naming the flag) and
+    --output_dir's files (albert_tf.storage.outputs). Returns (corpus_file, num_classes)."""
+    per_class, dev_fraction = f.per_class, f.dev_fraction
     # flag values made before these flags (a namespace, not absl's FLAGS) mean the defaults
     corpus_file, num_classes = getattr(f, "corpus_file", None), getattr(f, "num_classes", len(LABELS))
     if not 0 < dev_fraction < 1 or per_class < 10:
@@ -220,7 +222,13 @@ def run(f):
     if not corpus_file and num_classes != len(LABELS):
         raise ValueError(f"--num_classes={num_classes} needs --corpus_file (the built-in task has the "
                          f"{len(LABELS)} topics {', '.join(LABELS)}).")
-    outputs.check(task_outputs(output_dir))  # before any work
+    outputs.check(task_outputs(f.output_dir))
+    return corpus_file, num_classes
+
+
+def run(f):
+    corpus_file, num_classes = check_options(f)  # before any work
+    output_dir, per_class, dev_fraction = f.output_dir, f.per_class, f.dev_fraction
     if corpus_file:
         train, dev, labels = make_corpus_task(read_entries(corpus_file), num_classes, per_class, dev_fraction,
                                               source=corpus_file)

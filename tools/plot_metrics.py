@@ -32,8 +32,10 @@ def define_flags(flag_values):
     option_flags.define_command(flag_values, RECORD)
 
 
-def run(f):
-    from albert_tf.training.reporting import METRICS_FILE, plot_curves, read_records
+def check_options(f):
+    """Every check of the tool, before anything is read: --run_dir (ValueError) and --output
+    (albert_tf.storage.outputs). Returns (the metrics file, the PNG)."""
+    from albert_tf.training.reporting import METRICS_FILE
 
     if not f.run_dir:
         raise ValueError("--run_dir is required.")
@@ -42,6 +44,13 @@ def run(f):
         raise ValueError(f"{path} does not exist: is --run_dir the output_dir of a run?")
     output = f.output or os.path.join(f.run_dir, "curves.png")
     outputs.check([outputs.Output("--output", output, outputs.PLOT)], [outputs.Input("--run_dir", path)])
+    return path, output
+
+
+def run(f):
+    from albert_tf.training.reporting import plot_curves, read_records
+
+    path, output = check_options(f)
     records = read_records(path)
     if not records:
         raise ValueError(f"{path} holds no logged step yet.")
