@@ -110,16 +110,25 @@ def settings_from_flags(f):
                          dtype_policy=f.dtype_policy)
 
 
-def run(f):
+def check_options(f):
+    """Every check of the flags, before any step (ValueError naming the flag). Returns the
+    grid's Settings, or None with --report_only (the other flags are not read)."""
     from albert_tf.training.precision import check_policy
 
     if not f.output_dir:
         raise ValueError("--output_dir is required.")
     if f.report_only:
-        return reproduce_runner.report_again(f.output_dir, stream=sys.stdout)
+        return None
     settings = settings_from_flags(f)
     settings.validate()
     check_policy(settings.dtype_policy)
+    return settings
+
+
+def run(f):
+    settings = check_options(f)  # before any step
+    if settings is None:
+        return reproduce_runner.report_again(f.output_dir, stream=sys.stdout)
     return reproduce_runner.run_grid(settings, f.output_dir, quick=f.quick, stream=sys.stdout)
 
 

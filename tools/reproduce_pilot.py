@@ -117,7 +117,9 @@ def make_scarce_topic(paths, per_class):
     return {"train": len(kept), "per_class": per_class}
 
 
-def run(f):
+def check_options(f):
+    """Every check of the flags, before any step (ValueError naming the flag). Returns
+    (checkpoints, tasks, the grid's settings from the flags, resolved)."""
     from albert_tf.training.precision import check_policy
 
     if not f.output_dir:
@@ -136,6 +138,11 @@ def run(f):
     flag_settings = reproduce.settings_from_flags(_GridFlags(f, checkpoints[-1]))
     settings = runner.resolved(flag_settings)
     check_policy(settings.dtype_policy)
+    return checkpoints, tasks, flag_settings, settings
+
+
+def run(f):
+    checkpoints, tasks, flag_settings, settings = check_options(f)  # before any step
     pilot = {"checkpoints": checkpoints, "seeds": f.seeds, "scarce_per_class": f.scarce_per_class, "tasks": tasks}
     pilot_file = os.path.join(f.output_dir, "pilot", "settings.json")
 
