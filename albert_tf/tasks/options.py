@@ -149,7 +149,7 @@ class PretrainingOptions(RunOptions):
                                           setting=True)
     deterministic: bool = option(False, "Deterministic input order and ops (exactly repeatable runs).")
     shuffle_buffer_size: int = option(10000, "Examples held for shuffling: run_pretraining's input pipeline; "
-                                                   "create_pretraining_data, instances before writing.")
+                                             "create_pretraining_data, instances before writing.")
     use_one_hot_embeddings: bool = option(False, "One-hot word-embedding lookups (faster on TPUs).")
     sentence_loss: bool = option(True, "Train the sentence head on the data's labels (sentence order, or next "
                                        "sentence for data written with --random_next_sentence); false: masked LM "
