@@ -18,68 +18,93 @@ bad input, with nothing written; also for an output file that exists and is not
 albert_tf's own pretraining data (an earlier run's files are replaced, a user's never).
 """
 
+import dataclasses
 import sys
 
 from absl import flags
 
-from albert_tf import cli, option_flags
+from albert_tf import entry_points, option_flags
+from albert_tf.storage.options import Command, LowerCase, ModelFiles, OutputFile, option
+from albert_tf.tasks.options import PretrainingOptions, PretrainingRunOptions, ReleaseTpuFlags, RunOptions
+
+
+@dataclasses.dataclass(kw_only=True)
+class CreatePretrainingDataOptions:
+    """create_pretraining_data's own flags (the rest are the fields it shares: RECORD). The
+    command builds albert_tf.data.writer.WriterOptions and its InstanceOptions from them by
+    field name (option_flags.build)."""
+
+    # --- the original release's flags (names and defaults) ---
+    input_file_mode: str = option("r", "The release's file mode flag; input is always read as bytes and decoded as "
+                                       "UTF-8.")
+    do_whole_word_mask: bool = option(True, "Whether to use whole word masking rather than per-piece masking.")
+    do_permutation: bool = option(False, "Whether to do the permutation training (not used by the released models; "
+                                         "refused).")
+    favor_shorter_ngram: bool = option(True, "Whether to set higher probabilities for sampling shorter ngrams.")
+    random_next_sentence: bool = option(False, "Whether to use the sentence that's right before the current sentence "
+                                               "as the negative sample for next sentence prediction, rather than "
+                                               "using sentences from other random documents (True: BERT's NSP "
+                                               "pairs).")
+    ngram: int = option(3, "Maximum number of ngrams to mask.")
+    dupe_factor: int = option(40, "Number of times to duplicate the input data (with different masks).")
+    masked_lm_prob: float = option(0.15, "Masked LM probability.")
+    short_seq_prob: float = option(0.1, "Probability of creating sequences which are shorter than the maximum "
+                                        "length.")
+    # --- added ---
+    num_workers: int = option(1, "Processes creating instances; the output does not depend on it.")
+    num_output_shards: int = option(1, "Split a single --output_file into NAME-0000i-of-0000N shards.")
+    documents_per_chunk: int = option(500, "Documents per unit of work.")
+    random_document_pool: int = option(50_000, "With NSP negatives (--random_next_sentence or "
+                                               "--legacy_single_chunk_random_next): the most documents held to draw "
+                                               "the random document from, read in a first pass: every input "
+                                               "document, or a uniform sample of this many of a larger input "
+                                               "(memory: this many documents' text per worker). 0: draw from the "
+                                               "--documents_per_chunk documents of the work chunk instead (the "
+                                               "behaviour before; on text in source order they are mostly one "
+                                               "package's, so negatives read like the next segment).")
+    strict_utf8: bool = option(False, "Stop at the first non-UTF-8 line instead of skipping and counting it.")
+    legacy_single_chunk_random_next: bool = option(False, "Reproduce the release: a chunk of one segment gets B from "
+                                                          "a random other document, labelled 1 (an NSP negative "
+                                                          "inside SOP data).")
+
+
+# the command's one options record: the release's flags first, then albert_tf's
+RECORD = Command("create_pretraining_data", (
+    (PretrainingRunOptions, ("input_file",)), (OutputFile, None), (ReleaseTpuFlags, ("vocab_file",)),
+    (ModelFiles, ("spm_model_file",)), (LowerCase, None), (RunOptions, ("max_seq_length", "random_seed")),
+    (PretrainingOptions, ("max_predictions_per_seq",)), (CreatePretrainingDataOptions, None),
+    (PretrainingOptions, ("shuffle_buffer_size",))), defaults={"shuffle_buffer_size": 100_000})
 
 
 def define_flags(flag_values=None):
     """Defines this tool's flags (only when run, so the module can be imported), in
-    `flag_values` (default: the global FLAGS)."""
-    fv = {"flag_values": flags.FLAGS if flag_values is None else flag_values}
-    # --- the original release's flags (names and defaults) ---
-    flags.DEFINE_string("input_file", None, "Input raw text file (or comma-separated list of files or globs).", **fv)
-    flags.DEFINE_string("output_file", None, "Output TF example file (or comma-separated list of files): new paths or "
-                        "albert_tf's own earlier output (replaced); anything else is refused.", **fv)
-    flags.DEFINE_string("vocab_file", None, "The release's vocabulary file; optional with --spm_model_file "
-                        "(the vocabulary then comes from the SentencePiece model).", **fv)
-    flags.DEFINE_string("spm_model_file", None, "The SentencePiece model file.", **fv)
-    flags.DEFINE_string("input_file_mode", "r", "The release's file mode flag; input is always read as bytes "
-                        "and decoded as UTF-8.", **fv)
-    flags.DEFINE_bool("do_lower_case", True, "Whether to lower case the input text.", **fv)
-    flags.DEFINE_bool("do_whole_word_mask", True, "Whether to use whole word masking rather than per-piece masking.",
-                      **fv)
-    flags.DEFINE_bool("do_permutation", False, "Whether to do the permutation training (not used by the released "
-                      "models).", **fv)
-    flags.DEFINE_bool("favor_shorter_ngram", True, "Whether to set higher probabilities for sampling shorter ngrams.",
-                      **fv)
-    flags.DEFINE_bool("random_next_sentence", False, "Whether to use the sentence that's right before the current "
-                      "sentence as the negative sample for next sentence prediction, rather than using sentences "
-                      "from other random documents (True: BERT's NSP pairs).", **fv)
-    flags.DEFINE_integer("max_seq_length", 512, "Maximum sequence length.", **fv)
-    flags.DEFINE_integer("ngram", 3, "Maximum number of ngrams to mask.", **fv)
-    flags.DEFINE_integer("max_predictions_per_seq", 20, "Maximum number of masked LM predictions per sequence.", **fv)
-    flags.DEFINE_integer("random_seed", 12345, "Random seed for data generation.", **fv)
-    flags.DEFINE_integer("dupe_factor", 40, "Number of times to duplicate the input data (with different masks).", **fv)
-    flags.DEFINE_float("masked_lm_prob", 0.15, "Masked LM probability.", **fv)
-    flags.DEFINE_float("short_seq_prob", 0.1, "Probability of creating sequences which are shorter than the "
-                       "maximum length.", **fv)
-    # --- added ---
-    flags.DEFINE_integer("num_workers", 1, "Processes creating instances; the output does not depend on it.", **fv)
-    flags.DEFINE_integer("num_output_shards", 1, "Split a single --output_file into NAME-0000i-of-0000N shards.", **fv)
-    flags.DEFINE_integer("shuffle_buffer_size", 100_000, "Instances held for shuffling before writing.", **fv)
-    flags.DEFINE_integer("documents_per_chunk", 500, "Documents per unit of work.", **fv)
-    flags.DEFINE_integer("random_document_pool", 50_000, "With NSP negatives (--random_next_sentence or "
-                         "--legacy_single_chunk_random_next): the most documents held to draw the random document "
-                         "from, read in a first pass: every input document, or a uniform sample of this many of a "
-                         "larger input (memory: this many documents' text per worker). 0: draw from the "
-                         "--documents_per_chunk documents of the work chunk instead (the behaviour before; on text "
-                         "in source order they are mostly one package's, so negatives read like the next segment).",
-                         **fv)
-    flags.DEFINE_bool("strict_utf8", False, "Stop at the first non-UTF-8 line instead of skipping and counting it.",
-                      **fv)
-    flags.DEFINE_bool("legacy_single_chunk_random_next", False, "Reproduce the release: a chunk of one segment gets "
-                      "B from a random other document, labelled 1 (an NSP negative inside SOP data).", **fv)
+    `flag_values` (default: the global FLAGS), from its options record (RECORD)."""
+    option_flags.define_command(flags.FLAGS if flag_values is None else flag_values, RECORD)
 
 
 def run(f):
     """Checks the flags, writes the data, prints where it went; returns the summary dict."""
+    from albert_tf.data.writer import write_pretraining_data
+
+    options, (inputs, outputs, summary_file) = check_options(f)
+    from albert_tf.storage import provenance
+
+    summary = write_pretraining_data(inputs, outputs, f.spm_model_file, options, progress_stream=sys.stderr,
+                                     summary_file=summary_file,
+                                     made_by=provenance.record("create_pretraining_data", option_flags.given_flags(f)))
+    report(summary)
+    return 0
+
+
+def check_options(f):
+    """Every check of the command, before any work: the flags (positive ones, required ones,
+    the values' ranges: InputError or ValueError naming the flag) and the paths
+    (check_paths). Returns (WriterOptions, (input files, output files, summary file))."""
     from albert_tf.data.files import InputError
     from albert_tf.data.instances import InstanceOptions
-    from albert_tf.data.writer import WriterOptions, write_pretraining_data
+    from albert_tf.data.writer import WriterOptions
 
+    found = option_flags.values(f, RECORD)
     if not f.input_file or not f.output_file:
         raise InputError("--input_file and --output_file are required.")
     if not f.spm_model_file:
@@ -90,25 +115,9 @@ def run(f):
     if f.do_permutation:
         raise InputError("--do_permutation is not supported: the released ALBERT models were trained "
                          "without it; leave it False.")
-    options = WriterOptions(
-        instance=InstanceOptions(
-            max_seq_length=f.max_seq_length, max_predictions_per_seq=f.max_predictions_per_seq,
-            masked_lm_prob=f.masked_lm_prob, short_seq_prob=f.short_seq_prob, ngram=f.ngram,
-            favor_shorter_ngram=f.favor_shorter_ngram, do_whole_word_mask=f.do_whole_word_mask,
-            random_next_sentence=f.random_next_sentence,
-            legacy_single_chunk_random_next=f.legacy_single_chunk_random_next),
-        do_lower_case=f.do_lower_case, dupe_factor=f.dupe_factor, random_seed=f.random_seed,
-        num_workers=f.num_workers, shuffle_buffer_size=f.shuffle_buffer_size,
-        documents_per_chunk=f.documents_per_chunk, strict_utf8=f.strict_utf8,
-        random_document_pool=f.random_document_pool)
-    inputs, outputs, summary_file = check_paths(f)
-    from albert_tf.storage import provenance
-
-    summary = write_pretraining_data(inputs, outputs, f.spm_model_file, options, progress_stream=sys.stderr,
-                                     summary_file=summary_file,
-                                     made_by=provenance.record("create_pretraining_data", option_flags.given_flags(f)))
-    report(summary)
-    return 0
+    options = option_flags.build(WriterOptions, found, instance=option_flags.build(InstanceOptions, found))
+    options.validate()
+    return options, check_paths(f)
 
 
 def check_paths(f):
@@ -141,19 +150,7 @@ def report(summary, stream=None, errors=None):
               f"{', '.join(summary['non_utf8_line_examples'][:5])}", file=errors)
 
 
-def main(argv=None):
-    """`create_pretraining_data ARGV` in this process: returns its exit status
-    (albert_tf.cli.main: its own flags, the process's state put back; not undone:
-    cli.IRREVERSIBLE).
-
-    Args:
-        argv: the arguments, without the program name (default sys.argv[1:]).
-    """
-    return cli.main("create_pretraining_data", define_flags, run, argv)
-
-
-def entry():
-    sys.exit(main())
+main, entry = entry_points.command("create_pretraining_data", define_flags, run)
 
 
 if __name__ == "__main__":

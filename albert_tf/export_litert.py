@@ -19,29 +19,50 @@ interpreter; the tool runs it once on fixed ids and prints the largest differenc
 Keras model.
 """
 
+import dataclasses
 import json
 import os
 
 from absl import flags
 
 from albert_tf import entry_points, option_flags
+from albert_tf.storage.options import Command, LowerCase, ModelFiles, Output, option
+from albert_tf.tasks.options import RunOptions
 
 QUANTIZATIONS = ("none", "float16", "dynamic_int8")  # albert_tf.export.litert_model's (kept here: flags parse
 # before TensorFlow is imported; tests/test_export_litert.py checks the two agree)
 
 
+@dataclasses.dataclass(kw_only=True)
+class LitertOptions:
+    """export_litert's own flag (the rest are the fields it shares: RECORD)."""
+
+    quantization: str = option("none", "none: float32 weights; float16: weights stored in float16; dynamic_int8: "
+                                       "int8 weights, activations quantized at run time.", choices=QUANTIZATIONS)
+
+
+RECORD = Command("export_litert", (
+    (RunOptions, ("init_checkpoint",)), (Output, None), (LitertOptions, None), (RunOptions, ("max_seq_length",)),
+    (ModelFiles, ("spm_model_file",)), (LowerCase, None)), defaults={"max_seq_length": 128})
+
+
 def define_flags(flag_values=None):
-    fv = {"flag_values": flags.FLAGS if flag_values is None else flag_values}
-    flags.DEFINE_string("init_checkpoint", None, "The model: an albert_tf model directory or a run directory.", **fv)
-    flags.DEFINE_string("output", None, "The .tflite file to write (new, or an earlier one of albert_tf's).", **fv)
-    flags.DEFINE_enum("quantization", "none", list(QUANTIZATIONS), "none: float32 weights; float16: weights "
-                      "stored in float16; dynamic_int8: int8 weights, activations quantized at run time.", **fv)
-    flags.DEFINE_integer("max_seq_length", 128, "The longest input the app will send (recorded in the JSON; the "
-                         "model takes any length up to max_position_embeddings).", **fv)
-    flags.DEFINE_string("spm_model_file", None, "The model's SentencePiece model (default: the one the input "
-                        "directory carries, e.g. spm.model).", **fv)
-    flags.DEFINE_bool("do_lower_case", True, "The model's tokenization lower-cases (as it was trained); recorded in "
-                      "the JSON with the rest of the tokenization.", **fv)
+    option_flags.define_command(flags.FLAGS if flag_values is None else flag_values, RECORD)
+
+
+def check_options(f):
+    """Every check of the command that needs no model, before anything is loaded: the flags
+    (ValueError naming the flag) and the paths (check_paths). Returns the three outputs."""
+    option_flags.values(f, RECORD)
+    if not f.init_checkpoint:
+        raise ValueError("--init_checkpoint is required (an albert_tf model directory or a run directory).")
+    if not os.path.isdir(f.init_checkpoint):
+        raise ValueError(f"--init_checkpoint={f.init_checkpoint} is not a directory (a model or run directory).")
+    if f.max_seq_length < 2:
+        raise ValueError(f"--max_seq_length must be at least 2, got {f.max_seq_length}.")
+    paths = _paths(f)
+    check_paths(f)
+    return paths
 
 
 def _paths(f):
@@ -67,14 +88,7 @@ def check_paths(f):
 
 
 def run(f):
-    if not f.init_checkpoint:
-        raise ValueError("--init_checkpoint is required (an albert_tf model directory or a run directory).")
-    if not os.path.isdir(f.init_checkpoint):
-        raise ValueError(f"--init_checkpoint={f.init_checkpoint} is not a directory (a model or run directory).")
-    if f.max_seq_length < 2:
-        raise ValueError(f"--max_seq_length must be at least 2, got {f.max_seq_length}.")
-    output, spm_output, info_output = _paths(f)
-    check_paths(f)  # before TensorFlow starts
+    output, spm_output, info_output = check_options(f)  # before TensorFlow starts
     import keras
     import numpy as np
 

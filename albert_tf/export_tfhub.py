@@ -14,52 +14,68 @@ given, albert_tf's version and source state, TensorFlow/Keras, the device and th
 policy) is EXPORT_PATH/.albert_tf_output.json's "made_by" (albert_tf.storage.provenance).
 """
 
+import dataclasses
 import os
 
 from absl import flags
 
 from albert_tf import entry_points, option_flags
 from albert_tf.training.precision import check_policy, choose
+from albert_tf.storage.options import Command, LowerCase, ModelFiles, option
+from albert_tf.tasks.options import PretrainingRunOptions
+from albert_tf.training.options import TrainingOptions
+from albert_tf.training.precision import PrecisionOptions
 
 PRETRAINED_WEIGHTS = ("pretrainer.weights.h5",)
 
 
+@dataclasses.dataclass(kw_only=True)
+class ExportTfhubOptions:
+    """export_tfhub's own flags (the rest are the fields it shares: RECORD)."""
+
+    checkpoint: str = option(None, "A run_pretraining checkpoint (ckpt-N prefix), its output_dir, or an albert_tf "
+                                   "pretrained directory (pretrainer.weights.h5, e.g. from albert_tf.convert).")
+    export_path: str = option(None, "Output directory (gets encoder/ and preprocess/): a new path or an earlier "
+                                    "export of albert_tf's (replaced); anything else is refused.")
+    with_mlm: bool = option(True, "Add the .mlm sub-object (masked_lm_positions -> mlm_logits).")
+
+
+# float32 by default: portable, the exporting machine is not the serving one
+RECORD = Command("export_tfhub", (
+    (ModelFiles, ("albert_config_file",)), (ExportTfhubOptions, ("checkpoint",)), (ModelFiles, ("spm_model_file",)),
+    (ExportTfhubOptions, ("export_path", "with_mlm")), (PretrainingRunOptions, ("export_seq_length",)),
+    (LowerCase, None), (TrainingOptions, ("jit_compile",)), (PrecisionOptions, None)),
+    defaults={"dtype_policy": "float32"})
+REQUIRED = ("albert_config_file", "checkpoint", "spm_model_file", "export_path")
+
+
 def define_flags(flag_values=None):
-    fv = {"flag_values": flags.FLAGS if flag_values is None else flag_values}
-    flags.DEFINE_string("albert_config_file", None, "albert_config.json of the model.", **fv)
-    flags.DEFINE_string("checkpoint", None, "A run_pretraining checkpoint (ckpt-N prefix), its output_dir, or an "
-                        "albert_tf pretrained directory (pretrainer.weights.h5, e.g. from albert_tf.convert).", **fv)
-    flags.DEFINE_string("spm_model_file", None, "The SentencePiece model the data was made with.", **fv)
-    flags.DEFINE_string("export_path", None, "Output directory (gets encoder/ and preprocess/): a new path or an "
-                        "earlier export of albert_tf's (replaced); anything else is refused.", **fv)
-    flags.DEFINE_bool("with_mlm", True, "Add the .mlm sub-object (masked_lm_positions -> mlm_logits).", **fv)
-    flags.DEFINE_integer("seq_length", 128, "Default sequence length of the preprocessing model.", **fv)
-    flags.DEFINE_bool("do_lower_case", True, "Lower-case text (as create_pretraining_data).", **fv)
-    flags.DEFINE_bool("jit_compile", False, "Serve through XLA: the encoder's `serve` and `serving_default` run as one "
-                      "compiled program, compiled once per new [batch, length] shape in the loading process (faster at "
-                      "fixed shapes, e.g. length buckets; the root __call__ that hub.KerasLayer fine-tunes is "
-                      "unchanged).", **fv)
-    option_flags.define_precision(fv["flag_values"], default="float32")  # portable: the exporter is not the server
+    option_flags.define_command(flags.FLAGS if flag_values is None else flag_values, RECORD)
 
 
 def run(f):
-    albert_config_file, checkpoint, spm_model_file, export_path = (
-        f.albert_config_file, f.checkpoint, f.spm_model_file, f.export_path)
-    with_mlm, seq_length, do_lower_case = f.with_mlm, f.seq_length, f.do_lower_case
-    check_policy(f.dtype_policy)
-    for name, value in (("albert_config_file", albert_config_file), ("checkpoint", checkpoint),
-                        ("spm_model_file", spm_model_file), ("export_path", export_path)):
-        if not value:
-            raise ValueError(f"--{name} is required.")
-    check_paths(f)  # before TensorFlow starts
-    precision = choose(f.dtype_policy)
+    found = check_options(f)  # before TensorFlow starts
+    precision = choose(found["dtype_policy"])
     print(f"dtype policy {precision.policy} ({precision.reason})")
     from albert_tf.storage import provenance
 
     made_by = provenance.record("export_tfhub", option_flags.given_flags(f), dtype_policy=precision.policy)
-    return export(albert_config_file, checkpoint, spm_model_file, export_path, with_mlm=with_mlm,
-                  seq_length=seq_length, do_lower_case=do_lower_case, dtype_policy=precision.policy,
-                  jit_compile=f.jit_compile, made_by=made_by)
+    return export(found["albert_config_file"], found["checkpoint"], found["spm_model_file"], found["export_path"],
+                  with_mlm=found["with_mlm"], seq_length=found["export_seq_length"],
+                  do_lower_case=found["do_lower_case"], dtype_policy=precision.policy,
+                  jit_compile=found["jit_compile"], made_by=made_by)
+
+
+def check_options(f):
+    """Every check of the command, before anything is loaded: the flags (ValueError naming
+    the flag) and the paths (check_paths). Returns {field: value} of RECORD."""
+    found = option_flags.values(f, RECORD)
+    check_policy(found["dtype_policy"])
+    for name in REQUIRED:
+        if not found[name]:
+            raise ValueError(f"--{name} is required.")
+    check_paths(f)
+    return found
 
 
 def check_paths(f):

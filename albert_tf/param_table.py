@@ -15,7 +15,8 @@ import csv
 import os
 import sys
 
-from albert_tf import entry_points
+from albert_tf import entry_points, option_flags
+from albert_tf.storage.options import Command, RunDirectory
 
 # (preset, reference exact count, paper's figure)
 TABLE_1 = (
@@ -108,10 +109,11 @@ def write_csv(rows, path):
     return path
 
 
-def define_flags(flag_values):
-    from absl import flags
+RECORD = Command("param_table", ((RunDirectory, None),), defaults={"output_dir": "results"})
 
-    flags.DEFINE_string("output_dir", "results", "Directory for param_table.csv.", flag_values=flag_values)
+
+def define_flags(flag_values):
+    option_flags.define_command(flag_values, RECORD)
 
 
 def run(f):

@@ -14,9 +14,21 @@ from absl import flags
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 COMMANDS = ("run_classifier", "run_race", "run_squad_v1", "run_squad_v2", "run_pretraining")
+# every other command that takes flags: its module (with `RECORD`, its options record)
+OTHER_COMMANDS = ("albert_tf.create_pretraining_data", "albert_tf.export_tfhub", "albert_tf.export_litert",
+                  "albert_tf.convert.__main__", "albert_tf.param_table", "tools.demo", "tools.make_race_data",
+                  "tools.make_sample_corpus", "tools.make_squad_data", "tools.make_topic_task", "tools.plot_metrics",
+                  "tools.reproduce", "tools.reproduce_pilot", "tools.train_sentencepiece", "tools.update_build",
+                  "tools.write_preset_configs")
+# the package's commands among them: their flags are defined without TensorFlow
+PACKAGE_COMMANDS = tuple(name for name in OTHER_COMMANDS if name.startswith("albert_tf."))
 
 
 def _record(name):
+    if "." in name:  # a module of OTHER_COMMANDS
+        import importlib
+
+        return importlib.import_module(name).RECORD
     from albert_tf.tasks.classification.options import COMMAND as CLASSIFIER
     from albert_tf.tasks.options import RUN_PRETRAINING
     from albert_tf.tasks.race.options import COMMAND as RACE
@@ -26,7 +38,7 @@ def _record(name):
             "run_squad_v2": COMMANDS["v2"], "run_pretraining": RUN_PRETRAINING}[name]
 
 
-@pytest.mark.parametrize("name", COMMANDS)
+@pytest.mark.parametrize("name", COMMANDS + OTHER_COMMANDS)
 def test_every_flag_of_a_command_is_made_from_a_field_of_its_record(name):
     """Each flag's default is the record's (the field's, or the command's override), its type
     the field's, its help the field's; no flag is declared beside the record."""
@@ -37,12 +49,15 @@ def test_every_flag_of_a_command_is_made_from_a_field_of_its_record(name):
 
     record = _record(name)
     values = flags.FlagValues()
-    importlib.import_module(f"albert_tf.{name}").define_flags(values)
+    importlib.import_module(name if "." in name else f"albert_tf.{name}").define_flags(values)
     made = {}
     for cls, field in record.fields():
         flag = record.flag_name(field)
-        assert values[flag].default == record.default(field), (name, flag)
         kind = field.type if field.type in (bool, int, float, str, list) else typing.get_args(field.type)[0]
+        default = record.default(field)
+        if kind is list and isinstance(default, str):  # a list flag's default written as its text
+            default = default.split(",")
+        assert values[flag].default == default, (name, flag)
         expected = {bool: "bool", int: "int", float: "float", str: "string",
                     list: "comma separated list of strings"}[kind]
         if "choices" in field.metadata:
@@ -223,6 +238,8 @@ def test_defining_every_commands_flags_imports_no_tensorflow():
     code = ("import sys, importlib\nfrom absl import flags\n"
             f"for name in {COMMANDS!r}:\n"
             "    importlib.import_module('albert_tf.' + name).define_flags(flags.FlagValues())\n"
+            f"for name in {PACKAGE_COMMANDS!r}:\n"
+            "    importlib.import_module(name).define_flags(flags.FlagValues())\n"
             "print(sorted(m for m in ('tensorflow', 'keras') if m in sys.modules))\n")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
                             env=dict(os.environ, PYTHONPATH=ROOT), timeout=120)

@@ -17,6 +17,7 @@ same rule), refused (exit status 2) before any step when it is anything else.
 """
 
 import contextlib
+import dataclasses
 import os
 import re
 import subprocess
@@ -24,30 +25,35 @@ import sys
 import threading
 import time
 
-from absl import flags
 
-from albert_tf import entry_points
+from albert_tf import entry_points, option_flags
 from albert_tf.storage import outputs
 from albert_tf.storage.json_files import read_json
+from albert_tf.storage.options import Command, RunDirectory, VocabSize, option
+from albert_tf.tasks.options import RunOptions
+from albert_tf.training.precision import PrecisionOptions
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 
+@dataclasses.dataclass(kw_only=True)
+class DemoOptions:
+    """The demo's own flags (the rest are the fields it shares: RECORD; --dtype_policy is what
+    pretraining and run_classifier compute in, the notebook's tf_keras model is float32)."""
+
+    pretrain_steps: int = option(800, "Pretraining steps (configs/demo.flags has 800).")
+    finetune_epochs: int = option(6, "Epochs of the notebook's hub.KerasLayer fine-tuning.")
+    classifier_steps: int = option(600, "run_classifier training steps.")
+
+
+# --random_seed: the seed of every random step (the pretraining data, pretraining, both fine-tunings)
+RECORD = Command("demo", ((RunDirectory, None), (VocabSize, None), (DemoOptions, None), (RunOptions, ("random_seed",)),
+                          (PrecisionOptions, None)), defaults={"output_dir": "demo_output", "vocab_size": 5000})
+
+
 def define_flags(flag_values):
     """Defines this tool's flags (only when run as a script, so it can be imported)."""
-    flags.DEFINE_string("output_dir", "demo_output", "Where the demo writes its files.", flag_values=flag_values)
-    flags.DEFINE_integer("vocab_size", 5000, "SentencePiece vocabulary of the demo.", flag_values=flag_values)
-    flags.DEFINE_integer("pretrain_steps", 800, "Pretraining steps (configs/demo.flags has 800).",
-                         flag_values=flag_values)
-    flags.DEFINE_integer("finetune_epochs", 6, "Epochs of the notebook's hub.KerasLayer fine-tuning.",
-                         flag_values=flag_values)
-    flags.DEFINE_integer("classifier_steps", 600, "run_classifier training steps.", flag_values=flag_values)
-    flags.DEFINE_integer("random_seed", 12345, "The seed of every random step: the pretraining data, pretraining, "
-                         "both fine-tunings.", flag_values=flag_values)
-    flags.DEFINE_enum("dtype_policy", "auto", ["auto", "float32", "mixed_bfloat16"],
-                      "What pretraining and run_classifier compute in (auto: mixed_bfloat16 where the hardware "
-                      "computes bf16 natively, else float32); the notebook's tf_keras model is float32.",
-                      flag_values=flag_values)
+    option_flags.define_command(flag_values, RECORD)
 
 
 NOTEBOOK = os.path.join(ROOT, "notebooks", "finetune_with_hub.ipynb")
@@ -240,7 +246,7 @@ def read_batch(pattern, spm_model):
 
 
 def run(f):
-    outputs.claim_dir(f.output_dir, outputs.DEMO, "--output_dir")  # before any step
+    check_options(f)  # before any step
     out = os.path.abspath(f.output_dir)
     total = 10
     start = time.time()
@@ -290,6 +296,15 @@ def run(f):
           ["-m", "albert_tf.param_table", f"--output_dir={out}"])
     _write_results(f, out, notebook, classifier, time.time() - start)
     print(f"\ndemo finished in {time.time() - start:.0f}s; files in {out}")
+
+
+def check_options(f):
+    """Every check of the demo, before any step: --dtype_policy (ValueError naming it) and
+    --output_dir, claimed as the demo's own (albert_tf.storage.outputs)."""
+    from albert_tf.training.precision import check_policy
+
+    check_policy(getattr(f, "dtype_policy", "auto"))  # (flag values made without it: the default)
+    outputs.claim_dir(f.output_dir, outputs.DEMO, "--output_dir")
 
 
 def _write_results(f, out, notebook, classifier, seconds):

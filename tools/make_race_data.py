@@ -38,17 +38,19 @@ follow albert_tf.storage.outputs: RACE/ and the .jsonl files are written when ne
 when this tool made them, refused otherwise (exit 2) before any work; nothing else is touched.
 """
 
+import dataclasses
 import json
 import os
 import random
 import re
 import zlib
 
-from absl import flags
 
-from albert_tf import entry_points
+from albert_tf import entry_points, option_flags
 from albert_tf.data.sample_corpus import read_entries
 from albert_tf.storage import atomic, outputs
+from albert_tf.storage.options import Command, CorpusFile, RunDirectory, option
+from albert_tf.tasks.options import RunOptions
 
 if __package__:  # imported as tools.make_race_data
     from . import make_squad_data
@@ -64,17 +66,23 @@ LAYOUTS = ("files", "all.txt", "jsonl")
 CLOZE_WORD = re.compile(r"^[a-z]{5,}$")
 
 
+@dataclasses.dataclass(kw_only=True)
+class RaceDataOptions:
+    """make_race_data's own flags (the rest are the fields it shares: RECORD)."""
+
+    num_articles: int = option(6, "Articles per level in train (dev and test: half, at least 1).")
+    layout: str = option("files", "files: one JSON article per file; all.txt: one per line; jsonl: generic JSON "
+                                  "lines.", choices=LAYOUTS)
+
+
+# --output_dir: where to write RACE/ (or the .jsonl files); --seed: the shared random_seed field under this name
+RECORD = Command("make_race_data", ((RunDirectory, None), (RaceDataOptions, ("num_articles",)),
+                                    (RunOptions, ("random_seed",)), (RaceDataOptions, ("layout",)),
+                                    (CorpusFile, None)))
+
+
 def define_flags(flag_values):
-    flags.DEFINE_string("output_dir", None, "Where to write RACE/ (or the .jsonl files).", flag_values=flag_values)
-    flags.DEFINE_integer("num_articles", 6, "Articles per level in train (dev and test: half, at least 1).",
-                         flag_values=flag_values)
-    flags.DEFINE_integer("seed", 12345, "Random seed; the same seed gives the same data.", flag_values=flag_values)
-    flags.DEFINE_enum("layout", "files", list(LAYOUTS),
-                      "files: one JSON article per file; all.txt: one per line; jsonl: generic JSON lines.",
-                      flag_values=flag_values)
-    flags.DEFINE_string("corpus_file", None, "Docstring entries (JSON lines of sample_corpus.write_entries) to take "
-                        "the functions from instead of the fixed corpus (make_squad_data's MODULES).",
-                        flag_values=flag_values)
+    option_flags.define_command(flag_values, RECORD)
 
 
 class TooFewEntriesError(ValueError):
@@ -298,12 +306,20 @@ def make_race(output_dir, num_articles=6, seed=12345, layout="files", entries=No
     return {"layout": layout, "paths": paths, "counts": counts}
 
 
-def run(f):
+def check_options(f):
+    """Every check of the tool before any work: --output_dir required and, with
+    --corpus_file, its outputs new or the tool's own (albert_tf.storage.outputs; without it,
+    make_race checks them itself)."""
     if not f.output_dir:
         raise ValueError("--output_dir is required.")
-    corpus_file = getattr(f, "corpus_file", None)  # None in flag values made before the flag
+    if getattr(f, "corpus_file", None):  # None in flag values made before the flag
+        outputs.check(race_outputs(f.output_dir, f.layout))
+
+
+def run(f):
+    check_options(f)  # before any work
+    corpus_file = getattr(f, "corpus_file", None)
     if corpus_file:
-        outputs.check(race_outputs(f.output_dir, f.layout))  # before any work
         entries = corpus_entries(corpus_file)
         try:
             result = make_race(f.output_dir, f.num_articles, f.seed, f.layout, entries=entries)

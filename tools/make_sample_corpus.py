@@ -20,33 +20,50 @@ otherwise (exit status 2) before any work (albert_tf.storage.outputs).
 """
 
 
-from absl import flags
 
-from albert_tf import entry_points
+from albert_tf import entry_points, option_flags
+import dataclasses
+
 from albert_tf.data import sample_corpus
 from albert_tf.data.sample_corpus import write_corpus  # noqa: F401  (tests/conftest.py imports it from here)
 from albert_tf.storage import outputs
+from albert_tf.storage.options import Command, OutputFile, option
+
+
+@dataclasses.dataclass(kw_only=True)
+class SampleCorpusOptions:
+    """make_sample_corpus's own flags (--output_file is the one several commands share)."""
+
+    size_mb: float = option(1.5, "Stop after this many megabytes of text (at least 1; text output only).")
+    source: str = option("fixed", "fixed: the corpus committed in the repository (the same on every interpreter); "
+                                  "installed: this interpreter's standard library and installed packages.",
+                         choices=sample_corpus.SOURCES)
+    output_format: str = option("text", "text: one sentence per line (create_pretraining_data's input); entries: "
+                                        "JSON lines of docstring entries (the task tools' --corpus_file).",
+                                choices=("text", "entries"))
+
+
+RECORD = Command("make_sample_corpus", ((OutputFile, None), (SampleCorpusOptions, None)),
+                 defaults={"output_file": "data/sample_corpus.txt"})
 
 
 def define_flags(flag_values):
-    flags.DEFINE_string("output_file", "data/sample_corpus.txt", "Where to write the corpus.", flag_values=flag_values)
-    flags.DEFINE_float("size_mb", 1.5, "Stop after this many megabytes of text (at least 1; text output only).",
-                       flag_values=flag_values)
-    flags.DEFINE_enum("source", "fixed", list(sample_corpus.SOURCES),
-                      "fixed: the corpus committed in the repository (the same on every interpreter); installed: "
-                      "this interpreter's standard library and installed packages.", flag_values=flag_values)
-    flags.DEFINE_enum("output_format", "text", ["text", "entries"],
-                      "text: one sentence per line (create_pretraining_data's input); entries: JSON lines of "
-                      "docstring entries (the task tools' --corpus_file).", flag_values=flag_values)
+    option_flags.define_command(flag_values, RECORD)
+
+
+def check_options(f):
+    """Every check of the tool, before any work: --size_mb (ValueError) and --output_file
+    (albert_tf.storage.outputs)."""
+    if f.size_mb < 1:
+        raise ValueError(f"--size_mb must be at least 1, got {f.size_mb}.")
+    if f.output_format == "text":
+        sample_corpus.check_size(f.size_mb, f.source)
+    outputs.check([outputs.Output("--output_file", f.output_file, outputs.GENERATED_DATA)])
 
 
 def run(f):
+    check_options(f)  # before any work
     output_file, size_mb, source = f.output_file, f.size_mb, f.source
-    if size_mb < 1:
-        raise ValueError(f"--size_mb must be at least 1, got {size_mb}.")
-    if f.output_format == "text":
-        sample_corpus.check_size(size_mb, source)
-    outputs.check([outputs.Output("--output_file", output_file, outputs.GENERATED_DATA)])  # before any work
     with outputs.replacing_file(output_file, outputs.GENERATED_DATA, "--output_file"):
         if f.output_format == "entries":
             entries = (sample_corpus.fixed_source_entries() if source == "installed"

@@ -23,16 +23,18 @@ Deterministic for a given --seed. --split=train|dev keeps ~80% / ~20% of the fun
 people task and the layout in full: docs/squad.md, "The tiny data".
 """
 
+import dataclasses
 import random
 import re
 import zlib
 
-from absl import flags
 
-from albert_tf import entry_points
+from albert_tf import entry_points, option_flags
 from albert_tf.data import sample_corpus
 from albert_tf.data.sample_corpus import module_name, read_entries
 from albert_tf.storage import atomic, outputs
+from albert_tf.storage.options import Command, CorpusFile, OutputFile, option
+from albert_tf.tasks.options import RunOptions
 
 MODULES = (
     "_pydecimal.py", "abc.py", "argparse.py", "ast.py", "asyncio/base_events.py", "asyncio/events.py",
@@ -61,22 +63,28 @@ ANSWER_CHARS = re.compile(r"^[A-Za-z0-9 ,'-]+$")
 EXTRA_CHARS = 110  # room kept in a context for the synthetic sentences of an entry
 
 
+@dataclasses.dataclass(kw_only=True)
+class SquadDataOptions:
+    """make_squad_data's own flags (the rest are the fields it shares: RECORD)."""
+
+    version: str = option("1.1", "SQuAD format: 1.1 (all answerable) or 2.0.", choices=("1.1", "2.0"))
+    num_questions: int = option(200, "Questions in the file.")
+    max_context_chars: int = option(600, "Longest context in characters (at least 200).")
+    split: str = option("all", "Which functions to use: all, or the ~80% train / ~20% dev share (disjoint).",
+                        choices=("all", "train", "dev"))
+    kind: str = option("functions", "functions: questions about the docstrings' functions; people: about two people "
+                                    "per context, mixed with docstring sentences (module doc).",
+                       choices=("functions", "people"))
+
+
+# --seed is the shared random_seed field under this tool's name
+RECORD = Command("make_squad_data", ((OutputFile, None), (SquadDataOptions, ("version", "num_questions")),
+                                     (RunOptions, ("random_seed",)),
+                                     (SquadDataOptions, ("max_context_chars", "split", "kind")), (CorpusFile, None)))
+
+
 def define_flags(flag_values):
-    flags.DEFINE_string("output_file", None, "Where to write the SQuAD JSON file.", flag_values=flag_values)
-    flags.DEFINE_enum("version", "1.1", ["1.1", "2.0"], "SQuAD format: 1.1 (all answerable) or 2.0.",
-                      flag_values=flag_values)
-    flags.DEFINE_integer("num_questions", 200, "Questions in the file.", flag_values=flag_values)
-    flags.DEFINE_integer("seed", 12345, "Random seed; the same seed gives the same file.", flag_values=flag_values)
-    flags.DEFINE_integer("max_context_chars", 600, "Longest context in characters (at least 200).",
-                         flag_values=flag_values)
-    flags.DEFINE_enum("split", "all", ["all", "train", "dev"],
-                      "Which functions to use: all, or the ~80% train / ~20% dev share (disjoint).",
-                      flag_values=flag_values)
-    flags.DEFINE_enum("kind", "functions", ["functions", "people"],
-                      "functions: questions about the docstrings' functions; people: about two people per "
-                      "context, mixed with docstring sentences (module doc).", flag_values=flag_values)
-    flags.DEFINE_string("corpus_file", None, "Docstring entries (JSON lines of sample_corpus.write_entries) to take "
-                        "the functions from instead of the fixed corpus's MODULES.", flag_values=flag_values)
+    option_flags.define_command(flag_values, RECORD)
 
 
 class TooFewEntriesError(ValueError):
@@ -381,12 +389,19 @@ def check_dataset(dataset):
     return paragraphs, len(seen), unanswerable
 
 
+def check_options(f):
+    """Every check of the tool that needs no data, before any work: --output_file required
+    and new or the tool's own (albert_tf.storage.outputs); the values' ranges are
+    _check_arguments', where the dataset is made."""
+    if not f.output_file:
+        raise ValueError("--output_file is required.")
+    outputs.check([outputs.Output("--output_file", f.output_file, outputs.GENERATED_DATA)])
+
+
 def run(f):
+    check_options(f)  # before any work
     output_file, version, num_questions = f.output_file, f.version, f.num_questions
     seed, max_context_chars, split = f.seed, f.max_context_chars, f.split
-    if not output_file:
-        raise ValueError("--output_file is required.")
-    outputs.check([outputs.Output("--output_file", output_file, outputs.GENERATED_DATA)])  # before any work
     make = make_people_dataset if f.kind == "people" else make_dataset
     corpus_file = getattr(f, "corpus_file", None)  # None in flag values made before the flag
     if corpus_file:

@@ -33,15 +33,16 @@ Each file is written when new, replaced when this tool made it (its marker
 otherwise (exit status 2) before any work (albert_tf.storage.outputs).
 """
 
+import dataclasses
 import os
 import zlib
 
-from absl import flags
 
-from albert_tf import entry_points
+from albert_tf import entry_points, option_flags
 from albert_tf.data import sample_corpus
 from albert_tf.data.sample_corpus import package_of, read_entries
 from albert_tf.storage import atomic, outputs
+from albert_tf.storage.options import Command, CorpusFile, RunDirectory, option
 
 TOPICS = {
     "networking": ("http", "urllib", "email", "smtplib.py", "ftplib.py", "imaplib.py", "poplib.py", "socket.py",
@@ -56,16 +57,24 @@ TOPICS = {
 LABELS = tuple(TOPICS)
 
 
+@dataclasses.dataclass(kw_only=True)
+class TopicTaskOptions:
+    """make_topic_task's own flags (the rest are the fields it shares: RECORD)."""
+
+    per_class: int = option(560, "Sentences per class (train + dev).")
+    dev_fraction: float = option(0.2, "Share of each class in dev.tsv.")
+    num_classes: int = option(4, "With --corpus_file: how many packages (those with the most sentences) are the "
+                                 "classes (at least 2).")
+
+
+# --output_dir: where to write train.tsv and dev.tsv
+RECORD = Command("make_topic_task", ((RunDirectory, None), (TopicTaskOptions, ("per_class", "dev_fraction")),
+                                     (CorpusFile, None), (TopicTaskOptions, ("num_classes",))),
+                 defaults={"output_dir": "notebooks/data/docstring_topics"})
+
+
 def define_flags(flag_values):
-    flags.DEFINE_string("output_dir", "notebooks/data/docstring_topics", "Where to write train.tsv and dev.tsv.",
-                        flag_values=flag_values)
-    flags.DEFINE_integer("per_class", 560, "Sentences per class (train + dev).", flag_values=flag_values)
-    flags.DEFINE_float("dev_fraction", 0.2, "Share of each class in dev.tsv.", flag_values=flag_values)
-    flags.DEFINE_string("corpus_file", None, "Docstring entries (JSON lines of sample_corpus.write_entries) to take "
-                        "the sentences from, labelled by top-level package; default: the fixed standard-library "
-                        "topics.", flag_values=flag_values)
-    flags.DEFINE_integer("num_classes", 4, "With --corpus_file: how many packages (those with the most sentences) "
-                         "are the classes (at least 2).", flag_values=flag_values)
+    option_flags.define_command(flag_values, RECORD)
 
 
 def _in_topic(source, names):
@@ -200,8 +209,10 @@ def write_task(output_dir, train, dev, flag="--output_dir"):
     return tuple(item.path for item in items)
 
 
-def run(f):
-    output_dir, per_class, dev_fraction = f.output_dir, f.per_class, f.dev_fraction
+def check_options(f):
+    """Every check of the tool, before any work: the values (ValueError naming the flag) and
+    --output_dir's files (albert_tf.storage.outputs). Returns (corpus_file, num_classes)."""
+    per_class, dev_fraction = f.per_class, f.dev_fraction
     # flag values made before these flags (a namespace, not absl's FLAGS) mean the defaults
     corpus_file, num_classes = getattr(f, "corpus_file", None), getattr(f, "num_classes", len(LABELS))
     if not 0 < dev_fraction < 1 or per_class < 10:
@@ -211,7 +222,13 @@ def run(f):
     if not corpus_file and num_classes != len(LABELS):
         raise ValueError(f"--num_classes={num_classes} needs --corpus_file (the built-in task has the "
                          f"{len(LABELS)} topics {', '.join(LABELS)}).")
-    outputs.check(task_outputs(output_dir))  # before any work
+    outputs.check(task_outputs(f.output_dir))
+    return corpus_file, num_classes
+
+
+def run(f):
+    corpus_file, num_classes = check_options(f)  # before any work
+    output_dir, per_class, dev_fraction = f.output_dir, f.per_class, f.dev_fraction
     if corpus_file:
         train, dev, labels = make_corpus_task(read_entries(corpus_file), num_classes, per_class, dev_fraction,
                                               source=corpus_file)

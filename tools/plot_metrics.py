@@ -9,23 +9,33 @@ a run; this tool draws it at any time (e.g. during a run).
 otherwise (exit status 2) before anything is drawn (albert_tf.storage.outputs).
 """
 
+import dataclasses
 import os
 
-from absl import flags
 
-from albert_tf import entry_points
+from albert_tf import entry_points, option_flags
 from albert_tf.storage import outputs
+from albert_tf.storage.options import Command, Output, option
+
+
+@dataclasses.dataclass(kw_only=True)
+class PlotOptions:
+    """plot_metrics's own flag (--output is the one several commands share)."""
+
+    run_dir: str = option(None, "An output_dir of run_pretraining, run_classifier, ... (holding metrics.jsonl).")
+
+
+RECORD = Command("plot_metrics", ((PlotOptions, None), (Output, None)))
 
 
 def define_flags(flag_values):
-    flags.DEFINE_string("run_dir", None,
-                        "An output_dir of run_pretraining, run_classifier, ... (holding metrics.jsonl).",
-                        flag_values=flag_values)
-    flags.DEFINE_string("output", None, "PNG path (default RUN_DIR/curves.png).", flag_values=flag_values)
+    option_flags.define_command(flag_values, RECORD)
 
 
-def run(f):
-    from albert_tf.training.reporting import METRICS_FILE, plot_curves, read_records
+def check_options(f):
+    """Every check of the tool, before anything is read: --run_dir (ValueError) and --output
+    (albert_tf.storage.outputs). Returns (the metrics file, the PNG)."""
+    from albert_tf.training.reporting import METRICS_FILE
 
     if not f.run_dir:
         raise ValueError("--run_dir is required.")
@@ -34,6 +44,13 @@ def run(f):
         raise ValueError(f"{path} does not exist: is --run_dir the output_dir of a run?")
     output = f.output or os.path.join(f.run_dir, "curves.png")
     outputs.check([outputs.Output("--output", output, outputs.PLOT)], [outputs.Input("--run_dir", path)])
+    return path, output
+
+
+def run(f):
+    from albert_tf.training.reporting import plot_curves, read_records
+
+    path, output = check_options(f)
     records = read_records(path)
     if not records:
         raise ValueError(f"{path} holds no logged step yet.")

@@ -28,11 +28,14 @@ objective, and each claim's verdict by tools/reproduce_stats.py's rule) and PNG 
 --report_only writes them again from `results.json` alone (a rule changed: no retraining).
 """
 
+import dataclasses
 import sys
 
 from absl import flags
 
 from albert_tf import entry_points, option_flags
+from albert_tf.storage.options import Command, RunDirectory, option
+from albert_tf.training.precision import PrecisionOptions
 
 if __package__:  # imported as tools.reproduce
     from . import reproduce_grid as grid
@@ -48,28 +51,44 @@ QUICK = {"tables": ("sop",), "seeds": 1, "hidden_size": 24, "num_attention_heads
 BASE_HIDDEN = grid.Settings().hidden_size
 
 
+@dataclasses.dataclass(kw_only=True)
+class GridSize:
+    """What tools/reproduce.py and tools/reproduce_pilot.py share of a grid's size."""
+
+    seeds: int = option(grid.Settings().seeds, "Seeds: reproduce, per cell (pretraining and fine-tuning; a claim is "
+                                               "judged only when each of its cells has at least 3); "
+                                               "reproduce_pilot, fine-tuning seeds per source and task.")
+    width: float = option(1.0, f"Width multiplier: hidden size {BASE_HIDDEN} x width (a multiple of 12 and of the "
+                               "heads), embedding sizes at the paper's E/H ratios.")
+    finetune_steps: int = option(grid.Settings().finetune_steps, "Steps of every fine-tuning run.")
+
+
+@dataclasses.dataclass(kw_only=True)
+class ReproduceOptions:
+    """reproduce's own flags (the rest are the fields it shares: RECORD)."""
+
+    tables: list = option(",".join(grid.TABLES), f"Which of the paper's tables: {', '.join(grid.TABLES)}.")
+    num_attention_heads: int = option(grid.Settings().num_attention_heads, "Attention heads.")
+    num_hidden_layers: int = option(grid.Settings().num_hidden_layers, "Transformer layers.")
+    steps: int = option(grid.Settings().pretrain_steps, "Pretraining steps of every cell.")
+    corpus_mb: float = option(grid.Settings().corpus_mb, "MB of docstring text to use (0: all found).")
+    report_only: bool = option(False, "Run no step: write the report (CSVs, claims, report.md, figures) again from "
+                                      "--output_dir's results.json by today's rule (tools/reproduce_stats.py); "
+                                      "--output_dir must be this tool's own, the other flags are not read.")
+    quick: bool = option(False, "Tiny models on the built-in sample corpus (1.5 MB), one seed, the sentence-level "
+                                "table unless --tables says otherwise: the whole pipeline at test size (for tests; "
+                                "its numbers mean nothing, and with one seed every claim is 'not testable').")
+
+
+# --output_dir: where the grid lives (a new directory, or this tool's own: resumed)
+RECORD = Command("reproduce", (
+    (RunDirectory, None), (ReproduceOptions, ("tables",)), (GridSize, ("seeds", "width")),
+    (ReproduceOptions, ("num_attention_heads", "num_hidden_layers", "steps")), (GridSize, ("finetune_steps",)),
+    (ReproduceOptions, ("corpus_mb",)), (PrecisionOptions, None), (ReproduceOptions, ("report_only", "quick"))))
+
+
 def define_flags(flag_values=None):
-    fv = {"flag_values": flags.FLAGS if flag_values is None else flag_values}
-    d = grid.Settings()
-    flags.DEFINE_string("output_dir", None, "Where the grid lives: a new directory, or this tool's own (resumed).",
-                        **fv)
-    flags.DEFINE_list("tables", list(grid.TABLES), f"Which of the paper's tables: {', '.join(grid.TABLES)}.", **fv)
-    flags.DEFINE_integer("seeds", d.seeds, "Seeds per cell (pretraining and fine-tuning); a claim is judged only "
-                         "when each of its cells has at least 3.", **fv)
-    flags.DEFINE_float("width", 1.0, f"Width multiplier: hidden size {BASE_HIDDEN} x width (a multiple of 12 and "
-                       "of the heads), embedding sizes at the paper's E/H ratios.", **fv)
-    flags.DEFINE_integer("num_attention_heads", d.num_attention_heads, "Attention heads.", **fv)
-    flags.DEFINE_integer("num_hidden_layers", d.num_hidden_layers, "Transformer layers.", **fv)
-    flags.DEFINE_integer("steps", d.pretrain_steps, "Pretraining steps of every cell.", **fv)
-    flags.DEFINE_integer("finetune_steps", d.finetune_steps, "Steps of every fine-tuning run.", **fv)
-    flags.DEFINE_float("corpus_mb", d.corpus_mb, "MB of docstring text to use (0: all found).", **fv)
-    option_flags.define_precision(fv["flag_values"])
-    flags.DEFINE_bool("report_only", False, "Run no step: write the report (CSVs, claims, report.md, figures) "
-                      "again from --output_dir's results.json by today's rule (tools/reproduce_stats.py); "
-                      "--output_dir must be this tool's own, the other flags are not read.", **fv)
-    flags.DEFINE_bool("quick", False, "Tiny models on the built-in sample corpus (1.5 MB), one seed, the "
-                      "sentence-level table unless --tables says otherwise: the whole pipeline at test size "
-                      "(for tests; its numbers mean nothing, and with one seed every claim is 'not testable').", **fv)
+    option_flags.define_command(flags.FLAGS if flag_values is None else flag_values, RECORD)
 
 
 def settings_from_flags(f):
@@ -91,16 +110,25 @@ def settings_from_flags(f):
                          dtype_policy=f.dtype_policy)
 
 
-def run(f):
+def check_options(f):
+    """Every check of the flags, before any step (ValueError naming the flag). Returns the
+    grid's Settings, or None with --report_only (the other flags are not read)."""
     from albert_tf.training.precision import check_policy
 
     if not f.output_dir:
         raise ValueError("--output_dir is required.")
     if f.report_only:
-        return reproduce_runner.report_again(f.output_dir, stream=sys.stdout)
+        return None
     settings = settings_from_flags(f)
     settings.validate()
     check_policy(settings.dtype_policy)
+    return settings
+
+
+def run(f):
+    settings = check_options(f)  # before any step
+    if settings is None:
+        return reproduce_runner.report_again(f.output_dir, stream=sys.stdout)
     return reproduce_runner.run_grid(settings, f.output_dir, quick=f.quick, stream=sys.stdout)
 
 

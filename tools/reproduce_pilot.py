@@ -26,6 +26,7 @@ unit has a record under `pilot/` and is not redone. --output_dir is new or this 
 with the same settings (exit 2 otherwise).
 """
 
+import dataclasses
 import functools
 import json
 import math
@@ -34,6 +35,8 @@ import os
 from absl import flags
 
 from albert_tf import entry_points, option_flags
+from albert_tf.storage.options import Command, RunDirectory, option
+from albert_tf.training.precision import PrecisionOptions
 
 if __package__:  # imported as tools.reproduce_pilot
     from . import reproduce
@@ -55,20 +58,25 @@ else:  # `python tools/reproduce_pilot.py`, or imported by a tool run so: tools/
 SCARCE = "topic_scarce"
 
 
+@dataclasses.dataclass(kw_only=True)
+class PilotOptions:
+    """reproduce_pilot's own flags (the rest are the fields it shares: RECORD)."""
+
+    checkpoints: list = option("400,1000,2500", "Pretraining steps to fine-tune from (the last is the run's "
+                                                "length); multiples of 100.")
+    tasks: list = option(",".join(grid.TASKS), f"Downstream tasks to fine-tune: some of {', '.join(grid.TASKS)}.")
+    scarce_per_class: int = option(0, "Also the topic task with this many training sentences a class (0: not).")
+
+
+# --output_dir: a new directory, or this tool's own (resumed)
+RECORD = Command("reproduce_pilot", (
+    (RunDirectory, None), (PilotOptions, ("checkpoints",)), (reproduce.GridSize, ("seeds",)),
+    (PilotOptions, ("tasks", "scarce_per_class")), (reproduce.GridSize, ("width", "finetune_steps")),
+    (PrecisionOptions, None)))
+
+
 def define_flags(flag_values=None):
-    fv = {"flag_values": flags.FLAGS if flag_values is None else flag_values}
-    d = grid.Settings()
-    flags.DEFINE_string("output_dir", None, "A new directory, or this tool's own (resumed).", **fv)
-    flags.DEFINE_list("checkpoints", ["400", "1000", "2500"], "Pretraining steps to fine-tune from (the last is "
-                      "the run's length); multiples of 100.", **fv)
-    flags.DEFINE_integer("seeds", 3, "Fine-tuning seeds per source and task.", **fv)
-    flags.DEFINE_list("tasks", list(grid.TASKS), f"Downstream tasks to fine-tune: some of {', '.join(grid.TASKS)}.",
-                      **fv)
-    flags.DEFINE_integer("scarce_per_class", 0, "Also the topic task with this many training sentences a class "
-                         "(0: not).", **fv)
-    flags.DEFINE_float("width", 1.0, "Width multiplier, as tools/reproduce.py's.", **fv)
-    flags.DEFINE_integer("finetune_steps", d.finetune_steps, "Steps of every fine-tuning run.", **fv)
-    option_flags.define_precision(fv["flag_values"])
+    option_flags.define_command(flags.FLAGS if flag_values is None else flag_values, RECORD)
 
 
 class SourcePaths(steps.Paths):
@@ -108,7 +116,9 @@ def make_scarce_topic(paths, per_class):
     return {"train": len(kept), "per_class": per_class}
 
 
-def run(f):
+def check_options(f):
+    """Every check of the flags, before any step (ValueError naming the flag). Returns
+    (checkpoints, tasks, the grid's settings from the flags, resolved)."""
     from albert_tf.training.precision import check_policy
 
     if not f.output_dir:
@@ -127,6 +137,11 @@ def run(f):
     flag_settings = reproduce.settings_from_flags(_GridFlags(f, checkpoints[-1]))
     settings = runner.resolved(flag_settings)
     check_policy(settings.dtype_policy)
+    return checkpoints, tasks, flag_settings, settings
+
+
+def run(f):
+    checkpoints, tasks, flag_settings, settings = check_options(f)  # before any step
     pilot = {"checkpoints": checkpoints, "seeds": f.seeds, "scarce_per_class": f.scarce_per_class, "tasks": tasks}
     pilot_file = os.path.join(f.output_dir, "pilot", "settings.json")
 

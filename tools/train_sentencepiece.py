@@ -12,49 +12,61 @@ training (albert_tf.storage.outputs).
 """
 
 import contextlib
+import dataclasses
 import os
 
-from absl import flags
 
-from albert_tf import entry_points
+from albert_tf import entry_points, option_flags
 from albert_tf.data.files import InputError, expand_input_files
 from albert_tf.data.spm_training import SentencePieceOptions, train_sentencepiece
 from albert_tf.storage import outputs
+from albert_tf.storage.options import Command, LowerCase, VocabSize, option
+from albert_tf.tasks.options import PretrainingRunOptions, RunOptions
+
+
+@dataclasses.dataclass(kw_only=True)
+class TrainSentencePieceOptions:
+    """train_sentencepiece's own flags (the rest are the fields it shares: RECORD); the tool
+    builds albert_tf.data.spm_training.SentencePieceOptions from them by field name."""
+
+    model_prefix: str = option(None, "Output prefix: writes PREFIX.model and PREFIX.vocab.")
+    character_coverage: float = option(0.99995, "Share of characters the model covers.")
+    model_type: str = option("unigram", "unigram (the release), bpe, char or word.")
+    input_sentence_size: int = option(10_000_000, "Sentences sampled for training (0: all).")
+    num_threads: int = option(os.cpu_count() or 1, "Training threads (default: this machine's cores).")
+
+
+RECORD = Command("train_sentencepiece", (
+    (PretrainingRunOptions, ("input_file",)), (TrainSentencePieceOptions, ("model_prefix",)), (VocabSize, None),
+    (LowerCase, None), (TrainSentencePieceOptions, ("character_coverage", "model_type", "input_sentence_size",
+                                                    "num_threads")), (RunOptions, ("random_seed",))))
 
 
 def define_flags(flag_values):
-    flags.DEFINE_string("input_file", None, "Comma-separated text files or globs (one sentence per line).",
-                        flag_values=flag_values)
-    flags.DEFINE_string("model_prefix", None, "Output prefix: writes PREFIX.model and PREFIX.vocab.",
-                        flag_values=flag_values)
-    flags.DEFINE_integer("vocab_size", 30000, "Vocabulary size.", flag_values=flag_values)
-    flags.DEFINE_bool("do_lower_case", True, "Lower-case the text (must match create_pretraining_data).",
-                      flag_values=flag_values)
-    flags.DEFINE_float("character_coverage", 0.99995, "Share of characters the model covers.", flag_values=flag_values)
-    flags.DEFINE_string("model_type", "unigram", "unigram (the release), bpe, char or word.", flag_values=flag_values)
-    flags.DEFINE_integer("input_sentence_size", 10_000_000, "Sentences sampled for training (0: all).",
-                         flag_values=flag_values)
-    flags.DEFINE_integer("num_threads", os.cpu_count() or 1, "Training threads.", flag_values=flag_values)
-    flags.DEFINE_integer("random_seed", 12345, "Seed of SentencePiece's sampling.", flag_values=flag_values)
+    option_flags.define_command(flag_values, RECORD)
 
 
 def run(f):
-    if not f.input_file or not f.model_prefix:
-        raise InputError("--input_file and --model_prefix are required.")
-    files = expand_input_files(f.input_file)
-    items = [outputs.Output("--model_prefix", f"{f.model_prefix}{suffix}", outputs.SENTENCEPIECE_MODEL)
-             for suffix in (".model", ".vocab")]
-    outputs.check(items, [outputs.Input("--input_file", path) for path in files])  # before training
-    options = SentencePieceOptions(
-        vocab_size=f.vocab_size, do_lower_case=f.do_lower_case, character_coverage=f.character_coverage,
-        model_type=f.model_type, input_sentence_size=f.input_sentence_size, num_threads=f.num_threads,
-        random_seed=f.random_seed)
+    files, items, options = check_options(f)  # before training
     with contextlib.ExitStack() as marked:
         for item in items:
             marked.enter_context(outputs.replacing_file(item.path, item.kind, item.flag))
         path = train_sentencepiece(files, f.model_prefix, options)
     print(f"wrote {path} ({options.vocab_size} pieces)")
     return 0
+
+
+def check_options(f):
+    """Every check of the tool, before training: the flags and the paths (InputError,
+    OutputRefused naming the flag). Returns (input files, the outputs, SentencePieceOptions)."""
+    found = option_flags.values(f, RECORD)
+    if not f.input_file or not f.model_prefix:
+        raise InputError("--input_file and --model_prefix are required.")
+    files = expand_input_files(f.input_file)
+    items = [outputs.Output("--model_prefix", f"{f.model_prefix}{suffix}", outputs.SENTENCEPIECE_MODEL)
+             for suffix in (".model", ".vocab")]
+    outputs.check(items, [outputs.Input("--input_file", path) for path in files])
+    return files, items, option_flags.build(SentencePieceOptions, found)
 
 
 main, entry = entry_points.command("train_sentencepiece", define_flags, run)

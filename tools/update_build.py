@@ -14,8 +14,11 @@ Targets: `py_library` per module under albert_tf/ (named by path, e.g.
 """
 
 import ast
+import dataclasses
 import os
 import sys
+
+from albert_tf.storage.options import Command, option
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 if ROOT not in sys.path:  # run as a script: this checkout's albert_tf
@@ -178,10 +181,20 @@ def generate(root=ROOT):
     return "\n".join(blocks) + "\n"
 
 
-def define_flags(flag_values):
-    from absl import flags
+@dataclasses.dataclass(kw_only=True)
+class UpdateBuildOptions:
+    """update_build's one flag."""
 
-    flags.DEFINE_bool("check", False, "Exit 1 when BUILD is stale instead of rewriting it.", flag_values=flag_values)
+    check: bool = option(False, "Exit 1 when BUILD is stale instead of rewriting it.")
+
+
+RECORD = Command("update_build", ((UpdateBuildOptions, None),))
+
+
+def define_flags(flag_values):
+    from albert_tf import option_flags
+
+    option_flags.define_command(flag_values, RECORD)
 
 
 def run(f):

@@ -9,13 +9,15 @@ otherwise (exit status 2) before anything is written (albert_tf.storage.outputs)
 
 import os
 
-from absl import flags
+from albert_tf.storage.options import Command, RunDirectory
 
-from albert_tf import entry_points
+from albert_tf import entry_points, option_flags
+RECORD = Command("write_preset_configs", ((RunDirectory, None),), defaults={"output_dir": "configs"})
 
 
 def define_flags(flag_values):
-    flags.DEFINE_string("output_dir", "configs", "Where to write the preset JSON files.", flag_values=flag_values)
+    """--output_dir: where to write the preset JSON files."""
+    option_flags.define_command(flag_values, RECORD)
 
 
 def write_presets(output_dir, flag="--output_dir"):

@@ -39,30 +39,48 @@ The tool then prints pooled_output of a fixed id sequence for comparison with th
 multiple-choice model, the logit of that sequence as a single option).
 """
 
+import dataclasses
 import os
 
 from absl import flags
 
 from albert_tf import entry_points, option_flags
+from albert_tf.storage.options import Command, LowerCase, ModelFiles, Output, option
+
+FORMATS = ("tf1", "hf", "keras_hub", "albert_tf")  # read
+TARGETS = ("albert_tf", "tf1", "hf", "keras_hub")  # written
+
+
+@dataclasses.dataclass(kw_only=True)
+class ConvertOptions:
+    """convert's own flags (--from, a Python keyword, and --to: the fields `from_format` and
+    `to_format`; the rest are the fields it shares: RECORD)."""
+
+    from_format: str = option(None, "Source format.", choices=FORMATS, names={"convert": "from"})
+    to_format: str = option("albert_tf", "Target format.", choices=TARGETS, names={"convert": "to"})
+    input: str = option(None, "Source checkpoint, model directory or weights file.")
+    allow_tokenizer_mismatch: bool = option(False, "--to=hf and --to=keras_hub: write the conversion even where the "
+                                                   "written tokenizer gives other ids than albert_tf on the built-in "
+                                                   "check texts (refused otherwise, exit 2); recorded in the "
+                                                   "output's tokenizer_check.json.")
+
+
+RECORD = Command("convert", ((ConvertOptions, ("from_format", "to_format", "input")), (Output, None),
+                             (ModelFiles, None), (LowerCase, None), (ConvertOptions, ("allow_tokenizer_mismatch",))))
 
 
 def define_flags(flag_values=None):
-    fv = {"flag_values": flags.FLAGS if flag_values is None else flag_values}
-    flags.DEFINE_enum("from", None, ["tf1", "hf", "keras_hub", "albert_tf"], "Source format.", **fv)
-    flags.DEFINE_enum("to", "albert_tf", ["albert_tf", "tf1", "hf", "keras_hub"], "Target format.", **fv)
-    flags.DEFINE_string("input", None, "Source checkpoint, model directory or weights file.", **fv)
-    flags.DEFINE_string("output", None, "Output directory: a new path or an earlier conversion of albert_tf's "
-                        "(replaced); anything else is refused.", **fv)
-    flags.DEFINE_string("albert_config_file", None, "albert_config.json (needed where the source carries no config).",
-                        **fv)
-    flags.DEFINE_string("spm_model_file", None, "The model's SentencePiece model, written with --to=hf and "
-                        "--to=keras_hub (default: the one the input carries: spiece.model, spm.model, "
-                        "assets/tokenizer/vocabulary.spm).", **fv)
-    flags.DEFINE_bool("do_lower_case", True, "--to=hf and --to=keras_hub: the tokenizer lower-cases and strips "
-                      "accents (as the model was trained).", **fv)
-    flags.DEFINE_bool("allow_tokenizer_mismatch", False, "--to=hf and --to=keras_hub: write the conversion even "
-                      "where the written tokenizer gives other ids than albert_tf on the built-in check texts "
-                      "(refused otherwise, exit 2); recorded in the output's tokenizer_check.json.", **fv)
+    option_flags.define_command(flags.FLAGS if flag_values is None else flag_values, RECORD)
+
+
+def check_options(f):
+    """Every check of the command, before anything is read: the flags (ValueError) and the
+    paths (check_paths). Returns {field: value} of RECORD."""
+    found = option_flags.values(f, RECORD)
+    if not found["from_format"] or not found["input"] or not found["output"]:
+        raise ValueError("--from, --input and --output are required.")
+    check_paths(f)
+    return found
 
 
 def check_paths(f):
@@ -77,11 +95,9 @@ def check_paths(f):
 
 
 def run(f):
-    source, target, input_path, output = f["from"].value, f["to"].value, f["input"].value, f["output"].value
-    albert_config_file = f["albert_config_file"].value
-    if not source or not input_path or not output:
-        raise ValueError("--from, --input and --output are required.")
-    check_paths(f)  # before TensorFlow starts
+    found = check_options(f)  # before TensorFlow starts
+    source, target, input_path, output = found["from_format"], found["to_format"], found["input"], found["output"]
+    albert_config_file = found["albert_config_file"]
     from albert_tf.convert.api import load_source, spm_model_in, write_target
     from albert_tf.modeling.config import AlbertConfig
     from albert_tf.storage import provenance
@@ -89,9 +105,9 @@ def run(f):
     made_by = provenance.record("convert", option_flags.given_flags(f))
     config = AlbertConfig.from_json_file(albert_config_file) if albert_config_file else None
     model = load_source(source, input_path, config)
-    spm_model_file = f["spm_model_file"].value or spm_model_in(source, input_path)
-    written, kind, left_behind = write_target(model, target, output, spm_model_file, f["do_lower_case"].value,
-                                              f["allow_tokenizer_mismatch"].value, made_by)
+    spm_model_file = found["spm_model_file"] or spm_model_in(source, input_path)
+    written, kind, left_behind = write_target(model, target, output, spm_model_file, found["do_lower_case"],
+                                              found["allow_tokenizer_mismatch"], made_by)
     print(f"converted {input_path} ({source}) -> {written} ({target}) as {type(model).__name__}, "
           f"{model.count_params():,} parameters"
           + (f", from {model.run_checkpoint}" if getattr(model, "run_checkpoint", None) else ""))

@@ -59,11 +59,73 @@ def required(help, **properties):
 
 @dataclasses.dataclass(kw_only=True)
 class RunDirectory:
-    """The run directory of a training command: its task's options and the driver's
-    TrainingOptions hold this one field."""
+    """The directory a command writes (its task's options and the driver's TrainingOptions
+    hold this one field; param_table and the tools take it too, with their defaults)."""
 
-    output_dir: str = option(None, "The output directory where the model checkpoints will be written: a new path or "
-                                   "albert_tf's own run (resumed); anything else is refused (required).")
+    output_dir: str = option(None, "Where the command writes: a training command, its run (the model checkpoints; "
+                                   "required); param_table, param_table.csv; a tool, its files. A new path or the "
+                                   "command's own earlier output (a run resumed, files replaced); anything else is "
+                                   "refused.")
+
+
+@dataclasses.dataclass(kw_only=True)
+class ModelFiles:
+    """The files a model is read from (fine-tuning, pretraining, exports, data tools)."""
+
+    albert_config_file: str = option(None, "The albert_config.json of the (pre-trained) ALBERT model (convert: "
+                                           "needed where the source carries no config).")
+    spm_model_file: str = option(None, "The SentencePiece model: the data's (create_pretraining_data; run_pretraining, "
+                                       "for --export_dir; export_tfhub); fine-tuning with --albert_hub_module_handle, "
+                                       "export_litert and convert (written with --to=hf and --to=keras_hub): default "
+                                       "the one the export or input carries (spiece.model, spm.model, "
+                                       "assets/tokenizer/vocabulary.spm).")
+
+
+@dataclasses.dataclass(kw_only=True)
+class LowerCase:
+    """The commands that tokenize text (fine-tuning, data tools, exports)."""
+
+    do_lower_case: bool = option(True, "Lower-case the text, as the SentencePiece model and the pretraining data were "
+                                       "made (fine-tuning: must match pretraining, an export carries its own; "
+                                       "export_tfhub, export_litert, convert --to=hf and --to=keras_hub: the written "
+                                       "tokenization's).")
+
+
+# --- what several commands other than the training ones share (one declaration each) --------
+@dataclasses.dataclass(kw_only=True)
+class OutputFile:
+    """The commands that write one file, or a comma-separated list of them."""
+
+    output_file: str = option(None, "The file to write: create_pretraining_data, the TF example file (or a "
+                                    "comma-separated list of them); make_squad_data, the SQuAD JSON; "
+                                    "make_sample_corpus, the corpus. A new path or the command's own earlier output "
+                                    "(replaced); anything else is refused.")
+
+
+@dataclasses.dataclass(kw_only=True)
+class Output:
+    """The commands whose output is one path named --output."""
+
+    output: str = option(None, "What the command writes: export_litert, the .tflite file; convert, the output "
+                               "directory; plot_metrics, the PNG (default RUN_DIR/curves.png). A new path or "
+                               "albert_tf's own earlier output (replaced); anything else is refused.")
+
+
+@dataclasses.dataclass(kw_only=True)
+class CorpusFile:
+    """The task-data tools that can take their text from a corpus of docstring entries."""
+
+    corpus_file: str = option(None, "Docstring entries (JSON lines of sample_corpus.write_entries) to take the text "
+                                    "from instead of the fixed corpus: make_squad_data and make_race_data, the "
+                                    "functions (default: make_squad_data's MODULES); make_topic_task, the sentences, "
+                                    "labelled by top-level package (default: the fixed standard-library topics).")
+
+
+@dataclasses.dataclass(kw_only=True)
+class VocabSize:
+    """The commands that train a SentencePiece model."""
+
+    vocab_size: int = option(30000, "Pieces in the SentencePiece vocabulary.")
 
 
 def has_flag(field):

@@ -7,27 +7,11 @@ fields and its command's options record (`COMMAND`) are in its folder
 import dataclasses
 
 from albert_tf.data.bucket_widths import DEFAULT_BUCKETS, FLAG_HELP as BUCKETS_HELP
-from albert_tf.storage.options import Command, RunDirectory, option
+from albert_tf.storage.options import Command, LowerCase, ModelFiles, RunDirectory, option
 from albert_tf.training.options import TrainingOptions
 
 STRATEGIES = ("tpu", "multi_worker_mirrored", "mirrored", "one_device", "default")
 FINE_TUNING_STRATEGIES = ("mirrored", "one_device", "default")
-
-
-@dataclasses.dataclass(kw_only=True)
-class ModelFiles:
-    """The files a model is read from (fine-tuning, pretraining, exports, data tools)."""
-
-    albert_config_file: str = option(None, "The albert_config.json of the (pre-trained) ALBERT model.")
-    spm_model_file: str = option(None, "The SentencePiece model (fine-tuning with --albert_hub_module_handle: default "
-                                       "the export's; run_pretraining: the data's, for --export_dir).")
-
-
-@dataclasses.dataclass(kw_only=True)
-class LowerCase:
-    """The commands that tokenize text (fine-tuning, data tools, exports)."""
-
-    do_lower_case: bool = option(True, "Lower-case the input (must match pretraining; an export carries its own).")
 
 
 @dataclasses.dataclass(kw_only=True)
@@ -36,12 +20,17 @@ class RunOptions(RunDirectory, ModelFiles):
 
     init_checkpoint: str = option(None, "Starting weights: a run_pretraining output_dir, a ckpt-N prefix, a converted "
                                         "pretrained directory, or (fine-tuning) a directory holding the task's "
-                                        "fine-tuned weights (e.g. question_answering.weights.h5).", setting=True)
-    max_seq_length: int = option(512, "The maximum total input sequence length in pieces, after tokenization.",
+                                        "fine-tuned weights (e.g. question_answering.weights.h5); export_litert, "
+                                        "the model: an albert_tf model directory or a run directory.", setting=True)
+    max_seq_length: int = option(512, "The maximum total input sequence length in pieces, after tokenization "
+                                      "(create_pretraining_data: of the instances written; export_litert: the "
+                                      "longest input the app will send, recorded in the JSON).",
                                  positive=True, setting=True)
     do_train: bool = option(False, "Whether to run training.")
     random_seed: int = option(12345, "Seed of the initialisation, dropout, shuffling and (pretraining) dynamic "
-                                     "masking.", setting=True)
+                                     "masking; of the data tools' sampling and masking (the same seed gives the "
+                                     "same data).", setting=True,
+                              names={"make_race_data": "seed", "make_squad_data": "seed"})
     strategy: str = option("default", "tpu | multi_worker_mirrored | mirrored | one_device | default (fine-tuning: "
                                       "mirrored, one_device or default; a TPU with --use_tpu).")
     export_dir: str = option(None, "Export the trained model here at the end (a new path or albert_tf's own export, "
@@ -79,7 +68,9 @@ class ReleaseTpuFlags(TpuName):
     gcp_project: str = option(None, "Accepted for compatibility; unused.")
     master: str = option(None, "Accepted for compatibility; with --use_tpu and no --tpu_name, the TPU address.")
     num_tpu_cores: int = option(8, "Accepted for compatibility; the strategy counts the cores.")
-    vocab_file: str = option(None, "Accepted for compatibility; unused (the SentencePiece model is the vocabulary).")
+    vocab_file: str = option(None, "The release's WordPiece vocabulary: accepted for compatibility, unused (the "
+                                   "SentencePiece model is the vocabulary; create_pretraining_data refuses it without "
+                                   "--spm_model_file).")
 
     def strategy_and_tpu(self):
         return ("tpu", self.tpu_name or self.master) if self.use_tpu else (self.strategy, None)
@@ -157,7 +148,8 @@ class PretrainingOptions(RunOptions):
     max_predictions_per_seq: int = option(20, "Maximum number of masked LM predictions per sequence.", positive=True,
                                           setting=True)
     deterministic: bool = option(False, "Deterministic input order and ops (exactly repeatable runs).")
-    shuffle_buffer_size: int = option(10000, "Examples in the input shuffle buffer.")
+    shuffle_buffer_size: int = option(10000, "Examples held for shuffling: run_pretraining's input pipeline; "
+                                             "create_pretraining_data, instances before writing.")
     use_one_hot_embeddings: bool = option(False, "One-hot word-embedding lookups (faster on TPUs).")
     sentence_loss: bool = option(True, "Train the sentence head on the data's labels (sentence order, or next "
                                        "sentence for data written with --random_next_sentence); false: masked LM "
@@ -170,11 +162,13 @@ class PretrainingRunOptions(Evaluates, TpuName):
     """run_pretraining's own flags: its inputs and what it makes of them (a declaration:
     the task's options are PretrainingOptions)."""
 
-    input_file: str = option(None, "Input TF example files (comma-separated globs).")
+    input_file: str = option(None, "The input files (comma-separated files or globs): run_pretraining, TF example "
+                                   "files; create_pretraining_data and train_sentencepiece, text (one sentence per "
+                                   "line).")
     eval_input_file: str = option(None, "Evaluation TF example files (default: --input_file).")
     dynamic_masking: bool = option(False, "Re-draw the masked-LM masks every epoch in tf.data.", setting=True)
-    export_seq_length: int = option(128, "Default sequence length of the exported preprocessing model.",
-                                    positive=True)
+    export_seq_length: int = option(128, "Default sequence length of the exported preprocessing model (export_tfhub: "
+                                         "at least 8).", positive=True, names={"export_tfhub": "seq_length"})
 
 
 RUN_PRETRAINING = Command(

@@ -75,7 +75,10 @@ class TrainingOptions(RunDirectory, PrecisionOptions):
     evaluate_every_checkpoint: bool = False
     max_eval_steps: int = option(None, "Maximum number of eval steps.", positive=True)
     keep_best: bool = False
-    jit_compile: bool = option(False, "Compile the train step with XLA.")
+    jit_compile: bool = option(False, "Compile with XLA: training, the train step; export_tfhub, serving (the "
+                                      "encoder's serve and serving_default run as one compiled program, compiled "
+                                      "once per new [batch, length] shape in the loading process; the root __call__ "
+                                      "that hub.KerasLayer fine-tunes is unchanged).")
     write_curves: bool = True
     gradient_accumulation_steps: int = option(1, ACCUMULATION_HELP, setting=True)
     remat: bool = option(False, REMAT_HELP)
