@@ -14,13 +14,13 @@ given, albert_tf's version and source state, TensorFlow/Keras, the device and th
 policy) is EXPORT_PATH/.albert_tf_output.json's "made_by" (albert_tf.storage.provenance).
 """
 
-import os
 import sys
 
 from absl import flags
 
 from albert_tf import cli
 from albert_tf.training.precision import check_policy, choose
+from albert_tf.storage import files
 
 PRETRAINED_WEIGHTS = ("pretrainer.weights.h5",)
 
@@ -82,7 +82,7 @@ def export(albert_config_file, checkpoint, spm_model_file, export_path, with_mlm
     provenance.record, kept in the export's marker); returns the export path."""
     if seq_length < 8:
         raise ValueError(f"--seq_length must be at least 8, got {seq_length}.")
-    if os.path.exists(export_path) and not os.path.isdir(export_path):
+    if files.exists(export_path) and not files.isdir(export_path):
         raise NotADirectoryError(f"--export_path={export_path} exists and is not a directory; choose another path.")
     from albert_tf.export.exporter import export_tfhub
     from albert_tf.modeling.config import AlbertConfig

@@ -15,7 +15,6 @@ TensorBoard (`output_dir/train`, `output_dir/eval`); evaluation results to
 model is exported at the end as albert_tf.export_tfhub does.
 """
 
-import os
 import sys
 
 from absl import flags
@@ -24,6 +23,7 @@ from albert_tf import cli
 from albert_tf.tasks.common import check_positive
 from albert_tf.training.accumulation import check_accumulation
 from albert_tf.training.precision import check_policy
+from albert_tf.storage import files
 
 
 # the training flags taken from TrainingOptions' fields; those whose defaults are the release's
@@ -202,7 +202,7 @@ def _run(f, stream):
 
         outputs.claim_run(f.output_dir)  # checked in check_paths; created (or kept) and marked
         if not has_config:
-            config.to_json_file(os.path.join(f.output_dir, "albert_config.json"))
+            config.to_json_file(files.join(f.output_dir, "albert_config.json"))
     outcome = train_and_evaluate(PretrainingTask(task_options), training, strategy, is_chief=chief, stream=stream)
     results = {"final_step": outcome["final_step"], "initialized_from": outcome["initialized_from"]}
     if outcome.get("summary"):

@@ -21,7 +21,7 @@ from albert_tf.modeling import pretrained
 from albert_tf.modeling.config import AlbertConfig
 from albert_tf.modeling.encoder import INPUT_NAMES, AlbertEncoder
 from albert_tf.modeling.runtime import RuntimeOptions
-from albert_tf.storage import atomic
+from albert_tf.storage import atomic, files
 
 
 class FineTunedModel(pretrained.PretrainedMixin, RuntimeOptions, keras.Model):
@@ -93,7 +93,7 @@ class FineTunedModel(pretrained.PretrainedMixin, RuntimeOptions, keras.Model):
         """Writes albert_config.json, SETTINGS_FILE and WEIGHTS_FILE into `directory`
         (each atomically)."""
         directory = os.fspath(directory)
-        atomic.write_json(os.path.join(directory, self.SETTINGS_FILE), self.head_settings())
+        atomic.write_json(files.join(directory, self.SETTINGS_FILE), self.head_settings())
         return pretrained.save_pretrained(self, directory)
 
     @classmethod

@@ -27,7 +27,7 @@ import os
 import keras
 
 from albert_tf.modeling.config import AlbertConfig
-from albert_tf.storage import atomic
+from albert_tf.storage import atomic, files
 from albert_tf.storage.json_files import read_json
 from albert_tf.storage.weights_file import load_weights_file
 
@@ -58,8 +58,8 @@ def save_pretrained(model, directory):
     """
     directory = os.fspath(directory)
     name = _weights_file(model)
-    model.config.to_json_file(os.path.join(directory, CONFIG_NAME))
-    with atomic.output_path(os.path.join(directory, name)) as tmp:
+    model.config.to_json_file(files.join(directory, CONFIG_NAME))
+    with atomic.output_path(files.join(directory, name)) as tmp:
         model.save_weights(tmp)
     return directory
 
@@ -80,20 +80,20 @@ def load_pretrained(cls, directory, **kwargs):
     """
     directory = os.fspath(directory)
     own = _weights_file(cls)
-    config_path = os.path.join(directory, CONFIG_NAME)
-    if not os.path.isfile(config_path):
+    config_path = files.join(directory, CONFIG_NAME)
+    if not files.isfile(config_path):
         raise ValueError(f"{directory}: no {CONFIG_NAME}; expected a directory written by albert_tf "
                          "(python -m albert_tf.convert, or a run_pretraining output_dir).")
     config = AlbertConfig.from_json_file(config_path)
 
     def present(name):
-        return os.path.isfile(os.path.join(directory, name))
+        return files.isfile(files.join(directory, name))
 
     if present(own):
-        return _load(cls(config, **kwargs), os.path.join(directory, own), directory)
+        return _load(cls(config, **kwargs), files.join(directory, own), directory)
     for container, attribute in _containers_of(own):
         if present(container.WEIGHTS_FILE):
-            model = _load(container(config, **kwargs), os.path.join(directory, container.WEIGHTS_FILE), directory)
+            model = _load(container(config, **kwargs), files.join(directory, container.WEIGHTS_FILE), directory)
             return getattr(model, attribute)
     held = [name for name in getattr(cls, "SUBMODELS", {}).values() if present(name)]
     if held:
@@ -166,8 +166,8 @@ def read_head_settings(directory, settings_name, keys, weights_name, what):
     Raises:
         ValueError: missing, not JSON, or other keys (the path named).
     """
-    path = os.path.join(directory, settings_name)
-    if not os.path.isfile(path):
+    path = files.join(directory, settings_name)
+    if not files.isfile(path):
         raise ValueError(f"{directory}: {weights_name} without {settings_name} (which holds {what}).")
     settings = read_json(path, f"{settings_name} ({what})")
     if set(settings) != set(keys):
@@ -192,18 +192,18 @@ def load_head_model(cls, encoder_class, directory, settings_name, settings, over
     """
     directory = os.fspath(directory)
     overrides = {k: v for k, v in overrides.items() if v is not None}
-    weights = os.path.join(directory, cls.WEIGHTS_FILE)
-    config_path = os.path.join(directory, CONFIG_NAME)
-    if not os.path.isfile(weights):
+    weights = files.join(directory, cls.WEIGHTS_FILE)
+    config_path = files.join(directory, CONFIG_NAME)
+    if not files.isfile(weights):
         encoder_sources = (ENCODER_WEIGHTS, PRETRAINER_WEIGHTS)
-        if os.path.isfile(config_path) and not any(os.path.isfile(os.path.join(directory, name))
+        if files.isfile(config_path) and not any(files.isfile(files.join(directory, name))
                                                    for name in encoder_sources):
             raise ValueError(f"{directory}: none of {cls.WEIGHTS_FILE}, {', '.join(encoder_sources)}.")
         encoder = encoder_class.from_pretrained(directory)
         logger.info("%s: no %s; a new %s on the pretrained encoder.", directory, cls.WEIGHTS_FILE, cls.EXTRA_PARTS)
         return cls(encoder, **dict(new_head, **overrides))
     kwargs = dict(settings(), **overrides)
-    if not os.path.isfile(config_path):
+    if not files.isfile(config_path):
         raise ValueError(f"{directory}: no {CONFIG_NAME}; expected a directory written by albert_tf.")
     model = cls(AlbertConfig.from_json_file(config_path), **kwargs)
     load_weights_file(model, weights, f"{directory} (with its {CONFIG_NAME} and {settings_name})")

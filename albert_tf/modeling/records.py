@@ -21,14 +21,12 @@ object path `encoder/_reloaded_obj/_encoder/...` keeps the values it was loaded 
 the reader maps variable i onto the AlbertEncoder variable of that name.
 """
 
-import os
-
-
 from albert_tf.modeling.classifier import AlbertClassifier
 from albert_tf.modeling.config import AlbertConfig
 from albert_tf.modeling.encoder import AlbertEncoder
 from albert_tf.modeling.multiple_choice import AlbertForMultipleChoice
 from albert_tf.modeling.question_answering import AlbertForQuestionAnswering
+from albert_tf.storage import files
 
 EXPORT_VARIABLES = "encoder/_reloaded_obj/variables"  # in a run's checkpoint, under "model/"
 _CLASSES = {"AlbertClassifier": AlbertClassifier, "AlbertForQuestionAnswering": AlbertForQuestionAnswering,
@@ -46,8 +44,8 @@ def model_record(model, labels=None):
         record["albert_config"] = model.encoder.config.to_dict()
     else:
         record["encoder"] = "export"
-        config_file = os.path.join(str(getattr(model.encoder, "filepath", "")), "assets", "albert_config.json")
-        if os.path.isfile(config_file):
+        config_file = files.join(str(getattr(model.encoder, "filepath", "")), "assets", "albert_config.json")
+        if files.isfile(config_file):
             record["albert_config"] = AlbertConfig.from_json_file(config_file).to_dict()
         reloaded = getattr(model.encoder, "_reloaded_obj", None)
         if reloaded is not None:
