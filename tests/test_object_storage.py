@@ -152,3 +152,61 @@ def test_an_unwritable_or_unreachable_store_exits_2_naming_the_flag_and_leaves_n
         files.check_reachable("gs://slow/run", "--output_dir", write=True, seconds=0.2)
     assert time.monotonic() - started < 5
     hang.set()
+
+
+def test_join_split_and_dirname_keep_the_scheme():
+    from albert_tf.storage import files
+
+    assert files.join("gs://b", "run", "ckpt-2") == "gs://b/run/ckpt-2"
+    assert files.join("gs://b/run/", "metrics.jsonl") == "gs://b/run/metrics.jsonl"
+    assert files.join("gs://b/run", "gs://c/x") == "gs://c/x"
+    assert files.split("gs://b/run/metrics.jsonl") == ("gs://b/run", "metrics.jsonl")
+    assert files.dirname("ram://b/run/") == "ram://b" and files.basename("ram://b/run/") == "run"
+    assert files.abspath("gs://b/run/") == "gs://b/run"
+    assert files.join("runs", "x") == os.path.join("runs", "x") and not files.is_url("runs/x")
+
+
+def test_the_layer_imports_no_tensorflow_for_local_paths(tmp_path):
+    import subprocess
+    import sys
+
+    code = ("import sys; from albert_tf.storage import atomic, files, outputs\n"
+            f"d = {str(tmp_path)!r}\n"
+            "atomic.write_text(files.join(d, 'a.txt'), 'x'); assert files.read_text(files.join(d, 'a.txt')) == 'x'\n"
+            "assert files.isfile(files.join(d, 'a.txt')) and files.glob(files.join(d, '*.txt'))\n"
+            "from albert_tf.data import writer, files as data_files, tokenization\n"
+            "assert 'tensorflow' not in sys.modules, 'TensorFlow imported for a local path'\n")
+    root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+    done = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+
+
+def test_atomic_writes_on_ram_replace_whole_files_and_directories_marker_last(monkeypatch, clean_local):
+    from albert_tf.storage import atomic, files, outputs
+
+    base = _ram(f"atomic-{uuid.uuid4().hex[:8]}")
+    atomic.write_text(f"{base}/a.txt", "one")
+    atomic.append_line(f"{base}/a.txt", "two")
+    assert files.read_text(f"{base}/a.txt") == "onetwo\n"
+    assert files.exists(f"{base}/a.txt") and not files.exists(f"{base}/a.t") and not files.isdir(f"{base}/a")
+    copied = []
+    real_copy = files.copy
+    monkeypatch.setattr(files, "copy", lambda a, b: copied.append(files.basename(b)) or real_copy(a, b))
+    for version in ("old", "new"):
+        with outputs.replacing_dir(f"{base}/export", outputs.EXPORT) as tmp:
+            atomic.write_text(files.join(tmp, "weights.bin"), version)
+            files.makedirs(files.join(tmp, "sub"))
+            atomic.write_text(files.join(tmp, "sub", "x"), version)
+    assert files.read_text(f"{base}/export/weights.bin") == "new"
+    assert _tree(f"{base}/export") == [".albert_tf_output.json", "sub/x", "weights.bin"]
+    assert copied[-1] == outputs.MARKER, copied  # the marker arrives last
+    assert not [n for n in files.listdir(base) if ".tmp-" in n or ".old-" in n]
+    # a killed writer's temporary: kept while young (another machine may be writing it), swept when stale
+    stale = f"{base}/.b.txt.tmp-99999999-0123abcd.txt"
+    with gfile.GFile(stale, "w") as f:
+        f.write("partial")
+    assert atomic.sweep(base) == [] and files.exists(stale)
+    import time
+
+    monkeypatch.setattr(files, "getmtime", lambda path: time.time() - files.STALE_SECONDS - 60)  # ram:// keeps no times
+    assert atomic.sweep(base) == [files.basename(stale)] and not files.exists(stale)

@@ -97,7 +97,7 @@ def load_encoder(export_path):
         else export_path
     config_file = files.join(directory, "assets", "albert_config.json")
     prefix = files.join(directory, "variables", "variables")
-    if not (files.isfile(config_file) and tf.io.gfile.exists(prefix + ".index")):
+    if not (files.isfile(config_file) and files.exists(prefix + ".index")):
         raise ValueError(f"{export_path}: not an albert_tf encoder export (expected encoder/assets/albert_config.json "
                          "and encoder/variables/, as written by albert_tf.export_tfhub).")
     encoder = AlbertEncoder(AlbertConfig.from_json_file(config_file))

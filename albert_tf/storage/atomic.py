@@ -88,9 +88,10 @@ def _stale(directory, name, pid):
     if not files.is_url(directory):
         return not _alive(pid)
     try:
-        return time.time() - files.getmtime(files.join(directory, name)) > files.STALE_SECONDS
+        modified = files.getmtime(files.join(directory, name))
     except Exception:  # gone meanwhile
         return False
+    return modified > 0 and time.time() - modified > files.STALE_SECONDS  # 0: the store keeps no times (ram://)
 
 
 def remove_own(path):
