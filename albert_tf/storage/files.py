@@ -26,9 +26,10 @@ directories and a rename is a copy and a delete:
   deleted only once the new one is in place.
 - A killed writer leaves its temporaries; whether its process lives cannot be asked on
   another machine, so on a URL `atomic.sweep` removes only temporaries older than
-  `STALE_SECONDS` (a day; none on a store that keeps no times, such as ram://). A resumed run tells its own files by its run directory's
-  marker and the names it writes (`outputs.RUN_NAMES`); checkpoints are TensorFlow's,
-  whose `checkpoint` file names only complete ones.
+  `STALE_SECONDS` (a day; none on a store that keeps no times, such as ram://). A
+  resumed run tells its own files by its run directory's marker and the names it writes
+  (`outputs.RUN_NAMES`); checkpoints are TensorFlow's, whose `checkpoint` file names
+  only complete ones.
 - `check_reachable` waits at most `PROBE_SECONDS` (30 s) for a store to answer; a store
   that does not, refuses the path or cannot be written is an `UnreachablePath` (a
   ValueError: exit status 2) naming the flag, before any work, with nothing left there.
