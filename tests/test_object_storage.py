@@ -210,3 +210,91 @@ def test_atomic_writes_on_ram_replace_whole_files_and_directories_marker_last(mo
 
     monkeypatch.setattr(files, "getmtime", lambda path: time.time() - files.STALE_SECONDS - 60)  # ram:// keeps no times
     assert atomic.sweep(base) == [files.basename(stale)] and not files.exists(stale)
+
+
+GCS_SCRIPT = r'''
+import json, os, sys
+sys.path.insert(0, TESTS)
+import gcs_emulator
+
+with gcs_emulator.start(CERTS) as bucket:
+    import tensorflow as tf
+    from conftest import run_in_process
+    from albert_tf import create_pretraining_data, run_pretraining
+    from albert_tf.modeling.config import AlbertConfig
+
+    g = tf.io.gfile
+
+    def names(url):
+        try:
+            return sorted(g.listdir(url))
+        except tf.errors.OpError as e:
+            return [f"(not listed: {type(e).__name__})"]
+
+    with open(CORPUS, encoding="utf-8") as f:
+        text = f.read()[:20_000]
+    with g.GFile(f"{bucket}/in/corpus.txt", "w") as f:
+        f.write(text)
+    g.copy(SPM, f"{bucket}/in/sample.model")
+    AlbertConfig.from_preset("albert_tiny").replace(vocab_size=3000, num_hidden_layers=1,
+                                                    num_hidden_groups=1).to_json_file(f"{bucket}/in/albert_config.json")
+    import time
+    results, started = {"seconds": {}}, time.time()
+    data = run_in_process(create_pretraining_data, [
+        f"--input_file={bucket}/in/corpus.txt", f"--output_file={bucket}/data/train.tfrecord",
+        f"--spm_model_file={bucket}/in/sample.model", "--max_seq_length=64", "--max_predictions_per_seq=10",
+        "--dupe_factor=1", "--num_workers=1"])
+    results["seconds"]["data"] = time.time() - started
+    results["data"] = [data.returncode, data.stderr[-2000:], names(f"{bucket}/data")]
+    run = run_in_process(run_pretraining, [
+        f"--input_file={bucket}/data/train.tfrecord", f"--output_dir={bucket}/run",
+        f"--albert_config_file={bucket}/in/albert_config.json", "--max_seq_length=64",
+        "--max_predictions_per_seq=10", "--train_batch_size=4", "--iterations_per_loop=2",
+        "--save_checkpoints_steps=2", "--num_train_steps=2", "--num_warmup_steps=1", "--dtype_policy=float32"])
+    results["seconds"]["run"] = time.time() - started
+    results["run"] = [run.returncode, run.stderr[-2000:], names(f"{bucket}/run")]
+    missing = run_in_process(create_pretraining_data, [
+        f"--input_file={bucket}/in/corpus.txt", "--output_file=gs://no-such-bucket/train.tfrecord",
+        f"--spm_model_file={bucket}/in/sample.model"])
+    results["seconds"]["missing_bucket"] = time.time() - started
+    results["missing_bucket"] = [missing.returncode, missing.stderr[-2000:]]
+    print("RESULTS " + json.dumps(results))
+'''
+
+
+def test_gs_on_a_local_emulator_data_and_pretraining(sample_corpus, spm_model, tmp_path):
+    """TensorFlow's own gs:// client against gcp-storage-emulator on loopback (tests/gcs_emulator.py),
+    in a process of its own (the client reads its settings when TensorFlow loads)."""
+    pytest.importorskip("gcp_storage_emulator")
+    import shutil
+    import subprocess
+    import sys
+
+    if shutil.which("openssl") is None:
+        pytest.skip("openssl makes the emulator's certificate")
+    tests = os.path.dirname(os.path.abspath(__file__))
+    certs, cwd = tmp_path / "certs", tmp_path / "cwd"
+    certs.mkdir()
+    cwd.mkdir()
+    script = (f"TESTS, CERTS, CORPUS, SPM = {tests!r}, {str(certs)!r}, {sample_corpus!r}, {spm_model!r}\n"
+              + GCS_SCRIPT)
+    env = dict(os.environ, PYTHONPATH=os.path.dirname(tests), TF_CPP_MIN_LOG_LEVEL="3")
+    done = subprocess.run([sys.executable, "-c", script], cwd=cwd, env=env, capture_output=True, text=True,
+                          timeout=300)
+    lines = [line for line in done.stdout.splitlines() if line.startswith("RESULTS ")]
+    assert done.returncode == 0 and lines, done.stderr[-3000:]
+    results = json.loads(lines[-1][len("RESULTS "):])
+    print(results["seconds"])
+    code, err, names = results["data"]
+    assert code == 0, err
+    assert {"train.tfrecord", "summary_train.tfrecord.json", ".train.tfrecord.albert_tf_output.json"} <= set(names)
+    code, err, names = results["run"]
+    assert code == 0, err
+    assert {"run_info.json", "metrics.jsonl", ".albert_tf_output.json", "checkpoint", "ckpt-2.index",
+            "training_curves.png"} <= set(names), names
+    assert not [n for n in names if ".tmp-" in n], names
+    code, err = results["missing_bucket"]
+    assert code == 2, err
+    assert err.strip().splitlines()[-1].startswith(
+        "create_pretraining_data: error: --output_file=gs://no-such-bucket/train.tfrecord cannot be written"), err
+    assert not os.listdir(cwd), os.listdir(cwd)

@@ -23,6 +23,7 @@ THIRD_PARTY = {
     "absl": "absl-py",
     "ai_edge_litert": "ai-edge-litert",
     "filelock": "filelock",
+    "gcp_storage_emulator": "gcp-storage-emulator",
     "h5py": "h5py",
     "jax": "jax",
     "keras": "keras",
@@ -45,7 +46,7 @@ OPTIONAL = frozenset()
 # packages needed at run time beside an import: nbclient starts an ipykernel kernel
 RUNTIME_EXTRAS = {"nbclient": ("ipykernel",)}
 SUPPORT = ("tests/conftest.py", "tests/harness.py", "tests/convert_helpers.py", "tests/squad_official.py",
-           "tests/bazel_pytest_main.py", "tests/real_data.py", "tests/made_by.py")
+           "tests/bazel_pytest_main.py", "tests/real_data.py", "tests/made_by.py", "tests/gcs_emulator.py")
 
 
 def _python_files(folder, root=ROOT):
