@@ -49,6 +49,8 @@ def expand_input_files(patterns, flag="--input_file"):
     if not names:
         raise InputError(f"{flag} is empty: name one or more files or globs.")
     files, matched_by = [], {}
+    for store in {file_layer.store(p): p for p in names[::-1] if file_layer.is_url(p)}.values():
+        file_layer.check_reachable(store, flag)  # an unreachable store: refused within files.PROBE_SECONDS
     for pattern in names:
         matches = _glob(pattern)
         if not matches:

@@ -95,6 +95,15 @@ def split(path):
     return scheme + head, name
 
 
+def store(path):
+    """What answers for `path`: "gs://bucket" for a URL, "" (this machine) for a local path."""
+    path = os.fspath(path)
+    if not is_url(path):
+        return ""
+    scheme, rest = _split_url(path)
+    return scheme + rest.split("/", 1)[0]
+
+
 def dirname(path):
     return split(path)[0]
 

@@ -262,9 +262,11 @@ def check(outputs, inputs=()):
     """
     outputs = [o for o in outputs if o.path]
     inputs = [i for i in inputs if i.path]
-    for i in inputs:  # a store that does not answer: refused within files.PROBE_SECONDS
+    # a store that does not answer: refused within files.PROBE_SECONDS; one probe a store for the
+    # inputs, one written (and removed again) a directory for the outputs
+    for i in {files.store(i.path): i for i in inputs[::-1]}.values():
         files.check_reachable(i.path, i.flag)
-    for o in outputs:  # nothing is left by the probe
+    for o in {files.dirname(files.abspath(o.path)): o for o in outputs[::-1]}.values():
         files.check_reachable(o.path, o.flag, write=True)
     for o in outputs:
         ro = _real(o.path)
