@@ -166,6 +166,7 @@ def test_join_split_and_dirname_keep_the_scheme():
     assert files.join("runs", "x") == os.path.join("runs", "x") and not files.is_url("runs/x")
 
 
+@pytest.mark.real_process
 def test_the_layer_imports_no_tensorflow_for_local_paths(tmp_path):
     import subprocess
     import sys
@@ -213,8 +214,7 @@ def test_atomic_writes_on_ram_replace_whole_files_and_directories_marker_last(mo
 
 
 GCS_SCRIPT = r'''
-import json, os, sys
-sys.path.insert(0, TESTS)
+import json
 import gcs_emulator
 
 with gcs_emulator.start(CERTS) as bucket:
@@ -262,6 +262,7 @@ with gcs_emulator.start(CERTS) as bucket:
 '''
 
 
+@pytest.mark.real_process
 def test_gs_on_a_local_emulator_data_and_pretraining(sample_corpus, spm_model, tmp_path):
     """TensorFlow's own gs:// client against gcp-storage-emulator on loopback (tests/gcs_emulator.py),
     in a process of its own (the client reads its settings when TensorFlow loads)."""
@@ -276,9 +277,9 @@ def test_gs_on_a_local_emulator_data_and_pretraining(sample_corpus, spm_model, t
     certs, cwd = tmp_path / "certs", tmp_path / "cwd"
     certs.mkdir()
     cwd.mkdir()
-    script = (f"TESTS, CERTS, CORPUS, SPM = {tests!r}, {str(certs)!r}, {sample_corpus!r}, {spm_model!r}\n"
+    script = (f"CERTS, CORPUS, SPM = {str(certs)!r}, {sample_corpus!r}, {spm_model!r}\n"
               + GCS_SCRIPT)
-    env = dict(os.environ, PYTHONPATH=os.path.dirname(tests), TF_CPP_MIN_LOG_LEVEL="3")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.path.dirname(tests), tests]), TF_CPP_MIN_LOG_LEVEL="3")
     done = subprocess.run([sys.executable, "-c", script], cwd=cwd, env=env, capture_output=True, text=True,
                           timeout=300)
     lines = [line for line in done.stdout.splitlines() if line.startswith("RESULTS ")]
