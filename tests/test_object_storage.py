@@ -135,6 +135,12 @@ def test_an_unwritable_or_unreachable_store_exits_2_naming_the_flag_and_leaves_n
     assert "--output_file=nosuchscheme://bucket/out.tfrecord" in result.stderr.strip().splitlines()[-1]
     assert "Traceback" not in result.stderr
 
+    # a local directory that cannot be written (the tests run as root, who may write anywhere: os.access says no)
+    with monkeypatch.context() as patched:
+        patched.setattr(os, "access", lambda path, mode: False)
+        with pytest.raises(files.UnreachablePath, match=r"--output_dir=runs/x: .* cannot be written \(no permission"):
+            files.check_reachable("runs/x", "--output_dir", write=True)
+
     # a store that does not answer: the wait is bounded (files.PROBE_SECONDS; here 0.2 s)
     import threading
     import time
