@@ -21,13 +21,13 @@ Keras model.
 
 import dataclasses
 import json
-import os
 
 from absl import flags
 
 from albert_tf import entry_points, option_flags
 from albert_tf.storage.options import Command, LowerCase, ModelFiles, Output, option
 from albert_tf.tasks.options import RunOptions
+from albert_tf.storage import files
 
 QUANTIZATIONS = ("none", "float16", "dynamic_int8")  # albert_tf.export.litert_model's (kept here: flags parse
 # before TensorFlow is imported; tests/test_export_litert.py checks the two agree)
@@ -56,7 +56,7 @@ def check_options(f):
     option_flags.values(f, RECORD)
     if not f.init_checkpoint:
         raise ValueError("--init_checkpoint is required (an albert_tf model directory or a run directory).")
-    if not os.path.isdir(f.init_checkpoint):
+    if not files.isdir(f.init_checkpoint):
         raise ValueError(f"--init_checkpoint={f.init_checkpoint} is not a directory (a model or run directory).")
     if f.max_seq_length < 2:
         raise ValueError(f"--max_seq_length must be at least 2, got {f.max_seq_length}.")
@@ -105,7 +105,7 @@ def run(f):
         raise ValueError(f"--max_seq_length {f.max_seq_length} exceeds max_position_embeddings "
                          f"{config.max_position_embeddings}.")
     spm = f.spm_model_file or spm_model_in("albert_tf", f.init_checkpoint)
-    if not spm or not os.path.isfile(spm):
+    if not spm or not files.isfile(spm):
         raise ValueError("--spm_model_file is required (the model's SentencePiece model; the input directory holds "
                          "none)" if not spm else f"--spm_model_file={spm} does not exist.")
     _, rank, names, fn = serving_spec(model)  # refuses a model with no LiteRT form before the conversion
@@ -129,10 +129,10 @@ def run(f):
 
     from albert_tf.data.tokenization import strip_machine_paths
 
-    with open(spm, "rb") as source:
+    with files.open(spm, "rb") as source:
         spm_bytes = strip_machine_paths(source.read())
     labels = getattr(model, "run_labels", None)
-    tokenization = tokenization_record(spm, os.path.basename(spm_output), f.do_lower_case)
+    tokenization = tokenization_record(spm, files.basename(spm_output), f.do_lower_case)
     with outputs.replacing_file(output, outputs.LITERT_MODEL, "--output"):
         atomic.write_bytes(output, content)
     with outputs.replacing_file(spm_output, outputs.LITERT_SENTENCEPIECE, "--output"):

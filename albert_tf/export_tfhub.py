@@ -15,7 +15,6 @@ policy) is EXPORT_PATH/.albert_tf_output.json's "made_by" (albert_tf.storage.pro
 """
 
 import dataclasses
-import os
 
 from absl import flags
 
@@ -25,6 +24,7 @@ from albert_tf.storage.options import Command, LowerCase, ModelFiles, option
 from albert_tf.tasks.options import PretrainingRunOptions
 from albert_tf.training.options import TrainingOptions
 from albert_tf.training.precision import PrecisionOptions
+from albert_tf.storage import files
 
 PRETRAINED_WEIGHTS = ("pretrainer.weights.h5",)
 
@@ -96,7 +96,7 @@ def export(albert_config_file, checkpoint, spm_model_file, export_path, with_mlm
     provenance.record, kept in the export's marker); returns the export path."""
     if seq_length < 8:
         raise ValueError(f"--seq_length must be at least 8, got {seq_length}.")
-    if os.path.exists(export_path) and not os.path.isdir(export_path):
+    if files.exists(export_path) and not files.isdir(export_path):
         raise NotADirectoryError(f"--export_path={export_path} exists and is not a directory; choose another path.")
     from albert_tf.export.exporter import export_tfhub
     from albert_tf.modeling.config import AlbertConfig

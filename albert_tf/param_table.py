@@ -12,11 +12,11 @@ the paper prints.
 """
 
 import csv
-import os
 import sys
 
 from albert_tf import entry_points, option_flags
 from albert_tf.storage.options import Command, RunDirectory
+from albert_tf.storage import files
 
 # (preset, reference exact count, paper's figure)
 TABLE_1 = (
@@ -123,11 +123,11 @@ def run(f):
 def write_table(output_dir, stream=None):
     """Prints both tables, writes output_dir/param_table.csv; returns 0, or 1 when a
     built count differs from the reference."""
-    if os.path.exists(output_dir) and not os.path.isdir(output_dir):
+    if files.exists(output_dir) and not files.isdir(output_dir):
         raise NotADirectoryError(f"--output_dir={output_dir} exists and is not a directory.")
     from albert_tf.storage import outputs
 
-    path = os.path.join(output_dir, "param_table.csv")
+    path = files.join(output_dir, "param_table.csv")
     outputs.check([outputs.Output("--output_dir", path, outputs.GENERATED_DATA)])  # before any work
     rows = build_rows()
     print(format_rows(rows), file=stream)

@@ -15,11 +15,11 @@ TensorBoard (`output_dir/train`, `output_dir/eval`); evaluation results to
 model is exported at the end as albert_tf.export_tfhub does.
 """
 
-import os
 import sys
 
 from albert_tf import entry_points, option_flags
 from albert_tf.tasks.options import RUN_PRETRAINING
+from albert_tf.storage import files
 
 
 def define_flags(flag_values):
@@ -155,7 +155,7 @@ def _run(f, stream):
 
         outputs.claim_run(f.output_dir)  # checked in check_paths; created (or kept) and marked
         if not has_config:
-            config.to_json_file(os.path.join(f.output_dir, "albert_config.json"))
+            config.to_json_file(files.join(f.output_dir, "albert_config.json"))
     outcome = train_and_evaluate(PretrainingTask(task_options), training, strategy, is_chief=chief, stream=stream)
     results = {"final_step": outcome["final_step"], "initialized_from": outcome["initialized_from"]}
     if outcome.get("summary"):

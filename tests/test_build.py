@@ -130,6 +130,38 @@ def test_every_json_file_is_read_by_the_one_reader():
         f"{found}: read a JSON file with albert_tf.storage.json_files.read_json (or read_json_lines)")
 
 
+# File operations outside the file layer (albert_tf/storage/files.py), by module ({relative path:
+# count}), on paths that are no user's input or output, or local by nature:
+RAW_FILE_OPERATIONS = {
+    "albert_tf/data/feature_cache.py": 9,  # run_squad's and run_race's feature caches: local files (os.stat, fsync)
+    "albert_tf/data/sample_corpus.py": 2,  # the installed packages' own sources, read for the sample corpus
+    "albert_tf/data/spm_training.py": 4,  # SentencePiece's trainer reads and writes local scratch files only
+    "albert_tf/storage/provenance.py": 3,  # /proc/cpuinfo and albert_tf's own sources (the source hash)
+}
+RAW_FILE_OPERATION = (r"(?<![\w.])open\(|\bos\.path\.(?:exists|isdir|isfile|lexists|getsize|getmtime|islink)\(|"
+                      r"\bos\.(?:makedirs|mkdir|listdir|replace|remove|rename|unlink|walk|scandir|stat)\(|\bshutil\.|"
+                      r"\bglob\.glob\(|\bgfile\.|\bpathlib\b")
+
+
+def test_every_path_goes_through_the_one_file_layer():
+    """Every input and output of albert_tf goes through albert_tf/storage/files.py (the
+    standard library for a local path, tf.io.gfile for a URL: docs/outputs.md): no other
+    module calls open(), os.path's or os's file operations, shutil, glob, pathlib or
+    tf.io.gfile, but for the paths listed in RAW_FILE_OPERATIONS."""
+    import re
+
+    found = {}
+    for path in update_build._python_files("albert_tf"):
+        if path == "albert_tf/storage/files.py":
+            continue
+        count = len(re.findall(RAW_FILE_OPERATION, open(os.path.join(ROOT, path), encoding="utf-8").read()))
+        if count:
+            found[path] = count
+    assert found == RAW_FILE_OPERATIONS, (
+        f"{found}: read and write through albert_tf.storage.files (files.open, files.exists, ...), so that a "
+        "gs:// path works like a local one")
+
+
 README_MAX_LINES = 400
 
 

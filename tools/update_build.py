@@ -31,6 +31,7 @@ THIRD_PARTY = {
     "absl": "absl-py",
     "ai_edge_litert": "ai-edge-litert",
     "filelock": "filelock",
+    "gcp_storage_emulator": "gcp-storage-emulator",
     "h5py": "h5py",
     "jax": "jax",
     "keras": "keras",
@@ -56,7 +57,7 @@ RUNTIME_EXTRAS = {"nbclient": ("ipykernel",)}
 DATA = {"albert_tf/data/sample_corpus.py": ("albert_tf/data/sample_corpus.jsonl.gz",),
         "albert_tf/data/unicode_tables.py": ("albert_tf/data/unicode_*.json",)}
 SUPPORT = ("tests/conftest.py", "tests/harness.py", "tests/convert_helpers.py", "tests/squad_official.py",
-           "tests/bazel_pytest_main.py", "tests/real_data.py", "tests/made_by.py")
+           "tests/bazel_pytest_main.py", "tests/real_data.py", "tests/made_by.py", "tests/gcs_emulator.py")
 
 
 def _python_files(folder, root=ROOT):

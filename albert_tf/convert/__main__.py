@@ -40,7 +40,6 @@ multiple-choice model, the logit of that sequence as a single option).
 """
 
 import dataclasses
-import os
 
 from absl import flags
 
@@ -67,6 +66,7 @@ class ConvertOptions:
 
 RECORD = Command("convert", ((ConvertOptions, ("from_format", "to_format", "input")), (Output, None),
                              (ModelFiles, None), (LowerCase, None), (ConvertOptions, ("allow_tokenizer_mismatch",))))
+from albert_tf.storage import files
 
 
 def define_flags(flag_values=None):
@@ -129,14 +129,14 @@ def print_tokenizer_check(directory):
     from albert_tf.convert.release_spm import CHECK_FILE
     from albert_tf.storage.json_files import read_json
 
-    report = read_json(os.path.join(directory, CHECK_FILE), f"the tokenizer's check ({CHECK_FILE})")
+    report = read_json(files.join(directory, CHECK_FILE), f"the tokenizer's check ({CHECK_FILE})")
     print(f"tokenizer: {report['tokenizer']} gives albert_tf's ids for {report['equal']} of {report['texts']} "
           f"built-in texts (cased, accented, digit-commas); the release's normalisation in its character map "
           f"({report['normalisation_rules']:,} rules), {report['digit_comma_pieces_left_out']} digit-comma pieces "
           "left out of the segmentation")
     if report["differ"]:
         print(f"tokenizer MISMATCH allowed (--allow_tokenizer_mismatch) on {len(report['differ'])} texts, "
-              f"e.g. {report['differ'][0]['text']!r}; see {os.path.join(directory, CHECK_FILE)}")
+              f"e.g. {report['differ'][0]['text']!r}; see {files.join(directory, CHECK_FILE)}")
     for note in report["not_expressed"]:
         print(f"tokenizer: still differs from albert_tf: {note}")
 

@@ -19,7 +19,6 @@ run_info.json holds (`load_run`). Targets: albert_tf, tf1, hf (hf_write.py) and 
 
 import json
 import logging
-import os
 
 import numpy as np
 
@@ -35,6 +34,7 @@ from albert_tf.modeling.pretrainer import AlbertPretrainer
 from albert_tf.modeling.question_answering import QUESTION_ANSWERING_WEIGHTS, AlbertForQuestionAnswering
 from albert_tf.storage import outputs
 from albert_tf.storage.json_files import read_json
+from albert_tf.storage import files
 
 logger = logging.getLogger("albert_tf")
 
@@ -73,8 +73,8 @@ def load_source(source, path, config=None):
     if source == "tf1":
         prefix = tf1.checkpoint_prefix(path)
         if config is None:
-            candidate = os.path.join(os.path.dirname(prefix), "albert_config.json")
-            if not os.path.isfile(candidate):
+            candidate = files.join(files.dirname(prefix), "albert_config.json")
+            if not files.isfile(candidate):
                 raise ValueError("--from=tf1 needs --albert_config_file (TF1 checkpoints carry no config).")
             config = AlbertConfig.from_json_file(candidate)
         values = tf1.read_tf1(prefix)
@@ -82,9 +82,9 @@ def load_source(source, path, config=None):
         assign_to_model(model, values, tf1.FROM_TF1, tf1.SKIP, label=f"--input={prefix} (tf1)")
         return model
     if source == "hf":
-        if not os.path.isdir(path):
+        if not files.isdir(path):
             raise ValueError(f"--input={path}: a Hugging Face model is a directory (config.json + weights).")
-        config = config or AlbertConfig.from_dict(hf.read_config(path), source=os.path.join(path, "config.json"))
+        config = config or AlbertConfig.from_dict(hf.read_config(path), source=files.join(path, "config.json"))
         values = hf.read_weights(path)
         if hf.SEQUENCE_CLASSIFICATION in hf.read_architectures(path):
             return _hf_classifier(path, config, values, label)
@@ -120,11 +120,11 @@ def load_source(source, path, config=None):
         info = run_record(path)
         if info is not None:
             return load_run(path, info)
-        if os.path.isfile(os.path.join(path, QUESTION_ANSWERING_WEIGHTS)):
+        if files.isfile(files.join(path, QUESTION_ANSWERING_WEIGHTS)):
             return AlbertForQuestionAnswering.from_pretrained(path)
-        if os.path.isfile(os.path.join(path, MULTIPLE_CHOICE_WEIGHTS)):
+        if files.isfile(files.join(path, MULTIPLE_CHOICE_WEIGHTS)):
             return AlbertForMultipleChoice.from_pretrained(path)
-        with_heads = os.path.isfile(os.path.join(path, PRETRAINER_WEIGHTS))
+        with_heads = files.isfile(files.join(path, PRETRAINER_WEIGHTS))
         return (AlbertPretrainer if with_heads else AlbertEncoder).from_pretrained(path)
     raise ValueError(f"--from must be one of {', '.join(SOURCES)}, got {source!r}.")
 
@@ -147,7 +147,7 @@ def _keras_hub_masked_lm(backbone, task, config, label):
 def _hf_classifier(path, config, values, label):
     """An AlbertClassifier of a transformers AlbertForSequenceClassification directory
     (`model.run_labels`: its id2label in order; none for a regression)."""
-    settings = read_json(os.path.join(path, "config.json"), "a Hugging Face config.json")
+    settings = read_json(files.join(path, "config.json"), "a Hugging Face config.json")
     weight = values.get("classifier.weight")
     if weight is None or np.ndim(weight) != 2:
         raise ValueError(f"{label}: config.json names {hf.SEQUENCE_CLASSIFICATION} but the weights have no "
@@ -166,12 +166,12 @@ def _hf_classifier(path, config, values, label):
 def run_record(path):
     """run_info.json of a fine-tuning run directory (its "model" record and the keys beside
     it: albert_tf.modeling.records), or None for anything else."""
-    info = os.path.join(path, RUN_INFO)
-    if not os.path.isdir(path) or not os.path.isfile(info):
+    info = files.join(path, RUN_INFO)
+    if not files.isdir(path) or not files.isfile(info):
         return None
     values = read_json(info, f"albert_tf's record of the run ({RUN_INFO})")
     if "model" not in values and values.get("task") not in (None, "pretraining") \
-            and not os.path.isfile(os.path.join(path, PRETRAINER_WEIGHTS)):
+            and not files.isfile(files.join(path, PRETRAINER_WEIGHTS)):
         raise ValueError(f"--input={path}: a {values['task']} run directory whose {RUN_INFO} records no model (runs "
                          "before albert_tf recorded it); train it again into a new --output_dir to convert it.")
     return values if "model" in values else None
@@ -194,15 +194,15 @@ def load_run(path, info):
     from albert_tf.storage.checkpoints import model_variables as checkpoint_variables
     from albert_tf.storage.report import MatchReport
 
-    model, labels, names = run_model(info, os.path.join(path, RUN_INFO))
-    prefix = latest_prefix(os.path.join(path, BEST_DIR)) if os.path.isdir(os.path.join(path, BEST_DIR)) else None
+    model, labels, names = run_model(info, files.join(path, RUN_INFO))
+    prefix = latest_prefix(files.join(path, BEST_DIR)) if files.isdir(files.join(path, BEST_DIR)) else None
     prefix = prefix or latest_prefix(path)
     if prefix is None:
         raise ValueError(f"--input={path}: a fine-tuning run directory without a checkpoint (ckpt-N); train first.")
     label = f"--input={prefix} (the run's {type(model).__name__})"
     if names is not None:  # a classifier fine-tuned on an export's TFSMLayer
         if not names:
-            raise ValueError(f"{os.path.join(path, RUN_INFO)}: a classifier fine-tuned on an export whose record "
+            raise ValueError(f"{files.join(path, RUN_INFO)}: a classifier fine-tuned on an export whose record "
                              "lacks export_variables (runs before albert_tf recorded them); train it again into a "
                              "new --output_dir to convert it.")
         reader = tf.train.load_checkpoint(prefix)
@@ -287,15 +287,15 @@ def write_target(model, target, output, spm_model_file=None, do_lower_case=True,
             on a built-in text, unless `allow_tokenizer_mismatch` (nothing is written).
     """
     check_target(model, target, spm_model_file)
-    output = os.path.abspath(output)
+    output = files.abspath(output)
     values = tf1_values(model) if target == "tf1" else None
     kind, left_behind = type(model).__name__, []
     with outputs.replacing_dir(output, outputs.CONVERSION, "--output", made_by=made_by) as tmp:
         if target == "albert_tf":
             model.save_pretrained(tmp)
         elif target == "tf1":
-            tf1.write_tf1(values, os.path.join(tmp, "model.ckpt"))
-            model.config.to_json_file(os.path.join(tmp, "albert_config.json"))
+            tf1.write_tf1(values, files.join(tmp, "model.ckpt"))
+            model.config.to_json_file(files.join(tmp, "albert_config.json"))
         elif target == "hf":
             kind, left_behind = hf_write.write_hf(model, tmp, spm_model_file, do_lower_case)
         else:
@@ -304,7 +304,7 @@ def write_target(model, target, output, spm_model_file=None, do_lower_case=True,
         if target in ("hf", "keras_hub"):
             report = tokenizer_check(target, tmp, spm_model_file, do_lower_case)
             release_spm.refuse_mismatch(report, allow_tokenizer_mismatch)
-            with open(os.path.join(tmp, release_spm.CHECK_FILE), "w", encoding="utf-8") as f:
+            with files.open(files.join(tmp, release_spm.CHECK_FILE), "w", encoding="utf-8") as f:
                 json.dump(report, f, indent=2, ensure_ascii=False)
     return output, kind, left_behind
 
@@ -315,7 +315,7 @@ def tokenizer_check(target, directory, spm_model_file, do_lower_case):
     from albert_tf.data.tokenization import SentencePieceTokenizer, strip_machine_paths
 
     ours = SentencePieceTokenizer(spm_model_file, do_lower_case)
-    with open(spm_model_file, "rb") as f:
+    with files.open(spm_model_file, "rb") as f:
         _, rules, unused = release_spm.release_model(strip_machine_paths(f.read()), bool(do_lower_case))
     if target == "hf":
         return release_spm.check_report(
@@ -329,12 +329,12 @@ def tokenizer_check(target, directory, spm_model_file, do_lower_case):
 def spm_model_in(source, path):
     """The SentencePiece model a source directory carries (hf: spiece.model, keras_hub:
     assets/tokenizer/vocabulary.spm, albert_tf: spm.model), or None."""
-    names = {"hf": ("spiece.model",), "keras_hub": (os.path.join("assets", "tokenizer", "vocabulary.spm"),),
+    names = {"hf": ("spiece.model",), "keras_hub": (files.join("assets", "tokenizer", "vocabulary.spm"),),
              "albert_tf": ("spm.model", "spiece.model"), "tf1": ("30k-clean.model", "spm.model")}.get(source, ())
-    directory = path if os.path.isdir(path) else os.path.dirname(path)
+    directory = path if files.isdir(path) else files.dirname(path)
     for name in names:
-        candidate = os.path.join(directory, name)
-        if os.path.isfile(candidate):
+        candidate = files.join(directory, name)
+        if files.isfile(candidate):
             return candidate
     return None
 

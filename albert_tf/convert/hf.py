@@ -24,13 +24,13 @@ config.json's `architectures` names it, the weights become an albert_tf AlbertCl
 more than one label is reported by its shape.
 """
 
-import os
 
 import numpy as np
 
 from albert_tf.storage.json_files import read_json
 from albert_tf.convert.templates import to_regex_table
 from albert_tf.convert.torch_checkpoint import read_state_dict
+from albert_tf.storage import files
 
 _L = "encoder.albert_layer_groups.{g}.albert_layers.{k}"
 _G = "group_{g}_inner_group_{k}"
@@ -101,8 +101,8 @@ CONFIG_KEYS = ("vocab_size", "embedding_size", "hidden_size", "num_hidden_layers
 
 def read_config(directory):
     """HF config.json -> albert_config dict."""
-    path = os.path.join(directory, "config.json")
-    if not os.path.isfile(path):
+    path = files.join(directory, "config.json")
+    if not files.isfile(path):
         raise ValueError(f"--input={directory}: no config.json (a Hugging Face model directory has one).")
     hf = read_json(path, "a Hugging Face config.json")
     if hf.get("model_type", "albert") != "albert":
@@ -123,9 +123,9 @@ def read_config(directory):
 
 def read_weights(directory):
     """name -> array, without the `albert.` prefix of AlbertForPreTraining."""
-    safetensors_path = os.path.join(directory, "model.safetensors")
-    torch_path = os.path.join(directory, "pytorch_model.bin")
-    if os.path.isfile(safetensors_path):
+    safetensors_path = files.join(directory, "model.safetensors")
+    torch_path = files.join(directory, "pytorch_model.bin")
+    if files.isfile(safetensors_path):
         from safetensors import SafetensorError
         from safetensors.numpy import load_file
 
@@ -133,7 +133,7 @@ def read_weights(directory):
             raw = load_file(safetensors_path)
         except SafetensorError as e:
             raise ValueError(f"{safetensors_path}: cannot be read as safetensors ({e}).") from None
-    elif os.path.isfile(torch_path):
+    elif files.isfile(torch_path):
         raw = read_state_dict(torch_path)
     else:
         raise ValueError(f"--input={directory}: neither model.safetensors nor pytorch_model.bin.")
@@ -176,7 +176,7 @@ def model_kind(names):
 
 def read_architectures(directory):
     """config.json's `architectures` (e.g. ["AlbertForQuestionAnswering"]), [] when absent."""
-    value = read_json(os.path.join(directory, "config.json"), "a Hugging Face config.json").get("architectures") or []
+    value = read_json(files.join(directory, "config.json"), "a Hugging Face config.json").get("architectures") or []
     return [str(a) for a in value] if isinstance(value, list) else [str(value)]
 
 

@@ -40,7 +40,6 @@ name.
 """
 
 import json
-import os
 
 import numpy as np
 
@@ -49,6 +48,7 @@ from albert_tf.convert.hf import CONFIG_KEYS, HF_CLASSIFIER_TABLE, HF_ENCODER_TA
     HF_QA_TABLE
 from albert_tf.convert.rename import apply_transforms, model_variables, rename
 from albert_tf.convert.templates import reverse, to_regex_table
+from albert_tf.storage import files
 
 # albert_tf hidden_act -> transformers' name (hf.HF_ACTIVATIONS read the other way)
 TO_HF_ACTIVATIONS = {"gelu": "gelu_new", "gelu_exact": "gelu", "relu": "relu", "tanh": "tanh", "swish": "swish",
@@ -228,7 +228,7 @@ def tokenizer_files(spm_model_file, special_tokens, do_lower_case, max_length):
     from albert_tf.data.tokenization import strip_machine_paths
     from albert_tf.data.vocab import PIECES
 
-    with open(spm_model_file, "rb") as f:
+    with files.open(spm_model_file, "rb") as f:
         model_bytes = strip_machine_paths(f.read())
     special = {"bos_token": PIECES["cls_id"], "eos_token": PIECES["sep_id"], "unk_token": PIECES["unk_id"],
                "sep_token": PIECES["sep_id"], "pad_token": PIECES["pad_id"], "cls_token": PIECES["cls_id"],
@@ -250,7 +250,7 @@ def written_tokenizer(directory):
     transformers' AutoTokenizer runs) gives them, [CLS] and [SEP] included."""
     from tokenizers import Tokenizer
 
-    tokenizer = Tokenizer.from_file(os.path.join(directory, "tokenizer.json"))
+    tokenizer = Tokenizer.from_file(files.join(directory, "tokenizer.json"))
     return lambda text: tokenizer.encode(text).ids
 
 
@@ -283,11 +283,11 @@ def write_hf(model, directory, spm_model_file, do_lower_case=True):
     check_layout(model.config)
     state, left_behind = hf_state(model, architecture)
     tokens = SentencePieceTokenizer(spm_model_file, do_lower_case).special_tokens
-    save_file(state, os.path.join(directory, WEIGHTS_NAME), metadata={"format": "pt"})
-    with open(os.path.join(directory, "config.json"), "w") as f:
+    save_file(state, files.join(directory, WEIGHTS_NAME), metadata={"format": "pt"})
+    with files.open(files.join(directory, "config.json"), "w") as f:
         json.dump(hf_config(model, architecture, tokens), f, indent=2)
     for name, data in tokenizer_files(spm_model_file, tokens, do_lower_case,
                                       model.config.max_position_embeddings).items():
-        with open(os.path.join(directory, name), "wb") as f:
+        with files.open(files.join(directory, name), "wb") as f:
             f.write(data)
     return architecture, left_behind

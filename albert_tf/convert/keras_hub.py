@@ -6,12 +6,12 @@ into the release's [H, H] / [H] layout (`merge_heads`, `merge_heads_first`) and 
 reversed table splits them again.
 """
 
-import os
 
 from albert_tf.storage.json_files import read_json
 from albert_tf.convert.rename import assign_to_model
 from albert_tf.convert.templates import reverse, to_regex_table
 from albert_tf.storage.weights_file import load_weights_file
+from albert_tf.storage import files
 
 _K = "group_{g}_inner_layer_{k}"
 _G = "group_{g}_inner_group_{k}"
@@ -99,14 +99,14 @@ def backbone_from_file(path, config=None):
     or from a `.weights.h5` file plus an AlbertConfig describing it."""
     import keras_hub
 
-    if os.path.isdir(path):
-        config_path = os.path.join(path, "config.json")
-        weights_path = os.path.join(path, "model.weights.h5")
-        if not os.path.isfile(config_path):
+    if files.isdir(path):
+        config_path = files.join(path, "config.json")
+        weights_path = files.join(path, "model.weights.h5")
+        if not files.isfile(config_path):
             raise ValueError(f"--input={path}: no config.json (a keras-hub preset directory holds config.json and "
                              "model.weights.h5).")
         kwargs = backbone_kwargs(read_json(config_path, "a keras-hub preset's config.json"), config_path)
-        if not os.path.isfile(weights_path):
+        if not files.isfile(weights_path):
             raise ValueError(f"--input={path}: no model.weights.h5 beside config.json.")
         try:
             backbone = keras_hub.models.AlbertBackbone(**kwargs)
@@ -114,7 +114,7 @@ def backbone_from_file(path, config=None):
             raise ValueError(f"{config_path}: not the arguments of an {BACKBONE_CLASS} ({e}); found keys "
                              f"{', '.join(sorted(kwargs))}.") from None
     else:
-        if not path.endswith(".weights.h5") or not os.path.isfile(path):
+        if not path.endswith(".weights.h5") or not files.isfile(path):
             raise ValueError(f"--input={path}: expected a keras-hub preset directory or a .weights.h5 file.")
         if config is None:
             raise ValueError("--from=keras_hub with a .weights.h5 file needs --albert_config_file.")
@@ -145,8 +145,8 @@ def config_of_backbone(backbone, hidden_act="gelu"):
 def preset_task(path):
     """keras-hub's AlbertTextClassifier or AlbertMaskedLM of a preset directory whose
     task.json names it (loaded with its head), else None (a backbone preset, a file)."""
-    task_file = os.path.join(path, "task.json")
-    if not os.path.isdir(path) or not os.path.isfile(task_file):
+    task_file = files.join(path, "task.json")
+    if not files.isdir(path) or not files.isfile(task_file):
         return None
     name = read_json(task_file, "a keras-hub preset's task.json").get("class_name")
     if name not in TASKS:
@@ -165,8 +165,8 @@ def masked_lm_head_values(task):
 
 def preset_labels(path):
     """The labels albert_tf wrote beside a classifier preset (LABELS_FILE), or None."""
-    labels_file = os.path.join(path, LABELS_FILE)
-    if not os.path.isfile(labels_file):
+    labels_file = files.join(path, LABELS_FILE)
+    if not files.isfile(labels_file):
         return None
     return [str(x) for x in read_json(labels_file, f"the labels albert_tf wrote ({LABELS_FILE})").get("labels", [])]
 

@@ -35,7 +35,6 @@ other than the tanh GELU (AlbertBackbone's only one).
 """
 
 import json
-import os
 
 import numpy as np
 
@@ -43,6 +42,7 @@ from albert_tf.convert import release_spm
 from albert_tf.convert.keras_hub import CLASSIFIER_HEAD_TABLE, LABELS_FILE, MLM_HEAD_TABLE, write_keras_hub_backbone
 from albert_tf.convert.rename import assign_to_variables, model_variables
 from albert_tf.convert.templates import reverse, to_regex_table
+from albert_tf.storage import files
 
 ALBERT_TF_TO_CLASSIFIER_HEAD = to_regex_table(reverse(CLASSIFIER_HEAD_TABLE))
 ALBERT_TF_TO_MLM_HEAD = to_regex_table(reverse(MLM_HEAD_TABLE))
@@ -126,7 +126,7 @@ def write_keras_hub_preset(model, directory, spm_model_file, sequence_length=512
     encoder = getattr(model, "encoder", model)
     backbone = backbone_for(config)
     write_keras_hub_backbone(encoder, backbone, label="the albert_tf encoder")
-    with open(spm_model_file, "rb") as f:
+    with files.open(spm_model_file, "rb") as f:
         proto, _, _ = release_spm.release_model(strip_machine_paths(f.read()), bool(do_lower_case))
     tokenizer = keras_hub.models.AlbertTokenizer(proto=proto)
     length = min(int(sequence_length), config.max_position_embeddings)
@@ -150,7 +150,7 @@ def write_keras_hub_preset(model, directory, spm_model_file, sequence_length=512
             preprocessor=keras_hub.models.AlbertTextClassifierPreprocessor(tokenizer, sequence_length=length))
         copy_head("output/", task.output_dense.weights, ALBERT_TF_TO_CLASSIFIER_HEAD)
         task.save_to_preset(directory)
-        with open(os.path.join(directory, LABELS_FILE), "w", encoding="utf-8") as f:
+        with files.open(files.join(directory, LABELS_FILE), "w", encoding="utf-8") as f:
             json.dump({"labels": list(getattr(model, "run_labels", None) or [])}, f)
         kind = "AlbertTextClassifier"
     else:

@@ -14,13 +14,13 @@ Reading skips optimizer slots (`adam_m`, `adam_v`) and `global_step` and strips 
 release's variable names and shapes (tf.compat.v1.train.Saver), as its loaders expect.
 """
 
-import os
 
 import numpy as np
 import tensorflow as tf
 
 from albert_tf.convert.templates import reverse, to_regex_table
 from albert_tf.storage.checkpoints import latest_prefix
+from albert_tf.storage import files
 
 _T = "bert/encoder/transformer/group_{g}/inner_group_{k}"
 _G = "group_{g}_inner_group_{k}"
@@ -67,7 +67,7 @@ def checkpoint_prefix(path):
     `albert_tf.storage.checkpoints.latest_prefix`."""
     prefix = latest_prefix(path)
     if prefix is None:
-        if os.path.isdir(path):
+        if files.isdir(path):
             raise ValueError(f"--input={path}: no TF1 checkpoint (*.index) in this directory.")
         raise ValueError(f"--input={path}: no checkpoint ({path}.index does not exist).")
     return prefix

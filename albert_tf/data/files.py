@@ -1,50 +1,33 @@
 """The one way input file names are expanded: comma-separated files or globs -> files.
 
 Used by create_pretraining_data (text), train_sentencepiece (text) and the pretraining
-input pipeline (TFRecords). Local paths use the standard library (TensorFlow is not
-imported, so worker processes and the text tools stay TensorFlow-free); paths with a
-URL scheme (gs://, s3://, hdfs://) go through `tf.io.gfile`.
+input pipeline (TFRecords). Every path goes through the file layer (`albert_tf.storage.files`): local paths use the
+standard library (TensorFlow is not imported, so worker processes and the text tools stay
+TensorFlow-free); paths with a URL scheme (gs://, s3://, hdfs://) go through `tf.io.gfile`.
 
     expand_input_files("data/a.txt,data/shard-*")        # ['data/a.txt', 'data/shard-00000', ...]
     expand_input_files(["x.tfrecord"], flag="--eval_input_file")
 """
 
-import glob
 import os
+
+from albert_tf.storage import files as file_layer
 
 
 class InputError(ValueError):
     """Bad input or flags; the message names the flag and the file, pattern or line."""
 
 
-def _is_remote(path):
-    return "://" in path
-
-
 def _glob(pattern):
-    if _is_remote(pattern):
-        import tensorflow as tf
-
-        return sorted(tf.io.gfile.glob(pattern))
-    if os.path.exists(pattern):  # a literal name (even one holding [ or *)
-        return [pattern]
-    return sorted(glob.glob(pattern))
+    return file_layer.glob(pattern)
 
 
 def _isdir(path):
-    if _is_remote(path):
-        import tensorflow as tf
-
-        return tf.io.gfile.isdir(path)
-    return os.path.isdir(path)
+    return file_layer.isdir(path)
 
 
 def _size(path):
-    if _is_remote(path):
-        import tensorflow as tf
-
-        return tf.io.gfile.stat(path).length
-    return os.path.getsize(path)
+    return file_layer.getsize(path)
 
 
 def split_patterns(patterns):
@@ -66,6 +49,8 @@ def expand_input_files(patterns, flag="--input_file"):
     if not names:
         raise InputError(f"{flag} is empty: name one or more files or globs.")
     files, matched_by = [], {}
+    for store in {file_layer.store(p): p for p in names[::-1] if file_layer.is_url(p)}.values():
+        file_layer.check_reachable(store, flag)  # an unreachable store: refused within files.PROBE_SECONDS
     for pattern in names:
         matches = _glob(pattern)
         if not matches:

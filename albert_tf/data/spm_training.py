@@ -16,6 +16,7 @@ import os
 from albert_tf.data.files import InputError
 from albert_tf.data.tokenization import preprocess_text, strip_machine_paths
 from albert_tf.storage import atomic
+from albert_tf.storage import files as file_layer
 
 USER_SYMBOLS = ("(", ")", '"', "-", ".", "\u2013", "\u00a3", "\u20ac")
 CONTROL_SYMBOLS = ("[CLS]", "[SEP]", "[MASK]")
@@ -43,7 +44,7 @@ def _write_normalized(files, path, do_lower_case):
     lines = 0
     with open(path, "w", encoding="utf-8") as out:
         for name in files:
-            with open(name, encoding="utf-8", errors="replace") as f:
+            with file_layer.open(name, encoding="utf-8", errors="replace") as f:  # a URL too
                 for line in f:
                     line = preprocess_text(line, lower=do_lower_case)
                     if line:

@@ -22,10 +22,10 @@ whose output_files names it) and returns what they agree on:
 
 import dataclasses
 import hashlib
-import os
 
 from albert_tf.data.files import InputError, expand_input_files
 from albert_tf.data.vocab import SpecialTokens, dataclass_values
+from albert_tf.storage import files
 from albert_tf.storage.json_files import read_json
 
 SUMMARY_PREFIX = "summary_"
@@ -34,8 +34,8 @@ SUMMARY_PREFIX = "summary_"
 def summary_path_for(output_file):
     """`dir/train.tfrecord` -> `dir/summary_train.tfrecord.json`: beside the output, but
     not matched by globs over the outputs."""
-    directory, name = os.path.split(os.path.abspath(output_file))
-    return os.path.join(directory, f"{SUMMARY_PREFIX}{name}.json")
+    directory, name = files.split(files.abspath(output_file))
+    return files.join(directory, f"{SUMMARY_PREFIX}{name}.json")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -90,7 +90,7 @@ class DataSummary:
 
 def file_sha256(path):
     digest = hashlib.sha256()
-    with open(path, "rb") as f:
+    with files.open(path, "rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()
@@ -102,23 +102,14 @@ def describe_data(special_tokens, instance_options, spm_model_file):
                        instance_options.max_seq_length, file_sha256(spm_model_file)).description()
 
 
-def _gfile(path):
-    if "://" in path:
-        import tensorflow as tf
-
-        return tf.io.gfile
-    return None
-
-
 def _summaries_in(directory):
     """{summary path: parsed JSON} for the summary_*.json files of `directory`."""
-    gfile = _gfile(directory)
-    names = gfile.listdir(directory) if gfile else os.listdir(directory or ".")
+    names = files.listdir(directory or ".")
     found = {}
     for name in sorted(names):
         if not (name.startswith(SUMMARY_PREFIX) and name.endswith(".json")):
             continue
-        path = os.path.join(directory, name)
+        path = files.join(directory, name) if directory else name
         data = read_json(path, "a data summary of create_pretraining_data",
                          fix="create the data again with create_pretraining_data", error=InputError)
         if isinstance(data.get("output_files"), dict):
@@ -157,15 +148,15 @@ def read_data_summary(input_files, flag="--input_file"):
     lists it, when a summary lacks the special tokens (older data), or when the files'
     summaries disagree (another SentencePiece model, other masking settings or length).
     """
-    files = expand_input_files(input_files, flag=flag)
+    paths = expand_input_files(input_files, flag=flag)
     by_directory = {}
     chosen = []  # (file, DataSummary)
-    for path in files:
-        directory, name = os.path.split(path)
+    for path in paths:
+        directory, name = files.split(path)
         if directory not in by_directory:
             by_directory[directory] = _summaries_in(directory)
         listing = [(s, data) for s, data in by_directory[directory].items()
-                   if name in {os.path.basename(k) for k in data["output_files"]}]
+                   if name in {files.basename(k) for k in data["output_files"]}]
         if not listing:
             raise InputError(
                 f"{flag}: {path} has no data summary: no {SUMMARY_PREFIX}*.json beside it lists it. "

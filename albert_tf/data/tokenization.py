@@ -26,6 +26,7 @@ import unicodedata
 
 from albert_tf.data import unicode_tables
 from albert_tf.data.vocab import SpecialTokens
+from albert_tf.storage import files
 
 WORD_START = "\u2581"  # SentencePiece's word-start marker
 # The version of the text -> ids mapping, recorded with every feature cache (feature_cache.tokenizer_record) so
@@ -153,13 +154,13 @@ class SentencePieceTokenizer:
         import sentencepiece as spm
 
         model_file = os.fspath(model_file)
-        if not os.path.isfile(model_file):
+        if not files.isfile(model_file):
             raise ValueError(f"spm_model_file {model_file!r} does not exist or is not a file.")
         self.model_file = model_file
         self.do_lower_case = do_lower_case
         self.sp = spm.SentencePieceProcessor()
         try:
-            self.sp.Load(model_file)
+            self.sp.Load(model_proto=files.read_bytes(model_file))  # a URL too (the file layer)
         except (OSError, RuntimeError) as e:
             raise ValueError(f"spm_model_file {model_file!r} is not a SentencePiece model ({e}).") from None
         self.special_tokens = SpecialTokens.from_processor(self.sp, model_file)

@@ -12,18 +12,17 @@ Sets are flat tuples of sorted [start, end) code point bounds (c is in the set w
 bisect_right(bounds, c) is odd); LOWER is flat (first, last, step, delta) runs.
 """
 
-import glob
-import os
 import sys
 import unicodedata
 
 from albert_tf.storage.json_files import read_json
+from albert_tf.storage import files
 
-_FOLDER = os.path.dirname(os.path.abspath(__file__))
-PATH = os.path.join(_FOLDER, f"unicode_{unicodedata.unidata_version.replace('.', '_')}.json")
-if not os.path.isfile(PATH):
-    _HAVE = sorted(os.path.basename(p)[len("unicode_"):-len(".json")].replace("_", ".")
-                   for p in glob.glob(os.path.join(_FOLDER, "unicode_*.json")))
+_FOLDER = files.dirname(files.abspath(__file__))
+PATH = files.join(_FOLDER, f"unicode_{unicodedata.unidata_version.replace('.', '_')}.json")
+if not files.isfile(PATH):
+    _HAVE = sorted(files.basename(p)[len("unicode_"):-len(".json")].replace("_", ".")
+                   for p in files.glob(files.join(_FOLDER, "unicode_*.json")))
     raise ImportError(f"albert_tf has no Unicode tables for Python {sys.version.split()[0]}'s unicodedata "
                       f"{unicodedata.unidata_version} (it has {', '.join(_HAVE)}): run "
                       "python tools/make_unicode_tables.py on it")

@@ -14,6 +14,8 @@ create_pretraining_data records them in its summary (`summary_<output>.json`), w
 import dataclasses
 import os
 
+from albert_tf.storage import files
+
 # The pieces looked up by name: field of SpecialTokens -> SentencePiece piece.
 PIECES = {"pad_id": "<pad>", "unk_id": "<unk>", "cls_id": "[CLS]", "sep_id": "[SEP]", "mask_id": "[MASK]"}
 
@@ -75,11 +77,11 @@ class SpecialTokens:
         import sentencepiece as spm
 
         path = os.fspath(path)
-        if not os.path.isfile(path):
+        if not files.isfile(path):
             raise ValueError(f"spm_model_file {path!r} does not exist or is not a file.")
         processor = spm.SentencePieceProcessor()
         try:
-            processor.Load(path)
+            processor.Load(model_proto=files.read_bytes(path))
         except (OSError, RuntimeError) as e:
             raise ValueError(f"spm_model_file {path!r} is not a SentencePiece model ({e}).") from None
         return cls.from_processor(processor, path)

@@ -30,7 +30,6 @@ Ids (pad, [CLS], [SEP], [MASK], the ordinary range) come from the SentencePiece 
 import contextlib
 import dataclasses
 import multiprocessing
-import os
 import queue
 import random
 import sys
@@ -45,6 +44,7 @@ from albert_tf.data.instances import InstanceMaker, InstanceOptions, MaskingStat
 from albert_tf.data.summary import describe_data, summary_path_for
 from albert_tf.data.tokenization import SentencePieceTokenizer
 from albert_tf.storage import atomic, outputs, provenance
+from albert_tf.storage import files as file_layer
 
 STDERR = object()  # a default stream: sys.stderr as it is when the progress starts, not at import
 
@@ -125,7 +125,7 @@ def read_documents(files, bad_lines, progress=None):
     """Yields documents (lists of sentence strings): blank lines and file ends split them."""
     for path in files:
         document = []
-        with open(path, "rb") as f:
+        with file_layer.open(path, "rb") as f:
             for line_number, raw in enumerate(f, 1):
                 if progress is not None:
                     progress.bytes_read += len(raw)
@@ -369,7 +369,7 @@ def output_paths(output_file, num_output_shards=1):
             raise InputError("--num_output_shards needs a single --output_file name.")
         outputs = [f"{outputs[0]}-{i:05d}-of-{num_output_shards:05d}" for i in range(num_output_shards)]
     for path in outputs:
-        if os.path.isdir(path):
+        if file_layer.isdir(path):
             raise InputError(f"--output_file: {path!r} is a directory.")
     return outputs
 
@@ -408,7 +408,7 @@ def write_pretraining_data(input_files, output_files, spm_model_file, options, p
         # a first pass: the whole input's documents (a uniform sample past the bound) for NSP negatives
         pool_entries, pool_total = sample_documents(read_documents(input_files, BadLines(options.strict_utf8)),
                                                     options.random_document_pool, f"{options.random_seed}:pool")
-    progress = Progress(sum(os.path.getsize(f) for f in input_files), progress_stream)
+    progress = Progress(sum(file_layer.getsize(f) for f in input_files), progress_stream)
     bad_lines = BadLines(options.strict_utf8)
     totals = Counts(stats=MaskingStats.empty(options.instance.ngram))
     chunks = document_chunks(read_documents(input_files, bad_lines, progress), options.documents_per_chunk)

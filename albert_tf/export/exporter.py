@@ -18,6 +18,7 @@ from albert_tf.export import savedmodel
 from albert_tf.export.encoder_module import EncoderModule
 from albert_tf.export.preprocess_module import PreprocessModule
 from albert_tf.storage import outputs
+from albert_tf.storage import files
 
 
 def export_tfhub(pretrainer, spm_model_file, export_path, with_mlm=True, seq_length=128, do_lower_case=True,
@@ -47,7 +48,7 @@ def export_tfhub(pretrainer, spm_model_file, export_path, with_mlm=True, seq_len
     Returns:
         export_path.
     """
-    if not os.path.isfile(spm_model_file):
+    if not files.isfile(spm_model_file):
         raise ValueError(f"--spm_model_file {spm_model_file!r} does not exist.")
     if pretrainer.dtype_policy.name != dtype_policy:  # a copy computing in dtype_policy
         from albert_tf.modeling.pretrainer import AlbertPretrainer
@@ -59,10 +60,10 @@ def export_tfhub(pretrainer, spm_model_file, export_path, with_mlm=True, seq_len
     with outputs.replacing_dir(export_path, outputs.EXPORT, made_by=made_by) as tmp:
         with tempfile.TemporaryDirectory() as scratch:
             # assets get stable names inside the SavedModel whatever the source paths are
-            config_path = os.path.join(scratch, "albert_config.json")
+            config_path = files.join(scratch, "albert_config.json")
             pretrainer.config.to_json_file(config_path)
-            spm_copy = os.path.join(scratch, "spm.model")
-            with open(spm_model_file, "rb") as src, open(spm_copy, "wb") as dst:
+            spm_copy = files.join(scratch, "spm.model")
+            with files.open(spm_model_file, "rb") as src, files.open(spm_copy, "wb") as dst:
                 dst.write(strip_machine_paths(src.read()))
             encoder = EncoderModule(pretrainer.encoder, pretrainer.masked_lm_head if with_mlm else None,
                                     assets={"albert_config_file": config_path, "sp_model_file": spm_copy},
@@ -70,10 +71,10 @@ def export_tfhub(pretrainer, spm_model_file, export_path, with_mlm=True, seq_len
             # traced with the plain forward: a SavedModel cannot hold the gradient functions of
             # rematerialized or ordered-gradient applications (every run exports the same graph)
             with pretrainer.tracing_for_export():
-                savedmodel.save(encoder, os.path.join(tmp, "encoder"), encoder.trace)
+                savedmodel.save(encoder, files.join(tmp, "encoder"), encoder.trace)
             if with_preprocess:
                 preprocess = PreprocessModule(spm_copy, do_lower_case=do_lower_case, seq_length=seq_length)
-                savedmodel.save(preprocess, os.path.join(tmp, "preprocess"), preprocess.trace)
+                savedmodel.save(preprocess, files.join(tmp, "preprocess"), preprocess.trace)
     return os.path.abspath(export_path)
 
 
@@ -92,11 +93,11 @@ def load_encoder(export_path):
     from albert_tf.storage.checkpoints import model_variables, object_variables
     from albert_tf.storage.report import MatchReport
 
-    directory = os.path.join(export_path, "encoder") if os.path.isdir(os.path.join(export_path, "encoder")) \
+    directory = files.join(export_path, "encoder") if files.isdir(files.join(export_path, "encoder")) \
         else export_path
-    config_file = os.path.join(directory, "assets", "albert_config.json")
-    prefix = os.path.join(directory, "variables", "variables")
-    if not (os.path.isfile(config_file) and tf.io.gfile.exists(prefix + ".index")):
+    config_file = files.join(directory, "assets", "albert_config.json")
+    prefix = files.join(directory, "variables", "variables")
+    if not (files.isfile(config_file) and files.exists(prefix + ".index")):
         raise ValueError(f"{export_path}: not an albert_tf encoder export (expected encoder/assets/albert_config.json "
                          "and encoder/variables/, as written by albert_tf.export_tfhub).")
     encoder = AlbertEncoder(AlbertConfig.from_json_file(config_file))

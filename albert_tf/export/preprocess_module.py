@@ -20,6 +20,7 @@ import tensorflow_text as tf_text
 from albert_tf.data.vocab import SpecialTokens
 from albert_tf.export.normalization import normalize
 from albert_tf.export.release_tokenizer import ReleaseTokenizer
+from albert_tf.storage import files
 
 
 class PreprocessModule(tf.train.Checkpoint):
@@ -40,7 +41,7 @@ class PreprocessModule(tf.train.Checkpoint):
         self._lower = bool(do_lower_case)
         self._seq_length = int(seq_length)
         self.sp_model_file = tf.saved_model.Asset(spm_model_file)
-        with open(spm_model_file, "rb") as f:
+        with files.open(spm_model_file, "rb") as f:
             self._tokenizer = ReleaseTokenizer(f.read())
 
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string)], autograph=False)

@@ -5,7 +5,6 @@ with a SentencePiece model that holds no path of this machine.
 """
 
 import contextlib
-import os
 import tempfile
 
 import tensorflow as tf
@@ -14,6 +13,7 @@ from albert_tf.data.vocab import SpecialTokens
 from albert_tf.export.normalization import normalize
 from albert_tf.export.release_tokenizer import ReleaseTokenizer
 from albert_tf.storage.outputs import EXPORT, replacing_dir
+from albert_tf.storage import files
 
 
 class RawTextModule(tf.train.Checkpoint):
@@ -42,7 +42,7 @@ class RawTextModule(tf.train.Checkpoint):
         self.model = model
         self.variables = [getattr(v, "value", v) for v in model.weights]
         self.sp_model_file = tf.saved_model.Asset(spm_model_file)
-        with open(spm_model_file, "rb") as f:
+        with files.open(spm_model_file, "rb") as f:
             self._tokenizer = ReleaseTokenizer(f.read())
         self._lower = bool(do_lower_case)
         self._max_seq_length = int(max_seq_length)
@@ -73,7 +73,7 @@ def writing_export(export_dir, spm_model_file):
     from albert_tf.data.tokenization import strip_machine_paths
 
     with replacing_dir(export_dir, EXPORT) as tmp, tempfile.TemporaryDirectory() as scratch:
-        spm_copy = os.path.join(scratch, "spm.model")
-        with open(spm_model_file, "rb") as src, open(spm_copy, "wb") as dst:
+        spm_copy = files.join(scratch, "spm.model")
+        with files.open(spm_model_file, "rb") as src, files.open(spm_copy, "wb") as dst:
             dst.write(strip_machine_paths(src.read()))
         yield tmp, spm_copy

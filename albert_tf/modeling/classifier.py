@@ -16,6 +16,7 @@ import keras
 from albert_tf.modeling.embeddings import truncated_normal
 from albert_tf.modeling.encoder import encoder_inputs
 from albert_tf.modeling.finetuned import FineTunedModel
+from albert_tf.storage import files
 
 CLASSIFIER_WEIGHTS = "classifier.weights.h5"
 
@@ -113,7 +114,7 @@ class AlbertClassifier(FineTunedModel):
             if num_classes is not None and int(num_classes) != found["num_classes"]:
                 raise ValueError(f"{directory}: holds a head of {found['num_classes']} classes, not {num_classes}.")
 
-        if num_classes is None and not os.path.isfile(os.path.join(directory, cls.WEIGHTS_FILE)):
+        if num_classes is None and not files.isfile(files.join(directory, cls.WEIGHTS_FILE)):
             raise ValueError(f"{directory}: no {cls.WEIGHTS_FILE}; a new head on its encoder needs num_classes.")
         return cls._load_pretrained(directory, {"dropout": dropout}, new_head={"num_classes": num_classes},
                                     check=check)

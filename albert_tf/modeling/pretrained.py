@@ -34,7 +34,7 @@ import os
 import keras
 
 from albert_tf.modeling.config import AlbertConfig
-from albert_tf.storage import atomic
+from albert_tf.storage import atomic, files
 from albert_tf.storage.json_files import read_json
 from albert_tf.storage.weights_file import load_weights_file
 
@@ -129,8 +129,8 @@ def read_record(directory):
     Raises:
         ValueError (JsonFileError): model.json is no JSON object, or no albert_tf record.
     """
-    path = os.path.join(os.fspath(directory), MODEL_FILE)
-    if not os.path.isfile(path):
+    path = files.join(os.fspath(directory), MODEL_FILE)
+    if not files.isfile(path):
         return None, None
     record = read_json(path, RECORD_WHAT)
     record_class(record, path)
@@ -150,10 +150,10 @@ def save_pretrained(model, directory):
     """
     directory = os.fspath(directory)
     name = _weights_file(model)
-    atomic.write_json(os.path.join(directory, MODEL_FILE), model_record(model))
+    atomic.write_json(files.join(directory, MODEL_FILE), model_record(model))
     if model.config is not None:
-        model.config.to_json_file(os.path.join(directory, CONFIG_NAME))
-    with atomic.output_path(os.path.join(directory, name)) as tmp:
+        model.config.to_json_file(files.join(directory, CONFIG_NAME))
+    with atomic.output_path(files.join(directory, name)) as tmp:
         model.save_weights(tmp)
     return directory
 
@@ -180,12 +180,12 @@ def load_pretrained(cls, directory, **kwargs):
     directory = os.fspath(directory)
     own = _weights_file(cls)
     record, source = read_record(directory)
-    config_path = os.path.join(directory, CONFIG_NAME)
-    if record is None and not os.path.isfile(config_path):
+    config_path = files.join(directory, CONFIG_NAME)
+    if record is None and not files.isfile(config_path):
         raise _no_config(directory)
 
     def present(name):
-        return os.path.isfile(os.path.join(directory, name))
+        return files.isfile(files.join(directory, name))
 
     def build(model_class):
         if record is not None:
@@ -193,10 +193,10 @@ def load_pretrained(cls, directory, **kwargs):
         return model_class(AlbertConfig.from_json_file(config_path), **kwargs)
 
     if present(own):
-        return _load(build(cls), os.path.join(directory, own), directory, source)
+        return _load(build(cls), files.join(directory, own), directory, source)
     for container, attribute in _containers_of(own):
         if present(container.WEIGHTS_FILE):
-            model = _load(build(container), os.path.join(directory, container.WEIGHTS_FILE), directory, source)
+            model = _load(build(container), files.join(directory, container.WEIGHTS_FILE), directory, source)
             return getattr(model, attribute)
     held = [name for name in getattr(cls, "SUBMODELS", {}).values() if present(name)]
     if held:
@@ -266,8 +266,8 @@ def read_head_settings(directory, settings_name, keys, weights_name, what):
     Raises:
         ValueError: missing, not JSON, or other keys (the path named).
     """
-    path = os.path.join(directory, settings_name)
-    if not os.path.isfile(path):
+    path = files.join(directory, settings_name)
+    if not files.isfile(path):
         raise ValueError(f"{directory}: {weights_name} without {settings_name} (which holds {what}) or "
                          f"{MODEL_FILE} ({RECORD_WHAT}).")
     settings = read_json(path, f"{settings_name} ({what})")
@@ -294,13 +294,13 @@ def load_head_model(cls, encoder_class, directory, overrides, new_head, check=No
     """
     directory = os.fspath(directory)
     overrides = {k: v for k, v in overrides.items() if v is not None}
-    weights = os.path.join(directory, cls.WEIGHTS_FILE)
-    config_path = os.path.join(directory, CONFIG_NAME)
+    weights = files.join(directory, cls.WEIGHTS_FILE)
+    config_path = files.join(directory, CONFIG_NAME)
     record, source = read_record(directory)
-    if not os.path.isfile(weights):
+    if not files.isfile(weights):
         encoder_sources = (ENCODER_WEIGHTS, PRETRAINER_WEIGHTS)
-        if (record is not None or os.path.isfile(config_path)) and not any(
-                os.path.isfile(os.path.join(directory, name)) for name in encoder_sources):
+        if (record is not None or files.isfile(config_path)) and not any(
+                files.isfile(files.join(directory, name)) for name in encoder_sources):
             raise ValueError(f"{directory}: none of {cls.WEIGHTS_FILE}, {', '.join(encoder_sources)}.")
         encoder = encoder_class.from_pretrained(directory)
         logger.info("%s: no %s; a new %s on the pretrained encoder.", directory, cls.WEIGHTS_FILE, cls.EXTRA_PARTS)
@@ -318,7 +318,7 @@ def load_head_model(cls, encoder_class, directory, overrides, new_head, check=No
                                   cls.SETTINGS_HOLD)
     if check:
         check(settings)
-    if not os.path.isfile(config_path):
+    if not files.isfile(config_path):
         raise ValueError(f"{directory}: no {CONFIG_NAME}; expected a directory written by albert_tf.")
     model = cls(AlbertConfig.from_json_file(config_path), **dict(settings, **overrides))
     return _load(model, weights, directory, legacy=cls.LEGACY_SETTINGS_FILE)

@@ -16,7 +16,6 @@ written by albert_tf 0.2.0 holds another "model" ({"class", "albert_config", "se
 "labels"}, and "encoder": "export" with "export_variables"); `run_model` reads it too.
 """
 
-import os
 
 from albert_tf.modeling import pretrained
 from albert_tf.modeling.classifier import AlbertClassifier
@@ -25,6 +24,7 @@ from albert_tf.modeling.encoder import AlbertEncoder
 from albert_tf.modeling.finetuned import FineTunedModel
 from albert_tf.modeling.multiple_choice import AlbertForMultipleChoice
 from albert_tf.modeling.question_answering import AlbertForQuestionAnswering
+from albert_tf.storage import files
 
 EXPORT_VARIABLES = "encoder/_reloaded_obj/variables"  # in a run's checkpoint, under "model/"
 _V0_2_0_CLASSES = (AlbertClassifier, AlbertForQuestionAnswering, AlbertForMultipleChoice)  # 0.2.0's "class"
@@ -41,8 +41,8 @@ def run_info_record(model, labels=None):
         info["labels"] = list(labels)
     if not isinstance(model.encoder, AlbertEncoder):
         export = {}
-        config_file = os.path.join(str(getattr(model.encoder, "filepath", "")), "assets", "albert_config.json")
-        if os.path.isfile(config_file):
+        config_file = files.join(str(getattr(model.encoder, "filepath", "")), "assets", "albert_config.json")
+        if files.isfile(config_file):
             export["albert_config"] = AlbertConfig.from_json_file(config_file).to_dict()
         reloaded = getattr(model.encoder, "_reloaded_obj", None)
         if reloaded is not None:

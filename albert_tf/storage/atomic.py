@@ -16,6 +16,9 @@ Every writer in albert_tf goes through this module:
     with atomic.removed_if_refused("runs/new", CheckpointMismatchError):  # a run's output_dir
         train()                      # refused at its start: what it made there is removed
 
+Paths go through the file layer (`albert_tf.storage.files`): a URL (gs://, ram://) is
+written the same way, a rename there being a copy (its docstring states the contract).
+
 Which paths a command may write at all (new, or albert_tf's own output) is decided by
 `albert_tf.storage.outputs`, before any of these writes.
 
@@ -40,7 +43,9 @@ import json
 import os
 import re
 import secrets
-import shutil
+import time
+
+from albert_tf.storage import files
 
 _TMP = re.compile(r"^\.(?P<base>.+)\.(?P<kind>tmp|old)-(?P<pid>\d+)-[0-9a-f]{8}(?P<suffix>.*)$")
 
@@ -56,9 +61,9 @@ def _split_suffix(name):
 
 def temporary_name(path, kind="tmp"):
     """A fresh temporary sibling of `path`: `.<name>.tmp-<pid>-<random><suffix>`."""
-    directory, name = os.path.split(os.path.abspath(path))
+    directory, name = files.split(files.abspath(path))
     _, suffix = _split_suffix(name)
-    return os.path.join(directory, f".{name}.{kind}-{os.getpid()}-{secrets.token_hex(4)}{suffix}")
+    return files.join(directory, f".{name}.{kind}-{os.getpid()}-{secrets.token_hex(4)}{suffix}")
 
 
 def _alive(pid):
@@ -74,11 +79,19 @@ def _alive(pid):
 
 
 def _remove(path):
-    if os.path.isdir(path) and not os.path.islink(path):
-        shutil.rmtree(path, ignore_errors=True)
-    else:
-        with contextlib.suppress(FileNotFoundError):
-            os.remove(path)
+    files.remove(path)
+
+
+def _stale(directory, name, pid):
+    """Whether temporary `name` is a dead writer's: locally its process is gone; on a URL
+    (another machine's process cannot be asked) it is older than files.STALE_SECONDS."""
+    if not files.is_url(directory):
+        return not _alive(pid)
+    try:
+        modified = files.getmtime(files.join(directory, name))
+    except Exception:  # gone meanwhile
+        return False
+    return modified > 0 and time.time() - modified > files.STALE_SECONDS  # 0: the store keeps no times (ram://)
 
 
 def remove_own(path):
@@ -93,18 +106,18 @@ def sweep(directory):
     """Removes temporaries of dead processes in `directory`; puts back a directory that a
     killed replacement left aside. Returns the names removed or restored."""
     try:
-        names = os.listdir(directory)
+        names = files.listdir(directory) if files.isdir(directory) else []
     except (FileNotFoundError, NotADirectoryError):
         return []
     done = []
     for name in names:
         m = _TMP.match(name)
-        if not m or _alive(int(m.group("pid"))):
+        if not m or not _stale(directory, name, int(m.group("pid"))):
             continue
-        path = os.path.join(directory, name)
-        target = os.path.join(directory, m.group("base"))
-        if m.group("kind") == "old" and not os.path.exists(target):
-            os.replace(path, target)  # the replacement never arrived: the old output stays
+        path = files.join(directory, name)
+        target = files.join(directory, m.group("base"))
+        if m.group("kind") == "old" and not files.exists(target):
+            files.rename(path, target)  # the replacement never arrived: the old output stays
         else:
             _remove(path)
         done.append(name)
@@ -112,13 +125,15 @@ def sweep(directory):
 
 
 def _prepare(path):
-    directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
+    directory = files.dirname(files.abspath(path))
+    files.makedirs(directory)
     sweep(directory)
     return directory
 
 
 def _fsync_dir(directory):
+    if files.is_url(directory):
+        return  # a store has no directory entries to flush
     with contextlib.suppress(OSError):
         fd = os.open(directory, os.O_RDONLY)
         try:
@@ -134,17 +149,16 @@ def open_file(path, mode="w", encoding="utf-8"):
     if mode not in ("w", "wb", "a", "ab"):
         raise ValueError(f"atomic.open_file: mode must be w, wb, a or ab, got {mode!r}")
     previous = None
-    if mode.startswith("a") and os.path.exists(path):
-        with open(path, "rb") as f:
-            previous = f.read()
+    if mode.startswith("a") and files.exists(path):
+        previous = files.read_bytes(path)
     with output_path(path) as tmp:
-        with open(tmp, mode[0].replace("a", "w") + "b") as raw:
+        with files.open(tmp, "wb") as raw:
             if previous:
                 raw.write(previous)
             f = raw if "b" in mode else io.TextIOWrapper(raw, encoding=encoding, newline="")
             yield f
             f.flush()
-            os.fsync(raw.fileno())
+            files.fsync(raw)
             if f is not raw:
                 f.detach()
 
@@ -189,49 +203,76 @@ def append_line(path, line):
 
 
 @contextlib.contextmanager
+def _scratch(path):
+    """A local temporary directory for the writes to URL `path` (a library writes only
+    local files); removed when the block ends."""
+    import tempfile
+
+    scratch = tempfile.mkdtemp(prefix="albert_tf-")
+    try:
+        yield os.path.join(scratch, files.basename(path))
+    finally:
+        _remove(scratch)
+
+
+@contextlib.contextmanager
 def output_path(path):
     """Yields a temporary file name beside `path` for a library to write; renames it to
-    `path` when the block ends, removes it on an exception."""
+    `path` when the block ends, removes it on an exception. For a URL the name yielded is
+    local (in a scratch directory removed afterwards): the complete file is copied to its
+    temporary sibling on the store and renamed (files: the object-store contract)."""
     directory = _prepare(path)
     tmp = temporary_name(path)
-    try:
-        yield tmp
-        if not os.path.exists(tmp):
-            raise FileNotFoundError(f"nothing was written to the temporary name of {path}")
-        os.replace(tmp, path)
-        _fsync_dir(directory)
-    except BaseException:
-        _remove(tmp)
-        raise
+    with contextlib.ExitStack() as stack:
+        written = stack.enter_context(_scratch(path)) if files.is_url(path) else tmp
+        try:
+            yield written
+            if not files.exists(written):
+                raise FileNotFoundError(f"nothing was written to the temporary name of {path}")
+            if written != tmp:
+                files.copy(written, tmp)
+            files.rename(tmp, path)
+            _fsync_dir(directory)
+        except BaseException:
+            _remove(tmp)
+            raise
 
 
 @contextlib.contextmanager
 def output_dir(path):
     """Yields a temporary directory beside `path`; on success it replaces `path` (an old
-    directory there is removed only after the new one is in place)."""
+    directory there is removed only after the new one is in place). For a URL the
+    directory yielded is local (a scratch directory, removed afterwards), copied to the
+    store's temporary sibling when complete and moved in place, its marker last."""
     directory = _prepare(path)
-    if os.path.exists(path) and not os.path.isdir(path):
+    if files.exists(path) and not files.isdir(path):
         raise NotADirectoryError(f"{path} exists and is not a directory; choose another path or remove it.")
     tmp = temporary_name(path)
-    os.makedirs(tmp)
-    try:
-        yield tmp
-        replace_dir(tmp, path)
-    except BaseException:
-        _remove(tmp)
-        raise
+    if files.exists(tmp):
+        raise FileExistsError(tmp)
+    with contextlib.ExitStack() as stack:
+        written = stack.enter_context(_scratch(path)) if files.is_url(path) else tmp
+        files.makedirs(written)
+        try:
+            yield written
+            if written != tmp:
+                files.copy_tree(written, tmp)
+            replace_dir(tmp, path)
+        except BaseException:
+            _remove(tmp)
+            raise
     _fsync_dir(directory)
 
 
 def _first_missing(path):
     """The outermost of `path` and its ancestors that does not exist (runs/ for
     runs/mrpc when neither exists); None when `path` exists."""
-    path = os.path.abspath(path)
-    if os.path.lexists(path):
+    path = files.abspath(path)
+    if files.lexists(path):
         return None
     while True:
-        parent = os.path.dirname(path)
-        if parent == path or os.path.lexists(parent):
+        parent = files.dirname(path)
+        if parent == path or parent.endswith("://") or files.lexists(parent):
             return path
         path = parent
 
@@ -252,16 +293,16 @@ def removed_if_refused(path, refused):
     """
     created = _first_missing(path) if path else None
     before = None
-    if path and created is None and os.path.isdir(path) and not os.path.islink(path):
-        before = set(os.listdir(path))
+    if path and created is None and files.isdir(path) and not files.islink(path):
+        before = set(files.listdir(path))
     try:
         yield
     except refused:
-        if created is not None and os.path.isdir(created) and not os.path.islink(created):
-            shutil.rmtree(created, ignore_errors=True)
-        elif before is not None and os.path.isdir(path):
-            for name in set(os.listdir(path)) - before:
-                _remove(os.path.join(path, name))
+        if created is not None and files.isdir(created) and not files.islink(created):
+            _remove(created)
+        elif before is not None and files.isdir(path):
+            for name in set(files.listdir(path)) - before:
+                _remove(files.join(path, name))
         raise
 
 
@@ -269,14 +310,14 @@ def replace_dir(source, path):
     """Moves directory `source` to `path`, replacing a directory there: the old one goes
     aside first and is deleted only once the new one has its name."""
     old = None
-    if os.path.isdir(path):
+    if files.isdir(path):
         old = temporary_name(path, kind="old")
-        os.replace(path, old)
+        files.rename(path, old)
     try:
-        os.replace(source, path)
+        files.rename(source, path)
     except BaseException:
         if old:
-            os.replace(old, path)
+            files.rename(old, path)
         raise
     if old:
         _remove(old)

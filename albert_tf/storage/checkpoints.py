@@ -13,6 +13,7 @@ import tensorflow as tf
 
 from albert_tf.storage.report import CheckpointMismatchError, MatchReport
 from albert_tf.storage.weights_file import load_weights_file
+from albert_tf.storage import files
 
 _STEP = re.compile(r"-(\d+)\.index$")
 _VALUE = "/.ATTRIBUTES/VARIABLE_VALUE"
@@ -23,15 +24,15 @@ def latest_prefix(path):
     `checkpoint` file names, else the highest-numbered `*-N.index` in it (ckpt-10000 over
     ckpt-9, not the alphabetically last). None when there is none."""
     path = os.fspath(path)
-    if tf.io.gfile.exists(path + ".index"):
+    if files.exists(path + ".index"):
         return path
-    if not tf.io.gfile.isdir(path):
+    if not files.isdir(path):
         return None
     named = tf.train.latest_checkpoint(path)
     if named:
         return named
     candidates = []
-    for name in tf.io.gfile.listdir(path):
+    for name in files.listdir(path):
         if name.endswith(".index"):
             m = _STEP.search(name)
             candidates.append((int(m.group(1)) if m else -1, name))
@@ -43,12 +44,15 @@ def latest_prefix(path):
             f"{path} holds several checkpoints without step numbers and no `checkpoint` file: "
             + ", ".join(sorted(n for _, n in candidates)) + ". Name the one to use (its prefix, without .index).")
     _, best = max(candidates)
-    return os.path.join(path, best[: -len(".index")])
+    return files.join(path, best[: -len(".index")])
 
 
 def list_variables(prefix):
     """{name: shape} of every variable in the checkpoint at `prefix`."""
-    return {n: tuple(s) for n, s in tf.train.list_variables(prefix)}
+    # the reader of the prefix itself: tf.train.list_variables first asks whether `prefix` is a
+    # directory, which ram:// answers yes for any prefix of a name (storage/files.py)
+    shapes = tf.compat.v1.train.NewCheckpointReader(prefix).get_variable_to_shape_map()
+    return {n: tuple(shapes[n]) for n in sorted(shapes)}
 
 
 def object_variables(prefix, root):
@@ -64,7 +68,7 @@ def object_variables(prefix, root):
 def model_variables(model, root="model"):
     """{name: shape} that `tf.train.Checkpoint(root=model)` writes for `model`."""
     with tempfile.TemporaryDirectory() as tmp:
-        prefix = tf.train.Checkpoint(**{root: model}).write(os.path.join(tmp, "probe"))
+        prefix = tf.train.Checkpoint(**{root: model}).write(files.join(tmp, "probe"))
         return object_variables(prefix, root)
 
 
@@ -84,8 +88,8 @@ def load_init_checkpoint(model, init_checkpoint, flag="--init_checkpoint", weigh
     prefix = latest_prefix(init_checkpoint)
     if prefix is None:
         for name in weights_file_names:
-            weights = os.path.join(init_checkpoint, name)
-            if os.path.isfile(weights):
+            weights = files.join(init_checkpoint, name)
+            if files.isfile(weights):
                 return load_weights_file(model, weights, flag)
         raise CheckpointMismatchError(
             f"{flag}={init_checkpoint}: no checkpoint there (expected a ckpt-N prefix, a directory holding one"

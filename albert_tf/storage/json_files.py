@@ -14,14 +14,16 @@ should be and what to do:
 
 A JSON-lines error names `path:line:column` (`path:line` for one that is no object). Every
 file holds JSON objects (dicts). A name ending in ".gz" is read gzip-compressed; one with a
-URL scheme (gs://, s3://, ram://) through `tf.io.gfile`, imported only then (modeling/ and
-the data workers stay TensorFlow-free). The error is `JsonFileError` (a ValueError: exit
+URL scheme (gs://, s3://, ram://) through the file layer (`albert_tf.storage.files`: TensorFlow
+only then; modeling/ and the data workers stay TensorFlow-free). The error is `JsonFileError` (a ValueError: exit
 status 2 at the entry points), or the room's own data error given as `error`.
 """
 
 import gzip
 import json
 import os
+
+from albert_tf.storage import files
 
 FIX = "fix or replace the file"
 
@@ -31,18 +33,9 @@ class JsonFileError(ValueError):
 
 
 def _read_bytes(path, what, error):
-    if "://" in path:
-        import tensorflow as tf
-
-        if not tf.io.gfile.exists(path) or tf.io.gfile.isdir(path):
-            raise error(f"{path}: no such file (it does not exist or is not a file); expected {what}.")
-        with tf.io.gfile.GFile(path, "rb") as f:
-            data = f.read()
-    else:
-        if not os.path.isfile(path):
-            raise error(f"{path}: no such file (it does not exist or is not a file); expected {what}.")
-        with open(path, "rb") as f:
-            data = f.read()
+    if not files.isfile(path):
+        raise error(f"{path}: no such file (it does not exist or is not a file); expected {what}.")
+    data = files.read_bytes(path)
     if path.endswith(".gz"):
         try:
             data = gzip.decompress(data)

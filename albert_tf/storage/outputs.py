@@ -41,7 +41,7 @@ import dataclasses
 import os
 import time
 
-from albert_tf.storage import atomic, provenance
+from albert_tf.storage import atomic, files, provenance
 from albert_tf.storage.json_files import read_json
 
 MARKER = ".albert_tf_output.json"
@@ -112,9 +112,9 @@ def marker_path(path, kind):
     kind, `dir/.<name>.albert_tf_output.json` beside a file."""
     path = os.fspath(path)
     if kind in DIRECTORY_KINDS:
-        return os.path.join(path, MARKER)
-    directory, name = os.path.split(os.path.abspath(path))
-    return os.path.join(directory, f".{name}{MARKER}")
+        return files.join(path, MARKER)
+    directory, name = files.split(files.abspath(path))
+    return files.join(directory, f".{name}{MARKER}")
 
 
 def _read_json(path):
@@ -129,7 +129,7 @@ def read_marker(path, kind):
     """The marker dict of output `path` (None when there is none); an unreadable marker
     is {"kind": None}."""
     where = marker_path(path, kind)
-    if not os.path.lexists(where):
+    if not files.lexists(where):
         return None
     data = _read_json(where)
     return data if isinstance(data, dict) else {"kind": None}
@@ -138,10 +138,10 @@ def read_marker(path, kind):
 def _companions(path):
     """The files beside file output `path` named `<name>.json` or `<name>.<part>.json` (a
     feature cache's sidecar and companions)."""
-    directory, name = os.path.split(os.path.abspath(path))
-    if not os.path.isdir(directory):
+    directory, name = files.split(files.abspath(path))
+    if not files.isdir(directory):
         return []
-    return [os.path.join(directory, n) for n in sorted(os.listdir(directory))
+    return [files.join(directory, n) for n in sorted(files.listdir(directory))
             if n.startswith(name + ".") and n.endswith(".json")]
 
 
@@ -170,18 +170,18 @@ def examine(path, kind):
         raise ValueError(f"unknown output kind {kind!r}; one of {', '.join(DESCRIPTIONS)}.")
     path = os.fspath(path)
     what = DESCRIPTIONS[kind]
-    if not os.path.lexists(path):
+    if not files.lexists(path):
         taken = _foreign_companion(path) if kind == FEATURE_CACHE else None
         return Verdict("foreign", f"does not exist, but {taken} does and albert_tf did not make it (a feature cache "
                                   "writes its sidecar and companions there)") if taken else Verdict("new")
-    if os.path.islink(path) and kind != RUN:
+    if files.islink(path) and kind != RUN:
         return Verdict("foreign", "is a symbolic link (albert_tf would replace the link)")
     if kind in DIRECTORY_KINDS:
-        if not os.path.isdir(path):
+        if not files.isdir(path):
             return Verdict("foreign", "exists and is not a directory")
-        if not os.listdir(path):
+        if not files.listdir(path):
             return Verdict("new")
-    elif os.path.isdir(path):
+    elif files.isdir(path):
         return Verdict("foreign", "is a directory")
     marker = read_marker(path, kind)
     if marker is not None:
@@ -190,9 +190,9 @@ def examine(path, kind):
         other = DESCRIPTIONS.get(marker.get("kind"))
         return Verdict("foreign", f"is albert_tf's {other}, not {ARTICLES[kind]} {what}" if other else
                        f"has an unreadable marker {marker_path(path, kind)}")
-    thing = "a directory" if os.path.isdir(path) else "a file"
+    thing = "a directory" if files.isdir(path) else "a file"
     return Verdict("foreign", f"is {thing} that albert_tf did not make (no marker "
-                              f"{os.path.basename(marker_path(path, kind))})")
+                              f"{files.basename(marker_path(path, kind))})")
 
 
 def _refusal(flag, path, kind, why):
@@ -216,12 +216,12 @@ def refuse_if_foreign(path, kind, flag=None):
 
 
 def _real(path):
-    return os.path.realpath(os.path.abspath(os.fspath(path)))
+    return files.realpath(path)
 
 
 def _inside(child, parent):
     """Whether real path `child` lies strictly inside real path `parent`."""
-    return child != parent and child.startswith(parent.rstrip(os.sep) + os.sep)
+    return child != parent and child.startswith(parent.rstrip(files.sep(parent)) + files.sep(parent))
 
 
 def _run_name(name):
@@ -235,7 +235,7 @@ def _check_nesting(a, b):
     for outer, inner, r_outer, r_inner in ((a, b, ra, rb), (b, a, rb, ra)):
         if not _inside(r_inner, r_outer):
             continue
-        top = os.path.relpath(r_inner, r_outer).split(os.sep)[0]
+        top = r_inner[len(r_outer.rstrip(files.sep(r_outer))):].lstrip(files.sep(r_outer)).split(files.sep(r_outer))[0]
         if outer.kind == RUN and not _run_name(top):
             continue
         why = (f"takes the name {top!r}, which the run in {outer.flag} writes itself" if outer.kind == RUN else
@@ -254,12 +254,20 @@ def check(outputs, inputs=()):
         {output path: "new" or "own"}.
 
     Raises:
+        files.UnreachablePath: an input or output on a store that does not answer (within
+            files.PROBE_SECONDS) or refuses it; an output that cannot be written.
         OutputRefused: an output that equals, contains or lies inside an input; two outputs
             on the same path, or one inside another that the outer one does not leave room
             for; an output that exists and is not albert_tf's own of its kind.
     """
     outputs = [o for o in outputs if o.path]
     inputs = [i for i in inputs if i.path]
+    # a store that does not answer: refused within files.PROBE_SECONDS; one probe a store for the
+    # inputs, one written (and removed again) a directory for the outputs
+    for i in {files.store(i.path): i for i in inputs[::-1]}.values():
+        files.check_reachable(i.path, i.flag)
+    for o in {files.dirname(files.abspath(o.path)): o for o in outputs[::-1]}.values():
+        files.check_reachable(o.path, o.flag, write=True)
     for o in outputs:
         ro = _real(o.path)
         for i in inputs:
@@ -309,7 +317,7 @@ def claim_dir(path, kind, flag=None):
     reused) when albert_tf's own `kind`, refused (OutputRefused) otherwise; marked either
     way. Returns "new" or "own"."""
     status = refuse_if_foreign(path, kind, flag)
-    os.makedirs(path, exist_ok=True)
+    files.makedirs(path)
     if read_marker(path, kind) is None:
         write_marker(path, kind)
     return status
@@ -349,6 +357,6 @@ def replacing_file(path, kind, flag=None):
     try:
         yield path
     except BaseException:
-        if not os.path.lexists(path) and not _companions(path):  # nothing left for the marker to vouch for
+        if not files.lexists(path) and not _companions(path):  # nothing left for the marker to vouch for
             atomic.remove_own(marker_path(path, kind))
         raise

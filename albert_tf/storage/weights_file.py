@@ -11,11 +11,13 @@ unexpected, mis-shaped, each named) and loads only when they agree.
 Keras and h5py only (no TensorFlow), so modeling code may use it.
 """
 
+import contextlib
 import os
 import tempfile
 
 import h5py
 
+from albert_tf.storage import files
 from albert_tf.storage.report import MatchReport
 
 
@@ -28,7 +30,10 @@ def weights_file_variables(path):
         if isinstance(obj, h5py.Dataset):
             out[name] = tuple(obj.shape)
 
-    with h5py.File(os.fspath(path), "r") as f:
+    path = os.fspath(path)
+    with contextlib.ExitStack() as stack:  # a URL is read through the file layer (h5py takes a file object)
+        source = stack.enter_context(files.open(path, "rb")) if files.is_url(path) else path
+        f = stack.enter_context(h5py.File(source, "r"))
         f.visititems(visit)
     return out
 

@@ -5,6 +5,7 @@ and the warning for a random start. (Their batches come from albert_tf.data.buck
 
 import os
 import sys
+from albert_tf.storage import files
 
 
 def config_file_for(o):
@@ -13,10 +14,10 @@ def config_file_for(o):
     if o.albert_config_file:
         return o.albert_config_file
     if o.albert_hub_module_handle:
-        return os.path.join(o.albert_hub_module_handle, "encoder", "assets", "albert_config.json")
-    if o.init_checkpoint and os.path.isdir(o.init_checkpoint):
-        candidate = os.path.join(o.init_checkpoint, "albert_config.json")
-        if os.path.isfile(candidate):
+        return files.join(o.albert_hub_module_handle, "encoder", "assets", "albert_config.json")
+    if o.init_checkpoint and files.isdir(o.init_checkpoint):
+        candidate = files.join(o.init_checkpoint, "albert_config.json")
+        if files.isfile(candidate):
             return candidate
     return None
 
@@ -26,8 +27,8 @@ def spm_file_for(o):
     if o.spm_model_file:
         return o.spm_model_file
     if o.albert_hub_module_handle:
-        candidate = os.path.join(o.albert_hub_module_handle, "encoder", "assets", "spm.model")
-        if os.path.isfile(candidate):
+        candidate = files.join(o.albert_hub_module_handle, "encoder", "assets", "spm.model")
+        if files.isfile(candidate):
             return candidate
     return None
 
@@ -62,20 +63,20 @@ def check_model_source(o):
     if o.albert_hub_module_handle and o.init_checkpoint:
         raise ValueError("give --albert_hub_module_handle or --init_checkpoint, not both.")
     if o.albert_hub_module_handle:
-        config = os.path.join(o.albert_hub_module_handle, "encoder", "assets", "albert_config.json")
-        if not os.path.isfile(config):
+        config = files.join(o.albert_hub_module_handle, "encoder", "assets", "albert_config.json")
+        if not files.isfile(config):
             raise ValueError(f"--albert_hub_module_handle={o.albert_hub_module_handle}: no encoder/assets/"
                              "albert_config.json; expected the directory written by albert_tf.export_tfhub.")
     spm = spm_file_for(o)
     if not spm:
         raise ValueError("--spm_model_file is required (the SentencePiece model of the pretrained model).")
-    if not os.path.isfile(spm):
+    if not files.isfile(spm):
         raise ValueError(f"--spm_model_file={spm} does not exist.")
     config_path = config_file_for(o)
     if not config_path:
         raise ValueError("--albert_config_file is required (or an --init_checkpoint directory holding "
                          "albert_config.json, or --albert_hub_module_handle).")
-    if not os.path.isfile(config_path):
+    if not files.isfile(config_path):
         raise ValueError(f"--albert_config_file={config_path} does not exist.")
     positions = AlbertConfig.from_json_file(config_path).max_position_embeddings
     if o.max_seq_length > positions:
@@ -169,8 +170,8 @@ def initialize_from(o, model, pretrainer, weights_file, check_directory=None):
     if o.albert_hub_module_handle:
         return os.path.abspath(o.albert_hub_module_handle)
     if o.init_checkpoint:
-        weights = os.path.join(o.init_checkpoint, weights_file)
-        if os.path.isdir(o.init_checkpoint) and os.path.isfile(weights):
+        weights = files.join(o.init_checkpoint, weights_file)
+        if files.isdir(o.init_checkpoint) and files.isfile(weights):
             if check_directory is not None:
                 check_directory(o.init_checkpoint)
             from albert_tf.storage.weights_file import load_weights_file

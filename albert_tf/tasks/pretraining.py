@@ -10,7 +10,6 @@ pretraining_metrics); training sums the terms over steps and evaluation over exa
 Shape legend: B batch, T max_seq_length, P max_predictions_per_seq, G global batch.
 """
 
-import os
 
 import tensorflow as tf
 
@@ -22,6 +21,7 @@ from albert_tf.modeling.pretrainer import AlbertPretrainer
 from albert_tf.tasks.options import PretrainingOptions  # noqa: F401 (re-exported)
 from albert_tf.training.checkpoints import load_init_checkpoint
 from albert_tf.training.task import Task
+from albert_tf.storage import files as file_layer
 
 MODEL_INPUTS = ("input_word_ids", "input_mask", "input_type_ids", "masked_lm_positions")
 
@@ -29,8 +29,8 @@ MODEL_INPUTS = ("input_word_ids", "input_mask", "input_type_ids", "masked_lm_pos
 def check_run_config(output_dir, config, config_file):
     """A run directory keeps its own albert_config.json: resuming with another config is
     an error (before anything is written). Returns True when output_dir already has one."""
-    path = os.path.join(output_dir, CONFIG_NAME)
-    if not os.path.isfile(path):
+    path = file_layer.join(output_dir, CONFIG_NAME)
+    if not file_layer.isfile(path):
         return False
     existing = AlbertConfig.from_json_file(path)
     if existing.to_dict() != config.to_dict():

@@ -12,7 +12,6 @@ removed, and every worker resumes from the chief's newest checkpoint in output_d
 output_dir must be one directory that every worker reads: a shared filesystem).
 """
 
-import os
 import tempfile
 import weakref
 
@@ -25,6 +24,7 @@ from albert_tf.training.errors import TERMINATED, Terminated
 from albert_tf.storage.checkpoints import latest_prefix, list_variables, load_init_checkpoint as _load, \
     model_variables, object_variables, random_states
 from albert_tf.storage.report import CheckpointMismatchError, MatchReport
+from albert_tf.storage import files
 
 BEST_DIR = "best"
 BEST_METRICS = "best_metrics.json"
@@ -33,8 +33,8 @@ RUN_INFO = "run_info.json"
 
 def read_run_info(output_dir):
     """run_info.json of a run directory as a dict ({} when there is none)."""
-    path = os.path.join(output_dir, RUN_INFO)
-    if not os.path.isfile(path):
+    path = files.join(output_dir, RUN_INFO)
+    if not files.isfile(path):
         return {}
     return read_json(path, f"albert_tf's record of the run ({RUN_INFO})",
                      fix="it was damaged: restore it, or start anew in another --output_dir")
@@ -54,7 +54,7 @@ def newest_checkpoint(output_dir):
     path = tf.train.latest_checkpoint(output_dir)
     if not path:
         found = latest_prefix(output_dir)
-        path = found if found and os.path.basename(found).startswith("ckpt-") else None
+        path = found if found and files.basename(found).startswith("ckpt-") else None
     return path
 
 
@@ -101,7 +101,7 @@ class TrainingCheckpoints:
         self.keep_best = keep_best
         self.best = None
         if keep_best:
-            self.best_dir = os.path.join(output_dir, BEST_DIR)
+            self.best_dir = files.join(output_dir, BEST_DIR)
             self.best_manager = tf.train.CheckpointManager(self.checkpoint, self.best_dir, max_to_keep=1,
                                                            checkpoint_name="ckpt")
             self.best = self._read_best()
@@ -172,7 +172,7 @@ class TrainingCheckpoints:
             self.on_save()
         if self._temp_dir:  # the scratch directory this manager made
             atomic.remove_own(self._temp_dir)
-            os.makedirs(self._temp_dir, exist_ok=True)
+            files.makedirs(self._temp_dir)
         return path
 
     def save_if_terminated(self, step):
@@ -193,8 +193,8 @@ class TrainingCheckpoints:
     # --- best checkpoint -----------------------------------------------------------------
 
     def _read_best(self):
-        path = os.path.join(self.best_dir, BEST_METRICS)
-        if not (os.path.isfile(path) and self.best_manager.latest_checkpoint):
+        path = files.join(self.best_dir, BEST_METRICS)
+        if not (files.isfile(path) and self.best_manager.latest_checkpoint):
             return None
         return read_json(path, f"the best checkpoint's record ({BEST_METRICS})",
                          fix=f"it was damaged: remove {self.best_dir} to choose the best checkpoint anew")
@@ -208,12 +208,12 @@ class TrainingCheckpoints:
             return False
         if self.is_chief:
             self.best_manager.save(checkpoint_number=int(step))
-            checkpoint = os.path.basename(self.best_manager.latest_checkpoint)
+            checkpoint = files.basename(self.best_manager.latest_checkpoint)
         else:
             checkpoint = f"ckpt-{int(step)}"
         self.best = {"step": int(step), "metric": key, "metrics": dict(metrics), "checkpoint": checkpoint}
         if self.is_chief:
-            atomic.write_json(os.path.join(self.best_dir, BEST_METRICS), self.best)
+            atomic.write_json(files.join(self.best_dir, BEST_METRICS), self.best)
         return True
 
     def restore_best(self):

@@ -35,7 +35,6 @@ Shape legend: B batch per replica, G global batch.
 """
 
 import math
-import os
 import time
 
 import numpy as np
@@ -56,6 +55,7 @@ from albert_tf.training.precision import choose, policy_scope
 from albert_tf.training.reporting import MetricsLogger, plot_curves, read_records
 from albert_tf.training.schedules import WarmupPolynomialDecay
 from albert_tf.training.task import EXAMPLE_INDEX, EXAMPLE_WEIGHT
+from albert_tf.storage import files
 
 
 class Trainer:
@@ -276,7 +276,7 @@ def train_and_evaluate(task, options, strategy=None, is_chief=True, stream=None,
 
 def _train_and_evaluate(task, options, strategy, is_chief, stream, stop_after_steps):
     if is_chief:
-        os.makedirs(options.output_dir, exist_ok=True)
+        files.makedirs(options.output_dir)
         atomic.sweep(options.output_dir)
     trainer = Trainer(task, options, strategy)
     # Only the default strategy's iterator can be checkpointed; under the others the input
@@ -310,7 +310,7 @@ def _train_and_evaluate(task, options, strategy, is_chief, stream, stop_after_st
         else:  # what evaluation and prediction alone start from (its best checkpoint: restored at the end)
             best = checkpoints.best
             print(f"evaluating the trained checkpoint {resumed} (step {trainer.step})"
-                  + (f"; the best checkpoint {os.path.join(options.output_dir, BEST_DIR, best['checkpoint'])} (step "
+                  + (f"; the best checkpoint {files.join(options.output_dir, BEST_DIR, best['checkpoint'])} (step "
                      f"{best['step']}) is restored for the results" if best else ""), file=stream, flush=True)
     else:
         task.initialized_from = task.initialize(trainer.model)
@@ -410,14 +410,14 @@ def _run_session(task, options, strategy, is_chief, stream, stop_after_steps, tr
         summary = _summary(task, results)
         results["summary"] = summary
         if is_chief:
-            atomic.write_json(os.path.join(options.output_dir, "eval_results.json"), summary)
-            atomic.write_text(os.path.join(options.output_dir, "eval_results.txt"),
+            atomic.write_json(files.join(options.output_dir, "eval_results.json"), summary)
+            atomic.write_text(files.join(options.output_dir, "eval_results.txt"),
                               "".join(f"{k} = {summary[k]}\n" for k in sorted(summary)))
     if is_chief and options.write_curves:
         records = read_records(logger.path)
         if records:
             baseline = results.get("summary", {}).get("majority_baseline", {}).get(task.best_metric or "")
-            results["curves"] = plot_curves(records, os.path.join(options.output_dir, "training_curves.png"),
+            results["curves"] = plot_curves(records, files.join(options.output_dir, "training_curves.png"),
                                             title=task.name, baseline=baseline, baseline_metric=task.best_metric)
     checkpoints.close()
     logger.close()
@@ -428,7 +428,7 @@ def _summary(task, results):
     if results["best"] is not None:
         best = results["best"]
         summary = {**best["metrics"], "best_step": best["step"], "metric": best["metric"],
-                   "checkpoint": os.path.join("best", best["checkpoint"])}
+                   "checkpoint": files.join("best", best["checkpoint"])}
     else:
         summary = dict(results["eval"])
     summary["initialized_from"] = task.initialized_from

@@ -8,11 +8,11 @@ metrics.jsonl holds one JSON record a line: `{"split": "train", "step", <metrics
 
 import json
 import math
-import os
 import sys
 
 from albert_tf.storage import atomic
 from albert_tf.storage.json_files import read_json_lines
+from albert_tf.storage import files
 
 METRICS_FILE = "metrics.jsonl"
 
@@ -46,11 +46,11 @@ class MetricsLogger:
         self.num_train_steps = num_train_steps
         self.progress_metrics = tuple(progress_metrics)
         self.stream = stream or sys.stdout  # the console as it is now, not at import
-        self.path = os.path.join(output_dir, METRICS_FILE)
+        self.path = files.join(output_dir, METRICS_FILE)
         self._tf = tf
-        self.writer = tf.summary.create_file_writer(os.path.join(output_dir, "train")) if enabled else None
-        self.eval_writer = tf.summary.create_file_writer(os.path.join(output_dir, "eval")) if enabled else None
-        if enabled and fresh and os.path.exists(self.path):
+        self.writer = tf.summary.create_file_writer(files.join(output_dir, "train")) if enabled else None
+        self.eval_writer = tf.summary.create_file_writer(files.join(output_dir, "eval")) if enabled else None
+        if enabled and fresh and files.exists(self.path):
             atomic.write_text(self.path, "")
 
     def _scalars(self, writer, step, values):
@@ -94,7 +94,7 @@ def read_records(path):
     Raises:
         JsonFileError (a ValueError): a line that is not a JSON object (named by file and line).
     """
-    if not os.path.exists(path):
+    if not files.exists(path):
         return []
     return [record for _, record in read_json_lines(path, f"a {METRICS_FILE} record")]
 

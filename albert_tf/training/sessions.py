@@ -27,11 +27,11 @@ change: it is recorded. Sessions that do not train are never refused.
 """
 
 import dataclasses
-import os
 import uuid
 
 from albert_tf.storage import atomic, provenance
 from albert_tf.training.checkpoints import RUN_INFO, newest_checkpoint, read_run_info
+from albert_tf.storage import files
 
 SESSIONS = "sessions"
 ALLOW_FLAG = "--allow_changed_settings"
@@ -115,7 +115,7 @@ def check_settings(output_dir, session):
             f"--output_dir={output_dir} holds a training with other settings: "
             f"{'; '.join(describe_change(c) for c in changed)}. Continuing it with these would make one result of "
             f"two trainings: start a new run with a new --output_dir, or pass {ALLOW_FLAG} to continue this one "
-            f"with the new settings (the change is recorded in {os.path.join(output_dir, RUN_INFO)}).")
+            f"with the new settings (the change is recorded in {files.join(output_dir, RUN_INFO)}).")
     session.changes = changed + longer
     return session.changes
 
@@ -148,7 +148,7 @@ def append_session(output_dir, session_entry, top_level=None):
     if top_level:
         info.update(top_level)
     info.setdefault(SESSIONS, []).append(session_entry)
-    atomic.write_json(os.path.join(output_dir, RUN_INFO), info)
+    atomic.write_json(files.join(output_dir, RUN_INFO), info)
 
 
 def end_session(output_dir, session_id, final_step, error=None):
@@ -171,7 +171,7 @@ def end_session(output_dir, session_id, final_step, error=None):
         for item in info.get(SESSIONS, []):
             if item.get("id") == session_id:
                 item.update(fields)
-                atomic.write_json(os.path.join(output_dir, RUN_INFO), info)
+                atomic.write_json(files.join(output_dir, RUN_INFO), info)
                 return
     except OSError:
         if error is None:

@@ -16,8 +16,8 @@ examples[0].text_a, examples[0].text_b, examples[0].label
 import csv
 import dataclasses
 import io
-import os
 import sys
+from albert_tf.storage import files
 
 
 @dataclasses.dataclass(frozen=True)
@@ -107,10 +107,10 @@ def _decode(path, data):
 
 
 def _rows(path):
-    if not os.path.isfile(path):
+    if not files.isfile(path):
         raise DataError(f"{path}: no such file.")
     csv.field_size_limit(sys.maxsize)
-    with open(path, "rb") as f:
+    with files.open(path, "rb") as f:
         text = _decode(path, f.read())
     rows = list(csv.reader(io.StringIO(text, newline=""), delimiter="\t", quotechar=None))
     if not rows or (len(rows) == 1 and not any(rows[0])):
@@ -131,7 +131,7 @@ def _label(task_labels, value, path, line, regression):
 
 def read_examples(task, data_dir, split):
     """Reads `split` (train, dev, test) of `task` from `data_dir`; returns Examples."""
-    path = os.path.join(data_dir, task.files[split])
+    path = files.join(data_dir, task.files[split])
     rows = _rows(path)
     if task.by_name:  # the generic tsv task
         a_name, b_name, label_name = task.columns[split]

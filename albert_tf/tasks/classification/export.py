@@ -21,6 +21,7 @@ import tensorflow as tf
 from albert_tf.tasks.classification.pipeline import pack
 from albert_tf.export import savedmodel
 from albert_tf.storage import atomic, outputs, provenance
+from albert_tf.storage import files
 
 
 class ClassifierModule(tf.train.Checkpoint):
@@ -99,5 +100,5 @@ def export_classifier(preprocess, classifier, export_dir, seq_length, labels=(),
                 "inputs": ["text_a", "text_b"] if pair else ["text_a"]}
         if made_by is not None:
             info["made_by"] = provenance.stamp(made_by)
-        atomic.write_json(os.path.join(tmp, "classifier_info.json"), info, sort_keys=False)
+        atomic.write_json(files.join(tmp, "classifier_info.json"), info, sort_keys=False)
     return os.path.abspath(export_dir)

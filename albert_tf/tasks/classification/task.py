@@ -34,6 +34,7 @@ from albert_tf.tasks.classification.options import ClassificationOptions  # noqa
 from albert_tf.training import sessions
 from albert_tf.training.driver import train_and_evaluate
 from albert_tf.training.task import EXAMPLE_INDEX, Task
+from albert_tf.storage import files
 
 
 def check_options(o, training):
@@ -59,22 +60,22 @@ def check_options(o, training):
         raise ValueError(f"--labels is only for --task_name=tsv; {o.task_name} has its own label set.")
     if o.albert_hub_module_handle:
         for sub in ("encoder", "preprocess"):
-            if not os.path.isfile(os.path.join(o.albert_hub_module_handle, sub, "saved_model.pb")):
+            if not files.isfile(files.join(o.albert_hub_module_handle, sub, "saved_model.pb")):
                 raise ValueError(f"--albert_hub_module_handle={o.albert_hub_module_handle}: no {sub}/saved_model.pb; "
                                  "expected the directory written by albert_tf.export_tfhub (encoder/ and preprocess/).")
-        config_path = os.path.join(o.albert_hub_module_handle, "encoder", "assets", "albert_config.json")
+        config_path = files.join(o.albert_hub_module_handle, "encoder", "assets", "albert_config.json")
         source = f"--albert_hub_module_handle={o.albert_hub_module_handle}"
     else:
         if not o.spm_model_file:
             raise ValueError("--spm_model_file is required without --albert_hub_module_handle.")
-        if not os.path.isfile(o.spm_model_file):
+        if not files.isfile(o.spm_model_file):
             raise ValueError(f"--spm_model_file={o.spm_model_file} does not exist.")
         config_path = config_file_for(o)
         if not config_path:
             raise ValueError("--albert_config_file is required (or an --init_checkpoint directory holding "
                              "albert_config.json).")
         source = config_path
-    if os.path.isfile(config_path):
+    if files.isfile(config_path):
         positions = AlbertConfig.from_json_file(config_path).max_position_embeddings
         if o.max_seq_length > positions:
             raise ValueError(f"--max_seq_length ({o.max_seq_length}) exceeds max_position_embeddings ({positions}) "
@@ -130,8 +131,8 @@ class ClassificationTask(Task):
         if o.albert_hub_module_handle:
             from albert_tf.export.keras3 import EncoderTFSMLayer
 
-            self.preprocess = tf.saved_model.load(os.path.join(o.albert_hub_module_handle, "preprocess"))
-            encoder = EncoderTFSMLayer(os.path.join(o.albert_hub_module_handle, "encoder"), trainable=True)
+            self.preprocess = tf.saved_model.load(files.join(o.albert_hub_module_handle, "preprocess"))
+            encoder = EncoderTFSMLayer(files.join(o.albert_hub_module_handle, "encoder"), trainable=True)
             return AlbertClassifier(encoder, self.num_classes, dropout=o.classifier_dropout)
 
         from albert_tf.export.preprocess_module import PreprocessModule
@@ -339,10 +340,10 @@ def _run(o, training, stream):
 
     # predictions and the export come from the best dev checkpoint (restored by the driver)
     if o.do_eval:
-        write_predictions(os.path.join(o.output_dir, "dev_predictions.tsv"), splits["dev"],
+        write_predictions(files.join(o.output_dir, "dev_predictions.tsv"), splits["dev"],
                           predict("dev", training.eval_batch_size), task.labels, with_gold=True)
     if o.do_predict:
-        path = os.path.join(o.output_dir, "test_results.tsv")
+        path = files.join(o.output_dir, "test_results.tsv")
         write_predictions(path, splits["test"], predict("test", o.predict_batch_size), task.labels, with_gold=False)
         print(f"wrote {path} ({len(splits['test'])} predictions)", file=stream, flush=True)
         results["test_results"] = path

@@ -27,6 +27,7 @@ from albert_tf.data.buckets import width_for
 from albert_tf.export import savedmodel
 from albert_tf.export.raw_text_module import RawTextModule, writing_export
 from albert_tf.storage import atomic, provenance
+from albert_tf.storage import files
 
 MULTIPLE_CHOICE_INFO = "multiple_choice_info.json"
 
@@ -120,5 +121,5 @@ def export_multiple_choice(model, spm_model_file, export_dir, do_lower_case=True
                 "outputs": ["logits", "probabilities", "choice", "letter"], **(extra_info or {})}
         if made_by is not None:
             info["made_by"] = provenance.stamp(made_by)
-        atomic.write_json(os.path.join(tmp, MULTIPLE_CHOICE_INFO), info, sort_keys=False)
+        atomic.write_json(files.join(tmp, MULTIPLE_CHOICE_INFO), info, sort_keys=False)
     return os.path.abspath(export_dir)

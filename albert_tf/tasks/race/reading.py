@@ -31,6 +31,7 @@ import os
 from albert_tf.tasks.race.examples import (MultipleChoiceDataError, MultipleChoiceExample, MultipleChoiceExamples,
                                           MultipleChoiceSummary)
 from albert_tf.storage.json_files import read_json, read_json_lines
+from albert_tf.storage import files
 
 logger = logging.getLogger("albert_tf")
 
@@ -137,11 +138,11 @@ def _race_article(obj, source, level, counter):
 
 def _race_root(data_dir, split):
     data_dir = os.fspath(data_dir)
-    for root in (os.path.join(data_dir, "RACE"), data_dir):
-        if os.path.isdir(os.path.join(root, split)):
+    for root in (files.join(data_dir, "RACE"), data_dir):
+        if files.isdir(files.join(root, split)):
             return root
     raise MultipleChoiceDataError(
-        f"{data_dir}: no RACE/{split} directory; expected {os.path.join(data_dir, 'RACE', split)}/{{middle,high}}/"
+        f"{data_dir}: no RACE/{split} directory; expected {files.join(data_dir, 'RACE', split)}/{{middle,high}}/"
         "*.txt (the official RACE layout, one JSON article per file) or .../all.txt (one JSON article per line).")
 
 
@@ -166,26 +167,26 @@ def read_race(data_dir, split, high_only=False, middle_only=False):
         raise MultipleChoiceDataError("high_only and middle_only exclude each other; set at most one.")
     levels = ("high",) if high_only else ("middle",) if middle_only else LEVELS
     root = _race_root(data_dir, split)
-    directory = os.path.join(root, split)
+    directory = files.join(root, split)
     examples = MultipleChoiceExamples()
     summary = MultipleChoiceSummary(source="", layout="", directory=directory, split=split)
     counter = _ChoiceCount()
     for level in levels:
-        level_dir = os.path.join(directory, level)
-        if not os.path.isdir(level_dir):
+        level_dir = files.join(directory, level)
+        if not files.isdir(level_dir):
             raise MultipleChoiceDataError(
                 f"{level_dir}: no such directory; the RACE layout has {directory}/{{middle,high}}/"
                 + ("" if high_only or middle_only else " (pass high_only or middle_only to read one level)") + ".")
-        names = sorted((n for n in os.listdir(level_dir) if n.endswith(".txt") and not n.startswith(".")
-                        and os.path.isfile(os.path.join(level_dir, n))), key=_natural_key)
+        names = sorted((n for n in files.listdir(level_dir) if n.endswith(".txt") and not n.startswith(".")
+                        and files.isfile(files.join(level_dir, n))), key=_natural_key)
         if not names:
             raise MultipleChoiceDataError(f"{level_dir}: empty, no .txt article file; put the RACE articles there "
                                           "(one JSON article per <n>.txt, or one per line of all.txt).")
         level_examples, articles = [], 0
         if "all.txt" in names:
             layout = "all.txt"
-            path = os.path.join(level_dir, "all.txt")
-            ignored = [os.path.join(level_dir, n) for n in names if n != "all.txt"]
+            path = files.join(level_dir, "all.txt")
+            ignored = [files.join(level_dir, n) for n in names if n != "all.txt"]
             if ignored:
                 logger.warning("%s: reading all.txt only; %d other .txt file(s) beside it are ignored.", level_dir,
                                len(ignored))
@@ -197,7 +198,7 @@ def read_race(data_dir, split, high_only=False, middle_only=False):
         else:
             layout = "files"
             for name in names:
-                path = os.path.join(level_dir, name)
+                path = files.join(level_dir, name)
                 obj = read_json(path, RACE_ARTICLE, error=MultipleChoiceDataError)
                 level_examples += _race_article(obj, path, level, counter)
                 articles += 1
@@ -271,7 +272,7 @@ def read_multiple_choice_jsonl(path):
             raise MultipleChoiceDataError(f"{where}: empty context; give the passage the question is about.")
         example_id = obj.get("id")
         if example_id is None:
-            example_id = f"{os.path.basename(path)}:{number}"
+            example_id = f"{files.basename(path)}:{number}"
         elif not isinstance(example_id, (str, int)) or isinstance(example_id, bool):
             raise MultipleChoiceDataError(f"{where}: id {example_id!r:.60} is not a string or integer.")
         example_id = str(example_id)

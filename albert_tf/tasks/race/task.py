@@ -20,7 +20,6 @@ Shape legend: B batch, C options, T max_seq_length.
 
 import dataclasses
 import json
-import os
 
 import numpy as np
 import tensorflow as tf
@@ -37,6 +36,7 @@ from albert_tf.tasks.race.options import MultipleChoiceOptions  # noqa: F401 (re
 from albert_tf.training import sessions
 from albert_tf.training.driver import train_and_evaluate
 from albert_tf.training.task import EXAMPLE_INDEX, Task
+from albert_tf.storage import files
 
 TASK_NAMES = ("race", "multiple_choice")
 LEVELS = ("middle", "high")
@@ -52,7 +52,7 @@ def check_options(o, training):
     for name in ("data_dir", "output_dir"):
         if not getattr(o, name):
             raise ValueError(f"--{name} is required.")
-    if not os.path.isdir(o.data_dir):
+    if not files.isdir(o.data_dir):
         raise ValueError(f"--data_dir={o.data_dir} is not a directory.")
     if not (o.do_train or o.do_eval or o.do_predict or o.export_dir):
         raise ValueError("at least one of --do_train, --do_eval, --do_predict and --export_dir is needed.")
@@ -68,7 +68,7 @@ def check_options(o, training):
         raise ValueError(f"--dropout_prob must be in [0, 1), got {o.dropout_prob}.")
     for flag in ("train_file", "eval_file", "predict_file"):
         path = getattr(o, flag)
-        if path and os.path.isdir(path):
+        if path and files.isdir(path):
             raise ValueError(f"--{flag}={path} is a directory; give a file path (the feature cache).")
     check_outputs(o, caches=((flag, o.feature_file(split), on) for flag, split, on in (
         ("train_file", "train", o.do_train), ("eval_file", "dev", o.do_eval), ("predict_file", "test", o.do_predict))),
@@ -82,8 +82,8 @@ def read_split(o, split):
 
     if o.task_name == "race":
         return read_race(o.data_dir, split, high_only=o.high_only, middle_only=o.middle_only)
-    path = os.path.join(o.data_dir, f"{split}.jsonl")
-    if not os.path.isfile(path):
+    path = files.join(o.data_dir, f"{split}.jsonl")
+    if not files.isfile(path):
         raise ValueError(f"--task_name=multiple_choice reads {path}, which does not exist (JSON lines with context, "
                          "question, options and answer).")
     return read_multiple_choice_jsonl(path)
@@ -294,10 +294,10 @@ def _run(o, training, stream):
 
     # predictions and the export come from the best dev checkpoint (restored by the driver)
     if o.do_eval:
-        results["dev_predictions"] = write_predictions(os.path.join(o.output_dir, "dev_predictions.jsonl"),
+        results["dev_predictions"] = write_predictions(files.join(o.output_dir, "dev_predictions.jsonl"),
                                                        splits["dev"], probabilities("dev", training.eval_batch_size))
     if o.do_predict:
-        path = write_predictions(os.path.join(o.output_dir, "predictions.jsonl"), splits["test"],
+        path = write_predictions(files.join(o.output_dir, "predictions.jsonl"), splits["test"],
                                  probabilities("test", o.predict_batch_size))
         results["predictions"] = path
         print(f"wrote {path} ({len(splits['test'])} questions)", file=stream, flush=True)

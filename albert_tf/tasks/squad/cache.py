@@ -24,6 +24,7 @@ from albert_tf.data import feature_cache
 from albert_tf.storage.json_files import read_json
 from albert_tf.tasks.squad.features import ConvertSummary, SquadFeature, SquadFeatures, iter_features
 from albert_tf.tasks.squad.reading import SquadDataError, normalize_version, read_squad_examples
+from albert_tf.storage import files
 
 FEATURE_FORMAT = 2  # bump when the feature layout changes: old caches are rebuilt (2: shared sidecar layout)
 RECORD_FEATURES = ("unique_ids", "input_ids", "input_mask", "segment_ids", "p_mask", "start_positions",
@@ -50,7 +51,7 @@ def feature_file_settings(settings, tokenizer, input_file):
     """The record of what makes a feature file: settings, tokenizer, input file."""
     settings.validate()
     input_file = os.fspath(input_file)
-    if not os.path.isfile(input_file):
+    if not files.isfile(input_file):
         raise SquadDataError(f"{input_file}: no such file.")
     return {
         "format": FEATURE_FORMAT,

@@ -44,6 +44,7 @@ from albert_tf.tasks.squad.aligned_tokens import context_pieces
 from albert_tf.export.normalization import SPACE
 from albert_tf.export.raw_text_module import RawTextModule, writing_export
 from albert_tf.storage import atomic, provenance
+from albert_tf.storage import files
 
 NO_SPAN_SCORE = -1e6
 QA_INFO = "qa_info.json"
@@ -236,5 +237,5 @@ def export_question_answering(model, spm_model_file, export_dir, do_lower_case=T
                 "outputs": outputs, **(extra_info or {})}
         if made_by is not None:
             info["made_by"] = provenance.stamp(made_by)
-        atomic.write_json(os.path.join(tmp, QA_INFO), info, sort_keys=False)
+        atomic.write_json(files.join(tmp, QA_INFO), info, sort_keys=False)
     return os.path.abspath(export_dir)

@@ -39,12 +39,12 @@ null_odds > the threshold of the best F1 one threshold reaches
     final, info = best_f1_predictions(questions, out["predictions"], out["null_odds"])
 """
 
-import os
 
 import numpy as np
 
 from albert_tf.tasks.squad import metrics as squad_metrics
 from albert_tf.storage import atomic
+from albert_tf.storage import files
 
 BEST_F1_FILE = "predictions_best_f1_thresh.json"
 
@@ -355,7 +355,7 @@ def write_best_f1_predictions(output_dir, questions, predictions, null_odds):
     """Writes best_f1_predictions' file as output_dir/predictions_best_f1_thresh.json; returns
     its info dict."""
     final, info = best_f1_predictions(questions, predictions, null_odds)
-    write_predictions_json(os.path.join(output_dir, BEST_F1_FILE), final)
+    write_predictions_json(files.join(output_dir, BEST_F1_FILE), final)
     return info
 
 
@@ -432,8 +432,8 @@ def write_prediction_files(output_dir, result):
     Returns:
         list of the paths written.
     """
-    paths = [write_predictions_json(os.path.join(output_dir, "predictions.json"), result["predictions"]),
-             write_nbest_json(os.path.join(output_dir, "nbest_predictions.json"), result["nbest"])]
+    paths = [write_predictions_json(files.join(output_dir, "predictions.json"), result["predictions"]),
+             write_nbest_json(files.join(output_dir, "nbest_predictions.json"), result["nbest"])]
     if "null_odds" in result:
-        paths.append(write_null_odds_json(os.path.join(output_dir, "null_odds.json"), result["null_odds"]))
+        paths.append(write_null_odds_json(files.join(output_dir, "null_odds.json"), result["null_odds"]))
     return paths

@@ -35,6 +35,7 @@ from albert_tf.training.checkpoints import BEST_DIR
 from albert_tf.training import sessions
 from albert_tf.training.driver import train_and_evaluate
 from albert_tf.training.task import EXAMPLE_INDEX, Task
+from albert_tf.storage import files
 
 SEQUENCE_INPUTS = INPUT_NAMES + ("p_mask",)
 PADDING_LOGIT = -1e9
@@ -50,7 +51,7 @@ def check_options(o, training):
         raise ValueError(f"version must be one of {', '.join(VERSIONS)}, got {o.version!r}.")
     if not o.output_dir:
         raise ValueError("--output_dir is required.")
-    if os.path.exists(o.output_dir) and not os.path.isdir(o.output_dir):
+    if files.exists(o.output_dir) and not files.isdir(o.output_dir):
         raise ValueError(f"--output_dir={o.output_dir} exists and is not a directory.")
     if not (o.do_train or o.do_predict or o.export_dir):
         raise ValueError("at least one of --do_train, --do_predict and --export_dir is needed.")
@@ -62,7 +63,7 @@ def check_options(o, training):
         raise ValueError("--best_checkpoint needs --do_train and --do_predict (it scores --predict_file at every "
                          "checkpoint of training).")
     for flag, path, on in (("train_file", o.train_file, o.do_train), ("predict_file", o.predict_file, o.do_predict)):
-        if on and not os.path.isfile(path):
+        if on and not files.isfile(path):
             raise ValueError(f"--{flag}={path} does not exist or is not a file.")
     check_model_source(o)
     if o.max_seq_length - o.max_query_length - 3 < 1:
@@ -79,7 +80,7 @@ def check_options(o, training):
         if not 0 <= o.dropout_prob < 1:
             raise ValueError(f"--dropout_prob must be in [0, 1), got {o.dropout_prob}.")
     for flag, path in (("train_feature_file", o.train_feature_file), ("predict_feature_file", o.predict_feature_file)):
-        if path and os.path.isdir(path):
+        if path and files.isdir(path):
             raise ValueError(f"--{flag}={path} is a directory; give a file path.")
     check_outputs(o, caches=(("train_feature_file", o.train_features_path, o.do_train),
                              ("predict_feature_file", o.predict_features_path, o.do_predict)),
@@ -395,7 +396,7 @@ def _run(o, training, stream):
     dev = None if questions is None else DevSet(predict_cache.features, predict_cache.examples, questions)
     # prediction alone in the output_dir of a --best_checkpoint run: from its best checkpoint, as
     # the training run predicted (the release's model.ckpt-best)
-    from_best = not o.do_train and os.path.isdir(os.path.join(o.output_dir, BEST_DIR))
+    from_best = not o.do_train and files.isdir(files.join(o.output_dir, BEST_DIR))
     training = dataclasses.replace(training, output_dir=o.output_dir, do_train=o.do_train, do_eval=dev is not None,
                                    num_train_steps=steps if o.do_train else max(training.num_train_steps, 1),
                                    num_warmup_steps=warmup, evaluate_every_checkpoint=dev is not None,
@@ -407,7 +408,7 @@ def _run(o, training, stream):
     results.update(final_step=outcome["final_step"], initialized_from=outcome["initialized_from"])
     if outcome["best"] is not None:
         results["best_step"] = outcome["best"]["step"]
-        print(f"predicting from the best checkpoint, {os.path.join(BEST_DIR, outcome['best']['checkpoint'])} (step "
+        print(f"predicting from the best checkpoint, {files.join(BEST_DIR, outcome['best']['checkpoint'])} (step "
               f"{outcome['best']['step']} of {outcome['final_step']}, {task.best_metric} "
               f"{outcome['best']['metrics'][task.best_metric]:.4f})", file=stream, flush=True)
     if o.do_predict:
@@ -439,7 +440,7 @@ def _predict_and_score(task, trainer, outcome, predict_cache, results, stream):
         print(f"WARNING: --do_predict without --do_train and no checkpoint in {o.output_dir}: predicting with the "
               f"starting weights ({outcome['initialized_from']}).", file=sys.stderr, flush=True)
     metrics, _ = task.predict(trainer, predict_cache.features, predict_cache.examples, o.predict_file, stream=stream)
-    results["predictions"] = os.path.join(o.output_dir, "predictions.json")
+    results["predictions"] = files.join(o.output_dir, "predictions.json")
     results["metrics"] = metrics
     if metrics is not None:
         summary = {k: (float(v) if isinstance(v, (float, np.floating)) else v) for k, v in metrics.items()}
@@ -447,10 +448,10 @@ def _predict_and_score(task, trainer, outcome, predict_cache, results, stream):
                        task=task.name, predict_file=os.path.abspath(o.predict_file))
         if outcome["best"] is not None:  # the weights predicted with: the best checkpoint's
             summary.update(best_step=outcome["best"]["step"], metric=task.best_metric,
-                           checkpoint=os.path.join("best", outcome["best"]["checkpoint"]))
+                           checkpoint=files.join("best", outcome["best"]["checkpoint"]))
         summary.update(outcome["precision"].as_dict())
-        atomic.write_json(os.path.join(o.output_dir, "eval_results.json"), summary)
-        atomic.write_text(os.path.join(o.output_dir, "eval_results.txt"),
+        atomic.write_json(files.join(o.output_dir, "eval_results.json"), summary)
+        atomic.write_text(files.join(o.output_dir, "eval_results.txt"),
                           "".join(f"{k} = {summary[k]}\n" for k in sorted(summary)))
         keys = ("exact_match", "f1") if o.version == "v1" else ("exact", "f1", "best_exact", "best_f1",
                                                                   "no_answer_share")
