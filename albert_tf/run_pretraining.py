@@ -108,34 +108,43 @@ def check_paths(f):
                    outputs.Output("--export_dir", f.export_dir, outputs.EXPORT)], inputs)
 
 
-def run(f, stream=None):
-    """Runs training and/or evaluation as the flags say; returns a dict of results.
-    Progress goes to `stream` (default: sys.stdout as it is at the call)."""
-    check_flags(f)  # before importing TensorFlow: bad flags and outputs fail at once
+def check(f):
+    """Every check of a run, in this order, before any work: the flag values (`check_flags`,
+    before TensorFlow is imported), the paths (`check_paths`), the config (its position
+    embeddings hold --max_seq_length; a resumed run keeps its own), the session against the
+    run's previous training (albert_tf.training.sessions). Raises ValueError (or OutputRefused)
+    naming the flag; writes nothing. Returns (config, whether output_dir has it, session).
+    (The inputs' first records are read once the strategy exists: `options_from_flags`.)"""
+    check_flags(f)
     check_paths(f)
-    from albert_tf.storage import atomic
-    from albert_tf.storage.report import CheckpointMismatchError
-
-    # a run refused for its starting weights (--init_checkpoint) leaves no output_dir it
-    # made, and nothing new in one that existed (its albert_config.json, its marker)
-    with atomic.removed_if_refused(f.output_dir, CheckpointMismatchError):
-        return _run(f, stream or sys.stdout)
-
-
-def _run(f, stream):
     from albert_tf.modeling.config import AlbertConfig
     from albert_tf.tasks.pretraining import check_run_config
+    from albert_tf.training.sessions import check_settings
 
     config = AlbertConfig.from_json_file(f.albert_config_file)
     if f.max_seq_length > config.max_position_embeddings:
         raise ValueError(f"--max_seq_length ({f.max_seq_length}) exceeds max_position_embeddings "
                          f"({config.max_position_embeddings}) of {f.albert_config_file}.")
     has_config = check_run_config(f.output_dir, config, f.albert_config_file)
-    from albert_tf.training.sessions import check_settings
-
     session = option_flags.session(f, RUN_PRETRAINING, trains=f.do_train, tpu=f.strategy == "tpu")
     check_settings(f.output_dir, session)
+    return config, has_config, session
 
+
+def run(f, stream=None):
+    """Runs training and/or evaluation as the flags say; returns a dict of results.
+    Progress goes to `stream` (default: sys.stdout as it is at the call)."""
+    checked = check(f)
+    from albert_tf.storage import atomic
+    from albert_tf.storage.report import CheckpointMismatchError
+
+    # a run refused for its starting weights (--init_checkpoint) leaves no output_dir it
+    # made, and nothing new in one that existed (its albert_config.json, its marker)
+    with atomic.removed_if_refused(f.output_dir, CheckpointMismatchError):
+        return _run(f, *checked, stream or sys.stdout)
+
+
+def _run(f, config, has_config, session, stream):
     import keras
     import tensorflow as tf
 
