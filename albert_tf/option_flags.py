@@ -19,13 +19,13 @@ def define_command(flag_values, command):
     """Defines the flags of `command` (a storage.options.Command) in `flag_values`: one per
     field, under the command's flag name, with the command's default and the field's help
     and type. Returns {flag name: field name}."""
-    from albert_tf.storage.options import CHOICES, HELP
+    from albert_tf.storage.options import CHOICES
 
     module = _caller_module_name()
     made = {}
     for cls, field in command.fields():
         flag_name = command.flag_name(field)
-        _define_flag(flag_values, flag_name, _flag_type(cls, field), command.default(field), field.metadata[HELP],
+        _define_flag(flag_values, flag_name, _flag_type(cls, field), command.default(field), command.help(field),
                      field.metadata.get(CHOICES), module)
         made[flag_name] = field.name
     return made

@@ -183,7 +183,7 @@ def run(f):
     if not features:
         raise ValueError("no training features were made.")
     options = SquadOptions(version="v1", output_dir=out, albert_config_file=config_file, spm_model_file=spm_model,
-                           train_batch_size=f.batch_size, do_train=True, **shape)
+                           do_train=True, **shape)
     task = SquadTask(options, features_to_arrays(features))
     trainer = Trainer(task, TrainingOptions(output_dir=out, train_batch_size=f.batch_size, optimizer="adamw",
                                             learning_rate=5e-5, num_train_steps=100_000, jit_compile=f.jit_compile,

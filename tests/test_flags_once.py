@@ -45,7 +45,6 @@ def test_every_flag_of_a_command_is_made_from_a_field_of_its_record(name):
     import importlib
 
     from albert_tf.option_flags import PROCESS_FLAGS
-    from albert_tf.storage.options import HELP
 
     record = _record(name)
     values = flags.FlagValues()
@@ -63,7 +62,7 @@ def test_every_flag_of_a_command_is_made_from_a_field_of_its_record(name):
         if "choices" in field.metadata:
             expected = "string enum"
         assert values[flag].flag_type() == expected, (name, flag, values[flag].flag_type())
-        assert field.metadata[HELP] in values[flag].help, (name, flag)
+        assert record.help(field) in values[flag].help, (name, flag)
         made[flag] = field.name
     declared = {flag for flag in values if values[flag].name == flag and flag not in PROCESS_FLAGS}
     assert declared == set(made), (name, sorted(declared ^ set(made)))

@@ -251,8 +251,7 @@ def _squad_task(tmp_path, spm_model):
     cfg = AlbertConfig.from_preset("albert_tiny").replace(vocab_size=3000)
     cfg.to_json_file(str(tmp_path / "config.json"))
     options = SquadOptions(version="v2", output_dir=str(tmp_path), albert_config_file=str(tmp_path / "config.json"),
-                           spm_model_file=spm_model, max_seq_length=96, start_n_top=3, end_n_top=3,
-                           train_batch_size=8, do_train=True)
+                           spm_model_file=spm_model, max_seq_length=96, start_n_top=3, end_n_top=3, do_train=True)
     return SquadTask(options, features_to_arrays(features))
 
 

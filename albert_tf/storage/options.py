@@ -25,11 +25,12 @@ POSITIVE = "positive"  # the value must be > 0 (None allowed where the default i
 SETTING = "setting"  # changes a training's result: a run continues only with the same
 LENGTH = "length"  # the training's length: may change between sessions (recorded)
 NAMES = "names"  # {command: flag name} where the release names the flag otherwise
+HELPS = "helps"  # {command: help} where a command's flag means more than the field's help says
 FLAG_DEFAULT = "flag_default"  # the commands' default where the library's differs
 
 
 def option(default, help, choices=None, *, positive=False, setting=False, length=False, names=None,
-           flag_default=dataclasses.MISSING):
+           helps=None, flag_default=dataclasses.MISSING):
     """A dataclass field that a command's flag is made from.
 
     Args:
@@ -40,9 +41,12 @@ def option(default, help, choices=None, *, positive=False, setting=False, length
         setting: the value changes a training's result (albert_tf.training.sessions).
         length: the value is the training's length (may change when a run continues).
         names: {command name: flag name} where that command's flag keeps the release's name.
+        helps: {command name: help} where that command's flag behaves otherwise (run_squad_v1's
+            --length_buckets: its loss differs).
         flag_default: the commands' default where it differs from the library's `default`.
     """
-    metadata = {HELP: help, POSITIVE: positive, SETTING: setting, LENGTH: length, NAMES: dict(names or {})}
+    metadata = {HELP: help, POSITIVE: positive, SETTING: setting, LENGTH: length, NAMES: dict(names or {}),
+                HELPS: dict(helps or {})}
     if choices is not None:
         metadata[CHOICES] = tuple(choices)
     if flag_default is not dataclasses.MISSING:
@@ -178,6 +182,10 @@ class Command:
     def flag_name(self, field):
         """The flag of a field in this command (the release's name where it has one)."""
         return field.metadata[NAMES].get(self.name, field.name)
+
+    def help(self, field):
+        """The flag's help in this command."""
+        return field.metadata.get(HELPS, {}).get(self.name, field.metadata[HELP])
 
     def default(self, field):
         """The flag's default in this command."""

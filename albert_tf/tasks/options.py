@@ -6,7 +6,7 @@ fields and its command's options record (`COMMAND`) are in its folder
 
 import dataclasses
 
-from albert_tf.data.bucket_widths import DEFAULT_BUCKETS, FLAG_HELP as BUCKETS_HELP
+from albert_tf.data.bucket_widths import DEFAULT_BUCKETS, FLAG_HELP as BUCKETS_HELP, SQUAD_V1_FLAG_HELP
 from albert_tf.storage.options import Command, LowerCase, ModelFiles, RunDirectory, group, option
 from albert_tf.training.options import TrainingOptions
 
@@ -82,7 +82,7 @@ class FineTuningOptions(RunOptions, LowerCase):
                                                  "to start from.", setting=True)
     do_predict: bool = option(False, "Whether to predict the test split (SQuAD: --predict_file).")
     predict_batch_size: int = option(8, "Total batch size for predict.", positive=True)
-    length_buckets: str = option(DEFAULT_BUCKETS, BUCKETS_HELP)
+    length_buckets: str = option(DEFAULT_BUCKETS, BUCKETS_HELP, helps={"run_squad_v1": SQUAD_V1_FLAG_HELP})
 
 
 NamedTask = group(
