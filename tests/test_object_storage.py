@@ -119,6 +119,21 @@ def test_data_pretraining_resume_export_and_fine_tuning_all_on_ram(sample_corpus
     assert ".albert_tf_output.json" in _tree(f"{bucket}/cola_export")
 
 
+def test_train_sentencepiece_reads_and_writes_on_ram(sample_corpus, spm_model, clean_local):
+    """SentencePiece's trainer works on local scratch files (a local temporary directory for a
+    URL, removed after); the model lands where --model_prefix points, the library's bytes."""
+    from tools import train_sentencepiece
+
+    corpus = _put(sample_corpus, _ram("spm", "in", "corpus.txt"))
+    prefix = _ram("spm", "out", "tool")
+    result = run_in_process(train_sentencepiece, [f"--input_file={corpus}", f"--model_prefix={prefix}",
+                                                  "--vocab_size=3000", "--num_threads=1"])
+    assert result.returncode == 0, result.stderr[-1500:]
+    assert gfile.GFile(prefix + ".model", "rb").read() == open(spm_model, "rb").read()
+    assert gfile.GFile(prefix + ".vocab").readline() == "<pad>\t0\n"
+    assert [n for n in _tree(_ram("spm", "out")) if not n.startswith(".")] == ["tool.model", "tool.vocab"]
+
+
 def test_an_unwritable_or_unreachable_store_exits_2_naming_the_flag_and_leaves_nothing(spm_model, clean_local,
                                                                                         monkeypatch):
     from albert_tf import create_pretraining_data

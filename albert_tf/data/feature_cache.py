@@ -36,7 +36,7 @@ import numpy as np
 
 from albert_tf.data.summary import file_sha256
 from albert_tf.data.tokenization import TOKENIZATION_VERSION
-from albert_tf.storage import atomic, outputs
+from albert_tf.storage import atomic, files, outputs
 from albert_tf.storage.json_files import read_json
 
 logger = logging.getLogger("albert_tf")
@@ -134,19 +134,19 @@ def input_record(paths, error=FeatureFileError):
     if not paths:
         raise error("no input file to record; read the input first.")
     for p in paths:
-        if not os.path.isfile(p):
+        if not files.isfile(p):
             raise error(f"{p}: no such file.")
-    stats = [os.stat(p) for p in paths]
+    sizes, mtimes = [files.getsize(p) for p in paths], [files.getmtime(p) for p in paths]
     if len(paths) == 1:
-        return {"input_file": os.path.abspath(paths[0]), "input_size": stats[0].st_size,
-                "input_mtime": stats[0].st_mtime, "input_sha256": file_sha256(paths[0])}
-    absolute = [os.path.abspath(p) for p in paths]
+        return {"input_file": files.abspath(paths[0]), "input_size": sizes[0], "input_mtime": mtimes[0],
+                "input_sha256": file_sha256(paths[0])}
+    absolute = [files.abspath(p) for p in paths]
     root = os.path.commonpath([os.path.dirname(p) for p in absolute])
     digest = hashlib.sha256()
     for rel, p in sorted((os.path.relpath(p, root), p) for p in absolute):
         digest.update(f"{rel}\t{file_sha256(p)}\n".encode("utf-8"))
-    return {"input_file": root, "input_files": len(paths), "input_size": sum(s.st_size for s in stats),
-            "input_mtime": max(s.st_mtime for s in stats), "input_sha256": digest.hexdigest()}
+    return {"input_file": root, "input_files": len(paths), "input_size": sum(sizes),
+            "input_mtime": max(mtimes), "input_sha256": digest.hexdigest()}
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -208,12 +208,12 @@ def _write_feature_file(records, path, kind, settings, extra, companions):
             atomic.write_text(path + suffix, content)
         else:
             atomic.write_bytes(path + suffix, content)
-        written[suffix] = os.path.getsize(path + suffix)
+        written[suffix] = files.getsize(path + suffix)
     for suffix in (old.get("companions") or {}):
         if suffix not in written:  # a companion the old sidecar lists: this cache's own file
             atomic.remove_own(path + suffix)
     sidecar = {"kind": kind.name, "format": kind.format, "settings": settings, "num_features": count,
-               "record_bytes": os.path.getsize(path), "companions": written,
+               "record_bytes": files.getsize(path), "companions": written,
                "created": time.strftime("%Y-%m-%dT%H:%M:%S")}
     sidecar.update((extra() if callable(extra) else extra) or {})
     atomic.write_json(sidecar_path(path), sidecar)
@@ -242,17 +242,17 @@ def check_feature_file(path, settings, kind):
     """(reusable, reason): whether feature file `path` is complete and was made with
     `settings` (module docstring); reason says what differs, or "reused: ..."."""
     path = os.fspath(path)
-    if not os.path.exists(path):
+    if not files.exists(path):
         return False, f"{path} does not exist"
     sidecar = read_sidecar(path, kind)
     if sidecar is None:
         return False, f"{sidecar_path(path)} is missing, unreadable or of another kind (an interrupted or foreign file)"
     if sidecar.get("format") != kind.format:
         return False, f"feature format {sidecar.get('format')} != {kind.format}"
-    if os.path.getsize(path) != sidecar.get("record_bytes"):
-        return False, f"{path} has {os.path.getsize(path)} bytes, its sidecar says {sidecar.get('record_bytes')}"
+    if files.getsize(path) != sidecar.get("record_bytes"):
+        return False, f"{path} has {files.getsize(path)} bytes, its sidecar says {sidecar.get('record_bytes')}"
     for suffix, size in (sidecar.get("companions") or {}).items():
-        if not os.path.exists(path + suffix) or os.path.getsize(path + suffix) != size:
+        if not files.exists(path + suffix) or files.getsize(path + suffix) != size:
             return False, f"{path + suffix} is missing or incomplete"
     old = sidecar.get("settings") or {}
     keys = sorted(set(old) | set(settings))

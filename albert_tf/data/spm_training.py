@@ -11,7 +11,7 @@ exactly as create_pretraining_data and the exported preprocessing model do.
 """
 
 import dataclasses
-import os
+import tempfile
 
 from albert_tf.data.files import InputError
 from albert_tf.data.tokenization import preprocess_text, strip_machine_paths
@@ -61,12 +61,16 @@ def train_sentencepiece(files, model_prefix, options):
     """
     import sentencepiece as spm
 
-    # Scratch files get atomic's temporary names beside the output: a killed run's
-    # leftovers are swept by the next atomic write into the directory.
-    normalized = atomic.temporary_name(f"{model_prefix}.normalized.txt")
-    scratch_prefix = atomic.temporary_name(model_prefix)
+    # SentencePiece's trainer reads and writes local files. For a local output they get
+    # atomic's temporary names beside it (a killed run's leftovers are swept by the next
+    # atomic write into the directory); for a URL (gs://) they go to a local temporary
+    # directory, removed at the end. The finished files are written through the file layer.
+    local = None if not file_layer.is_url(model_prefix) else tempfile.mkdtemp(prefix="albert_tf_spm_")
+    beside = model_prefix if local is None else file_layer.join(local, "spm")
+    normalized = atomic.temporary_name(f"{beside}.normalized.txt")
+    scratch_prefix = atomic.temporary_name(beside)
     scratch = [normalized, f"{scratch_prefix}.model", f"{scratch_prefix}.vocab"]
-    os.makedirs(os.path.dirname(os.path.abspath(model_prefix)), exist_ok=True)
+    file_layer.makedirs(file_layer.dirname(file_layer.abspath(model_prefix)))
     try:
         if _write_normalized(files, normalized, options.do_lower_case) == 0:
             raise InputError(f"--input_file: {', '.join(files)} hold no text.")
@@ -89,4 +93,6 @@ def train_sentencepiece(files, model_prefix, options):
     finally:
         for path in scratch:  # SentencePiece's own output files in our scratch names
             atomic.remove_own(path)
+        if local is not None:
+            atomic.remove_own(local)
     return f"{model_prefix}.model"
