@@ -29,7 +29,7 @@ def define_flags(flag_values):
 
 def check_flags(f):
     """The flag values' checks (the record's positive ones, then the combinations); raises
-    ValueError naming the flags. Returns {field name: value}."""
+    ValueError naming the flags."""
     from albert_tf.training.accumulation import check_accumulation
     from albert_tf.training.precision import check_policy
 
@@ -43,7 +43,7 @@ def check_flags(f):
         raise ValueError("--do_train needs --input_file.")
     if f.do_eval and not (f.eval_input_file or f.input_file):
         raise ValueError("--do_eval needs --eval_input_file or --input_file.")
-    found = option_flags.values(f, RUN_PRETRAINING)
+    option_flags.values(f, RUN_PRETRAINING)  # raises for a value its field says must be positive
     check_accumulation(f.gradient_accumulation_steps, f.train_batch_size)
     if f.num_warmup_steps < 0 or f.start_warmup_step < 0:
         raise ValueError("--num_warmup_steps and --start_warmup_step must not be negative.")
@@ -57,7 +57,6 @@ def check_flags(f):
         raise ValueError(f"--tpu is only used with --strategy=tpu (got --strategy={f.strategy}).")
     if f.export_dir and not f.spm_model_file:
         raise ValueError("--export_dir needs --spm_model_file (the preprocessing model embeds it).")
-    return found
 
 
 def options_from_flags(f, config, session=None):
