@@ -7,7 +7,9 @@
 
 Flags keep the original release's names and defaults; added: --num_workers,
 --num_output_shards, --shuffle_buffer_size, --documents_per_chunk, --random_document_pool,
---strict_utf8 and --legacy_single_chunk_random_next. NSP negatives (--random_next_sentence)
+--strict_utf8, --legacy_single_chunk_random_next, --temp_dir, and --runner with
+--beam_pipeline_options (an Apache Beam pipeline, albert_tf.data.beam_pipeline: the same
+records; without --runner Beam is not imported). NSP negatives (--random_next_sentence)
 come from a random document of the whole input, as in the release
 (`albert_tf.data.document_pool`). Output: the release's eight features, with the ids of
 the SentencePiece model, and summary_OUTPUT.json beside them (special token ids and
@@ -58,10 +60,16 @@ class CreatePretrainingDataOptions:
                                                "--legacy_single_chunk_random_next): the most documents held to draw "
                                                "the random document from, read in a first pass: every input "
                                                "document, or a uniform sample of this many of a larger input "
-                                               "(memory: this many documents' text per worker). 0: draw from the "
-                                               "--documents_per_chunk documents of the work chunk instead (the "
-                                               "behaviour before; on text in source order they are mostly one "
-                                               "package's, so negatives read like the next segment).")
+                                               "(memory: this many documents' text per worker).")
+    temp_dir: str = option("", "A local directory for the shuffle's spill files, used when the instances exceed "
+                               "--shuffle_buffer_size (a new directory inside, removed after; about the output's "
+                               "size). Default: the system's temporary directory ($TMPDIR).")
+    runner: str = option("", "Run as an Apache Beam pipeline on this runner: DirectRunner (this machine, "
+                             "--num_workers processes), FlinkRunner, SparkRunner or DataflowRunner "
+                             "(docs/pretraining_data.md). Default: the local writer. The output is the same.")
+    beam_pipeline_options: str = option("", "With --runner: Beam's pipeline options as comma-separated key=value "
+                                            "pairs, e.g. project=p,region=us-central1,temp_location=gs://b/tmp,"
+                                            "setup_file=./setup.py.")
     strict_utf8: bool = option(False, "Stop at the first non-UTF-8 line instead of skipping and counting it.")
     legacy_single_chunk_random_next: bool = option(False, "Reproduce the release: a chunk of one segment gets B from "
                                                           "a random other document, labelled 1 (an NSP negative "
@@ -86,20 +94,27 @@ def run(f):
     """Checks the flags, writes the data, prints where it went; returns the summary dict."""
     from albert_tf.data.writer import write_pretraining_data
 
-    options, (inputs, outputs, summary_file) = check_options(f)
+    options, pipeline, (inputs, outputs, summary_file) = check_options(f)
     from albert_tf.storage import provenance
 
-    summary = write_pretraining_data(inputs, outputs, f.spm_model_file, options, progress_stream=sys.stderr,
-                                     summary_file=summary_file,
-                                     made_by=provenance.record("create_pretraining_data", option_flags.given_flags(f)))
+    made_by = provenance.record("create_pretraining_data", option_flags.given_flags(f))
+    if pipeline is None:
+        summary = write_pretraining_data(inputs, outputs, f.spm_model_file, options, progress_stream=sys.stderr,
+                                         summary_file=summary_file, made_by=made_by)
+    else:
+        from albert_tf.data.beam_pipeline import run_pipeline
+
+        summary = run_pipeline(inputs, outputs, f.spm_model_file, options, pipeline, progress_stream=sys.stderr,
+                               summary_file=summary_file, made_by=made_by)
     report(summary)
     return 0
 
 
 def check_options(f):
     """Every check of the command, before any work: the flags (positive ones, required ones,
-    the values' ranges: InputError or ValueError naming the flag) and the paths
-    (check_paths). Returns (WriterOptions, (input files, output files, summary file))."""
+    the values' ranges, the Beam runner and its options: InputError or ValueError naming
+    the flag) and the paths (check_paths). Returns (WriterOptions, PipelineSettings or None
+    (the local writer), (input files, output files, summary file))."""
     from albert_tf.data.files import InputError
     from albert_tf.data.instances import InstanceOptions
     from albert_tf.data.writer import WriterOptions
@@ -117,7 +132,15 @@ def check_options(f):
                          "without it; leave it False.")
     options = option_flags.build(WriterOptions, found, instance=option_flags.build(InstanceOptions, found))
     options.validate()
-    return options, check_paths(f)
+    pipeline = None
+    if f.runner:
+        from albert_tf.data.beam_pipeline import parse_pipeline_options
+
+        pipeline = parse_pipeline_options(f.beam_pipeline_options, f.runner, f.num_workers)
+    elif f.beam_pipeline_options:
+        raise InputError("--beam_pipeline_options needs --runner (e.g. --runner=DataflowRunner); without it the "
+                         "local writer runs.")
+    return options, pipeline, check_paths(f)
 
 
 def check_paths(f):

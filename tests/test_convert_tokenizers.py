@@ -142,8 +142,8 @@ def test_release_rules_are_preprocess_text_then_the_models_own(spm_model, lower)
 
 
 def _pieces(model_bytes):
-    from sentencepiece import sentencepiece_model_pb2
+    from albert_tf.data.spm_model_proto import ModelProto
 
-    proto = sentencepiece_model_pb2.ModelProto()
+    proto = ModelProto()
     proto.ParseFromString(model_bytes)
     return [p.piece for p in proto.pieces]

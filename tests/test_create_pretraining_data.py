@@ -49,7 +49,9 @@ def test_eight_features_of_the_release(pretraining_records, records, spm_model):
     on_disk = json.load(open(summary_path_for(outputs[0])))
     assert on_disk == {k: v for k, v in summary.items() if k != "summary_file"}
     n = len(data["input_ids"])
-    assert on_disk["output_files"] == {outputs[0]: (n + 1) // 2, outputs[1]: n // 2}  # round-robin
+    counts = [sum(1 for _ in tf.data.TFRecordDataset(p)) for p in outputs]
+    assert on_disk["output_files"] == dict(zip(outputs, counts))  # a record's shard: its random key modulo 2
+    assert all(abs(c - n / 2) < 4 * (n / 4) ** 0.5 for c in counts), counts
     assert on_disk["special_tokens"] == tok.special_tokens.to_dict()
     mask = data["input_mask"]
     assert np.all(data["input_ids"][mask == 0] == tok.pad_id)
@@ -228,11 +230,14 @@ def test_cli_shards_and_progress(tmp_path, spm_model, sample_corpus):
     assert shards == [f"shard.tfrecord-{i:05d}-of-00003" for i in range(3)]
     summary = json.load(open(tmp_path / "summary_shard.tfrecord.json"))
     progress = [l for l in result.stderr.splitlines() if l.startswith("create_pretraining_data: ")]
-    assert progress[-1].startswith(f"create_pretraining_data: {summary['documents']:,} documents, "
+    assert progress[-2].startswith(f"create_pretraining_data: {summary['documents']:,} documents, "
                                    f"{summary['instances']:,} instances (")
-    assert progress[-1].endswith("100% read, ETA 0s")
+    assert progress[-2].endswith("100% read, ETA 0s")
+    assert progress[-1] == (f"create_pretraining_data: writing {summary['instances']:,} instances in shuffled "
+                            "order (from memory)")
     counts = [sum(1 for _ in tf.data.TFRecordDataset(str(tmp_path / s))) for s in shards]
-    assert max(counts) - min(counts) <= 1
+    n = sum(counts)  # a record's shard is its random key modulo 3: binomial(n, 1/3) each
+    assert n == summary["instances"] and all(abs(c - n / 3) < 4 * (n * 2 / 9) ** 0.5 for c in counts), counts
     assert summary["output_files"] == {str(tmp_path / s): c for s, c in zip(shards, counts)}
     assert read_data_summary(str(tmp_path / "shard.tfrecord-*")).masking.max_predictions_per_seq == 10
     # what made the files, with the flags as given

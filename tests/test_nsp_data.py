@@ -5,9 +5,11 @@ documents is mostly one topic, and negatives drawn from it read like the true ne
 (the grid's docstring corpus: 67.5% of chunk-drawn random documents were of the same
 top-level package, 8.4% of whole-input draws). The corpus here is such an input made by
 hand: four topics (disjoint words of the hand-made SentencePiece model of
-test_data_writer), 20 consecutive documents each, one work chunk per topic.
+test_data_writer), 20 consecutive documents each, one work chunk per topic. Since issue 65
+the pool is the documents of smallest rank (a hash of the seed and the document's key).
 """
 
+import hashlib
 import math
 import random
 
@@ -25,7 +27,7 @@ FIRST_WORD_ID = 10  # the fixed model: 5 special pieces, 5 user symbols, then WO
 
 def write_topic_corpus(path, seed):
     """TOPICS x PER_TOPIC documents of 4 to 8 sentences, a topic's documents consecutive and
-    its words WORDS[topic::TOPICS] only."""
+    its words WORDS[topic::TOPICS] only (no two alike)."""
     rng = random.Random(seed)
     lines = []
     for topic in range(TOPICS):
@@ -40,8 +42,8 @@ def write_topic_corpus(path, seed):
 
 
 def nsp_options(pool, dupe_factor, seed):
-    """NSP data of the topic corpus, one work chunk per topic; pool 0: the chunk's documents
-    (the writer before issue 52), else the input-wide pool."""
+    """NSP data of the topic corpus, one work chunk per topic, the input-wide pool of `pool`
+    documents."""
     return WriterOptions(InstanceOptions(max_seq_length=SEQ, max_predictions_per_seq=5, random_next_sentence=True),
                          dupe_factor=dupe_factor, random_seed=seed, documents_per_chunk=PER_TOPIC,
                          random_document_pool=pool)
@@ -49,13 +51,13 @@ def nsp_options(pool, dupe_factor, seed):
 
 @pytest.fixture(scope="module")
 def topic_data(tmp_path_factory):
-    """{(split, "chunk" | "input"): (records path, summary)} and the fixed model."""
+    """{(split, "input"): (records path, summary)}."""
     d = tmp_path_factory.mktemp("topics")
     model = write_fixed_model(str(d / "fixed.model"))
     texts = {"train": write_topic_corpus(str(d / "train.txt"), 0), "eval": write_topic_corpus(str(d / "eval.txt"), 1)}
     data = {}
     for split, dupe_factor, seed in (("train", 10, 1), ("eval", 2, 2)):
-        for kind, pool in (("chunk", 0), ("input", 50_000)):
+        for kind, pool in (("input", 50_000),):
             path = str(d / f"{split}_{kind}.tfrecord")
             summary = write_pretraining_data([texts[split]], [path], model, nsp_options(pool, dupe_factor, seed),
                                              progress_stream=None)
@@ -84,15 +86,20 @@ def read_pairs(path):
 
 
 def test_a_sample_of_the_whole_input_holds_every_document_or_a_uniform_share():
-    every, total = sample_documents(([f"s{i}"] for i in range(7)), 10, "s")
-    assert total == 7 and every == [(i, (f"s{i}",)) for i in range(7)]  # all of them, in input order
-    sample, total = sample_documents(([f"s{i}"] for i in range(100)), 10, "s")
-    assert total == 100 and len({k for k, _ in sample}) == 10 and all(doc == (f"s{k}",) for k, doc in sample)
-    assert sample == sample_documents(([f"s{i}"] for i in range(100)), 10, "s")[0]  # seeded
-    # uniform: every position is kept in 10% of the samples; 2000 samples: 200 +- 13.4 (1 se)
+    keyed = lambda n: ((f"k{i}", [f"s{i}"]) for i in range(n))
+    every, total = sample_documents(keyed(7), 10, "s")
+    assert total == 7 and sorted(every) == [(f"k{i}", (f"s{i}",)) for i in range(7)]  # all of them
+    sample, total = sample_documents(keyed(100), 10, "s")
+    assert total == 100 and len({k for k, _ in sample}) == 10 and all(doc == (f"s{k[1:]}",) for k, doc in sample)
+    assert sample == sample_documents(keyed(100), 10, "s")[0]  # seeded
+    assert sample == sample_documents(reversed(list(keyed(100))), 10, "s")[0]  # whatever the input's order
+    # the smallest ranks: an independent computation of the ranks
+    ranks = sorted((hashlib.sha256(f"s:pool:k{i}".encode()).hexdigest(), f"k{i}") for i in range(100))
+    assert [k for k, _ in sample] == [k for _, k in ranks[:10]]
+    # uniform: every document is kept in 10% of the samples; 2000 samples: 200 +- 13.4 (1 se)
     counts = np.zeros(100)
     for seed in range(2000):
-        for k, _ in sample_documents(([i] for i in range(100)), 10, seed)[0]:
+        for k, _ in sample_documents(((i, [i]) for i in range(100)), 10, seed)[0]:
             counts[k] += 1
     assert counts.sum() == 20_000 and 200 - 4 * 13.4 < counts.min() and counts.max() < 200 + 4 * 13.4
     # early and late alike: a sample holds hypergeometric(10 of 100, 50 early) early ones
@@ -101,9 +108,8 @@ def test_a_sample_of_the_whole_input_holds_every_document_or_a_uniform_share():
 
 def test_negatives_come_from_the_whole_input_not_the_work_chunk(topic_data):
     """A negative's B is of another topic as often as a random other document of the whole
-    input is (60 of 79); drawn from the work chunk it never was."""
-    for kind, expected_source in (("chunk", "the work chunk of each document (--random_document_pool=0)"),
-                                  ("input", "all 80 input documents")):
+    input is (60 of 79); drawn from the work chunk (before issue 52) it never was."""
+    for kind, expected_source in (("input", "all 80 input documents"),):
         path, summary = topic_data["train", kind]
         assert summary["random_next_documents_from"] == expected_source
         pairs = read_pairs(path)
@@ -115,8 +121,5 @@ def test_negatives_come_from_the_whole_input_not_the_work_chunk(topic_data):
         assert len(compared) > 0.95 * len(negatives) and all(len(a) == len(b) == 1 for a, b in compared)
         other = sum(a != b for a, b in compared) / len(compared)
         se = math.sqrt(60 / 79 * 19 / 79 / len(compared))
-        if kind == "chunk":
-            assert other == 0.0
-        else:
-            assert abs(other - 60 / 79) < 3 * se, (other, len(compared))
+        assert abs(other - 60 / 79) < 3 * se, (other, len(compared))
         assert abs(len(negatives) / len(pairs) - 0.5) < 3 * math.sqrt(0.25 / len(pairs))

@@ -285,7 +285,7 @@ def test_entries_round_trip_and_bad_lines_are_named(tmp_path):
 
 
 def test_spm_model_follows_the_release_recipe(spm_model):
-    from sentencepiece import sentencepiece_model_pb2
+    from albert_tf.data.spm_model_proto import ModelProto
 
     tok = SentencePieceTokenizer(spm_model)
     # the recipe's ids (pad_id=0, unk_id=1, control symbols in order), read from the model
@@ -297,7 +297,7 @@ def test_spm_model_follows_the_release_recipe(spm_model):
     pieces = tok.tokenize("The Café returns a VALUE.")
     assert pieces[0] == "\u2581the" and all(p == p.lower() for p in pieces)
     assert tok.is_word_start(tok.sp.PieceToId("\u2581the"))
-    proto = sentencepiece_model_pb2.ModelProto()
+    proto = ModelProto()
     proto.ParseFromString(open(spm_model, "rb").read())
     assert list(proto.trainer_spec.input) == [] and proto.trainer_spec.model_prefix == ""  # no machine paths
 

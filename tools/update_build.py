@@ -30,8 +30,11 @@ from albert_tf import entry_points  # light: albert_tf.cli is imported when main
 THIRD_PARTY = {
     "absl": "absl-py",
     "ai_edge_litert": "ai-edge-litert",
+    "apache_beam": "apache-beam",
     "filelock": "filelock",
     "gcp_storage_emulator": "gcp-storage-emulator",
+    "google": "protobuf",  # google.protobuf (albert_tf/data/spm_model_proto.py)
+    "google_crc32c": "google-crc32c",
     "h5py": "h5py",
     "jax": "jax",
     "keras": "keras",
@@ -55,7 +58,8 @@ OPTIONAL = frozenset()
 RUNTIME_EXTRAS = {"nbclient": ("ipykernel",)}
 # the package data a library reads beside it (pyproject.toml's package-data)
 DATA = {"albert_tf/data/sample_corpus.py": ("albert_tf/data/sample_corpus.jsonl.gz",),
-        "albert_tf/data/unicode_tables.py": ("albert_tf/data/unicode_*.json",)}
+        "albert_tf/data/unicode_tables.py": ("albert_tf/data/unicode_*.json",),
+        "albert_tf/data/spm_model_proto.py": ("albert_tf/data/sentencepiece_model.json",)}
 SUPPORT = ("tests/conftest.py", "tests/harness.py", "tests/convert_helpers.py", "tests/squad_official.py",
            "tests/bazel_pytest_main.py", "tests/real_data.py", "tests/made_by.py", "tests/gcs_emulator.py")
 

@@ -181,17 +181,15 @@ def tokenizer_json(model_bytes, special_tokens, do_lower_case):
     """
     import base64
 
-    from sentencepiece import sentencepiece_model_pb2
+    from albert_tf.data.spm_model_proto import ModelProto
 
-    proto = sentencepiece_model_pb2.ModelProto()
-    proto.ParseFromString(model_bytes)
+    proto = ModelProto.FromString(model_bytes)
     control = {special_tokens.pad_id, special_tokens.unk_id, special_tokens.cls_id, special_tokens.sep_id,
                special_tokens.mask_id}
     added = [{"id": i, "content": proto.pieces[i].piece, "single_word": False, "lstrip": False, "rstrip": False,
               "normalized": False, "special": True} for i in sorted(control)]
     release, _, _ = release_spm.release_model(model_bytes, bool(do_lower_case))
-    normalized = sentencepiece_model_pb2.ModelProto()
-    normalized.ParseFromString(release)
+    normalized = ModelProto.FromString(release)
     charsmap = base64.b64encode(normalized.normalizer_spec.precompiled_charsmap).decode()
     vocab = [[p.piece, float(p.score)] for p in proto.pieces]
     lowest = min(score for _, score in vocab)

@@ -124,22 +124,20 @@ def release_model(model_bytes, do_lower_case=True):
     module docstring): (model bytes, number of normalisation rules, digit-comma pieces made
     UNUSED). Its pieces, ids and scores are the model's."""
     import sentencepiece as spm
-    from sentencepiece import sentencepiece_model_pb2
+    from albert_tf.data.spm_model_proto import ModelProto, NormalizerSpec
 
-    proto = sentencepiece_model_pb2.ModelProto()
-    proto.ParseFromString(model_bytes)
+    proto = ModelProto.FromString(model_bytes)
     spm.set_min_log_level(1)  # (without the builder's INFO lines on stderr; 0 is SentencePiece's default)
     try:
         rules = release_rules(model_bytes, do_lower_case)
-        spec = sentencepiece_model_pb2.NormalizerSpec()
-        spec.ParseFromString(spm.SentencePieceNormalizer(norm_map=rules).serialized_normalizer_spec())
+        spec = NormalizerSpec.FromString(spm.SentencePieceNormalizer(norm_map=rules).serialized_normalizer_spec())
     finally:
         spm.set_min_log_level(0)
     proto.normalizer_spec.precompiled_charsmap = spec.precompiled_charsmap
     proto.normalizer_spec.name = "albert_tf_release" + ("" if do_lower_case else "_cased")
     comma = digit_comma_ids(proto)
     for i in comma:
-        proto.pieces[i].type = sentencepiece_model_pb2.ModelProto.SentencePiece.UNUSED
+        proto.pieces[i].type = ModelProto.SentencePiece.UNUSED
     return proto.SerializeToString(), len(rules), len(comma)
 
 

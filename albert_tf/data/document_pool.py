@@ -3,76 +3,60 @@
 An NSP negative (--random_next_sentence, or the release's single-chunk negatives of
 --legacy_single_chunk_random_next) pairs A with a segment of a random other document. The
 release held every document in memory, shuffled, and drew that document from all of them.
-The streaming writer keeps its memory bounded another way: a first pass over the input
-draws a uniform sample of at most `size` documents (reservoir sampling, seeded), and the
-negatives are drawn from it:
+The writer keeps its memory bounded another way: a first pass over the input takes a
+sample of at most `size` documents, and the negatives are drawn from it:
 
-- an input of at most `size` documents: the pool is every document, in input order, so a
-  negative's document is uniform over the whole input as in the release;
-- a larger input: a uniform sample of `size` of its documents, so each draw is still
-  uniform over the whole input (the draws of a run share that sample).
+- the sample is the `size` documents of smallest rank, a document's rank being a hash of
+  the seed and its key (albert_tf.data.documents.document_key): a uniform sample of the
+  input for a seed, the same set whatever the input's order, its split into files or the
+  runner (the Beam pipeline takes the same smallest ranks);
+- an input of at most `size` documents: every document, so a negative's document is
+  uniform over the whole input as in the release.
 
 The pool holds the documents' text (tokenized when drawn; the last 4,096 drawn kept
 tokenized), so its memory is about `size` documents of text in each process that makes
-instances. Pure Python (no TensorFlow).
+instances. A negative depends on the pool, so on the rest of the input: the one part of
+a document's records that does. Pure Python (no TensorFlow).
 """
 
 import functools
-import random
+import hashlib
+import heapq
+
+
+def pool_rank(seed, key):
+    """The rank of the document of `key` in the pool's sample for `seed` (smallest first)."""
+    return hashlib.sha256(f"{seed}:pool:{key}".encode()).hexdigest()
 
 
 def sample_documents(documents, size, seed):
-    """A uniform sample of at most `size` documents of a stream (reservoir sampling).
+    """The pool: the `size` documents of smallest `pool_rank` of a stream.
 
     Args:
-        documents: iterable of documents (lists of sentence strings), the whole input in
-            order; its position in it identifies a document.
+        documents: iterable of (key, sentences) pairs, the whole input.
         size: the most documents kept (at least 1).
-        seed: the seed of the sample's `random.Random` (drawn from only past `size`
-            documents).
+        seed: the run's seed.
     Returns:
-        (entries, total): entries a list of (input position, tuple of sentences), in input
-        order when total <= size; total the number of documents of the stream.
+        (entries, total): entries a list of (key, tuple of sentences) ordered by rank;
+        total the number of documents of the stream.
     """
-    rng = random.Random(seed)
-    entries, total = [], 0
-    for document in documents:
-        if total < size:
-            entries.append((total, tuple(document)))
-        else:
-            j = rng.randint(0, total)
-            if j < size:
-                entries[j] = (total, tuple(document))
-        total += 1
-    return entries, total
+    total = 0
 
+    def ranked():
+        nonlocal total
+        for key, sentences in documents:
+            total += 1
+            yield pool_rank(seed, key), key, tuple(sentences)
 
-class ChunkDocuments:
-    """The documents of one work chunk as the pool (--random_document_pool=0, the writer's
-    behaviour before the input-wide pool): keys are positions in `documents`.
-
-    Args:
-        documents: list of documents, each a list of segments (lists of ids).
-    """
-
-    def __init__(self, documents):
-        self.documents = documents
-
-    def __len__(self):
-        return len(self.documents)
-
-    def key(self, k):
-        return k
-
-    def document(self, k):
-        return self.documents[k]
+    smallest = heapq.nsmallest(size, ranked())
+    return [(key, sentences) for _, key, sentences in smallest], total
 
 
 class InputDocuments:
     """The input-wide pool of `sample_documents`: documents tokenized when drawn.
 
     Args:
-        entries: the (input position, sentences) of `sample_documents`.
+        entries: the (key, sentences) of `sample_documents`.
         encode_batch: sentences -> one list of ids per sentence (the writer's tokenizer).
     """
 
@@ -89,7 +73,7 @@ class InputDocuments:
         return len(self.entries)
 
     def key(self, k):
-        """The input position of pool document k (compared with the current document's)."""
+        """The key of pool document k (compared with the current document's)."""
         return self.entries[k][0]
 
     def document(self, k):
@@ -103,8 +87,6 @@ class InputDocuments:
 
 def describe(entries, total):
     """The summary's line on where random-next documents came from."""
-    if entries is None:
-        return "the work chunk of each document (--random_document_pool=0)"
     if len(entries) >= total:
         return f"all {total} input documents"
     return f"a uniform sample of {len(entries)} of the {total} input documents"

@@ -15,8 +15,6 @@ Ids: those of the SentencePiece model (`albert_tf.data.vocab.SpecialTokens`).
 
 import dataclasses
 
-from albert_tf.data.document_pool import ChunkDocuments
-
 
 @dataclasses.dataclass
 class Instance:
@@ -135,18 +133,15 @@ class InstanceMaker:
         self.cumulative = [sum(self.weights[: i + 1]) for i in range(len(self.weights))]
 
     # --- pairs ------------------------------------------------------------------------
-    def from_document(self, documents, index, rng, stats, pool=None, key=None):
-        """Instances of `documents[index]` (a list of segments, each a list of ids).
+    def from_document(self, document, rng, stats, pool=None, key=None):
+        """Instances of `document` (a list of segments, each a list of ids).
 
         NSP negatives (`random_next_sentence` or the legacy single-chunk behaviour) take B
         from a random document of `pool` (albert_tf.data.document_pool: `len`, `key(k)`,
-        `document(k)`) whose key is not `key`, the current document's; default: the other
-        documents of `documents` (keys: their positions, `key` defaults to `index`).
+        `document(k)`) whose key is not `key`, the current document's; without a pool
+        there are none (an instance that would take one is made as without NSP negatives).
         """
-        if pool is None:
-            pool, key = ChunkDocuments(documents), index
         o = self.options
-        document = documents[index]
         max_num_tokens = o.max_seq_length - 3
         target = max_num_tokens
         if rng.random() < o.short_seq_prob:
@@ -172,7 +167,7 @@ class InstanceMaker:
     def _random_document_tokens(self, pool, key, target_b, rng):
         """Segments of a random pool document other than `key`'s, from a random one on,
         until `target_b` ids (the release's draw: up to 10 tries); None if none was found."""
-        if len(pool) < 2:
+        if pool is None or len(pool) < 2:
             return None
         doc = None
         for _ in range(10):

@@ -121,10 +121,9 @@ def strip_machine_paths(model_bytes):
     A model records the file names it was trained from and to (`trainer_spec.input`,
     `model_prefix`); exported models must not carry the exporting machine's paths.
     """
-    from sentencepiece import sentencepiece_model_pb2
+    from albert_tf.data.spm_model_proto import ModelProto
 
-    proto = sentencepiece_model_pb2.ModelProto()
-    proto.ParseFromString(model_bytes)
+    proto = ModelProto.FromString(model_bytes)
     proto.trainer_spec.ClearField("input")
     proto.trainer_spec.model_prefix = ""
     return proto.SerializeToString()
@@ -137,6 +136,7 @@ class SentencePieceTokenizer:
         model_file: path of a `.model` file with the pieces <pad>, <unk>, [CLS], [SEP],
             [MASK] (any ids: they are looked up by name, `SpecialTokens`).
         do_lower_case: bool. Lower-case before encoding (must match training).
+        model_bytes: the model file's bytes, already read (then `model_file` only names it).
 
     Attributes:
         special_tokens: `SpecialTokens` of the model.
@@ -150,17 +150,17 @@ class SentencePieceTokenizer:
     ```
     """
 
-    def __init__(self, model_file, do_lower_case=True):
+    def __init__(self, model_file, do_lower_case=True, model_bytes=None):
         import sentencepiece as spm
 
         model_file = os.fspath(model_file)
-        if not files.isfile(model_file):
+        if model_bytes is None and not files.isfile(model_file):
             raise ValueError(f"spm_model_file {model_file!r} does not exist or is not a file.")
         self.model_file = model_file
         self.do_lower_case = do_lower_case
         self.sp = spm.SentencePieceProcessor()
-        try:
-            self.sp.Load(model_proto=files.read_bytes(model_file))  # a URL too (the file layer)
+        try:  # a URL too (the file layer); `model_bytes`: the file's bytes, read before (a Beam worker's copy)
+            self.sp.Load(model_proto=files.read_bytes(model_file) if model_bytes is None else model_bytes)
         except (OSError, RuntimeError) as e:
             raise ValueError(f"spm_model_file {model_file!r} is not a SentencePiece model ({e}).") from None
         self.special_tokens = SpecialTokens.from_processor(self.sp, model_file)

@@ -1,25 +1,24 @@
-"""Streaming create_pretraining_data: text files -> shuffled, sharded TFRecords.
+"""create_pretraining_data on one machine: text files -> globally shuffled, sharded TFRecords.
 
     options = WriterOptions(instance=InstanceOptions(max_seq_length=128), dupe_factor=5)
     summary = write_pretraining_data(["corpus.txt"], ["out/train.tfrecord"], "spm.model", options)
 
-Memory stays bounded whatever the corpus size: documents are read as a stream
-(`read_documents`), cut into work chunks of `documents_per_chunk` documents
-(`document_chunks`), turned into serialized instances (`ChunkWorker`, in this process or
-in worker processes with at most 2 chunks per worker in flight: `chunk_records`), and
-written through a bounded shuffle buffer to the output shards round-robin
-(`ShuffledShards`).
+Documents are read as a stream (albert_tf.data.documents), cut into work chunks of
+`documents_per_chunk` documents, turned into keyed records (albert_tf.data.document_records:
+the one definition the Beam pipeline runs too) in this process or in worker processes
+(at most 2 chunks per worker in flight), sorted by their shuffle keys in bounded memory
+(albert_tf.data.shuffle.KeySort: `shuffle_buffer_size` records, the rest spilled under
+`temp_dir`) and written to the output shards (record -> shard `key % shards`).
 
-Determinism: chunk c draws from `random.Random(f"{random_seed}:{c}")` only, and the main
-process consumes chunks in order and shuffles with its own seeded RNG, so the same
-inputs and options give byte-identical files for any `num_workers`.
+Determinism: a document's records and their keys depend on the seed, the flags and the
+document's content only, and the output is their sorted order, so the same inputs and
+options give byte-identical files for any `num_workers` and any chunk size, and the same
+files as the Beam pipeline (albert_tf.data.beam_pipeline).
 
 NSP negatives (only with random_next_sentence or the legacy single-chunk mode) take B from
-a random document of the whole input, as the release does: a first pass draws a seeded
-uniform sample of at most `random_document_pool` documents (all of them for a smaller
-input), which every worker draws from (`albert_tf.data.document_pool`); 0 draws from the
-work chunk instead (the behaviour before; on an input in source order a chunk's documents
-are mostly of one package, so its negatives read like the true next segment).
+a random document of the whole input, as the release does: a first pass draws the pool
+of at most `random_document_pool` documents (albert_tf.data.document_pool), which every
+worker draws from.
 
 Ids (pad, [CLS], [SEP], [MASK], the ordinary range) come from the SentencePiece model
 (`SpecialTokens`). Outputs appear only when everything succeeded
@@ -30,23 +29,29 @@ Ids (pad, [CLS], [SEP], [MASK], the ordinary range) come from the SentencePiece 
 import contextlib
 import dataclasses
 import multiprocessing
+import os
 import queue
-import random
+import secrets
 import sys
+import tempfile
 import time
 import traceback
 
 from albert_tf.data import document_pool
-from albert_tf.data.document_pool import InputDocuments, sample_documents
-from albert_tf.data.example_codec import ExampleEncoder
+from albert_tf.data.document_pool import sample_documents
+from albert_tf.data.document_records import Counts, DocumentRecords
+from albert_tf.data.documents import BadLines, document_key, read_documents
 from albert_tf.data.files import InputError
-from albert_tf.data.instances import InstanceMaker, InstanceOptions, MaskingStats, num_to_predict
+from albert_tf.data.instances import InstanceOptions, MaskingStats
+from albert_tf.data.shuffle import KeySort, write_shards
 from albert_tf.data.summary import describe_data, summary_path_for
 from albert_tf.data.tokenization import SentencePieceTokenizer
 from albert_tf.storage import atomic, outputs, provenance
 from albert_tf.storage import files as file_layer
 
 STDERR = object()  # a default stream: sys.stderr as it is when the progress starts, not at import
+# how the work is run: none of these changes a record (the summary's "execution", not its "settings")
+EXECUTION = ("num_workers", "shuffle_buffer_size", "documents_per_chunk", "temp_dir")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -58,12 +63,14 @@ class WriterOptions:
         do_lower_case, dupe_factor, random_seed: as the release's flags.
         num_workers: processes creating instances (0 or 1: in this process); the output
             does not depend on it.
-        shuffle_buffer_size: instances held for shuffling before writing.
-        documents_per_chunk: documents per unit of work.
-        random_document_pool: the most documents held for NSP negatives, a uniform sample
-            of the whole input (`albert_tf.data.document_pool`); 0: the work chunk's
-            documents instead. Unused without NSP negatives.
+        shuffle_buffer_size: records held in memory by the shuffle; more are spilled to
+            `temp_dir` (albert_tf.data.shuffle). The output does not depend on it.
+        documents_per_chunk: documents per unit of work (does not change the output).
+        random_document_pool: the most documents held for NSP negatives, a sample of the
+            whole input (`albert_tf.data.document_pool`). Unused without NSP negatives.
         strict_utf8: a non-UTF-8 line is an error instead of being skipped and counted.
+        temp_dir: a local directory for the shuffle's spill files ("" : the system's
+            temporary directory, $TMPDIR); a new directory of its own inside, removed after.
     """
 
     instance: InstanceOptions = dataclasses.field(default_factory=InstanceOptions)
@@ -75,6 +82,7 @@ class WriterOptions:
     documents_per_chunk: int = 500
     strict_utf8: bool = False
     random_document_pool: int = 50_000
+    temp_dir: str = ""
 
     @property
     def draws_random_documents(self):
@@ -91,58 +99,27 @@ class WriterOptions:
             raise InputError(f"--dupe_factor must be at least 1, got {self.dupe_factor}.")
         if self.shuffle_buffer_size < 1 or self.documents_per_chunk < 1:
             raise InputError("--shuffle_buffer_size and --documents_per_chunk must be positive.")
-        if self.random_document_pool < 0 or self.random_document_pool == 1:
-            raise InputError(f"--random_document_pool must be 0 (the work chunk's documents) or at least 2, "
-                             f"got {self.random_document_pool}.")
+        if self.random_document_pool < 2:
+            raise InputError(f"--random_document_pool must be at least 2, got {self.random_document_pool} (0, "
+                             "the work chunk's documents, is gone since 0.3: negatives come from a sample of the "
+                             "whole input).")
+        if self.temp_dir and (file_layer.is_url(self.temp_dir) or not file_layer.isdir(self.temp_dir)):
+            raise InputError(f"--temp_dir={self.temp_dir}: not a local directory; give an existing local "
+                             "directory (or none: the system's temporary directory).")
 
     def settings(self):
-        """Flat dict of every setting, for the summary."""
-        flat = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "instance"}
+        """Flat dict of every setting that shapes the records, for the summary."""
+        flat = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)
+                if f.name != "instance" and f.name not in EXECUTION}
         flat.update(dataclasses.asdict(self.instance))
         return flat
 
-
-# --- input -------------------------------------------------------------------------------
-class BadLines:
-    """Non-UTF-8 lines: counted, the first few kept as file:line."""
-
-    def __init__(self, strict):
-        self.strict = strict
-        self.count = 0
-        self.examples = []
-
-    def add(self, path, line_number, error):
-        where = f"{path}:{line_number}"
-        if self.strict:
-            raise InputError(f"{where}: not valid UTF-8 ({error.reason} at byte {error.start}); "
-                             "fix the file or drop --strict_utf8 to skip such lines.")
-        self.count += 1
-        if len(self.examples) < 20:
-            self.examples.append(where)
+    def execution(self):
+        """The settings of how the work ran (none changes a record)."""
+        return {name: getattr(self, name) for name in EXECUTION}
 
 
-def read_documents(files, bad_lines, progress=None):
-    """Yields documents (lists of sentence strings): blank lines and file ends split them."""
-    for path in files:
-        document = []
-        with file_layer.open(path, "rb") as f:
-            for line_number, raw in enumerate(f, 1):
-                if progress is not None:
-                    progress.bytes_read += len(raw)
-                try:
-                    line = raw.decode("utf-8").strip()
-                except UnicodeDecodeError as e:
-                    bad_lines.add(path, line_number, e)
-                    continue
-                if line:
-                    document.append(line)
-                elif document:
-                    yield document
-                    document = []
-        if document:
-            yield document
-
-
+# --- work --------------------------------------------------------------------------------
 def document_chunks(documents, size):
     """Groups a stream of documents into lists of `size` (the last may be shorter)."""
     chunk = []
@@ -155,67 +132,19 @@ def document_chunks(documents, size):
         yield chunk
 
 
-# --- work --------------------------------------------------------------------------------
-@dataclasses.dataclass
-class Counts:
-    """What a chunk (or the whole run) produced, for the summary."""
-
-    documents: int = 0
-    instances: int = 0
-    tokens: int = 0
-    label_1: int = 0
-    expected_predictions: int = 0
-    stats: MaskingStats = None
-
-    def add(self, other):
-        for f in ("documents", "instances", "tokens", "label_1", "expected_predictions"):
-            setattr(self, f, getattr(self, f) + getattr(other, f))
-        self.stats.add(other.stats)
-
-
 class ChunkWorker:
-    """Turns a chunk of documents (lists of sentence strings) into serialized Examples.
-
-    Args:
-        spm_model_file: the SentencePiece model.
-        options: `WriterOptions`.
-        pool_entries: the input-wide pool of NSP negatives (`document_pool.sample_documents`'
-            entries), or None: each chunk's own documents.
-    """
+    """A chunk of documents (lists of sentence strings) -> (keyed records, Counts), with
+    `DocumentRecords` (its arguments)."""
 
     def __init__(self, spm_model_file, options, pool_entries=None):
-        self.options = options
-        self.tokenizer = SentencePieceTokenizer(spm_model_file, do_lower_case=options.do_lower_case)
-        self.pool = None if pool_entries is None else InputDocuments(pool_entries, self.tokenizer.encode_batch)
-        tokens = self.tokenizer.special_tokens
-        self.maker = InstanceMaker(options.instance, tokens, self.tokenizer.word_start)
-        self.encoder = ExampleEncoder(options.instance.max_seq_length, options.instance.max_predictions_per_seq,
-                                      pad_id=tokens.pad_id, max_id=tokens.vocab_size)
+        self.documents = DocumentRecords(spm_model_file, options, pool_entries)
 
-    def records(self, chunk_index, texts):
-        """-> (list of serialized Examples, Counts) of chunk `chunk_index`."""
-        o = self.options.instance
-        documents, keys = [], []  # keys: input positions (those of the pool's entries)
-        first = chunk_index * self.options.documents_per_chunk
-        for position, text in enumerate(texts):
-            segments = [ids for ids in self.tokenizer.encode_batch(text) if ids]
-            if segments:
-                documents.append(segments)
-                keys.append(first + position)
-        rng = random.Random(f"{self.options.random_seed}:{chunk_index}")
-        counts = Counts(documents=len(texts), stats=MaskingStats.empty(o.ngram))
-        records = []
-        for _ in range(self.options.dupe_factor):
-            for index in range(len(documents)):
-                key = None if self.pool is None else keys[index]
-                for instance in self.maker.from_document(documents, index, rng, counts.stats, self.pool, key):
-                    records.append(self.encoder.encode(instance))
-                    n = len(instance.input_ids)
-                    counts.tokens += n
-                    counts.label_1 += instance.next_sentence_label
-                    counts.expected_predictions += num_to_predict(n, o.max_predictions_per_seq, o.masked_lm_prob)
-        counts.instances = len(records)
-        return records, counts
+    def records(self, texts):
+        counts = self.documents.empty_counts()
+        keyed = []
+        for sentences in texts:
+            keyed.extend(self.documents.records(document_key(sentences), sentences, counts))
+        return keyed, counts
 
 
 def _worker_process(spm_model_file, options, pool_entries, tasks, results):
@@ -224,13 +153,13 @@ def _worker_process(spm_model_file, options, pool_entries, tasks, results):
     try:
         worker = ChunkWorker(spm_model_file, options, pool_entries)
         for index, texts in iter(tasks.get, None):
-            results.put((index, worker.records(index, texts), None))
+            results.put((index, worker.records(texts), None))
     except BaseException:  # noqa: BLE001 - reported to the main process, which raises
         results.put((index, None, traceback.format_exc()))
 
 
 def _records_in_workers(chunks, spm_model_file, options, pool_entries):
-    """`chunk_records` with `options.num_workers` spawned processes (results in order)."""
+    """`chunk_records` with `options.num_workers` spawned processes (results as they come)."""
     context = multiprocessing.get_context("spawn")
     tasks, results = context.Queue(), context.Queue()
     processes = [context.Process(target=_worker_process,
@@ -238,10 +167,10 @@ def _records_in_workers(chunks, spm_model_file, options, pool_entries):
                                  daemon=True) for _ in range(options.num_workers)]
     for p in processes:
         p.start()
-    done, sent, next_index, finished = {}, 0, 0, False
+    in_flight, finished = 0, False
 
     def next_result():
-        while next_index not in done:
+        while True:
             try:
                 index, payload, error = results.get(timeout=1.0)
             except queue.Empty:
@@ -252,19 +181,18 @@ def _records_in_workers(chunks, spm_model_file, options, pool_entries):
                 continue
             if error is not None:
                 raise RuntimeError(f"create_pretraining_data worker failed on chunk {index}:\n{error}")
-            done[index] = payload
-        return done.pop(next_index)
+            return payload
 
     try:
         for index, texts in enumerate(chunks):
             tasks.put((index, texts))
-            sent += 1
-            while sent - next_index >= 2 * options.num_workers:
+            in_flight += 1
+            while in_flight >= 2 * options.num_workers:
                 yield next_result()
-                next_index += 1
-        while next_index < sent:
+                in_flight -= 1
+        while in_flight:
             yield next_result()
-            next_index += 1
+            in_flight -= 1
         finished = True
     finally:
         if finished:
@@ -280,60 +208,31 @@ def _records_in_workers(chunks, spm_model_file, options, pool_entries):
 
 
 def chunk_records(chunks, spm_model_file, options, pool_entries=None):
-    """Yields (records, Counts) per chunk of documents, in chunk order: in this process
-    (num_workers 0 or 1) or in `options.num_workers` processes (at most 2 chunks each in
-    flight; they never import TensorFlow). `pool_entries`: as `ChunkWorker`'s."""
+    """Yields (keyed records, Counts) per chunk of documents: in this process (num_workers
+    0 or 1) or in `options.num_workers` processes (at most 2 chunks each in flight; they
+    never import TensorFlow), in no set order. `pool_entries`: as `DocumentRecords`'."""
     if options.num_workers <= 1:
         worker = ChunkWorker(spm_model_file, options, pool_entries)
-        for index, texts in enumerate(chunks):
-            yield worker.records(index, texts)
+        for texts in chunks:
+            yield worker.records(texts)
     else:
         yield from _records_in_workers(chunks, spm_model_file, options, pool_entries)
 
 
+def keyed_documents(documents):
+    """(document_key, sentences) of each document of a stream."""
+    return ((document_key(sentences), sentences) for sentences in documents)
+
+
+def read_pool(input_files, options):
+    """The first pass for NSP negatives: (pool entries, input documents), or (None, None)."""
+    if not options.draws_random_documents:
+        return None, None
+    documents = read_documents(input_files, BadLines(options.strict_utf8))
+    return sample_documents(keyed_documents(documents), options.random_document_pool, options.random_seed)
+
+
 # --- output ------------------------------------------------------------------------------
-class ShuffledShards:
-    """A bounded shuffle buffer in front of TFRecord writers used round-robin.
-
-    Records enter a buffer of `buffer_size`; once it is full each new record replaces a
-    random one, which is written. `finish` shuffles and writes the rest.
-    """
-
-    def __init__(self, paths, buffer_size, rng):
-        import tensorflow as tf  # only the writer needs it: workers stay TensorFlow-free
-
-        self.writers = [tf.io.TFRecordWriter(p) for p in paths]
-        self.per_file = [0] * len(paths)
-        self.buffer_size = buffer_size
-        self.rng = rng
-        self.buffer = []
-        self.written = 0
-
-    def _write(self, record):
-        shard = self.written % len(self.writers)
-        self.writers[shard].write(record)
-        self.per_file[shard] += 1
-        self.written += 1
-
-    def add(self, record):
-        if len(self.buffer) < self.buffer_size:
-            self.buffer.append(record)
-            return
-        j = self.rng.randrange(len(self.buffer))
-        self.buffer[j], record = record, self.buffer[j]
-        self._write(record)
-
-    def finish(self):
-        self.rng.shuffle(self.buffer)
-        for record in self.buffer:
-            self._write(record)
-        self.buffer.clear()
-
-    def close(self):
-        for w in self.writers:
-            w.close()
-
-
 class Progress:
     """Prints documents, instances, rate and ETA every `every` seconds."""
 
@@ -356,6 +255,12 @@ class Progress:
               f"({instances / elapsed:,.0f}/s), {100 * done:.0f}% read, ETA {eta:,.0f}s",
               file=self.stream, flush=True)
 
+    def writing(self, instances, spilled):
+        if self.stream is not None:
+            how = "from the shuffle's spill files" if spilled else "from memory"
+            print(f"create_pretraining_data: writing {instances:,} instances in shuffled order ({how})",
+                  file=self.stream, flush=True)
+
 
 def output_paths(output_file, num_output_shards=1):
     """Comma list of outputs, or one output split into NAME-00000-of-0000N shards."""
@@ -374,6 +279,20 @@ def output_paths(output_file, num_output_shards=1):
     return outputs
 
 
+def spill_directory(options):
+    """A new directory name for the shuffle's spill files (made only when it spills)."""
+    parent = options.temp_dir or tempfile.gettempdir()
+    return file_layer.join(parent, f"albert_tf_shuffle-{os.getpid()}-{secrets.token_hex(4)}")
+
+
+def special_tokens_of(spm_model_file, options):
+    """The model's SpecialTokens, checked before any work (InputError naming the model)."""
+    try:
+        return SentencePieceTokenizer(spm_model_file, options.do_lower_case).special_tokens
+    except ValueError as e:  # fail fast, clearly
+        raise InputError(str(e)) from None
+
+
 def write_pretraining_data(input_files, output_files, spm_model_file, options, progress_stream=STDERR,
                            summary_file=None, made_by=None):
     """Writes the TFRecords and their summary; returns the summary dict (plus
@@ -381,7 +300,8 @@ def write_pretraining_data(input_files, output_files, spm_model_file, options, p
 
     Args:
         input_files: list of text files (one sentence per line, blank line between documents).
-        output_files: list of TFRecord paths; instances go round-robin after shuffling.
+        output_files: list of TFRecord paths; record with shuffle key k goes to
+            output_files[k % len(output_files)], in key order.
         spm_model_file: SentencePiece model with <pad>, <unk>, [CLS], [SEP], [MASK].
         options: `WriterOptions`.
         progress_stream: where progress lines go (default: sys.stderr as it is at the
@@ -397,17 +317,9 @@ def write_pretraining_data(input_files, output_files, spm_model_file, options, p
             pretraining data (albert_tf.storage.outputs); nothing is written.
     """
     options.validate()
-    try:
-        special_tokens = SentencePieceTokenizer(spm_model_file, options.do_lower_case).special_tokens
-    except ValueError as e:  # fail fast, clearly
-        raise InputError(str(e)) from None
-
+    special_tokens = special_tokens_of(spm_model_file, options)
     start = time.time()
-    pool_entries = pool_total = None
-    if options.draws_random_documents and options.random_document_pool:
-        # a first pass: the whole input's documents (a uniform sample past the bound) for NSP negatives
-        pool_entries, pool_total = sample_documents(read_documents(input_files, BadLines(options.strict_utf8)),
-                                                    options.random_document_pool, f"{options.random_seed}:pool")
+    pool_entries, pool_total = read_pool(input_files, options)
     progress = Progress(sum(file_layer.getsize(f) for f in input_files), progress_stream)
     bad_lines = BadLines(options.strict_utf8)
     totals = Counts(stats=MaskingStats.empty(options.instance.ngram))
@@ -419,30 +331,41 @@ def write_pretraining_data(input_files, output_files, spm_model_file, options, p
             marked.enter_context(outputs.replacing_file(path, outputs.PRETRAINING_DATA, "--output_file"))
         with contextlib.ExitStack() as stack:
             temporaries = [stack.enter_context(atomic.output_path(p)) for p in output_files]
-            shards = ShuffledShards(temporaries, options.shuffle_buffer_size,
-                                    random.Random(f"{options.random_seed}:shuffle"))
-            stack.callback(shards.close)  # closed before the renames (and before removal on errors)
-            for records, counts in chunk_records(chunks, spm_model_file, options, pool_entries):
+            sort = KeySort(options.shuffle_buffer_size, spill_directory(options))
+            stack.callback(sort.close)
+            for keyed, counts in chunk_records(chunks, spm_model_file, options, pool_entries):
                 totals.add(counts)
-                for record in records:
-                    shards.add(record)
+                for key, record in keyed:
+                    sort.add(key, record)
                 progress.maybe_print(totals.documents, totals.instances)
-            shards.finish()
             if totals.instances == 0:
                 raise InputError(
                     f"--input_file: {', '.join(input_files)} gave no instances (no document with at least "
                     "two tokens of valid text).")
+            progress.maybe_print(totals.documents, totals.instances, force=True)
+            progress.writing(totals.instances, sort.spilled)
+            with contextlib.ExitStack() as handles:
+                shards = [handles.enter_context(file_layer.open(t, "wb")) for t in temporaries]
+                per_file = write_shards(sort.items(), shards)
         elapsed = time.time() - start
-        progress.maybe_print(totals.documents, totals.instances, force=True)
-        summary = summarize(totals, shards.per_file, output_files, input_files, bad_lines, elapsed,
-                            dict(options.settings(), spm_model_file=spm_model_file))
-        summary.update(describe_data(special_tokens, options.instance, spm_model_file))
-        if options.draws_random_documents:
-            summary["random_next_documents_from"] = document_pool.describe(pool_entries, pool_total)
-        if made_by is not None:
-            summary["made_by"] = provenance.stamp(made_by)
+        summary = make_summary(totals, per_file, output_files, input_files, bad_lines, elapsed, options,
+                               spm_model_file, special_tokens, pool_entries, pool_total, made_by)
         atomic.write_json(summary_path, summary)
     return dict(summary, summary_file=summary_path)
+
+
+def make_summary(totals, per_file, output_files, input_files, bad_lines, elapsed, options, spm_model_file,
+                 special_tokens, pool_entries, pool_total, made_by, runner=None):
+    """The summary dict of a run (either path): counts, settings, ids, provenance."""
+    summary = summarize(totals, per_file, output_files, input_files, bad_lines, elapsed,
+                        dict(options.settings(), spm_model_file=spm_model_file))
+    summary["execution"] = dict(options.execution(), runner=runner)
+    summary.update(describe_data(special_tokens, options.instance, spm_model_file))
+    if options.draws_random_documents:
+        summary["random_next_documents_from"] = document_pool.describe(pool_entries, pool_total)
+    if made_by is not None:
+        summary["made_by"] = provenance.stamp(made_by)
+    return summary
 
 
 def _share(part, whole):
@@ -471,7 +394,7 @@ def summarize(totals, per_file, output_files, input_files, bad_lines, elapsed, s
         "ngram_drawn_shares": {str(k): _share(v, drawn) for k, v in enumerate(stats.ngram_drawn) if k},
         "ngram_applied_shares": {str(k): _share(v, applied) for k, v in enumerate(stats.ngram_applied) if k},
         "non_utf8_lines_skipped": bad_lines.count,
-        "non_utf8_line_examples": bad_lines.examples,
+        "non_utf8_line_examples": bad_lines.where,
         "seconds": round(elapsed, 3),
         "instances_per_second": round(_share(n, elapsed), 1),
         "input_files": input_files,

@@ -1,0 +1,306 @@
+"""create_pretraining_data as an Apache Beam pipeline (`--runner`): the same records, past one machine.
+
+    summary = run_pipeline(["gs://b/text/*.txt" expanded], ["gs://b/data/train.tfrecord-00000-of-00100", ...],
+                           "gs://b/spm.model", WriterOptions(...), PipelineSettings("DataflowRunner", 0,
+                           ["--project=p", "--region=r", "--temp_location=gs://b/tmp"]))
+
+The pipeline: input files -> their documents (read whole, one file per task: a document
+never spans files) -> (Reshuffle) -> each document's keyed records
+(albert_tf.data.document_records, the definition the local writer runs) -> grouped by
+output shard (`key % shards`) -> each shard sorted by (key, record) and written, through
+Beam's FileSystems, to a temporary name beside its output; the counts, the skipped lines
+and the records per shard go to one temporary JSON file. This process then renames the
+shards into place (empty shards are written here) and writes the summary, as the local
+writer does: the output is the local writer's, byte for byte.
+
+NSP negatives: the pool is the `random_document_pool` documents of smallest rank
+(`Top.Smallest`, albert_tf.data.document_pool.pool_rank), a side input of every worker.
+
+Memory: a worker holds one shard's records while it sorts them, so choose
+`--num_output_shards` such that a shard fits (docs/pretraining_data.md). Runners:
+DirectRunner is Beam's portable FnApiRunner in multi-process mode with `num_workers`
+workers on this machine; FlinkRunner, SparkRunner and DataflowRunner take Beam's own
+options (`--beam_pipeline_options`). Only this module imports apache_beam.
+"""
+
+import argparse
+import contextlib
+import dataclasses
+import io
+import json
+import time
+import typing
+
+from albert_tf.data.document_records import Counts, DocumentRecords
+from albert_tf.data.document_pool import pool_rank
+from albert_tf.data.documents import BadLines, document_key, file_documents
+from albert_tf.data.files import InputError
+from albert_tf.data.instances import MaskingStats
+from albert_tf.data.shuffle import shard_of
+from albert_tf.data.tfrecord_file import frame
+
+RUNNERS = ("DirectRunner", "FlinkRunner", "SparkRunner", "DataflowRunner")
+INSTALL = "pip install 'albert_tf[beam]' (or make venv: requirements.txt has apache-beam)"
+
+
+@dataclasses.dataclass(frozen=True)
+class PipelineSettings:
+    """How the pipeline runs.
+
+    Attributes:
+        runner: one of RUNNERS.
+        num_workers: DirectRunner's worker processes (at least 1); other runners size
+            their workers through their own options.
+        options: Beam's pipeline options as flags (["--key=value", ...]).
+    """
+
+    runner: str
+    num_workers: int = 1
+    options: tuple = ()
+
+
+def parse_pipeline_options(text, runner, num_workers):
+    """`--beam_pipeline_options` ("key=value,key=value", as `tfds build` takes them) ->
+    PipelineSettings, checked against Beam's own options: an unknown key, a value Beam
+    rejects, or a `runner` / `direct_num_workers` that contradicts `--runner` /
+    `--num_workers` raise InputError naming the flag. Imports apache_beam."""
+    if runner not in RUNNERS:
+        raise InputError(f"--runner={runner}: not a runner this command knows; use one of {', '.join(RUNNERS)}.")
+    try:
+        from apache_beam.options.pipeline_options import PipelineOptions
+    except ImportError:
+        raise InputError(f"--runner={runner} needs Apache Beam, which is not installed: {INSTALL}.") from None
+    flags = []
+    for item in (part.strip() for part in (text or "").split(",")):
+        if not item:
+            continue
+        key, equals, value = item.partition("=")
+        if not equals or not key.strip():
+            raise InputError(f"--beam_pipeline_options: {item!r} is not key=value (comma-separated pairs, e.g. "
+                             "project=my-project,region=us-central1).")
+        flags.append(f"--{key.strip().lstrip('-')}={value.strip()}")
+    parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False, exit_on_error=False)
+    for cls in _option_classes(PipelineOptions):
+        cls._add_argparse_args(parser)  # Beam's own options, as PipelineOptions.get_all_options reads them
+    try:
+        with contextlib.redirect_stderr(io.StringIO()):
+            known, unknown = parser.parse_known_args(flags)
+    except (argparse.ArgumentError, SystemExit, ValueError) as e:
+        raise InputError(f"--beam_pipeline_options: Beam rejects {', '.join(flags)} ({e}).") from None
+    if unknown:
+        raise InputError(f"--beam_pipeline_options: Beam has no option {', '.join(unknown)}; see `python -m "
+                         "apache_beam.examples.wordcount --help` for its options.")
+    given = getattr(known, "runner", None)
+    if given and given != runner:
+        raise InputError(f"--beam_pipeline_options: runner={given} contradicts --runner={runner}; give the runner "
+                         "once, in --runner.")
+    workers = getattr(known, "direct_num_workers", None)
+    if runner == "DirectRunner":
+        if num_workers < 1:
+            raise InputError(f"--num_workers={num_workers}: DirectRunner needs at least 1 worker.")
+        if workers not in (None, 0, num_workers):
+            raise InputError(f"--beam_pipeline_options: direct_num_workers={workers} contradicts "
+                             f"--num_workers={num_workers}; give the count once, in --num_workers.")
+    elif workers:
+        raise InputError(f"--beam_pipeline_options: direct_num_workers is DirectRunner's, not {runner}'s.")
+    return PipelineSettings(runner, num_workers, tuple(f for f in flags if not f.startswith("--runner=")))
+
+
+def _option_classes(base):
+    found, todo = [], [base]
+    while todo:
+        cls = todo.pop()
+        found.append(cls)
+        todo.extend(cls.__subclasses__())
+    return found
+
+
+def _beam_options(settings):
+    """(runner, PipelineOptions) for beam.Pipeline."""
+    from apache_beam.options.pipeline_options import PipelineOptions
+
+    if settings.runner == "DirectRunner":
+        from apache_beam.runners.portability.fn_api_runner import FnApiRunner
+
+        options = PipelineOptions(list(settings.options), direct_num_workers=settings.num_workers,
+                                  direct_running_mode="multi_processing")
+        return FnApiRunner(), options
+    return settings.runner, PipelineOptions(list(settings.options), runner=settings.runner)
+
+
+# --- the pipeline's steps (each pickled to the workers) ------------------------------------
+def _counts_to_dict(counts):
+    return dict({f: getattr(counts, f) for f in Counts.COUNTERS}, stats=dataclasses.asdict(counts.stats))
+
+
+def _counts_from_dict(values):
+    counts = Counts(**{f: values[f] for f in Counts.COUNTERS})
+    counts.stats = MaskingStats(**values["stats"])
+    return counts
+
+
+def build(pipeline, input_files, temporaries, parts_file, spm_model_file, model_bytes, options):
+    """Adds the pipeline's steps to `pipeline` (a beam.Pipeline)."""
+    import apache_beam as beam
+    from apache_beam.io.filesystem import CompressionTypes
+    from apache_beam.io.filesystems import FileSystems
+
+    num_shards = len(temporaries)
+
+    class ReadFile(beam.DoFn):
+        def process(self, element):
+            index, path = element
+            bad = BadLines(False)  # --strict_utf8: the run fails after the pipeline (run_pipeline)
+            with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
+                for sentences in file_documents(f, path, bad, index):
+                    yield document_key(sentences), tuple(sentences)
+            if bad.count:
+                yield beam.pvalue.TaggedOutput("bad", bad)
+
+    class MakeRecords(beam.DoFn):
+        def setup(self):
+            self.maker = None
+
+        def process(self, document, pool_entries=None):
+            if self.maker is None:
+                self.maker = DocumentRecords(spm_model_file, options, pool_entries, model_bytes)
+            key, sentences = document
+            counts = self.maker.empty_counts()
+            for shuffle_key, record in self.maker.records(key, sentences, counts):
+                # the key as 8 big-endian bytes (Beam's int coder is signed): the same order
+                yield shard_of(shuffle_key, num_shards), (shuffle_key.to_bytes(8, "big"), record)
+            yield beam.pvalue.TaggedOutput("counts", counts)
+
+    class SumCounts(beam.CombineFn):
+        def create_accumulator(self):
+            return Counts(stats=MaskingStats.empty(options.instance.ngram))
+
+        def add_input(self, accumulator, counts):
+            return accumulator.add(counts)
+
+        def merge_accumulators(self, accumulators):
+            total = self.create_accumulator()
+            for a in accumulators:
+                total.add(a)
+            return total
+
+        def extract_output(self, accumulator):
+            return _counts_to_dict(accumulator)
+
+    class MergeBadLines(beam.CombineFn):
+        def create_accumulator(self):
+            return BadLines(False)
+
+        def add_input(self, accumulator, bad):
+            return accumulator.merge(bad)
+
+        def merge_accumulators(self, accumulators):
+            total = BadLines(False)
+            for a in accumulators:
+                total.merge(a)
+            return total
+
+        def extract_output(self, accumulator):
+            return {"count": accumulator.count, "examples": [list(e) for e in accumulator.examples]}
+
+    def write_shard(element):
+        shard, keyed = element
+        keyed = sorted(keyed)
+        with FileSystems.create(temporaries[shard], compression_type=CompressionTypes.UNCOMPRESSED) as f:
+            for _, record in keyed:
+                f.write(frame(record))
+        return shard, len(keyed)
+
+    def write_parts(_, counts, bad, shards):
+        with FileSystems.create(parts_file, mime_type="application/json",
+                                compression_type=CompressionTypes.UNCOMPRESSED) as f:
+            f.write(json.dumps({"counts": counts, "bad_lines": bad, "shards": dict(shards)}).encode("utf-8"))
+
+    read = (pipeline
+            | "InputFiles" >> beam.Create(list(enumerate(input_files)))
+            | "SpreadFiles" >> beam.Reshuffle()
+            | "ReadDocuments" >> beam.ParDo(ReadFile()).with_outputs("bad", main="documents"))
+    documents = read.documents | "SpreadDocuments" >> beam.Reshuffle()
+    side = {}
+    if options.draws_random_documents:
+        pool = (documents
+                | "Rank" >> beam.Map(lambda d: (pool_rank(options.random_seed, d[0]), d[0], d[1]))
+                | "Pool" >> beam.combiners.Top.Smallest(options.random_document_pool)
+                | "PoolEntries" >> beam.Map(lambda ranked: [(key, sentences) for _, key, sentences in ranked]))
+        side["pool_entries"] = beam.pvalue.AsSingleton(pool)
+    made = documents | "MakeRecords" >> (beam.ParDo(MakeRecords(), **side)
+                                         .with_output_types(typing.Tuple[int, typing.Tuple[bytes, bytes]])
+                                         .with_outputs("counts", main="records"))
+    shards = (made.records
+              | "ByShard" >> beam.GroupByKey()
+              | "WriteShards" >> beam.Map(write_shard)
+              | "ShardCounts" >> beam.combiners.ToList())
+    counts = made.counts | "SumCounts" >> beam.CombineGlobally(SumCounts())
+    bad = read.bad | "BadLines" >> beam.CombineGlobally(MergeBadLines())
+    (pipeline
+     | "Once" >> beam.Create([None])
+     | "WriteParts" >> beam.Map(write_parts, counts=beam.pvalue.AsSingleton(counts),
+                                bad=beam.pvalue.AsSingleton(bad), shards=beam.pvalue.AsSingleton(shards)))
+
+
+def run_pipeline(input_files, output_files, spm_model_file, options, settings, progress_stream=None,
+                 summary_file=None, made_by=None):
+    """Writes the TFRecords and their summary with Beam; returns the summary dict (plus
+    "summary_file"), the local writer's (albert_tf.data.writer.write_pretraining_data,
+    same arguments but `settings`: `PipelineSettings`) but for "execution"."""
+    import apache_beam as beam
+
+    from albert_tf.data import writer
+    from albert_tf.data.summary import summary_path_for
+    from albert_tf.storage import atomic, files, outputs
+    from albert_tf.storage.json_files import read_json
+
+    options.validate()
+    special_tokens = writer.special_tokens_of(spm_model_file, options)
+    model_bytes = files.read_bytes(spm_model_file)
+    summary_path = summary_file or summary_path_for(output_files[0])
+    start = time.time()
+    temporaries = [atomic.temporary_name(p) for p in output_files]
+    parts_file = atomic.temporary_name(summary_path, "parts")
+    if progress_stream is not None:
+        print(f"create_pretraining_data: running the Beam pipeline on {settings.runner}"
+              + (f" with {settings.num_workers} workers" if settings.runner == "DirectRunner" else ""),
+              file=progress_stream, flush=True)
+    with contextlib.ExitStack() as marked:
+        for path in [*output_files, summary_path]:
+            marked.enter_context(outputs.replacing_file(path, outputs.PRETRAINING_DATA, "--output_file"))
+        try:
+            for path in output_files:
+                files.makedirs(files.dirname(files.abspath(path)))
+            runner, beam_options = _beam_options(settings)
+            with beam.Pipeline(runner=runner, options=beam_options) as pipeline:
+                build(pipeline, input_files, temporaries, parts_file, spm_model_file, model_bytes, options)
+            parts = read_json(parts_file, "the Beam pipeline's counts", "run the command again")
+            totals = _counts_from_dict(parts["counts"])
+            bad_lines = BadLines(False)
+            bad_lines.count = parts["bad_lines"]["count"]
+            bad_lines.examples = [tuple(e) for e in parts["bad_lines"]["examples"]]
+            if options.strict_utf8 and bad_lines.count:
+                raise InputError(f"{bad_lines.where[0]}: not valid UTF-8 ({bad_lines.count} such lines); fix the "
+                                 "file or drop --strict_utf8 to skip such lines.")
+            if totals.instances == 0:
+                raise InputError(f"--input_file: {', '.join(input_files)} gave no instances (no document with at "
+                                 "least two tokens of valid text).")
+            per_file = [parts["shards"].get(str(i), 0) for i in range(len(output_files))]
+            for temporary, path, count in zip(temporaries, output_files, per_file):
+                if count:
+                    files.rename(temporary, path)
+                else:
+                    atomic.write_bytes(path, b"")
+        finally:
+            for path in [*temporaries, parts_file]:
+                files.remove(path)
+        pool = None
+        if options.draws_random_documents:
+            pool = [None] * min(options.random_document_pool, totals.documents)
+        summary = writer.make_summary(totals, per_file, output_files, input_files, bad_lines, time.time() - start,
+                                      options, spm_model_file, special_tokens, pool, totals.documents, made_by,
+                                      runner=settings.runner)
+        summary["execution"]["beam_pipeline_options"] = list(settings.options)
+        atomic.write_json(summary_path, summary)
+    return dict(summary, summary_file=summary_path)
