@@ -218,8 +218,8 @@ def records_of(paths):
 
 
 def test_a_documents_records_depend_on_its_content_only(fixed, tmp_path):
-    """SOP data: A alone gives the records A gives beside B; A and B in either order, or B
-    renamed, give the same bytes (the key is the content); another seed, other records."""
+    """SOP data: A alone gives the records A gives beside B, and none of B's; A and B in either
+    order, or B renamed, give the same bytes (the key is the content); another seed, other records."""
     import collections
 
     corpus, model = fixed
@@ -236,6 +236,7 @@ def test_a_documents_records_depend_on_its_content_only(fixed, tmp_path):
     alone, beside_b = collections.Counter(records_of(run("a", [corpus]))), run("ab", [corpus, b])
     b_alone = collections.Counter(records_of(run("b", [b])))
     assert collections.Counter(records_of(beside_b)) == alone + b_alone and len(alone) > 300
+    assert not alone & b_alone  # disjoint inputs, one seed: no record in common (no shared stream)
     assert [sha256(p) for p in run("ba", [str(renamed), corpus])] == [sha256(p) for p in beside_b]
     other_seed = collections.Counter(records_of(run("s", [corpus], random_seed=99)))
     assert sum((alone & other_seed).values()) < 0.05 * sum(alone.values())  # (a short document has few draws)

@@ -90,11 +90,12 @@ def parse_pipeline_options(text, runner, num_workers):
     if unknown:
         raise InputError(f"--beam_pipeline_options: Beam has no option {', '.join(unknown)}; see `python -m "
                          "apache_beam.examples.wordcount --help` for its options.")
-    given = getattr(known, "runner", None)
+    named = {f.split("=", 1)[0][2:] for f in flags}  # the options given (Beam's have defaults)
+    given = getattr(known, "runner", None) if "runner" in named else None
     if given and given != runner:
         raise InputError(f"--beam_pipeline_options: runner={given} contradicts --runner={runner}; give the runner "
                          "once, in --runner.")
-    workers = getattr(known, "direct_num_workers", None)
+    workers = getattr(known, "direct_num_workers", None) if "direct_num_workers" in named else None
     if runner == "DirectRunner":
         if num_workers < 1:
             raise InputError(f"--num_workers={num_workers}: DirectRunner needs at least 1 worker.")

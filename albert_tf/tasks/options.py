@@ -143,8 +143,10 @@ class PretrainingOptions(RunOptions):
     max_predictions_per_seq: int = option(20, "Maximum number of masked LM predictions per sequence.", positive=True,
                                           setting=True)
     deterministic: bool = option(False, "Deterministic input order and ops (exactly repeatable runs).")
-    shuffle_buffer_size: int = option(10000, "Examples held for shuffling: run_pretraining's input pipeline; "
-                                             "create_pretraining_data, instances before writing.")
+    shuffle_buffer_size: int = option(10000, "Examples held for shuffling by run_pretraining's input pipeline.",
+                                      helps={"create_pretraining_data": "Records held in memory by the global "
+                                             "shuffle; more are spilled to --temp_dir and read back in order (the "
+                                             "output does not depend on it)."})
     use_one_hot_embeddings: bool = option(False, "One-hot word-embedding lookups (faster on TPUs).")
     sentence_loss: bool = option(True, "Train the sentence head on the data's labels (sentence order, or next "
                                        "sentence for data written with --random_next_sentence); false: masked LM "
