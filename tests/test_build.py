@@ -133,8 +133,6 @@ def test_every_json_file_is_read_by_the_one_reader():
 # File operations outside the file layer (albert_tf/storage/files.py), by module ({relative path:
 # count}), on paths that are no user's input or output, or local by nature:
 RAW_FILE_OPERATIONS = {
-    "albert_tf/data/sample_corpus.py": 2,  # the installed packages' own sources, read for the sample corpus
-    "albert_tf/data/spm_training.py": 3,  # SentencePiece's trainer reads and writes local scratch files only
     "albert_tf/storage/provenance.py": 3,  # /proc/cpuinfo and albert_tf's own sources (the source hash)
 }
 RAW_FILE_OPERATION = (r"(?<![\w.])open\(|\bos\.path\.(?:exists|isdir|isfile|lexists|getsize|getmtime|islink)\(|"

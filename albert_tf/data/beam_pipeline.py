@@ -296,11 +296,8 @@ def run_pipeline(input_files, output_files, spm_model_file, options, settings, p
         finally:
             for path in [*temporaries, parts_file]:
                 files.remove(path)
-        pool = None
-        if options.draws_random_documents:
-            pool = [None] * min(options.random_document_pool, totals.documents)
         summary = writer.make_summary(totals, per_file, output_files, input_files, bad_lines, time.time() - start,
-                                      options, spm_model_file, special_tokens, pool, totals.documents, made_by,
+                                      options, spm_model_file, special_tokens, made_by,
                                       runner=settings.runner)
         summary["execution"]["beam_pipeline_options"] = list(settings.options)
         atomic.write_json(summary_path, summary)

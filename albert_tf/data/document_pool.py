@@ -85,8 +85,9 @@ class InputDocuments:
         return [ids for ids in self.encode_batch(list(self.entries[k][1])) if ids]
 
 
-def describe(entries, total):
-    """The summary's line on where random-next documents came from."""
-    if len(entries) >= total:
+def describe(kept, total):
+    """The summary's line on where random-next documents came from: a pool of `kept` of the
+    input's `total` documents."""
+    if kept >= total:
         return f"all {total} input documents"
-    return f"a uniform sample of {len(entries)} of the {total} input documents"
+    return f"a uniform sample of {kept} of the {total} input documents"

@@ -33,7 +33,7 @@ import os
 import re
 import sysconfig
 
-from albert_tf.storage import atomic
+from albert_tf.storage import atomic, files
 from albert_tf.storage.json_files import read_json_lines
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z\"'(])")
@@ -68,7 +68,7 @@ def _source_files(roots=ROOTS, packages=None):
     for root_name in roots:
         root = paths[root_name]
         skip = _SKIP_DIRS - {"site-packages"} if root_name == "purelib" else _SKIP_DIRS
-        for dirpath, dirnames, filenames in os.walk(root):
+        for dirpath, dirnames, filenames in files.walk(root):  # locally os.walk: pruning dirnames works
             dirnames[:] = sorted(d for d in dirnames if d not in skip)
             if root_name == "purelib" and dirpath == root:
                 dirnames[:] = [d for d in dirnames if d not in BACKEND_TEST_PACKAGES]
@@ -132,8 +132,7 @@ def installed_entries(roots=ROOTS, packages=None, min_sentences=DOCUMENT_SENTENC
     """
     for root, path in _source_files(roots, packages):
         try:
-            with open(path, encoding="utf-8") as f:
-                tree = ast.parse(f.read(), path)
+            tree = ast.parse(files.read_text(path), path)
         except (SyntaxError, UnicodeDecodeError, ValueError):
             continue
         source = os.path.relpath(path, root).replace(os.sep, "/")

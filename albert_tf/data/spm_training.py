@@ -42,7 +42,7 @@ class SentencePieceOptions:
 def _write_normalized(files, path, do_lower_case):
     """Writes the normalised lines of `files` to `path`; returns how many."""
     lines = 0
-    with open(path, "w", encoding="utf-8") as out:
+    with file_layer.open(path, "w") as out:  # a local scratch file
         for name in files:
             with file_layer.open(name, encoding="utf-8", errors="replace") as f:  # a URL too
                 for line in f:
@@ -86,10 +86,9 @@ def train_sentencepiece(files, model_prefix, options):
             )
         except RuntimeError as e:
             raise InputError(f"SentencePiece training failed: {e}. With a small corpus, lower --vocab_size.") from None
-        with open(f"{scratch_prefix}.model", "rb") as f:
-            atomic.write_bytes(f"{model_prefix}.model", strip_machine_paths(f.read()))
-        with open(f"{scratch_prefix}.vocab", "rb") as f:
-            atomic.write_bytes(f"{model_prefix}.vocab", f.read())
+        model = file_layer.read_bytes(f"{scratch_prefix}.model")
+        atomic.write_bytes(f"{model_prefix}.model", strip_machine_paths(model))
+        atomic.write_bytes(f"{model_prefix}.vocab", file_layer.read_bytes(f"{scratch_prefix}.vocab"))
     finally:
         for path in scratch:  # SentencePiece's own output files in our scratch names
             atomic.remove_own(path)

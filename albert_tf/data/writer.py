@@ -225,11 +225,11 @@ def keyed_documents(documents):
 
 
 def read_pool(input_files, options):
-    """The first pass for NSP negatives: (pool entries, input documents), or (None, None)."""
+    """The first pass for NSP negatives: the pool's entries (document_pool.sample_documents), or None."""
     if not options.draws_random_documents:
-        return None, None
+        return None
     documents = read_documents(input_files, BadLines(options.strict_utf8))
-    return sample_documents(keyed_documents(documents), options.random_document_pool, options.random_seed)
+    return sample_documents(keyed_documents(documents), options.random_document_pool, options.random_seed)[0]
 
 
 # --- output ------------------------------------------------------------------------------
@@ -319,7 +319,7 @@ def write_pretraining_data(input_files, output_files, spm_model_file, options, p
     options.validate()
     special_tokens = special_tokens_of(spm_model_file, options)
     start = time.time()
-    pool_entries, pool_total = read_pool(input_files, options)
+    pool_entries = read_pool(input_files, options)
     progress = Progress(sum(file_layer.getsize(f) for f in input_files), progress_stream)
     bad_lines = BadLines(options.strict_utf8)
     totals = Counts(stats=MaskingStats.empty(options.instance.ngram))
@@ -349,20 +349,22 @@ def write_pretraining_data(input_files, output_files, spm_model_file, options, p
                 per_file = write_shards(sort.items(), shards)
         elapsed = time.time() - start
         summary = make_summary(totals, per_file, output_files, input_files, bad_lines, elapsed, options,
-                               spm_model_file, special_tokens, pool_entries, pool_total, made_by)
+                               spm_model_file, special_tokens, made_by)
         atomic.write_json(summary_path, summary)
     return dict(summary, summary_file=summary_path)
 
 
 def make_summary(totals, per_file, output_files, input_files, bad_lines, elapsed, options, spm_model_file,
-                 special_tokens, pool_entries, pool_total, made_by, runner=None):
+                 special_tokens, made_by, runner=None):
     """The summary dict of a run (either path): counts, settings, ids, provenance."""
     summary = summarize(totals, per_file, output_files, input_files, bad_lines, elapsed,
                         dict(options.settings(), spm_model_file=spm_model_file))
     summary["execution"] = dict(options.execution(), runner=runner)
     summary.update(describe_data(special_tokens, options.instance, spm_model_file))
     if options.draws_random_documents:
-        summary["random_next_documents_from"] = document_pool.describe(pool_entries, pool_total)
+        # the pool: the random_document_pool documents of smallest rank, or every document
+        kept = min(options.random_document_pool, totals.documents)
+        summary["random_next_documents_from"] = document_pool.describe(kept, totals.documents)
     if made_by is not None:
         summary["made_by"] = provenance.stamp(made_by)
     return summary
