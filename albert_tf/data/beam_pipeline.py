@@ -253,7 +253,7 @@ def run_pipeline(input_files, output_files, spm_model_file, options, settings, p
 
     from albert_tf.data import writer
     from albert_tf.data.summary import summary_path_for
-    from albert_tf.storage import atomic, files, outputs
+    from albert_tf.storage import atomic, files
     from albert_tf.storage.json_files import read_json
 
     options.validate()
@@ -267,9 +267,7 @@ def run_pipeline(input_files, output_files, spm_model_file, options, settings, p
         print(f"create_pretraining_data: running the Beam pipeline on {settings.runner}"
               + (f" with {settings.num_workers} workers" if settings.runner == "DirectRunner" else ""),
               file=progress_stream, flush=True)
-    with contextlib.ExitStack() as marked:
-        for path in [*output_files, summary_path]:
-            marked.enter_context(outputs.replacing_file(path, outputs.PRETRAINING_DATA, "--output_file"))
+    with writer.marked_outputs([*output_files, summary_path]):
         try:
             for path in output_files:
                 files.makedirs(files.dirname(files.abspath(path)))

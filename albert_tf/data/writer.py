@@ -285,6 +285,16 @@ def spill_directory(options):
     return file_layer.join(parent, f"albert_tf_shuffle-{os.getpid()}-{secrets.token_hex(4)}")
 
 
+@contextlib.contextmanager
+def marked_outputs(paths):
+    """Around writing `paths`: only new paths or albert_tf's own pretraining data are written
+    (albert_tf.storage.outputs, naming --output_file); both paths write through it."""
+    with contextlib.ExitStack() as marked:
+        for path in paths:
+            marked.enter_context(outputs.replacing_file(path, outputs.PRETRAINING_DATA, "--output_file"))
+        yield
+
+
 def special_tokens_of(spm_model_file, options):
     """The model's SpecialTokens, checked before any work (InputError naming the model)."""
     try:
@@ -325,10 +335,7 @@ def write_pretraining_data(input_files, output_files, spm_model_file, options, p
     totals = Counts(stats=MaskingStats.empty(options.instance.ngram))
     chunks = document_chunks(read_documents(input_files, bad_lines, progress), options.documents_per_chunk)
     summary_path = summary_file or summary_path_for(output_files[0])
-    with contextlib.ExitStack() as marked:
-        # only new paths or albert_tf's own pretraining data are written (storage.outputs)
-        for path in [*output_files, summary_path]:
-            marked.enter_context(outputs.replacing_file(path, outputs.PRETRAINING_DATA, "--output_file"))
+    with marked_outputs([*output_files, summary_path]):
         with contextlib.ExitStack() as stack:
             temporaries = [stack.enter_context(atomic.output_path(p)) for p in output_files]
             sort = KeySort(options.shuffle_buffer_size, spill_directory(options))
