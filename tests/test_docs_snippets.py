@@ -75,6 +75,9 @@ INPUT_FLAGS = {"albert_config_file", "spm_model_file", "init_checkpoint", "check
 INPUT_FLAGS_OF = {"albert_tf.run_squad_v1": {"train_file", "predict_file"},
                   "albert_tf.run_squad_v2": {"train_file", "predict_file"}}
 OUTPUT_FLAGS = {"output_dir", "output_file", "export_path", "export_dir", "model_prefix", "output"}
+# flags whose value holds paths that are not the command's files (Beam's own options: its temp_location,
+# its setup_file) and is not checked as one
+NOT_PATH_FLAGS = {"beam_pipeline_options"}
 
 # what a command writes inside the directory of an output flag (first path component, fnmatch patterns);
 # a directory not listed here may be named as a whole only
@@ -118,6 +121,10 @@ USER_INPUTS = {
     "docs/pretraining.md": {
         "gs://bucket/": "the multi-worker example's Cloud Storage bucket (every worker reads the same data "
                         "and --output_dir)",
+    },
+    "docs/pretraining_data.md": {
+        "gs://bucket/": "the Dataflow example's Cloud Storage bucket: the text and the SentencePiece model "
+                        "copied there (the page says so)",
     },
 }
 
@@ -519,7 +526,7 @@ def _read_paths(c):
             continue
         if name in inputs:
             read.append((f"--{name}", value))
-        elif name not in OUTPUT_FLAGS and ("/" in value or value.endswith(PATH_SUFFIXES)):
+        elif name not in OUTPUT_FLAGS | NOT_PATH_FLAGS and ("/" in value or value.endswith(PATH_SUFFIXES)):
             read.append((f"--{name} (not in INPUT_FLAGS or OUTPUT_FLAGS: classify it)", None))
     return read
 

@@ -263,7 +263,9 @@ class Progress:
 
 
 def output_paths(output_file, num_output_shards=1):
-    """Comma list of outputs, or one output split into NAME-00000-of-0000N shards."""
+    """Comma list of outputs, or one output split into NAME-00000-of-0000N shards: names
+    only, no file is looked at (what is at them is albert_tf.storage.outputs' check, after
+    its bounded probe of the store)."""
     outputs = [p.strip() for p in output_file.split(",") if p.strip()]
     if not outputs:
         raise InputError("--output_file is empty.")
@@ -273,9 +275,6 @@ def output_paths(output_file, num_output_shards=1):
         if len(outputs) != 1:
             raise InputError("--num_output_shards needs a single --output_file name.")
         outputs = [f"{outputs[0]}-{i:05d}-of-{num_output_shards:05d}" for i in range(num_output_shards)]
-    for path in outputs:
-        if file_layer.isdir(path):
-            raise InputError(f"--output_file: {path!r} is a directory.")
     return outputs
 
 
