@@ -135,7 +135,7 @@ def test_train_sentencepiece_reads_and_writes_on_ram(sample_corpus, spm_model, c
 
 
 def test_an_unwritable_or_unreachable_store_exits_2_naming_the_flag_and_leaves_nothing(spm_model, clean_local,
-                                                                                        monkeypatch):
+                                                                                        tmp_path, monkeypatch):
     from albert_tf import create_pretraining_data
 
     from albert_tf.storage import files
@@ -163,8 +163,8 @@ def test_an_unwritable_or_unreachable_store_exits_2_naming_the_flag_and_leaves_n
     hang = threading.Event()
 
     class Silent:  # a gfile whose every call waits (an unreachable host, retried)
-        def exists(self, path):
-            hang.wait(10)
+        def __getattr__(self, name):
+            return lambda *args, **kwargs: hang.wait(2)
 
     started = time.monotonic()
     monkeypatch.setattr(files, "_gfile", Silent)
@@ -172,6 +172,20 @@ def test_an_unwritable_or_unreachable_store_exits_2_naming_the_flag_and_leaves_n
                                                      r"within 0.2 s"):
         files.check_reachable("gs://slow/run", "--output_dir", write=True, seconds=0.2)
     assert time.monotonic() - started < 5
+    # the command: no call on the store before the bounded probe (50 shard names are only names; a
+    # look at each first waited 50 times over)
+    monkeypatch.setattr(files, "PROBE_SECONDS", 0.2)
+    local = tmp_path / "corpus.txt"
+    local.write_text("One sentence here.\nAnother one there.\n\nA second document.\nIts second line.\n")
+    started = time.monotonic()
+    result = run_in_process(create_pretraining_data, [
+        f"--input_file={local}", "--output_file=gs://slow/data/train.tfrecord", "--num_output_shards=50",
+        f"--spm_model_file={spm_model}"])
+    assert time.monotonic() - started < 5
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert result.stderr.strip().splitlines()[-1].endswith(
+        "--output_file=gs://slow/data/train.tfrecord-00000-of-00050: the store did not answer within 0.2 s; check "
+        "the address and the network, then run again."), result.stderr[-2000:]
     hang.set()
 
 
