@@ -37,6 +37,7 @@ import signal
 import sys
 import threading
 
+from albert_tf import compat
 
 
 def _describe_os_error(e):
@@ -82,7 +83,7 @@ def run_entry_point(name, run, flag_values=None):
               "resume from the newest checkpoint (training commands).", file=sys.stderr)
         return 130
     except Exception as e:
-        if not _is_tensorflow_error(e):
+        if not compat.is_tensorflow_error(e):
             raise
         print(f"{name}: failed: {type(e).__name__}: {' '.join(str(e.message).split())[:2000]}", file=sys.stderr)
         return 1
@@ -93,12 +94,6 @@ def run_entry_point(name, run, flag_values=None):
         INTERRUPTED.clear()
         TERMINATED.clear()
     return status if isinstance(status, int) else 0
-
-
-def _is_tensorflow_error(e):
-    """Whether `e` is a tf.errors.OpError (checked without importing TensorFlow)."""
-    errors = sys.modules.get("tensorflow.python.framework.errors_impl")
-    return errors is not None and isinstance(e, errors.OpError)
 
 
 def _on_sigint(signum, frame):
@@ -306,31 +301,24 @@ def _keras_state():
     if not _loaded("keras"):
         return None
     import keras
-    from keras.src.backend.common import global_state
 
     tf_seed, deterministic = None, False
     if _loaded("tensorflow"):
-        from tensorflow.python.eager import context
-        from tensorflow.python.framework import config
-
-        tf_seed, deterministic = context.global_seed(), config.is_op_determinism_enabled()
-    return (keras.config.dtype_policy().name, global_state.get_global_attribute("global_random_seed"), tf_seed,
-            deterministic)
+        tf_seed, deterministic = compat.tensorflow_global_seed(), compat.op_determinism_enabled()
+    return keras.config.dtype_policy().name, compat.keras_global_seed(), tf_seed, deterministic
 
 
 def _restore_keras_state(state):
     if not _loaded("keras"):
         return
     import keras
-    from keras.src.backend.common import global_state
 
     policy, seed, tf_seed, deterministic = state if state is not None else ("float32", None, None, False)
     keras.config.set_dtype_policy(policy)
-    global_state.set_global_attribute("global_random_seed", seed)
+    compat.set_keras_global_seed(seed)
     if _loaded("tensorflow"):
         import tensorflow as tf
-        from tensorflow.python.framework import config
 
         tf.random.set_seed(tf_seed)
-        if config.is_op_determinism_enabled() and not deterministic:  # --deterministic
-            config.disable_op_determinism()
+        if compat.op_determinism_enabled() and not deterministic:  # --deterministic
+            compat.disable_op_determinism()

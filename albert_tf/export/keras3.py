@@ -15,22 +15,13 @@ outputs = encoder(inputs)  # dict: pooled_output, sequence_output, encoder_outpu
 """
 
 import keras
-from keras.src import backend
+
+from albert_tf.compat import PlainVariableNames
 
 
-class EncoderTFSMLayer(keras.layers.TFSMLayer):
+class EncoderTFSMLayer(PlainVariableNames, keras.layers.TFSMLayer):
     """TFSMLayer for albert_tf encoder exports (`serve` / `train` endpoints)."""
 
     def __init__(self, filepath, call_endpoint="serve", call_training_endpoint="train", **kwargs):
         super().__init__(filepath, call_endpoint=call_endpoint, call_training_endpoint=call_training_endpoint,
                          **kwargs)
-
-    def _add_existing_weight(self, weight):
-        variable = backend.Variable(
-            initializer=weight,
-            trainable=weight.trainable,
-            dtype=weight.dtype,
-            shape=weight.shape,
-            name=weight.name.split(":")[0].replace("/", "_"),
-        )
-        self._track_variable(variable)

@@ -36,6 +36,7 @@ import tempfile
 
 import tensorflow as tf
 
+from albert_tf.compat import variables_to_constants
 from albert_tf.modeling.encoder import INPUT_NAMES
 
 QUANTIZATIONS = ("none", "float16", "dynamic_int8")
@@ -100,15 +101,13 @@ def litert_files(model, quantizations):
     Raises:
         ValueError: an unknown quantization or a model with no LiteRT form.
     """
-    from tensorflow.python.framework.convert_to_constants import convert_variables_to_constants_v2
-
     for quantization in quantizations:
         if quantization not in QUANTIZATIONS:
             raise ValueError(f"--quantization must be one of {', '.join(QUANTIZATIONS)}, got {quantization!r}.")
     _, rank, names, fn = serving_spec(model)
     specs = [tf.TensorSpec([None] * rank, tf.int32, name=n) for n in INPUT_NAMES]
     traced = tf.function(fn, input_signature=specs, autograph=False).get_concrete_function()
-    frozen = convert_variables_to_constants_v2(traced)  # the weights become constants of the graph
+    frozen = variables_to_constants(traced)  # the weights become constants of the graph
     order = sorted(names)  # a dict's outputs flatten in key order
 
     class Serving(tf.Module):

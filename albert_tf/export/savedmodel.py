@@ -14,10 +14,9 @@ albert_tf export serves through it (each module's own functions and signatures a
 contract), so the property answers None while `save` runs.
 """
 
-import contextlib
-
 import tensorflow as tf
-from tensorflow.python.saved_model.save_context import save_context  # private; TensorFlow is pinned
+
+from albert_tf.compat import keras_default_save_signatures_off, save_context
 
 
 def save(module, path, trace):
@@ -31,17 +30,5 @@ def save(module, path, trace):
     options = tf.saved_model.SaveOptions()
     with save_context(options):
         signatures = trace()
-    with _without_keras_default_signatures():
+    with keras_default_save_signatures_off():
         tf.saved_model.save(module, path, signatures=signatures, options=options)
-
-
-@contextlib.contextmanager
-def _without_keras_default_signatures():
-    from keras.src.backend.tensorflow.layer import TFLayer  # private; Keras is pinned
-
-    saved = TFLayer.__dict__["_default_save_signature"]
-    TFLayer._default_save_signature = property(lambda self: None)
-    try:
-        yield
-    finally:
-        TFLayer._default_save_signature = saved

@@ -13,6 +13,7 @@ import os
 
 import keras
 
+from albert_tf.compat import FunctionalWeightsLayout
 from albert_tf.modeling.embeddings import truncated_normal
 from albert_tf.modeling.encoder import encoder_inputs
 from albert_tf.modeling.finetuned import FineTunedModel
@@ -22,7 +23,7 @@ CLASSIFIER_WEIGHTS = "classifier.weights.h5"
 
 
 @keras.saving.register_keras_serializable(package="albert_tf")
-class AlbertClassifier(FineTunedModel):
+class AlbertClassifier(FunctionalWeightsLayout, FineTunedModel):
     """The release's classifier: dropout on `pooled_output`, then a dense `output` layer.
 
     logits = dense_{H->C}(dropout(encoder(inputs)["pooled_output"]))
@@ -82,12 +83,6 @@ class AlbertClassifier(FineTunedModel):
         self.num_classes = int(num_classes)
         self.dropout = float(dropout)
         self.initializer_range = float(initializer_range)
-
-    def _obj_type(self):
-        # Keras' `.weights.h5` writer lays a functional model out as its layers in order under
-        # `layers/`; this classifier was one until issue 64, so its files keep that layout
-        # (`layers/albert_encoder/...`, `layers/dense/...`), as AlbertEncoder's do.
-        return "Functional"
 
     def call(self, inputs, training=None):
         pooled = self.encoder(self._encoder_inputs(inputs), training=training)["pooled_output"]  # [B, H]

@@ -42,6 +42,7 @@ neither in `get_config` nor in any file. The encoder and a model holding it as `
 import keras
 from keras import ops
 
+from albert_tf.compat import FunctionalWeightsLayout, keras_pending_variables_kept
 from albert_tf.modeling.config import AlbertConfig
 from albert_tf.modeling.dropout import GivenSeed
 from albert_tf.modeling.embeddings import AlbertEmbeddings, truncated_normal
@@ -72,7 +73,7 @@ def _deserialize_dtype(dtype):
 
 
 @keras.saving.register_keras_serializable(package="albert_tf")
-class AlbertEncoder(PretrainedMixin, RuntimeOptions, keras.Model):
+class AlbertEncoder(FunctionalWeightsLayout, PretrainedMixin, RuntimeOptions, keras.Model):
     """ALBERT encoder: factorized embeddings and a cross-layer shared transformer.
 
     Args:
@@ -209,14 +210,6 @@ class AlbertEncoder(PretrainedMixin, RuntimeOptions, keras.Model):
         self.use_one_hot_embeddings = use_one_hot_embeddings
         self._runtime = runtime
 
-    def _obj_type(self):
-        # Keras' `.weights.h5` writer lays a functional model out as its layers in order under
-        # `layers/`; this encoder was one and every file written before has that layout (module
-        # doc), so its files keep it (`layers` is the tracking order: the embeddings, the
-        # projection, the attention sub-layers, the feed-forward ones, the pooler; named per
-        # class as the functional order named them).
-        return "Functional"
-
     def compute_output_spec(self, inputs, training=None, mask=None):
         """The outputs' shapes and dtypes for symbolic inputs (a functional model built on
         the encoder), without running the forward."""
@@ -349,19 +342,12 @@ def count_parameters(config, with_pooler=True):
     Returns:
         int: encoder (+ pooler) parameter count.
     """
-    from keras.src.backend.common import global_state
-
     config = AlbertConfig.from_dict(config)
-    pending = global_state.get_global_attribute("uninitialized_variables")
-    pending = None if pending is None else list(pending)
-    try:
-        with keras.StatelessScope(initialize_variables=False):
-            encoder = AlbertEncoder(config)
-            total = sum(int(_prod(v.shape)) for v in encoder.weights)
-            if not with_pooler:
-                total -= sum(int(_prod(v.shape)) for v in encoder.pooler.weights)
-    finally:
-        global_state.set_global_attribute("uninitialized_variables", pending)
+    with keras_pending_variables_kept(), keras.StatelessScope(initialize_variables=False):
+        encoder = AlbertEncoder(config)
+        total = sum(int(_prod(v.shape)) for v in encoder.weights)
+        if not with_pooler:
+            total -= sum(int(_prod(v.shape)) for v in encoder.pooler.weights)
     return total
 
 

@@ -17,6 +17,7 @@ written by albert_tf 0.2.0 holds another "model" ({"class", "albert_config", "se
 """
 
 
+from albert_tf.compat import TFSM_LOADED_OBJECT, reloaded_savedmodel
 from albert_tf.modeling import pretrained
 from albert_tf.modeling.classifier import AlbertClassifier
 from albert_tf.modeling.config import AlbertConfig
@@ -26,7 +27,7 @@ from albert_tf.modeling.multiple_choice import AlbertForMultipleChoice
 from albert_tf.modeling.question_answering import AlbertForQuestionAnswering
 from albert_tf.storage import files
 
-EXPORT_VARIABLES = "encoder/_reloaded_obj/variables"  # in a run's checkpoint, under "model/"
+EXPORT_VARIABLES = f"encoder/{TFSM_LOADED_OBJECT}/variables"  # in a run's checkpoint, under "model/"
 _V0_2_0_CLASSES = (AlbertClassifier, AlbertForQuestionAnswering, AlbertForMultipleChoice)  # 0.2.0's "class"
 
 
@@ -44,7 +45,7 @@ def run_info_record(model, labels=None):
         config_file = files.join(str(getattr(model.encoder, "filepath", "")), "assets", "albert_config.json")
         if files.isfile(config_file):
             export["albert_config"] = AlbertConfig.from_json_file(config_file).to_dict()
-        reloaded = getattr(model.encoder, "_reloaded_obj", None)
+        reloaded = reloaded_savedmodel(model.encoder)
         if reloaded is not None:
             export["variables"] = [v.name.split(":")[0] for v in reloaded.variables]
         info["export_encoder"] = export

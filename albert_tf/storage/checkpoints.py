@@ -11,6 +11,7 @@ import tempfile
 
 import tensorflow as tf
 
+from albert_tf.compat import all_layers, seed_generators
 from albert_tf.storage.report import CheckpointMismatchError, MatchReport
 from albert_tf.storage.weights_file import load_weights_file
 from albert_tf.storage import files
@@ -106,8 +107,8 @@ def random_states(model):
     order. TF checkpoint tracking does not reach them, so checkpoints save them
     explicitly; without them a resumed run would draw other dropout masks."""
     states = []
-    for layer in model._flatten_layers(include_self=True, recursive=True):
-        for generator in getattr(layer, "_seed_generators", []):
+    for layer in all_layers(model):
+        for generator in seed_generators(layer):
             state = generator.state
             states.append(getattr(state, "value", state))
     return states

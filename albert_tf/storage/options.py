@@ -61,16 +61,6 @@ def required(help, **properties):
     return dataclasses.field(metadata=field.metadata)
 
 
-def group(name, doc, **fields):
-    """An options dataclass `name` (keyword-only, `doc` its docstring) of the fields given as
-    field name=(type, option(...)): a group of flags several commands share, declared once."""
-    import sys
-
-    return dataclasses.make_dataclass(name, [(field, kind, spec) for field, (kind, spec) in fields.items()],
-                                      kw_only=True, namespace={"__doc__": doc,
-                                                               "__module__": sys._getframe(1).f_globals["__name__"]})
-
-
 @dataclasses.dataclass(kw_only=True)
 class RunDirectory:
     """The directory a command writes (its task's options and the driver's TrainingOptions
@@ -95,44 +85,54 @@ class ModelFiles:
                                        "assets/tokenizer/vocabulary.spm).")
 
 
-LowerCase = group(
-    "LowerCase", "The commands that tokenize text (fine-tuning, data tools, exports).",
-    do_lower_case=(bool, option(
+@dataclasses.dataclass(kw_only=True)
+class LowerCase:
+    """The commands that tokenize text (fine-tuning, data tools, exports)."""
+
+    do_lower_case: bool = option(
         True, "Lower-case the text, as the SentencePiece model and the pretraining data were made (fine-tuning:"
         " must match pretraining, an export carries its own; export_tfhub, export_litert, convert --to=hf"
-        " and --to=keras_hub: the written tokenization's).")))
+        " and --to=keras_hub: the written tokenization's).")
 
 
 # --- what several commands other than the training ones share (one declaration each) --------
-OutputFile = group(
-    "OutputFile", "The commands that write one file, or a comma-separated list of them.",
-    output_file=(str, option(
+@dataclasses.dataclass(kw_only=True)
+class OutputFile:
+    """The commands that write one file, or a comma-separated list of them."""
+
+    output_file: str = option(
         None, "The file to write: create_pretraining_data, the TF example file (or a comma-separated list of "
         "them); make_squad_data, the SQuAD JSON; make_sample_corpus, the corpus. A new path or the "
-        "command's own earlier output (replaced); anything else is refused.")))
+        "command's own earlier output (replaced); anything else is refused.")
 
 
-Output = group(
-    "Output", "The commands whose output is one path named --output.",
-    output=(str, option(
+@dataclasses.dataclass(kw_only=True)
+class Output:
+    """The commands whose output is one path named --output."""
+
+    output: str = option(
         None, "What the command writes: export_litert, the .tflite file; convert, the output directory; "
         "plot_metrics, the PNG (default RUN_DIR/curves.png). A new path or albert_tf's own earlier output"
-        " (replaced); anything else is refused.")))
+        " (replaced); anything else is refused.")
 
 
-CorpusFile = group(
-    "CorpusFile", "The task-data tools that can take their text from a corpus of docstring entries.",
-    corpus_file=(str, option(
+@dataclasses.dataclass(kw_only=True)
+class CorpusFile:
+    """The task-data tools that can take their text from a corpus of docstring entries."""
+
+    corpus_file: str = option(
         None, "Docstring entries (JSON lines of sample_corpus.write_entries) to take the text from instead of "
         "the fixed corpus: make_squad_data and make_race_data, the functions (default: make_squad_data's "
         "MODULES); make_topic_task, the sentences, labelled by top-level package (default: the fixed "
-        "standard-library topics).")))
+        "standard-library topics).")
 
 
-VocabSize = group(
-    "VocabSize", "The commands that train a SentencePiece model.",
-    vocab_size=(int, option(
-        30000, "Pieces in the SentencePiece vocabulary.")))
+@dataclasses.dataclass(kw_only=True)
+class VocabSize:
+    """The commands that train a SentencePiece model."""
+
+    vocab_size: int = option(
+        30000, "Pieces in the SentencePiece vocabulary.")
 
 
 def has_flag(field):

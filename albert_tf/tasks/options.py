@@ -7,7 +7,7 @@ fields and its command's options record (`COMMAND`) are in its folder
 import dataclasses
 
 from albert_tf.data.bucket_widths import DEFAULT_BUCKETS, FLAG_HELP as BUCKETS_HELP, SQUAD_V1_FLAG_HELP
-from albert_tf.storage.options import Command, LowerCase, ModelFiles, RunDirectory, group, option
+from albert_tf.storage.options import Command, LowerCase, ModelFiles, RunDirectory, option
 from albert_tf.training.options import TrainingOptions
 
 STRATEGIES = ("tpu", "multi_worker_mirrored", "mirrored", "one_device", "default")
@@ -43,17 +43,21 @@ class RunOptions(RunDirectory, ModelFiles):
         return self.strategy, getattr(self, "tpu_name", None)
 
 
-Evaluates = group(
-    "Evaluates", "The commands that evaluate on a dev split while they train.",
-    do_eval=(bool, option(
-        False, "Whether to evaluate on the dev set (fine-tuning: after every checkpoint).")))
+@dataclasses.dataclass(kw_only=True)
+class Evaluates:
+    """The commands that evaluate on a dev split while they train."""
+
+    do_eval: bool = option(
+        False, "Whether to evaluate on the dev set (fine-tuning: after every checkpoint).")
 
 
-TpuName = group(
-    "TpuName", "The commands that train on TPUs.",
-    tpu_name=(str, option(
+@dataclasses.dataclass(kw_only=True)
+class TpuName:
+    """The commands that train on TPUs."""
+
+    tpu_name: str = option(
         None, "The TPU name or grpc:// address (with --use_tpu; run_pretraining's --tpu with --strategy=tpu).",
-        names={"run_pretraining": "tpu"})))
+        names={"run_pretraining": "tpu"})
 
 
 @dataclasses.dataclass(kw_only=True)
@@ -85,19 +89,23 @@ class FineTuningOptions(RunOptions, LowerCase):
     length_buckets: str = option(DEFAULT_BUCKETS, BUCKETS_HELP, helps={"run_squad_v1": SQUAD_V1_FLAG_HELP})
 
 
-NamedTask = group(
-    "NamedTask", "The commands that run one of several tasks.",
-    task_name=(str, option(
+@dataclasses.dataclass(kw_only=True)
+class NamedTask:
+    """The commands that run one of several tasks."""
+
+    task_name: str = option(
         None, "run_classifier: cola, sst-2, mrpc, sts-b, qqp, mnli, mismnli, qnli, rte, wnli or tsv; run_race: "
-        "race or multiple_choice.", setting=True)))
+        "race or multiple_choice.", setting=True)
 
 
-DataDir = group(
-    "DataDir", "The commands that read a directory of task files.",
-    data_dir=(str, option(
+@dataclasses.dataclass(kw_only=True)
+class DataDir:
+    """The commands that read a directory of task files."""
+
+    data_dir: str = option(
         None, "The input data: run_classifier, the task's .tsv files; run_race, "
         "RACE/{train,dev,test}/{middle,high} (or, for --task_name=multiple_choice, "
-        "{train,dev,test}.jsonl).")))
+        "{train,dev,test}.jsonl).")
 
 
 @dataclasses.dataclass(kw_only=True)
@@ -111,11 +119,13 @@ class TrainPredictFiles:
                                      "run_race: the test features cache (default output_dir/predict.tf_record).")
 
 
-HeadDropout = group(
-    "HeadDropout", "The heads with a dropout of their own (RACE's option logit, SQuAD v2's answer class).",
-    dropout_prob=(float, option(
+@dataclasses.dataclass(kw_only=True)
+class HeadDropout:
+    """The heads with a dropout of their own (RACE's option logit, SQuAD v2's answer class)."""
+
+    dropout_prob: float = option(
         0.1, "Dropout in the head: on the pooled output before the option logit (RACE), in the v2 answer-class"
-        " branch (SQuAD).", setting=True)))
+        " branch (SQuAD).", setting=True)
 
 
 @dataclasses.dataclass

@@ -27,6 +27,7 @@ import keras
 import tensorflow as tf
 from keras import ops
 
+from albert_tf.compat import OptimizerHooks
 from albert_tf.modeling.lamb import EXCLUDE_FROM_DECAY, LambSettings, release_update
 
 
@@ -38,7 +39,7 @@ def dense(gradient):
     return tf.convert_to_tensor(gradient) if isinstance(gradient, tf.IndexedSlices) else gradient
 
 
-class _ReleaseOptimizer(keras.optimizers.Optimizer):
+class _ReleaseOptimizer(OptimizerHooks, keras.optimizers.Optimizer):
     """Shared state and update of LAMB and AdamWeightDecay."""
 
     use_trust_ratio = False
@@ -134,14 +135,6 @@ class _ReleaseOptimizer(keras.optimizers.Optimizer):
                             self.exclude_from_weight_decay, self.exclude_from_layer_adaptation,
                             self.use_trust_ratio)
 
-    def _trackable_children(self, save_type="checkpoint", **kwargs):
-        # Keras keeps a list of the model's variables on the optimizer; as a checkpoint
-        # dependency it would give every model variable the name
-        # `optimizer/_trainable_variables/N` instead of its `model/...` path.
-        children = super()._trackable_children(save_type, **kwargs)
-        children.pop("_trainable_variables", None)
-        return children
-
     def apply(self, grads, trainable_variables=None):
         """Keras' apply with embedding gradients made dense first, so that Keras' own clipping
         (clipnorm, global_clipnorm, under model.fit) sees the gradient's norm, not its rows';
@@ -152,8 +145,6 @@ class _ReleaseOptimizer(keras.optimizers.Optimizer):
         finally:
             self._chain = None
 
-    _gradients_summed = False
-
     def apply_summed(self, grads, trainable_variables=None):
         """`apply` for gradients already summed over replicas (the driver's step)."""
         self._gradients_summed = True
@@ -161,11 +152,6 @@ class _ReleaseOptimizer(keras.optimizers.Optimizer):
             return self.apply(grads, trainable_variables)
         finally:
             self._gradients_summed = False
-
-    def _all_reduce_sum_gradients(self, grads_and_vars):
-        if self._gradients_summed:  # see module doc
-            return list(grads_and_vars)
-        return super()._all_reduce_sum_gradients(grads_and_vars)
 
     def get_config(self):
         config = super().get_config()
