@@ -21,7 +21,7 @@ clipping and LAMB update, so that the two differ only in the model.
 
 The peak is the best bf16 `jnp.dot` of two n x n matrices (n = --peak_n) timed in this process
 (float32 where the policy is float32). FLOPs per example are analytic
-(harness.training_flops_per_example: 2 per multiply-add, x3 for forward and
+(bench_harness.training_flops_per_example: 2 per multiply-add, x3 for forward and
 backward). Cases run in the order given, most important first; results.jsonl holds every
 result so far as each one finishes, and results.json all of them at the end.
 """

@@ -288,6 +288,7 @@ def run_cell(cell, cap_bytes, timeout, python=sys.executable):
                 proc.kill()
                 return
             time.sleep(0.05)
+
     watcher = threading.Thread(target=watch, daemon=True)
     watcher.start()
     try:
@@ -421,7 +422,6 @@ def targets(rows):
                 entry[f"{peer}"] = row["status"]
         out.append(entry)
     return out
-
 
 
 def plan_cells(sizes, seqs, policies, systems, batches, steps):

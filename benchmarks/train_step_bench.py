@@ -8,8 +8,8 @@ step (masked LM + sentence order, the release's LAMB, global-norm clipping) run 
 driver's `Trainer`, in graph mode and with XLA. The peer in the same run: keras-hub's
 AlbertMaskedLM of the same size (masked LM only) with keras.optimizers.Lamb, jit_compile=True,
 train_on_batch. Each variant is timed over --steps steps after two warm-up steps, in --repeats
-interleaved rounds (harness.interleaved); the median examples/s is reported, with GFLOP/s
-(harness.training_flops_per_example) against the best float32 2048^3 matmul of this process.
+interleaved rounds (bench_harness.interleaved); the median examples/s is reported, with GFLOP/s
+(bench_harness.training_flops_per_example) against the best float32 2048^3 matmul of this process.
 Writes results.json (with the machine record) and results.csv; prints the albert_tf variants'
 medians as the line harness.run_in_trees reads (a step's speed against another source tree).
 """
