@@ -55,8 +55,8 @@ new-interpreter:
 venv: $(STAMP)
 
 # The linter (pyproject.toml), then the suite on two workers, one intra-op thread each
-# (why: benchmarks/README.md "The test suite"), with jemalloc where the system has it
-# (Debian's libjemalloc2; .ci/run installs it): the same results, less time ("The allocator").
+# (why: docs/testing.md), with jemalloc where the system has it
+# (Debian's libjemalloc2; .ci/run installs it): the same results, less time.
 PYTEST := $(if $(JEMALLOC),LD_PRELOAD=$(JEMALLOC)) TF_NUM_INTRAOP_THREADS=1 $(VPY) -m pytest -n 2 --dist loadscope \
     --no-loadscope-reorder
 test: $(STAMP)

@@ -21,7 +21,7 @@ clipping and LAMB update, so that the two differ only in the model.
 
 The peak is the best bf16 `jnp.dot` of two n x n matrices (n = --peak_n) timed in this process
 (float32 where the policy is float32). FLOPs per example are analytic
-(train_step_bench.training_flops_per_example: 2 per multiply-add, x3 for forward and
+(bench_harness.training_flops_per_example: 2 per multiply-add, x3 for forward and
 backward). Cases run in the order given, most important first; results.jsonl holds every
 result so far as each one finishes, and results.json all of them at the end.
 """
@@ -37,7 +37,9 @@ if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from albert_tf import entry_points  # light: albert_tf.cli is imported when main runs
+import bench_harness as harness  # noqa: E402  (the standard library only)
+
+from albert_tf import entry_points  # noqa: E402  (light: albert_tf.cli is imported when main runs)
 
 DEFAULT_CASES = ("albert_base:128,albert_large:128,albert_xxlarge:128,albert_base:512,albert_large:512,"
                  "albert_xxlarge:512")
@@ -86,35 +88,15 @@ def parse_cases(text):
     return cases
 
 
-def synthetic_batch(vocab_size, batch, seq, predictions, seed=0):
-    """A pretraining batch (numpy): the TFRecords' keys with random ids and positions."""
-    import numpy as np
-
-    rng = np.random.default_rng(seed)
-    positions = np.sort(np.stack([rng.choice(np.arange(1, seq - 1), predictions, replace=False)
-                                  for _ in range(batch)]), 1)
-    return {
-        "input_word_ids": rng.integers(5, vocab_size, (batch, seq)).astype("int32"),
-        "input_mask": np.ones((batch, seq), "int32"),
-        "input_type_ids": (np.arange(seq)[None, :] >= seq // 2).repeat(batch, 0).astype("int32"),
-        "masked_lm_positions": positions.astype("int32"),
-        "masked_lm_ids": rng.integers(5, vocab_size, (batch, predictions)).astype("int32"),
-        "masked_lm_weights": np.ones((batch, predictions), "float32"),
-        "next_sentence_labels": rng.integers(0, 2, (batch, 1)).astype("int32"),
-    }
-
-
 def matmul_peak_tflops(n, dtype, runs=5):
     """Best TFLOP/s of a jitted n x n x n `jnp.dot` in `dtype` on JAX's default device."""
     import jax
     import jax.numpy as jnp
 
-    from train_step_bench import best_rate
-
     a = jax.random.normal(jax.random.PRNGKey(0), (n, n), jnp.float32).astype(dtype)
     b = jax.random.normal(jax.random.PRNGKey(1), (n, n), jnp.float32).astype(dtype)
     dot = jax.jit(jnp.dot)
-    return best_rate(lambda: dot(a, b).block_until_ready(), 2 * n**3, runs) / 1e12
+    return harness.best_rate(lambda: dot(a, b).block_until_ready(), 2 * n**3, runs) / 1e12
 
 
 def albert_tf_model(config, dtype_policy, remat):
@@ -142,13 +124,8 @@ def keras_hub_model(config, dtype_policy):
     """keras-hub's AlbertMaskedLM of the same sizes (dropout 0, as albert_tf's v2 presets)."""
     from keras import ops
 
-    from train_step_bench import keras_hub_masked_lm
-
-    model = keras_hub_masked_lm(config, dtype_policy)
-
-    def inputs(batch):
-        return {"token_ids": batch["input_word_ids"], "segment_ids": batch["input_type_ids"],
-                "padding_mask": batch["input_mask"], "mask_positions": batch["masked_lm_positions"]}
+    model = harness.keras_hub_masked_lm(config, dtype_policy)
+    inputs = harness.keras_hub_inputs
 
     def loss(outputs, batch, weight_total, batch_size):
         del batch_size
@@ -254,7 +231,6 @@ def run(f):
 
     from albert_tf.modeling.config import AlbertConfig
     from albert_tf.storage import atomic
-    from train_step_bench import training_flops_per_example
 
     if f.accumulation < 1 or f.steps < 1 or f.repeats < 1:
         raise ValueError("--accumulation, --steps and --repeats must be at least 1.")
@@ -264,10 +240,9 @@ def run(f):
     peak_dtype = "bfloat16" if f.dtype_policy == "mixed_bfloat16" else "float32"
     peak_n = min(f.peak_n, 1024) if f.tiny else f.peak_n
     peak = matmul_peak_tflops(peak_n, peak_dtype)
-    header = {"device": device.device_kind, "platform": device.platform, "jax": jax.__version__,
-              "keras": keras.__version__, "dtype_policy": f.dtype_policy, "remat": f.remat,
-              "accumulation": f.accumulation, "matmul_peak_tflops": round(peak, 2), "peak_dtype": peak_dtype,
-              "peak_n": peak_n, "tiny": f.tiny}
+    header = {"device": device.device_kind, "platform": device.platform, "dtype_policy": f.dtype_policy,
+              "remat": f.remat, "accumulation": f.accumulation, "matmul_peak_tflops": round(peak, 2),
+              "peak_dtype": peak_dtype, "peak_n": peak_n, "tiny": f.tiny}
     print(f"{device.device_kind} ({device.platform}), jax {jax.__version__}: {peak_dtype} matmul peak "
           f"{peak:.2f} TFLOP/s (n={peak_n}, best of 5)", flush=True)
     rows, skipped = [], []
@@ -286,8 +261,8 @@ def run(f):
         if batch_size % f.accumulation:
             raise ValueError(f"--accumulation={f.accumulation} must divide the batch of {batch_size}.")
         predictions = min(PREDICTIONS[seq], seq_len // 4)
-        batch = synthetic_batch(config.vocab_size, batch_size, seq_len, predictions)
-        flops = training_flops_per_example(config, seq=seq_len, predictions=predictions)
+        batch = harness.pretraining_batch(config.vocab_size, batch_size, seq_len, predictions)
+        flops = harness.training_flops_per_example(config, seq_len, predictions)
         models = [("albert_tf", lambda: albert_tf_model(config, f.dtype_policy, f.remat))]
         if f.peer:
             models.append(("keras_hub", lambda: keras_hub_model(config, f.dtype_policy)))
@@ -308,7 +283,7 @@ def run(f):
                   flush=True)
             del model
     atomic.write_json(os.path.join(f.output_dir, "results.json"),
-                      {"settings": header, "results": rows, "not_started": skipped})
+                      {"settings": header, "machine": harness.machine(), "results": rows, "not_started": skipped})
     return 0
 
 

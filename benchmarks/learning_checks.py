@@ -37,7 +37,12 @@ ROOT = os.path.normpath(os.path.join(HERE, ".."))
 if ROOT not in sys.path:  # run as a script: this checkout's albert_tf
     sys.path.insert(0, ROOT)
 
-from albert_tf import entry_points  # light: albert_tf.cli is imported when main runs
+if HERE not in sys.path:
+    sys.path.insert(0, HERE)
+
+import bench_harness as harness  # noqa: E402  (the standard library only)
+
+from albert_tf import entry_points  # noqa: E402  (light: albert_tf.cli is imported when main runs)
 
 POLICIES = ("float32", "mixed_bfloat16")
 # as the Makefile finds it (Debian's libjemalloc2)
@@ -213,22 +218,6 @@ def write_results(output_dir, settings, records, runs, seeds):
     return rows, nothing, failed
 
 
-def _commit():
-    try:
-        return subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True,
-                              timeout=30).stdout.strip() or None
-    except (OSError, subprocess.SubprocessError):
-        return None
-
-
-def _cpu():
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
-            return next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), None)
-    except OSError:
-        return None
-
-
 def measure(f, runner, stream=None):
     """Every run of the flags' seeds and policies; returns the exit status (module docstring)."""
     from albert_tf.storage import outputs
@@ -257,7 +246,7 @@ def measure(f, runner, stream=None):
     os.makedirs(runs_dir)
     settings = {"seeds": seeds, "policies": list(f.policies), "workers": f.workers,
                 "intra_op_threads": f.intra_op_threads, "jemalloc": jemalloc, "keyword": f.keyword,
-                "tests": list(f.tests), "commit": _commit(), "cpu": _cpu(),
+                "tests": list(f.tests), "machine": harness.machine(),
                 "started": time.strftime("%Y-%m-%dT%H:%M:%S")}
     plan = [(seed, policy) for seed in seeds for policy in f.policies]
     records, runs, start = [], [], time.time()

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Creates benchmarks/.peers-venv: the Hugging Face transformers (PyTorch, CPU) peer of
-# benchmarks/finetune_bench.py, kept apart from albert_tf's own environment (it is never a
+# benchmarks/memory_bench.py (its hf cells), kept apart from albert_tf's own environment (it is never a
 # dependency of albert_tf or of its tests).
 #
-#     bash benchmarks/make_peers_venv.sh            # then: python benchmarks/finetune_bench.py
+#     bash benchmarks/make_peers_venv.sh            # then: python benchmarks/memory_bench.py
 #     PYTHON=python3.11 VENV=/elsewhere bash benchmarks/make_peers_venv.sh
 #
 # torch 2.13.0 is the CPU wheel this machine keeps on disk (pip takes it there; another

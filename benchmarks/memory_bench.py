@@ -6,40 +6,28 @@ against keras-hub's AlbertMaskedLM and Hugging Face's AlbertForPreTraining.
         [--policies=float32,auto] [--steps=2] [--rounds=1] [--budget_gb=16] [--cap_gb=...] \
         [--output_dir=results/memory]
 
-Each cell (system x size x T x micro-batch B x policy) runs in a fresh process
-(benchmarks/memory_cell.py: a warm-up step, then --steps timed ones), watched by this one:
-a cell whose resident memory passes --cap_gb (default 90% of the memory available at the
-start) is killed and recorded as "does not fit", and the larger micro-batches of the same
-setting are not tried; the benchmark and the machine go on. Rounds interleave the
-settings (round 1 of every cell, then round 2, ...), so a drift in the machine's speed
-hits all of them; memory and step time are medians over the rounds.
+Each cell (system x size x T x micro-batch B x policy) runs in a fresh process (this file with
+`--cell=JSON`: a warm-up step, then --steps timed ones; only the standard library is imported
+before the system's framework), watched by this one: a cell whose resident memory passes
+--cap_gb (default 90% of the memory available at the start) is killed and recorded as "does not
+fit", and the larger micro-batches of its setting are not tried. Rounds interleave the cells;
+memory and step time are medians over the rounds.
 
-What each row reports (bytes; CPU, so resident memory, Linux /proc/self/status):
-- `training_memory`: peak minus the process after its framework's imports: weights,
-  optimizer slots, gradients, activations and the framework's per-model state; what a
-  device of --budget_gb must hold (`fits_budget`; the summary names the largest micro-batch
-  that fits, per setting).
-- `peak_over_baseline`: peak of the timed steps minus the memory once the model and the
-  optimizer's slots exist (the issue's "peak RSS over the baseline").
-- `activation_memory`: peak_over_baseline minus the float32 gradients (4 bytes a
-  parameter): what the activations and the step's temporaries take.
-- `tensor_activation_memory` (TensorFlow cells): the same from TensorFlow's CPU allocator
-  (peak of live tensor bytes over the timed steps minus those between steps, minus the
-  gradients), the figure a GPU's get_memory_info gives (`tensor_device`: where TensorFlow
-  sees a GPU, the step runs there and its allocator is read). The resident set is higher: with
-  oneDNN on (TensorFlow's default on x86) the CPU allocator is a BFC pool, as on a GPU,
-  which keeps what it ever held (its high-water mark, fragmentation included) and hands
-  nothing back to the system, and tracing the step leaves its graphs resident.
-hf runs with benchmarks/.peers-venv's python (make_peers_venv.sh); where it is missing, or
-where a system has no such setting (keras-hub has no rematerialization; transformers 5.23
-has no gradient checkpointing for ALBERT), the row says so.
+Systems: albert_tf (the driver's step: masked LM + sentence order, the release's LAMB,
+global-norm clipping; albert_tf_remat: --remat), keras_hub (AlbertMaskedLM, keras.optimizers.Lamb,
+train_on_batch), hf and hf_checkpointing (transformers' AlbertForPreTraining, torch AdamW; run with
+benchmarks/.peers-venv's python, make_peers_venv.sh). One random batch for all: 15% of the positions
+predicted (at least 20), dropout 0. mixed_bfloat16: the Keras policy; hf: torch.autocast.
 
-Writes results.json, results.csv and memory_vs_batch.png (training memory against B, one
-line per setting, a panel per size and T) under --output_dir, and prints the table, the
-targets of --remat (xxlarge at T 512: activation memory at most 1/3 of the plain run's,
-step time at most 1.4x, less activation memory than both peers) and, from the measured
-activation memory per example, an estimate of the micro-batch and the accumulation steps K
-that reach the paper's global batch 4096 on 16 GB and 80 GB devices.
+Per row (bytes; Linux /proc/self/status): `training_memory` (peak minus the process after its
+framework's imports), `peak_over_baseline` (minus the process once the model and optimizer slots
+exist), `activation_memory` (that minus the float32 gradients, 4 bytes a parameter),
+`tensor_activation_memory` (TensorFlow cells: the same from TensorFlow's allocator, live tensors,
+what a GPU's get_memory_info gives; the resident set also keeps the BFC pool's high-water mark).
+Writes results.json (with the machine record) and results.csv; prints the table, the largest
+micro-batch within --budget_gb, the --remat targets (xxlarge at T 512: activation memory at most
+1/3 of the plain run's, step time at most 1.4x) and the micro-batch and accumulation steps K
+estimated for the paper's batch 4096 on 16 and 80 GB devices.
 """
 
 import json
@@ -55,14 +43,19 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.normpath(os.path.join(HERE, ".."))
 if ROOT not in sys.path:  # run as a script: this checkout's albert_tf
     sys.path.insert(0, ROOT)
+if HERE not in sys.path:
+    sys.path.insert(0, HERE)
 
-from albert_tf import entry_points  # light: albert_tf.cli is imported when main runs
+import bench_harness as harness  # noqa: E402  (the standard library only)
+
+from albert_tf import entry_points  # noqa: E402  (light: albert_tf.cli is imported when main runs)
 
 PEERS_PYTHON = os.path.join(HERE, ".peers-venv", "bin", "python")
-SYSTEMS = {  # name -> (memory_cell system, remat)
+SYSTEMS = {  # name -> (cell system, remat)
     "albert_tf": ("albert_tf", False), "albert_tf_remat": ("albert_tf", True),
     "keras_hub": ("keras_hub", False), "hf": ("hf", False), "hf_checkpointing": ("hf", True),
 }
+SIZES = ("tiny", "base", "large", "xlarge", "xxlarge")
 GLOBAL_BATCH = 4096  # the paper's
 GB = 1024 ** 3
 
@@ -70,24 +63,205 @@ GB = 1024 ** 3
 def define_flags(flag_values):
     from absl import flags
 
-    flags.DEFINE_list("sizes", ["base", "large", "xxlarge"], "ALBERT sizes: tiny, base, large, xlarge, xxlarge.",
-                      flag_values=flag_values)
-    flags.DEFINE_list("seqs", ["128", "512"], "Sequence lengths T.", flag_values=flag_values)
-    flags.DEFINE_list("batches", ["1", "2", "4", "8"], "Micro-batches B (one device, one slice).",
-                      flag_values=flag_values)
-    flags.DEFINE_list("systems", list(SYSTEMS), f"Systems, of {', '.join(SYSTEMS)}.", flag_values=flag_values)
+    fv = {"flag_values": flag_values}
+    flags.DEFINE_list("sizes", ["base", "large", "xxlarge"], f"ALBERT sizes: {', '.join(SIZES)}.", **fv)
+    flags.DEFINE_list("seqs", ["128", "512"], "Sequence lengths T.", **fv)
+    flags.DEFINE_list("batches", ["1", "2", "4", "8"], "Micro-batches B (one device, one slice).", **fv)
+    flags.DEFINE_list("systems", list(SYSTEMS), f"Systems, of {', '.join(SYSTEMS)}.", **fv)
     flags.DEFINE_list("policies", ["float32", "auto"], "float32, mixed_bfloat16 or auto (this machine's choice).",
-                      flag_values=flag_values)
-    flags.DEFINE_integer("steps", 2, "Timed steps per cell and round (after one warm-up step).",
-                         flag_values=flag_values)
-    flags.DEFINE_integer("rounds", 1, "Interleaved rounds (5 or more for the step-time target).",
-                         flag_values=flag_values)
+                      **fv)
+    flags.DEFINE_integer("steps", 2, "Timed steps per cell and round (after one warm-up step).", **fv)
+    flags.DEFINE_integer("rounds", 1, "Interleaved rounds (5 or more for the step-time target).", **fv)
     flags.DEFINE_float("budget_gb", 16.0, "A device's memory: the largest micro-batch whose training memory fits.",
-                       flag_values=flag_values)
-    flags.DEFINE_float("cap_gb", None, "Kill a cell above this resident memory (default: 90% of MemAvailable).",
-                       flag_values=flag_values)
-    flags.DEFINE_integer("cell_timeout", 3600, "Seconds before a cell is stopped.", flag_values=flag_values)
-    flags.DEFINE_string("output_dir", "results/memory", "Where results go.", flag_values=flag_values)
+                       **fv)
+    flags.DEFINE_float("cap_gb", None, "Kill a cell above this resident memory (default: 90% of MemAvailable).", **fv)
+    flags.DEFINE_integer("cell_timeout", 3600, "Seconds before a cell is stopped.", **fv)
+    flags.DEFINE_string("output_dir", "results/memory", "Where results go.", **fv)
+
+
+# --- one cell, in its own process -------------------------------------------------------------------------
+
+
+def _status(key, pid="self"):
+    """/proc/PID/status's `key` (VmRSS: resident now, VmHWM: its high-water mark) in bytes; 0 when gone."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith(key + ":"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
+def reset_peak():
+    """Sets the high-water mark to the current resident size (Linux clear_refs 5)."""
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")
+
+
+def predictions_for(seq):
+    """Masked positions per sequence: 15% of T, at least the release's 20."""
+    return max(20, int(round(0.15 * seq)))
+
+
+def albert_dims(size):
+    """The preset's dims as plain values (hf builds its own config from them), dropout 0."""
+    hidden, layers, heads, intermediate, embedding = {
+        "tiny": (32, 2, 2, 64, 16), "base": (768, 12, 12, 3072, 128), "large": (1024, 24, 16, 4096, 128),
+        "xlarge": (2048, 24, 16, 8192, 128), "xxlarge": (4096, 12, 64, 16384, 128)}[size]
+    return dict(vocab_size=30000, embedding_size=embedding, hidden_size=hidden, num_hidden_layers=layers,
+                num_attention_heads=heads, intermediate_size=intermediate, hidden_dropout_prob=0.0,
+                attention_probs_dropout_prob=0.0)
+
+
+def cell_batch(cell):
+    return harness.pretraining_batch(30000, cell["batch"], cell["seq"], predictions_for(cell["seq"]))
+
+
+def albert_config(cell):
+    from albert_tf.modeling.config import AlbertConfig
+
+    return AlbertConfig.from_preset(f"albert_{cell['size']}").replace(**albert_dims(cell["size"]))
+
+
+def _albert_tf(cell):
+    """-> (parameters, step()) for albert_tf's driver step."""
+    import tensorflow as tf
+
+    from albert_tf.tasks.pretraining import PretrainingOptions, PretrainingTask
+    from albert_tf.training.driver import Trainer, TrainingOptions
+
+    config = albert_config(cell)
+    task = PretrainingTask(PretrainingOptions(config, [], max_seq_length=cell["seq"],
+                                              max_predictions_per_seq=predictions_for(cell["seq"]),
+                                              global_batch_size=cell["batch"]))
+    trainer = Trainer(task, TrainingOptions(output_dir="unused", train_batch_size=cell["batch"], optimizer="lamb",
+                                            learning_rate=1e-4, num_train_steps=10**6, dtype_policy=cell["policy"],
+                                            remat=cell["remat"]))
+    iterator = iter(tf.data.Dataset.from_tensors(cell_batch(cell)).repeat())
+    parameters = sum(int(v.shape.num_elements()) for v in trainer.model.trainable_variables)
+    return parameters, lambda: trainer.train(iterator, 1)
+
+
+def _keras_hub(cell):
+    """-> (parameters, step()) for keras-hub's AlbertMaskedLM train_on_batch."""
+    import keras
+    import numpy as np
+
+    if cell["remat"]:
+        raise ValueError("keras-hub's AlbertMaskedLM has no rematerialization option")
+    model = harness.keras_hub_masked_lm(albert_config(cell), cell["policy"])
+    model.compile(optimizer=keras.optimizers.Lamb(learning_rate=1e-4),
+                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    model.optimizer.build(model.trainable_variables)
+    b = cell_batch(cell)
+    x = harness.keras_hub_inputs(b)
+    parameters = sum(int(np.prod(v.shape)) for v in model.trainable_variables)
+    return parameters, lambda: model.train_on_batch(x, b["masked_lm_ids"], sample_weight=b["masked_lm_weights"])
+
+
+def _hf(cell):
+    """-> (parameters, step()) for transformers' AlbertForPreTraining with AdamW."""
+    import contextlib
+    import importlib
+
+    torch = importlib.import_module("torch")  # the peers' environment's, never albert_tf's dependencies
+    transformers = importlib.import_module("transformers")
+
+    config = transformers.AlbertConfig(**albert_dims(cell["size"]), hidden_act="gelu_new",
+                                       max_position_embeddings=512, type_vocab_size=2)
+    model = transformers.AlbertForPreTraining(config)
+    model.train()
+    if cell["remat"]:
+        if not getattr(model, "supports_gradient_checkpointing", False):
+            raise ValueError(f"transformers {transformers.__version__}: AlbertForPreTraining does not support "
+                             "gradient checkpointing")
+        model.gradient_checkpointing_enable()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    for p in model.parameters():  # the slots exist before the baseline, as in the other systems
+        p.grad = torch.zeros_like(p)
+    optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+    b = {k: torch.as_tensor(v).long() for k, v in cell_batch(cell).items() if k != "masked_lm_weights"}
+    labels = torch.full((cell["batch"], cell["seq"]), -100, dtype=torch.long)
+    labels.scatter_(1, b["masked_lm_positions"], b["masked_lm_ids"])
+    inputs = {"input_ids": b["input_word_ids"], "attention_mask": b["input_mask"],
+              "token_type_ids": b["input_type_ids"], "labels": labels,
+              "sentence_order_label": b["next_sentence_labels"][:, 0]}
+    autocast = (torch.autocast("cpu", dtype=torch.bfloat16) if cell["policy"] == "mixed_bfloat16"
+                else contextlib.nullcontext())
+
+    def step():
+        with autocast:
+            loss = model(**inputs).loss
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+
+    return sum(p.numel() for p in model.parameters() if p.requires_grad), step
+
+
+def tensor_memory(device, reset=False):
+    """TensorFlow's allocator on `device`: (bytes of live tensors now, their peak since the last
+    reset), or None where it keeps no statistics (oneDNN off: the plain C allocator)."""
+    import tensorflow as tf
+
+    try:
+        if reset:
+            tf.config.experimental.reset_memory_stats(device)
+        info = tf.config.experimental.get_memory_info(device)
+    except ValueError:  # "Allocator stats not available" (TF_ENABLE_ONEDNN_OPTS=0)
+        return None
+    return info["current"], info["peak"]
+
+
+def cell_record(cell):
+    """Builds the cell's system, runs a warm-up step and `steps` timed steps; returns the record."""
+    start_rss = _status("VmRSS")
+    parameters, step = {"albert_tf": _albert_tf, "keras_hub": _keras_hub, "hf": _hf}[cell["system"]](cell)
+    baseline = _status("VmRSS")
+    started = time.perf_counter()
+    step()  # traces / compiles / allocates once
+    first = time.perf_counter() - started
+    warmup_peak = _status("VmHWM")
+    reset_peak()
+    device = None
+    if "tensorflow" in sys.modules:  # the step's tensors live on the GPU where there is one
+        import tensorflow as tf
+
+        device = "GPU:0" if tf.config.list_physical_devices("GPU") else "CPU:0"
+    tensors_before = None if device is None else tensor_memory(device, reset=True)
+    times = []
+    for _ in range(cell["steps"]):
+        started = time.perf_counter()
+        step()
+        times.append(time.perf_counter() - started)
+    record = dict(cell, parameters=parameters, rss_after_imports=start_rss, baseline_rss=baseline,
+                  warmup_peak_rss=warmup_peak, peak_rss=_status("VmHWM"), first_step_seconds=first,
+                  step_seconds=times)
+    if tensors_before is not None:  # live tensors between steps (weights, slots) and the steps' peak
+        record.update(tensor_device=device, tensor_baseline=tensors_before[0], tensor_peak=tensor_memory(device)[1])
+    return record
+
+
+def cell_main(text):
+    """The cell process: imports the framework (not the cell's memory), prints the record."""
+    import importlib
+
+    cell = json.loads(text)
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    for name in ("torch", "transformers") if cell["system"] == "hf" else ("tensorflow", "keras"):
+        importlib.import_module(name)
+    try:
+        record = cell_record(cell)
+    except ValueError as e:  # a setting the system does not have
+        record = dict(cell, unsupported=str(e))
+    print("MEMORY_CELL " + json.dumps(record), flush=True)
+
+
+# --- the benchmark --------------------------------------------------------------------------------------
 
 
 def mem_available():
@@ -98,28 +272,17 @@ def mem_available():
     raise OSError("no MemAvailable in /proc/meminfo")
 
 
-def _rss_of(pid):
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            for line in f:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return 0
-
-
 def run_cell(cell, cap_bytes, timeout, python=sys.executable):
     """Runs one cell in a fresh process under the memory cap; returns its record (with
     "does_not_fit" or "error" where it did not finish)."""
-    proc = subprocess.Popen([python, os.path.join(HERE, "memory_cell.py"), json.dumps(cell)], stdout=subprocess.PIPE,
+    proc = subprocess.Popen([python, os.path.abspath(__file__), "--cell", json.dumps(cell)], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, cwd=ROOT,
                             env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=ROOT))
     killed = {"over_cap": 0}
 
     def watch():
         while proc.poll() is None:
-            used = _rss_of(proc.pid)
+            used = _status("VmRSS", proc.pid)
             if used > cap_bytes:
                 killed["over_cap"] = used
                 proc.kill()
@@ -261,35 +424,6 @@ def targets(rows):
     return out
 
 
-def plot(rows, path):
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    panels = sorted({(r["size"], r["seq"]) for r in rows}, key=lambda p: (p[0], p[1]))
-    fig, axes = plt.subplots(1, len(panels), figsize=(5 * len(panels), 4), squeeze=False)
-    for ax, (size, seq) in zip(axes[0], panels):
-        lines = sorted({(r["name"], r["policy"]) for r in rows if (r["size"], r["seq"]) == (size, seq)})
-        for name, policy in lines:
-            points = sorted((r["batch"], r["training_memory"] / GB) for r in rows
-                            if (r["name"], r["policy"], r["size"], r["seq"]) == (name, policy, size, seq)
-                            and r["status"] == "measured")
-            if points:
-                ax.plot([b for b, _ in points], [m for _, m in points], marker="o", label=f"{name} {policy}")
-        ax.set_title(f"albert_{size}, T {seq}")
-        ax.set_xlabel("micro-batch B")
-        ax.set_ylabel("training memory (GB)")
-        ax.set_xscale("log", base=2)
-        ax.legend(fontsize=7)
-    fig.tight_layout()
-    from albert_tf.storage import atomic
-
-    with atomic.open_file(path, "wb") as f:
-        fig.savefig(f, format="png", dpi=110)
-    plt.close(fig)
-
-
 def plan_cells(sizes, seqs, policies, systems, batches, steps):
     """Every cell, a setting's micro-batches in increasing order."""
     cells = []
@@ -343,19 +477,18 @@ def run_rounds(cells, rounds, cap_bytes, timeout, runner=run_cell, stream=None):
     return records
 
 
+
+
 def run(f):
     """The benchmark with the parsed flags `f` (ValueError for a bad one, before any cell runs)."""
-    import csv
-
-    from albert_tf.storage import atomic
-    from albert_tf.training.precision import choose, read_cpuinfo
+    from albert_tf.training.precision import choose
 
     unknown = [s for s in f.systems if s not in SYSTEMS]
     if unknown:
         raise ValueError(f"--systems: unknown {', '.join(unknown)}; expected some of {', '.join(SYSTEMS)}")
-    bad_sizes = [s for s in f.sizes if s not in ("tiny", "base", "large", "xlarge", "xxlarge")]
+    bad_sizes = [s for s in f.sizes if s not in SIZES]
     if bad_sizes:
-        raise ValueError(f"--sizes: unknown {', '.join(bad_sizes)}; expected tiny, base, large, xlarge, xxlarge")
+        raise ValueError(f"--sizes: unknown {', '.join(bad_sizes)}; expected {', '.join(SIZES)}")
     try:
         seqs, batches = [int(s) for s in f.seqs], [int(b) for b in f.batches]
     except ValueError as e:
@@ -370,9 +503,8 @@ def run(f):
             raise ValueError(f"--policies: {e}") from None
         chosen.setdefault(precision.policy, f"{asked}: {precision.reason}")
     cap = int(f.cap_gb * GB) if f.cap_gb else int(0.9 * mem_available())
-    cpu, cpu_flags = read_cpuinfo()
-    bf16 = sorted(x for x in cpu_flags if "bf16" in x or x.startswith("amx"))
-    print(f"CPU {cpu} (bf16 flags: {' '.join(bf16) or 'none'}); cells in fresh processes, each stopped above "
+    machine = harness.machine()
+    print(f"CPU {machine['cpu_model']} ({machine['cpu_flags']}); cells in fresh processes, each stopped above "
           f"{cap / GB:.1f} GB resident; policies: " + ", ".join(f"{p} ({why})" for p, why in chosen.items()),
           flush=True)
 
@@ -416,23 +548,17 @@ def run(f):
     for entry in goal:
         print("target (xxlarge, T 512): " + json.dumps(entry))
 
-    out = f.output_dir if os.path.isabs(f.output_dir) else os.path.join(ROOT, f.output_dir)
-    os.makedirs(out, exist_ok=True)
-    atomic.write_json(os.path.join(out, "results.json"), {
-        "cpu_model": cpu, "cpu_bf16_flags": " ".join(bf16), "policies": chosen, "cap_bytes": cap,
-        "budget_gb": f.budget_gb, "rounds": f.rounds, "steps": f.steps, "rows": rows,
+    out = harness.output_dir(f.output_dir)
+    harness.write_results(out, {
+        "machine": machine, "policies": chosen, "cap_bytes": cap, "budget_gb": f.budget_gb, "rounds": f.rounds,
+        "steps": f.steps,
         "largest_micro_batch_within_budget": [{"name": k[0], "size": k[1], "seq": k[2], "policy": k[3], "batch": v}
                                               for k, v in sorted(largest.items())],
-        "accumulation_estimates": plans, "targets": goal, "cells": [r for i in records for r in records[i]]})
-    fields = ["name", "size", "seq", "batch", "policy", "status", "training_memory", "peak_over_baseline",
-              "activation_memory", "tensor_activation_memory", "model_and_slots", "parameters", "step_seconds",
-              "rounds", "fits_budget"]
-    with atomic.open_file(os.path.join(out, "results.csv"), "w") as fh:
-        writer = csv.DictWriter(fh, fieldnames=fields, extrasaction="ignore")
-        writer.writeheader()
-        writer.writerows(rows)
-    plot(rows, os.path.join(out, "memory_vs_batch.png"))
-    print(f"wrote {out}/results.json, results.csv and memory_vs_batch.png", flush=True)
+        "accumulation_estimates": plans, "targets": goal, "cells": [r for i in records for r in records[i]]},
+        rows, ["name", "size", "seq", "batch", "policy", "status", "training_memory", "peak_over_baseline",
+               "activation_memory", "tensor_activation_memory", "model_and_slots", "parameters", "step_seconds",
+               "rounds", "fits_budget"])
+    print(f"wrote {out}/results.json and results.csv", flush=True)
     return 0
 
 
@@ -440,5 +566,7 @@ main, entry = entry_points.command("memory_bench", define_flags, run)
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, HERE)
-    entry()
+    if sys.argv[1:2] == ["--cell"]:
+        cell_main(sys.argv[2])
+    else:
+        entry()

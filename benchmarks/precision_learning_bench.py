@@ -33,10 +33,9 @@ loss) of float32's, or within the float32 seeds' own spread (max - min) where th
 Finished runs are kept (their eval_results.json) and not redone; --output_dir remembers its
 settings and refuses other ones; results.json keeps the tasks of earlier invocations (on the
 same hardware) beside this one's, with their own seed counts.
-Writes results.json, results.csv and learning_curves.png.
+Writes results.json (with the machine record) and results.csv.
 """
 
-import csv
 import importlib
 import json
 import os
@@ -49,7 +48,11 @@ ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)),
 if ROOT not in sys.path:  # run as a script: this checkout's albert_tf
     sys.path.insert(0, ROOT)
 
-from albert_tf import entry_points  # light: albert_tf.cli is imported when main runs
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import bench_harness as harness  # noqa: E402  (the standard library only)
+
+from albert_tf import entry_points  # noqa: E402  (light: albert_tf.cli is imported when main runs)
 
 TASKS = ("squad_v1", "squad_v2", "race", "classification", "pretraining")
 STARTS = ("random", "pretrained")
@@ -247,31 +250,6 @@ def summarize(task, runs, leave_factor):
     return summary
 
 
-def plot(table, path):
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    keys = list(table)
-    fig, axes = plt.subplots(1, len(keys), figsize=(4.2 * len(keys), 3.4), squeeze=False)
-    for ax, key in zip(axes[0], keys):
-        for policy, color in (("float32", "tab:blue"), ("mixed_bfloat16", "tab:orange")):
-            for i, r in enumerate(table[key]["runs"][policy]):
-                steps, losses = zip(*r["curve"])
-                ax.plot(steps, losses, color=color, alpha=0.8, label=policy if i == 0 else None)
-        s = table[key]["summary"]
-        ax.axhline(s["leave_threshold_loss"], color="gray", linestyle=":", linewidth=1)
-        ax.set_title(f"{key}\n{s['metric']}: f32 {s['float32']['mean']:.1f}, bf16 {s['mixed_bfloat16']['mean']:.1f}",
-                     fontsize=9)
-        ax.set_xlabel("step")
-        ax.set_ylabel("training loss")
-        ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-
-
 def run(f):
     check_flags(f)
     from albert_tf.storage import atomic
@@ -334,16 +312,13 @@ def run(f):
         if earlier.get("settings") == s and earlier.get("hardware") == native.hardware:
             table = {**{k: v for k, v in earlier.get("table", {}).items() if k not in table}, **table}
     seeds = {key: len(entry["runs"]["float32"]) for key, entry in table.items()}
-    atomic.write_json(results_file, {"hardware": native.hardware, "settings": s, "model": MODEL, "seeds": seeds,
-                                     "table": table})
-    rows = [[key, policy, r["seed"], f"{r['metric']:.4f}", r["left_plateau_at"], f"{r['seconds']:.1f}"]
-            for key, entry in table.items() for policy in POLICIES for r in entry["runs"][policy]]
-    with atomic.open_file(os.path.join(f.output_dir, "results.csv"), "w") as fh:
-        writer = csv.writer(fh)
-        writer.writerow(["task/start", "policy", "seed", "metric", "left_plateau_at", "seconds"])
-        writer.writerows(rows)
-    plot(table, os.path.join(f.output_dir, "learning_curves.png"))
-    print(f"wrote {f.output_dir}/results.json, results.csv, learning_curves.png", flush=True)
+    atomic.write_json(results_file, {"hardware": native.hardware, "machine": harness.machine(), "settings": s,
+                                     "model": MODEL, "seeds": seeds, "table": table})
+    atomic.write_csv(os.path.join(f.output_dir, "results.csv"), [
+        {"task/start": key, "policy": policy, "seed": r["seed"], "metric": round(r["metric"], 4),
+         "left_plateau_at": r["left_plateau_at"], "seconds": round(r["seconds"], 1)}
+        for key, entry in table.items() for policy in POLICIES for r in entry["runs"][policy]])
+    print(f"wrote {f.output_dir}/results.json and results.csv", flush=True)
     return 0
 
 

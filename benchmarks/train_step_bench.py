@@ -1,57 +1,42 @@
-"""Training-step speed of albert_base against keras-hub, and the fraction of matmul peak.
+"""Training-step speed of albert_base against keras-hub, and the fraction of the matmul peak.
 
     python benchmarks/train_step_bench.py [--steps=8] [--repeats=3] [--dtype_policy=auto] \
-        [--output_dir=results/bench_train_step]
+        [--variants=albert_tf,albert_tf_xla,keras_hub] [--output_dir=results/bench_train_step]
 
-albert_tf: AlbertPretrainer (albert_base, V=30000), batch 8, seq 128, 20 predictions,
-the full step (masked LM + sentence order + release LAMB + global-norm clipping) run by
-the training driver's `Trainer` with the pretraining task, in graph mode and with XLA. Peer, timed in the
-same run: keras-hub's
-AlbertMaskedLM on the same backbone size (masked LM only) with keras.optimizers.Lamb and
-jit_compile=True, trained with train_on_batch. Each variant is timed over --steps steps
-after warm-up, --repeats rounds that interleave the variants (so a drift in the machine's
-speed hits all of them); the median examples/s is reported.
-
-GFLOP/s: training FLOPs per example (counted analytically: 2 FLOPs per multiply-add,
-x3 for forward + backward, encoder + MLM head on the predicted positions) times
-examples/s; the peak is the best fp32 matmul GFLOP/s (n = 2048, graph mode) measured
-in the same run. Writes results.json and results.csv.
+albert_tf: AlbertPretrainer (albert_base, V 30000), batch 8, seq 128, 20 predictions, the full
+step (masked LM + sentence order, the release's LAMB, global-norm clipping) run by the training
+driver's `Trainer`, in graph mode and with XLA. The peer in the same run: keras-hub's
+AlbertMaskedLM of the same size (masked LM only) with keras.optimizers.Lamb, jit_compile=True,
+train_on_batch. Each variant is timed over --steps steps after two warm-up steps, in --repeats
+interleaved rounds (bench_harness.interleaved); the median examples/s is reported, with GFLOP/s
+(bench_harness.training_flops_per_example) against the best float32 2048^3 matmul of this process.
+Writes results.json (with the machine record) and results.csv; prints the albert_tf variants'
+medians as the line harness.run_in_trees reads (a step's speed against another source tree).
 """
 
-import csv
 import os
-import statistics
+import sys
 import time
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import bench_harness as harness  # noqa: E402
+
+from albert_tf import entry_points  # noqa: E402  (light: albert_tf.cli is imported when main runs)
 
 BATCH, SEQ, PREDICTIONS = 8, 128, 20
 
 
-def define_flags():
-    from absl import flags
-
-    flags.DEFINE_integer("steps", 8, "Timed steps per repeat.")
-    flags.DEFINE_integer("repeats", 3, "Repeats per variant (the median is reported).")
-    flags.DEFINE_string("output_dir", "results/bench_train_step", "Where results go.")
-    flags.DEFINE_string("variants", "albert_tf,albert_tf_xla,keras_hub", "Comma list of variants to time.")
+def define_flags(flag_values):
     from absl import flags
 
     from albert_tf import option_flags
 
-    option_flags.define_precision(flags.FLAGS)  # albert_tf's step and keras-hub's
-
-
-def training_flops_per_example(config, seq=SEQ, predictions=PREDICTIONS):
-    """Analytic training FLOPs of one example (forward + backward = 3x forward)."""
-    H, I, E, V, L = (config.hidden_size, config.intermediate_size, config.embedding_size, config.vocab_size,
-                     config.num_hidden_layers)
-    per_token = L * (4 * H * H + 2 * H * I + 2 * seq * H)  # projections, FFN, scores and context
-    if E != H:
-        per_token += E * H
-    head = predictions * (H * E + E * V) + H * H + 2 * H  # MLM transform + logits, pooler, SOP
-    return 2 * 3 * (seq * per_token + head)
+    fv = {"flag_values": flag_values}
+    flags.DEFINE_integer("steps", 8, "Timed steps per round.", **fv)
+    flags.DEFINE_integer("repeats", 3, "Interleaved rounds (the median is reported).", **fv)
+    flags.DEFINE_string("output_dir", "results/bench_train_step", "Where results go.", **fv)
+    flags.DEFINE_list("variants", ["albert_tf", "albert_tf_xla", "keras_hub"], "Variants to time.", **fv)
+    option_flags.define_precision(flag_values)  # albert_tf's step and keras-hub's
 
 
 def matmul_peak_gflops(n=2048, runs=5, dtype="float32"):
@@ -61,38 +46,22 @@ def matmul_peak_gflops(n=2048, runs=5, dtype="float32"):
     a = tf.cast(tf.random.normal((n, n)), dtype)
     b = tf.cast(tf.random.normal((n, n)), dtype)
     f = tf.function(lambda x, y: tf.matmul(x, y))
-    return best_rate(lambda: f(a, b).numpy(), 2 * n**3, runs) / 1e9
+    return harness.best_rate(lambda: f(a, b).numpy(), 2 * n**3, runs) / 1e9
 
 
-def best_rate(call, flops, runs):
-    """The best flops / seconds of `call()` (which must wait for its result) over `runs`
-    timed calls after one untimed call."""
-    call()
-    best = 0.0
-    for _ in range(runs):
+def timed(train, steps):
+    """A round's runner: `train(steps)` timed, returning examples/s."""
+
+    def run():
         start = time.perf_counter()
-        call()
-        best = max(best, flops / (time.perf_counter() - start))
-    return best
+        train(steps)
+        return steps * BATCH / (time.perf_counter() - start)
+
+    return run
 
 
-def random_batch(vocab_size, seed=0):
-    import numpy as np
-
-    rng = np.random.default_rng(seed)
-    return {
-        "input_word_ids": rng.integers(5, vocab_size, (BATCH, SEQ)).astype("int32"),
-        "input_mask": np.ones((BATCH, SEQ), "int32"),
-        "input_type_ids": np.concatenate([np.zeros((BATCH, SEQ // 2)), np.ones((BATCH, SEQ // 2))], 1).astype("int32"),
-        "masked_lm_positions": np.sort(rng.choice(np.arange(1, SEQ), (BATCH, PREDICTIONS)), 1).astype("int32"),
-        "masked_lm_ids": rng.integers(5, vocab_size, (BATCH, PREDICTIONS)).astype("int32"),
-        "masked_lm_weights": np.ones((BATCH, PREDICTIONS), "float32"),
-        "next_sentence_labels": rng.integers(0, 2, (BATCH, 1)).astype("int32"),
-    }
-
-
-def build_albert_tf(config, jit, dtype_policy="float32"):
-    """Returns run(steps) -> seconds for albert_tf's full pretraining step."""
+def build_albert_tf(config, jit, dtype_policy):
+    """train(steps) for albert_tf's full pretraining step, traced and warmed up."""
     import tensorflow as tf
 
     from albert_tf.tasks.pretraining import PretrainingOptions, PretrainingTask
@@ -103,116 +72,72 @@ def build_albert_tf(config, jit, dtype_policy="float32"):
     trainer = Trainer(task, TrainingOptions(output_dir="unused", train_batch_size=BATCH, optimizer="lamb",
                                             learning_rate=1e-4, num_train_steps=10_000, jit_compile=jit,
                                             dtype_policy=dtype_policy))
-    data = tf.data.Dataset.from_tensors(random_batch(config.vocab_size)).repeat()
-    iterator = iter(data)
-    trainer.train(iterator, 2)  # trace and warm up
-
-    def run(steps):
-        start = time.perf_counter()
-        trainer.train(iterator, steps)
-        return time.perf_counter() - start
-
-    return run
+    batch = harness.pretraining_batch(config.vocab_size, BATCH, SEQ, PREDICTIONS)
+    iterator = iter(tf.data.Dataset.from_tensors(batch).repeat())
+    trainer.train(iterator, 2)
+    return lambda steps: trainer.train(iterator, steps)
 
 
-def keras_hub_masked_lm(config, dtype_policy="float32"):
-    """keras-hub's AlbertMaskedLM with `config`'s sizes (dropout 0), no preprocessor."""
-    import keras_hub
-
-    backbone = keras_hub.models.AlbertBackbone(
-        vocabulary_size=config.vocab_size, num_layers=config.num_hidden_layers, num_heads=config.num_attention_heads,
-        embedding_dim=config.embedding_size, hidden_dim=config.hidden_size, intermediate_dim=config.intermediate_size,
-        num_groups=config.num_hidden_groups, num_inner_repetitions=config.inner_group_num, dropout=0.0,
-        max_sequence_length=config.max_position_embeddings, dtype=dtype_policy)
-    return keras_hub.models.AlbertMaskedLM(backbone=backbone, preprocessor=None, dtype=dtype_policy)
-
-
-def build_keras_hub(config, dtype_policy="float32"):
-    """Returns run(steps) -> seconds for keras-hub's AlbertMaskedLM train_on_batch."""
+def build_keras_hub(config, dtype_policy):
+    """train(steps) for keras-hub's AlbertMaskedLM train_on_batch, compiled and warmed up."""
     import keras
 
-    model = keras_hub_masked_lm(config, dtype_policy)
+    model = harness.keras_hub_masked_lm(config, dtype_policy)
     model.compile(optimizer=keras.optimizers.Lamb(learning_rate=1e-4),
                   loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True), jit_compile=True)
-    b = random_batch(config.vocab_size)
-    x = {"token_ids": b["input_word_ids"], "segment_ids": b["input_type_ids"], "padding_mask": b["input_mask"],
-         "mask_positions": b["masked_lm_positions"]}
-    y, w = b["masked_lm_ids"], b["masked_lm_weights"]
-    for _ in range(2):
-        model.train_on_batch(x, y, sample_weight=w)
+    b = harness.pretraining_batch(config.vocab_size, BATCH, SEQ, PREDICTIONS)
+    x, y, w = harness.keras_hub_inputs(b), b["masked_lm_ids"], b["masked_lm_weights"]
 
-    def run(steps):
-        start = time.perf_counter()
+    def train(steps):
         for _ in range(steps):
             model.train_on_batch(x, y, sample_weight=w)
-        return time.perf_counter() - start
 
-    return run
+    train(2)
+    return train
 
 
-def main(argv):
-    del argv
-    from absl import flags
-
+def run(f):
     from albert_tf.modeling.config import AlbertConfig
     from albert_tf.training.precision import choose
 
-    f = flags.FLAGS
+    builders = {"albert_tf": lambda: build_albert_tf(config, False, policy),
+                "albert_tf_xla": lambda: build_albert_tf(config, True, policy),
+                "keras_hub": lambda: build_keras_hub(config, policy)}
+    unknown = [v for v in f.variants if v not in builders]
+    if unknown or f.steps < 1 or f.repeats < 1:
+        raise ValueError(f"--variants: some of {', '.join(builders)} ({', '.join(unknown)} is not); "
+                         "--steps and --repeats at least 1.")
     precision = choose(f.dtype_policy)
     policy = precision.policy
-    print(f"dtype policy {policy} ({precision.reason})", flush=True)
     config = AlbertConfig.from_preset("albert_base")
-    flops = training_flops_per_example(config)
+    flops = harness.training_flops_per_example(config, SEQ, PREDICTIONS)
     peak = matmul_peak_gflops()
-    print(f"fp32 matmul peak (n=2048, graph, best of 5): {peak:.1f} GFLOP/s; "
-          f"albert_base training cost {flops / 1e9:.1f} GFLOP per example ({flops / SEQ / 1e9:.3f} per token)",
-          flush=True)
-    builders = {
-        "albert_tf": lambda: build_albert_tf(config, jit=False, dtype_policy=policy),
-        "albert_tf_xla": lambda: build_albert_tf(config, jit=True, dtype_policy=policy),
-        "keras_hub": lambda: build_keras_hub(config, dtype_policy=policy),
-    }
-    names = f.variants.split(",")
-    runners = {name: builders[name]() for name in names}
-    rates = {name: [] for name in names}
-    for repeat in range(f.repeats):  # interleaved, so drifts in machine speed hit every variant
-        for name in names:
-            rates[name].append(f.steps * BATCH / runners[name](f.steps))
-        print(f"round {repeat + 1}/{f.repeats}: " + ", ".join(f"{n} {rates[n][-1]:.3f}" for n in names), flush=True)
+    print(f"dtype policy {policy} ({precision.reason}); fp32 matmul peak (n=2048, best of 5) {peak:.1f} GFLOP/s; "
+          f"albert_base training cost {flops / 1e9:.1f} GFLOP per example", flush=True)
+    rates = harness.interleaved({name: timed(builders[name](), f.steps) for name in f.variants}, f.repeats)
+    medians = harness.medians(rates)
     rows = []
-    for name in names:
-        rates_ = rates[name]
-        median = statistics.median(rates_)
+    for name, median in medians.items():
         gflops = median * flops / 1e9
         rows.append({"variant": name, "median_examples_per_second": round(median, 3),
-                     "runs": [round(r, 3) for r in rates_], "gflops_per_second": round(gflops, 1),
+                     "runs": [round(r, 3) for r in rates[name]], "gflops_per_second": round(gflops, 1),
                      "fraction_of_matmul_peak": round(gflops / peak, 3),
                      "computes": "MLM" if name == "keras_hub" else "MLM+SOP"})
-        print(f"{name:<14} {median:6.3f} examples/s  (runs {', '.join(f'{r:.3f}' for r in rates_)})  "
-              f"{gflops:6.1f} GFLOP/s = {gflops / peak:.0%} of matmul peak", flush=True)
-    by_name = {r["variant"]: r for r in rows}
-    if "keras_hub" in by_name:
-        base = by_name["keras_hub"]["median_examples_per_second"]
-        for r in rows:
-            r["ratio_vs_keras_hub"] = round(r["median_examples_per_second"] / base, 3)
-            print(f"{r['variant']:<14} {r['ratio_vs_keras_hub']:.2f}x keras-hub's examples/s")
-    out = os.path.join(ROOT, f.output_dir) if not os.path.isabs(f.output_dir) else f.output_dir
-    os.makedirs(out, exist_ok=True)
-    from albert_tf.storage import atomic
-
-    atomic.write_json(os.path.join(out, "results.json"),
-                      {"matmul_peak_gflops": peak, "training_flops_per_example": flops, "batch": BATCH, "seq": SEQ,
-                       "dtype_policy": policy, "dtype_policy_reason": precision.reason,
-                       "predictions": PREDICTIONS, "rows": rows})
-    with atomic.open_file(os.path.join(out, "results.csv"), "w") as fh:
-        writer = csv.DictWriter(fh, fieldnames=[k for k in rows[0] if k != "runs"], extrasaction="ignore")
-        writer.writeheader()
-        writer.writerows(rows)
+        if "keras_hub" in medians:
+            rows[-1]["ratio_vs_keras_hub"] = round(median / medians["keras_hub"], 3)
+        print(f"{name:<14} {median:7.3f} examples/s  {gflops:6.1f} GFLOP/s = {gflops / peak:.0%} of matmul peak"
+              + (f", {rows[-1]['ratio_vs_keras_hub']:.2f}x keras-hub" if "keras_hub" in medians else ""), flush=True)
+    out = harness.output_dir(f.output_dir)
+    harness.write_results(out, {"machine": harness.machine(), "matmul_peak_gflops": peak, "batch": BATCH,
+                                "seq": SEQ, "predictions": PREDICTIONS, "training_flops_per_example": flops,
+                                "dtype_policy": policy, "dtype_policy_reason": precision.reason}, rows)
+    harness.report({name: medians[name] for name in medians if name != "keras_hub"})
     print(f"wrote {out}/results.json and results.csv")
+    return 0
+
+
+main, entry = entry_points.command("train_step_bench", define_flags, run)
 
 
 if __name__ == "__main__":
-    from absl import app
-
-    define_flags()
-    app.run(main)
+    entry()

@@ -1,15 +1,13 @@
-"""Smoke test of benchmarks/inference_bench.py (--tiny: export, keras-hub, results files)
-and of finetune_bench.py's flag checks.
-
-finetune_bench.py --tiny itself takes 1-2 minutes on two cores (two classifier exports,
-keras-hub and the Hugging Face peer), past this suite's budget for a smoke test; run it by
-hand: `.venv/bin/python benchmarks/finetune_bench.py --tiny --output_dir=/tmp/finetune_bench`.
+"""Checks of the benchmarks (benchmarks/README.md) that run in seconds: the harness's
+interleaved rounds, command runs in two source trees and machine record, the precision
+learning benchmark's verdict rule and flags, the learning-checks runner with pytest faked.
+The benchmarks themselves run by hand (their `--tiny` or small flags).
 """
 
-import csv
 import importlib
 import json
 import os
+import sys
 
 import pytest
 from conftest import run_in_process
@@ -28,113 +26,56 @@ def _run(script, *args):
     return run_in_process(_bench(script.removesuffix(".py")), args)
 
 
-def _seed_spm(spm_model, spm_dir, name, settings=None):
-    """The session's 3000-piece SentencePiece model of the sample corpus (conftest spm_model,
-    the release's recipe) put where a benchmark reuses its own (with the settings sidecar that
-    says what it was made of): the benchmark skips writing a corpus and training one."""
-    import shutil
-
-    os.makedirs(spm_dir)
-    shutil.copyfile(spm_model, os.path.join(spm_dir, name))
-    if settings is not None:
-        with open(os.path.join(spm_dir, "settings.json"), "w") as f:
-            json.dump(settings, f)
-
-
-def test_inference_bench_tiny_writes_results(tmp_path, spm_model):
-    out = tmp_path / "inference"
-    _seed_spm(spm_model, out / "spm", "spm.model", {"vocab_size": 3000, "corpus_mb": 1.2})
-    # float32 whatever the CPU: "auto" picks mixed_bfloat16 on bf16 hardware, where outputs differ by bf16 rounding
-    result = _run("inference_bench.py", "--tiny", "--repeats=1", "--calls=2", "--warmup_calls=1",
-                  "--dtype_policy=float32", "--vocab_size=3000", "--corpus_mb=1.2", f"--output_dir={out}")
-    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-4000:]
-    assert "albert_tf / keras-hub:" in result.stdout
-    assert "3000 pieces (reused)" in result.stdout
-    # the encoder alone is exported (export_tfhub's with_preprocess=False): the benchmark loads nothing else
-    for export in ("export", "export_xla"):
-        assert os.listdir(out / export / "encoder") and not (out / export / "preprocess").exists(), export
-    with open(out / "results.json") as f:
-        results = json.load(f)
-    for key in ("cpu_model", "cpu_bf16_flags", "matmul_peak_gflops", "rows", "keras_hub_fastest",
-                "albert_tf_over_keras_hub", "albert_tf_xla_over_keras_hub", "batch_size", "seq_length", "config"):
-        assert key in results, key
-    assert (results["batch_size"], results["seq_length"], results["tiny"]) == (16, 128, True)
-    rows = {row["variant"]: row for row in results["rows"]}
-    assert set(rows) == {"albert_tf_saved_model_signature", "albert_tf_saved_model_call",
-                         "albert_tf_saved_model_signature_xla", "keras_hub_predict_on_batch",
-                         "keras_hub_predict_on_batch_jit"}
-    for row in rows.values():
-        assert row["median_examples_per_second"] > 0
-        assert row["pooled_output_max_abs_diff"] < 1e-4  # the same weights give the same outputs
-        assert row["gflops_per_second"] > 0 and row["share_of_matmul_peak"] > 0
-    roofline = results["roofline"]
-    assert roofline["matmul_shape"] == [16 * 128, 64, 128]  # the tiny config's [B T, H] x [H, I]
-    assert len(roofline["matmul_gflops_graph"]) == len(roofline["matmul_gflops_xla"]) == 2
-    assert roofline["share_of_peak_needed_for_1_1x"] == pytest.approx(
-        1.1 * roofline["keras_hub_fastest_share_of_peak"], abs=2e-3)
-    with open(out / "results.csv", newline="") as f:
-        table = list(csv.DictReader(f))
-    assert {r["variant"] for r in table} == set(rows)
-    assert {"median_examples_per_second", "ratio_vs_keras_hub_fastest", "cpu_model"} <= set(table[0])
-    # the op-level profile: real tf.profiler traces read back into per-op self times
-    with open(out / "op_profile.json") as f:
-        profile = json.load(f)
-    assert set(profile["variants"]) == {"albert_tf_saved_model_signature", "albert_tf_saved_model_signature_xla",
-                                        results["keras_hub_fastest"]}
-    for name, p in profile["variants"].items():
-        ops = {r["op"]: r for r in p["ops"]}
-        # the matmul share is that of the matmul rows (graph MatMul/_Mkl*MatMul/Einsum, XLA dot), and
-        # matmuls are a large part of even the tiny config's op time (38-55% measured)
-        rows_share = sum(r["share"] for r in p["ops"] if "MatMul" in r["op"] or "Einsum" in r["op"]
-                         or r["op"].startswith("dot"))
-        assert p["matmul_share"] == pytest.approx(rows_share, abs=1e-3) and rows_share > 0.2, name
-        assert p["op_ms_per_call"] > 0, name
-        assert sum(r["share"] for r in p["ops"]) == pytest.approx(1, abs=0.01)
-        assert not {"BlockUntilReady", "ExecutorDoneCallback"} & set(ops)  # runtime events are not ops
-        assert os.listdir(p["trace_dir"])  # the trace stays for TensorBoard
-    graph_ops = {r["op"]: r for r in profile["variants"]["albert_tf_saved_model_signature"]["ops"]}
-    # 2 layers: Q K V O, 2 FF each; with oneDNN on (CPUs with AVX-512) the graph ops are _MklMatMul, _MklSoftmax
-    dense_matmuls = sum(r["count_per_call"] for op, r in graph_ops.items() if "MatMul" in op and "Batch" not in op)
-    assert dense_matmuls >= 2 * 6 and any(op.endswith("Softmax") for op in graph_ops), graph_ops
-    assert any(op.endswith("fusion") for op in {r["op"] for r in profile["variants"][
-        "albert_tf_saved_model_signature_xla"]["ops"]})  # XLA's instructions, not graph ops
-    fastest = max(("albert_tf_saved_model_signature", "albert_tf_saved_model_signature_xla"),
-                  key=lambda n: rows[n]["median_examples_per_second"])
-    assert roofline["albert_tf_fastest"] == fastest
-    assert roofline["speedup_bound_if_every_other_op_were_free"] == pytest.approx(
-        1 / profile["variants"][fastest]["matmul_share"], rel=1e-2)
-    with open(out / "op_profile.csv", newline="") as f:
-        assert {"variant", "op", "ms_per_call", "share", "count_per_call"} == set(next(csv.DictReader(f)))
+def test_harness_interleaves_rounds_and_records_the_machine(capsys):
+    harness = _bench("bench_harness")
+    order = []
+    values = harness.interleaved({"a": lambda: order.append("a") or len(order),
+                                  "b": lambda: order.append("b") or 10.0 * len(order)}, rounds=3)
+    assert order == ["a", "b"] * 3  # round by round, so a drift in the machine hits both
+    assert values == {"a": [1, 3, 5], "b": [20.0, 40.0, 60.0]}
+    assert harness.medians(values) == {"a": 3, "b": 40.0}
+    assert "round 3/3: a 5, b 60" in capsys.readouterr().out
+    machine = harness.machine()
+    assert machine["python"].endswith(".".join(map(str, sys.version_info[:3])))
+    assert machine["cpu_count"] >= 1 and "tensorflow" in machine["versions"]
+    assert set(machine["cpu_flags"].split()) <= set(harness.CPU_FLAGS)
+    harness.report({"examples_per_second": 2.5})
+    assert harness.read_report("noise\n" + capsys.readouterr().out) == {"examples_per_second": 2.5}
+    with pytest.raises(ValueError, match="printed no BENCH_RESULT"):
+        harness.read_report("nothing here")
 
 
-@pytest.mark.parametrize("flag, named", [("--systems=albert_tf,pytorch_lightning", "pytorch_lightning"),
-                                         ("--accuracy_steps=-1", "--accuracy_steps"),
-                                         ("--accuracy_pretrain_steps=-1", "--accuracy_pretrain_steps"),
-                                         ("--accuracy_systems=albert_tf,jax", "--accuracy_systems")])
-def test_finetune_bench_rejects_bad_flags(tmp_path, flag, named):
-    result = _run("finetune_bench.py", flag, f"--output_dir={tmp_path}")
-    assert result.returncode == 2
-    assert flag.split("=")[0] in result.stderr and named in result.stderr
-    assert not os.listdir(tmp_path)
+@pytest.mark.real_process  # run_in_trees starts a process per tree and round
+def test_harness_runs_a_command_in_two_trees_in_turn(tmp_path):
+    """Each tree's own module (PYTHONPATH and cwd: the tree), rounds interleaved, medians of the
+    reported numbers; wall seconds where a run reports nothing."""
+    harness = _bench("bench_harness")
+    trees = {}
+    for name, speed in (("base", 1.0), ("head", 2.0)):
+        tree = tmp_path / name
+        tree.mkdir()
+        (tree / "speed.py").write_text(f"SPEED = {speed}\n")
+        (tree / "bench.py").write_text(
+            "import json, os, sys\nimport speed\n"
+            "with open('calls', 'a') as f:\n    f.write('x')\n"
+            "n = len(open('calls').read())\n"
+            "if sys.argv[1:] == ['--quiet']:\n    sys.exit(0)\n"
+            "print('BENCH_RESULT ' + json.dumps({'examples_per_second': speed.SPEED * n}))\n")
+        trees[name] = str(tree)
+    result = harness.run_in_trees(trees, ["bench.py"], rounds=3, stream=open(os.devnull, "w"))
+    assert result["base"]["median"] == {"examples_per_second": 2.0}
+    assert result["head"]["median"] == {"examples_per_second": 4.0}
+    assert [r["examples_per_second"] for r in result["head"]["runs"]] == [2.0, 4.0, 6.0]
+    quiet = harness.run_in_trees(trees, ["bench.py", "--quiet"], rounds=1, stream=open(os.devnull, "w"))
+    assert quiet["base"]["median"]["seconds"] > 0
+    with pytest.raises(RuntimeError, match="exited 2"):
+        harness.run_in_trees(trees, ["-c", "import sys; sys.exit(2)"], rounds=1, stream=open(os.devnull, "w"))
 
 
-def test_precision_speed_bench_tiny_serving(tmp_path, spm_model):
-    """The bf16-vs-float32 speed benchmark's serving part on a tiny model: both exports answer
-    every shape, their outputs differ by bf16 rounding only, and each target row is judged."""
-    out = tmp_path / "speed"
-    _seed_spm(spm_model, out / "spm", "sample.model")  # --tiny's vocabulary size: 3000 pieces
-    result = _run("precision_speed_bench.py", "--tiny", "--parts=serving", "--repeats=1", "--calls=2",
-                  f"--output_dir={out}")
-    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-4000:]
-    with open(out / "results.json") as f:
-        results = json.load(f)
-    rows = {r["measurement"]: r for r in results["rows"]}
-    for shape in ("batch 1 x 16", "batch 1 x 32", "batch 32 x 128"):
-        difference = rows[f"{shape}: |bf16 - float32| pooled_output, max"]["value"]
-        assert 0 < difference < 0.05, (shape, difference)  # bf16 computed, and only rounding apart
-    judged = [r for r in results["rows"] if r["target"]]
-    assert len(judged) == 3 and all(isinstance(r["met"], bool) for r in judged)
-    assert results["matmul_gflops"]["bfloat16"] > 0 and results["matmul_gflops"]["float32"] > 0
+def test_train_step_bench_refuses_bad_flags_before_any_work(tmp_path):
+    result = _run("train_step_bench.py", "--variants=albert_tf,pytorch", f"--output_dir={tmp_path / 'out'}")
+    assert result.returncode == 2 and "--variants" in result.stderr and "pytorch" in result.stderr
+    assert not (tmp_path / "out").exists()
 
 
 def test_precision_learning_bench_verdict_rule_and_bad_flags(tmp_path):
@@ -168,43 +109,6 @@ def test_precision_learning_bench_verdict_rule_and_bad_flags(tmp_path):
     result = run_in_process(bench, ["--tasks=squad_v3", f"--output_dir={tmp_path / 'x'}"])
     assert result.returncode == 2 and "--tasks: squad_v3" in result.stderr
     assert not (tmp_path / "x").exists()
-
-
-def test_litert_bench_refuses_bad_flags(tmp_path):
-    result = _run("litert_bench.py", "--repeats=0", f"--output_dir={tmp_path}")
-    assert result.returncode == 2 and "--repeats and --calls must be positive" in result.stderr
-    assert not os.listdir(tmp_path)
-
-
-
-def test_precision_gradient_bench_error_and_float32_gelu_variant():
-    """The gradient benchmark's measure (relative error over a list of arrays) and its GELU
-    variant (the feed-forward activation computed in float32, returned in the layer's dtype)."""
-    import numpy as np
-
-    bench = _bench("precision_gradient_bench")
-    from keras import ops
-
-    from albert_tf.modeling.config import AlbertConfig
-    from albert_tf.modeling.encoder_block import gelu_tanh
-    from albert_tf.modeling.question_answering import AlbertForQuestionAnswering
-    from albert_tf.training.precision import policy_scope
-
-    a, b = np.array([3.0, 4.0]), np.array([[1.0]])
-    assert bench.relative_error([a, b], [a, b]) == 0.0
-    assert bench.relative_error([2 * a, 2 * b], [a, b]) == pytest.approx(1.0)
-    assert bench.relative_error([a + np.array([0.0, 2.6])], [a]) == pytest.approx(0.52)
-    with policy_scope("mixed_bfloat16"):
-        model = AlbertForQuestionAnswering(AlbertConfig.from_preset("albert_tiny").replace(vocab_size=100),
-                                           version="v1")
-    bench.gelu_in_float32(model)
-    x = ops.cast(np.linspace(-4, 4, 64).reshape(2, 32), "bfloat16")
-    for ffn in model.encoder.ffn_layers:
-        y = ffn.intermediate.activation(x)
-        assert y.dtype == x.dtype
-        np.testing.assert_array_equal(np.asarray(ops.cast(y, "float32")),
-                                      np.asarray(ops.cast(ops.cast(gelu_tanh(ops.cast(x, "float32")), "bfloat16"),
-                                                          "float32")))
 
 
 def test_learning_checks_summarizes_the_worst_seed_and_says_what_recorded_nothing(tmp_path, monkeypatch):
