@@ -98,7 +98,7 @@ class _ReleaseOptimizer(OptimizerHooks, keras.optimizers.Optimizer):
     # decay term, the two norms), each waiting for the previous stage's result: otherwise
     # the executor starts every stage that reads only the gradient, the slots or the variable
     # at once (m x beta_1, g^2, v x beta_2, w x decay, w^2, ...), about six temporaries of
-    # the variable's size (benchmarks/README.md, "Figures moved out of docstrings").
+    # the variable's size (docs/memory.md, "Optimizer updates in turn").
     chain_min_size = 1 << 20
     _chain = None
 

@@ -25,8 +25,7 @@ start and writes both into run_info.json and eval_results.json. Exports take the
         model = build_model()                   # its layers compute in precision.policy
 
 XLA: this module does not switch `--jit_compile`: off by default on CPUs (where XLA's
-matmuls were slower: benchmarks/README.md, "Figures moved out of docstrings"); TPUs
-compile every step anyway.
+matmuls were slower: docs/mixed_precision.md); TPUs compile every step anyway.
 """
 
 import contextlib
