@@ -18,7 +18,7 @@ COMMANDS = ("run_classifier", "run_race", "run_squad_v1", "run_squad_v2", "run_p
 OTHER_COMMANDS = ("albert_tf.create_pretraining_data", "albert_tf.export_tfhub", "albert_tf.export_litert",
                   "albert_tf.convert.__main__", "albert_tf.param_table", "tools.demo", "tools.make_race_data",
                   "tools.make_sample_corpus", "tools.make_squad_data", "tools.make_topic_task", "tools.plot_metrics",
-                  "tools.reproduce", "tools.reproduce_pilot", "tools.train_sentencepiece", "tools.update_build",
+                  "tools.reproduce", "tools.train_sentencepiece", "tools.update_build",
                   "tools.write_preset_configs")
 # the package's commands among them: their flags are defined without TensorFlow
 PACKAGE_COMMANDS = tuple(name for name in OTHER_COMMANDS if name.startswith("albert_tf."))

@@ -85,13 +85,10 @@ def define_flags(flag_values):
     option_flags.define_command(flag_values, RECORD)
 
 
-class TooFewEntriesError(ValueError):
-    """The docstring entries are too few for the articles asked for."""
+TooFewEntriesError = make_squad_data.TooFewEntriesError  # the docstring entries are too few for the articles
 
 
-def docstring_entries():
-    """make_squad_data.docstring_entries(): [{"name", "sentences", "answer", ...}]."""
-    return make_squad_data.docstring_entries()
+docstring_entries = make_squad_data.docstring_entries  # [{"name", "sentences", "answer", ...}]
 
 
 def corpus_entries(path):
@@ -312,13 +309,13 @@ def check_options(f):
     make_race checks them itself)."""
     if not f.output_dir:
         raise ValueError("--output_dir is required.")
-    if getattr(f, "corpus_file", None):  # None in flag values made before the flag
+    if f.corpus_file:
         outputs.check(race_outputs(f.output_dir, f.layout))
 
 
 def run(f):
     check_options(f)  # before any work
-    corpus_file = getattr(f, "corpus_file", None)
+    corpus_file = f.corpus_file
     if corpus_file:
         entries = corpus_entries(corpus_file)
         try:

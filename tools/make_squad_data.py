@@ -400,25 +400,23 @@ def check_options(f):
 
 def run(f):
     check_options(f)  # before any work
-    output_file, version, num_questions = f.output_file, f.version, f.num_questions
-    seed, max_context_chars, split = f.seed, f.max_context_chars, f.split
     make = make_people_dataset if f.kind == "people" else make_dataset
-    corpus_file = getattr(f, "corpus_file", None)  # None in flag values made before the flag
-    if corpus_file:
-        records = read_entries(corpus_file)
+    arguments = (f.version, f.num_questions, f.seed, f.max_context_chars, f.split)
+    if f.corpus_file:
+        records = read_entries(f.corpus_file)
         entries = corpus_docstring_entries(records)
         try:
-            dataset = make(version, num_questions, seed, max_context_chars, split, entries=entries)
+            dataset = make(*arguments, entries=entries)
         except TooFewEntriesError as e:
-            raise ValueError(f"{corpus_file}: too few usable entries: {e} Of its {len(records)} entries, "
+            raise ValueError(f"{f.corpus_file}: too few usable entries: {e} Of its {len(records)} entries, "
                              f"{len(entries)} are public functions whose docstring starts \"Return(s) ...\"; use "
                              f"a larger corpus (or --split=all, a larger --max_context_chars).") from None
     else:
-        dataset = make(version, num_questions, seed, max_context_chars, split)
+        dataset = make(*arguments)
     paragraphs, questions, unanswerable = check_dataset(dataset)
-    with outputs.replacing_file(output_file, outputs.GENERATED_DATA, "--output_file"):
-        atomic.write_json(output_file, dataset, indent=None, sort_keys=False)
-    print(f"wrote {output_file}: SQuAD {version}, {paragraphs} paragraphs, {questions} questions "
+    with outputs.replacing_file(f.output_file, outputs.GENERATED_DATA, "--output_file"):
+        atomic.write_json(f.output_file, dataset, indent=None, sort_keys=False)
+    print(f"wrote {f.output_file}: SQuAD {f.version}, {paragraphs} paragraphs, {questions} questions "
           f"({unanswerable} unanswerable)")
     return 0
 

@@ -211,32 +211,27 @@ def write_task(output_dir, train, dev, flag="--output_dir"):
 
 def check_options(f):
     """Every check of the tool, before any work: the values (ValueError naming the flag) and
-    --output_dir's files (albert_tf.storage.outputs). Returns (corpus_file, num_classes)."""
-    per_class, dev_fraction = f.per_class, f.dev_fraction
-    # flag values made before these flags (a namespace, not absl's FLAGS) mean the defaults
-    corpus_file, num_classes = getattr(f, "corpus_file", None), getattr(f, "num_classes", len(LABELS))
-    if not 0 < dev_fraction < 1 or per_class < 10:
-        raise ValueError(f"need 0 < --dev_fraction < 1 and --per_class >= 10 (got {dev_fraction}, {per_class}).")
-    if num_classes < 2:
-        raise ValueError(f"--num_classes must be at least 2, got {num_classes}.")
-    if not corpus_file and num_classes != len(LABELS):
-        raise ValueError(f"--num_classes={num_classes} needs --corpus_file (the built-in task has the "
+    --output_dir's files (albert_tf.storage.outputs)."""
+    if not 0 < f.dev_fraction < 1 or f.per_class < 10:
+        raise ValueError(f"need 0 < --dev_fraction < 1 and --per_class >= 10 (got {f.dev_fraction}, {f.per_class}).")
+    if f.num_classes < 2:
+        raise ValueError(f"--num_classes must be at least 2, got {f.num_classes}.")
+    if not f.corpus_file and f.num_classes != len(LABELS):
+        raise ValueError(f"--num_classes={f.num_classes} needs --corpus_file (the built-in task has the "
                          f"{len(LABELS)} topics {', '.join(LABELS)}).")
     outputs.check(task_outputs(f.output_dir))
-    return corpus_file, num_classes
 
 
 def run(f):
-    corpus_file, num_classes = check_options(f)  # before any work
-    output_dir, per_class, dev_fraction = f.output_dir, f.per_class, f.dev_fraction
-    if corpus_file:
-        train, dev, labels = make_corpus_task(read_entries(corpus_file), num_classes, per_class, dev_fraction,
-                                              source=corpus_file)
+    check_options(f)  # before any work
+    if f.corpus_file:
+        train, dev, labels = make_corpus_task(read_entries(f.corpus_file), f.num_classes, f.per_class,
+                                              f.dev_fraction, source=f.corpus_file)
     else:
-        (train, dev), labels = make_task(per_class, dev_fraction), LABELS
-    write_task(output_dir, train, dev)
-    print(f"wrote {output_dir}/train.tsv ({len(train)} rows) and dev.tsv ({len(dev)} rows); "
-          f"labels: {', '.join(labels)}")
+        (train, dev), labels = make_task(f.per_class, f.dev_fraction), LABELS
+    write_task(f.output_dir, train, dev)
+    labels = ", ".join(labels)
+    print(f"wrote {f.output_dir}/train.tsv ({len(train)} rows) and dev.tsv ({len(dev)} rows); labels: {labels}")
     return 0
 
 

@@ -52,8 +52,6 @@ THIRD_PARTY = {
     "tf_keras": "tf-keras",
     "tokenizers": "tokenizers",
 }
-# imported only when present (not in requirements.txt); none at present
-OPTIONAL = frozenset()
 # packages needed at run time beside an import: nbclient starts an ipykernel kernel
 RUNTIME_EXTRAS = {"nbclient": ("ipykernel",)}
 # the package data a library reads beside it (pyproject.toml's package-data)
@@ -112,7 +110,7 @@ def _deps(path, libraries, root=ROOT):
         if top in THIRD_PARTY:
             external.add(THIRD_PARTY[top])
             external.update(RUNTIME_EXTRAS.get(top, ()))
-        elif top not in sys.stdlib_module_names and top not in local and top not in OPTIONAL and top != "albert_tf":
+        elif top not in sys.stdlib_module_names and top not in local and top != "albert_tf":
             raise ValueError(f"{path} imports {top!r}, which is neither the standard library, albert_tf nor a "
                              "package in THIRD_PARTY: add it to requirements.txt and THIRD_PARTY.")
         elif top == "albert_tf":
