@@ -226,7 +226,10 @@ class Parts:
     """
 
     def __init__(self, training, rows=None, weights=None, seeds=None):
-        self.training, self.rows, self.weights, self.seeds = training, rows, weights or {}, seeds
+        self.training = training
+        self.rows = rows
+        self.weights = weights or {}
+        self.seeds = seeds
         self._site = 0
 
     def dense(self, layer, x):
@@ -262,7 +265,8 @@ class EncoderRun(Parts):
     """
 
     def __init__(self, encoder, input_mask, training):
-        runtime = self.runtime = encoder.runtime
+        runtime = encoder.runtime
+        self.runtime = runtime
         rows = TokenRows(input_mask, runtime.skip_padding) if runtime.rows or runtime.skip_padding else None
         weights = {}
         if runtime.cast_once:
