@@ -21,6 +21,9 @@ CLASSIFIER_WEIGHTS = "classifier.weights.h5"  # AlbertClassifier.WEIGHTS_FILE
 # H 32, I 64): JAX compiles each eager op once per shape.
 CASES = {
     "encoder": ("encoder", dict(num_hidden_groups=2, inner_group_num=2, sharing="attention"), None, {}),
+    # the plain forward: every run-time piece off (EncoderRuntime.plain())
+    "encoder_plain": ("encoder", {}, None, dict(rows=False, cast_once=False, ordered_gradients=False,
+                                                 dropout_seeds=False)),
     "pretrainer": ("pretrainer", dict(sharing="none"), None, {}),
     "classifier": ("classifier", dict(sharing="ffn"), None, {}),
     "squad_v1": ("squad_v1", {}, None, {"remat": True}),

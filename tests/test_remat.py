@@ -94,7 +94,7 @@ def gradients(encoder, inputs, remat, seed=(11, 0)):
     """The gradients of a fixed random projection of sequence_output, with the encoder's dropout
     generator at `seed` first; also returns the traced graph."""
     encoder.configure_runtime(remat=remat)
-    generator = encoder._dropout_layers()[0].seed_generator
+    generator = encoder.dropout_layers()[0].seed_generator
     generator.state.assign(seed)
 
     @tf.function

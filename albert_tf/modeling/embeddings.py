@@ -27,6 +27,17 @@ def truncated_normal(stddev):
     return keras.initializers.TruncatedNormal(mean=0.0, stddev=stddev)
 
 
+def dense_layer(units, initializer_range, dtype, name, activation=None):
+    """A keras Dense with the release's kernel initializer (a new one: `truncated_normal`)."""
+    return keras.layers.Dense(units, activation=activation, kernel_initializer=truncated_normal(initializer_range),
+                              dtype=dtype, name=name)
+
+
+def layer_norm():
+    """The release's LayerNorm ("LayerNorm", epsilon 1e-12), float32 under every policy."""
+    return keras.layers.LayerNormalization(epsilon=LAYER_NORM_EPSILON, dtype="float32", name="LayerNorm")
+
+
 def check_rank(tensor, rank, name):
     """Raises ValueError when a tensor's static rank is known and differs from `rank`."""
     ndim = len(tensor.shape)
@@ -98,9 +109,7 @@ class AlbertEmbeddings(keras.layers.Layer):
         self.initializer_range = initializer_range
         self.use_one_hot_embeddings = use_one_hot_embeddings
 
-        self.layer_norm = keras.layers.LayerNormalization(
-            epsilon=LAYER_NORM_EPSILON, dtype="float32", name="LayerNorm"
-        )
+        self.layer_norm = layer_norm()
         self.dropout_layer = keras.layers.Dropout(dropout, dtype="float32")
 
     def build(self, input_shape=None):

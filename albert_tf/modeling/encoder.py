@@ -16,39 +16,30 @@ variable paths (`encoder.weights[i].path`):
 With `sharing="all"` and G = k = 1 (every ALBERT preset) the whole stack is the two
 sub-layers `group_0_inner_group_0_{attention,ffn}`, applied L times.
 
-`tf.train.Checkpoint(encoder=encoder)` paths follow Python attribute names instead:
-`encoder/embeddings/{word_embeddings,position_embeddings,token_type_embeddings}`,
-`encoder/embeddings/layer_norm/{gamma,beta}`, `encoder/embedding_projection/{_kernel,bias}`,
-`encoder/<sub-layer name>/{query,key,value,dense}/{_kernel,bias}` and `.../layer_norm/*`
-for attention, `encoder/<sub-layer name>/{intermediate,output_dense}/{_kernel,bias}` and
-`.../layer_norm/*` for the feed-forward, `encoder/pooler/{_kernel,bias}`
-(`tests/test_encoder.py` holds the full list for albert_tiny).
+`tf.train.Checkpoint(encoder=encoder)` paths follow Python attribute names instead
+(`encoder/embeddings/layer_norm/gamma`, `encoder/embedding_projection/_kernel`,
+`encoder/<sub-layer name>/query/_kernel`, ...; tests/test_encoder.py lists albert_tiny's).
+`.weights.h5` files keep the layout of the Keras functional model this encoder was until
+issue 51 (its layers in order under `layers/`, named by class: `layers/albert_embeddings/vars/0`,
+`layers/dense/...` the projection, `layers/dense_1/...` the pooler), so every file written
+before loads (tests/test_encoder_forward.py).
 
-`.weights.h5` files (`save_weights`, `save_pretrained`) keep the layout of a Keras
-functional model, which this encoder was until issue 51: its layers in order under
-`layers/`, named by class (`layers/albert_embeddings/vars/0`, `layers/dense/...` for the
-embedding projection, `layers/albert_attention_1/...` for the second attention sub-layer,
-`layers/dense_1/...` for the pooler), so every file written before loads
-(tests/test_encoder_forward.py holds files of that time).
-
-Run-time options (modeling/runtime.py `EncoderRuntime`: padding skipping, rematerialization,
-ordered gradients, the replica index of dropout seeds) are no part of the architecture:
-neither in `get_config` nor in any file. The encoder and a model holding it as `self.encoder`
-(AlbertPretrainer, AlbertClassifier, the fine-tuned models) take them through `RuntimeOptions`:
-`model.configure_runtime(remat=True)`, `with model.runtime_options(skip_padding=True): ...`,
-`with model.tracing_for_export(): ...`.
+How it runs is no part of it: `call` is the model, and its parts run through the run-time
+pieces (modeling/encoder_runtime.py) that an `EncoderRuntime` switches (modeling/runtime.py;
+in neither `get_config` nor any file). The encoder and a model holding it as `self.encoder`
+take them through `RuntimeOptions`: `configure_runtime(remat=True)`, `runtime_options(...)`.
 """
+
+import math
 
 import keras
 from keras import ops
 
 from albert_tf.compat import FunctionalWeightsLayout, keras_pending_variables_kept
 from albert_tf.modeling.config import AlbertConfig
-from albert_tf.modeling.dropout import GivenSeed
-from albert_tf.modeling.embeddings import AlbertEmbeddings, truncated_normal
-from albert_tf.modeling.encoder_block import (AlbertAttention, AlbertFeedForward, apply_dense, cast_dense,
-                                              dense_gradient, flatten_pairs, ordered_gradients, padding_indices,
-                                              to_padded, to_tokens, unflatten_pairs)
+from albert_tf.modeling.embeddings import AlbertEmbeddings, dense_layer
+from albert_tf.modeling.encoder_block import AlbertAttention, AlbertFeedForward
+from albert_tf.modeling.encoder_runtime import EncoderRun
 from albert_tf.modeling.pretrained import ENCODER_WEIGHTS, PretrainedMixin
 from albert_tf.modeling.runtime import RuntimeOptions, as_runtime
 
@@ -92,13 +83,9 @@ class AlbertEncoder(FunctionalWeightsLayout, PretrainedMixin, RuntimeOptions, ke
     dtype (tanh dense on the first token), `encoder_outputs` (list of L float32 tensors
     [B, T, H], one per outer layer; the last equals `sequence_output`).
 
-    Run-time options (the same outputs to float rounding): `skip_padding` (off; per-token
-    ops on the real tokens only, zeros at padded positions of `sequence_output` and
-    `encoder_outputs`; not under XLA or on TPUs), `remat` (off; in training each sub-layer
-    application keeps only its input for the backward pass), `ordered_gradients` (on; shared
-    weights' gradients summed application by application). Dropout masks are drawn
-    statelessly per site, application and replica from one seed per forward.
-    Design (rows [R, H], the options, dropout seeds): docs/design_encoder.md
+    Run-time options (`EncoderRuntime`; the same outputs to float rounding, but for
+    `skip_padding`'s zeros at padded positions of `sequence_output` and `encoder_outputs`):
+    docs/design_encoder.md.
 
     Example:
     ```python
@@ -141,36 +128,29 @@ class AlbertEncoder(FunctionalWeightsLayout, PretrainedMixin, RuntimeOptions, ke
         )
         self.embedding_projection = None
         if config.has_embedding_projection:
-            self.embedding_projection = keras.layers.Dense(
-                config.hidden_size,
-                kernel_initializer=truncated_normal(config.initializer_range),
-                dtype=dtype,
-                name="embedding_hidden_mapping_in",
-            )
+            self.embedding_projection = dense_layer(config.hidden_size, config.initializer_range, dtype,
+                                                    "embedding_hidden_mapping_in")
         routing = config.routing()
         attention_keys = sorted({a for steps in routing for a, _ in steps})
         ffn_keys = sorted({f for steps in routing for _, f in steps})
+        # what both sub-layers take
+        common = dict(hidden_size=config.hidden_size, hidden_dropout_prob=config.hidden_dropout_prob,
+                      initializer_range=config.initializer_range, dtype=dtype)
         self.attention_layers = [
             AlbertAttention(
-                hidden_size=config.hidden_size,
                 num_attention_heads=config.num_attention_heads,
                 attention_probs_dropout_prob=config.attention_probs_dropout_prob,
-                hidden_dropout_prob=config.hidden_dropout_prob,
-                initializer_range=config.initializer_range,
-                dtype=dtype,
                 name=sublayer_name(key, "attention"),
+                **common,
             )
             for key in attention_keys
         ]
         self.ffn_layers = [
             AlbertFeedForward(
-                hidden_size=config.hidden_size,
                 intermediate_size=config.intermediate_size,
                 hidden_act=config.hidden_act,
-                hidden_dropout_prob=config.hidden_dropout_prob,
-                initializer_range=config.initializer_range,
-                dtype=dtype,
                 name=sublayer_name(key, "ffn"),
+                **common,
             )
             for key in ffn_keys
         ]
@@ -178,18 +158,11 @@ class AlbertEncoder(FunctionalWeightsLayout, PretrainedMixin, RuntimeOptions, ke
         # `group_0_inner_group_0_attention/query/_kernel` (not `attention_layers/0/...`).
         for layer in self.attention_layers + self.ffn_layers:
             setattr(self, layer.name, layer)
-        self.pooler = keras.layers.Dense(
-            config.hidden_size,
-            activation="tanh",
-            kernel_initializer=truncated_normal(config.initializer_range),
-            dtype=dtype,
-            name="pooler",
-        )
-        attention_index = {key: i for i, key in enumerate(attention_keys)}
-        ffn_index = {key: i for i, key in enumerate(ffn_keys)}
+        self.pooler = dense_layer(config.hidden_size, config.initializer_range, dtype, "pooler", activation="tanh")
+        attention = dict(zip(attention_keys, self.attention_layers))
+        ffn = dict(zip(ffn_keys, self.ffn_layers))
         # per outer layer, its (attention, feed-forward) sub-layer pairs, in the order applied
-        self._layer_steps = [[(self.attention_layers[attention_index[a]], self.ffn_layers[ffn_index[f]])
-                              for a, f in steps] for steps in routing]
+        self._layer_steps = [[(attention[a], ffn[f]) for a, f in steps] for steps in routing]
 
         # === Weights === (built outside any name scope: paths `embeddings/...`, `pooler/...`;
         # in the order the layers are first applied, so a seed gives the same initial weights
@@ -232,101 +205,26 @@ class AlbertEncoder(FunctionalWeightsLayout, PretrainedMixin, RuntimeOptions, ke
         return {name: inputs[name] for name in INPUT_NAMES}
 
     def call(self, inputs, training=None, mask=None):
-        runtime = self._runtime
-        inputs = self._inputs(inputs)
-        word_ids, input_mask, type_ids = (ops.cast(inputs[k], "int32") for k in INPUT_NAMES)
-        batch, length = ops.shape(word_ids)[0], ops.shape(word_ids)[1]
-        # token_index [R], padded_index [B*T]; None: every position is a row (R = B * T)
-        indices = padding_indices(input_mask) if runtime.skip_padding else None
-        token_index, padded_index = (None, None) if indices is None else indices
-        # each sub-layer's dense weights once per forward, in the compute dtype (under mixed
-        # precision a cast, not one at each use, and every bias gradient summed in float32:
-        # encoder_block module doc), linked from one application to the next ("Shared
-        # weights' gradients" above)
-        cast = {id(layer): layer.cast_weights(self.compute_dtype) for layer in self.attention_layers + self.ffn_layers}
-        if self.compute_dtype != self.variable_dtype:
-            for layer in (self.embedding_projection, self.pooler):
-                if layer is not None:
-                    cast[id(layer)] = cast_dense([layer], self.compute_dtype)[0]
-        # int32 [1 + 3 A, 2] (A applications), or None: no dropout to draw
-        seeds = self._dropout_seeds(runtime.replica_index) if training else None
-        embedded = self.embeddings(word_ids, type_ids, training=training, seed=None if seeds is None else seeds[0])
-        x = to_tokens(embedded, token_index)  # [R, E]
+        word_ids, input_mask, type_ids = (ops.cast(x, "int32") for x in self._inputs(inputs).values())
+        run = EncoderRun(self, input_mask, training)  # the run-time pieces switched on (module doc)
+        x = self.embeddings(word_ids, type_ids, training=training, seed=run.next_seed())  # [B, T, E]
+        x = run.tokens(x)
         if self.embedding_projection is not None:
-            x = apply_dense(self.embedding_projection, x, cast.get(id(self.embedding_projection)))  # [R, H]
+            x = run.dense(self.embedding_projection, x)  # E -> H
         encoder_outputs = []
-        application = 0
-        for steps in self._layer_steps:
+        for steps in self._layer_steps:  # an outer layer: its (attention, feed-forward) pairs
             for attention, ffn in steps:
-                pair_seeds = None if seeds is None else seeds[1 + 3 * application:4 + 3 * application]
-                x = self._apply_pair(attention, ffn, x, input_mask, training, indices, cast, pair_seeds, runtime)
-                application += 1
-            encoder_outputs.append(to_padded(x, padded_index, batch, length))  # [B, T, H]
-        sequence_output = encoder_outputs[-1]
-        pooled_output = apply_dense(self.pooler, sequence_output[:, 0, :], cast.get(id(self.pooler)))  # [B, H]
-        return {"sequence_output": sequence_output, "pooled_output": pooled_output, "encoder_outputs": encoder_outputs}
+                x = run.apply(attention, x, input_mask)
+                x = run.apply(ffn, x)
+            encoder_outputs.append(run.padded(x))  # [B, T, H]
+        pooled_output = run.dense(self.pooler, encoder_outputs[-1][:, 0, :])  # [B, H]
+        return {"sequence_output": encoder_outputs[-1], "pooled_output": pooled_output,
+                "encoder_outputs": encoder_outputs}
 
-    def _dropout_seeds(self, replica_index):
-        """int32 [1 + 3 A, 2]: this forward's seed per dropout site (A applications of a
-        sub-layer pair; "Dropout in training" above), or None when no rate is above 0.
-        Advances one SeedGenerator by one draw. replica_index: None or a callable -> int."""
-        generators = [layer.seed_generator for layer in self._dropout_layers()
-                      if getattr(layer, "seed_generator", None) is not None]
-        if not generators:
-            return None
-        base = generators[0].next()  # int64 [2]: (the generator's seed, its draw count)
-        if replica_index is not None:  # a stream per replica (the draw count stays unique)
-            base = base + ops.cast(ops.stack([replica_index(), 0]), base.dtype)
-        sites = 1 + 3 * sum(len(steps) for steps in self._layer_steps)
-        return keras.random.randint((sites, 2), 0, 2**31 - 1, dtype="int32", seed=GivenSeed(base))
-
-    def _dropout_layers(self):
+    def dropout_layers(self):
         """Every keras Dropout of the encoder, in a fixed order (embeddings first)."""
-        layers = [self.embeddings.dropout_layer]
-        for layer in self.attention_layers:
-            layers += [layer.probs_dropout, layer.output_dropout]
-        return layers + [layer.output_dropout for layer in self.ffn_layers]
-
-    def _apply_pair(self, attention, ffn, x, input_mask, training, indices, cast, seeds, runtime):
-        """One application of an (attention, feed-forward) pair to x [R, H]: each sub-layer
-        linked to its next application ("Shared weights' gradients" above) and, in training
-        with `runtime.remat`, rematerialized on its own ("Rematerialization" above).
-
-        Args:
-            attention, ffn: the sub-layers.
-            x: float32 [R, H].
-            input_mask: int [B, T].
-            training: bool.
-            indices: None or `padding_indices(input_mask)`.
-            cast: {id(layer): its dense weights in the compute dtype}. Each sub-layer's entry
-                is replaced by the linked weights, which the next application chains from.
-            seeds: None or int32 [3, 2]: the attention's two dropout sites', the
-                feed-forward's.
-            runtime: the call's EncoderRuntime.
-        Returns:
-            float32 [R, H].
-        """
-        attention_seeds, ffn_seeds = (None, None) if seeds is None else (seeds[:2], seeds[2])
-        x = self._apply_sublayer(attention, x, cast, training, runtime, lambda x, given: attention(
-            x, input_mask, training=training, indices=indices, cast=given, seeds=attention_seeds))
-        return self._apply_sublayer(ffn, x, cast, training, runtime, lambda x, given: ffn(
-            x, training=training, cast=given, seed=ffn_seeds))
-
-    def _apply_sublayer(self, layer, x, cast, training, runtime, apply):
-        """`apply(x, weights)` for one application of `layer`, its weights `cast[id(layer)]`
-        (see `_apply_pair`); with them ordered and rematerialized in training when on."""
-        weights = cast[id(layer)]
-        if training and runtime.ordered_gradients:  # this application's link ("Shared weights' gradients")
-            x, weights = ordered_gradients(x, weights)
-            cast[id(layer)] = weights
-        if not (runtime.remat and training):
-            return apply(x, weights)
-        # the wrapped function's arguments: x and every kernel and bias (the seeds and indices
-        # are integers, through which no gradient flows: captured)
-        def sublayer(x, *flat):
-            return apply(x, unflatten_pairs(flat))
-
-        return dense_gradient(keras.remat(sublayer)(x, *flatten_pairs(weights)))
+        sublayers = self.attention_layers + self.ffn_layers
+        return [self.embeddings.dropout_layer] + [layer for sub in sublayers for layer in sub.dropout_layers()]
 
 
 def count_parameters(config, with_pooler=True):
@@ -345,14 +243,7 @@ def count_parameters(config, with_pooler=True):
     config = AlbertConfig.from_dict(config)
     with keras_pending_variables_kept(), keras.StatelessScope(initialize_variables=False):
         encoder = AlbertEncoder(config)
-        total = sum(int(_prod(v.shape)) for v in encoder.weights)
+        total = sum(math.prod(v.shape) for v in encoder.weights)
         if not with_pooler:
-            total -= sum(int(_prod(v.shape)) for v in encoder.pooler.weights)
+            total -= sum(math.prod(v.shape) for v in encoder.pooler.weights)
     return total
-
-
-def _prod(shape):
-    n = 1
-    for d in shape:
-        n *= int(d)
-    return n

@@ -1,8 +1,9 @@
 """Run-time options of an AlbertEncoder: how it runs, not what it is.
 
-`EncoderRuntime` holds them (padding skipping, rematerialization, ordered gradients, the
-replica index of dropout seeds; docs/design_encoder.md says what each does and why). They are no
-part of the architecture: neither in `get_config` nor in any weights file or checkpoint.
+`EncoderRuntime` switches them (the pieces of modeling/encoder_runtime.py: token rows, padding
+skipping, weights cast once, ordered gradients, rematerialization, dropout seeds and their
+replica index; docs/design_encoder.md says what each does and why). They are no part of the
+architecture: neither in `get_config` nor in any weights file or checkpoint.
 `RuntimeOptions` is how they are set: on the encoder itself, or on a model holding it as
 `self.encoder`, which hands them to it (AlbertPretrainer, AlbertClassifier, the fine-tuned
 models):
@@ -20,26 +21,43 @@ import dataclasses
 @dataclasses.dataclass(frozen=True)
 class EncoderRuntime:
     """How an AlbertEncoder runs: choices of a run, not of the architecture (the outputs are
-    the same to float rounding, but for `skip_padding`'s zeros at padded positions).
+    the same to float rounding, but for `skip_padding`'s zeros at padded positions). The
+    defaults are the pieces every forward has used; `EncoderRuntime.plain()` switches all off.
 
     Attributes:
+        rows: bool. Every per-token op on rows [B * T, H] (docs/design_encoder.md#rows-not-b-t-h).
         skip_padding: bool. Per-token work on the real tokens only
             (docs/design_encoder.md#skipping-padding); for eager and tf.function runs, not
             XLA or TPUs (data-dependent shapes).
+        cast_once: bool. Each sub-layer's dense weights read (and cast to the compute dtype)
+            once per forward, their bf16 bias gradients summed in float32
+            (docs/design_encoder.md#weights-cast-once-and-bias-gradients).
         remat: bool. In training, each application of a sub-layer rematerialized
-            (docs/design_encoder.md#rematerialization).
+            (docs/design_encoder.md#rematerialization); draws the dropout seeds whatever
+            `dropout_seeds` says (the recomputed forward draws the first pass's masks).
         ordered_gradients: bool. In training, the backward pass of the applications of a
             shared sub-layer in order (docs/design_encoder.md#ordered-gradients-of-shared-weights);
-            off only while tracing an export (a SavedModel cannot hold its gradient function).
+            links the weights `cast_once` gives (none without it); off while tracing an export
+            (a SavedModel cannot hold its gradient function).
+        dropout_seeds: bool. In training, every dropout mask drawn statelessly from a seed per
+            site and application, drawn once per forward (docs/design_encoder.md#dropout-seeds);
+            off: each Dropout layer draws from its own generator.
         replica_index: None, or a callable -> int scalar: this replica's index inside a
-            distributed step, folded into the dropout seeds
-            (docs/design_encoder.md#dropout-seeds).
+            distributed step, folded into the dropout seeds.
     """
 
     skip_padding: bool = False
     remat: bool = False
     ordered_gradients: bool = True
     replica_index: object = None
+    rows: bool = True
+    cast_once: bool = True
+    dropout_seeds: bool = True
+
+    @classmethod
+    def plain(cls, **options):
+        """Every piece off (the forward as the model draws it), then `options`."""
+        return cls(ordered_gradients=False, rows=False, cast_once=False, dropout_seeds=False).replace(**options)
 
     def replace(self, **changes):
         """A copy with `changes`; TypeError naming an option that does not exist."""
@@ -47,7 +65,7 @@ class EncoderRuntime:
         if unknown:
             raise TypeError(f"unknown encoder run-time option(s) {', '.join(unknown)}; expected "
                             f"{', '.join(field.name for field in dataclasses.fields(self))}.")
-        for name in ("skip_padding", "remat", "ordered_gradients"):
+        for name in ("skip_padding", "remat", "ordered_gradients", "rows", "cast_once", "dropout_seeds"):
             if name in changes:
                 changes[name] = bool(changes[name])
         index = changes.get("replica_index")
