@@ -1,16 +1,11 @@
 """What every benchmark shares: the machine record, interleaved rounds and their medians, a
 command run in two source trees in turn, the pretraining step's batch, FLOPs and peer, and the
-results files.
-
-Imports only the standard library at the top (numpy, keras and albert_tf where a function
-needs them): the hf memory cell and the GPU machines (JAX, no TensorFlow) import it too.
-
-    import bench_harness as harness
+results files. Imports only the standard library at the top (the hf memory cell and the GPU
+machines, JAX without TensorFlow, import it too).
 
     record = harness.machine()                       # CPU model and flags, interpreter, versions
     runs = harness.interleaved({"a": time_a, "b": time_b}, rounds=5)   # {name: [value per round]}
-    medians = harness.run_in_trees({"base": "/tmp/base", "head": harness.ROOT},
-                                   ["benchmarks/train_step_bench.py", "--variants=albert_tf"], rounds=5)
+    medians = harness.run_in_trees({"base": "/tmp/base", "head": harness.ROOT}, [script, ...], rounds=5)
     harness.write_results(out_dir, record, rows)     # results.json and results.csv
 """
 

@@ -5,25 +5,10 @@ of the device's bf16 matmul peak, with keras-hub's AlbertMaskedLM as the peer in
         [--dtype_policy=mixed_bfloat16] [--remat] [--accumulation=1] [--steps=10] [--peer] \
         [--output_dir=results/bench_jax_train_step]
 
-Runs where TensorFlow is missing (the GPU machines lent to this project have JAX but no
-TensorFlow): albert_tf's model (`albert_tf.modeling`, keras.ops only), its pretraining loss
-(`modeling.losses`), the release's global-norm clipping and LAMB update
-(`modeling.lamb`, the formula the TensorFlow optimizer uses too) in one `jax.jit` step:
-forward (`stateless_call`), `jax.value_and_grad`, and with --accumulation=K the batch in K
-slices whose gradients are summed in a `lax.scan` before one update. Batches are synthetic, in
-the pretraining format (no tf.data there): random ids, 20 (T 128) or 76 (T 512) masked
-positions a sequence, the two segments split at the middle.
-
-The peer, timed in the same run right after each case: keras-hub's AlbertMaskedLM on the same
-sizes (masked LM only: keras-hub's ALBERT has no sentence-order head), its forward and
-backward under the same jit step, loss (weighted cross-entropy at the masked positions),
-clipping and LAMB update, so that the two differ only in the model.
-
-The peak is the best bf16 `jnp.dot` of two n x n matrices (n = --peak_n) timed in this process
-(float32 where the policy is float32). FLOPs per example are analytic
-(bench_harness.training_flops_per_example: 2 per multiply-add, x3 for forward and
-backward). Cases run in the order given, most important first; results.jsonl holds every
-result so far as each one finishes, and results.json all of them at the end.
+Runs without TensorFlow: albert_tf's model, pretraining loss, global-norm clipping and LAMB
+update in one `jax.jit` step, on synthetic batches; the peer under the same step, loss,
+clipping and update. results.jsonl holds each result as it finishes, results.json all of them.
+Method (accumulation, the peak, FLOPs) and figures: benchmarks/README.md.
 """
 
 import json

@@ -4,24 +4,13 @@ measured against its threshold, the worst seed per policy.
     python benchmarks/learning_checks.py [--seeds=1,2,3] [--policies=float32,mixed_bfloat16] [--workers=2] \
         [--keyword=EXPR] [--output_dir=benchmarks/results/learning_checks]
 
-One pytest run per seed and policy (seed by seed, each at every policy):
-
-    python -m pytest -m learning -p no:cacheprovider -n WORKERS --dist loadscope --no-loadscope-reorder tests
-
-with ALBERT_TF_LEARNING_SEED, ALBERT_TF_LEARNING_POLICY and ALBERT_TF_LEARNING_LOG set (tests/conftest.py
-`learning`: each check takes the seed for what it seeds, passes the policy to what it runs and
-appends what it measured to the log) and, as `make test`, one TensorFlow intra-op thread per
-worker and jemalloc preloaded where the system has it. A check that compares mixed_bfloat16
-with float32 itself (`learning(both_policies=True)`) takes the seed only: it is measured in the
-float32 runs and skipped in the others.
-
-Writes into --output_dir (a new or empty directory, or this script's own: albert_tf.storage.outputs):
-runs/ (each run's log of records, pytest's JUnit XML and output), runs.jsonl (every record, with
-its run's seed and policy), summary.json and summary.csv (per test, recorded name and policy:
-threshold, direction, the worst value over the seeds and its seed, the seeds seen, pass or fail;
-summary.json also each run's outcome, the tests that failed, and the learning-marked tests that
-ran and recorded nothing), rewritten after each run; prints the table. Exit status 1 when a check
-failed or is missing from a run, or a test failed; 0 otherwise. docs/testing.md "Learning checks".
+One `pytest -m learning` run per seed and policy, with ALBERT_TF_LEARNING_SEED,
+ALBERT_TF_LEARNING_POLICY and ALBERT_TF_LEARNING_LOG set (tests/conftest.py `learning`), one
+intra-op thread per worker and jemalloc where the system has it, as `make test`. Writes into
+--output_dir (new, empty, or this script's own): runs/, runs.jsonl, summary.json and summary.csv
+(per test: threshold, direction, worst value over the seeds and its seed, pass or fail),
+rewritten after each run. Exit status 1 when a check failed or is missing from a run, or a test
+failed. docs/testing.md "Learning checks".
 """
 
 import glob

@@ -7,27 +7,11 @@ against keras-hub's AlbertMaskedLM and Hugging Face's AlbertForPreTraining.
         [--output_dir=results/memory]
 
 Each cell (system x size x T x micro-batch B x policy) runs in a fresh process (this file with
-`--cell=JSON`: a warm-up step, then --steps timed ones; only the standard library is imported
-before the system's framework), watched by this one: a cell whose resident memory passes
---cap_gb (default 90% of the memory available at the start) is killed and recorded as "does not
-fit", and the larger micro-batches of its setting are not tried. Rounds interleave the cells;
-memory and step time are medians over the rounds.
-
-Systems: albert_tf (the driver's step: masked LM + sentence order, the release's LAMB,
-global-norm clipping; albert_tf_remat: --remat), keras_hub (AlbertMaskedLM, keras.optimizers.Lamb,
-train_on_batch), hf and hf_checkpointing (transformers' AlbertForPreTraining, torch AdamW; run with
-benchmarks/.peers-venv's python, make_peers_venv.sh). One random batch for all: 15% of the positions
-predicted (at least 20), dropout 0. mixed_bfloat16: the Keras policy; hf: torch.autocast.
-
-Per row (bytes; Linux /proc/self/status): `training_memory` (peak minus the process after its
-framework's imports), `peak_over_baseline` (minus the process once the model and optimizer slots
-exist), `activation_memory` (that minus the float32 gradients, 4 bytes a parameter),
-`tensor_activation_memory` (TensorFlow cells: the same from TensorFlow's allocator, live tensors,
-what a GPU's get_memory_info gives; the resident set also keeps the BFC pool's high-water mark).
-Writes results.json (with the machine record) and results.csv; prints the table, the largest
-micro-batch within --budget_gb, the --remat targets (xxlarge at T 512: activation memory at most
-1/3 of the plain run's, step time at most 1.4x) and the micro-batch and accumulation steps K
-estimated for the paper's batch 4096 on 16 and 80 GB devices.
+`--cell=JSON`: a warm-up step, then --steps timed ones), killed and recorded as "does not fit"
+past --cap_gb (default 90% of the memory available at the start). Per row (bytes, from
+/proc/self/status and TensorFlow's allocator): `training_memory`, `peak_over_baseline`,
+`activation_memory`, `tensor_activation_memory`. Writes results.json (with the machine record)
+and results.csv. The systems, the batch and each figure: benchmarks/README.md.
 """
 
 import json
@@ -144,6 +128,35 @@ def _albert_tf(cell):
     return parameters, lambda: trainer.train(iterator, 1)
 
 
+def _albert_tf_finetune(cell):
+    """-> (parameters, step()) for a classifier's step: AdamW, dropout 0.1, padding skipped."""
+    import keras
+    import numpy as np
+    import tensorflow as tf
+
+    from albert_tf import AlbertEncoder
+    from albert_tf.modeling.classifier import AlbertClassifier
+    from albert_tf.modeling.losses import classifier_nll
+
+    config = albert_config(cell).replace(hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1)
+    keras.utils.set_random_seed(0)
+    model = AlbertClassifier(AlbertEncoder(config, name="encoder"), 2)
+    model.configure_runtime(skip_padding=True, replica_index=lambda: 0)
+    optimizer = keras.optimizers.AdamW(1e-5)
+    b, lengths = cell_batch(cell), np.random.default_rng(0).integers(cell["seq"] // 4, cell["seq"] + 1, cell["batch"])
+    b["input_mask"] = (np.arange(cell["seq"])[None] < lengths[..., None]).astype("int32")
+    inputs = {k: b[k] * b["input_mask"] for k in ("input_word_ids", "input_mask", "input_type_ids")}
+
+    @tf.function
+    def step():
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean(classifier_nll(model(inputs, training=True), b["next_sentence_labels"][:, 0]))
+        optimizer.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables))
+        return loss
+
+    return sum(int(np.prod(v.shape)) for v in model.trainable_variables), lambda: step().numpy()
+
+
 def _keras_hub(cell):
     """-> (parameters, step()) for keras-hub's AlbertMaskedLM train_on_batch."""
     import keras
@@ -220,7 +233,8 @@ def tensor_memory(device, reset=False):
 def cell_record(cell):
     """Builds the cell's system, runs a warm-up step and `steps` timed steps; returns the record."""
     start_rss = _status("VmRSS")
-    parameters, step = {"albert_tf": _albert_tf, "keras_hub": _keras_hub, "hf": _hf}[cell["system"]](cell)
+    systems = {"albert_tf": _albert_tf, "albert_tf_finetune": _albert_tf_finetune, "keras_hub": _keras_hub, "hf": _hf}
+    parameters, step = systems[cell["system"]](cell)
     baseline = _status("VmRSS")
     started = time.perf_counter()
     step()  # traces / compiles / allocates once

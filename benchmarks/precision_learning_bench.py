@@ -4,36 +4,11 @@
         [--starts=random,pretrained] [--seeds=3] [--output_dir=results/precision_learning] [--classifier_steps=400]
     python benchmarks/precision_learning_bench.py --tiny      # smoke test: tiny data, 1 seed, short runs
 
-Each run is the task's own entry point (run_squad_v1, run_squad_v2, run_race, run_classifier,
-run_pretraining) in its own process with the release's flags, once at
---dtype_policy=mixed_bfloat16 and once at float32 for each seed (--random_seed): the same
-data, steps, batch, learning rate and initial weights (variables are float32 under both
-policies, so a seed gives the same start). Starts: `random` (what issue 29 found failing:
-QA from random weights sat on a plateau at bf16) and `pretrained` (one float32 run_pretraining
-of --pretrain_steps steps on the sample corpus, shared by every fine-tuning run). Pretraining
-itself runs from random weights only.
-
-Data, made here once into --output_dir/data (nothing downloaded): the sample corpus
-(albert_tf.data.sample_corpus; past its 1.51 MB, the installed Python's docstrings) and a
-SentencePiece model of it; SQuAD v1.1 / v2.0
-files of tools/make_squad_data.py --kind=people (two people per context, four attributes
-each, mixed with docstring sentences: a question-ignoring model sits at F1 about 12);
-RACE-layout data of tools/make_race_data.py; the docstring-topics classification task
-(notebooks/data/docstring_topics); MLM+SOP TFRecords of the corpus. Model: the issue's
-small ALBERT (H 128, L 2 all-shared, E 32, 2 heads, I 256, dropout 0.1).
-
-Per run: the task's dev metric (SQuAD F1, v2 F1, RACE and classification accuracy,
-pretraining held-out loss and MLM accuracy) and its training-loss curve. Leaving the plateau:
-the first logged step at which a run's training loss is at most --leave_factor x the mean
-final training loss of the float32 seeds of the same task and start ("never" if it is not
-reached). Verdict per task and start ("same learning"): every bf16 seed leaves the plateau
-where every float32 seed does, and the bf16 mean is within 2 points (pretraining: 1% of the
-loss) of float32's, or within the float32 seeds' own spread (max - min) where that is wider.
-
-Finished runs are kept (their eval_results.json) and not redone; --output_dir remembers its
-settings and refuses other ones; results.json keeps the tasks of earlier invocations (on the
-same hardware) beside this one's, with their own seed counts.
-Writes results.json (with the machine record) and results.csv.
+Each run is the task's own entry point in its own process with the release's flags, at
+mixed_bfloat16 and at float32 for each seed, from the same start; data is made here once into
+--output_dir/data (nothing downloaded). Finished runs are kept and not redone; --output_dir
+remembers its settings and refuses other ones. Writes results.json (with the machine record) and
+results.csv. The data, model, budgets and the "same learning" verdict: benchmarks/README.md.
 """
 
 import importlib

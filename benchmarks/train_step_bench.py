@@ -3,15 +3,10 @@
     python benchmarks/train_step_bench.py [--steps=8] [--repeats=3] [--dtype_policy=auto] \
         [--variants=albert_tf,albert_tf_xla,keras_hub] [--output_dir=results/bench_train_step]
 
-albert_tf: AlbertPretrainer (albert_base, V 30000), batch 8, seq 128, 20 predictions, the full
-step (masked LM + sentence order, the release's LAMB, global-norm clipping) run by the training
-driver's `Trainer`, in graph mode and with XLA. The peer in the same run: keras-hub's
-AlbertMaskedLM of the same size (masked LM only) with keras.optimizers.Lamb, jit_compile=True,
-train_on_batch. Each variant is timed over --steps steps after two warm-up steps, in --repeats
-interleaved rounds (bench_harness.interleaved); the median examples/s is reported, with GFLOP/s
-(bench_harness.training_flops_per_example) against the best float32 2048^3 matmul of this process.
-Writes results.json (with the machine record) and results.csv; prints the albert_tf variants'
-medians as the line harness.run_in_trees reads (a step's speed against another source tree).
+The full pretraining step run by the training driver's `Trainer` (graph mode and XLA) against
+keras-hub's AlbertMaskedLM of the same size, in --repeats interleaved rounds; writes results.json
+(with the machine record) and results.csv and prints the line harness.run_in_trees reads.
+Method and figures: benchmarks/README.md.
 """
 
 import os

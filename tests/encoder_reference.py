@@ -1,20 +1,15 @@
-"""Writes tests/data/encoder_default_path.npz: what the encoder's default path computed at
-commit d5fa711 (before its run-time pieces moved out of the forward), for
-tests/test_encoder_pieces.py, which computes the same with `values` and compares bit for bit.
+"""What the encoder's default path computes, per case, as digests (bit equality) and sums (how
+far): tests/test_encoder_pieces.py runs this file against commit d5fa711's albert_tf (its
+PYTHONPATH) and compares with the same computed in the test by the checkout's.
 
-Run against the base tree, so that its albert_tf is the one imported:
-
-    mkdir /tmp/base && git archive d5fa711 | tar -x -C /tmp/base
-    PYTHONPATH=/tmp/base TF_NUM_INTRAOP_THREADS=1 .venv/bin/python tests/encoder_reference.py \\
-        --v0_2_0=<tests/data/v0_2_0/fixtures.tar.xz extracted>/v0_2_0 --output=tests/data/encoder_default_path.npz
+    PYTHONPATH=<a tree of d5fa711> python tests/encoder_reference.py --v0_2_0=DIR --output=FILE.npz
 
 Cases: "demo", configs/albert_demo.json's encoder (seed 1, every weight moved by N(0, 0.02)) on a
 batch of the demo's shape (seq 128; 4 rows of lengths 128, 77, 9, 40, two segments), and
 "demo_dropout", the same with dropout 0.1 (the dropout generator at a fixed state); "v0_2_0",
 the encoder of 0.2.0's pretrained/ directory on outputs.npz's inputs. Per case: the training=False
 outputs, and in a tf.function the training=True outputs and the gradients of a fixed projection
-of them: per group one SHA-256 of its arrays (bit equality) and each array's float64 sum (how
-far: `record`).
+of them: per group one SHA-256 of its arrays and each array's float64 sum (`record`).
 """
 
 import argparse

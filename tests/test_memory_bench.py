@@ -137,3 +137,24 @@ def test_bad_flags_are_refused_before_any_cell():
                             (dict(policies=["float16"]), "--policies")):
         with pytest.raises(ValueError, match=message):
             bench.run(types.SimpleNamespace(**dict(good, **change)))
+
+
+def test_the_fine_tuning_cell_trains_a_classifier_in_process(capsys):
+    """encoder_ab_bench's fine-tuning cell: a real two-class classifier's training step (its loss
+    near ln 2 at the start, a new value each step: dropout and updates), timed by the cell, and
+    the line run_in_trees reads."""
+    import math
+
+    import encoder_ab_bench
+
+    cell = {"system": "albert_tf_finetune", "remat": False, "size": "tiny", "seq": 32, "batch": 4,
+            "policy": "float32", "steps": 3}
+    parameters, step = bench._albert_tf_finetune(cell)
+    losses = [float(step()) for _ in range(8)]
+    assert parameters > 30000 * 16
+    assert all(abs(loss - math.log(2)) < 0.05 for loss in losses) and len(set(losses)) == len(losses), losses
+    encoder_ab_bench.cell_main("finetune", {k: cell[k] for k in ("size", "seq", "batch", "steps")})
+    import bench_harness
+
+    result = bench_harness.read_report(capsys.readouterr().out)
+    assert set(result) == {"step_seconds"} and result["step_seconds"] > 0
