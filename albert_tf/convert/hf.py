@@ -1,27 +1,9 @@
 """Hugging Face ALBERT (AlbertModel, AlbertForPreTraining, AlbertForQuestionAnswering,
-AlbertForMultipleChoice) <-> albert_tf.
-
-Reads a model directory: config.json and model.safetensors or pytorch_model.bin, both
-with NumPy only (no torch: `torch_checkpoint` reads the .bin zip archive and refuses any
-pickled object but tensors). torch Linear weights are [out, in]: their rules name the
-`transpose` transform; the SOP classifier's [2, H] weight already has the release's
-layout. The decoder of the masked-LM head is tied to the word embeddings and is checked,
-not copied.
-
-AlbertForQuestionAnswering's `qa_outputs` (weight [2, H], bias [2]) holds the numbers of
-the release's cls/squad/output_weights and output_bias (the v1 head). Hugging Face builds
-that model without a pooler (`AlbertModel(config, add_pooling_layer=False)`); older
-versions saved one. An albert_tf encoder has a pooler, so a QA source without one gets
-`ABSENT_QA_POOLER`: zeros, named here and reported (pooled_output is then 0; the QA
-outputs do not use it).
-
-AlbertForMultipleChoice's `classifier` (weight [1, H], bias [1]) holds the numbers of the
-release's RACE head (top-level output_weights, output_bias; albert_tf
-AlbertForMultipleChoice); that model keeps its pooler, which the head reads.
-AlbertForSequenceClassification uses the same `classifier` names ([num_labels, H]): when
-config.json's `architectures` names it, the weights become an albert_tf AlbertClassifier
-(HF_CLASSIFIER_TABLE; its labels from id2label); without `architectures`, a classifier of
-more than one label is reported by its shape.
+AlbertForMultipleChoice, AlbertForSequenceClassification) <-> albert_tf: rename tables and
+readers of a model directory (config.json and model.safetensors or pytorch_model.bin, both
+with NumPy only). torch Linear weights are [out, in]: their rules name `transpose`; the tied
+masked-LM decoder is checked, not copied. AlbertForQuestionAnswering has no pooler: it gets
+`ABSENT_QA_POOLER` (zeros, reported). docs/convert.md "From Hugging Face".
 """
 
 

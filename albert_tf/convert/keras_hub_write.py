@@ -1,37 +1,11 @@
 """albert_tf -> a keras-hub preset directory (keras_hub.py reads; this file writes).
 
-The preset is written by keras-hub itself (`save_to_preset`), so that
-`keras_hub.models.AlbertBackbone.from_preset(DIR)`, `AlbertTokenizer.from_preset(DIR)` and
-`AlbertMaskedLM.from_preset(DIR)` load it:
-
-    AlbertEncoder, AlbertForQuestionAnswering, AlbertForMultipleChoice
-        -> the backbone and the tokenizer (keras-hub has no ALBERT question-answering or
-           multiple-choice task: their heads are left behind and reported)
-    AlbertPretrainer
-        -> an AlbertMaskedLM task (backbone, tokenizer, preprocessor and the masked-LM head,
-           tied to the token embedding as in the release); the sentence-order head has no
-           keras-hub counterpart and is left behind, reported
-    AlbertClassifier (a run_classifier run)
-        -> an AlbertTextClassifier task (num_classes, dropout; its `logits` layer holds the
-           release's output layer) and `labels.json` ({"labels": [...]}, the task's labels
-           in class order; keras-hub keeps none; [] for a regression)
-
-The backbone's weights go through keras_hub.py's table reversed (attention kernels split
-per head again); the masked-LM head through `MLM_HEAD_TABLE`. keras-hub's masked-LM head
-normalises with epsilon 1e-5 where the release uses 1e-12 (its layer is built that way by
-AlbertMaskedLM and not configurable from a preset), so its logits differ slightly: the
-tests measure that difference. keras-hub's AlbertTokenizer applies the SentencePiece model
-alone (tensorflow-text's SentencepieceTokenizer), without the release's lower-casing, accent
-stripping and digit-comma rule: the preset's model carries them (release_spm.release_model:
-its character map does `preprocess_text`'s work, its digit-comma pieces are UNUSED), so the
-preset tokenizes raw text as albert_tf (`release_spm.NOT_EXPRESSED`: what still differs).
-
-Refused (KerasHubLayoutError, a ValueError: exit 2) before anything is written: `sharing`
-other than "all", embedding_size equal to hidden_size (keras-hub always applies its
-embedding projection), a group layout whose layer-to-group map differs between
-AlbertBackbone (each group L // G times in a row) and the release's `int(i / L * G)`
-(float rounding makes them differ for some layouts, e.g. L = G = 22), and an activation
-other than the tanh GELU (AlbertBackbone's only one).
+keras-hub writes the preset itself (`save_to_preset`): an AlbertPretrainer becomes an
+AlbertMaskedLM task (the sentence-order head left behind), an AlbertClassifier an
+AlbertTextClassifier with `labels.json`, any other model the backbone and tokenizer (its head
+left behind). The preset's SentencePiece model carries the release's tokenization
+(`release_spm.release_model`). What keras-hub cannot represent is refused before anything is
+written (`KerasHubLayoutError`, a ValueError: exit 2). docs/convert.md#to-keras-hub.
 """
 
 import json
@@ -46,7 +20,6 @@ from albert_tf.storage import files
 
 ALBERT_TF_TO_CLASSIFIER_HEAD = to_regex_table(reverse(CLASSIFIER_HEAD_TABLE))
 ALBERT_TF_TO_MLM_HEAD = to_regex_table(reverse(MLM_HEAD_TABLE))
-KERAS_HUB_MLM_EPSILON = 1e-5  # keras_hub MaskedLMHead's default, which AlbertMaskedLM keeps
 
 
 class KerasHubLayoutError(ValueError):

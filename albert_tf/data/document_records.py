@@ -1,18 +1,11 @@
-"""How a document becomes pretraining records: the one definition both paths run.
+"""How a document becomes pretraining records: the one definition both paths (the local
+writer, the Beam pipeline) run.
 
-`DocumentRecords(spm_model, options, pool_entries).records(key, sentences)` tokenizes a
-document, makes its instances `dupe_factor` times (albert_tf.data.instances) and
-serializes them (albert_tf.data.example_codec). The local writer runs it in this process
-or in worker processes (albert_tf.data.writer), the Beam pipeline in a DoFn
-(albert_tf.data.beam_pipeline).
-
-Determinism by construction: every draw of a document's instances comes from
-`random.Random(f"{random_seed}:{key}")`, and every record's shuffle key (a 64-bit
-integer: where the record goes in the output, albert_tf.data.shuffle) from
-`random.Random(f"{random_seed}:order:{key}")`, `key` being the document's content key
-(albert_tf.data.documents.document_key). So a document's records depend on the seed, the
-flags and its content only; NSP negatives also on the pool (albert_tf.data.document_pool),
-which is drawn from the whole input. Pure Python (no TensorFlow).
+Every draw of a document's instances comes from `random.Random(f"{random_seed}:{key}")` and
+every record's 64-bit shuffle key from `random.Random(f"{random_seed}:order:{key}")`, `key`
+being the document's content key (`documents.document_key`): a document's records depend on
+the seed, the flags and its content only (NSP negatives also on the input-wide pool). Pure
+Python (no TensorFlow).
 """
 
 import dataclasses

@@ -1,16 +1,9 @@
 """Pretraining instances from tokenized documents: SOP/NSP pairs and n-gram masking.
 
-Pure Python (no TensorFlow): worker processes of create_pretraining_data run it.
-Follows the original release (shared/ALBERT_REFERENCE.md section 4) with its two bugs
-fixed:
-
-- Sentence order: a chunk of one segment is split inside that segment into A and B
-  (the release paired it with a random other document and labelled it 1, so more than
-  half of the labels were 1). `legacy_single_chunk_random_next=True` restores the old behaviour.
-- Every random draw comes from the `random.Random` passed in (the release drew n-gram
-  lengths from the unseeded global NumPy RNG, so its output was not reproducible).
-
-Ids: those of the SentencePiece model (`albert_tf.data.vocab.SpecialTokens`).
+Pure Python (no TensorFlow). Follows the original release (shared/ALBERT_REFERENCE.md
+section 4) with its two bugs fixed: a one-segment chunk is split inside that segment into A
+and B (`legacy_single_chunk_random_next=True` restores the release's random-document B), and
+every random draw comes from the `random.Random` passed in (docs/pretraining_data.md).
 """
 
 import dataclasses

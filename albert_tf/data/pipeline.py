@@ -1,15 +1,10 @@
 """tf.data input for pretraining TFRecords (the release's eight features).
 
-`pretraining_dataset` reads file globs, shards files per worker under tf.distribute
-(`tf.distribute.InputContext`), interleaves, shuffles, repeats, parses, casts int64 to
-int32, batches with drop_remainder and prefetches. It validates the feature spec on the
-first record and names the file and feature on a mismatch.
-
-Dynamic masking (`DynamicMasking`) re-draws the n-gram masks of every example each time
-it is read, in the graph: the original ids are restored from the static labels, then
-whole-word n-grams (p proportional to 1/n), the release's num_to_predict budget and
-80/10/10 replacement are drawn again with stateless random ops seeded by
-(seed, element index), so epochs differ and deterministic mode stays reproducible.
+`pretraining_dataset` reads file globs, shards files per worker, interleaves, shuffles,
+repeats, parses (int64 to int32), batches with drop_remainder and prefetches; it validates the
+first record, naming the file and feature on a mismatch. `DynamicMasking` re-draws the n-gram
+masks of every example each time it is read, in the graph, with the static tool's statistics
+and stateless random ops seeded by (seed, element index).
 
 Batches are dicts of int32 [B, T] `input_word_ids`, `input_mask`, `input_type_ids`;
 int32 [B, P] `masked_lm_positions`, `masked_lm_ids`; float32 [B, P]
@@ -102,7 +97,9 @@ def _restore_original_ids(f):
 
 
 def remask(features, seed, options, max_predictions_per_seq):
-    """Draws new masks for one parsed example (see module docstring). `seed`: int32 [2]."""
+    """Draws new masks for one parsed example: the original ids restored from the static
+    labels, then whole-word n-grams (p proportional to 1/n), the release's num_to_predict
+    budget and 80/10/10 replacement drawn again. `seed`: int32 [2]."""
     o, tokens = options, options.special_tokens
     P = max_predictions_per_seq
     ids = _restore_original_ids(features)

@@ -1,9 +1,5 @@
 """Reading checkpoints: finding the newest prefix, listing variables, and loading a model
-from an init_checkpoint with the one matching report (`albert_tf.storage.report`).
-
-Shared by training (resume, init_checkpoint), export (export_tfhub) and convert (TF1
-checkpoints), which is why it lives below all three.
-"""
+from an init_checkpoint with the one matching report (`albert_tf.storage.report`)."""
 
 import os
 import re

@@ -1,27 +1,11 @@
 """No command deletes or overwrites what it did not make: the one rule for output paths.
 
-Every path a command or tool writes (a run directory, an export, a conversion, a feature
-cache, pretraining data, a tool's data, model, plot or config, the demo's directory, the
-learning checks' results) is an `Output(flag, path, kind)`. `check` decides for all of a
-command's outputs at once, before any work starts:
-
-- a path that does not exist (or an empty directory, for a directory kind) is new: created;
-- albert_tf's own output of the same kind is resumed (a run directory), reused (the
-  demo's directory, the learning checks' results) or replaced atomically (everything else);
-- anything else is refused with `OutputRefused` (a ValueError: exit status 2) naming the
-  flag and the path, and nothing is written.
-
-Each kind is its command's: a marker of another kind refuses the path (export_litert's
-LITERT_SENTENCEPIECE is not train_sentencepiece's SENTENCEPIECE_MODEL). An output must not
-equal, contain or lie inside an input of the same command, nor equal another of its outputs;
-one inside a run directory is allowed unless it takes a name the run writes (`RUN_NAMES`).
-
-Own means marked: albert_tf writes a marker when it first makes an output, `MARKER` inside a
-directory, `.<name>.albert_tf_output.json` beside a file, {"kind": ...}, and "made_by" for
-an export_tfhub export or a conversion (albert_tf.storage.provenance). It is kept apart from
-any validity sidecar (a feature cache's `<file>.json` is removed while the cache is rebuilt;
-the marker stays). Only a marked output is own: 0.2.0 marked every output it wrote
-(tests/test_v0_2_0_outputs.py).
+Every path a command or tool writes is an `Output(flag, path, kind)`; `check` decides for all
+of a command's outputs at once, before any work: a new path (or an empty directory, for a
+directory kind) is created; albert_tf's own output of the same kind (marked: `MARKER` inside a
+directory, `.<name>.albert_tf_output.json` beside a file) is resumed, reused or replaced
+atomically; anything else is refused with `OutputRefused` (a ValueError: exit status 2)
+naming the flag and the path, and nothing is written. The whole rule: docs/outputs.md.
 
     from albert_tf.storage import outputs
     outputs.check([outputs.Output("--output_dir", run_dir, outputs.RUN),
@@ -33,7 +17,7 @@ the marker stays). Only a marked output is own: 0.2.0 marked every output it wro
     with outputs.replacing_file(cache, outputs.FEATURE_CACHE):
         ...                                           # the file is written (atomically) here
 
-Pure Python (no TensorFlow). The rule from the user's side: docs/outputs.md
+Pure Python (no TensorFlow).
 """
 
 import contextlib
@@ -63,15 +47,8 @@ DESCRIPTIONS = {RUN: "run directory", EXPORT: "export", CONVERSION: "conversion"
                 PLOT: "plot", CONFIG: "config file", DEMO: "demo directory", LITERT_MODEL: "LiteRT model",
                 LITERT_SENTENCEPIECE: "LiteRT model's SentencePiece model", LITERT_INFO: "LiteRT model's JSON",
                 REPRODUCTION: "reproduction directory", LEARNING_CHECKS: "learning checks' results directory"}
-ARTICLES = {RUN: "a", EXPORT: "an", CONVERSION: "a", FEATURE_CACHE: "a", PRETRAINING_DATA: "a", GENERATED_DATA: "a",
-            DATA_DIRECTORY: "a", SENTENCEPIECE_MODEL: "a", PLOT: "a", CONFIG: "a", DEMO: "a", LITERT_MODEL: "a",
-            LITERT_SENTENCEPIECE: "a", LITERT_INFO: "a", REPRODUCTION: "a", LEARNING_CHECKS: "a"}
 DIRECTORY_KINDS = (RUN, EXPORT, CONVERSION, DATA_DIRECTORY, DEMO, REPRODUCTION, LEARNING_CHECKS)
-WHAT_HAPPENS = {RUN: "resumes", EXPORT: "replaces", CONVERSION: "replaces", FEATURE_CACHE: "replaces",
-                PRETRAINING_DATA: "replaces", GENERATED_DATA: "replaces", DATA_DIRECTORY: "replaces",
-                SENTENCEPIECE_MODEL: "replaces", PLOT: "replaces", CONFIG: "replaces", DEMO: "reuses",
-                LITERT_MODEL: "replaces", LITERT_SENTENCEPIECE: "replaces", LITERT_INFO: "replaces",
-                REPRODUCTION: "resumes", LEARNING_CHECKS: "reuses"}
+WHAT_HAPPENS = {RUN: "resumes", REPRODUCTION: "resumes", DEMO: "reuses", LEARNING_CHECKS: "reuses"}  # else replaces
 
 # What a run directory holds itself: an output nested in a run may not take these names (the
 # modules that write them use the same names; tests/test_storage.py checks they agree).
@@ -117,21 +94,16 @@ def marker_path(path, kind):
     return files.join(directory, f".{name}{MARKER}")
 
 
-def _read_json(path):
-    """The JSON object of a marker or sidecar, None when missing, unreadable or no object."""
-    try:
-        return read_json(path, "albert_tf's record of an output")
-    except (OSError, ValueError):
-        return None
-
-
 def read_marker(path, kind):
     """The marker dict of output `path` (None when there is none); an unreadable marker
     is {"kind": None}."""
     where = marker_path(path, kind)
     if not files.lexists(where):
         return None
-    data = _read_json(where)
+    try:
+        data = read_json(where, "albert_tf's record of an output")
+    except (OSError, ValueError):
+        data = None
     return data if isinstance(data, dict) else {"kind": None}
 
 
@@ -188,7 +160,8 @@ def examine(path, kind):
         if marker.get("kind") == kind:
             return Verdict("own")
         other = DESCRIPTIONS.get(marker.get("kind"))
-        return Verdict("foreign", f"is albert_tf's {other}, not {ARTICLES[kind]} {what}" if other else
+        article = "an" if what[0] in "aeiou" else "a"
+        return Verdict("foreign", f"is albert_tf's {other}, not {article} {what}" if other else
                        f"has an unreadable marker {marker_path(path, kind)}")
     thing = "a directory" if files.isdir(path) else "a file"
     return Verdict("foreign", f"is {thing} that albert_tf did not make (no marker "
@@ -197,8 +170,9 @@ def examine(path, kind):
 
 def _refusal(flag, path, kind, why):
     named = f"{flag}={path}" if flag else path
+    what_happens = WHAT_HAPPENS.get(kind, "replaces")
     return OutputRefused(
-        f"{named} {why}. albert_tf writes a new {DESCRIPTIONS[kind]} or {WHAT_HAPPENS[kind]} its own, and never "
+        f"{named} {why}. albert_tf writes a new {DESCRIPTIONS[kind]} or {what_happens} its own, and never "
         "overwrites what it did not make: choose another path, or move this one away yourself.")
 
 
@@ -215,10 +189,6 @@ def refuse_if_foreign(path, kind, flag=None):
 # All of a command's outputs
 
 
-def _real(path):
-    return files.realpath(path)
-
-
 def _inside(child, parent):
     """Whether real path `child` lies strictly inside real path `parent`."""
     return child != parent and child.startswith(parent.rstrip(files.sep(parent)) + files.sep(parent))
@@ -231,7 +201,7 @@ def _run_name(name):
 def _check_nesting(a, b):
     """Outputs a and b of one command (real paths differ): one inside the other is allowed
     only inside a run directory, under a name the run does not write itself."""
-    ra, rb = _real(a.path), _real(b.path)
+    ra, rb = files.realpath(a.path), files.realpath(b.path)
     for outer, inner, r_outer, r_inner in ((a, b, ra, rb), (b, a, rb, ra)):
         if not _inside(r_inner, r_outer):
             continue
@@ -262,16 +232,15 @@ def check(outputs, inputs=()):
     """
     outputs = [o for o in outputs if o.path]
     inputs = [i for i in inputs if i.path]
-    # a store that does not answer: refused within files.PROBE_SECONDS; one probe a store for the
-    # inputs, one written (and removed again) a directory for the outputs
+    # one probe a store for the inputs, one written (and removed again) a directory for the outputs
     for i in {files.store(i.path): i for i in inputs[::-1]}.values():
         files.check_reachable(i.path, i.flag)
     for o in {files.dirname(files.abspath(o.path)): o for o in outputs[::-1]}.values():
         files.check_reachable(o.path, o.flag, write=True)
     for o in outputs:
-        ro = _real(o.path)
+        ro = files.realpath(o.path)
         for i in inputs:
-            ri = _real(i.path)
+            ri = files.realpath(i.path)
             if ro == ri:
                 relation = "is the same path as"
             elif _inside(ri, ro):
@@ -285,7 +254,7 @@ def check(outputs, inputs=()):
                                 f"another {o.flag}.")
     for n, a in enumerate(outputs):
         for b in outputs[n + 1:]:
-            if _real(a.path) == _real(b.path):
+            if files.realpath(a.path) == files.realpath(b.path):
                 raise OutputRefused(f"{a.flag}={a.path} and {b.flag}={b.path} are the same path; each output needs "
                                     "its own.")
             _check_nesting(a, b)
@@ -331,11 +300,10 @@ def claim_run(path, flag="--output_dir"):
 
 @contextlib.contextmanager
 def replacing_dir(path, kind, flag=None, made_by=None):
-    """Writes directory output `path` of `kind` (EXPORT, CONVERSION, DATA_DIRECTORY) under a temporary
-    name (yielded, already marked) that replaces `path` only when the block completes
-    (`atomic.output_dir`); refuses (OutputRefused) a path that is not new or own.
-    `made_by` (a `provenance.record`, for outputs with no JSON of their own to hold it) is
-    written into the marker, stamped, when the block completes."""
+    """Writes directory output `path` of `kind` (EXPORT, CONVERSION, DATA_DIRECTORY) under a
+    temporary name (yielded, already marked) that replaces `path` only when the block
+    completes; refuses (OutputRefused) a path that is not new or own. `made_by` (a
+    `provenance.record`) goes into the marker, stamped, when the block completes."""
     refuse_if_foreign(path, kind, flag)
     with atomic.output_dir(path) as tmp:
         write_marker(tmp, kind)
@@ -346,11 +314,9 @@ def replacing_dir(path, kind, flag=None, made_by=None):
 
 @contextlib.contextmanager
 def replacing_file(path, kind, flag=None):
-    """Around the (atomic) writing of file output `path` of `kind` (FEATURE_CACHE,
-    PRETRAINING_DATA, GENERATED_DATA, SENTENCEPIECE_MODEL, PLOT, CONFIG): refuses (OutputRefused) a path that
-    is not new or own, marks it
-    before the block, and removes the marker again when the block fails leaving neither
-    the file nor a companion of it."""
+    """Around the (atomic) writing of file output `path` of `kind`: refuses (OutputRefused) a
+    path that is not new or own, marks it before the block, and removes the marker again when
+    the block fails leaving neither the file nor a companion of it."""
     refuse_if_foreign(path, kind, flag)
     if read_marker(path, kind) is None:  # new (an own output is marked)
         write_marker(path, kind)

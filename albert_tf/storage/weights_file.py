@@ -1,10 +1,7 @@
-"""Loading a Keras `.weights.h5` file with the one matching report.
-
-`model.load_weights` alone names objects, not variables, when shapes differ, and skips a
-container it cannot find with only a UserWarning (those weights keep their fresh values).
-`load_weights_file` first lists what the model would write (by writing it to a temporary
-file) and what the file holds, compares them by name and shape (`MatchReport`: missing,
-unexpected, mis-shaped, each named) and loads only when they agree.
+"""Loading a Keras `.weights.h5` file with the one matching report: what the model would
+write and what the file holds are compared by name and shape (`MatchReport`) and the file is
+loaded only when they agree (`model.load_weights` alone names objects, not variables, and
+skips a container it cannot find with only a warning).
 
     load_weights_file(model, "pretrained/pretrainer.weights.h5", "--init_checkpoint")
 
