@@ -1,11 +1,9 @@
 """Cached feature files of the fine-tuning tasks (SQuAD, multiple choice): one machinery.
 
-A feature file is a TFRecord of tf.train.Examples with int64 features (`RecordEncoder`,
-written with tf.io.TFRecordWriter: TensorFlow reads them back anyway, and only the
-fine-tuning tasks, which run on it, build them), plus `<file>.json`, a sidecar recording
-the settings, tokenizer and input that made it. The sidecar is written last, so its
-presence vouches for a complete file. A kind of feature file (`FeatureKind`) names its
-features and their per-record shapes, so `read_feature_arrays` can read any of them back.
+A feature file is a TFRecord of tf.train.Examples with int64 features (`RecordEncoder`) plus
+`<file>.json`, a sidecar recording the settings, tokenizer and input that made it, written
+last (its presence vouches for a complete file). A `FeatureKind` names the features and
+their per-record shapes, so `read_feature_arrays` can read any kind back.
 
     kind = FeatureKind("albert_tf xyz features", format=1,
                        shapes=lambda s: {"input_ids": (s["max_seq_length"],), "label_ids": ()})
@@ -16,14 +14,9 @@ features and their per-record shapes, so `read_feature_arrays` can read any of t
     outcome.rebuilt, outcome.reason          # False, "reused: settings and input unchanged"
     arrays = read_feature_arrays("out/train.tfrecord", kind)   # {"input_ids": [N, 128], ...}
 
-Reuse rule (`check_feature_file`): the file is reused only when its sidecar is of the same
-kind and format, the record file (and every companion file the sidecar lists) has the
-size the sidecar says, and every settings entry matches: the task's settings, the
-tokenizer (tokenization version, SentencePiece sha256, do_lower_case, special ids: a file
-made before the release's tokenization is rebuilt) and the input's content
-(sha256; for several files a combined sha256 of their names and contents). The input's
-path and mtime are informational: a moved or touched but unchanged input is reused. The
-reason names what differs ("max_seq_length 128 -> 64", "the input's content changed").
+Reuse rule (`check_feature_file`): same kind and format, the record file and every companion
+of the size the sidecar says, and every settings entry equal (the input by its content: its
+path and mtime are informational); the reason names what differs.
 """
 
 import dataclasses
@@ -104,9 +97,8 @@ class RecordEncoder:
 
 
 def tokenizer_record(tokenizer):
-    """The tokenizer's part of a settings record: the tokenization's version
-    (tokenization.TOKENIZATION_VERSION; a file without it was made by version 1),
-    do_lower_case, the SentencePiece model's sha256 and its special ids."""
+    """The tokenizer's part of a settings record: TOKENIZATION_VERSION, do_lower_case, the
+    SentencePiece model's sha256 and its special ids."""
     return {
         "tokenization": TOKENIZATION_VERSION,
         "do_lower_case": bool(tokenizer.do_lower_case),
@@ -159,10 +151,8 @@ def sidecar_path(feature_file):
 
 
 def write_feature_file(records, path, kind, settings, extra=None, companions=None):
-    """Writes serialized tf.train.Examples to the TFRecord `path` (tf.io.TFRecordWriter on
-    an atomic temporary name, renamed when complete), then the companion files,
-    then the sidecar `<path>.json` (last, so its presence means the rest is complete). Every
-    file goes through albert_tf.storage.atomic. Returns the sidecar dict.
+    """Writes serialized tf.train.Examples to the TFRecord `path`, then the companion files,
+    then the sidecar `<path>.json` (last), each atomically. Returns the sidecar dict.
 
     Args:
         records: iterable of bytes (RecordEncoder.encode_int64); consumed once, streamed.
@@ -176,12 +166,9 @@ def write_feature_file(records, path, kind, settings, extra=None, companions=Non
             sidecar listed that are not written again are removed.
 
     Raises:
-        OutputRefused: `path` exists and is not albert_tf's own feature cache (marked by
-            albert_tf.storage.outputs, or with an albert_tf sidecar): a user's file is
-            never overwritten.
+        OutputRefused: `path` exists and is not albert_tf's own feature cache.
     """
     path = os.fspath(path)
-    # only a new path or albert_tf's own cache is written (storage.outputs); marked as its own
     with outputs.replacing_file(path, outputs.FEATURE_CACHE):
         return _write_feature_file(records, path, kind, settings, extra, companions)
 
@@ -221,8 +208,7 @@ def _write_feature_file(records, path, kind, settings, extra, companions):
 
 
 def read_sidecar(path, kind):
-    """The sidecar dict of feature file `path`, or None when it is missing, unreadable or
-    of another kind."""
+    """The sidecar dict of feature file `path`; None when missing, unreadable or of another kind."""
     try:
         sidecar = read_json(sidecar_path(path), "a feature file's settings sidecar")
     except (OSError, ValueError):
@@ -240,7 +226,7 @@ def _describe_change(key, old, new):
 
 def check_feature_file(path, settings, kind):
     """(reusable, reason): whether feature file `path` is complete and was made with
-    `settings` (module docstring); reason says what differs, or "reused: ..."."""
+    `settings` (the module's reuse rule); reason says what differs, or "reused: ..."."""
     path = os.fspath(path)
     if not files.exists(path):
         return False, f"{path} does not exist"
@@ -272,9 +258,8 @@ def check_feature_file(path, settings, kind):
 
 @dataclasses.dataclass
 class CacheOutcome:
-    """load_or_build's answer: sidecar (the file's, after a rebuild the new one), rebuilt,
-    reason (why it was rebuilt, or "reused: ..."), built (what `build` returned, None when
-    reused)."""
+    """load_or_build's answer: the file's sidecar, whether it was rebuilt and why (or
+    "reused: ..."), and what `build` returned (None when reused)."""
 
     sidecar: dict
     rebuilt: bool
