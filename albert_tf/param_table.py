@@ -51,20 +51,9 @@ def _row(table, model, config, reference, paper):
     from albert_tf.modeling import count_parameters
 
     built = count_parameters(config)
-    return {
-        "table": table,
-        "model": model,
-        "hidden_size": config.hidden_size,
-        "num_hidden_layers": config.num_hidden_layers,
-        "num_attention_heads": config.num_attention_heads,
-        "intermediate_size": config.intermediate_size,
-        "embedding_size": config.embedding_size,
-        "sharing": config.sharing,
-        "reference": reference,
-        "paper": paper,
-        "built": built,
-        "match": built == reference,
-    }
+    values = {"table": table, "model": model, "reference": reference, "paper": paper, "built": built,
+              "match": built == reference}
+    return {column: values[column] if column in values else getattr(config, column) for column in COLUMNS}
 
 
 def build_rows():

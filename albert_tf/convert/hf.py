@@ -10,6 +10,7 @@ masked-LM decoder is checked, not copied. AlbertForQuestionAnswering has no pool
 import numpy as np
 
 from albert_tf.storage.json_files import read_json
+from albert_tf.convert import templates
 from albert_tf.convert.templates import to_regex_table
 from albert_tf.convert.torch_checkpoint import read_state_dict
 from albert_tf.storage import files
@@ -145,15 +146,8 @@ HEAD_WEIGHTS = {"squad_v1": "qa_outputs.weight / qa_outputs.bias",
 def model_kind(names):
     """"encoder", "pretrainer", "squad_v1" (AlbertForQuestionAnswering) or
     "multiple_choice" (AlbertForMultipleChoice) from the weight names (without the
-    `albert.` prefix).
-
-    Raises:
-        ValueError: heads of more than one model.
-    """
-    kinds = [kind for kind, prefixes in HEAD_PREFIXES.items() if any(n.startswith(prefixes) for n in names)]
-    if len(kinds) > 1:
-        raise ValueError(f"the weights hold the heads of several models ({', '.join(kinds)}); expected one.")
-    return kinds[0] if kinds else "encoder"
+    `albert.` prefix); ValueError for heads of more than one model."""
+    return templates.model_kind(names, HEAD_PREFIXES, str.startswith, "the weights hold")
 
 
 def read_architectures(directory):

@@ -118,15 +118,22 @@ def backbone_from_file(path, config=None):
             raise ValueError(f"--input={path}: expected a keras-hub preset directory or a .weights.h5 file.")
         if config is None:
             raise ValueError("--from=keras_hub with a .weights.h5 file needs --albert_config_file.")
-        backbone = keras_hub.models.AlbertBackbone(
-            vocabulary_size=config.vocab_size, num_layers=config.num_hidden_layers,
-            num_heads=config.num_attention_heads, embedding_dim=config.embedding_size,
-            hidden_dim=config.hidden_size, intermediate_dim=config.intermediate_size,
-            num_groups=config.num_hidden_groups, num_inner_repetitions=config.inner_group_num,
-            dropout=config.hidden_dropout_prob, max_sequence_length=config.max_position_embeddings)
+        backbone = backbone_for(config)
         weights_path = path
     load_weights_file(backbone, weights_path, "the keras-hub weights")
     return backbone
+
+
+def backbone_for(config):
+    """A new keras-hub AlbertBackbone of `config`'s shape (float32)."""
+    import keras_hub
+
+    return keras_hub.models.AlbertBackbone(
+        vocabulary_size=config.vocab_size, num_layers=config.num_hidden_layers,
+        num_heads=config.num_attention_heads, embedding_dim=config.embedding_size, hidden_dim=config.hidden_size,
+        intermediate_dim=config.intermediate_size, num_groups=config.num_hidden_groups,
+        num_inner_repetitions=config.inner_group_num, dropout=config.hidden_dropout_prob,
+        max_sequence_length=config.max_position_embeddings, num_segments=config.type_vocab_size, dtype="float32")
 
 
 def config_of_backbone(backbone, hidden_act="gelu"):

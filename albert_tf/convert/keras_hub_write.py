@@ -13,7 +13,8 @@ import json
 import numpy as np
 
 from albert_tf.convert import release_spm
-from albert_tf.convert.keras_hub import CLASSIFIER_HEAD_TABLE, LABELS_FILE, MLM_HEAD_TABLE, write_keras_hub_backbone
+from albert_tf.convert.keras_hub import CLASSIFIER_HEAD_TABLE, LABELS_FILE, MLM_HEAD_TABLE, backbone_for, \
+    write_keras_hub_backbone
 from albert_tf.convert.rename import assign_to_variables, model_variables
 from albert_tf.convert.templates import reverse, to_regex_table
 from albert_tf.storage import files
@@ -51,18 +52,6 @@ def check_layout(config):
     if problems:
         raise KerasHubLayoutError("--to=keras_hub: keras-hub's ALBERT cannot represent this model:\n  "
                                   + "\n  ".join(problems))
-
-
-def backbone_for(config):
-    """A new keras-hub AlbertBackbone of `config`'s shape (float32)."""
-    import keras_hub
-
-    return keras_hub.models.AlbertBackbone(
-        vocabulary_size=config.vocab_size, num_layers=config.num_hidden_layers,
-        num_heads=config.num_attention_heads, embedding_dim=config.embedding_size, hidden_dim=config.hidden_size,
-        intermediate_dim=config.intermediate_size, num_groups=config.num_hidden_groups,
-        num_inner_repetitions=config.inner_group_num, dropout=config.hidden_dropout_prob,
-        max_sequence_length=config.max_position_embeddings, num_segments=config.type_vocab_size, dtype="float32")
 
 
 def written_tokenizer(directory):

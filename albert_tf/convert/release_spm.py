@@ -123,17 +123,6 @@ def release_model(model_bytes, do_lower_case=True):
     return proto.SerializeToString(), len(rules), len(comma)
 
 
-def differing_texts(ours, theirs, texts):
-    """[(text, our ids, their ids)] for the texts where `ours(text)` and `theirs(text)`
-    (functions text -> list of ids) differ."""
-    out = []
-    for text in texts:
-        a, b = [int(i) for i in ours(text)], [int(i) for i in theirs(text)]
-        if a != b:
-            out.append((text, a, b))
-    return out
-
-
 CHECK_FILE = "tokenizer_check.json"  # written into a converted directory: what the check found
 # What the release's tokenization has that a character map and a segmentation cannot carry.
 NOT_EXPRESSED = (
@@ -158,7 +147,8 @@ def check_report(target, tokenizer, ours, theirs, rules, unused, notes=()):
         rules: normalisation rules in the written model; unused: digit-comma pieces left out.
         notes: what else differs, in words (beside NOT_EXPRESSED).
     """
-    differ = differing_texts(ours, theirs, CHECK_TEXTS)
+    ids = [(text, [int(i) for i in ours(text)], [int(i) for i in theirs(text)]) for text in CHECK_TEXTS]
+    differ = [(text, a, b) for text, a, b in ids if a != b]
     return {"target": target, "tokenizer": tokenizer, "texts": len(CHECK_TEXTS),
             "equal": len(CHECK_TEXTS) - len(differ),
             "differ": [{"text": t, "albert_tf": a, "written": b} for t, a, b in differ],

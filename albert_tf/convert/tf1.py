@@ -11,6 +11,7 @@ and shapes. docs/convert.md "From the original TF1 release".
 import numpy as np
 import tensorflow as tf
 
+from albert_tf.convert import templates
 from albert_tf.convert.templates import reverse, to_regex_table
 from albert_tf.storage.checkpoints import latest_prefix
 from albert_tf.storage import files
@@ -96,16 +97,8 @@ def _in_head(name, prefix):
 
 def model_kind(names):
     """"encoder", "pretrainer", "squad_v1", "squad_v2" or "multiple_choice": the model
-    whose head variables `names` hold.
-
-    Raises:
-        ValueError: heads of more than one model.
-    """
-    kinds = [kind for kind, prefixes in HEAD_PREFIXES.items()
-             if any(_in_head(n, p) for n in names for p in prefixes)]
-    if len(kinds) > 1:
-        raise ValueError(f"the checkpoint holds the heads of several models ({', '.join(kinds)}); expected one.")
-    return kinds[0] if kinds else "encoder"
+    whose head variables `names` hold; ValueError for heads of more than one model."""
+    return templates.model_kind(names, HEAD_PREFIXES, _in_head, "the checkpoint holds")
 
 
 def write_tf1(values, prefix):

@@ -160,37 +160,26 @@ def build(pipeline, input_files, temporaries, parts_file, spm_model_file, model_
                 yield shard_of(shuffle_key, num_shards), (shuffle_key.to_bytes(8, "big"), record)
             yield beam.pvalue.TaggedOutput("counts", counts)
 
-    class SumCounts(beam.CombineFn):
-        def create_accumulator(self):
-            return Counts(stats=MaskingStats.empty(options.instance.ngram))
+    class Merge(beam.CombineFn):
+        """Merges values with `add(total, value)` (which returns total) into `empty()`."""
 
-        def add_input(self, accumulator, counts):
-            return accumulator.add(counts)
+        def __init__(self, empty, add, output):
+            self.empty, self.add, self.output = empty, add, output
+
+        def create_accumulator(self):
+            return self.empty()
+
+        def add_input(self, accumulator, value):
+            return self.add(accumulator, value)
 
         def merge_accumulators(self, accumulators):
-            total = self.create_accumulator()
+            total = self.empty()
             for a in accumulators:
-                total.add(a)
+                self.add(total, a)
             return total
 
         def extract_output(self, accumulator):
-            return _counts_to_dict(accumulator)
-
-    class MergeBadLines(beam.CombineFn):
-        def create_accumulator(self):
-            return BadLines(False)
-
-        def add_input(self, accumulator, bad):
-            return accumulator.merge(bad)
-
-        def merge_accumulators(self, accumulators):
-            total = BadLines(False)
-            for a in accumulators:
-                total.merge(a)
-            return total
-
-        def extract_output(self, accumulator):
-            return {"count": accumulator.count, "examples": [list(e) for e in accumulator.examples]}
+            return self.output(accumulator)
 
     def write_shard(element):
         shard, keyed = element
@@ -224,8 +213,11 @@ def build(pipeline, input_files, temporaries, parts_file, spm_model_file, model_
               | "ByShard" >> beam.GroupByKey()
               | "WriteShards" >> beam.Map(write_shard)
               | "ShardCounts" >> beam.combiners.ToList())
-    counts = made.counts | "SumCounts" >> beam.CombineGlobally(SumCounts())
-    bad = read.bad | "BadLines" >> beam.CombineGlobally(MergeBadLines())
+    counts = made.counts | "SumCounts" >> beam.CombineGlobally(Merge(
+        lambda: Counts(stats=MaskingStats.empty(options.instance.ngram)), Counts.add, _counts_to_dict))
+    bad = read.bad | "BadLines" >> beam.CombineGlobally(Merge(
+        lambda: BadLines(False), BadLines.merge,
+        lambda total: {"count": total.count, "examples": [list(e) for e in total.examples]}))
     (pipeline
      | "Once" >> beam.Create([None])
      | "WriteParts" >> beam.Map(write_parts, counts=beam.pvalue.AsSingleton(counts),

@@ -184,11 +184,8 @@ def _write_feature_file(records, path, kind, settings, extra, companions):
             for record in records:
                 writer.write(record)
                 count += 1
-        fd = os.open(tmp, os.O_RDONLY)  # on disk before the rename makes it the file
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        with files.open(tmp, "rb") as f:  # on disk before the rename makes it the file
+            files.fsync(f)
     written = {}
     for suffix, content in ((companions() if companions else None) or {}).items():
         if isinstance(content, str):

@@ -167,16 +167,11 @@ def remask(features, seed, options, max_predictions_per_seq):
     return out
 
 
+_MODEL_NAMES = {"input_ids": "input_word_ids", "segment_ids": "input_type_ids"}  # the rest keep their names
+
+
 def _to_model_features(f):
-    return {
-        "input_word_ids": f["input_ids"],
-        "input_mask": f["input_mask"],
-        "input_type_ids": f["segment_ids"],
-        "masked_lm_positions": f["masked_lm_positions"],
-        "masked_lm_ids": f["masked_lm_ids"],
-        "masked_lm_weights": f["masked_lm_weights"],
-        "next_sentence_labels": f["next_sentence_labels"],
-    }
+    return {_MODEL_NAMES.get(name, name): value for name, value in f.items() if name != "token_boundary"}
 
 
 def pretraining_dataset(

@@ -31,10 +31,6 @@ class UnreachablePath(ValueError):
     """A path whose store does not answer, refuses it or cannot be written; names the flag."""
 
 
-def fspath(path):
-    return os.fspath(path)
-
-
 def is_url(path):
     """Whether `path` has a URL scheme ("gs://b/x"); "file://" is a URL too (gfile serves it)."""
     return "://" in os.fspath(path)
