@@ -169,12 +169,8 @@ def run_record(path):
 def load_run(path, info):
     """The model of a fine-tuning run directory: rebuilt from its record, with the weights
     of the run's best checkpoint (best/) or else its newest; `model.run_labels` holds the
-    task's labels and `model.run_checkpoint` the checkpoint read.
-
-    Raises:
-        ValueError: no checkpoint, or one whose variables differ from the record's model
-            (the one matching report names them).
-    """
+    task's labels and `model.run_checkpoint` the checkpoint read. ValueError for no
+    checkpoint, or one whose variables differ from the record's model."""
     import tensorflow as tf
 
     from albert_tf.modeling.records import EXPORT_VARIABLES, run_model
@@ -260,13 +256,9 @@ def write_target(model, target, output, spm_model_file=None, do_lower_case=True,
     (its record: `release_spm.CHECK_FILE` in `output`). `made_by` (a provenance.record) is
     kept in the output's marker.
 
-    Returns:
-        (output path, what the target holds (e.g. "AlbertForPreTraining"), the albert_tf
-        variable paths the target has no place for).
-
-    Raises:
-        release_spm.TokenizerMismatch: the written tokenizer gives other ids than albert_tf
-            on a built-in text, unless `allow_tokenizer_mismatch` (nothing is written).
+    Returns (output path, what the target holds (e.g. "AlbertForPreTraining"), the albert_tf
+    variable paths the target has no place for). Raises release_spm.TokenizerMismatch where
+    the written tokenizer gives other ids than albert_tf, unless `allow_tokenizer_mismatch`.
     """
     check_target(model, target, spm_model_file)
     output = files.abspath(output)

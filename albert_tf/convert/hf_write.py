@@ -214,22 +214,11 @@ SLOW_TOKENIZER_NOTE = ("transformers' slow AlbertTokenizer (use_fast=False: spie
 
 
 def write_hf(model, directory, spm_model_file, do_lower_case=True):
-    """Writes `model` as a transformers model directory into the (new, empty) `directory`.
-
-    Args:
-        model: AlbertEncoder, AlbertPretrainer, AlbertForQuestionAnswering (v2: its
-            encoder only), AlbertForMultipleChoice or AlbertClassifier.
-        directory: where the files go (the caller makes it atomic).
-        spm_model_file: the model's SentencePiece model (api.check_target checks that its
-            pieces number vocab_size).
-        do_lower_case: the tokenizer's lower-casing (as the model was trained).
-
-    Returns:
-        (architecture, albert_tf paths left behind).
-
-    Raises:
-        HfLayoutError: what transformers cannot represent.
-    """
+    """Writes `model` (AlbertEncoder, AlbertPretrainer, AlbertForQuestionAnswering (v2: its
+    encoder only), AlbertForMultipleChoice or AlbertClassifier) as a transformers model
+    directory into the new `directory`, with the tokenizer of `spm_model_file`. Returns
+    (architecture, albert_tf paths left behind); HfLayoutError for what transformers cannot
+    represent."""
     from safetensors.numpy import save_file
 
     from albert_tf.data.tokenization import SentencePieceTokenizer

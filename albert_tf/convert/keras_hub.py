@@ -51,14 +51,8 @@ BACKBONE_CLASS = "AlbertBackbone"
 
 
 def load_keras_hub_backbone(backbone, encoder, label="the keras-hub backbone"):
-    """Copies an in-memory keras-hub AlbertBackbone's weights into `encoder`.
-
-    Raises:
-        ConversionError: when any variable is missing, unexpected or misshaped.
-
-    Returns:
-        The assigned target paths.
-    """
+    """Copies an in-memory keras-hub AlbertBackbone's weights into `encoder`; returns the
+    assigned paths (ConversionError when any variable is missing, unexpected or misshaped)."""
     source = {v.path: v.numpy() for v in backbone.weights}
     return assign_to_model(encoder, source, KERAS_HUB_TO_ALBERT_TF, label=label)
 
@@ -71,12 +65,8 @@ def write_keras_hub_backbone(encoder, backbone, label="the albert_tf encoder"):
 
 
 def backbone_kwargs(saved, config_path):
-    """The AlbertBackbone constructor arguments of a keras-hub preset config.json.
-
-    Raises:
-        ValueError: naming `config_path` and what it holds when it is not an
-            AlbertBackbone (another keras-hub model, a Hugging Face config, ...).
-    """
+    """The AlbertBackbone constructor arguments of a keras-hub preset config.json (`saved`);
+    ValueError naming `config_path` and what it holds when it is not an AlbertBackbone."""
     if "class_name" in saved:
         found = saved.get("class_name")
         if found != BACKBONE_CLASS:

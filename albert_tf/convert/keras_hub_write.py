@@ -63,20 +63,9 @@ def written_tokenizer(directory):
 
 
 def write_keras_hub_preset(model, directory, spm_model_file, sequence_length=512, do_lower_case=True):
-    """Writes `model` as a keras-hub preset into the (new) `directory`.
-
-    Args:
-        model: AlbertEncoder, AlbertPretrainer, AlbertForQuestionAnswering or
-            AlbertForMultipleChoice.
-        directory: where the files go (the caller makes it atomic).
-        spm_model_file: the model's SentencePiece model; the preset's tokenizer holds it
-            with the release's tokenization inside (`release_spm.release_model`).
-        sequence_length: the masked-LM preprocessor's sequence length.
-        do_lower_case: the tokenizer lower-cases (as the model was trained).
-
-    Returns:
-        (what keras-hub loads it as, albert_tf paths left behind).
-    """
+    """Writes `model` as a keras-hub preset into the new `directory`, its tokenizer the model
+    `spm_model_file` carrying the release's tokenization; `sequence_length`: the
+    preprocessor's. Returns (what keras-hub loads it as, albert_tf paths left behind)."""
     import keras_hub
 
     from albert_tf.data.tokenization import strip_machine_paths

@@ -128,23 +128,10 @@ def _duplicates_error(duplicated):
 
 
 def rename(source, table, skip=()):
-    """Renames `source` arrays through `table` (transforms are applied later, by
-    `match_shapes` or `apply_transforms`).
-
-    Args:
-        source: dict name -> array.
-        table: sequence of `(pattern, template[, transform])`; the first pattern that
-            fully matches a name gives the target name `re.sub(pattern, template, name)`;
-            `transform` is a name in TRANSFORMS.
-        skip: patterns of source names to drop silently (optimizer slots, global_step).
-
-    Returns:
-        dict target name -> Renamed(source name, array, transform).
-
-    Raises:
-        ConversionError: listing source names no rule matches and targets hit twice.
-        ValueError: a rule names an unknown transform.
-    """
+    """Renames `source` (name -> array) through `table` (module docstring), dropping the
+    names `skip`'s patterns match; transforms are applied later (`match_shapes`,
+    `apply_transforms`). Returns {target name: Renamed}. Raises ConversionError listing
+    the names no rule matches and targets hit twice; ValueError for an unknown transform."""
     out, unmatched, duplicated = _rename(source, table, skip)
     if duplicated:
         raise _duplicates_error(duplicated)
@@ -186,18 +173,10 @@ def match_shapes(renamed, target_shapes, source="the source", unmatched=None):
     """Applies each rule's named transform and checks names and shapes against the target;
     the report (`MatchReport`) is followed by where each difference comes from.
 
-    Args:
-        renamed: output of `rename`.
-        target_shapes: dict target name -> shape tuple.
-        source: what was read, for the report's first line (e.g. "--input=x (hf)").
-        unmatched: dict name -> array of source variables no rule maps (reported as
-            not in the model).
-
-    Returns:
-        dict target name -> np.ndarray of the target's shape.
-
-    Raises:
-        ConversionError: listing missing, unexpected and wrongly shaped variables.
+    `renamed`: `rename`'s output; `target_shapes`: {target name: shape}; `source` names what
+    was read; `unmatched`: {name: array} no rule maps (reported as not in the model).
+    Returns {target name: array of the target's shape}; ConversionError listing missing,
+    unexpected and misshaped variables.
     """
     target_shapes = {t: tuple(int(d) for d in s) for t, s in target_shapes.items()}
     values, found, why_not, details = {}, {}, {}, []

@@ -17,16 +17,9 @@ def pool_rank(seed, key):
 
 
 def sample_documents(documents, size, seed):
-    """The pool: the `size` documents of smallest `pool_rank` of a stream.
-
-    Args:
-        documents: iterable of (key, sentences) pairs, the whole input.
-        size: the most documents kept (at least 1).
-        seed: the run's seed.
-    Returns:
-        (entries, total): entries a list of (key, tuple of sentences) ordered by rank;
-        total the number of documents of the stream.
-    """
+    """The pool: the `size` (at least 1) documents of smallest `pool_rank` for `seed` of the
+    (key, sentences) pairs `documents`. Returns (entries, total): a list of (key, tuple of
+    sentences) ordered by rank, and the number of documents of the stream."""
     total = 0
 
     def ranked():

@@ -12,6 +12,7 @@ import dataclasses
 import random
 
 from albert_tf.data.document_pool import InputDocuments
+from albert_tf.data.documents import document_key
 from albert_tf.data.example_codec import ExampleEncoder
 from albert_tf.data.instances import InstanceMaker, MaskingStats, num_to_predict
 from albert_tf.data.tokenization import SentencePieceTokenizer
@@ -80,3 +81,11 @@ class DocumentRecords:
                 counts.expected_predictions += num_to_predict(n, o.max_predictions_per_seq, o.masked_lm_prob)
         counts.instances += len(keyed)
         return keyed
+
+    def chunk_records(self, texts):
+        """(keyed records, Counts) of a chunk of documents (lists of sentence strings)."""
+        counts = self.empty_counts()
+        keyed = []
+        for sentences in texts:
+            keyed.extend(self.records(document_key(sentences), sentences, counts))
+        return keyed, counts

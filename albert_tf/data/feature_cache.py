@@ -70,14 +70,8 @@ class FeatureKind:
 
 
 class RecordEncoder:
-    """Serializes tf.train.Examples of int64 features.
-
-    Args:
-        names: the feature names of every record.
-
-    `encode_int64({name: ints})` -> bytes (a list, tuple or numpy array of any shape,
-    flattened; negative values are kept).
-    """
+    """Serializes tf.train.Examples of the int64 features `names`: `encode_int64({name: ints})`
+    -> bytes (a list, tuple or numpy array of any shape, flattened; negative values kept)."""
 
     def __init__(self, names):
         import tensorflow as tf  # imported when features are built, not when this module is
@@ -108,19 +102,11 @@ def tokenizer_record(tokenizer):
 
 
 def input_record(paths, error=FeatureFileError):
-    """The input's part of a settings record.
-
-    Args:
-        paths: one file, or a list of files (e.g. every article file of a RACE split).
-        error: the exception raised (naming the file) when one is missing.
-
-    Returns:
-        {"input_file", "input_size", "input_mtime", "input_sha256"} for one file (its own
-        sha256); for several also "input_files" (their count), with "input_file" their
-        common directory, the sizes summed, the newest mtime, and "input_sha256" the sha256
-        of the lines "<path relative to that directory>\\t<file sha256>\\n" in sorted order
-        (so adding, removing, renaming or editing a file changes it).
-    """
+    """The input's part of a settings record of `paths` (one file or a list; `error` raised,
+    naming the file, when one is missing): {"input_file", "input_size", "input_mtime",
+    "input_sha256"}; for several files also "input_files" (their count), "input_file" their
+    common directory, the sizes summed, the newest mtime, and "input_sha256" the sha256 of
+    the lines "<relative path>\\t<file sha256>\\n" in sorted order."""
     single = isinstance(paths, (str, os.PathLike))
     paths = [os.fspath(paths)] if single else [os.fspath(p) for p in paths]
     if not paths:
@@ -265,15 +251,9 @@ class CacheOutcome:
 
 
 def load_or_build(feature_file, settings, kind, build, also_stale=None):
-    """Reuses `feature_file` when `check_feature_file` allows it, else calls `build()`
-    (which writes it with `write_feature_file`) and says why.
-
-    Args:
-        also_stale: optional function sidecar -> reason or None: a task's extra reason to
-            rebuild a file the settings would reuse.
-    Returns:
-        CacheOutcome.
-    """
+    """Reuses `feature_file` when `check_feature_file` allows it (and `also_stale(sidecar)`,
+    a task's extra reason to rebuild, gives None), else calls `build()` (which writes it with
+    `write_feature_file`); returns a CacheOutcome saying why."""
     feature_file = os.fspath(feature_file)
     ok, reason = check_feature_file(feature_file, settings, kind)
     if ok and also_stale is not None:
@@ -292,15 +272,9 @@ def load_or_build(feature_file, settings, kind, build, also_stale=None):
 
 
 def read_feature_arrays(path, kind, names=None):
-    """A feature TFRecord -> {name: numpy array [N, *shape]} (shapes from `kind.shapes` of
-    the sidecar's settings). Uses TensorFlow.
-
-    Args:
-        names: the features to return (default: all of the kind's).
-    Raises:
-        kind.error without a sidecar, for a corrupt file or a record count that differs
-        from the sidecar's.
-    """
+    """A feature TFRecord -> {name: numpy array [N, *shape]} of `names` (default: all of the
+    kind's; shapes from `kind.shapes` of the sidecar's settings). Raises kind.error without a
+    sidecar, for a corrupt file or a record count other than the sidecar's."""
     import tensorflow as tf
 
     from albert_tf.data.maps import graph_map

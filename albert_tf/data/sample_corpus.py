@@ -106,9 +106,8 @@ def installed_entries(roots=ROOTS, packages=None, min_sentences=DOCUMENT_SENTENC
     """Yields the docstring entries of this interpreter's installed files (source="installed").
 
     Args:
-        roots: which of sysconfig's directories to read, in order: "stdlib", "purelib".
-        packages: None (every file), or top-level names ("asyncio", "os", "numpy") to
-            read only those packages and modules; the order of the rest is unchanged.
+        roots: sysconfig's directories to read, in order: "stdlib", "purelib".
+        packages: None (every file), or the top-level names ("asyncio", "os") to read.
         min_sentences: keep docstrings with at least this many prose sentences.
     Yields:
         {"source": "asyncio/tasks.py", "name": the dotted name ("asyncio.tasks.Task.cancel";
@@ -152,16 +151,11 @@ def iter_entries(source="fixed", packages=None, min_sentences=DOCUMENT_SENTENCES
     """Yields docstring entries: by default the corpus documents of the fixed sample corpus.
 
     Args:
-        source: "fixed" (FIXED_FILE: the same entries on every interpreter) or
-            "installed" (this interpreter's files: `installed_entries`).
-        packages: None (all), or top-level names ("asyncio", "os.py" as "os", "IPython")
-            to keep only their entries, in the same order.
-        min_sentences: keep entries with at least this many sentences (1: every entry;
-            the default: the corpus documents).
+        source: "fixed" (FIXED_FILE) or "installed" (`installed_entries`); else ValueError.
+        packages: None (all), or the top-level names ("asyncio", "os") whose entries to keep.
+        min_sentences: keep entries with at least this many sentences (1: every entry).
     Yields:
         {"source", "name", "kind", "sentences"} (installed_entries' form), in corpus order.
-    Raises:
-        ValueError: an unknown source.
     """
     if source == "installed":
         yield from installed_entries(packages=packages, min_sentences=min_sentences)

@@ -14,6 +14,7 @@ Outputs appear only when everything succeeded; the JSON summary goes beside them
 
 import contextlib
 import dataclasses
+import itertools
 import multiprocessing
 import os
 import queue
@@ -105,38 +106,17 @@ class WriterOptions:
 # --- work --------------------------------------------------------------------------------
 def document_chunks(documents, size):
     """Groups a stream of documents into lists of `size` (the last may be shorter)."""
-    chunk = []
-    for document in documents:
-        chunk.append(document)
-        if len(chunk) == size:
-            yield chunk
-            chunk = []
-    if chunk:
-        yield chunk
-
-
-class ChunkWorker:
-    """A chunk of documents (lists of sentence strings) -> (keyed records, Counts), with
-    `DocumentRecords` (its arguments)."""
-
-    def __init__(self, spm_model_file, options, pool_entries=None):
-        self.documents = DocumentRecords(spm_model_file, options, pool_entries)
-
-    def records(self, texts):
-        counts = self.documents.empty_counts()
-        keyed = []
-        for sentences in texts:
-            keyed.extend(self.documents.records(document_key(sentences), sentences, counts))
-        return keyed, counts
+    documents = iter(documents)
+    return iter(lambda: list(itertools.islice(documents, size)), [])
 
 
 def _worker_process(spm_model_file, options, pool_entries, tasks, results):
-    """Body of a worker process: one ChunkWorker answers (index, texts) tasks until None."""
+    """Body of a worker process: one DocumentRecords answers (index, texts) tasks until None."""
     index = None
     try:
-        worker = ChunkWorker(spm_model_file, options, pool_entries)
+        worker = DocumentRecords(spm_model_file, options, pool_entries)
         for index, texts in iter(tasks.get, None):
-            results.put((index, worker.records(texts), None))
+            results.put((index, worker.chunk_records(texts), None))
     except BaseException:  # noqa: BLE001 - reported to the main process, which raises
         results.put((index, None, traceback.format_exc()))
 
@@ -195,16 +175,11 @@ def chunk_records(chunks, spm_model_file, options, pool_entries=None):
     0 or 1) or in `options.num_workers` processes (at most 2 chunks each in flight; they
     never import TensorFlow), in no set order. `pool_entries`: as `DocumentRecords`'."""
     if options.num_workers <= 1:
-        worker = ChunkWorker(spm_model_file, options, pool_entries)
+        worker = DocumentRecords(spm_model_file, options, pool_entries)
         for texts in chunks:
-            yield worker.records(texts)
+            yield worker.chunk_records(texts)
     else:
         yield from _records_in_workers(chunks, spm_model_file, options, pool_entries)
-
-
-def keyed_documents(documents):
-    """(document_key, sentences) of each document of a stream."""
-    return ((document_key(sentences), sentences) for sentences in documents)
 
 
 def read_pool(input_files, options):
@@ -212,7 +187,8 @@ def read_pool(input_files, options):
     if not options.draws_random_documents:
         return None
     documents = read_documents(input_files, BadLines(options.strict_utf8))
-    return sample_documents(keyed_documents(documents), options.random_document_pool, options.random_seed)[0]
+    keyed = ((document_key(sentences), sentences) for sentences in documents)
+    return sample_documents(keyed, options.random_document_pool, options.random_seed)[0]
 
 
 # --- output ------------------------------------------------------------------------------

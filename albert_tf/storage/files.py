@@ -1,8 +1,8 @@
 """The one file layer: every path albert_tf reads or writes (a local path or a URL) goes here.
 
-A local path uses the standard library (TensorFlow is not imported: the data workers and
-modeling/ stay free of it); a path with a URL scheme (gs://, s3://, hdfs://, ram://) goes
-through `tf.io.gfile`, imported only then. `join` keeps "scheme://".
+A local path uses the standard library (TensorFlow is not imported); a path with a URL scheme
+(gs://, s3://, hdfs://, ram://) goes through `tf.io.gfile`, imported only then. `join` keeps
+"scheme://".
 
     files.exists(p); files.isdir(p); files.isfile(p); files.getsize(p); files.listdir(p)
     files.glob("gs://b/text/*.txt"); files.makedirs(p); files.remove(p)  # a file or a tree
@@ -10,9 +10,9 @@ through `tf.io.gfile`, imported only then. `join` keeps "scheme://".
     files.rename(src, dst); files.copy(src, dst); files.join("gs://b", "run", "ckpt")
     files.check_reachable(p, "--output_dir", write=True)   # before the work: exit 2, bounded
 
-Atomic writes (`albert_tf.storage.atomic`) and the output rule (`outputs`) are built on it;
-the contract on an object store (temporaries, directory copies with the marker last, stale
-temporaries after STALE_SECONDS, the bounded probe of PROBE_SECONDS): docs/outputs.md.
+The contract on an object store (a rename is a copy: temporaries, a directory copied file by
+file with its marker last, stale temporaries after STALE_SECONDS, the probe bounded by
+PROBE_SECONDS): docs/outputs.md.
 """
 
 import builtins

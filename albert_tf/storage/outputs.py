@@ -1,11 +1,11 @@
-"""No command deletes or overwrites what it did not make: the one rule for output paths.
+"""No command deletes or overwrites what it did not make: the one rule for output paths
+(docs/outputs.md).
 
-Every path a command or tool writes is an `Output(flag, path, kind)`; `check` decides for all
-of a command's outputs at once, before any work: a new path (or an empty directory, for a
-directory kind) is created; albert_tf's own output of the same kind (marked: `MARKER` inside a
-directory, `.<name>.albert_tf_output.json` beside a file) is resumed, reused or replaced
-atomically; anything else is refused with `OutputRefused` (a ValueError: exit status 2)
-naming the flag and the path, and nothing is written. The whole rule: docs/outputs.md.
+Every output is an `Output(flag, path, kind)`; `check` decides for all of a command's outputs
+at once, before any work: new (or an empty directory) is created; albert_tf's own output of
+the same kind (marked: `MARKER` inside a directory, `.<name>.albert_tf_output.json` beside a
+file) is resumed, reused or replaced atomically; anything else is refused with
+`OutputRefused` (a ValueError: exit status 2) naming the flag and the path.
 
     from albert_tf.storage import outputs
     outputs.check([outputs.Output("--output_dir", run_dir, outputs.RUN),
@@ -16,8 +16,6 @@ naming the flag and the path, and nothing is written. The whole rule: docs/outpu
         ...                                           # tmp replaces export_dir when complete
     with outputs.replacing_file(cache, outputs.FEATURE_CACHE):
         ...                                           # the file is written (atomically) here
-
-Pure Python (no TensorFlow).
 """
 
 import contextlib
@@ -31,13 +29,10 @@ from albert_tf.storage.json_files import read_json
 MARKER = ".albert_tf_output.json"
 RUN, EXPORT, CONVERSION, FEATURE_CACHE, PRETRAINING_DATA = (
     "run", "export", "conversion", "feature_cache", "pretraining_data")
-# What the tools write (tools/): data files and directories, SentencePiece models, plots,
-# config files, and the demo's directory.
+# what the tools write
 GENERATED_DATA, DATA_DIRECTORY, SENTENCEPIECE_MODEL, PLOT, CONFIG, DEMO = (
     "generated_data", "data_directory", "sentencepiece_model", "plot", "config", "demo")
-# export_litert's three files: the .tflite, and beside it its SentencePiece model and JSON
-# (kinds of their own: a SentencePiece model of train_sentencepiece or a config of
-# write_preset_configs at that name is not export_litert's to replace)
+# export_litert's .tflite, and beside it its SentencePiece model and JSON (kinds of their own)
 LITERT_MODEL, LITERT_SENTENCEPIECE, LITERT_INFO = "litert_model", "litert_sentencepiece", "litert_info"
 REPRODUCTION = "reproduction"  # tools/reproduce.py's grid directory (resumed)
 LEARNING_CHECKS = "learning_checks"  # benchmarks/learning_checks.py's results directory (reused)
@@ -50,8 +45,7 @@ DESCRIPTIONS = {RUN: "run directory", EXPORT: "export", CONVERSION: "conversion"
 DIRECTORY_KINDS = (RUN, EXPORT, CONVERSION, DATA_DIRECTORY, DEMO, REPRODUCTION, LEARNING_CHECKS)
 WHAT_HAPPENS = {RUN: "resumes", REPRODUCTION: "resumes", DEMO: "reuses", LEARNING_CHECKS: "reuses"}  # else replaces
 
-# What a run directory holds itself: an output nested in a run may not take these names (the
-# modules that write them use the same names; tests/test_storage.py checks they agree).
+# what a run directory holds itself: an output nested in a run may not take these names
 RUN_INFO = "run_info.json"
 RUN_NAMES = ("best", "train", "eval", "checkpoint", RUN_INFO, "metrics.jsonl", "eval_results.json",
              "eval_results.txt", "training_curves.png", "albert_config.json", "model.json", MARKER)
@@ -224,11 +218,9 @@ def check(outputs, inputs=()):
         {output path: "new" or "own"}.
 
     Raises:
-        files.UnreachablePath: an input or output on a store that does not answer (within
-            files.PROBE_SECONDS) or refuses it; an output that cannot be written.
+        files.UnreachablePath: a store that does not answer or refuses; an unwritable output.
         OutputRefused: an output that equals, contains or lies inside an input; two outputs
-            on the same path, or one inside another that the outer one does not leave room
-            for; an output that exists and is not albert_tf's own of its kind.
+            on one path, or one inside another; an output that is not new or own.
     """
     outputs = [o for o in outputs if o.path]
     inputs = [i for i in inputs if i.path]

@@ -44,17 +44,9 @@ def model_weights_variables(model):
 
 
 def load_weights_file(model, path, source):
-    """Loads `path` into `model` when every variable matches by name and shape.
-
-    Args:
-        model: a built Keras model.
-        path: its `.weights.h5` file.
-        source: how the caller names the file in errors (a flag, a directory).
-    Returns:
-        path.
-    Raises:
-        CheckpointMismatchError (a ValueError): the report of what differs.
-    """
+    """Loads the `.weights.h5` file `path` into the built Keras `model` when every variable
+    matches by name and shape, else raises CheckpointMismatchError (a ValueError) with the
+    report, naming the file as `source` (a flag, a directory) does. Returns `path`."""
     MatchReport.compare(model_weights_variables(model), weights_file_variables(path),
                         f"{source} ({path})").raise_if_mismatched()
     model.load_weights(path)
