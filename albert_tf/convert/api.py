@@ -109,12 +109,12 @@ def load_source(source, path, config=None):
         info = run_record(path)
         if info is not None:
             return load_run(path, info)
-        if files.isfile(files.join(path, QUESTION_ANSWERING_WEIGHTS)):
-            return AlbertForQuestionAnswering.from_pretrained(path)
-        if files.isfile(files.join(path, MULTIPLE_CHOICE_WEIGHTS)):
-            return AlbertForMultipleChoice.from_pretrained(path)
-        with_heads = files.isfile(files.join(path, PRETRAINER_WEIGHTS))
-        return (AlbertPretrainer if with_heads else AlbertEncoder).from_pretrained(path)
+        found = ((QUESTION_ANSWERING_WEIGHTS, AlbertForQuestionAnswering),
+                 (MULTIPLE_CHOICE_WEIGHTS, AlbertForMultipleChoice), (PRETRAINER_WEIGHTS, AlbertPretrainer))
+        for weights, cls in found:
+            if files.isfile(files.join(path, weights)):
+                return cls.from_pretrained(path)
+        return AlbertEncoder.from_pretrained(path)
     raise ValueError(f"--from must be one of {', '.join(SOURCES)}, got {source!r}.")
 
 

@@ -42,14 +42,10 @@ class MaskingStats:
         return cls([0] * (ngram + 1), [0] * (ngram + 1))
 
     def add(self, other):
-        for i, v in enumerate(other.ngram_drawn):
-            self.ngram_drawn[i] += v
-        for i, v in enumerate(other.ngram_applied):
-            self.ngram_applied[i] += v
-        self.masked += other.masked
-        self.replaced_by_mask += other.replaced_by_mask
-        self.kept += other.kept
-        self.replaced_random += other.replaced_random
+        for counts, more in ((self.ngram_drawn, other.ngram_drawn), (self.ngram_applied, other.ngram_applied)):
+            counts[:] = [a + b for a, b in zip(counts, more)]
+        for name in ("masked", "replaced_by_mask", "kept", "replaced_random"):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
 
 
 @dataclasses.dataclass(frozen=True)

@@ -82,15 +82,7 @@ def split_digit_comma(sp, piece):
 
 def apply_digit_comma(sp, pieces):
     """The release's rule over a list of pieces (see `split_digit_comma`)."""
-    if not any(is_digit_comma_piece(p) for p in pieces):
-        return pieces
-    out = []
-    for p in pieces:
-        if is_digit_comma_piece(p):
-            out.extend(split_digit_comma(sp, p))
-        else:
-            out.append(p)
-    return out
+    return [part for p in pieces for part in (split_digit_comma(sp, p) if is_digit_comma_piece(p) else (p,))]
 
 
 def encode_pieces(sp, text):
