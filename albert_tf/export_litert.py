@@ -22,8 +22,6 @@ Keras model.
 import dataclasses
 import json
 
-from absl import flags
-
 from albert_tf import entry_points, option_flags
 from albert_tf.storage.options import Command, LowerCase, ModelFiles, Output, option
 from albert_tf.tasks.options import RunOptions
@@ -47,7 +45,7 @@ RECORD = Command("export_litert", (
 
 
 def define_flags(flag_values=None):
-    option_flags.define_command(flags.FLAGS if flag_values is None else flag_values, RECORD)
+    option_flags.define_command(flag_values, RECORD)
 
 
 def check_options(f):

@@ -38,17 +38,8 @@ class _StorageType:
         self.dtype = np.dtype(STORAGE_DTYPES[name])
 
 
-class _Storage:
-    def __init__(self, array, storage_type):
-        self.array = array
-        self.storage_type = storage_type
-
-
-class _Tensor:
-    """A rebuilt tensor before it leaves the reader (so values can only be arrays)."""
-
-    def __init__(self, array):
-        self.array = array
+_Storage = collections.namedtuple("_Storage", "array storage_type")
+_Tensor = collections.namedtuple("_Tensor", "array")  # a rebuilt tensor (so values can only be arrays)
 
 
 def _rebuild_tensor_v2(storage, storage_offset, size, stride, requires_grad=False, backward_hooks=None,
