@@ -278,8 +278,8 @@ def write_target(model, target, output, spm_model_file=None, do_lower_case=True,
         if target in ("hf", "keras_hub"):
             report = tokenizer_check(target, tmp, spm_model_file, do_lower_case)
             release_spm.refuse_mismatch(report, allow_tokenizer_mismatch)
-            with files.open(files.join(tmp, release_spm.CHECK_FILE), "w", encoding="utf-8") as f:
-                json.dump(report, f, indent=2, ensure_ascii=False)
+            text = json.dumps(report, indent=2, ensure_ascii=False)
+            files.write_bytes(files.join(tmp, release_spm.CHECK_FILE), text.encode("utf-8"))
     return output, kind, left_behind
 
 
@@ -289,8 +289,8 @@ def tokenizer_check(target, directory, spm_model_file, do_lower_case):
     from albert_tf.data.tokenization import SentencePieceTokenizer, strip_machine_paths
 
     ours = SentencePieceTokenizer(spm_model_file, do_lower_case)
-    with files.open(spm_model_file, "rb") as f:
-        _, rules, unused = release_spm.release_model(strip_machine_paths(f.read()), bool(do_lower_case))
+    model_bytes = strip_machine_paths(files.read_bytes(spm_model_file))
+    _, rules, unused = release_spm.release_model(model_bytes, bool(do_lower_case))
     if target == "hf":
         return release_spm.check_report(
             target, "tokenizer.json read by the tokenizers library (transformers' AutoTokenizer)",

@@ -183,8 +183,7 @@ def tokenizer_files(spm_model_file, special_tokens, do_lower_case, max_length):
     from albert_tf.data.tokenization import strip_machine_paths
     from albert_tf.data.vocab import PIECES
 
-    with files.open(spm_model_file, "rb") as f:
-        model_bytes = strip_machine_paths(f.read())
+    model_bytes = strip_machine_paths(files.read_bytes(spm_model_file))
     special = {"bos_token": PIECES["cls_id"], "eos_token": PIECES["sep_id"], "unk_token": PIECES["unk_id"],
                "sep_token": PIECES["sep_id"], "pad_token": PIECES["pad_id"], "cls_token": PIECES["cls_id"],
                "mask_token": PIECES["mask_id"]}
@@ -228,10 +227,9 @@ def write_hf(model, directory, spm_model_file, do_lower_case=True):
     state, left_behind = hf_state(model, architecture)
     tokens = SentencePieceTokenizer(spm_model_file, do_lower_case).special_tokens
     save_file(state, files.join(directory, WEIGHTS_NAME), metadata={"format": "pt"})
-    with files.open(files.join(directory, "config.json"), "w") as f:
-        json.dump(hf_config(model, architecture, tokens), f, indent=2)
+    files.write_bytes(files.join(directory, "config.json"),
+                      json.dumps(hf_config(model, architecture, tokens), indent=2).encode("utf-8"))
     for name, data in tokenizer_files(spm_model_file, tokens, do_lower_case,
                                       model.config.max_position_embeddings).items():
-        with files.open(files.join(directory, name), "wb") as f:
-            f.write(data)
+        files.write_bytes(files.join(directory, name), data)
     return architecture, left_behind

@@ -77,8 +77,7 @@ def write_keras_hub_preset(model, directory, spm_model_file, sequence_length=512
     encoder = getattr(model, "encoder", model)
     backbone = backbone_for(config)
     write_keras_hub_backbone(encoder, backbone, label="the albert_tf encoder")
-    with files.open(spm_model_file, "rb") as f:
-        proto, _, _ = release_spm.release_model(strip_machine_paths(f.read()), bool(do_lower_case))
+    proto, _, _ = release_spm.release_model(strip_machine_paths(files.read_bytes(spm_model_file)), bool(do_lower_case))
     tokenizer = keras_hub.models.AlbertTokenizer(proto=proto)
     length = min(int(sequence_length), config.max_position_embeddings)
     kept = {v.path for v in encoder.weights}
@@ -101,8 +100,8 @@ def write_keras_hub_preset(model, directory, spm_model_file, sequence_length=512
             preprocessor=keras_hub.models.AlbertTextClassifierPreprocessor(tokenizer, sequence_length=length))
         copy_head("output/", task.output_dense.weights, ALBERT_TF_TO_CLASSIFIER_HEAD)
         task.save_to_preset(directory)
-        with files.open(files.join(directory, LABELS_FILE), "w", encoding="utf-8") as f:
-            json.dump({"labels": list(getattr(model, "run_labels", None) or [])}, f)
+        labels = {"labels": list(getattr(model, "run_labels", None) or [])}
+        files.write_bytes(files.join(directory, LABELS_FILE), json.dumps(labels).encode("utf-8"))
         kind = "AlbertTextClassifier"
     else:
         backbone.save_to_preset(directory)

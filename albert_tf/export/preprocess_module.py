@@ -37,8 +37,7 @@ class PreprocessModule(tf.train.Checkpoint):
         self._lower = bool(do_lower_case)
         self._seq_length = int(seq_length)
         self.sp_model_file = tf.saved_model.Asset(spm_model_file)
-        with files.open(spm_model_file, "rb") as f:
-            self._tokenizer = ReleaseTokenizer(f.read())
+        self._tokenizer = ReleaseTokenizer(files.read_bytes(spm_model_file))
 
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string)], autograph=False)
     def tokenize(self, strings):

@@ -40,8 +40,7 @@ class RawTextModule(tf.train.Checkpoint):
         self.model = model
         self.variables = [getattr(v, "value", v) for v in model.weights]
         self.sp_model_file = tf.saved_model.Asset(spm_model_file)
-        with files.open(spm_model_file, "rb") as f:
-            self._tokenizer = ReleaseTokenizer(f.read())
+        self._tokenizer = ReleaseTokenizer(files.read_bytes(spm_model_file))
         self._lower = bool(do_lower_case)
         self._max_seq_length = int(max_seq_length)
         self._widths = tuple(widths) if widths else (self._max_seq_length,)
@@ -72,6 +71,5 @@ def writing_export(export_dir, spm_model_file, made_by=None):
 
     with replacing_dir(export_dir, EXPORT, made_by=made_by) as tmp, tempfile.TemporaryDirectory() as scratch:
         spm_copy = files.join(scratch, "spm.model")
-        with files.open(spm_model_file, "rb") as src, files.open(spm_copy, "wb") as dst:
-            dst.write(strip_machine_paths(src.read()))
+        files.write_bytes(spm_copy, strip_machine_paths(files.read_bytes(spm_model_file)))
         yield tmp, spm_copy
