@@ -43,19 +43,9 @@ EXECUTION = ("num_workers", "shuffle_buffer_size", "documents_per_chunk", "temp_
 
 @dataclasses.dataclass(frozen=True)
 class WriterOptions:
-    """Settings of create_pretraining_data besides the file names.
-
-    Attributes:
-        instance: `InstanceOptions` (sequence length, masking, sentence order).
-        do_lower_case, dupe_factor, random_seed: as the release's flags.
-        num_workers: processes creating instances (0 or 1: in this process).
-        shuffle_buffer_size: records held in memory by the shuffle; more are spilled to `temp_dir`.
-        documents_per_chunk: documents per unit of work.
-        random_document_pool: the most documents held for NSP negatives (a sample of the input).
-        strict_utf8: a non-UTF-8 line is an error instead of being skipped and counted.
-        temp_dir: a local directory for the spill files ("": the system's temporary directory).
-        None of num_workers, shuffle_buffer_size, documents_per_chunk, temp_dir changes the output.
-    """
+    """Settings of create_pretraining_data besides the file names: `instance` (InstanceOptions),
+    the rest as the command's flags of the same names (num_workers 0 or 1: in this process).
+    None of `EXECUTION` changes the output."""
 
     instance: InstanceOptions = dataclasses.field(default_factory=InstanceOptions)
     do_lower_case: bool = True
@@ -274,12 +264,10 @@ def write_pretraining_data(input_files, output_files, spm_model_file, options, p
 
     Args:
         input_files: list of text files (one sentence per line, blank line between documents).
-        output_files: list of TFRecord paths; record with shuffle key k goes to
+        output_files: list of TFRecord paths; the record of shuffle key k goes to
             output_files[k % len(output_files)], in key order.
-        spm_model_file: SentencePiece model with <pad>, <unk>, [CLS], [SEP], [MASK].
-        options: `WriterOptions`.
-        progress_stream: where progress lines go (default: sys.stderr as it is at the
-            call; None: silent).
+        spm_model_file, options (`WriterOptions`): as the command's.
+        progress_stream: where progress lines go (default: sys.stderr; None: silent).
         summary_file: where the JSON summary goes (default `summary_path_for(output_files[0])`).
         made_by: a provenance.record, the summary's "made_by" (None leaves it out).
 

@@ -162,20 +162,16 @@ def examine(path, kind):
                               f"{files.basename(marker_path(path, kind))})")
 
 
-def _refusal(flag, path, kind, why):
-    named = f"{flag}={path}" if flag else path
-    what_happens = WHAT_HAPPENS.get(kind, "replaces")
-    return OutputRefused(
-        f"{named} {why}. albert_tf writes a new {DESCRIPTIONS[kind]} or {what_happens} its own, and never "
-        "overwrites what it did not make: choose another path, or move this one away yourself.")
-
-
 def refuse_if_foreign(path, kind, flag=None):
     """Raises OutputRefused unless `path` is new or albert_tf's own `kind`; returns the
     status ("new" or "own")."""
     verdict = examine(path, kind)
     if verdict.status == "foreign":
-        raise _refusal(flag, path, kind, verdict.why)
+        named = f"{flag}={path}" if flag else path
+        raise OutputRefused(
+            f"{named} {verdict.why}. albert_tf writes a new {DESCRIPTIONS[kind]} or "
+            f"{WHAT_HAPPENS.get(kind, 'replaces')} its own, and never overwrites what it did not make: choose another "
+            "path, or move this one away yourself.")
     return verdict.status
 
 
@@ -257,20 +253,16 @@ def check(outputs, inputs=()):
 # Making outputs
 
 
-def _marker_record(kind, made_by=None):
+def write_marker(path, kind, made_by=None):
+    """Marks `path` as albert_tf's own `kind` (the writers below do it; for a directory
+    being written under a temporary name, mark the temporary); `made_by` (a
+    `provenance.record`) is kept in the marker, stamped with the time."""
     record = {"kind": kind, "created": time.strftime("%Y-%m-%dT%H:%M:%S"),
               "about": f"albert_tf made this {DESCRIPTIONS[kind]}; it resumes or replaces only outputs marked as its "
                        "own, and never overwrites what it did not make."}
     if made_by is not None:
         record["made_by"] = provenance.stamp(made_by)
-    return record
-
-
-def write_marker(path, kind, made_by=None):
-    """Marks `path` as albert_tf's own `kind` (the writers below do it; for a directory
-    being written under a temporary name, mark the temporary); `made_by` (a
-    `provenance.record`) is kept in the marker, stamped with the time."""
-    return atomic.write_json(marker_path(path, kind), _marker_record(kind, made_by))
+    return atomic.write_json(marker_path(path, kind), record)
 
 
 def claim_dir(path, kind, flag=None):
