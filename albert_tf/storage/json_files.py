@@ -25,7 +25,7 @@ class JsonFileError(ValueError):
     """A JSON file that is missing, not JSON or not an object; the message names the file."""
 
 
-def _read_bytes(path, what, error):
+def _text(path, what, error):
     if not files.isfile(path):
         raise error(f"{path}: no such file (it does not exist or is not a file); expected {what}.")
     data = files.read_bytes(path)
@@ -34,11 +34,6 @@ def _read_bytes(path, what, error):
             data = gzip.decompress(data)
         except (OSError, EOFError) as e:
             raise error(f"{path}: not a gzip file ({e}); expected {what}, gzip-compressed: {FIX}.") from None
-    return data
-
-
-def _text(path, what, error):
-    data = _read_bytes(path, what, error)
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as e:
