@@ -60,8 +60,8 @@ def architecture_of(model):
     raise HfLayoutError(f"--to=hf: no transformers counterpart of {type(model).__name__}.")
 
 
-def layout_problems(config):
-    """Why transformers' ALBERT cannot hold `config` (an empty list when it can)."""
+def check_layout(config):
+    """Raises HfLayoutError listing every reason transformers cannot hold `config`."""
     problems = []
     if config.sharing != "all":
         problems.append(f"sharing={config.sharing!r}: transformers' ALBERT shares every sub-layer of a group "
@@ -77,12 +77,6 @@ def layout_problems(config):
                         f"groups {theirs}, the release {ours}")
     if config.hidden_act not in TO_HF_ACTIVATIONS:
         problems.append(f"hidden_act={config.hidden_act!r} has no transformers name")
-    return problems
-
-
-def check_layout(config):
-    """Raises HfLayoutError listing every reason transformers cannot hold `config`."""
-    problems = layout_problems(config)
     if problems:
         raise HfLayoutError("--to=hf: transformers' ALBERT cannot represent this model:\n  " + "\n  ".join(problems))
 

@@ -27,8 +27,8 @@ class KerasHubLayoutError(ValueError):
     """A model keras-hub's AlbertBackbone cannot represent (the reasons in the message)."""
 
 
-def layout_problems(config):
-    """Why keras-hub's AlbertBackbone cannot hold `config` (an empty list when it can)."""
+def check_layout(config):
+    """Raises KerasHubLayoutError listing every reason keras-hub cannot hold `config`."""
     problems = []
     if config.sharing != "all":
         problems.append(f"sharing={config.sharing!r}: keras-hub's AlbertBackbone shares every layer of a group")
@@ -43,12 +43,6 @@ def layout_problems(config):
                         f"groups {theirs}, the release {ours}")
     if config.hidden_act != "gelu":
         problems.append(f"hidden_act={config.hidden_act!r}: AlbertBackbone uses the tanh GELU ('gelu') only")
-    return problems
-
-
-def check_layout(config):
-    """Raises KerasHubLayoutError listing every reason keras-hub cannot hold `config`."""
-    problems = layout_problems(config)
     if problems:
         raise KerasHubLayoutError("--to=keras_hub: keras-hub's ALBERT cannot represent this model:\n  "
                                   + "\n  ".join(problems))

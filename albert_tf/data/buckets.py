@@ -60,20 +60,17 @@ def bucketed_batches(columns, lengths, batch_size, widths, finalize, training, s
     """Batches of `columns` grouped by length.
 
     Args:
-        columns: dict of arrays with N rows (numbers, padded arrays or strings) or ragged
-            tensors [N, (n)].
-        lengths: int [N], each example's real length (what it needs of the width).
+        columns: dict of arrays with N rows (numbers, padded arrays or strings) or ragged [N, (n)].
+        lengths: int [N], each example's real length.
         batch_size: B.
         widths: bucket_widths output; one width (T) gives plain batches.
-        finalize: batch dict (with LENGTH [B]) -> model batch (e.g. cut_to_width(...)); plain graph
-            code, traced without AutoGraph (data/maps.py).
+        finalize: batch dict (with LENGTH [B]) -> model batch (e.g. cut_to_width(...)), traced
+            without AutoGraph.
         training: True: shuffled (seed) and repeated forever, batches of exactly B drawn from
-            one bucket each, buckets interleaved as the shuffled stream fills them. False:
-            one pass sorted by length (then by index; the last batch may be partial).
-        seed: the shuffle's seed (a resumed run skips the batches already consumed and sees
-            what the first run would have).
+            one bucket each. False: one pass sorted by length (the last batch may be partial).
+        seed: the shuffle's seed.
         input_context: tf.distribute.InputContext; each input pipeline reads its shard.
-        skip_batches: training batches to skip at the start.
+        skip_batches: training batches to skip at the start (a resumed run).
     Returns:
         tf.data.Dataset of finalized batches.
     """

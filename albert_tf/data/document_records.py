@@ -42,12 +42,9 @@ class DocumentRecords:
     """Turns documents (lists of sentence strings) into keyed, serialized Examples.
 
     Args:
-        spm_model_file: the SentencePiece model (through the file layer).
-        options: `albert_tf.data.writer.WriterOptions` (its `instance`, `do_lower_case`,
-            `dupe_factor` and `random_seed` are used).
-        pool_entries: the input-wide pool of NSP negatives
-            (`document_pool.sample_documents`' entries), or None: no NSP negatives.
-        model_bytes: the model file's bytes, read before (then `spm_model_file` only names it).
+        spm_model_file: the SentencePiece model (`model_bytes`: its bytes, read before).
+        options: `writer.WriterOptions` (its `instance`, `do_lower_case`, `dupe_factor`, `random_seed`).
+        pool_entries: `document_pool.sample_documents`' entries, or None: no NSP negatives.
     """
 
     def __init__(self, spm_model_file, options, pool_entries=None, model_bytes=None):

@@ -200,10 +200,8 @@ def pretraining_dataset(
         seed: seed of the shuffles and of dynamic masking.
         shuffle_buffer_size: examples in the shuffle buffer.
         cycle_length: files read in parallel.
-        dynamic_masking: `DynamicMasking` to re-draw masks on every read (its ids and
-            settings from the files' summary: `DynamicMasking.from_summary`), or None.
-        skip_batches: batches to skip first (resuming where a distributed iterator
-            cannot be checkpointed; in deterministic mode the rest is identical).
+        dynamic_masking: `DynamicMasking` to re-draw masks on every read, or None.
+        skip_batches: batches to skip first (a resumed run).
 
     Returns:
         A `tf.data.Dataset` of batches (see module docstring).

@@ -20,15 +20,12 @@ def export_tfhub(pretrainer, spm_model_file, export_path, with_mlm=True, seq_len
     """Exports an AlbertPretrainer's encoder (and masked-LM head) plus preprocessing.
 
     Args:
-        pretrainer: an AlbertPretrainer with trained weights.
-        spm_model_file: its SentencePiece model.
+        pretrainer, spm_model_file: an AlbertPretrainer with trained weights, its SentencePiece model.
         export_path: output directory (gets `encoder/` and `preprocess/`).
         with_mlm: add the `.mlm` sub-object.
-        seq_length: default length of the preprocessing model.
-        do_lower_case: as create_pretraining_data's flag.
-        dtype_policy: what the exported encoder computes in ("float32" or "mixed_bfloat16");
-            its signatures take and return int32 / float32 tensors and its variables are
-            float32 either way.
+        seq_length, do_lower_case: the preprocessing model's default length and lower-casing.
+        dtype_policy: what the encoder computes in ("float32" or "mixed_bfloat16"); its
+            signatures and variables are int32 / float32 either way.
         jit_compile: the encoder serves (`serve`, `serving_default`) as one XLA program.
         made_by: a provenance.record, kept in the export's marker.
         with_preprocess: also write `preprocess/` (False: `encoder/` alone).
