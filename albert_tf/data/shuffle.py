@@ -1,10 +1,8 @@
-"""The global shuffle: records sorted by their random 64-bit keys, in bounded memory.
-
-The output is the records in ascending (key, record) order, record i going to shard
-`key % num_shards`: a uniform random permutation whatever the corpus size, and the same bytes
-whatever produced the records. `KeySort` holds at most `limit` records in memory; past that
-it spills them to 256 bucket files by the key's top 8 bits (a bucket over `limit` records is
-split again by the next 8 bits) and reads the buckets back in key order. Pure Python.
+"""The global shuffle: records sorted by their random 64-bit keys, in bounded memory
+(docs/pretraining_data.md). The output is the records in ascending (key, record) order, record
+i going to shard `key % num_shards`. `KeySort` holds at most `limit` records in memory; past
+that it spills them to bucket files by the key's top bits and reads them back in key order.
+Pure Python.
 
     sort = KeySort(limit=100_000, directory="/tmp/albert_tf_shuffle-1234")
     for key, record in keyed_records:

@@ -3,13 +3,11 @@
     options = WriterOptions(instance=InstanceOptions(max_seq_length=128), dupe_factor=5)
     summary = write_pretraining_data(["corpus.txt"], ["out/train.tfrecord"], "spm.model", options)
 
-Documents are read as a stream, cut into chunks of `documents_per_chunk`, turned into keyed
-records (`document_records`: the one definition the Beam pipeline runs too) in this process or
-in worker processes, sorted by their shuffle keys in bounded memory (`shuffle.KeySort`) and
-written to the shards (record -> shard `key % shards`). The same inputs and options give
-byte-identical files for any `num_workers` and chunk size, and the Beam pipeline's files.
-Outputs appear only when everything succeeded; the JSON summary goes beside them as
-`summary_<name>.json`. Design and guarantees: docs/pretraining_data.md.
+Documents are read as a stream, cut into chunks, turned into keyed records
+(`document_records`, as the Beam pipeline does) in this process or in worker processes, sorted
+by their shuffle keys in bounded memory (`shuffle.KeySort`) and written to the shards: the same
+bytes for any `num_workers` and chunk size, and the Beam pipeline's. Outputs appear only when
+everything succeeded. docs/pretraining_data.md.
 """
 
 import contextlib
