@@ -13,24 +13,10 @@ __version__ = "0.2.0"
 
 
 def __getattr__(name):
-    if name == "AlbertConfig":
-        from albert_tf.modeling.config import AlbertConfig
+    if name not in __all__:
+        raise AttributeError(f"module 'albert_tf' has no attribute {name!r}")
+    from albert_tf.modeling import AlbertConfig, AlbertEncoder, AlbertPretrainer  # noqa: F401
+    from albert_tf.modeling.multiple_choice import AlbertForMultipleChoice  # noqa: F401
+    from albert_tf.modeling.question_answering import AlbertForQuestionAnswering  # noqa: F401
 
-        return AlbertConfig
-    if name == "AlbertEncoder":
-        from albert_tf.modeling.encoder import AlbertEncoder
-
-        return AlbertEncoder
-    if name == "AlbertPretrainer":
-        from albert_tf.modeling.pretrainer import AlbertPretrainer
-
-        return AlbertPretrainer
-    if name == "AlbertForQuestionAnswering":
-        from albert_tf.modeling.question_answering import AlbertForQuestionAnswering
-
-        return AlbertForQuestionAnswering
-    if name == "AlbertForMultipleChoice":
-        from albert_tf.modeling.multiple_choice import AlbertForMultipleChoice
-
-        return AlbertForMultipleChoice
-    raise AttributeError(f"module 'albert_tf' has no attribute {name!r}")
+    return locals()[name]

@@ -23,8 +23,6 @@ albert_tf's own pretraining data (an earlier run's files are replaced, a user's 
 import dataclasses
 import sys
 
-from absl import flags
-
 from albert_tf import entry_points, option_flags
 from albert_tf.storage.options import Command, LowerCase, ModelFiles, OutputFile, option
 from albert_tf.tasks.options import PretrainingOptions, PretrainingRunOptions, ReleaseTpuFlags, RunOptions
@@ -87,7 +85,7 @@ RECORD = Command("create_pretraining_data", (
 def define_flags(flag_values=None):
     """Defines this tool's flags (only when run, so the module can be imported), in
     `flag_values` (default: the global FLAGS), from its options record (RECORD)."""
-    option_flags.define_command(flags.FLAGS if flag_values is None else flag_values, RECORD)
+    option_flags.define_command(flag_values, RECORD)
 
 
 def run(f):

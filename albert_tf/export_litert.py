@@ -22,8 +22,6 @@ Keras model.
 import dataclasses
 import json
 
-from absl import flags
-
 from albert_tf import entry_points, option_flags
 from albert_tf.storage.options import Command, LowerCase, ModelFiles, Output, option
 from albert_tf.tasks.options import RunOptions
@@ -47,7 +45,7 @@ RECORD = Command("export_litert", (
 
 
 def define_flags(flag_values=None):
-    option_flags.define_command(flags.FLAGS if flag_values is None else flag_values, RECORD)
+    option_flags.define_command(flag_values, RECORD)
 
 
 def check_options(f):
@@ -129,17 +127,15 @@ def run(f):
 
     from albert_tf.data.tokenization import strip_machine_paths
 
-    with files.open(spm, "rb") as source:
-        spm_bytes = strip_machine_paths(source.read())
-    labels = getattr(model, "run_labels", None)
-    tokenization = tokenization_record(spm, files.basename(spm_output), f.do_lower_case)
-    with outputs.replacing_file(output, outputs.LITERT_MODEL, "--output"):
-        atomic.write_bytes(output, content)
-    with outputs.replacing_file(spm_output, outputs.LITERT_SENTENCEPIECE, "--output"):
-        atomic.write_bytes(spm_output, spm_bytes)
-    with outputs.replacing_file(info_output, outputs.LITERT_INFO, "--output"):
-        atomic.write_text(info_output, json.dumps(sidecar(model, f.quantization, f.max_seq_length, labels,
-                                                          tokenization, made_by), indent=2, ensure_ascii=False) + "\n")
+    spm_bytes = strip_machine_paths(files.read_bytes(spm))
+    info = sidecar(model, f.quantization, f.max_seq_length, getattr(model, "run_labels", None),
+                   tokenization_record(spm, files.basename(spm_output), f.do_lower_case), made_by)
+    info = (json.dumps(info, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
+    written = ((output, outputs.LITERT_MODEL, content), (spm_output, outputs.LITERT_SENTENCEPIECE, spm_bytes),
+               (info_output, outputs.LITERT_INFO, info))
+    for path, kind, data in written:
+        with outputs.replacing_file(path, kind, "--output"):
+            atomic.write_bytes(path, data)
     print(f"wrote {output} ({len(content):,} bytes), {spm_output} and {info_output}")
     print(f"LiteRT vs Keras on {length} fixed ids: largest difference {difference:.2e} ({', '.join(sorted(scores))})"
           + (f"; {', '.join(indices)} {'the same' if same_indices else 'differ'}" if indices else ""))

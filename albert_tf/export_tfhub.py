@@ -16,14 +16,11 @@ policy) is EXPORT_PATH/.albert_tf_output.json's "made_by" (albert_tf.storage.pro
 
 import dataclasses
 
-from absl import flags
-
 from albert_tf import entry_points, option_flags
-from albert_tf.training.precision import check_policy, choose
 from albert_tf.storage.options import Command, LowerCase, ModelFiles, option
 from albert_tf.tasks.options import PretrainingRunOptions
 from albert_tf.training.options import TrainingOptions
-from albert_tf.training.precision import PrecisionOptions
+from albert_tf.training.precision import PrecisionOptions, check_policy, choose
 from albert_tf.storage import files
 
 PRETRAINED_WEIGHTS = ("pretrainer.weights.h5",)
@@ -50,7 +47,7 @@ REQUIRED = ("albert_config_file", "checkpoint", "spm_model_file", "export_path")
 
 
 def define_flags(flag_values=None):
-    option_flags.define_command(flags.FLAGS if flag_values is None else flag_values, RECORD)
+    option_flags.define_command(flag_values, RECORD)
 
 
 def run(f):

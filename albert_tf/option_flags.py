@@ -16,10 +16,14 @@ import typing
 
 
 def define_command(flag_values, command):
-    """Defines the flags of `command` (a storage.options.Command) in `flag_values`: one per
-    field, under the command's flag name, with the command's default and the field's help
-    and type. Returns {flag name: field name}."""
+    """Defines the flags of `command` (a storage.options.Command) in `flag_values` (None:
+    absl's global FLAGS): one per field, under the command's flag name, with the command's
+    default and the field's help and type. Returns {flag name: field name}."""
+    from absl import flags
+
     from albert_tf.storage.options import CHOICES
+
+    flag_values = flags.FLAGS if flag_values is None else flag_values
 
     module = _caller_module_name()
     made = {}

@@ -11,7 +11,6 @@ shared/ALBERT_REFERENCE.md (encoder + pooler, V = 30000); "paper" the rounded fi
 the paper prints.
 """
 
-import csv
 import sys
 
 from albert_tf import entry_points, option_flags
@@ -52,20 +51,9 @@ def _row(table, model, config, reference, paper):
     from albert_tf.modeling import count_parameters
 
     built = count_parameters(config)
-    return {
-        "table": table,
-        "model": model,
-        "hidden_size": config.hidden_size,
-        "num_hidden_layers": config.num_hidden_layers,
-        "num_attention_heads": config.num_attention_heads,
-        "intermediate_size": config.intermediate_size,
-        "embedding_size": config.embedding_size,
-        "sharing": config.sharing,
-        "reference": reference,
-        "paper": paper,
-        "built": built,
-        "match": built == reference,
-    }
+    values = {"table": table, "model": model, "reference": reference, "paper": paper, "built": built,
+              "match": built == reference}
+    return {column: values[column] if column in values else getattr(config, column) for column in COLUMNS}
 
 
 def build_rows():
@@ -98,17 +86,6 @@ def format_rows(rows):
     return "\n".join(lines)
 
 
-def write_csv(rows, path):
-    """Writes the rows to `path` atomically (albert_tf.storage.atomic)."""
-    from albert_tf.storage import atomic
-
-    with atomic.open_file(path, "w") as f:
-        writer = csv.DictWriter(f, fieldnames=COLUMNS)
-        writer.writeheader()
-        writer.writerows(rows)
-    return path
-
-
 RECORD = Command("param_table", ((RunDirectory, None),), defaults={"output_dir": "results"})
 
 
@@ -125,14 +102,14 @@ def write_table(output_dir, stream=None):
     built count differs from the reference."""
     if files.exists(output_dir) and not files.isdir(output_dir):
         raise NotADirectoryError(f"--output_dir={output_dir} exists and is not a directory.")
-    from albert_tf.storage import outputs
+    from albert_tf.storage import atomic, outputs
 
     path = files.join(output_dir, "param_table.csv")
     outputs.check([outputs.Output("--output_dir", path, outputs.GENERATED_DATA)])  # before any work
     rows = build_rows()
     print(format_rows(rows), file=stream)
     with outputs.replacing_file(path, outputs.GENERATED_DATA, "--output_dir"):
-        path = write_csv(rows, path)
+        path = atomic.write_csv(path, rows, COLUMNS)
     print(f"\nwrote {path}", file=stream)
     if not all(r["match"] for r in rows):
         print("param_table: some built counts differ from the reference", file=sys.stderr)

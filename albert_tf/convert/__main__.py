@@ -41,8 +41,6 @@ multiple-choice model, the logit of that sequence as a single option).
 
 import dataclasses
 
-from absl import flags
-
 from albert_tf import entry_points, option_flags
 from albert_tf.storage.options import Command, LowerCase, ModelFiles, Output, option
 
@@ -70,7 +68,7 @@ from albert_tf.storage import files
 
 
 def define_flags(flag_values=None):
-    option_flags.define_command(flags.FLAGS if flag_values is None else flag_values, RECORD)
+    option_flags.define_command(flag_values, RECORD)
 
 
 def check_options(f):

@@ -1,20 +1,11 @@
 """Conversion between the release's TF1 checkpoints, Hugging Face, keras-hub and albert_tf.
 
-Every conversion goes through an albert_tf model: the source is renamed with its table,
-checked (every target variable assigned exactly once, shapes matching; otherwise the
-full list of problems and nothing written) and assigned; the target is then written.
-
-The albert_tf model is the one the source's variables make: AlbertEncoder,
-AlbertPretrainer, AlbertForQuestionAnswering (version "v1" from the release's
-run_squad_v1.py or Hugging Face's AlbertForQuestionAnswering, "v2" from run_squad_v2.py),
-AlbertForMultipleChoice (the release's run_race.py or Hugging Face's
-AlbertForMultipleChoice), AlbertPretrainer of a keras-hub AlbertMaskedLM preset (its
-sentence-order head, which keras-hub does not hold, at initial values and named in
-`model.not_in_source`), or AlbertClassifier (Hugging Face's
-AlbertForSequenceClassification, keras-hub's AlbertTextClassifier, an albert_tf
-run_classifier run). An albert_tf run directory is read through the model record its
-run_info.json holds (`load_run`). Targets: albert_tf, tf1, hf (hf_write.py) and keras_hub
-(keras_hub_write.py).
+Every conversion goes through the albert_tf model the source's variables make (AlbertEncoder,
+AlbertPretrainer, AlbertForQuestionAnswering v1/v2, AlbertForMultipleChoice, AlbertClassifier;
+an albert_tf run directory through the model record of its run_info.json): the source is
+renamed with its table, checked (every target variable assigned exactly once with its shape,
+else the full list of problems and nothing written) and assigned; the target is then written
+(hf_write.py, keras_hub_write.py, tf1.py). docs/convert.md.
 """
 
 import json
@@ -57,10 +48,8 @@ def _build(config, kind):
 
 
 def load_source(source, path, config=None):
-    """Reads `path` as `source` into an albert_tf model: AlbertPretrainer when the source
-    has the pretraining heads, AlbertForQuestionAnswering when it has a SQuAD head,
-    AlbertForMultipleChoice when it has the RACE (multiple-choice) head, else
-    AlbertEncoder.
+    """Reads `path` as `source` into the albert_tf model its heads make (AlbertPretrainer,
+    AlbertForQuestionAnswering, AlbertForMultipleChoice, AlbertClassifier, else AlbertEncoder).
 
     Args:
         source: one of SOURCES.
@@ -120,12 +109,12 @@ def load_source(source, path, config=None):
         info = run_record(path)
         if info is not None:
             return load_run(path, info)
-        if files.isfile(files.join(path, QUESTION_ANSWERING_WEIGHTS)):
-            return AlbertForQuestionAnswering.from_pretrained(path)
-        if files.isfile(files.join(path, MULTIPLE_CHOICE_WEIGHTS)):
-            return AlbertForMultipleChoice.from_pretrained(path)
-        with_heads = files.isfile(files.join(path, PRETRAINER_WEIGHTS))
-        return (AlbertPretrainer if with_heads else AlbertEncoder).from_pretrained(path)
+        found = ((QUESTION_ANSWERING_WEIGHTS, AlbertForQuestionAnswering),
+                 (MULTIPLE_CHOICE_WEIGHTS, AlbertForMultipleChoice), (PRETRAINER_WEIGHTS, AlbertPretrainer))
+        for weights, cls in found:
+            if files.isfile(files.join(path, weights)):
+                return cls.from_pretrained(path)
+        return AlbertEncoder.from_pretrained(path)
     raise ValueError(f"--from must be one of {', '.join(SOURCES)}, got {source!r}.")
 
 
@@ -179,14 +168,9 @@ def run_record(path):
 
 def load_run(path, info):
     """The model of a fine-tuning run directory: rebuilt from its record, with the weights
-    of the run's best checkpoint (best/, kept by the dev metric; what its predictions and
-    export came from) or else its newest. `model.run_labels` holds the task's labels and
-    `model.run_checkpoint` the checkpoint read.
-
-    Raises:
-        ValueError: no checkpoint, or one whose variables differ from the record's model
-            (the one matching report names them).
-    """
+    of the run's best checkpoint (best/) or else its newest; `model.run_labels` holds the
+    task's labels and `model.run_checkpoint` the checkpoint read. ValueError for no
+    checkpoint, or one whose variables differ from the record's model."""
     import tensorflow as tf
 
     from albert_tf.modeling.records import EXPORT_VARIABLES, run_model
@@ -265,26 +249,16 @@ def check_target(model, target, spm_model_file):
 
 def write_target(model, target, output, spm_model_file=None, do_lower_case=True, allow_tokenizer_mismatch=False,
                  made_by=None):
-    """Writes `model` as `target` into the directory `output`, atomically: everything is
-    written into a temporary sibling (`albert_tf.storage.outputs.replacing_dir`) that
-    replaces `output` only when complete; on any error an existing `output` stays as it
-    was and the temporary is removed. `output` must be new or albert_tf's own conversion
-    (OutputRefused otherwise: a user's directory is never replaced). hf and keras_hub
-    targets carry the tokenizer: `spm_model_file` is the model's SentencePiece model,
-    `do_lower_case` as the model was trained; the written tokenizer is read back and
-    checked against albert_tf's on `release_spm.CHECK_TEXTS`, its record written as
-    `release_spm.CHECK_FILE` into `output` (`tokenizer_check`). `made_by` (what made the
-    conversion: albert_tf.storage.provenance.record) is kept in the output's marker
-    (`output/.albert_tf_output.json`, "made_by"): every target has it, and the target's own
-    files (configs, weights) stay as their readers expect them.
+    """Writes `model` as `target` into the directory `output`, atomically
+    (`outputs.replacing_dir`: `output` must be new or albert_tf's own conversion, else
+    OutputRefused). hf and keras_hub targets carry the tokenizer (`spm_model_file`,
+    `do_lower_case`), read back and checked against albert_tf's on `release_spm.CHECK_TEXTS`
+    (its record: `release_spm.CHECK_FILE` in `output`). `made_by` (a provenance.record) is
+    kept in the output's marker.
 
-    Returns:
-        (output path, what the target holds (e.g. "AlbertForPreTraining"), the albert_tf
-        variable paths the target has no place for).
-
-    Raises:
-        release_spm.TokenizerMismatch: the written tokenizer gives other ids than albert_tf
-            on a built-in text, unless `allow_tokenizer_mismatch` (nothing is written).
+    Returns (output path, what the target holds (e.g. "AlbertForPreTraining"), the albert_tf
+    variable paths the target has no place for). Raises release_spm.TokenizerMismatch where
+    the written tokenizer gives other ids than albert_tf, unless `allow_tokenizer_mismatch`.
     """
     check_target(model, target, spm_model_file)
     output = files.abspath(output)
@@ -304,8 +278,8 @@ def write_target(model, target, output, spm_model_file=None, do_lower_case=True,
         if target in ("hf", "keras_hub"):
             report = tokenizer_check(target, tmp, spm_model_file, do_lower_case)
             release_spm.refuse_mismatch(report, allow_tokenizer_mismatch)
-            with files.open(files.join(tmp, release_spm.CHECK_FILE), "w", encoding="utf-8") as f:
-                json.dump(report, f, indent=2, ensure_ascii=False)
+            text = json.dumps(report, indent=2, ensure_ascii=False)
+            files.write_bytes(files.join(tmp, release_spm.CHECK_FILE), text.encode("utf-8"))
     return output, kind, left_behind
 
 
@@ -315,8 +289,8 @@ def tokenizer_check(target, directory, spm_model_file, do_lower_case):
     from albert_tf.data.tokenization import SentencePieceTokenizer, strip_machine_paths
 
     ours = SentencePieceTokenizer(spm_model_file, do_lower_case)
-    with files.open(spm_model_file, "rb") as f:
-        _, rules, unused = release_spm.release_model(strip_machine_paths(f.read()), bool(do_lower_case))
+    model_bytes = strip_machine_paths(files.read_bytes(spm_model_file))
+    _, rules, unused = release_spm.release_model(model_bytes, bool(do_lower_case))
     if target == "hf":
         return release_spm.check_report(
             target, "tokenizer.json read by the tokenizers library (transformers' AutoTokenizer)",
@@ -341,10 +315,9 @@ def spm_model_in(source, path):
 
 def convert(source, target, input_path, output_path, config=None, spm_model_file=None, do_lower_case=True,
             allow_tokenizer_mismatch=False, made_by=None):
-    """Converts and writes (`made_by`: as `write_target`); returns (model, output path). The output is checked first
-    (albert_tf.storage.outputs: new or albert_tf's own conversion, and neither the input,
-    inside it nor holding it); `spm_model_file` (for hf and keras_hub targets) defaults to
-    the one the input carries (`spm_model_in`)."""
+    """Converts and writes (arguments as `write_target`'s), the output checked first
+    (`outputs.check`); returns (model, output path). `spm_model_file` defaults to the one the
+    input carries (`spm_model_in`)."""
     if target not in TARGETS:
         raise ValueError(f"--to must be one of {', '.join(TARGETS)}, got {target!r}.")
     outputs.check([outputs.Output("--output", output_path, outputs.CONVERSION)],
@@ -374,11 +347,9 @@ def fixed_output(model):
 
 
 def fixed_head_output(model):
-    """(name, values) of a fine-tuned model's head on `fixed_ids(model.config)`: for an
-    AlbertForQuestionAnswering v1 start_logits [T], v2 cls_logits [1] (None when T is
-    below start_n_top or end_n_top); for an AlbertForMultipleChoice the logits [1] of
-    the ids as the one option of one example (the option's score before the softmax);
-    for an AlbertClassifier its logits [C]; None for other models."""
+    """(name, values) of a fine-tuned model's head on `fixed_ids(model.config)`: QA v1
+    start_logits [T], v2 cls_logits [1] (None when T is below start_n_top or end_n_top);
+    multiple choice logits [1] (the ids as the one option); classifier logits [C]; else None."""
     inputs = _fixed_inputs(model.config)
     if isinstance(model, AlbertClassifier):
         return "logits", np.asarray(model(inputs, training=False))[0]

@@ -1,33 +1,16 @@
 """Hugging Face ALBERT (AlbertModel, AlbertForPreTraining, AlbertForQuestionAnswering,
-AlbertForMultipleChoice) <-> albert_tf.
-
-Reads a model directory: config.json and model.safetensors or pytorch_model.bin, both
-with NumPy only (no torch: `torch_checkpoint` reads the .bin zip archive and refuses any
-pickled object but tensors). torch Linear weights are [out, in]: their rules name the
-`transpose` transform; the SOP classifier's [2, H] weight already has the release's
-layout. The decoder of the masked-LM head is tied to the word embeddings and is checked,
-not copied.
-
-AlbertForQuestionAnswering's `qa_outputs` (weight [2, H], bias [2]) holds the numbers of
-the release's cls/squad/output_weights and output_bias (the v1 head). Hugging Face builds
-that model without a pooler (`AlbertModel(config, add_pooling_layer=False)`); older
-versions saved one. An albert_tf encoder has a pooler, so a QA source without one gets
-`ABSENT_QA_POOLER`: zeros, named here and reported (pooled_output is then 0; the QA
-outputs do not use it).
-
-AlbertForMultipleChoice's `classifier` (weight [1, H], bias [1]) holds the numbers of the
-release's RACE head (top-level output_weights, output_bias; albert_tf
-AlbertForMultipleChoice); that model keeps its pooler, which the head reads.
-AlbertForSequenceClassification uses the same `classifier` names ([num_labels, H]): when
-config.json's `architectures` names it, the weights become an albert_tf AlbertClassifier
-(HF_CLASSIFIER_TABLE; its labels from id2label); without `architectures`, a classifier of
-more than one label is reported by its shape.
+AlbertForMultipleChoice, AlbertForSequenceClassification) <-> albert_tf: rename tables and
+readers of a model directory (config.json and model.safetensors or pytorch_model.bin, both
+with NumPy only). torch Linear weights are [out, in]: their rules name `transpose`; the tied
+masked-LM decoder is checked, not copied. AlbertForQuestionAnswering has no pooler: it gets
+`ABSENT_QA_POOLER` (zeros, reported). docs/convert.md "From Hugging Face".
 """
 
 
 import numpy as np
 
 from albert_tf.storage.json_files import read_json
+from albert_tf.convert import templates
 from albert_tf.convert.templates import to_regex_table
 from albert_tf.convert.torch_checkpoint import read_state_dict
 from albert_tf.storage import files
@@ -163,15 +146,8 @@ HEAD_WEIGHTS = {"squad_v1": "qa_outputs.weight / qa_outputs.bias",
 def model_kind(names):
     """"encoder", "pretrainer", "squad_v1" (AlbertForQuestionAnswering) or
     "multiple_choice" (AlbertForMultipleChoice) from the weight names (without the
-    `albert.` prefix).
-
-    Raises:
-        ValueError: heads of more than one model.
-    """
-    kinds = [kind for kind, prefixes in HEAD_PREFIXES.items() if any(n.startswith(prefixes) for n in names)]
-    if len(kinds) > 1:
-        raise ValueError(f"the weights hold the heads of several models ({', '.join(kinds)}); expected one.")
-    return kinds[0] if kinds else "encoder"
+    `albert.` prefix); ValueError for heads of more than one model."""
+    return templates.model_kind(names, HEAD_PREFIXES, str.startswith, "the weights hold")
 
 
 def read_architectures(directory):

@@ -1,42 +1,12 @@
 """albert_tf -> Hugging Face transformers (hf.py reads; this file writes).
 
-Writes a directory that `transformers`' `from_pretrained` loads with no missing or
-unexpected weight, with NumPy and the safetensors library only (albert_tf needs no torch):
-
-    config.json              transformers' AlbertConfig: the dims, hidden_act "gelu_new"
-                             (the release's tanh GELU), layer_norm_eps 1e-12, the special
-                             ids, `architectures`
-    model.safetensors        the weights under transformers' names: hf.py's tables reversed
-                             (Keras kernels [in, out] transposed to torch's [out, in])
-    spiece.model             the SentencePiece model as it is (the writing machine's paths
-                             stripped): transformers' slow AlbertTokenizer preprocesses itself
-    tokenizer.json           the same model as a `tokenizers` pipeline that tokenizes as the
-                             release (`tokenizer_json`): transformers' AutoTokenizer reads it
-    tokenizer_config.json    AlbertTokenizer with do_lower_case and the special pieces
-    special_tokens_map.json
-    tokenizer_check.json     (written by api.write_target) the tokenizer.json checked on
-                             the built-in texts
-
-tokenizer.json tokenizes as albert_tf on the built-in texts (`release_spm.CHECK_TEXTS`, checked
-by the tool); `release_spm.NOT_EXPRESSED` and `SLOW_TOKENIZER_NOTE` say what still differs.
-
-Which transformers model an albert_tf model becomes (`architecture_of`; why each, and what
-is left behind: docs/convert.md#to-hugging-face):
-
-    AlbertEncoder                       AlbertModel
-    AlbertPretrainer                    AlbertForPreTraining: the MLM head tied to the word
-                                        embeddings (decoder not written), SOP as sop_classifier
-    AlbertForQuestionAnswering, v1      AlbertForQuestionAnswering (the pooler left behind)
-    AlbertForQuestionAnswering, v2      AlbertModel: the encoder alone (the head left behind)
-    AlbertForMultipleChoice             AlbertForMultipleChoice
-    AlbertClassifier (run_classifier)   AlbertForSequenceClassification: id2label from the
-                                        task's labels; one output: problem_type "regression"
-
+Writes a directory that transformers' `from_pretrained` loads with no missing or unexpected
+weight, with NumPy and safetensors only: config.json, model.safetensors (hf.py's tables
+reversed), spiece.model, tokenizer.json (`tokenizer_json`: tokenizes as the release),
+tokenizer_config.json and special_tokens_map.json. Which transformers model each albert_tf
+model becomes (`architecture_of`) and what is left behind: docs/convert.md#to-hugging-face.
 What transformers cannot represent is refused with every reason at once, before anything is
-written (HfLayoutError, a ValueError: exit 2 from the convert tool): `sharing` other than
-"all", embedding_size == hidden_size, groups whose layer-to-group maps differ (transformers'
-`int(i / (L / G))`, the release's `int(i / L * G)`), an activation without a transformers
-name.
+written (`HfLayoutError`, a ValueError: exit 2).
 """
 
 import json
@@ -66,7 +36,7 @@ class HfLayoutError(ValueError):
 
 
 def architecture_of(model):
-    """transformers' class for an albert_tf model (see the module docstring).
+    """transformers' class for an albert_tf model.
 
     Raises:
         HfLayoutError: a model of another kind.
@@ -90,8 +60,8 @@ def architecture_of(model):
     raise HfLayoutError(f"--to=hf: no transformers counterpart of {type(model).__name__}.")
 
 
-def layout_problems(config):
-    """Why transformers' ALBERT cannot hold `config` (an empty list when it can)."""
+def check_layout(config):
+    """Raises HfLayoutError listing every reason transformers cannot hold `config`."""
     problems = []
     if config.sharing != "all":
         problems.append(f"sharing={config.sharing!r}: transformers' ALBERT shares every sub-layer of a group "
@@ -107,12 +77,6 @@ def layout_problems(config):
                         f"groups {theirs}, the release {ours}")
     if config.hidden_act not in TO_HF_ACTIVATIONS:
         problems.append(f"hidden_act={config.hidden_act!r} has no transformers name")
-    return problems
-
-
-def check_layout(config):
-    """Raises HfLayoutError listing every reason transformers cannot hold `config`."""
-    problems = layout_problems(config)
     if problems:
         raise HfLayoutError("--to=hf: transformers' ALBERT cannot represent this model:\n  " + "\n  ".join(problems))
 
@@ -160,24 +124,11 @@ def hf_config(model, architecture, special_tokens):
 
 
 def tokenizer_json(model_bytes, special_tokens, do_lower_case):
-    """The `tokenizers` pipeline of the SentencePiece model, as tokenizer.json's dict.
-
-    transformers builds its ALBERT tokenizer from spiece.model with the model's
-    user-defined pieces (the release's recipe declares ( ) " - . and a few more) as
-    *added tokens*, cut out of the text before the SentencePiece segmentation: "tuple (low"
-    then becomes "tuple", "(", "▁low" where SentencePiece, and albert_tf, give "▁tuple",
-    "▁", "(", "low". Here every piece stays in the Unigram model, as in SentencePiece (a
-    user-defined piece scores 0, above every learned piece, so the segmentation still
-    takes it whole); only the five control pieces are added tokens.
-
-    The normaliser is one precompiled character map (albert_tf.convert.release_spm): the
-    release's `preprocess_text` (NFKD, characters of non-zero combining class dropped,
-    lower-cased with `do_lower_case`; no `` or '' mapping, which the release does not
-    have) followed by the model's own map. The release's digit-comma rule ("▁2016," gives
-    "▁2016" ",") is the Unigram model's: each digit-comma piece scores
-    `DIGIT_COMMA_PENALTY` below the lowest piece, so the segmentation leaves it out.
-    What differs from albert_tf (context rules of lower-casing; a digit-comma piece the
-    release splits inside a word) is in the module docstring of release_spm.
+    """The `tokenizers` pipeline of the SentencePiece model, as tokenizer.json's dict: every
+    piece in the Unigram model (only the five control pieces are added tokens), the release's
+    normalisation as one precompiled character map (`release_spm.release_model`), and each
+    digit-comma piece scored `DIGIT_COMMA_PENALTY` below the lowest piece, so the
+    segmentation leaves it out as the release's `encode_pieces` does. Why: docs/convert.md.
     """
     import base64
 
@@ -226,8 +177,7 @@ def tokenizer_files(spm_model_file, special_tokens, do_lower_case, max_length):
     from albert_tf.data.tokenization import strip_machine_paths
     from albert_tf.data.vocab import PIECES
 
-    with files.open(spm_model_file, "rb") as f:
-        model_bytes = strip_machine_paths(f.read())
+    model_bytes = strip_machine_paths(files.read_bytes(spm_model_file))
     special = {"bos_token": PIECES["cls_id"], "eos_token": PIECES["sep_id"], "unk_token": PIECES["unk_id"],
                "sep_token": PIECES["sep_id"], "pad_token": PIECES["pad_id"], "cls_token": PIECES["cls_id"],
                "mask_token": PIECES["mask_id"]}
@@ -257,22 +207,11 @@ SLOW_TOKENIZER_NOTE = ("transformers' slow AlbertTokenizer (use_fast=False: spie
 
 
 def write_hf(model, directory, spm_model_file, do_lower_case=True):
-    """Writes `model` as a transformers model directory into the (new, empty) `directory`.
-
-    Args:
-        model: AlbertEncoder, AlbertPretrainer, AlbertForQuestionAnswering (v2: its
-            encoder only), AlbertForMultipleChoice or AlbertClassifier.
-        directory: where the files go (the caller makes it atomic).
-        spm_model_file: the model's SentencePiece model (api.check_target checks that its
-            pieces number vocab_size).
-        do_lower_case: the tokenizer's lower-casing (as the model was trained).
-
-    Returns:
-        (architecture, albert_tf paths left behind).
-
-    Raises:
-        HfLayoutError: what transformers cannot represent.
-    """
+    """Writes `model` (AlbertEncoder, AlbertPretrainer, AlbertForQuestionAnswering (v2: its
+    encoder only), AlbertForMultipleChoice or AlbertClassifier) as a transformers model
+    directory into the new `directory`, with the tokenizer of `spm_model_file`. Returns
+    (architecture, albert_tf paths left behind); HfLayoutError for what transformers cannot
+    represent."""
     from safetensors.numpy import save_file
 
     from albert_tf.data.tokenization import SentencePieceTokenizer
@@ -282,10 +221,9 @@ def write_hf(model, directory, spm_model_file, do_lower_case=True):
     state, left_behind = hf_state(model, architecture)
     tokens = SentencePieceTokenizer(spm_model_file, do_lower_case).special_tokens
     save_file(state, files.join(directory, WEIGHTS_NAME), metadata={"format": "pt"})
-    with files.open(files.join(directory, "config.json"), "w") as f:
-        json.dump(hf_config(model, architecture, tokens), f, indent=2)
+    files.write_bytes(files.join(directory, "config.json"),
+                      json.dumps(hf_config(model, architecture, tokens), indent=2).encode("utf-8"))
     for name, data in tokenizer_files(spm_model_file, tokens, do_lower_case,
                                       model.config.max_position_embeddings).items():
-        with files.open(files.join(directory, name), "wb") as f:
-            f.write(data)
+        files.write_bytes(files.join(directory, name), data)
     return architecture, left_behind

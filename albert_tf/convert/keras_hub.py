@@ -51,14 +51,8 @@ BACKBONE_CLASS = "AlbertBackbone"
 
 
 def load_keras_hub_backbone(backbone, encoder, label="the keras-hub backbone"):
-    """Copies an in-memory keras-hub AlbertBackbone's weights into `encoder`.
-
-    Raises:
-        ConversionError: when any variable is missing, unexpected or misshaped.
-
-    Returns:
-        The assigned target paths.
-    """
+    """Copies an in-memory keras-hub AlbertBackbone's weights into `encoder`; returns the
+    assigned paths (ConversionError when any variable is missing, unexpected or misshaped)."""
     source = {v.path: v.numpy() for v in backbone.weights}
     return assign_to_model(encoder, source, KERAS_HUB_TO_ALBERT_TF, label=label)
 
@@ -71,12 +65,8 @@ def write_keras_hub_backbone(encoder, backbone, label="the albert_tf encoder"):
 
 
 def backbone_kwargs(saved, config_path):
-    """The AlbertBackbone constructor arguments of a keras-hub preset config.json.
-
-    Raises:
-        ValueError: naming `config_path` and what it holds when it is not an
-            AlbertBackbone (another keras-hub model, a Hugging Face config, ...).
-    """
+    """The AlbertBackbone constructor arguments of a keras-hub preset config.json (`saved`);
+    ValueError naming `config_path` and what it holds when it is not an AlbertBackbone."""
     if "class_name" in saved:
         found = saved.get("class_name")
         if found != BACKBONE_CLASS:
@@ -118,15 +108,22 @@ def backbone_from_file(path, config=None):
             raise ValueError(f"--input={path}: expected a keras-hub preset directory or a .weights.h5 file.")
         if config is None:
             raise ValueError("--from=keras_hub with a .weights.h5 file needs --albert_config_file.")
-        backbone = keras_hub.models.AlbertBackbone(
-            vocabulary_size=config.vocab_size, num_layers=config.num_hidden_layers,
-            num_heads=config.num_attention_heads, embedding_dim=config.embedding_size,
-            hidden_dim=config.hidden_size, intermediate_dim=config.intermediate_size,
-            num_groups=config.num_hidden_groups, num_inner_repetitions=config.inner_group_num,
-            dropout=config.hidden_dropout_prob, max_sequence_length=config.max_position_embeddings)
+        backbone = backbone_for(config)
         weights_path = path
     load_weights_file(backbone, weights_path, "the keras-hub weights")
     return backbone
+
+
+def backbone_for(config):
+    """A new keras-hub AlbertBackbone of `config`'s shape (float32)."""
+    import keras_hub
+
+    return keras_hub.models.AlbertBackbone(
+        vocabulary_size=config.vocab_size, num_layers=config.num_hidden_layers,
+        num_heads=config.num_attention_heads, embedding_dim=config.embedding_size, hidden_dim=config.hidden_size,
+        intermediate_dim=config.intermediate_size, num_groups=config.num_hidden_groups,
+        num_inner_repetitions=config.inner_group_num, dropout=config.hidden_dropout_prob,
+        max_sequence_length=config.max_position_embeddings, num_segments=config.type_vocab_size, dtype="float32")
 
 
 def config_of_backbone(backbone, hidden_act="gelu"):

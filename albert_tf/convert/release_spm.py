@@ -1,30 +1,12 @@
 """The release's tokenization carried inside a SentencePiece model, for tokenizers that run
 the model alone (keras-hub's AlbertTokenizer, Hugging Face's tokenizer.json).
 
-albert_tf tokenizes as the release (albert_tf.data.tokenization): `preprocess_text`
-(whitespace collapsed, NFKD, characters of non-zero combining class dropped, lower-cased
-with do_lower_case) before SentencePiece, and `encode_pieces`' digit-comma rule after it.
-A tokenizer that applies only the SentencePiece model does neither: cased text gives
-<unk> pieces there and ids albert_tf never gives. Two changes to the model make it carry
-both, as far as a model can:
-
-- the normaliser (`normalizer_spec.precompiled_charsmap`) maps every character to what
-  `preprocess_text` and then the model's own normaliser give it (`release_rules`): "É" to
-  "e", "Ａ" to "a", a lone combining mark to nothing, each `str.isspace` character to " ";
-  the model's own multi-character rules (compositions, e.g. Hangul jamo) are kept with
-  their source preprocessed first. The rules are compiled by SentencePiece's own builder
-  (`sentencepiece.SentencePieceNormalizer`), not by albert_tf;
-- every digit-comma piece (`is_digit_comma_piece`, e.g. "▁2016,") becomes UNUSED, a type
-  SentencePiece never segments into, so "▁2016," comes out as "▁2016" "," as the release's
-  rule gives (tokenizer.json has no such type: its Unigram scores them out instead,
-  `digit_comma_ids`).
-
-What a character map cannot say stays different: context rules of lower-casing (Python's
-str.lower() gives a final "ς" for "Σ" at a word's end; the map gives "σ"), and the rare
-case where the release splits a digit-comma piece inside a word ("▁1," "050" becomes "▁1"
-"," "050") while the segmentation without such pieces takes another way ("▁" "1,0" "50")
-(`NOT_EXPRESSED`). `check_report` records a written tokenizer against albert_tf on
-`CHECK_TEXTS`; the convert tool refuses one that differs there (`refuse_mismatch`).
+Two changes to the model: its normaliser (`normalizer_spec.precompiled_charsmap`, compiled
+by SentencePiece's own builder) maps every character to what `preprocess_text` and then the
+model's own normaliser give it (`release_rules`); every digit-comma piece becomes UNUSED, so
+"▁2016," comes out as "▁2016" "," as the release's `encode_pieces` gives. What a character
+map cannot say: `NOT_EXPRESSED`. `check_report` records a written tokenizer against albert_tf
+on `CHECK_TEXTS`; `refuse_mismatch` refuses one that differs there. docs/convert.md.
 """
 
 import functools
@@ -141,17 +123,6 @@ def release_model(model_bytes, do_lower_case=True):
     return proto.SerializeToString(), len(rules), len(comma)
 
 
-def differing_texts(ours, theirs, texts):
-    """[(text, our ids, their ids)] for the texts where `ours(text)` and `theirs(text)`
-    (functions text -> list of ids) differ."""
-    out = []
-    for text in texts:
-        a, b = [int(i) for i in ours(text)], [int(i) for i in theirs(text)]
-        if a != b:
-            out.append((text, a, b))
-    return out
-
-
 CHECK_FILE = "tokenizer_check.json"  # written into a converted directory: what the check found
 # What the release's tokenization has that a character map and a segmentation cannot carry.
 NOT_EXPRESSED = (
@@ -176,7 +147,8 @@ def check_report(target, tokenizer, ours, theirs, rules, unused, notes=()):
         rules: normalisation rules in the written model; unused: digit-comma pieces left out.
         notes: what else differs, in words (beside NOT_EXPRESSED).
     """
-    differ = differing_texts(ours, theirs, CHECK_TEXTS)
+    ids = [(text, [int(i) for i in ours(text)], [int(i) for i in theirs(text)]) for text in CHECK_TEXTS]
+    differ = [(text, a, b) for text, a, b in ids if a != b]
     return {"target": target, "tokenizer": tokenizer, "texts": len(CHECK_TEXTS),
             "equal": len(CHECK_TEXTS) - len(differ),
             "differ": [{"text": t, "albert_tf": a, "written": b} for t, a, b in differ],

@@ -1,15 +1,11 @@
 """Applies a rename table to a set of named arrays, strictly.
 
-A table is a sequence of rules `(pattern, template)` or `(pattern, template, transform)`:
-the first pattern that fully matches a source name gives the target name, and
-`transform` names the one shape change that rule makes (`TRANSFORMS`: transpose, merge or
-split attention heads). There is no other shape change: an array whose shape still differs
-from its target after its rule's transform is reported, never reshaped to fit, so a
-forgotten transpose or head merge stops the conversion instead of producing a wrong model.
-
-Every target variable must be assigned exactly once: missing, unexpected, duplicated or
-wrongly shaped variables stop the conversion with the full list (the one checkpoint
-report, `albert_tf.storage.report.MatchReport`), before anything is assigned or written.
+A table is a sequence of rules `(pattern, template[, transform])`: the first pattern that
+fully matches a source name gives the target name; `transform` names the rule's one shape
+change (`TRANSFORMS`). Nothing else is reshaped: an array whose shape still differs from its
+target is reported. Every target variable must be assigned exactly once: missing, unexpected,
+duplicated or misshaped variables stop the conversion with the full list (`MatchReport`)
+before anything is assigned.
 """
 
 import dataclasses
@@ -65,36 +61,17 @@ def _split_first(array, target_shape):
     return array.reshape((heads, size) + array.shape[1:])
 
 
-@dataclasses.dataclass(frozen=True)
-class Transform:
-    """A named shape change of a rename rule.
-
-    Attributes:
-        name: the name used in tables.
-        description: what it does, with the layouts it is for.
-        inverse: the name of the transform that undoes it (for reversed tables).
-        apply: fn(array, target_shape or None) -> array; target_shape is needed only by
-            the splits (the head count and size come from it).
-    """
-
-    name: str
-    description: str
-    inverse: str
-    apply: object
-
-
-TRANSFORMS = {t.name: t for t in (
-    Transform("transpose", "[out, in] <-> [in, out]: torch Linear weights against Keras kernels",
-              "transpose", _transpose),
-    Transform("merge_heads", "[..., N, D] -> [..., N*D]: keras-hub per-head query/key/value kernels "
-              "[H, N, D] and biases [N, D] -> [H, H] and [H]", "split_heads", _merge_last_two),
-    Transform("split_heads", "[..., N*D] -> [..., N, D] (N, D from the target): inverse of merge_heads",
-              "merge_heads", _split_last),
-    Transform("merge_heads_first", "[N, D, ...] -> [N*D, ...]: keras-hub attention output kernel "
-              "[N, D, H] -> [H, H]", "split_heads_first", _merge_first_two),
-    Transform("split_heads_first", "[N*D, ...] -> [N, D, ...] (N, D from the target): inverse of "
-              "merge_heads_first", "merge_heads_first", _split_first),
-)}
+# name -> (fn(array, target_shape or None) -> array, the name of its inverse); the splits take
+# the head count and size N, D from the target's shape
+TRANSFORMS = {
+    "transpose": (_transpose, "transpose"),  # [out, in] <-> [in, out]: torch Linear against Keras kernels
+    # [..., N, D] -> [..., N*D]: keras-hub per-head query/key/value kernels [H, N, D], biases [N, D]
+    "merge_heads": (_merge_last_two, "split_heads"),
+    "split_heads": (_split_last, "merge_heads"),
+    # [N, D, ...] -> [N*D, ...]: keras-hub attention output kernel [N, D, H] -> [H, H]
+    "merge_heads_first": (_merge_first_two, "split_heads_first"),
+    "split_heads_first": (_split_first, "merge_heads_first"),
+}
 
 
 def check_transform(name):
@@ -106,7 +83,7 @@ def check_transform(name):
 
 def inverse_transform(name):
     """The transform undoing `name` (None for None)."""
-    return None if check_transform(name) is None else TRANSFORMS[name].inverse
+    return None if check_transform(name) is None else TRANSFORMS[name][1]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -151,23 +128,10 @@ def _duplicates_error(duplicated):
 
 
 def rename(source, table, skip=()):
-    """Renames `source` arrays through `table` (transforms are applied later, by
-    `match_shapes` or `apply_transforms`).
-
-    Args:
-        source: dict name -> array.
-        table: sequence of `(pattern, template[, transform])`; the first pattern that
-            fully matches a name gives the target name `re.sub(pattern, template, name)`;
-            `transform` is a name in TRANSFORMS.
-        skip: patterns of source names to drop silently (optimizer slots, global_step).
-
-    Returns:
-        dict target name -> Renamed(source name, array, transform).
-
-    Raises:
-        ConversionError: listing source names no rule matches and targets hit twice.
-        ValueError: a rule names an unknown transform.
-    """
+    """Renames `source` (name -> array) through `table` (module docstring), dropping the
+    names `skip`'s patterns match; transforms are applied later (`match_shapes`,
+    `apply_transforms`). Returns {target name: Renamed}. Raises ConversionError listing
+    the names no rule matches and targets hit twice; ValueError for an unknown transform."""
     out, unmatched, duplicated = _rename(source, table, skip)
     if duplicated:
         raise _duplicates_error(duplicated)
@@ -182,7 +146,7 @@ def _apply(renamed, target_shape):
     if renamed.transform is None:
         return array, None
     try:
-        return TRANSFORMS[renamed.transform].apply(array, target_shape), None
+        return TRANSFORMS[renamed.transform][0](array, target_shape), None
     except _NotApplicable as e:
         return array, str(e)
 
@@ -206,24 +170,13 @@ def apply_transforms(renamed):
 
 
 def match_shapes(renamed, target_shapes, source="the source", unmatched=None):
-    """Applies each rule's named transform and checks names and shapes against the target.
+    """Applies each rule's named transform and checks names and shapes against the target;
+    the report (`MatchReport`) is followed by where each difference comes from.
 
-    Nothing is reshaped beyond the named transform: a shape that still differs is a
-    mismatch. The report is `MatchReport` (target names), followed by where each
-    difference comes from (source name, source shape, transform).
-
-    Args:
-        renamed: output of `rename`.
-        target_shapes: dict target name -> shape tuple.
-        source: what was read, for the report's first line (e.g. "--input=x (hf)").
-        unmatched: dict name -> array of source variables no rule maps (reported as
-            not in the model).
-
-    Returns:
-        dict target name -> np.ndarray of the target's shape.
-
-    Raises:
-        ConversionError: listing missing, unexpected and wrongly shaped variables.
+    `renamed`: `rename`'s output; `target_shapes`: {target name: shape}; `source` names what
+    was read; `unmatched`: {name: array} no rule maps (reported as not in the model).
+    Returns {target name: array of the target's shape}; ConversionError listing missing,
+    unexpected and misshaped variables.
     """
     target_shapes = {t: tuple(int(d) for d in s) for t, s in target_shapes.items()}
     values, found, why_not, details = {}, {}, {}, []

@@ -50,6 +50,16 @@ def to_regex_table(table):
                  for rule in table)
 
 
+def model_kind(names, head_prefixes, in_head, holder):
+    """The model whose head variables `names` hold: the key of `head_prefixes` ({kind:
+    prefixes}) one of whose prefixes `in_head(name, prefix)` accepts, else "encoder".
+    ValueError (`holder` saying what was read) for heads of more than one model."""
+    kinds = [kind for kind, prefixes in head_prefixes.items() if any(in_head(n, p) for n in names for p in prefixes)]
+    if len(kinds) > 1:
+        raise ValueError(f"{holder} the heads of several models ({', '.join(kinds)}); expected one.")
+    return kinds[0] if kinds else "encoder"
+
+
 def reverse(table):
     """The inverse table: sides swapped, each transform replaced by its inverse
     (transpose by itself, merge_heads by split_heads, ...)."""

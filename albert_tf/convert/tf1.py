@@ -1,23 +1,17 @@
 """The original release's TF1 checkpoints <-> albert_tf (shared/ALBERT_REFERENCE.md sections 3, 9).
 
-A checkpoint is read as the model its variables belong to (`model_kind`): the encoder
-alone (bert/...), the pretrainer (cls/predictions, cls/seq_relationship), a SQuAD
-fine-tuned model: run_squad_v1.py (cls/squad/...) or run_squad_v2.py (start_logits/,
-end_logits/, answer_class/ at the top level, as squad_utils.create_v2_model scopes them),
-or a RACE fine-tuned model: run_race.py (`output_weights` [1, H] and `output_bias` [1] at
-the top level, as race_utils.create_model makes them; albert_tf AlbertForMultipleChoice).
-The release's GLUE classifier (classifier_utils.create_model) uses the same two top-level
-names with [num_labels, H]: read as a multiple-choice model, its shape is reported.
-
-Reading skips optimizer slots (`adam_m`, `adam_v`) and `global_step` and strips the
-`module/` prefix of TF1 hub modules. Writing produces a name-based checkpoint with the
-release's variable names and shapes (tf.compat.v1.train.Saver), as its loaders expect.
+A checkpoint is read as the model its variables belong to (`model_kind`): the encoder, the
+pretrainer, a SQuAD v1 or v2 model, or a RACE model (top-level `output_weights` [1, H] and
+`output_bias` [1]). Reading skips optimizer slots and `global_step` and strips the `module/`
+prefix of TF1 hub modules; writing produces a name-based checkpoint with the release's names
+and shapes. docs/convert.md "From the original TF1 release".
 """
 
 
 import numpy as np
 import tensorflow as tf
 
+from albert_tf.convert import templates
 from albert_tf.convert.templates import reverse, to_regex_table
 from albert_tf.storage.checkpoints import latest_prefix
 from albert_tf.storage import files
@@ -103,16 +97,8 @@ def _in_head(name, prefix):
 
 def model_kind(names):
     """"encoder", "pretrainer", "squad_v1", "squad_v2" or "multiple_choice": the model
-    whose head variables `names` hold.
-
-    Raises:
-        ValueError: heads of more than one model.
-    """
-    kinds = [kind for kind, prefixes in HEAD_PREFIXES.items()
-             if any(_in_head(n, p) for n in names for p in prefixes)]
-    if len(kinds) > 1:
-        raise ValueError(f"the checkpoint holds the heads of several models ({', '.join(kinds)}); expected one.")
-    return kinds[0] if kinds else "encoder"
+    whose head variables `names` hold; ValueError for heads of more than one model."""
+    return templates.model_kind(names, HEAD_PREFIXES, _in_head, "the checkpoint holds")
 
 
 def write_tf1(values, prefix):

@@ -9,11 +9,9 @@ Since torch 1.6 `torch.save` writes a zip archive:
     <dir>/data/<key>     the raw bytes of storage <key>
     <dir>/byteorder      "little" (absent in older files, which are little-endian too)
 
-`read_state_dict` unpickles data.pkl with an Unpickler that knows only those names (the
-rebuild functions, the storage dtype classes and collections.OrderedDict) and maps them
-to NumPy; any other global in the pickle is refused before anything is called, so a
-file can never run code. Tensors that share a storage (tied weights) and strided views
-are rebuilt as torch would. The pre-1.6 format (not a zip) is refused with a hint.
+`read_state_dict` unpickles data.pkl with an Unpickler that knows only those names and maps
+them to NumPy; any other global is refused before anything is called, so a file can never
+run code. The pre-1.6 format (not a zip) is refused with a hint.
 """
 
 import collections
@@ -40,17 +38,8 @@ class _StorageType:
         self.dtype = np.dtype(STORAGE_DTYPES[name])
 
 
-class _Storage:
-    def __init__(self, array, storage_type):
-        self.array = array
-        self.storage_type = storage_type
-
-
-class _Tensor:
-    """A rebuilt tensor before it leaves the reader (so values can only be arrays)."""
-
-    def __init__(self, array):
-        self.array = array
+_Storage = collections.namedtuple("_Storage", "array storage_type")
+_Tensor = collections.namedtuple("_Tensor", "array")  # a rebuilt tensor (so values can only be arrays)
 
 
 def _rebuild_tensor_v2(storage, storage_offset, size, stride, requires_grad=False, backward_hooks=None,

@@ -4,23 +4,11 @@
                            "gs://b/spm.model", WriterOptions(...), PipelineSettings("DataflowRunner", 0,
                            ["--project=p", "--region=r", "--temp_location=gs://b/tmp"]))
 
-The pipeline: input files -> their documents (read whole, one file per task: a document
-never spans files) -> (Reshuffle) -> each document's keyed records
-(albert_tf.data.document_records, the definition the local writer runs) -> grouped by
-output shard (`key % shards`) -> each shard sorted by (key, record) and written, through
-Beam's FileSystems, to a temporary name beside its output; the counts, the skipped lines
-and the records per shard go to one temporary JSON file. This process then renames the
-shards into place (empty shards are written here) and writes the summary, as the local
-writer does: the output is the local writer's, byte for byte.
-
-NSP negatives: the pool is the `random_document_pool` documents of smallest rank
-(`Top.Smallest`, albert_tf.data.document_pool.pool_rank), a side input of every worker.
-
-Memory: a worker holds one shard's records while it sorts them, so choose
-`--num_output_shards` such that a shard fits (docs/pretraining_data.md). Runners:
-DirectRunner is Beam's portable FnApiRunner in multi-process mode with `num_workers`
-workers on this machine; FlinkRunner, SparkRunner and DataflowRunner take Beam's own
-options (`--beam_pipeline_options`). Only this module imports apache_beam.
+Input files -> their documents (one file per task) -> each document's keyed records
+(`document_records`, as the local writer) -> grouped by shard (`key % shards`) -> each shard
+sorted and written to a temporary name beside its output; this process then renames the
+shards into place and writes the summary: the local writer's output, byte for byte. Only
+this module imports apache_beam. Runners, memory, clusters: docs/pretraining_data.md.
 """
 
 import argparse
@@ -172,37 +160,26 @@ def build(pipeline, input_files, temporaries, parts_file, spm_model_file, model_
                 yield shard_of(shuffle_key, num_shards), (shuffle_key.to_bytes(8, "big"), record)
             yield beam.pvalue.TaggedOutput("counts", counts)
 
-    class SumCounts(beam.CombineFn):
-        def create_accumulator(self):
-            return Counts(stats=MaskingStats.empty(options.instance.ngram))
+    class Merge(beam.CombineFn):
+        """Merges values with `add(total, value)` (which returns total) into `empty()`."""
 
-        def add_input(self, accumulator, counts):
-            return accumulator.add(counts)
+        def __init__(self, empty, add, output):
+            self.empty, self.add, self.output = empty, add, output
+
+        def create_accumulator(self):
+            return self.empty()
+
+        def add_input(self, accumulator, value):
+            return self.add(accumulator, value)
 
         def merge_accumulators(self, accumulators):
-            total = self.create_accumulator()
+            total = self.empty()
             for a in accumulators:
-                total.add(a)
+                self.add(total, a)
             return total
 
         def extract_output(self, accumulator):
-            return _counts_to_dict(accumulator)
-
-    class MergeBadLines(beam.CombineFn):
-        def create_accumulator(self):
-            return BadLines(False)
-
-        def add_input(self, accumulator, bad):
-            return accumulator.merge(bad)
-
-        def merge_accumulators(self, accumulators):
-            total = BadLines(False)
-            for a in accumulators:
-                total.merge(a)
-            return total
-
-        def extract_output(self, accumulator):
-            return {"count": accumulator.count, "examples": [list(e) for e in accumulator.examples]}
+            return self.output(accumulator)
 
     def write_shard(element):
         shard, keyed = element
@@ -236,8 +213,11 @@ def build(pipeline, input_files, temporaries, parts_file, spm_model_file, model_
               | "ByShard" >> beam.GroupByKey()
               | "WriteShards" >> beam.Map(write_shard)
               | "ShardCounts" >> beam.combiners.ToList())
-    counts = made.counts | "SumCounts" >> beam.CombineGlobally(SumCounts())
-    bad = read.bad | "BadLines" >> beam.CombineGlobally(MergeBadLines())
+    counts = made.counts | "SumCounts" >> beam.CombineGlobally(Merge(
+        lambda: Counts(stats=MaskingStats.empty(options.instance.ngram)), Counts.add, _counts_to_dict))
+    bad = read.bad | "BadLines" >> beam.CombineGlobally(Merge(
+        lambda: BadLines(False), BadLines.merge,
+        lambda total: {"count": total.count, "examples": [list(e) for e in total.examples]}))
     (pipeline
      | "Once" >> beam.Create([None])
      | "WriteParts" >> beam.Map(write_parts, counts=beam.pvalue.AsSingleton(counts),
@@ -282,9 +262,7 @@ def run_pipeline(input_files, output_files, spm_model_file, options, settings, p
             if options.strict_utf8 and bad_lines.count:
                 raise InputError(f"{bad_lines.where[0]}: not valid UTF-8 ({bad_lines.count} such lines); fix the "
                                  "file or drop --strict_utf8 to skip such lines.")
-            if totals.instances == 0:
-                raise InputError(f"--input_file: {', '.join(input_files)} gave no instances (no document with at "
-                                 "least two tokens of valid text).")
+            writer.check_instances(totals, input_files)
             per_file = [parts["shards"].get(str(i), 0) for i in range(len(output_files))]
             for temporary, path, count in zip(temporaries, output_files, per_file):
                 if count:

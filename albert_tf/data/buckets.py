@@ -1,15 +1,7 @@
-"""Length bucketing for fine-tuning and serving: each batch is padded only to its bucket.
-
-Fine-tuning text is short (a sentence is 10-40 pieces) while max_seq_length is 128-512, so
-padding every example to max_seq_length spends most of the work on padding. Here the
-examples are grouped into a few static widths (`--length_buckets`, default
-16,32,64,128,256,384,512 up to max_seq_length): a batch is cut (or packed) to the smallest
-width that holds its longest example. Padding is masked in attention, so the logits of the
-real positions are the same as with full padding; XLA and TPUs compile one program per
-width and no more. What does differ is said in FLAG_HELP (albert_tf.data.bucket_widths: the
---length_buckets help of every command): training batches are drawn one bucket at a time,
-and the SQuAD v1 head's training loss, whose softmax over positions includes the padding,
-leaves out the padding past the batch's width (tests/test_bucket_losses.py).
+"""Length bucketing for fine-tuning and serving: each batch is padded only to its bucket, the
+smallest of a few static widths (`--length_buckets`) that holds its longest example. Padding
+is masked, so the logits of the real positions are the same as with full padding; what does
+differ: docs/fine_tuning.md and bucket_widths.FLAG_HELP.
 
     widths = bucket_widths(128, "16,32,64")                 # (16, 32, 64, 128): data/bucket_widths.py
     ds = bucketed_batches(columns, lengths, 32, widths, finalize=cut_to_width(("input_word_ids",)),
@@ -68,20 +60,17 @@ def bucketed_batches(columns, lengths, batch_size, widths, finalize, training, s
     """Batches of `columns` grouped by length.
 
     Args:
-        columns: dict of arrays with N rows (numbers, padded arrays or strings) or ragged
-            tensors [N, (n)].
-        lengths: int [N], each example's real length (what it needs of the width).
+        columns: dict of arrays with N rows (numbers, padded arrays or strings) or ragged [N, (n)].
+        lengths: int [N], each example's real length.
         batch_size: B.
         widths: bucket_widths output; one width (T) gives plain batches.
-        finalize: batch dict (with LENGTH [B]) -> model batch (e.g. cut_to_width(...)); plain graph
-            code, traced without AutoGraph (data/maps.py).
+        finalize: batch dict (with LENGTH [B]) -> model batch (e.g. cut_to_width(...)), traced
+            without AutoGraph.
         training: True: shuffled (seed) and repeated forever, batches of exactly B drawn from
-            one bucket each, buckets interleaved as the shuffled stream fills them. False:
-            one pass sorted by length (then by index; the last batch may be partial).
-        seed: the shuffle's seed (a resumed run skips the batches already consumed and sees
-            what the first run would have).
+            one bucket each. False: one pass sorted by length (the last batch may be partial).
+        seed: the shuffle's seed.
         input_context: tf.distribute.InputContext; each input pipeline reads its shard.
-        skip_batches: training batches to skip at the start.
+        skip_batches: training batches to skip at the start (a resumed run).
     Returns:
         tf.data.Dataset of finalized batches.
     """

@@ -1,22 +1,9 @@
-"""Where create_pretraining_data draws its "random next" segments from: the whole input.
-
-An NSP negative (--random_next_sentence, or the release's single-chunk negatives of
---legacy_single_chunk_random_next) pairs A with a segment of a random other document. The
-release held every document in memory, shuffled, and drew that document from all of them.
-The writer keeps its memory bounded another way: a first pass over the input takes a
-sample of at most `size` documents, and the negatives are drawn from it:
-
-- the sample is the `size` documents of smallest rank, a document's rank being a hash of
-  the seed and its key (albert_tf.data.documents.document_key): a uniform sample of the
-  input for a seed, the same set whatever the input's order, its split into files or the
-  runner (the Beam pipeline takes the same smallest ranks);
-- an input of at most `size` documents: every document, so a negative's document is
-  uniform over the whole input as in the release.
-
-The pool holds the documents' text (tokenized when drawn; the last 4,096 drawn kept
-tokenized), so its memory is about `size` documents of text in each process that makes
-instances. A negative depends on the pool, so on the rest of the input: the one part of
-a document's records that does. Pure Python (no TensorFlow).
+"""Where create_pretraining_data draws its "random next" segments (NSP negatives) from: a
+sample of the whole input, the `size` documents of smallest rank (a hash of the seed and the
+document's key), so the same set whatever the input's order, files or runner; an input of at
+most `size` documents is taken whole, as the release does. Memory: about `size` documents of
+text in each process that makes instances. Pure Python (no TensorFlow).
+docs/pretraining_data.md.
 """
 
 import functools
@@ -30,16 +17,9 @@ def pool_rank(seed, key):
 
 
 def sample_documents(documents, size, seed):
-    """The pool: the `size` documents of smallest `pool_rank` of a stream.
-
-    Args:
-        documents: iterable of (key, sentences) pairs, the whole input.
-        size: the most documents kept (at least 1).
-        seed: the run's seed.
-    Returns:
-        (entries, total): entries a list of (key, tuple of sentences) ordered by rank;
-        total the number of documents of the stream.
-    """
+    """The pool: the `size` (at least 1) documents of smallest `pool_rank` for `seed` of the
+    (key, sentences) pairs `documents`. Returns (entries, total): a list of (key, tuple of
+    sentences) ordered by rank, and the number of documents of the stream."""
     total = 0
 
     def ranked():

@@ -1,24 +1,18 @@
-"""How a document becomes pretraining records: the one definition both paths run.
+"""How a document becomes pretraining records: the one definition both paths (the local
+writer, the Beam pipeline) run.
 
-`DocumentRecords(spm_model, options, pool_entries).records(key, sentences)` tokenizes a
-document, makes its instances `dupe_factor` times (albert_tf.data.instances) and
-serializes them (albert_tf.data.example_codec). The local writer runs it in this process
-or in worker processes (albert_tf.data.writer), the Beam pipeline in a DoFn
-(albert_tf.data.beam_pipeline).
-
-Determinism by construction: every draw of a document's instances comes from
-`random.Random(f"{random_seed}:{key}")`, and every record's shuffle key (a 64-bit
-integer: where the record goes in the output, albert_tf.data.shuffle) from
-`random.Random(f"{random_seed}:order:{key}")`, `key` being the document's content key
-(albert_tf.data.documents.document_key). So a document's records depend on the seed, the
-flags and its content only; NSP negatives also on the pool (albert_tf.data.document_pool),
-which is drawn from the whole input. Pure Python (no TensorFlow).
+Every draw of a document's instances comes from `random.Random(f"{random_seed}:{key}")` and
+every record's 64-bit shuffle key from `random.Random(f"{random_seed}:order:{key}")`, `key`
+being the document's content key (`documents.document_key`): a document's records depend on
+the seed, the flags and its content only (NSP negatives also on the input-wide pool). Pure
+Python (no TensorFlow).
 """
 
 import dataclasses
 import random
 
 from albert_tf.data.document_pool import InputDocuments
+from albert_tf.data.documents import document_key
 from albert_tf.data.example_codec import ExampleEncoder
 from albert_tf.data.instances import InstanceMaker, MaskingStats, num_to_predict
 from albert_tf.data.tokenization import SentencePieceTokenizer
@@ -48,12 +42,9 @@ class DocumentRecords:
     """Turns documents (lists of sentence strings) into keyed, serialized Examples.
 
     Args:
-        spm_model_file: the SentencePiece model (through the file layer).
-        options: `albert_tf.data.writer.WriterOptions` (its `instance`, `do_lower_case`,
-            `dupe_factor` and `random_seed` are used).
-        pool_entries: the input-wide pool of NSP negatives
-            (`document_pool.sample_documents`' entries), or None: no NSP negatives.
-        model_bytes: the model file's bytes, read before (then `spm_model_file` only names it).
+        spm_model_file: the SentencePiece model (`model_bytes`: its bytes, read before).
+        options: `writer.WriterOptions` (its `instance`, `do_lower_case`, `dupe_factor`, `random_seed`).
+        pool_entries: `document_pool.sample_documents`' entries, or None: no NSP negatives.
     """
 
     def __init__(self, spm_model_file, options, pool_entries=None, model_bytes=None):
@@ -87,3 +78,11 @@ class DocumentRecords:
                 counts.expected_predictions += num_to_predict(n, o.max_predictions_per_seq, o.masked_lm_prob)
         counts.instances += len(keyed)
         return keyed
+
+    def chunk_records(self, texts):
+        """(keyed records, Counts) of a chunk of documents (lists of sentence strings)."""
+        counts = self.empty_counts()
+        keyed = []
+        for sentences in texts:
+            keyed.extend(self.records(document_key(sentences), sentences, counts))
+        return keyed, counts

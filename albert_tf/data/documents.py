@@ -1,16 +1,9 @@
 """The documents of create_pretraining_data's input, and the key that names each one.
 
-Input: text files, one sentence per line, a blank line (or a file's end) between
-documents. Lines are read as bytes and decoded as UTF-8; a line that is not valid UTF-8 is
-skipped and counted (`BadLines`), or is an error with `strict`.
-
-A document's key is its content: `document_key(sentences)`, a hash of its sentences. Every
-random draw of a document's instances is seeded by the run's seed and this key
-(albert_tf.data.document_records), so a document gives the same records whatever else is
-in the input, in whichever file or position it stands and on whichever worker; two
-identical documents give identical records, and a renamed or reordered file changes
-nothing. Pure Python (no TensorFlow): the local workers and the Beam pipeline read
-through it.
+Input: text files, one sentence per line, a blank line (or a file's end) between documents;
+a line that is not valid UTF-8 is skipped and counted (`BadLines`), or is an error with
+`strict`. A document's key is its content (`document_key`), which seeds every random draw
+of its instances (docs/pretraining_data.md). Pure Python (no TensorFlow).
 """
 
 import hashlib

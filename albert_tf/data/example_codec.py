@@ -1,14 +1,11 @@
-"""The release's pretraining TFRecord format, encoded without TensorFlow.
+"""The release's pretraining TFRecord format, encoded without TensorFlow (the protobuf wire
+format written directly; TensorFlow parses it like any serialized Example).
 
 Eight features per tf.train.Example (T = max_seq_length, P = max_predictions_per_seq):
 int64 input_ids[T], input_mask[T], segment_ids[T], token_boundary[T],
 masked_lm_positions[P], masked_lm_ids[P], next_sentence_labels[1]; float
 masked_lm_weights[P]. input_ids are padded with the model's pad id; every other
 feature with 0 (masked_lm_ids too: their weight is 0).
-
-`encode_example` writes the protobuf wire format directly (packed varints and
-little-endian floats), which TensorFlow parses like any serialized Example; worker
-processes of create_pretraining_data thus never import TensorFlow.
 """
 
 import struct

@@ -1,11 +1,9 @@
 """Cached feature files of the fine-tuning tasks (SQuAD, multiple choice): one machinery.
 
-A feature file is a TFRecord of tf.train.Examples with int64 features (`RecordEncoder`,
-written with tf.io.TFRecordWriter: TensorFlow reads them back anyway, and only the
-fine-tuning tasks, which run on it, build them), plus `<file>.json`, a sidecar recording
-the settings, tokenizer and input that made it. The sidecar is written last, so its
-presence vouches for a complete file. A kind of feature file (`FeatureKind`) names its
-features and their per-record shapes, so `read_feature_arrays` can read any of them back.
+A feature file is a TFRecord of tf.train.Examples with int64 features (`RecordEncoder`) plus
+`<file>.json`, a sidecar recording the settings, tokenizer and input that made it, written
+last (its presence vouches for a complete file). A `FeatureKind` names the features and
+their per-record shapes, so `read_feature_arrays` can read any kind back.
 
     kind = FeatureKind("albert_tf xyz features", format=1,
                        shapes=lambda s: {"input_ids": (s["max_seq_length"],), "label_ids": ()})
@@ -16,14 +14,9 @@ features and their per-record shapes, so `read_feature_arrays` can read any of t
     outcome.rebuilt, outcome.reason          # False, "reused: settings and input unchanged"
     arrays = read_feature_arrays("out/train.tfrecord", kind)   # {"input_ids": [N, 128], ...}
 
-Reuse rule (`check_feature_file`): the file is reused only when its sidecar is of the same
-kind and format, the record file (and every companion file the sidecar lists) has the
-size the sidecar says, and every settings entry matches: the task's settings, the
-tokenizer (tokenization version, SentencePiece sha256, do_lower_case, special ids: a file
-made before the release's tokenization is rebuilt) and the input's content
-(sha256; for several files a combined sha256 of their names and contents). The input's
-path and mtime are informational: a moved or touched but unchanged input is reused. The
-reason names what differs ("max_seq_length 128 -> 64", "the input's content changed").
+Reuse rule (`check_feature_file`): same kind and format, the record file and every companion
+of the size the sidecar says, and every settings entry equal (the input by its content: its
+path and mtime are informational); the reason names what differs.
 """
 
 import dataclasses
@@ -77,14 +70,8 @@ class FeatureKind:
 
 
 class RecordEncoder:
-    """Serializes tf.train.Examples of int64 features.
-
-    Args:
-        names: the feature names of every record.
-
-    `encode_int64({name: ints})` -> bytes (a list, tuple or numpy array of any shape,
-    flattened; negative values are kept).
-    """
+    """Serializes tf.train.Examples of the int64 features `names`: `encode_int64({name: ints})`
+    -> bytes (a list, tuple or numpy array of any shape, flattened; negative values kept)."""
 
     def __init__(self, names):
         import tensorflow as tf  # imported when features are built, not when this module is
@@ -104,9 +91,8 @@ class RecordEncoder:
 
 
 def tokenizer_record(tokenizer):
-    """The tokenizer's part of a settings record: the tokenization's version
-    (tokenization.TOKENIZATION_VERSION; a file without it was made by version 1),
-    do_lower_case, the SentencePiece model's sha256 and its special ids."""
+    """The tokenizer's part of a settings record: TOKENIZATION_VERSION, do_lower_case, the
+    SentencePiece model's sha256 and its special ids."""
     return {
         "tokenization": TOKENIZATION_VERSION,
         "do_lower_case": bool(tokenizer.do_lower_case),
@@ -116,19 +102,11 @@ def tokenizer_record(tokenizer):
 
 
 def input_record(paths, error=FeatureFileError):
-    """The input's part of a settings record.
-
-    Args:
-        paths: one file, or a list of files (e.g. every article file of a RACE split).
-        error: the exception raised (naming the file) when one is missing.
-
-    Returns:
-        {"input_file", "input_size", "input_mtime", "input_sha256"} for one file (its own
-        sha256); for several also "input_files" (their count), with "input_file" their
-        common directory, the sizes summed, the newest mtime, and "input_sha256" the sha256
-        of the lines "<path relative to that directory>\\t<file sha256>\\n" in sorted order
-        (so adding, removing, renaming or editing a file changes it).
-    """
+    """The input's part of a settings record of `paths` (one file or a list; `error` raised,
+    naming the file, when one is missing): {"input_file", "input_size", "input_mtime",
+    "input_sha256"}; for several files also "input_files" (their count), "input_file" their
+    common directory, the sizes summed, the newest mtime, and "input_sha256" the sha256 of
+    the lines "<relative path>\\t<file sha256>\\n" in sorted order."""
     single = isinstance(paths, (str, os.PathLike))
     paths = [os.fspath(paths)] if single else [os.fspath(p) for p in paths]
     if not paths:
@@ -159,10 +137,8 @@ def sidecar_path(feature_file):
 
 
 def write_feature_file(records, path, kind, settings, extra=None, companions=None):
-    """Writes serialized tf.train.Examples to the TFRecord `path` (tf.io.TFRecordWriter on
-    an atomic temporary name, renamed when complete), then the companion files,
-    then the sidecar `<path>.json` (last, so its presence means the rest is complete). Every
-    file goes through albert_tf.storage.atomic. Returns the sidecar dict.
+    """Writes serialized tf.train.Examples to the TFRecord `path`, then the companion files,
+    then the sidecar `<path>.json` (last), each atomically. Returns the sidecar dict.
 
     Args:
         records: iterable of bytes (RecordEncoder.encode_int64); consumed once, streamed.
@@ -176,12 +152,9 @@ def write_feature_file(records, path, kind, settings, extra=None, companions=Non
             sidecar listed that are not written again are removed.
 
     Raises:
-        OutputRefused: `path` exists and is not albert_tf's own feature cache (marked by
-            albert_tf.storage.outputs, or with an albert_tf sidecar): a user's file is
-            never overwritten.
+        OutputRefused: `path` exists and is not albert_tf's own feature cache.
     """
     path = os.fspath(path)
-    # only a new path or albert_tf's own cache is written (storage.outputs); marked as its own
     with outputs.replacing_file(path, outputs.FEATURE_CACHE):
         return _write_feature_file(records, path, kind, settings, extra, companions)
 
@@ -197,11 +170,8 @@ def _write_feature_file(records, path, kind, settings, extra, companions):
             for record in records:
                 writer.write(record)
                 count += 1
-        fd = os.open(tmp, os.O_RDONLY)  # on disk before the rename makes it the file
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        with files.open(tmp, "rb") as f:  # on disk before the rename makes it the file
+            files.fsync(f)
     written = {}
     for suffix, content in ((companions() if companions else None) or {}).items():
         if isinstance(content, str):
@@ -221,8 +191,7 @@ def _write_feature_file(records, path, kind, settings, extra, companions):
 
 
 def read_sidecar(path, kind):
-    """The sidecar dict of feature file `path`, or None when it is missing, unreadable or
-    of another kind."""
+    """The sidecar dict of feature file `path`; None when missing, unreadable or of another kind."""
     try:
         sidecar = read_json(sidecar_path(path), "a feature file's settings sidecar")
     except (OSError, ValueError):
@@ -240,7 +209,7 @@ def _describe_change(key, old, new):
 
 def check_feature_file(path, settings, kind):
     """(reusable, reason): whether feature file `path` is complete and was made with
-    `settings` (module docstring); reason says what differs, or "reused: ..."."""
+    `settings` (the module's reuse rule); reason says what differs, or "reused: ..."."""
     path = os.fspath(path)
     if not files.exists(path):
         return False, f"{path} does not exist"
@@ -272,9 +241,8 @@ def check_feature_file(path, settings, kind):
 
 @dataclasses.dataclass
 class CacheOutcome:
-    """load_or_build's answer: sidecar (the file's, after a rebuild the new one), rebuilt,
-    reason (why it was rebuilt, or "reused: ..."), built (what `build` returned, None when
-    reused)."""
+    """load_or_build's answer: the file's sidecar, whether it was rebuilt and why (or
+    "reused: ..."), and what `build` returned (None when reused)."""
 
     sidecar: dict
     rebuilt: bool
@@ -283,15 +251,9 @@ class CacheOutcome:
 
 
 def load_or_build(feature_file, settings, kind, build, also_stale=None):
-    """Reuses `feature_file` when `check_feature_file` allows it, else calls `build()`
-    (which writes it with `write_feature_file`) and says why.
-
-    Args:
-        also_stale: optional function sidecar -> reason or None: a task's extra reason to
-            rebuild a file the settings would reuse.
-    Returns:
-        CacheOutcome.
-    """
+    """Reuses `feature_file` when `check_feature_file` allows it (and `also_stale(sidecar)`,
+    a task's extra reason to rebuild, gives None), else calls `build()` (which writes it with
+    `write_feature_file`); returns a CacheOutcome saying why."""
     feature_file = os.fspath(feature_file)
     ok, reason = check_feature_file(feature_file, settings, kind)
     if ok and also_stale is not None:
@@ -310,15 +272,9 @@ def load_or_build(feature_file, settings, kind, build, also_stale=None):
 
 
 def read_feature_arrays(path, kind, names=None):
-    """A feature TFRecord -> {name: numpy array [N, *shape]} (shapes from `kind.shapes` of
-    the sidecar's settings). Uses TensorFlow.
-
-    Args:
-        names: the features to return (default: all of the kind's).
-    Raises:
-        kind.error without a sidecar, for a corrupt file or a record count that differs
-        from the sidecar's.
-    """
+    """A feature TFRecord -> {name: numpy array [N, *shape]} of `names` (default: all of the
+    kind's; shapes from `kind.shapes` of the sidecar's settings). Raises kind.error without a
+    sidecar, for a corrupt file or a record count other than the sidecar's."""
     import tensorflow as tf
 
     from albert_tf.data.maps import graph_map

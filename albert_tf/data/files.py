@@ -1,9 +1,5 @@
-"""The one way input file names are expanded: comma-separated files or globs -> files.
-
-Used by create_pretraining_data (text), train_sentencepiece (text) and the pretraining
-input pipeline (TFRecords). Every path goes through the file layer (`albert_tf.storage.files`): local paths use the
-standard library (TensorFlow is not imported, so worker processes and the text tools stay
-TensorFlow-free); paths with a URL scheme (gs://, s3://, hdfs://) go through `tf.io.gfile`.
+"""The one way input file names are expanded: comma-separated files or globs -> files,
+through the file layer (local paths without TensorFlow, URLs through tf.io.gfile).
 
     expand_input_files("data/a.txt,data/shard-*")        # ['data/a.txt', 'data/shard-00000', ...]
     expand_input_files(["x.tfrecord"], flag="--eval_input_file")
@@ -16,18 +12,6 @@ from albert_tf.storage import files as file_layer
 
 class InputError(ValueError):
     """Bad input or flags; the message names the flag and the file, pattern or line."""
-
-
-def _glob(pattern):
-    return file_layer.glob(pattern)
-
-
-def _isdir(path):
-    return file_layer.isdir(path)
-
-
-def _size(path):
-    return file_layer.getsize(path)
 
 
 def split_patterns(patterns):
@@ -52,17 +36,17 @@ def expand_input_files(patterns, flag="--input_file"):
     for store in {file_layer.store(p): p for p in names[::-1] if file_layer.is_url(p)}.values():
         file_layer.check_reachable(store, flag)  # an unreachable store: refused within files.PROBE_SECONDS
     for pattern in names:
-        matches = _glob(pattern)
+        matches = file_layer.glob(pattern)
         if not matches:
             raise InputError(f"{flag}: {pattern!r} matches no file.")
         for path in matches:
-            if _isdir(path):
+            if file_layer.isdir(path):
                 raise InputError(f"{flag}: {path!r} is a directory; name the files in it (e.g. {path}/*).")
             if path in matched_by:
                 raise InputError(f"{flag}: {path!r} is matched by both {matched_by[path]!r} and {pattern!r}; "
                                  "name each file once.")
             matched_by[path] = pattern
             files.append(path)
-    if all(_size(f) == 0 for f in files):
+    if all(file_layer.getsize(f) == 0 for f in files):
         raise InputError(f"{flag}: {', '.join(files)} {'is' if len(files) == 1 else 'are'} empty.")
     return files

@@ -1,16 +1,9 @@
 """Pretraining instances from tokenized documents: SOP/NSP pairs and n-gram masking.
 
-Pure Python (no TensorFlow): worker processes of create_pretraining_data run it.
-Follows the original release (shared/ALBERT_REFERENCE.md section 4) with its two bugs
-fixed:
-
-- Sentence order: a chunk of one segment is split inside that segment into A and B
-  (the release paired it with a random other document and labelled it 1, so more than
-  half of the labels were 1). `legacy_single_chunk_random_next=True` restores the old behaviour.
-- Every random draw comes from the `random.Random` passed in (the release drew n-gram
-  lengths from the unseeded global NumPy RNG, so its output was not reproducible).
-
-Ids: those of the SentencePiece model (`albert_tf.data.vocab.SpecialTokens`).
+Pure Python (no TensorFlow). Follows the original release (shared/ALBERT_REFERENCE.md
+section 4) with its two bugs fixed: a one-segment chunk is split inside that segment into A
+and B (`legacy_single_chunk_random_next=True` restores the release's random-document B), and
+every random draw comes from the `random.Random` passed in (docs/pretraining_data.md).
 """
 
 import dataclasses
@@ -49,14 +42,10 @@ class MaskingStats:
         return cls([0] * (ngram + 1), [0] * (ngram + 1))
 
     def add(self, other):
-        for i, v in enumerate(other.ngram_drawn):
-            self.ngram_drawn[i] += v
-        for i, v in enumerate(other.ngram_applied):
-            self.ngram_applied[i] += v
-        self.masked += other.masked
-        self.replaced_by_mask += other.replaced_by_mask
-        self.kept += other.kept
-        self.replaced_random += other.replaced_random
+        for counts, more in ((self.ngram_drawn, other.ngram_drawn), (self.ngram_applied, other.ngram_applied)):
+            counts[:] = [a + b for a, b in zip(counts, more)]
+        for name in ("masked", "replaced_by_mask", "kept", "replaced_random"):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
 
 
 @dataclasses.dataclass(frozen=True)

@@ -8,13 +8,8 @@ import tensorflow as tf
 def graph_map(dataset, fn, **kwargs):
     """`dataset.map(fn, **kwargs)` with `fn` traced as written (no AutoGraph conversion).
 
-    Args:
-        dataset: a `tf.data.Dataset`.
-        fn: a function of one element's tensors with no Python control flow on tensors.
-        **kwargs: `Dataset.map`'s (num_parallel_calls, deterministic, name).
-
-    Returns:
-        The mapped `tf.data.Dataset`.
+    `fn` takes one element's tensors and has no Python control flow on tensors; `kwargs` are
+    `Dataset.map`'s (num_parallel_calls, deterministic, name).
 
     Example:
         >>> ds = graph_map(tf.data.Dataset.range(3), lambda x: x * 2)

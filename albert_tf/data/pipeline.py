@@ -1,15 +1,10 @@
 """tf.data input for pretraining TFRecords (the release's eight features).
 
-`pretraining_dataset` reads file globs, shards files per worker under tf.distribute
-(`tf.distribute.InputContext`), interleaves, shuffles, repeats, parses, casts int64 to
-int32, batches with drop_remainder and prefetches. It validates the feature spec on the
-first record and names the file and feature on a mismatch.
-
-Dynamic masking (`DynamicMasking`) re-draws the n-gram masks of every example each time
-it is read, in the graph: the original ids are restored from the static labels, then
-whole-word n-grams (p proportional to 1/n), the release's num_to_predict budget and
-80/10/10 replacement are drawn again with stateless random ops seeded by
-(seed, element index), so epochs differ and deterministic mode stays reproducible.
+`pretraining_dataset` reads file globs, shards files per worker, interleaves, shuffles,
+repeats, parses (int64 to int32), batches with drop_remainder and prefetches; it validates the
+first record, naming the file and feature on a mismatch. `DynamicMasking` re-draws the n-gram
+masks of every example each time it is read, in the graph, with the static tool's statistics
+and stateless random ops seeded by (seed, element index).
 
 Batches are dicts of int32 [B, T] `input_word_ids`, `input_mask`, `input_type_ids`;
 int32 [B, P] `masked_lm_positions`, `masked_lm_ids`; float32 [B, P]
@@ -102,7 +97,9 @@ def _restore_original_ids(f):
 
 
 def remask(features, seed, options, max_predictions_per_seq):
-    """Draws new masks for one parsed example (see module docstring). `seed`: int32 [2]."""
+    """Draws new masks for one parsed example: the original ids restored from the static
+    labels, then whole-word n-grams (p proportional to 1/n), the release's num_to_predict
+    budget and 80/10/10 replacement drawn again. `seed`: int32 [2]."""
     o, tokens = options, options.special_tokens
     P = max_predictions_per_seq
     ids = _restore_original_ids(features)
@@ -170,16 +167,11 @@ def remask(features, seed, options, max_predictions_per_seq):
     return out
 
 
+_MODEL_NAMES = {"input_ids": "input_word_ids", "segment_ids": "input_type_ids"}  # the rest keep their names
+
+
 def _to_model_features(f):
-    return {
-        "input_word_ids": f["input_ids"],
-        "input_mask": f["input_mask"],
-        "input_type_ids": f["segment_ids"],
-        "masked_lm_positions": f["masked_lm_positions"],
-        "masked_lm_ids": f["masked_lm_ids"],
-        "masked_lm_weights": f["masked_lm_weights"],
-        "next_sentence_labels": f["next_sentence_labels"],
-    }
+    return {_MODEL_NAMES.get(name, name): value for name, value in f.items() if name != "token_boundary"}
 
 
 def pretraining_dataset(
@@ -208,10 +200,8 @@ def pretraining_dataset(
         seed: seed of the shuffles and of dynamic masking.
         shuffle_buffer_size: examples in the shuffle buffer.
         cycle_length: files read in parallel.
-        dynamic_masking: `DynamicMasking` to re-draw masks on every read (its ids and
-            settings from the files' summary: `DynamicMasking.from_summary`), or None.
-        skip_batches: batches to skip first (resuming where a distributed iterator
-            cannot be checkpointed; in deterministic mode the rest is identical).
+        dynamic_masking: `DynamicMasking` to re-draw masks on every read, or None.
+        skip_batches: batches to skip first (a resumed run).
 
     Returns:
         A `tf.data.Dataset` of batches (see module docstring).

@@ -1,27 +1,18 @@
 """The built-in sample corpus: real English prose from Python docstrings, fixed in the repository.
 
 One sentence per line, a blank line between documents (one document per docstring), the
-format of create_pretraining_data. The documents come from `FIXED_FILE`, committed beside
-this module: the docstring entries of CPython 3.11.7's standard library and of a few
-installed packages (FIXED_PACKAGES), made once (docs/sample_corpus.md gives the command,
-the sources, their licences and the file's sha256). So the corpus, and everything made
-from it, is the same bytes on every interpreter and machine. tools/make_sample_corpus.py
-writes it; tools/make_topic_task.py, make_squad_data.py and make_race_data.py read the
-same entries.
-
-Reading this interpreter's own docstrings stays an option (source="installed", the
-tool's --source=installed): the standard library, then the installed packages (less
-BACKEND_TEST_PACKAGES), read with `ast` (nothing is imported) in sorted path order.
+format of create_pretraining_data. The documents come from `FIXED_FILE`, committed beside this
+module (the docstrings of CPython 3.11.7's standard library and FIXED_PACKAGES; how it was
+made, its sources and licences: docs/sample_corpus.md), so the corpus is the same bytes on
+every machine; source="installed" reads this interpreter's own docstrings instead.
 
 An entry is one JSON line:
 
     {"source": "asyncio/tasks.py", "name": "asyncio.tasks.Task.cancel", "kind": "function",
      "sentences": ["Request that this task cancel itself.", "..."]}
 
-`FIXED_FILE` holds every docstring with at least one prose sentence; a corpus *document*
-is an entry with at least two (`iter_entries`' default). `write_entries` / `read_entries`
-keep entries as JSON lines (gzip-compressed when the name ends in ".gz"), the *corpus
-input* of the task tools (--corpus_file): e.g. the held-out documents of a corpus.
+A corpus *document* is an entry with at least DOCUMENT_SENTENCES sentences. `write_entries` /
+`read_entries` keep entries as JSON lines (gzip-compressed when the name ends in ".gz").
 """
 
 import ast
@@ -40,18 +31,15 @@ _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z\"'(])")
 _SKIP_DIRS = {"test", "tests", "idle_test", "site-packages", "lib2to3", "__pycache__", "turtledemo"}
 
 FIXED_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "sample_corpus.jsonl.gz")
-# The installed packages whose docstrings follow the standard library's in FIXED_FILE: the
-# top-level modules and packages that sorted first in purelib when it was made, through the
-# 1.5 MB that the demo reads (docs/sample_corpus.md).
+# The installed packages whose docstrings follow the standard library's in FIXED_FILE
+# (docs/sample_corpus.md).
 FIXED_PACKAGES = ("ipykernel_launcher", "ipython_pygments_lexers", "nest_asyncio2", "six", "typing_extensions",
                   "IPython", "PIL")
 SOURCES = ("fixed", "installed")
 DOCUMENT_SENTENCES = 2  # a corpus document: an entry with at least this many sentences
 
 ROOTS = ("stdlib", "purelib")
-# Installed only to test the model on Keras' other backends (requirements.txt's jax group,
-# requirements-torch.txt) and left out of the corpus, so that it stays what the product's own
-# packages make it: the same text, the same SentencePiece model and data, with or without them.
+# Installed only to test Keras' other backends: left out, so the corpus is the same with or without them.
 BACKEND_TEST_PACKAGES = frozenset({"functorch", "isympy", "jax", "jaxlib", "jinja2", "mpmath", "networkx", "scipy",
                                    "sympy", "torch", "torchgen"})
 
@@ -118,17 +106,13 @@ def installed_entries(roots=ROOTS, packages=None, min_sentences=DOCUMENT_SENTENC
     """Yields the docstring entries of this interpreter's installed files (source="installed").
 
     Args:
-        roots: which of sysconfig's directories to read, in order: "stdlib", "purelib".
-        packages: None (every file), or top-level names ("asyncio", "os", "numpy") to
-            read only those packages and modules; the order of the rest is unchanged.
+        roots: sysconfig's directories to read, in order: "stdlib", "purelib".
+        packages: None (every file), or the top-level names ("asyncio", "os") to read.
         min_sentences: keep docstrings with at least this many prose sentences.
     Yields:
-        {"source": the file's path relative to its root with "/" separators
-        ("asyncio/tasks.py"), "name": the dotted name ("asyncio.tasks" for the module
-        docstring, "asyncio.tasks.Task.cancel"; definitions nested in a function are
-        named through it: "mod.outer.inner"), "kind": "module" | "class" | "function",
-        "sentences": [docstring_sentences of the docstring]}, files in sorted path order,
-        a file's definitions breadth first.
+        {"source": "asyncio/tasks.py", "name": the dotted name ("asyncio.tasks.Task.cancel";
+        nested in a function: "mod.outer.inner"), "kind": "module" | "class" | "function",
+        "sentences": docstring_sentences}, files in sorted path order, definitions breadth first.
     """
     for root, path in _source_files(roots, packages):
         try:
@@ -148,8 +132,7 @@ def installed_entries(roots=ROOTS, packages=None, min_sentences=DOCUMENT_SENTENC
 
 def fixed_source_entries():
     """Yields what FIXED_FILE holds, read from this interpreter's files: the standard
-    library, then FIXED_PACKAGES, every docstring with a prose sentence (how it was made,
-    on CPython 3.11.7: docs/sample_corpus.md)."""
+    library, then FIXED_PACKAGES, every docstring with a prose sentence."""
     yield from installed_entries(("stdlib",), min_sentences=1)
     yield from installed_entries(("purelib",), set(FIXED_PACKAGES), min_sentences=1)
 
@@ -168,16 +151,11 @@ def iter_entries(source="fixed", packages=None, min_sentences=DOCUMENT_SENTENCES
     """Yields docstring entries: by default the corpus documents of the fixed sample corpus.
 
     Args:
-        source: "fixed" (FIXED_FILE: the same entries on every interpreter) or
-            "installed" (this interpreter's files: `installed_entries`).
-        packages: None (all), or top-level names ("asyncio", "os.py" as "os", "IPython")
-            to keep only their entries, in the same order.
-        min_sentences: keep entries with at least this many sentences (1: every entry;
-            the default: the corpus documents).
+        source: "fixed" (FIXED_FILE) or "installed" (`installed_entries`); else ValueError.
+        packages: None (all), or the top-level names ("asyncio", "os") whose entries to keep.
+        min_sentences: keep entries with at least this many sentences (1: every entry).
     Yields:
         {"source", "name", "kind", "sentences"} (installed_entries' form), in corpus order.
-    Raises:
-        ValueError: an unknown source.
     """
     if source == "installed":
         yield from installed_entries(packages=packages, min_sentences=min_sentences)
@@ -200,9 +178,8 @@ _HOLDS_STATEMENTS = (ast.stmt, ast.excepthandler, ast.match_case)
 
 def _definitions(tree):
     """(node, qualified name parts) of the module, classes and functions of `tree` in
-    `ast.walk`'s breadth-first order, without walking into expressions (which hold no
-    definitions): the same nodes in the same order (so the same corpus bytes) in about
-    half the time. The module's parts are (); a method's ("Class", "method")."""
+    `ast.walk`'s breadth-first order, without walking into expressions (they hold no
+    definitions). The module's parts are (); a method's ("Class", "method")."""
     queue = collections.deque([(tree, ())])
     while queue:
         node, parts = queue.popleft()
@@ -238,18 +215,10 @@ def source_for(size_mb):
 
 
 def write_corpus(output_file, size_mb, source="fixed"):
-    """Writes the corpus's documents (atomically) until `size_mb` MB: the first documents
-    whose bytes reach size_mb * 1e6 (or every document of an installed source that has fewer).
-
-    Args:
-        output_file: the text file to write.
-        size_mb: how much text, in MB (1e6 bytes).
-        source: "fixed" or "installed" (iter_entries).
-    Returns:
-        (documents, sentences, bytes written).
-    Raises:
-        ValueError: a fixed corpus asked for more than it holds (nothing written).
-    """
+    """Writes the first documents of the corpus whose bytes reach `size_mb` * 1e6 (or every
+    document of an installed source that has fewer) to `output_file`, atomically. Returns
+    (documents, sentences, bytes written); ValueError, nothing written, when a fixed corpus
+    holds less."""
     check_size(size_mb, source)
     limit = int(size_mb * 1_000_000)
     documents = sentences = written = 0
@@ -265,19 +234,9 @@ def write_corpus(output_file, size_mb, source="fixed"):
     return documents, sentences, written
 
 
-ENTRY_KEYS = ("source", "name", "kind", "sentences")
-
-
 def write_entries(path, entries):
-    """Writes docstring entries as JSON lines, one entry per line (atomically); a path
-    ending in ".gz" is gzip-compressed (with no time stamp: the same entries, the same bytes).
-
-    Args:
-        path: the file to write.
-        entries: dicts as `iter_entries` yields (other keys are kept).
-    Returns:
-        The number of entries written.
-    """
+    """Writes docstring entries (dicts as `iter_entries` yields) as JSON lines, atomically;
+    a path ending in ".gz" is gzip-compressed with no time stamp. Returns how many."""
     lines = [json.dumps(entry, ensure_ascii=False) + "\n" for entry in entries]
     data = "".join(lines).encode("utf-8")
     atomic.write_bytes(path, gzip.compress(data, compresslevel=9, mtime=0) if path.endswith(".gz") else data)
@@ -285,17 +244,9 @@ def write_entries(path, entries):
 
 
 def read_entries(path):
-    """Reads a file of `write_entries` (blank lines are skipped).
-
-    Args:
-        path: a JSON-lines file of entries (gzip-compressed when it ends in ".gz").
-    Returns:
-        list of the entries (dicts), in file order.
-    Raises:
-        ValueError: naming the file and line of a line that is not a JSON object with a
-            string "name", a string "source" and a list of at least one string
-            "sentences", or the file when it holds no entry.
-    """
+    """The entries (dicts, in file order) of a file of `write_entries`; ValueError naming
+    the file and line of a line that is not an entry (string "name" and "source", a list of
+    at least one string "sentences"), or the file when it holds none."""
     entries = []
     for number, entry in read_json_lines(path, 'a docstring entry {"source", "name", "sentences"}'):
         problem = _entry_problem(entry)

@@ -1,16 +1,8 @@
-"""The global shuffle: records sorted by their random keys, in bounded memory.
-
-Every record carries a 64-bit shuffle key drawn from its document's own stream
-(albert_tf.data.document_records). The output is the records in ascending (key, record)
-order, record i going to shard `key % num_shards`: a uniform random permutation of all
-records, whatever the corpus size, and the same bytes whatever produced the records
-(how many workers, in which order, which runner).
-
-`KeySort` holds at most `limit` records in memory. Past that it spills them to 256
-bucket files by the key's top 8 bits in a directory of its own, and at the end reads the
-buckets back in key order, each sorted in memory; a bucket over `limit` records is split
-again by the next 8 bits. So memory stays about `limit` records whatever the input, and
-spilled records are written once and read once (twice past 256 x `limit`). Pure Python.
+"""The global shuffle: records sorted by their random 64-bit keys, in bounded memory
+(docs/pretraining_data.md). The output is the records in ascending (key, record) order, record
+i going to shard `key % num_shards`. `KeySort` holds at most `limit` records in memory; past
+that it spills them to bucket files by the key's top bits and reads them back in key order.
+Pure Python.
 
     sort = KeySort(limit=100_000, directory="/tmp/albert_tf_shuffle-1234")
     for key, record in keyed_records:

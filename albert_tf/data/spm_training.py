@@ -1,13 +1,9 @@
-"""Training a SentencePiece model, by default with the ALBERT release's recipe.
+"""Training a SentencePiece model, by default with the ALBERT release's recipe
+(shared/ALBERT_REFERENCE.md section 4: unigram, pad 0, unk 1, [CLS] [SEP] [MASK] as control
+symbols, the release's user symbols); text goes through `preprocess_text` first, as
+everywhere else. Every consumer reads the special ids from the model (`SpecialTokens`).
 
     path = train_sentencepiece(["corpus.txt"], "data/spm", SentencePieceOptions(vocab_size=8000))
-
-Recipe (shared/ALBERT_REFERENCE.md section 4): unigram, pad_id=0, unk_id=1, bos/eos off,
-control symbols [CLS],[SEP],[MASK] (so ids 2, 3, 4), user symbols ( ) " - . – £ €,
-character_coverage 0.99995. `pad_id`, `unk_id` and the order of `control_symbols` can
-be changed: every consumer reads the ids from the model (`SpecialTokens`). Text goes
-through `preprocess_text` first (accents stripped; lower-cased with do_lower_case),
-exactly as create_pretraining_data and the exported preprocessing model do.
 """
 
 import dataclasses
@@ -61,10 +57,8 @@ def train_sentencepiece(files, model_prefix, options):
     """
     import sentencepiece as spm
 
-    # SentencePiece's trainer reads and writes local files. For a local output they get
-    # atomic's temporary names beside it (a killed run's leftovers are swept by the next
-    # atomic write into the directory); for a URL (gs://) they go to a local temporary
-    # directory, removed at the end. The finished files are written through the file layer.
+    # SentencePiece's trainer writes local files: atomic's temporary names beside a local
+    # output, a local temporary directory for a URL
     local = None if not file_layer.is_url(model_prefix) else tempfile.mkdtemp(prefix="albert_tf_spm_")
     beside = model_prefix if local is None else file_layer.join(local, "spm")
     normalized = atomic.temporary_name(f"{beside}.normalized.txt")

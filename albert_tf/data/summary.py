@@ -1,20 +1,8 @@
-"""The data summary create_pretraining_data writes beside its TFRecords, and reading it back.
-
-`dir/train.tfrecord` (or its shards `train.tfrecord-0000i-of-0000N`) gets
-`dir/summary_train.tfrecord.json`: a name no glob over the outputs matches. Besides
-counts and shares it records what a reader of the files must agree with:
-
-    "special_tokens": {"pad_id", "unk_id", "cls_id", "sep_id", "mask_id",
-                       "first_ordinary_id", "vocab_size"}      (SpecialTokens)
-    "masking": {"max_predictions_per_seq", "masked_lm_prob", "do_whole_word_mask",
-                "ngram", "favor_shorter_ngram"}                 (MaskingSettings)
-    "max_seq_length", "spm_model_sha256",
-    "output_files": {path: instances},
-    "made_by": what made the files (albert_tf.storage.provenance: the command, its flags
-               as given, albert_tf's version and source state, TensorFlow/Keras, device)
-
-`read_data_summary(files)` finds the summary of every file (a summary_*.json beside it
-whose output_files names it) and returns what they agree on:
+"""The data summary create_pretraining_data writes beside its TFRecords
+(`dir/summary_train.tfrecord.json`, a name no glob over the outputs matches), and reading it
+back. Besides counts and shares it records what a reader of the files must agree with:
+"special_tokens" (SpecialTokens), "masking" (MaskingSettings), "max_seq_length",
+"spm_model_sha256", "output_files" ({path: instances}) and "made_by".
 
     summary = read_data_summary(["out/train.tfrecord-00000-of-00002", ...])
     summary.special_tokens.mask_id, summary.masking.masked_lm_prob
@@ -97,7 +85,7 @@ def file_sha256(path):
 
 
 def describe_data(special_tokens, instance_options, spm_model_file):
-    """The summary entries a reader needs (see module docstring), as a dict."""
+    """The summary entries a reader needs, as a dict."""
     return DataSummary(special_tokens, MaskingSettings.from_instance_options(instance_options),
                        instance_options.max_seq_length, file_sha256(spm_model_file)).description()
 
@@ -142,12 +130,8 @@ def _differences(a, b):
 
 def read_data_summary(input_files, flag="--input_file"):
     """The `DataSummary` of a set of pretraining TFRecord files (a list, or comma-separated
-    files or globs).
-
-    Raises InputError (a ValueError) naming the file when no summary_*.json beside a file
-    lists it, when a summary lacks the special tokens (older data), or when the files'
-    summaries disagree (another SentencePiece model, other masking settings or length).
-    """
+    files or globs). Raises InputError naming the file when no summary_*.json beside a file
+    lists it, a summary lacks the special tokens (older data), or the summaries disagree."""
     paths = expand_input_files(input_files, flag=flag)
     by_directory = {}
     chosen = []  # (file, DataSummary)

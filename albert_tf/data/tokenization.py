@@ -1,37 +1,19 @@
-"""Text normalisation and the SentencePiece tokenizer, as the release uses them.
-
-The release's tokenization.py has two steps, and so has this module:
-
-- `preprocess_text` (the release's `preprocess_text`) is the one normalisation the project
-  applies before SentencePiece: in tools/train_sentencepiece.py,
-  tools/create_pretraining_data.py, the SQuAD, RACE and classification features and
-  (in-graph, albert_tf.export.normalization, the same steps) every exported model that takes
-  text. It collapses whitespace, strips accents (NFKD, then drops every character whose
-  canonical combining class is not 0, the release's `unicodedata.combining(c)`) and, with
-  `lower`, lower-cases. It does not map `` or '' to " (XLNet's preprocessing and Hugging
-  Face's ALBERT tokenizers do; the release does not).
-- `encode_pieces` (the release's `encode_pieces`) is SentencePiece's EncodeAsPieces followed
-  by the digit-comma rule: a piece longer than one character that ends in "," after a digit
-  (Python's `str.isdigit`, all of Unicode) is replaced by the pieces of its text before the
-  comma, "▁" removed, then ",". "on february 7, 2016, at" gives "▁2016" "," where
-  SentencePiece alone gives "▁2016,".
-
-Which characters are dropped, and which are digits, comes from one table,
-albert_tf/data/unicode_tables.py (made from unicodedata by tools/make_unicode_tables.py, the
-running Python's Unicode version), which the graph reads too.
+"""Text normalisation and the SentencePiece tokenizer, as the release uses them: the one
+normalisation before SentencePiece (`preprocess_text`; in the graph,
+albert_tf.export.normalization does the same) and SentencePiece followed by the release's
+digit-comma rule (`encode_pieces`). Which characters are dropped and which are digits comes
+from unicode_tables.py, which the graph reads too. docs/export.md.
 """
 
 import os
 import unicodedata
 
 from albert_tf.data import unicode_tables
-from albert_tf.data.vocab import SpecialTokens
-from albert_tf.storage import files
+from albert_tf.data.vocab import SpecialTokens, load_processor
 
 WORD_START = "\u2581"  # SentencePiece's word-start marker
-# The version of the text -> ids mapping, recorded with every feature cache (feature_cache.tokenizer_record) so
-# that a cache made by another tokenization is rebuilt: 1 (caches without it) mapped `` and '' to " and did
-# not split digit-comma pieces; 2 is the release's preprocess_text and encode_pieces.
+# The version of the text -> ids mapping, recorded with every feature cache (a cache of another one is
+# rebuilt): 2 is the release's preprocess_text and encode_pieces; 1 (caches without it) was not.
 TOKENIZATION_VERSION = 2
 _PUNCTUATION = set('!"#$%&\'()*+,-./:;?@[\\]^_`{|}~') | {"\u20ac", "\u00a3", "\u2013"}
 _PLAIN = set("abcdefghijklmnopqrstuvwxyz0123456789")
@@ -70,7 +52,9 @@ def is_blank(c):
 
 
 def preprocess_text(text, lower=True):
-    """Release-compatible normalisation of one string (see module docstring)."""
+    """The release's `preprocess_text` of one string: whitespace collapsed, NFKD, every
+    character of non-zero canonical combining class dropped, lower-cased with `lower`
+    (`` and '' are not mapped to ", as in the release)."""
     text = " ".join(text.strip().split())
     if not text.isascii():  # ASCII is its own NFKD and has no marks
         text = unicodedata.normalize("NFKD", text).translate(_DROP_MARKS)
@@ -98,29 +82,19 @@ def split_digit_comma(sp, piece):
 
 def apply_digit_comma(sp, pieces):
     """The release's rule over a list of pieces (see `split_digit_comma`)."""
-    if not any(is_digit_comma_piece(p) for p in pieces):
-        return pieces
-    out = []
-    for p in pieces:
-        if is_digit_comma_piece(p):
-            out.extend(split_digit_comma(sp, p))
-        else:
-            out.append(p)
-    return out
+    return [part for p in pieces for part in (split_digit_comma(sp, p) if is_digit_comma_piece(p) else (p,))]
 
 
 def encode_pieces(sp, text):
     """The release's `encode_pieces` of already normalised text: EncodeAsPieces, then the
-    digit-comma rule. `sp` is a SentencePieceProcessor."""
+    digit-comma rule ("on february 7, 2016, at" gives "▁2016" ","). `sp` is a
+    SentencePieceProcessor."""
     return apply_digit_comma(sp, sp.EncodeAsPieces(text))
 
 
 def strip_machine_paths(model_bytes):
-    """A SentencePiece model without the trainer's input and output paths.
-
-    A model records the file names it was trained from and to (`trainer_spec.input`,
-    `model_prefix`); exported models must not carry the exporting machine's paths.
-    """
+    """A SentencePiece model without the trainer's input and output paths (`trainer_spec.input`,
+    `model_prefix`: exported models must not carry the exporting machine's paths)."""
     from albert_tf.data.spm_model_proto import ModelProto
 
     proto = ModelProto.FromString(model_bytes)
@@ -151,18 +125,10 @@ class SentencePieceTokenizer:
     """
 
     def __init__(self, model_file, do_lower_case=True, model_bytes=None):
-        import sentencepiece as spm
-
         model_file = os.fspath(model_file)
-        if model_bytes is None and not files.isfile(model_file):
-            raise ValueError(f"spm_model_file {model_file!r} does not exist or is not a file.")
+        self.sp = load_processor(model_file, model_bytes)
         self.model_file = model_file
         self.do_lower_case = do_lower_case
-        self.sp = spm.SentencePieceProcessor()
-        try:  # a URL too (the file layer); `model_bytes`: the file's bytes, read before (a Beam worker's copy)
-            self.sp.Load(model_proto=files.read_bytes(model_file) if model_bytes is None else model_bytes)
-        except (OSError, RuntimeError) as e:
-            raise ValueError(f"spm_model_file {model_file!r} is not a SentencePiece model ({e}).") from None
         self.special_tokens = SpecialTokens.from_processor(self.sp, model_file)
         t = self.special_tokens
         self.vocab_size = t.vocab_size

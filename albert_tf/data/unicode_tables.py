@@ -1,12 +1,8 @@
 """The Unicode tables of the one text normalisation for the running Python: those of its
 unicodedata's Unicode version (albert_tf/data/unicode_VERSION.json, package data written by
-tools/make_unicode_tables.py on a Python of that version).
-
-albert_tf.data.tokenization (Python) and albert_tf.export.normalization (the graph) read them
-from here. Python's `preprocess_text` normalises with its own unicodedata, so the graph takes
-the tables of the same Unicode version: the two agree on every code point on each Python (3.11:
-Unicode 14.0.0, 3.12: 15.0.0, 3.13: 15.1.0). Only characters a newer Unicode added or changed
-normalise otherwise on another Python, in its data and its exports alike.
+tools/make_unicode_tables.py), read by albert_tf.data.tokenization (Python) and
+albert_tf.export.normalization (the graph), so the two agree on every code point
+(docs/export.md).
 
 Sets are flat tuples of sorted [start, end) code point bounds (c is in the set when
 bisect_right(bounds, c) is odd); LOWER is flat (first, last, step, delta) runs.

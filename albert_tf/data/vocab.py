@@ -1,14 +1,9 @@
-"""Special token ids, read from the SentencePiece model (never typed in as numbers).
-
-The release's recipe gives <pad> 0, <unk> 1, [CLS] 2, [SEP] 3, [MASK] 4, but a model
-trained otherwise has other ids; everything that writes or re-masks pretraining data
-takes them from a `SpecialTokens`:
+"""Special token ids, read from the SentencePiece model (never typed in as numbers: the
+release's recipe gives <pad> 0, <unk> 1, [CLS] 2, [SEP] 3, [MASK] 4, a model trained otherwise
+other ids). create_pretraining_data records them in its summary.
 
     tokens = SpecialTokens.from_sentencepiece("spm.model")
     tokens.cls_id, tokens.mask_id, tokens.first_ordinary_id
-
-create_pretraining_data records them in its summary (`summary_<output>.json`), where
-`albert_tf.data.summary.read_data_summary` finds them for a set of TFRecord files.
 """
 
 import dataclasses
@@ -28,6 +23,22 @@ def dataclass_values(cls, values, source, what):
     if missing:
         raise ValueError(f"{source}: {what} lacks {', '.join(missing)}.")
     return {n: values[n] for n in names}
+
+
+def load_processor(model_file, model_bytes=None):
+    """A sentencepiece.SentencePieceProcessor of `model_file` (through the file layer), or of
+    its bytes read before; ValueError naming the file when it is missing or not a model."""
+    import sentencepiece as spm
+
+    model_file = os.fspath(model_file)
+    if model_bytes is None and not files.isfile(model_file):
+        raise ValueError(f"spm_model_file {model_file!r} does not exist or is not a file.")
+    processor = spm.SentencePieceProcessor()
+    try:
+        processor.Load(model_proto=files.read_bytes(model_file) if model_bytes is None else model_bytes)
+    except (OSError, RuntimeError) as e:
+        raise ValueError(f"spm_model_file {model_file!r} is not a SentencePiece model ({e}).") from None
+    return processor
 
 
 @dataclasses.dataclass(frozen=True)
@@ -74,17 +85,7 @@ class SpecialTokens:
     def from_sentencepiece(cls, path):
         """Reads the ids from a SentencePiece `.model` file; ValueError naming the file
         when it is missing, not a model, or lacks one of the pieces."""
-        import sentencepiece as spm
-
-        path = os.fspath(path)
-        if not files.isfile(path):
-            raise ValueError(f"spm_model_file {path!r} does not exist or is not a file.")
-        processor = spm.SentencePieceProcessor()
-        try:
-            processor.Load(model_proto=files.read_bytes(path))
-        except (OSError, RuntimeError) as e:
-            raise ValueError(f"spm_model_file {path!r} is not a SentencePiece model ({e}).") from None
-        return cls.from_processor(processor, path)
+        return cls.from_processor(load_processor(path), os.fspath(path))
 
     def to_dict(self):
         return dataclasses.asdict(self)

@@ -3,31 +3,16 @@
     options = WriterOptions(instance=InstanceOptions(max_seq_length=128), dupe_factor=5)
     summary = write_pretraining_data(["corpus.txt"], ["out/train.tfrecord"], "spm.model", options)
 
-Documents are read as a stream (albert_tf.data.documents), cut into work chunks of
-`documents_per_chunk` documents, turned into keyed records (albert_tf.data.document_records:
-the one definition the Beam pipeline runs too) in this process or in worker processes
-(at most 2 chunks per worker in flight), sorted by their shuffle keys in bounded memory
-(albert_tf.data.shuffle.KeySort: `shuffle_buffer_size` records, the rest spilled under
-`temp_dir`) and written to the output shards (record -> shard `key % shards`).
-
-Determinism: a document's records and their keys depend on the seed, the flags and the
-document's content only, and the output is their sorted order, so the same inputs and
-options give byte-identical files for any `num_workers` and any chunk size, and the same
-files as the Beam pipeline (albert_tf.data.beam_pipeline).
-
-NSP negatives (only with random_next_sentence or the legacy single-chunk mode) take B from
-a random document of the whole input, as the release does: a first pass draws the pool
-of at most `random_document_pool` documents (albert_tf.data.document_pool), which every
-worker draws from.
-
-Ids (pad, [CLS], [SEP], [MASK], the ordinary range) come from the SentencePiece model
-(`SpecialTokens`). Outputs appear only when everything succeeded
-(`albert_tf.storage.atomic`); the JSON summary goes beside them as
-`summary_<name>.json` (`albert_tf.data.summary`).
+Documents are read as a stream, cut into chunks, turned into keyed records
+(`document_records`, as the Beam pipeline does) in this process or in worker processes, sorted
+by their shuffle keys in bounded memory (`shuffle.KeySort`) and written to the shards: the same
+bytes for any `num_workers` and chunk size, and the Beam pipeline's. Outputs appear only when
+everything succeeded. docs/pretraining_data.md.
 """
 
 import contextlib
 import dataclasses
+import itertools
 import multiprocessing
 import os
 import queue
@@ -56,22 +41,9 @@ EXECUTION = ("num_workers", "shuffle_buffer_size", "documents_per_chunk", "temp_
 
 @dataclasses.dataclass(frozen=True)
 class WriterOptions:
-    """Settings of create_pretraining_data besides the file names.
-
-    Attributes:
-        instance: `InstanceOptions` (sequence length, masking, sentence order).
-        do_lower_case, dupe_factor, random_seed: as the release's flags.
-        num_workers: processes creating instances (0 or 1: in this process); the output
-            does not depend on it.
-        shuffle_buffer_size: records held in memory by the shuffle; more are spilled to
-            `temp_dir` (albert_tf.data.shuffle). The output does not depend on it.
-        documents_per_chunk: documents per unit of work (does not change the output).
-        random_document_pool: the most documents held for NSP negatives, a sample of the
-            whole input (`albert_tf.data.document_pool`). Unused without NSP negatives.
-        strict_utf8: a non-UTF-8 line is an error instead of being skipped and counted.
-        temp_dir: a local directory for the shuffle's spill files ("" : the system's
-            temporary directory, $TMPDIR); a new directory of its own inside, removed after.
-    """
+    """Settings of create_pretraining_data besides the file names: `instance` (InstanceOptions),
+    the rest as the command's flags of the same names (num_workers 0 or 1: in this process).
+    None of `EXECUTION` changes the output."""
 
     instance: InstanceOptions = dataclasses.field(default_factory=InstanceOptions)
     do_lower_case: bool = True
@@ -122,38 +94,17 @@ class WriterOptions:
 # --- work --------------------------------------------------------------------------------
 def document_chunks(documents, size):
     """Groups a stream of documents into lists of `size` (the last may be shorter)."""
-    chunk = []
-    for document in documents:
-        chunk.append(document)
-        if len(chunk) == size:
-            yield chunk
-            chunk = []
-    if chunk:
-        yield chunk
-
-
-class ChunkWorker:
-    """A chunk of documents (lists of sentence strings) -> (keyed records, Counts), with
-    `DocumentRecords` (its arguments)."""
-
-    def __init__(self, spm_model_file, options, pool_entries=None):
-        self.documents = DocumentRecords(spm_model_file, options, pool_entries)
-
-    def records(self, texts):
-        counts = self.documents.empty_counts()
-        keyed = []
-        for sentences in texts:
-            keyed.extend(self.documents.records(document_key(sentences), sentences, counts))
-        return keyed, counts
+    documents = iter(documents)
+    return iter(lambda: list(itertools.islice(documents, size)), [])
 
 
 def _worker_process(spm_model_file, options, pool_entries, tasks, results):
-    """Body of a worker process: one ChunkWorker answers (index, texts) tasks until None."""
+    """Body of a worker process: one DocumentRecords answers (index, texts) tasks until None."""
     index = None
     try:
-        worker = ChunkWorker(spm_model_file, options, pool_entries)
+        worker = DocumentRecords(spm_model_file, options, pool_entries)
         for index, texts in iter(tasks.get, None):
-            results.put((index, worker.records(texts), None))
+            results.put((index, worker.chunk_records(texts), None))
     except BaseException:  # noqa: BLE001 - reported to the main process, which raises
         results.put((index, None, traceback.format_exc()))
 
@@ -212,16 +163,11 @@ def chunk_records(chunks, spm_model_file, options, pool_entries=None):
     0 or 1) or in `options.num_workers` processes (at most 2 chunks each in flight; they
     never import TensorFlow), in no set order. `pool_entries`: as `DocumentRecords`'."""
     if options.num_workers <= 1:
-        worker = ChunkWorker(spm_model_file, options, pool_entries)
+        worker = DocumentRecords(spm_model_file, options, pool_entries)
         for texts in chunks:
-            yield worker.records(texts)
+            yield worker.chunk_records(texts)
     else:
         yield from _records_in_workers(chunks, spm_model_file, options, pool_entries)
-
-
-def keyed_documents(documents):
-    """(document_key, sentences) of each document of a stream."""
-    return ((document_key(sentences), sentences) for sentences in documents)
 
 
 def read_pool(input_files, options):
@@ -229,7 +175,8 @@ def read_pool(input_files, options):
     if not options.draws_random_documents:
         return None
     documents = read_documents(input_files, BadLines(options.strict_utf8))
-    return sample_documents(keyed_documents(documents), options.random_document_pool, options.random_seed)[0]
+    keyed = ((document_key(sentences), sentences) for sentences in documents)
+    return sample_documents(keyed, options.random_document_pool, options.random_seed)[0]
 
 
 # --- output ------------------------------------------------------------------------------
@@ -264,8 +211,7 @@ class Progress:
 
 def output_paths(output_file, num_output_shards=1):
     """Comma list of outputs, or one output split into NAME-00000-of-0000N shards: names
-    only, no file is looked at (what is at them is albert_tf.storage.outputs' check, after
-    its bounded probe of the store)."""
+    only, no file is looked at."""
     outputs = [p.strip() for p in output_file.split(",") if p.strip()]
     if not outputs:
         raise InputError("--output_file is empty.")
@@ -302,6 +248,13 @@ def special_tokens_of(spm_model_file, options):
         raise InputError(str(e)) from None
 
 
+def check_instances(totals, input_files):
+    """InputError when the input gave no instance."""
+    if totals.instances == 0:
+        raise InputError(f"--input_file: {', '.join(input_files)} gave no instances (no document with at least "
+                         "two tokens of valid text).")
+
+
 def write_pretraining_data(input_files, output_files, spm_model_file, options, progress_stream=STDERR,
                            summary_file=None, made_by=None):
     """Writes the TFRecords and their summary; returns the summary dict (plus
@@ -309,16 +262,12 @@ def write_pretraining_data(input_files, output_files, spm_model_file, options, p
 
     Args:
         input_files: list of text files (one sentence per line, blank line between documents).
-        output_files: list of TFRecord paths; record with shuffle key k goes to
+        output_files: list of TFRecord paths; the record of shuffle key k goes to
             output_files[k % len(output_files)], in key order.
-        spm_model_file: SentencePiece model with <pad>, <unk>, [CLS], [SEP], [MASK].
-        options: `WriterOptions`.
-        progress_stream: where progress lines go (default: sys.stderr as it is at the
-            call; None: silent).
+        spm_model_file, options (`WriterOptions`): as the command's.
+        progress_stream: where progress lines go (default: sys.stderr; None: silent).
         summary_file: where the JSON summary goes (default `summary_path_for(output_files[0])`).
-        made_by: what made the files (albert_tf.storage.provenance.record: the command, its
-            flags as given, versions, source state, device), the summary's "made_by"
-            (stamped when written); None leaves it out.
+        made_by: a provenance.record, the summary's "made_by" (None leaves it out).
 
     Raises:
         InputError: bad input or settings; no output is left on disk.
@@ -344,10 +293,7 @@ def write_pretraining_data(input_files, output_files, spm_model_file, options, p
                 for key, record in keyed:
                     sort.add(key, record)
                 progress.maybe_print(totals.documents, totals.instances)
-            if totals.instances == 0:
-                raise InputError(
-                    f"--input_file: {', '.join(input_files)} gave no instances (no document with at least "
-                    "two tokens of valid text).")
+            check_instances(totals, input_files)
             progress.maybe_print(totals.documents, totals.instances, force=True)
             progress.writing(totals.instances, sort.spilled)
             with contextlib.ExitStack() as handles:
@@ -368,7 +314,6 @@ def make_summary(totals, per_file, output_files, input_files, bad_lines, elapsed
     summary["execution"] = dict(options.execution(), runner=runner)
     summary.update(describe_data(special_tokens, options.instance, spm_model_file))
     if options.draws_random_documents:
-        # the pool: the random_document_pool documents of smallest rank, or every document
         kept = min(options.random_document_pool, totals.documents)
         summary["random_next_documents_from"] = document_pool.describe(kept, totals.documents)
     if made_by is not None:

@@ -7,19 +7,11 @@ and `default` (= pooled_output). Attributes `variables`, `trainable_variables`,
 `regularization_losses` (empty), so `hub.KerasLayer(path, trainable=True)` fine-tunes
 it. `serve(inputs)` / `train(inputs)` are the same call with training fixed, for
 `keras.layers.TFSMLayer`; the `serving_default` signature returns the flat tensors.
-`train` and `.mlm` call the root `__call__`'s traces (the encoder's forward is traced
-once per value of `training`, once more for inference: `serve` and the signature).
 
 `.mlm`: the same inputs plus `masked_lm_positions` [B, P] -> everything above plus
 `mlm_logits` [B, P, V]; its head weights are in `.mlm.variables` only, not among the
-root's trainable variables.
-
-With `jit_compile=True` the inference paths (`serve` and `serving_default`; not the
-root `__call__`, which fine-tuning differentiates) run the encoder as one XLA program,
-compiled by the loading process once per new [B, T] shape: faster at a fixed shape (the
-fused elementwise ops: GELU, LayerNorm, softmax), a compile's wait at each new one.
-
-The root subclasses tf.train.Checkpoint: tf.Module's `variables` is a read-only property.
+root's trainable variables. With `jit_compile=True`, `serve` and `serving_default` run the
+encoder as one XLA program, compiled by the loading process once per new [B, T] shape.
 """
 
 import tensorflow as tf
@@ -58,11 +50,8 @@ class MaskedLMModule(tf.train.Checkpoint):
 
     def __init__(self, encoder, head, encode):
         super().__init__()
-        # Lambdas, not attributes holding the Keras objects: the SavedModel then holds one object
-        # per variable, the entry of `variables` / `trainable_variables` that `__call__` reads.
-        # With the head tracked as `_head` as well, its output bias was saved twice and the
-        # restored function read the copy under `_head`, not the listed one (whose gradient was
-        # then None: fine-tuning the loaded `.mlm` left the bias as it was).
+        # lambdas, not tracked Keras objects: each variable saved once, as the listed entry that
+        # `__call__` reads (else a loaded `.mlm` fine-tunes a copy of the head's bias)
         self._head = lambda sequence_output, positions: head(sequence_output, positions)
         self._encode = lambda inputs, training: encode(inputs, training=training)  # the root's traces
         self.variables = _tf_variables(encoder.weights) + _tf_variables(

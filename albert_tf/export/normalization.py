@@ -1,27 +1,14 @@
 """The text normalisation in the graph: `albert_tf.data.tokenization.preprocess_text`, exactly.
 
-    normalize(tf.constant(["  Crème ``brûlée''  ", "ΟΔΟΣ"]))  # [b"creme ``brulee''", b'\\xce\\xbf...\\xcf\\x82']
+    normalize(tf.constant(["  Crème ``brûlée''  ", "ΟΔΟΣ"]))  # [b"creme ``brulee''", b'\xce\xbf...\xcf\x82']
 
-The same steps as Python: whitespace runs -> one space, ends stripped (str.split()'s
-whitespace); NFKD; every character of non-zero canonical combining class
-dropped; with `lower`, str.lower() (the final sigma included). `` and '' stay (the release
-does not map them to "; XLNet's and Hugging Face's preprocessing do). Every decision about a
-character comes from albert_tf/data/unicode_tables.py, made from Python's unicodedata, and not
-from the graph's libraries: RE2's \\p{Mn} is not "combining class != 0" (it drops Devanagari and
-Thai vowel signs, the emoji variation selector and Tibetan vowels that Python keeps, and keeps
-Hangul tone marks and several viramas that Python drops), ICU's NFKD knows characters newer
-than Python's Unicode, and TensorFlow's lower-casing misses capitals Python lower-cases. So:
-
-- NFKD: only the characters Python decomposes (`DECOMPOSED`) go through ICU's NFKD, one by one
-  (decompositions never change once assigned, so ICU gives Python's for them);
-- dropped: the code points of `COMBINING`;
-- lower-casing: the `LOWER` table (one character to one: the only character Python lower-cases
-  to two, U+0130, is decomposed by NFKD first), and the capital sigma to the final sigma where
-  str.lower() does it (`CASED`, `CASE_IGNORABLE`).
-
-Strings that are all ASCII (their own NFKD, no marks) are lower-cased byte by byte; only the
-others take the code point path. tests/test_text_normalization.py checks the graph against
-Python on every code point. Plain TensorFlow and tensorflow_text ops: saved inside SavedModels.
+The same steps as Python (whitespace runs -> one space, ends stripped; NFKD; characters of
+non-zero canonical combining class dropped; with `lower`, str.lower(), the final sigma
+included), every decision about a character taken from albert_tf/data/unicode_tables.py, not
+from RE2's, ICU's or TensorFlow's own Unicode data (why: docs/export.md): only the characters
+Python decomposes (`DECOMPOSED`) go through ICU's NFKD, one by one; `COMBINING` is dropped;
+lower-casing is the `LOWER` table plus the final-sigma context (`CASED`, `CASE_IGNORABLE`).
+All-ASCII strings are lower-cased byte by byte. Plain TensorFlow and tensorflow_text ops.
 """
 
 import numpy as np

@@ -5,13 +5,9 @@ Root `__call__(strings [B])` -> `input_word_ids`, `input_mask`, `input_type_ids`
 `.bert_pack_inputs(segments, seq_length=128)` with one or two tokenized segments:
 [CLS] A [SEP] (B [SEP]), trimmed round-robin to seq_length.
 
-Normalisation is `albert_tf.data.tokenization.preprocess_text` in-graph
-(albert_tf.export.normalization: whitespace collapsed, NFKD, characters of non-zero combining
-class dropped, lower-cased; every character decided as Python decides it), then the
-SentencePiece model (tensorflow-text) with the release's digit-comma rule
-(albert_tf.export.release_tokenizer: "7," -> "7" ","), so the same text gives the same ids as
-`SentencePieceTokenizer.encode` and tools/create_pretraining_data. Loading it needs `import tensorflow_text` first (it
-registers the ops), as for every TF Hub preprocessing model.
+`.tokenize` is `normalization.normalize` then `release_tokenizer.ReleaseTokenizer`: the same
+ids as `SentencePieceTokenizer.encode` for the same text. Loading it needs
+`import tensorflow_text` first (it registers the ops), as for every TF Hub preprocessing model.
 """
 
 import tensorflow as tf
@@ -41,8 +37,7 @@ class PreprocessModule(tf.train.Checkpoint):
         self._lower = bool(do_lower_case)
         self._seq_length = int(seq_length)
         self.sp_model_file = tf.saved_model.Asset(spm_model_file)
-        with files.open(spm_model_file, "rb") as f:
-            self._tokenizer = ReleaseTokenizer(f.read())
+        self._tokenizer = ReleaseTokenizer(files.read_bytes(spm_model_file))
 
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string)], autograph=False)
     def tokenize(self, strings):

@@ -18,13 +18,11 @@ from albert_tf.storage import files
 
 class RawTextModule(tf.train.Checkpoint):
     """Root object of a raw-string SavedModel: `model` and its `variables`, the asset
-    `sp_model_file`, the tokenizer (the release's: release_tokenizer.ReleaseTokenizer) and
-    special ids, `_widths`; `tokenize(strings [B])` -> int32 RaggedTensor [B, (n)], the ids of
-    each text normalised once (as the preprocessing model's `.tokenize`); `normalized(text)`
-    (any shape) -> normalize(text, do_lower_case), through one tf.function that every call site
-    shares (traced and saved once, however often a signature normalises). A subclass sets
-    `self.__call__` (a tf.function with named input specs), which is also the
-    serving_default signature: one function, traced once for both.
+    `sp_model_file`, the release's tokenizer and special ids, `_widths`;
+    `tokenize(strings [B])` -> int32 RaggedTensor [B, (n)] (as the preprocessing model's);
+    `normalized(text)` (any shape) -> normalize(text, do_lower_case), one tf.function every
+    call site shares. A subclass sets `self.__call__` (a tf.function with named input specs),
+    which is also the serving_default signature.
 
     Args:
         model: the fine-tuned Keras model.
@@ -42,8 +40,7 @@ class RawTextModule(tf.train.Checkpoint):
         self.model = model
         self.variables = [getattr(v, "value", v) for v in model.weights]
         self.sp_model_file = tf.saved_model.Asset(spm_model_file)
-        with files.open(spm_model_file, "rb") as f:
-            self._tokenizer = ReleaseTokenizer(f.read())
+        self._tokenizer = ReleaseTokenizer(files.read_bytes(spm_model_file))
         self._lower = bool(do_lower_case)
         self._max_seq_length = int(max_seq_length)
         self._widths = tuple(widths) if widths else (self._max_seq_length,)
@@ -65,15 +62,14 @@ class RawTextModule(tf.train.Checkpoint):
 
 
 @contextlib.contextmanager
-def writing_export(export_dir, spm_model_file):
+def writing_export(export_dir, spm_model_file, made_by=None):
     """Yields (tmp, spm_copy): the directory to write the export into, which replaces
-    `export_dir` when the block ends without error (storage.outputs.replacing_dir: a new
-    path or albert_tf's own export), and a copy of `spm_model_file` under a stable asset
-    name with no path of this machine (tokenization.strip_machine_paths)."""
+    `export_dir` when the block ends without error (`outputs.replacing_dir`; `made_by` goes
+    into its marker), and a copy of `spm_model_file` named spm.model, with no path of this
+    machine, in a scratch directory of its own (removed after)."""
     from albert_tf.data.tokenization import strip_machine_paths
 
-    with replacing_dir(export_dir, EXPORT) as tmp, tempfile.TemporaryDirectory() as scratch:
+    with replacing_dir(export_dir, EXPORT, made_by=made_by) as tmp, tempfile.TemporaryDirectory() as scratch:
         spm_copy = files.join(scratch, "spm.model")
-        with files.open(spm_model_file, "rb") as src, files.open(spm_copy, "wb") as dst:
-            dst.write(strip_machine_paths(src.read()))
+        files.write_bytes(spm_copy, strip_machine_paths(files.read_bytes(spm_model_file)))
         yield tmp, spm_copy

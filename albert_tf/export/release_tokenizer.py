@@ -4,26 +4,14 @@
     tokenizer.tokenize(normalize(tf.constant(["on february 7, 2016, at"])))
     # [[▁on ▁february ▁7 , ▁2016 , ▁at]] as ids: `SentencePieceTokenizer.encode`'s
 
-The one tokenizer of every SavedModel that takes text (the preprocessing model, and through it
-the classifier; the QA, multiple-choice and raw-text models; aligned_tokens' spans). Its ids
-are `albert_tf.data.tokenization.SentencePieceTokenizer.encode`'s for the same normalised
-text, decided the same way:
-
-- SentencePiece's ids; a string none of whose pieces is watched (a piece ending in "," after a
-  digit, `is_digit_comma_piece`, or <unk>, whose surface may end so) keeps them;
-- the other strings are tokenized again to pieces (strings) and take the id of each piece
-  (`string_to_id`, Python's PieceToId); a piece longer than one character whose last
-  character is "," and whose second-to-last is a digit (`unicode_tables.DIGIT`, Python's
-  str.isdigit) is replaced by the pieces of its text before the comma with every "▁"
-  removed (all such texts tokenized in one call), the first of them without its leading "▁"
-  when the piece did not start with one (dropped when it was only "▁"), then ",".
-
-Offsets (`tokenize_with_offsets`, bytes of the input string) of a split piece's parts: the
-comma gets the piece's last byte; the other parts their offsets in the re-tokenized text,
-counted back from the comma and kept inside the piece's own span.
-
-Plain TensorFlow and tensorflow_text ops: saved inside SavedModels (the SentencePiece model is
-one resource, `sentencepiece`).
+The one tokenizer of every SavedModel that takes text; its ids are
+`albert_tf.data.tokenization.SentencePieceTokenizer.encode`'s for the same normalised text.
+A string none of whose ids is watched (`watched_ids`: digit-comma pieces and <unk>) keeps
+SentencePiece's ids; the others are tokenized again to pieces and each digit-comma piece is
+replaced as `tokenization.split_digit_comma` does. Offsets (bytes of the input) of a split
+piece's parts: the comma gets the piece's last byte, the other parts their offsets in the
+re-tokenized text counted back from the comma, kept inside the piece's own span. Plain
+TensorFlow and tensorflow_text ops, saved inside SavedModels.
 """
 
 import copy
@@ -36,9 +24,6 @@ from albert_tf.data import unicode_tables
 from albert_tf.data.tokenization import WORD_START, is_digit_comma_piece
 from albert_tf.export.normalization import in_set
 
-_COMMA = ord(",")
-
-
 def watched_ids(model_bytes):
     """Sorted int32 ids of a SentencePiece model whose pieces may be split: the digit-comma
     pieces (`is_digit_comma_piece`) and the unknown ids."""
@@ -50,7 +35,7 @@ def watched_ids(model_bytes):
 
 
 class ReleaseTokenizer(tf.Module):
-    """SentencePiece with the release's digit-comma rule (module docstring).
+    """SentencePiece with the release's digit-comma rule.
 
     Args:
         model_bytes: the serialized SentencePiece model.

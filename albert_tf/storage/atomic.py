@@ -16,25 +16,11 @@ Every writer in albert_tf goes through this module:
     with atomic.removed_if_refused("runs/new", CheckpointMismatchError):  # a run's output_dir
         train()                      # refused at its start: what it made there is removed
 
-Paths go through the file layer (`albert_tf.storage.files`): a URL (gs://, ram://) is
-written the same way, a rename there being a copy (its docstring states the contract).
-
-Which paths a command may write at all (new, or albert_tf's own output) is decided by
-`albert_tf.storage.outputs`, before any of these writes.
-
-The temporary name lives in the target's own directory (so the final rename never
-crosses file systems) and is `.<name>.tmp-<pid>-<random><suffix>`: hidden, owned by one
-process, and keeping the target's suffix (Keras insists on `.weights.h5`, matplotlib
-picks the format from `.png`). On an exception the temporary is removed and the previous
-output is untouched. A process killed with SIGKILL cannot clean up after itself: the
-next atomic write into the same directory removes the temporaries of processes that no
-longer run (`sweep`), and writers that own a directory (a run's output_dir, an export)
-sweep it when they start. (Unnamed O_TMPFILE files would avoid even that, but linking
-them into place fails on some file systems, this sandbox's among them.)
-
-A directory is replaced in two renames (old aside, new in place); a kill between the
-two leaves the old one under its aside name, which `sweep` puts back when nothing took
-its place.
+Paths go through the file layer (`albert_tf.storage.files`), URLs included; which paths a
+command may write at all is decided first by `albert_tf.storage.outputs`. A temporary is
+`.<name>.tmp-<pid>-<random><suffix>` beside its target; on an exception it is removed and the
+previous output is untouched; `sweep` removes a dead writer's temporaries and puts back a
+directory a killed replacement left aside. Why it is built so: docs/outputs.md.
 """
 
 import contextlib
@@ -67,19 +53,13 @@ def temporary_name(path, kind="tmp"):
 
 
 def _alive(pid):
-    if pid == os.getpid():
-        return True
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
-    except PermissionError:
-        return True
+    except PermissionError:  # another user's process
+        pass
     return True
-
-
-def _remove(path):
-    files.remove(path)
 
 
 def _stale(directory, name, pid):
@@ -95,11 +75,9 @@ def _stale(directory, name, pid):
 
 
 def remove_own(path):
-    """Removes `path` (a file or a directory tree; nothing if it is absent), for callers
-    removing what they made themselves in this run: a scratch file, a temporary directory,
-    a cache's own companion files that its sidecar lists. The one place outside the
-    temporary-name machinery where albert_tf deletes; never call it on a user's path."""
-    _remove(path)
+    """Removes `path` (a file or a directory tree; nothing if it is absent) that the caller
+    made itself in this run (a scratch file, a cache's own companion); never a user's path."""
+    files.remove(path)
 
 
 def sweep(directory):
@@ -119,7 +97,7 @@ def sweep(directory):
         if m.group("kind") == "old" and not files.exists(target):
             files.rename(path, target)  # the replacement never arrived: the old output stays
         else:
-            _remove(path)
+            files.remove(path)
         done.append(name)
     return done
 
@@ -212,7 +190,7 @@ def _scratch(path):
     try:
         yield os.path.join(scratch, files.basename(path))
     finally:
-        _remove(scratch)
+        files.remove(scratch)
 
 
 @contextlib.contextmanager
@@ -234,7 +212,7 @@ def output_path(path):
             files.rename(tmp, path)
             _fsync_dir(directory)
         except BaseException:
-            _remove(tmp)
+            files.remove(tmp)
             raise
 
 
@@ -259,7 +237,7 @@ def output_dir(path):
                 files.copy_tree(written, tmp)
             replace_dir(tmp, path)
         except BaseException:
-            _remove(tmp)
+            files.remove(tmp)
             raise
     _fsync_dir(directory)
 
@@ -280,12 +258,9 @@ def _first_missing(path):
 @contextlib.contextmanager
 def removed_if_refused(path, refused):
     """Runs the block; when it raises one of `refused`, removes what the block created for
-    output directory `path`: the directory itself (and its ancestors that it created too)
-    when it did not exist before, else the entries of `path` that were not there before.
-    So a run refused at its start (e.g. for its --init_checkpoint) leaves no output
-    directory, and no new file (albert_config.json, its marker) in a directory that
-    existed. What existed before is never touched, nor is anything on another exception
-    (an interrupted or diverged run keeps what it wrote).
+    output directory `path`: the directory itself (and the ancestors it created) when it did
+    not exist before, else the entries of `path` that were not there before. What existed
+    before is never touched, nor is anything on another exception.
 
     Args:
         path: the directory the block may create or write into (None: nothing is watched).
@@ -299,10 +274,10 @@ def removed_if_refused(path, refused):
         yield
     except refused:
         if created is not None and files.isdir(created) and not files.islink(created):
-            _remove(created)
+            files.remove(created)
         elif before is not None and files.isdir(path):
             for name in set(files.listdir(path)) - before:
-                _remove(files.join(path, name))
+                files.remove(files.join(path, name))
         raise
 
 
@@ -320,5 +295,5 @@ def replace_dir(source, path):
             files.rename(old, path)
         raise
     if old:
-        _remove(old)
+        files.remove(old)
     return path

@@ -1,9 +1,5 @@
 """Reading checkpoints: finding the newest prefix, listing variables, and loading a model
-from an init_checkpoint with the one matching report (`albert_tf.storage.report`).
-
-Shared by training (resume, init_checkpoint), export (export_tfhub) and convert (TF1
-checkpoints), which is why it lives below all three.
-"""
+from an init_checkpoint with the one matching report (`albert_tf.storage.report`)."""
 
 import os
 import re
@@ -77,13 +73,8 @@ def load_init_checkpoint(model, init_checkpoint, flag="--init_checkpoint", weigh
     """Loads `model` from a training checkpoint (a prefix or a run directory) or from an
     albert_tf pretrained directory holding one of `weights_file_names` (Keras
     `.weights.h5`). Every model variable must be present with its shape (the report lists
-    what is not); optimizer slots, the step and the input position are ignored.
-
-    Returns:
-        The path that was read.
-
-    Raises:
-        CheckpointMismatchError: no checkpoint there, or variables that do not match.
+    what is not); optimizer slots, the step and the input position are ignored. Returns the
+    path that was read; CheckpointMismatchError for no checkpoint or variables that differ.
     """
     init_checkpoint = os.fspath(init_checkpoint)
     prefix = latest_prefix(init_checkpoint)

@@ -1,8 +1,8 @@
 """The one file layer: every path albert_tf reads or writes (a local path or a URL) goes here.
 
-A local path uses the standard library (TensorFlow is not imported: the data workers and
-modeling/ stay free of it); a path with a URL scheme (gs://, s3://, hdfs://, ram://) goes
-through `tf.io.gfile`, imported only then. `join` keeps "scheme://".
+A local path uses the standard library (TensorFlow is not imported); a path with a URL scheme
+(gs://, s3://, hdfs://, ram://) goes through `tf.io.gfile`, imported only then. `join` keeps
+"scheme://".
 
     files.exists(p); files.isdir(p); files.isfile(p); files.getsize(p); files.listdir(p)
     files.glob("gs://b/text/*.txt"); files.makedirs(p); files.remove(p)  # a file or a tree
@@ -10,29 +10,9 @@ through `tf.io.gfile`, imported only then. `join` keeps "scheme://".
     files.rename(src, dst); files.copy(src, dst); files.join("gs://b", "run", "ckpt")
     files.check_reachable(p, "--output_dir", write=True)   # before the work: exit 2, bounded
 
-Atomic writes (`albert_tf.storage.atomic`) and the output rule (`outputs`) are built on it.
-
-The contract on an object store (gs://; ram:// behaves alike), where there are no
-directories and a rename is a copy and a delete:
-- A file is written under a temporary sibling `.<name>.tmp-<pid>-<random><suffix>` and
-  copied to its name when complete; the store's copy of one object is atomic, so a reader
-  sees the old object or the whole new one, never a part (the temporary is visible to a
-  listing while it is written; no albert_tf reader reads hidden temporaries).
-- A directory output (an export, a conversion) is written under a temporary sibling and
-  copied file by file, its marker `.albert_tf_output.json` last, then the temporary is
-  deleted: while the copy runs the directory is partly there and has no marker (or the
-  old one, when it is replaced), so "complete" on a store means "marked".
-- A replaced directory output goes aside first (copied, `.<name>.old-...`), and is
-  deleted only once the new one is in place.
-- A killed writer leaves its temporaries; whether its process lives cannot be asked on
-  another machine, so on a URL `atomic.sweep` removes only temporaries older than
-  `STALE_SECONDS` (a day; none on a store that keeps no times, such as ram://). A
-  resumed run tells its own files by its run directory's marker and the names it writes
-  (`outputs.RUN_NAMES`); checkpoints are TensorFlow's, whose `checkpoint` file names
-  only complete ones.
-- `check_reachable` waits at most `PROBE_SECONDS` (30 s) for a store to answer; a store
-  that does not, refuses the path or cannot be written is an `UnreachablePath` (a
-  ValueError: exit status 2) naming the flag, before any work, with nothing left there.
+The contract on an object store (a rename is a copy: temporaries, a directory copied file by
+file with its marker last, stale temporaries after STALE_SECONDS, the probe bounded by
+PROBE_SECONDS): docs/outputs.md.
 """
 
 import builtins
@@ -49,10 +29,6 @@ PROBE_SECONDS = 30
 
 class UnreachablePath(ValueError):
     """A path whose store does not answer, refuses it or cannot be written; names the flag."""
-
-
-def fspath(path):
-    return os.fspath(path)
 
 
 def is_url(path):

@@ -5,18 +5,11 @@ should be and what to do:
     config = read_json(path, "an albert_config.json (the model's settings)")
     for number, record in read_json_lines("out/metrics.jsonl", "a metrics.jsonl record"): ...
 
-    c.json: no such file (it does not exist or is not a file); expected an albert_config.json (...).
-    c.json: the file is empty; expected an albert_config.json (...): fix or replace the file.
     c.json:3:2: not valid JSON (Expecting property name enclosed in double quotes): oops; expected
         an albert_config.json (...): fix or replace the file.
-    c.json: a JSON array, not an object; expected an albert_config.json (...): fix or replace the file.
-    c.json:2: not valid UTF-8 (invalid start byte at byte 8); save the file as UTF-8.
 
-A JSON-lines error names `path:line:column` (`path:line` for one that is no object). Every
-file holds JSON objects (dicts). A name ending in ".gz" is read gzip-compressed; one with a
-URL scheme (gs://, s3://, ram://) through the file layer (`albert_tf.storage.files`: TensorFlow
-only then; modeling/ and the data workers stay TensorFlow-free). The error is `JsonFileError` (a ValueError: exit
-status 2 at the entry points), or the room's own data error given as `error`.
+Every file holds JSON objects (dicts); ".gz" is read gzip-compressed, a URL through the file
+layer. The error is `JsonFileError` (a ValueError: exit status 2), or the room's own `error`.
 """
 
 import gzip
@@ -32,7 +25,7 @@ class JsonFileError(ValueError):
     """A JSON file that is missing, not JSON or not an object; the message names the file."""
 
 
-def _read_bytes(path, what, error):
+def _text(path, what, error):
     if not files.isfile(path):
         raise error(f"{path}: no such file (it does not exist or is not a file); expected {what}.")
     data = files.read_bytes(path)
@@ -41,11 +34,6 @@ def _read_bytes(path, what, error):
             data = gzip.decompress(data)
         except (OSError, EOFError) as e:
             raise error(f"{path}: not a gzip file ({e}); expected {what}, gzip-compressed: {FIX}.") from None
-    return data
-
-
-def _text(path, what, error):
-    data = _read_bytes(path, what, error)
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as e:
@@ -80,17 +68,9 @@ def _parse(text, where, line, what, fix, error):
 
 
 def read_json(path, what="a JSON object", fix=FIX, error=JsonFileError):
-    """The JSON object (a dict) in file `path`.
-
-    Args:
-        path: a local path or URL; ".gz" is read gzip-compressed.
-        what: what the file should be, for the messages ("an albert_config.json (...)").
-        fix: what to do when the file is not JSON or not an object.
-        error: the ValueError subclass raised (JsonFileError, or the room's data error).
-    Raises:
-        `error` (module docstring): no such file, not UTF-8, empty, not JSON (line and
-        column), not an object.
-    """
+    """The JSON object (a dict) in file `path`; `what` the file should be and `fix` what to
+    do, for the messages. Raises `error`: no such file, not UTF-8, empty, not JSON (line and
+    column), not an object."""
     path = os.fspath(path)
     text = _text(path, what, error)
     if not text.strip():

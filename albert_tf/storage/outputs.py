@@ -1,27 +1,11 @@
-"""No command deletes or overwrites what it did not make: the one rule for output paths.
+"""No command deletes or overwrites what it did not make: the one rule for output paths
+(docs/outputs.md).
 
-Every path a command or tool writes (a run directory, an export, a conversion, a feature
-cache, pretraining data, a tool's data, model, plot or config, the demo's directory, the
-learning checks' results) is an `Output(flag, path, kind)`. `check` decides for all of a
-command's outputs at once, before any work starts:
-
-- a path that does not exist (or an empty directory, for a directory kind) is new: created;
-- albert_tf's own output of the same kind is resumed (a run directory), reused (the
-  demo's directory, the learning checks' results) or replaced atomically (everything else);
-- anything else is refused with `OutputRefused` (a ValueError: exit status 2) naming the
-  flag and the path, and nothing is written.
-
-Each kind is its command's: a marker of another kind refuses the path (export_litert's
-LITERT_SENTENCEPIECE is not train_sentencepiece's SENTENCEPIECE_MODEL). An output must not
-equal, contain or lie inside an input of the same command, nor equal another of its outputs;
-one inside a run directory is allowed unless it takes a name the run writes (`RUN_NAMES`).
-
-Own means marked: albert_tf writes a marker when it first makes an output, `MARKER` inside a
-directory, `.<name>.albert_tf_output.json` beside a file, {"kind": ...}, and "made_by" for
-an export_tfhub export or a conversion (albert_tf.storage.provenance). It is kept apart from
-any validity sidecar (a feature cache's `<file>.json` is removed while the cache is rebuilt;
-the marker stays). Only a marked output is own: 0.2.0 marked every output it wrote
-(tests/test_v0_2_0_outputs.py).
+Every output is an `Output(flag, path, kind)`; `check` decides for all of a command's outputs
+at once, before any work: new (or an empty directory) is created; albert_tf's own output of
+the same kind (marked: `MARKER` inside a directory, `.<name>.albert_tf_output.json` beside a
+file) is resumed, reused or replaced atomically; anything else is refused with
+`OutputRefused` (a ValueError: exit status 2) naming the flag and the path.
 
     from albert_tf.storage import outputs
     outputs.check([outputs.Output("--output_dir", run_dir, outputs.RUN),
@@ -32,8 +16,6 @@ the marker stays). Only a marked output is own: 0.2.0 marked every output it wro
         ...                                           # tmp replaces export_dir when complete
     with outputs.replacing_file(cache, outputs.FEATURE_CACHE):
         ...                                           # the file is written (atomically) here
-
-Pure Python (no TensorFlow). The rule from the user's side: docs/outputs.md
 """
 
 import contextlib
@@ -47,13 +29,10 @@ from albert_tf.storage.json_files import read_json
 MARKER = ".albert_tf_output.json"
 RUN, EXPORT, CONVERSION, FEATURE_CACHE, PRETRAINING_DATA = (
     "run", "export", "conversion", "feature_cache", "pretraining_data")
-# What the tools write (tools/): data files and directories, SentencePiece models, plots,
-# config files, and the demo's directory.
+# what the tools write
 GENERATED_DATA, DATA_DIRECTORY, SENTENCEPIECE_MODEL, PLOT, CONFIG, DEMO = (
     "generated_data", "data_directory", "sentencepiece_model", "plot", "config", "demo")
-# export_litert's three files: the .tflite, and beside it its SentencePiece model and JSON
-# (kinds of their own: a SentencePiece model of train_sentencepiece or a config of
-# write_preset_configs at that name is not export_litert's to replace)
+# export_litert's .tflite, and beside it its SentencePiece model and JSON (kinds of their own)
 LITERT_MODEL, LITERT_SENTENCEPIECE, LITERT_INFO = "litert_model", "litert_sentencepiece", "litert_info"
 REPRODUCTION = "reproduction"  # tools/reproduce.py's grid directory (resumed)
 LEARNING_CHECKS = "learning_checks"  # benchmarks/learning_checks.py's results directory (reused)
@@ -63,18 +42,10 @@ DESCRIPTIONS = {RUN: "run directory", EXPORT: "export", CONVERSION: "conversion"
                 PLOT: "plot", CONFIG: "config file", DEMO: "demo directory", LITERT_MODEL: "LiteRT model",
                 LITERT_SENTENCEPIECE: "LiteRT model's SentencePiece model", LITERT_INFO: "LiteRT model's JSON",
                 REPRODUCTION: "reproduction directory", LEARNING_CHECKS: "learning checks' results directory"}
-ARTICLES = {RUN: "a", EXPORT: "an", CONVERSION: "a", FEATURE_CACHE: "a", PRETRAINING_DATA: "a", GENERATED_DATA: "a",
-            DATA_DIRECTORY: "a", SENTENCEPIECE_MODEL: "a", PLOT: "a", CONFIG: "a", DEMO: "a", LITERT_MODEL: "a",
-            LITERT_SENTENCEPIECE: "a", LITERT_INFO: "a", REPRODUCTION: "a", LEARNING_CHECKS: "a"}
 DIRECTORY_KINDS = (RUN, EXPORT, CONVERSION, DATA_DIRECTORY, DEMO, REPRODUCTION, LEARNING_CHECKS)
-WHAT_HAPPENS = {RUN: "resumes", EXPORT: "replaces", CONVERSION: "replaces", FEATURE_CACHE: "replaces",
-                PRETRAINING_DATA: "replaces", GENERATED_DATA: "replaces", DATA_DIRECTORY: "replaces",
-                SENTENCEPIECE_MODEL: "replaces", PLOT: "replaces", CONFIG: "replaces", DEMO: "reuses",
-                LITERT_MODEL: "replaces", LITERT_SENTENCEPIECE: "replaces", LITERT_INFO: "replaces",
-                REPRODUCTION: "resumes", LEARNING_CHECKS: "reuses"}
+WHAT_HAPPENS = {RUN: "resumes", REPRODUCTION: "resumes", DEMO: "reuses", LEARNING_CHECKS: "reuses"}  # else replaces
 
-# What a run directory holds itself: an output nested in a run may not take these names (the
-# modules that write them use the same names; tests/test_storage.py checks they agree).
+# what a run directory holds itself: an output nested in a run may not take these names
 RUN_INFO = "run_info.json"
 RUN_NAMES = ("best", "train", "eval", "checkpoint", RUN_INFO, "metrics.jsonl", "eval_results.json",
              "eval_results.txt", "training_curves.png", "albert_config.json", "model.json", MARKER)
@@ -117,21 +88,16 @@ def marker_path(path, kind):
     return files.join(directory, f".{name}{MARKER}")
 
 
-def _read_json(path):
-    """The JSON object of a marker or sidecar, None when missing, unreadable or no object."""
-    try:
-        return read_json(path, "albert_tf's record of an output")
-    except (OSError, ValueError):
-        return None
-
-
 def read_marker(path, kind):
     """The marker dict of output `path` (None when there is none); an unreadable marker
     is {"kind": None}."""
     where = marker_path(path, kind)
     if not files.lexists(where):
         return None
-    data = _read_json(where)
+    try:
+        data = read_json(where, "albert_tf's record of an output")
+    except (OSError, ValueError):
+        data = None
     return data if isinstance(data, dict) else {"kind": None}
 
 
@@ -188,18 +154,12 @@ def examine(path, kind):
         if marker.get("kind") == kind:
             return Verdict("own")
         other = DESCRIPTIONS.get(marker.get("kind"))
-        return Verdict("foreign", f"is albert_tf's {other}, not {ARTICLES[kind]} {what}" if other else
+        article = "an" if what[0] in "aeiou" else "a"
+        return Verdict("foreign", f"is albert_tf's {other}, not {article} {what}" if other else
                        f"has an unreadable marker {marker_path(path, kind)}")
     thing = "a directory" if files.isdir(path) else "a file"
     return Verdict("foreign", f"is {thing} that albert_tf did not make (no marker "
                               f"{files.basename(marker_path(path, kind))})")
-
-
-def _refusal(flag, path, kind, why):
-    named = f"{flag}={path}" if flag else path
-    return OutputRefused(
-        f"{named} {why}. albert_tf writes a new {DESCRIPTIONS[kind]} or {WHAT_HAPPENS[kind]} its own, and never "
-        "overwrites what it did not make: choose another path, or move this one away yourself.")
 
 
 def refuse_if_foreign(path, kind, flag=None):
@@ -207,16 +167,16 @@ def refuse_if_foreign(path, kind, flag=None):
     status ("new" or "own")."""
     verdict = examine(path, kind)
     if verdict.status == "foreign":
-        raise _refusal(flag, path, kind, verdict.why)
+        named = f"{flag}={path}" if flag else path
+        raise OutputRefused(
+            f"{named} {verdict.why}. albert_tf writes a new {DESCRIPTIONS[kind]} or "
+            f"{WHAT_HAPPENS.get(kind, 'replaces')} its own, and never overwrites what it did not make: choose another "
+            "path, or move this one away yourself.")
     return verdict.status
 
 
 # ----------------------------------------------------------------------------------------------------------
 # All of a command's outputs
-
-
-def _real(path):
-    return files.realpath(path)
 
 
 def _inside(child, parent):
@@ -231,7 +191,7 @@ def _run_name(name):
 def _check_nesting(a, b):
     """Outputs a and b of one command (real paths differ): one inside the other is allowed
     only inside a run directory, under a name the run does not write itself."""
-    ra, rb = _real(a.path), _real(b.path)
+    ra, rb = files.realpath(a.path), files.realpath(b.path)
     for outer, inner, r_outer, r_inner in ((a, b, ra, rb), (b, a, rb, ra)):
         if not _inside(r_inner, r_outer):
             continue
@@ -254,24 +214,21 @@ def check(outputs, inputs=()):
         {output path: "new" or "own"}.
 
     Raises:
-        files.UnreachablePath: an input or output on a store that does not answer (within
-            files.PROBE_SECONDS) or refuses it; an output that cannot be written.
+        files.UnreachablePath: a store that does not answer or refuses; an unwritable output.
         OutputRefused: an output that equals, contains or lies inside an input; two outputs
-            on the same path, or one inside another that the outer one does not leave room
-            for; an output that exists and is not albert_tf's own of its kind.
+            on one path, or one inside another; an output that is not new or own.
     """
     outputs = [o for o in outputs if o.path]
     inputs = [i for i in inputs if i.path]
-    # a store that does not answer: refused within files.PROBE_SECONDS; one probe a store for the
-    # inputs, one written (and removed again) a directory for the outputs
+    # one probe a store for the inputs, one written (and removed again) a directory for the outputs
     for i in {files.store(i.path): i for i in inputs[::-1]}.values():
         files.check_reachable(i.path, i.flag)
     for o in {files.dirname(files.abspath(o.path)): o for o in outputs[::-1]}.values():
         files.check_reachable(o.path, o.flag, write=True)
     for o in outputs:
-        ro = _real(o.path)
+        ro = files.realpath(o.path)
         for i in inputs:
-            ri = _real(i.path)
+            ri = files.realpath(i.path)
             if ro == ri:
                 relation = "is the same path as"
             elif _inside(ri, ro):
@@ -285,7 +242,7 @@ def check(outputs, inputs=()):
                                 f"another {o.flag}.")
     for n, a in enumerate(outputs):
         for b in outputs[n + 1:]:
-            if _real(a.path) == _real(b.path):
+            if files.realpath(a.path) == files.realpath(b.path):
                 raise OutputRefused(f"{a.flag}={a.path} and {b.flag}={b.path} are the same path; each output needs "
                                     "its own.")
             _check_nesting(a, b)
@@ -296,20 +253,16 @@ def check(outputs, inputs=()):
 # Making outputs
 
 
-def _marker_record(kind, made_by=None):
+def write_marker(path, kind, made_by=None):
+    """Marks `path` as albert_tf's own `kind` (the writers below do it; for a directory
+    being written under a temporary name, mark the temporary); `made_by` (a
+    `provenance.record`) is kept in the marker, stamped with the time."""
     record = {"kind": kind, "created": time.strftime("%Y-%m-%dT%H:%M:%S"),
               "about": f"albert_tf made this {DESCRIPTIONS[kind]}; it resumes or replaces only outputs marked as its "
                        "own, and never overwrites what it did not make."}
     if made_by is not None:
         record["made_by"] = provenance.stamp(made_by)
-    return record
-
-
-def write_marker(path, kind, made_by=None):
-    """Marks `path` as albert_tf's own `kind` (the writers below do it; for a directory
-    being written under a temporary name, mark the temporary); `made_by` (a
-    `provenance.record`) is kept in the marker, stamped with the time."""
-    return atomic.write_json(marker_path(path, kind), _marker_record(kind, made_by))
+    return atomic.write_json(marker_path(path, kind), record)
 
 
 def claim_dir(path, kind, flag=None):
@@ -331,11 +284,10 @@ def claim_run(path, flag="--output_dir"):
 
 @contextlib.contextmanager
 def replacing_dir(path, kind, flag=None, made_by=None):
-    """Writes directory output `path` of `kind` (EXPORT, CONVERSION, DATA_DIRECTORY) under a temporary
-    name (yielded, already marked) that replaces `path` only when the block completes
-    (`atomic.output_dir`); refuses (OutputRefused) a path that is not new or own.
-    `made_by` (a `provenance.record`, for outputs with no JSON of their own to hold it) is
-    written into the marker, stamped, when the block completes."""
+    """Writes directory output `path` of `kind` (EXPORT, CONVERSION, DATA_DIRECTORY) under a
+    temporary name (yielded, already marked) that replaces `path` only when the block
+    completes; refuses (OutputRefused) a path that is not new or own. `made_by` (a
+    `provenance.record`) goes into the marker, stamped, when the block completes."""
     refuse_if_foreign(path, kind, flag)
     with atomic.output_dir(path) as tmp:
         write_marker(tmp, kind)
@@ -346,11 +298,9 @@ def replacing_dir(path, kind, flag=None, made_by=None):
 
 @contextlib.contextmanager
 def replacing_file(path, kind, flag=None):
-    """Around the (atomic) writing of file output `path` of `kind` (FEATURE_CACHE,
-    PRETRAINING_DATA, GENERATED_DATA, SENTENCEPIECE_MODEL, PLOT, CONFIG): refuses (OutputRefused) a path that
-    is not new or own, marks it
-    before the block, and removes the marker again when the block fails leaving neither
-    the file nor a companion of it."""
+    """Around the (atomic) writing of file output `path` of `kind`: refuses (OutputRefused) a
+    path that is not new or own, marks it before the block, and removes the marker again when
+    the block fails leaving neither the file nor a companion of it."""
     refuse_if_foreign(path, kind, flag)
     if read_marker(path, kind) is None:  # new (an own output is marked)
         write_marker(path, kind)

@@ -8,10 +8,8 @@ A record is {"command", "flags" (every flag value as the user gave it: paths as 
 package's .py files), "python", "tensorflow", "keras", "device" (`device`: CPU model and
 flags, GPUs), "dtype_policy" (resolved; only for commands with --dtype_policy)}; `stamp`
 adds "written" (UTC) when the file is written. training/sessions.py records the same
-environment in each run_info.json session (`environment`).
-
-Sits in storage/ so that every room can record (data/ cannot import training/);
-TensorFlow and Keras are imported only inside the functions that need them.
+environment in each run_info.json session (`environment`). TensorFlow and Keras are
+imported only inside the functions that need them.
 """
 
 import functools
@@ -76,8 +74,7 @@ def source_state(package_dir=None):
     """{"version", "git_commit", "modified"} where albert_tf runs from a git checkout (git
     with a short timeout; "sha256" of its .py files added when modified), else {"version",
     "sha256"}: what code made an output."""
-    # the albert_tf package holding this module (loaded with it; importing it by name would
-    # make storage/ depend on the modeling room its __init__ offers)
+    # the package holding this module (importing it by name would make storage/ depend on modeling/)
     package = sys.modules[__name__.split(".")[0]]
     package_dir = package_dir or os.path.dirname(os.path.abspath(package.__file__))
     root = os.path.dirname(package_dir)

@@ -1,10 +1,7 @@
-"""Loading a Keras `.weights.h5` file with the one matching report.
-
-`model.load_weights` alone names objects, not variables, when shapes differ, and skips a
-container it cannot find with only a UserWarning (those weights keep their fresh values).
-`load_weights_file` first lists what the model would write (by writing it to a temporary
-file) and what the file holds, compares them by name and shape (`MatchReport`: missing,
-unexpected, mis-shaped, each named) and loads only when they agree.
+"""Loading a Keras `.weights.h5` file with the one matching report: what the model would
+write and what the file holds are compared by name and shape (`MatchReport`) and the file is
+loaded only when they agree (`model.load_weights` alone names objects, not variables, and
+skips a container it cannot find with only a warning).
 
     load_weights_file(model, "pretrained/pretrainer.weights.h5", "--init_checkpoint")
 
@@ -47,17 +44,9 @@ def model_weights_variables(model):
 
 
 def load_weights_file(model, path, source):
-    """Loads `path` into `model` when every variable matches by name and shape.
-
-    Args:
-        model: a built Keras model.
-        path: its `.weights.h5` file.
-        source: how the caller names the file in errors (a flag, a directory).
-    Returns:
-        path.
-    Raises:
-        CheckpointMismatchError (a ValueError): the report of what differs.
-    """
+    """Loads the `.weights.h5` file `path` into the built Keras `model` when every variable
+    matches by name and shape, else raises CheckpointMismatchError (a ValueError) with the
+    report, naming the file as `source` (a flag, a directory) does. Returns `path`."""
     MatchReport.compare(model_weights_variables(model), weights_file_variables(path),
                         f"{source} ({path})").raise_if_mismatched()
     model.load_weights(path)
