@@ -1,5 +1,5 @@
-"""A command module's `main` and `entry`, made once for every command (albert_tf's, tools/,
-benchmarks/) from its `define_flags` and `run`:
+"""A command module's `main` and `entry`, made once for every command (albert_tf's and the
+scripts beside the package) from its `define_flags` and `run`:
 
     main, entry = entry_points.command("plot_metrics", define_flags, run)
 

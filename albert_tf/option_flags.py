@@ -6,7 +6,7 @@ the records made back from the parsed flags, so that no field is mapped by hand.
     define_command(flag_values, COMMAND)               # a flag per field: name, type, default, help
     task, training = records(flag_values, COMMAND, MultipleChoiceOptions, TrainingOptions)
 
-`define_options` makes flags of one options class alone (tools, benchmarks).
+`define_options` makes flags of one options class alone (the scripts beside the package).
 """
 
 import dataclasses
@@ -44,7 +44,7 @@ def define_options(flag_values, cls, names=None):
 
 
 def define_precision(flag_values, default="auto"):
-    """--dtype_policy alone (exports, tools, benchmarks), made from its one source
+    """--dtype_policy alone (exports and scripts), made from its one source
     (albert_tf.training.precision.PrecisionOptions) with the command's `default`."""
     from albert_tf.storage.options import Command
     from albert_tf.training.precision import PrecisionOptions

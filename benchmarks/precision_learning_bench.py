@@ -97,7 +97,7 @@ def _tool(name):
 def make_data(data_dir, s, plan):
     """Makes (once) every input the runs of `plan` read; returns their paths."""
     from albert_tf.data.instances import InstanceOptions
-    from albert_tf.data.sample_corpus import source_for, write_corpus
+    from albert_tf.data.sample_corpus import fixed_corpus_bytes, write_corpus
     from albert_tf.data.spm_training import SentencePieceOptions, train_sentencepiece
     from albert_tf.data.writer import WriterOptions, write_pretraining_data
 
@@ -106,7 +106,8 @@ def make_data(data_dir, s, plan):
          "config": os.path.join(data_dir, "albert_config.json"), "race": os.path.join(data_dir, "race"),
          "records": [os.path.join(data_dir, f"pretrain-{i}.tfrecord") for i in range(2)]}
     if not os.path.exists(p["spm"]):
-        write_corpus(p["corpus"], s["corpus_mb"], source_for(s["corpus_mb"]))
+        fixed = fixed_corpus_bytes() >= int(s["corpus_mb"] * 1_000_000)  # else this interpreter's docstrings
+        write_corpus(p["corpus"], s["corpus_mb"], "fixed" if fixed else "installed")
         train_sentencepiece([p["corpus"]], p["spm"][: -len(".model")], SentencePieceOptions(vocab_size=s["vocab_size"]))
     with open(os.path.join(ROOT, "configs", "albert_tiny.json"), encoding="utf-8") as f:
         config = json.load(f)

@@ -208,12 +208,6 @@ def check_size(size_mb, source="fixed"):
                          "ask for at most that, or read this interpreter's docstrings (--source=installed).")
 
 
-def source_for(size_mb):
-    """The benchmarks' corpus: "fixed" where the fixed corpus holds `size_mb` MB, else
-    "installed" (this interpreter's docstrings, for larger corpora)."""
-    return "fixed" if fixed_corpus_bytes() >= int(size_mb * 1_000_000) else "installed"
-
-
 def write_corpus(output_file, size_mb, source="fixed"):
     """Writes the first documents of the corpus whose bytes reach `size_mb` * 1e6 (or every
     document of an installed source that has fewer) to `output_file`, atomically. Returns

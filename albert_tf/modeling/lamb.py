@@ -1,6 +1,6 @@
 """The release's LAMB / AdamWeightDecay update as keras.ops maths: one definition for
 `albert_tf.training.optimizer` (the TensorFlow optimizers) and for any backend's own step
-(benchmarks/jax_train_step_bench.py on JAX), loadable without TensorFlow.
+(a training step on JAX, say), loadable without TensorFlow.
 
     m = b1 m + (1 - b1) g ;  v = b2 v + (1 - b2) g^2          (no bias correction)
     u = m / (sqrt(v) + eps) + wd * w                          (wd only when decayed)

@@ -35,7 +35,7 @@ GENERATED_DATA, DATA_DIRECTORY, SENTENCEPIECE_MODEL, PLOT, CONFIG, DEMO = (
 # export_litert's .tflite, and beside it its SentencePiece model and JSON (kinds of their own)
 LITERT_MODEL, LITERT_SENTENCEPIECE, LITERT_INFO = "litert_model", "litert_sentencepiece", "litert_info"
 REPRODUCTION = "reproduction"  # tools/reproduce.py's grid directory (resumed)
-LEARNING_CHECKS = "learning_checks"  # benchmarks/learning_checks.py's results directory (reused)
+LEARNING_CHECKS = "learning_checks"  # a learning-checks results directory (reused)
 DESCRIPTIONS = {RUN: "run directory", EXPORT: "export", CONVERSION: "conversion", FEATURE_CACHE: "feature cache",
                 PRETRAINING_DATA: "pretraining data file", GENERATED_DATA: "generated data file",
                 DATA_DIRECTORY: "generated data directory", SENTENCEPIECE_MODEL: "SentencePiece model file",

@@ -30,7 +30,7 @@ def utc_now():
 
 def read_cpuinfo(cpuinfo="/proc/cpuinfo"):
     """(CPU model name, set of its feature flags) from /proc/cpuinfo ("unknown CPU", empty
-    set where it cannot be read). The one reader of the file (the benchmarks use it too)."""
+    set where it cannot be read). The one reader of the file."""
     model, flags = "unknown CPU", set()
     try:
         with open(cpuinfo, encoding="utf-8", errors="replace") as f:
