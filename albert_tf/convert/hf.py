@@ -27,6 +27,7 @@ more than one label is reported by its shape.
 
 import numpy as np
 
+from albert_tf import extras
 from albert_tf.storage.json_files import read_json
 from albert_tf.convert.templates import to_regex_table
 from albert_tf.convert.torch_checkpoint import read_state_dict
@@ -126,6 +127,7 @@ def read_weights(directory):
     safetensors_path = files.join(directory, "model.safetensors")
     torch_path = files.join(directory, "pytorch_model.bin")
     if files.isfile(safetensors_path):
+        extras.require("safetensors.numpy", "--from=hf")
         from safetensors import SafetensorError
         from safetensors.numpy import load_file
 

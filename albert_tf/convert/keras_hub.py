@@ -7,6 +7,7 @@ reversed table splits them again.
 """
 
 
+from albert_tf import extras
 from albert_tf.storage.json_files import read_json
 from albert_tf.convert.rename import assign_to_model
 from albert_tf.convert.templates import reverse, to_regex_table
@@ -97,7 +98,7 @@ def backbone_kwargs(saved, config_path):
 def backbone_from_file(path, config=None):
     """A keras-hub AlbertBackbone from a preset directory (config.json + model.weights.h5)
     or from a `.weights.h5` file plus an AlbertConfig describing it."""
-    import keras_hub
+    keras_hub = extras.require("keras_hub", "--from=keras_hub")
 
     if files.isdir(path):
         config_path = files.join(path, "config.json")
@@ -151,7 +152,7 @@ def preset_task(path):
     name = read_json(task_file, "a keras-hub preset's task.json").get("class_name")
     if name not in TASKS:
         return None
-    import keras_hub
+    keras_hub = extras.require("keras_hub", "--from=keras_hub")
 
     return getattr(keras_hub.models, name).from_preset(path)
 

@@ -38,6 +38,7 @@ import json
 
 import numpy as np
 
+from albert_tf import extras
 from albert_tf.convert import release_spm
 from albert_tf.convert.keras_hub import CLASSIFIER_HEAD_TABLE, LABELS_FILE, MLM_HEAD_TABLE, write_keras_hub_backbone
 from albert_tf.convert.rename import assign_to_variables, model_variables
@@ -82,7 +83,7 @@ def check_layout(config):
 
 def backbone_for(config):
     """A new keras-hub AlbertBackbone of `config`'s shape (float32)."""
-    import keras_hub
+    keras_hub = extras.require("keras_hub", "--to=keras_hub")
 
     return keras_hub.models.AlbertBackbone(
         vocabulary_size=config.vocab_size, num_layers=config.num_hidden_layers,
@@ -94,7 +95,7 @@ def backbone_for(config):
 
 def written_tokenizer(directory):
     """text -> ids of the preset's keras-hub AlbertTokenizer (read back from `directory`)."""
-    import keras_hub
+    keras_hub = extras.require("keras_hub", "--to=keras_hub")
 
     tokenizer = keras_hub.models.AlbertTokenizer.from_preset(directory)
     return lambda text: [int(i) for i in tokenizer(text)]
@@ -115,7 +116,7 @@ def write_keras_hub_preset(model, directory, spm_model_file, sequence_length=512
     Returns:
         (what keras-hub loads it as, albert_tf paths left behind).
     """
-    import keras_hub
+    keras_hub = extras.require("keras_hub", "--to=keras_hub")
 
     from albert_tf.data.tokenization import strip_machine_paths
     from albert_tf.modeling.classifier import AlbertClassifier
