@@ -21,7 +21,10 @@ say() { echo "install_check: $* ($SECONDS s)"; }
 PY=$WORK/venv/bin/python
 "$PY" -m pip install --quiet "${HELD[@]}"
 "$PY" -m pip freeze --all | sort > before.txt
-"$PY" -m pip wheel --quiet --no-deps --wheel-dir wheels "$ROOT"
+mkdir src  # the tree's files (tracked, and new ones git does not ignore), so that the build leaves nothing in it
+git -C "$ROOT" ls-files -z --cached --others --exclude-standard \
+    | tar -C "$ROOT" --null -T - --ignore-failed-read -cf - | tar -xf - -C src
+"$PY" -m pip wheel --quiet --no-deps --wheel-dir wheels ./src
 WHEEL=$(ls wheels/albert_tf-*.whl)
 say "installing $(basename "$WHEEL")[hub] beside ${HELD[*]}"
 "$PY" -m pip install --quiet "$WHEEL[hub]"
