@@ -90,7 +90,7 @@ def check_paths(f):
 
 def run(f):
     output, spm_output, info_output = check_options(f)  # before TensorFlow starts
-    extras.require("ai_edge_litert.interpreter", "export_litert")  # it runs the written model
+    extras.require("ai_edge_litert", "export_litert")  # it runs the written model (the package alone: no library loads)
     import keras
     import numpy as np
 
