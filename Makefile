@@ -5,8 +5,11 @@
 # The interpreter: CPython 3.11 to 3.13 (pyproject.toml's requires-python). `make ... PYTHON=/path/to/python`
 # picks one; without PYTHON, the first of these that runs and is supported (README "The two commands"):
 # the interpreter that made .venv (its stamp's first line), python3.11, python3.12, python3.13, python3.
+# VENV and REQUIREMENTS pick another venv and lock: `make test-quick VENV=.venv-lower
+# REQUIREMENTS=requirements-lower.txt` runs the quick tier on the oldest versions of pyproject.toml's ranges.
 
 VENV ?= .venv
+REQUIREMENTS ?= requirements.txt
 VPY := $(VENV)/bin/python
 STAMP := $(VENV)/.requirements.txt
 SUPPORTED := CPython 3.11 to 3.13
@@ -32,7 +35,7 @@ JEMALLOC ?= $(firstword $(wildcard /usr/lib/*-linux-gnu/libjemalloc.so.2 /usr/li
 
 # The stamp is out of date when the interpreter is not the one that made .venv: .venv is removed
 # and made anew (never reused by another interpreter).
-$(STAMP): requirements.txt requirements-torch.txt pyproject.toml $(NEW_INTERPRETER)
+$(STAMP): $(REQUIREMENTS) requirements-torch.txt pyproject.toml $(NEW_INTERPRETER)
 	@$(PYTHON) -c '$(IS_SUPPORTED)' 2>/dev/null || { echo "albert_tf needs $(SUPPORTED) (pyproject.toml's requires-python);" \
 	    "PYTHON=$(PYTHON) is $$($(PYTHON) -c 'import platform; print(platform.python_implementation(), platform.python_version())' 2>/dev/null || echo 'not a Python that runs')$(NONE_FOUND)." \
 	    "Set PYTHON=/path/to/python3.11, 3.12 or 3.13 (README \"The two commands\")." >&2; exit 1; }
@@ -42,16 +45,17 @@ $(STAMP): requirements.txt requirements-torch.txt pyproject.toml $(NEW_INTERPRET
 	    rm -rf $(VENV); fi
 	@test -x $(VPY) || $(firstword $(PY_ID)) -m venv $(VENV)
 	$(VPY) -m pip install --quiet --upgrade pip
-	$(VPY) -m pip install --quiet -r requirements.txt
+	$(VPY) -m pip install --quiet -r $(REQUIREMENTS)
 	@$(VPY) -m pip install --quiet --no-deps -r requirements-torch.txt 2>/dev/null || { \
 	    echo "requirements-torch.txt: the CPU build of PyTorch from $(TORCH_INDEX)"; \
 	    $(VPY) -m pip install --quiet --no-deps --extra-index-url $(TORCH_INDEX) -r requirements-torch.txt; }
 	$(VPY) -m pip install --quiet --no-deps --no-build-isolation -e .
-	@{ echo "interpreter: $(PY_ID)"; cat requirements.txt requirements-torch.txt pyproject.toml; } > $(STAMP)
+	@{ echo "interpreter: $(PY_ID)"; cat $(REQUIREMENTS) requirements-torch.txt pyproject.toml; } > $(STAMP)
 
 new-interpreter:
 
-# .venv from requirements.txt, reinstalled when it or pyproject.toml changes, made anew for another interpreter.
+# VENV from REQUIREMENTS (.venv from requirements.txt), reinstalled when it or pyproject.toml changes, made anew
+# for another interpreter.
 venv: $(STAMP)
 
 # The linter (pyproject.toml), then the suite on two workers, one intra-op thread each

@@ -23,6 +23,7 @@ import dataclasses
 import json
 
 from albert_tf import entry_points, option_flags
+from albert_tf import extras
 from albert_tf.storage.options import Command, LowerCase, ModelFiles, Output, option
 from albert_tf.tasks.options import RunOptions
 from albert_tf.storage import files
@@ -87,6 +88,7 @@ def check_paths(f):
 
 def run(f):
     output, spm_output, info_output = check_options(f)  # before TensorFlow starts
+    extras.require("ai_edge_litert", "export_litert")  # it runs the written model (the package alone: no library loads)
     import keras
     import numpy as np
 

@@ -9,6 +9,7 @@ masked-LM decoder is checked, not copied. AlbertForQuestionAnswering has no pool
 
 import numpy as np
 
+from albert_tf import extras
 from albert_tf.storage.json_files import read_json
 from albert_tf.convert import templates
 from albert_tf.convert.templates import to_regex_table
@@ -109,6 +110,7 @@ def read_weights(directory):
     safetensors_path = files.join(directory, "model.safetensors")
     torch_path = files.join(directory, "pytorch_model.bin")
     if files.isfile(safetensors_path):
+        extras.require("safetensors.numpy", "--from=hf")
         from safetensors import SafetensorError
         from safetensors.numpy import load_file
 

@@ -13,6 +13,7 @@ import json
 
 import numpy as np
 
+from albert_tf import extras
 from albert_tf.convert import release_spm
 from albert_tf.convert.hf import CONFIG_KEYS, HF_CLASSIFIER_TABLE, HF_ENCODER_TABLE, HF_HEAD_TABLE, HF_MC_TABLE, \
     HF_QA_TABLE
@@ -196,7 +197,7 @@ def tokenizer_files(spm_model_file, special_tokens, do_lower_case, max_length):
 def written_tokenizer(directory):
     """text -> ids of the tokenizer.json in `directory`, as the `tokenizers` library (which
     transformers' AutoTokenizer runs) gives them, [CLS] and [SEP] included."""
-    from tokenizers import Tokenizer
+    Tokenizer = extras.require("tokenizers", "--to=hf").Tokenizer
 
     tokenizer = Tokenizer.from_file(files.join(directory, "tokenizer.json"))
     return lambda text: tokenizer.encode(text).ids
@@ -212,7 +213,7 @@ def write_hf(model, directory, spm_model_file, do_lower_case=True):
     directory into the new `directory`, with the tokenizer of `spm_model_file`. Returns
     (architecture, albert_tf paths left behind); HfLayoutError for what transformers cannot
     represent."""
-    from safetensors.numpy import save_file
+    save_file = extras.require("safetensors.numpy", "--to=hf").save_file
 
     from albert_tf.data.tokenization import SentencePieceTokenizer
 

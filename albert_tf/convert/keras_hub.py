@@ -7,6 +7,7 @@ reversed table splits them again.
 """
 
 
+from albert_tf import extras
 from albert_tf.storage.json_files import read_json
 from albert_tf.convert.rename import assign_to_model
 from albert_tf.convert.templates import reverse, to_regex_table
@@ -87,7 +88,7 @@ def backbone_kwargs(saved, config_path):
 def backbone_from_file(path, config=None):
     """A keras-hub AlbertBackbone from a preset directory (config.json + model.weights.h5)
     or from a `.weights.h5` file plus an AlbertConfig describing it."""
-    import keras_hub
+    keras_hub = extras.require("keras_hub", "--from=keras_hub")
 
     if files.isdir(path):
         config_path = files.join(path, "config.json")
@@ -116,7 +117,7 @@ def backbone_from_file(path, config=None):
 
 def backbone_for(config):
     """A new keras-hub AlbertBackbone of `config`'s shape (float32)."""
-    import keras_hub
+    keras_hub = extras.require("keras_hub", "converting from or to keras_hub")
 
     return keras_hub.models.AlbertBackbone(
         vocabulary_size=config.vocab_size, num_layers=config.num_hidden_layers,
@@ -148,7 +149,7 @@ def preset_task(path):
     name = read_json(task_file, "a keras-hub preset's task.json").get("class_name")
     if name not in TASKS:
         return None
-    import keras_hub
+    keras_hub = extras.require("keras_hub", "--from=keras_hub")
 
     return getattr(keras_hub.models, name).from_preset(path)
 

@@ -12,6 +12,7 @@ import json
 
 import numpy as np
 
+from albert_tf import extras
 from albert_tf.convert import release_spm
 from albert_tf.convert.keras_hub import CLASSIFIER_HEAD_TABLE, LABELS_FILE, MLM_HEAD_TABLE, backbone_for, \
     write_keras_hub_backbone
@@ -50,7 +51,7 @@ def check_layout(config):
 
 def written_tokenizer(directory):
     """text -> ids of the preset's keras-hub AlbertTokenizer (read back from `directory`)."""
-    import keras_hub
+    keras_hub = extras.require("keras_hub", "--to=keras_hub")
 
     tokenizer = keras_hub.models.AlbertTokenizer.from_preset(directory)
     return lambda text: [int(i) for i in tokenizer(text)]
@@ -60,7 +61,7 @@ def write_keras_hub_preset(model, directory, spm_model_file, sequence_length=512
     """Writes `model` as a keras-hub preset into the new `directory`, its tokenizer the model
     `spm_model_file` carrying the release's tokenization; `sequence_length`: the
     preprocessor's. Returns (what keras-hub loads it as, albert_tf paths left behind)."""
-    import keras_hub
+    keras_hub = extras.require("keras_hub", "--to=keras_hub")
 
     from albert_tf.data.tokenization import strip_machine_paths
     from albert_tf.modeling.classifier import AlbertClassifier

@@ -19,6 +19,7 @@ import json
 import time
 import typing
 
+from albert_tf import extras
 from albert_tf.data.document_records import Counts, DocumentRecords
 from albert_tf.data.document_pool import pool_rank
 from albert_tf.data.documents import BadLines, document_key, file_documents
@@ -28,7 +29,6 @@ from albert_tf.data.shuffle import shard_of
 from albert_tf.data.tfrecord_file import frame
 
 RUNNERS = ("DirectRunner", "FlinkRunner", "SparkRunner", "DataflowRunner")
-INSTALL = "pip install 'albert_tf[beam]' (or make venv: requirements.txt has apache-beam)"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -54,10 +54,7 @@ def parse_pipeline_options(text, runner, num_workers):
     `--num_workers` raise InputError naming the flag. Imports apache_beam."""
     if runner not in RUNNERS:
         raise InputError(f"--runner={runner}: not a runner this command knows; use one of {', '.join(RUNNERS)}.")
-    try:
-        from apache_beam.options.pipeline_options import PipelineOptions
-    except ImportError:
-        raise InputError(f"--runner={runner} needs Apache Beam, which is not installed: {INSTALL}.") from None
+    PipelineOptions = extras.require("apache_beam.options.pipeline_options", f"--runner={runner}").PipelineOptions
     flags = []
     for item in (part.strip() for part in (text or "").split(",")):
         if not item:

@@ -36,6 +36,7 @@ import tempfile
 
 import tensorflow as tf
 
+from albert_tf import extras
 from albert_tf.compat import variables_to_constants
 from albert_tf.modeling.encoder import INPUT_NAMES
 
@@ -193,7 +194,7 @@ def companion_paths(output):
 def run_litert(model_content, inputs, num_threads=None):
     """Runs a LiteRT model once in ai_edge_litert's interpreter: dict of int32 arrays in,
     dict of float32 arrays out (its serving_default signature)."""
-    from ai_edge_litert.interpreter import Interpreter
+    Interpreter = extras.require("ai_edge_litert.interpreter", "run_litert").Interpreter
 
     interpreter = Interpreter(model_content=model_content, num_threads=num_threads)
     return interpreter.get_signature_runner("serving_default")(**inputs)
