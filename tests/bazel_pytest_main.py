@@ -3,8 +3,8 @@ tier only (`-m quick`, tests/quick_tests.txt), so `bazel test //...` runs what `
 runs (docs/testing.md "Bazel") but for NOT_UNDER_BAZEL.
 
 Bazel's sandbox mounts the checkout read-only and leaves HOME the user's: pytest's tmp_path and
-HOME are under the target's own $TEST_TMPDIR (.bazelrc gives each target a /tmp of its own, short
-enough for a kernel's Unix sockets), and pytest keeps no cache in the tree.
+HOME are under the target's own $TEST_TMPDIR, and pytest keeps no cache in the tree. TMPDIR stays
+as outside Bazel (/tmp): a notebook kernel's Unix sockets need a path shorter than $TEST_TMPDIR's.
 """
 
 import os
