@@ -22,6 +22,7 @@ def _parse_build(text):
         "load": lambda *a: None,
         "package": lambda **k: None,
         "exports_files": lambda *a, **k: None,
+        "filegroup": rule("filegroup"),
         "glob": lambda *a, **k: [],
         "requirement": lambda name: f"@pip//{name}",
         "py_library": rule("py_library"),
@@ -40,7 +41,7 @@ def _problems(root, text):
     problems = [f"not in BUILD: {f}" for f in files if f not in srcs]
     tests = [f for f in update_build._python_files("tests", root) if os.path.basename(f).startswith("test_")]
     problems += [f"no py_test: {f}" for f in tests if srcs.get(f) != "py_test"]
-    requirements = open(os.path.join(ROOT, "requirements.txt")).read()
+    requirements = _requirement_names()
     for kind, attrs in targets.values():
         for src in attrs["srcs"]:
             if not os.path.exists(os.path.join(root, src)):
@@ -52,6 +53,52 @@ def _problems(root, text):
             elif dep.split("//")[1] not in requirements:
                 problems.append(f"{attrs['name']} needs {dep}, which requirements.txt lacks")
     return problems
+
+
+def _requirement_names():
+    """The packages of requirements.txt, read as third_party/bazel/repositories.bzl reads them
+    for `@pip` (one empty py_library each, what BUILD's `requirement(NAME)` names)."""
+    import re
+
+    with open(os.path.join(ROOT, "requirements.txt"), encoding="utf-8") as f:
+        return {re.split(r"[=<>!~;\[ ]", line.split("#")[0])[0] for line in f.read().splitlines()} - {""}
+
+
+def _workspace_repositories():
+    """{name: rule} of the repositories WORKSPACE declares; local_repository as its path."""
+    repositories = {}
+
+    def rule(kind):
+        return lambda name, path=None: repositories.update({name: path if kind == "local" else kind})
+
+    env = {"workspace": lambda **k: None, "load": lambda *a: None, "register_toolchains": lambda *a: None,
+           "local_repository": rule("local"), "venv_python": rule("venv_python"),
+           "venv_requirements": rule("venv_requirements")}
+    exec(compile(open(os.path.join(ROOT, "WORKSPACE"), encoding="utf-8").read(), "WORKSPACE", "exec"), env)
+    return repositories
+
+
+# What Bazel 4.2.3's own @bazel_tools loads beside BUILD's repositories (Debian's bazel-bootstrap).
+BAZEL_TOOLS_REPOSITORIES = {"rules_cc", "rules_java", "remote_coverage_tools"}
+
+
+def test_bazel_finds_every_repository_in_the_checkout():
+    """`bazel build //...` downloads nothing (docs/testing.md "Bazel"): each repository BUILD
+    loads from, and each Bazel's tools name, is a local stand-in under third_party/bazel/ or a rule
+    of its repositories.bzl (@pip, @venv_python: the checkout's .venv); .venv, the outputs and
+    Bazel's links are ignored by Bazel and git."""
+    import re
+
+    repositories = _workspace_repositories()
+    loaded = set(re.findall(r'^load\("@(\w+)//', open(os.path.join(ROOT, "BUILD"), encoding="utf-8").read(), re.M))
+    assert loaded | BAZEL_TOOLS_REPOSITORIES | {"venv_python"} <= set(repositories), repositories
+    assert repositories["pip"] == "venv_requirements" and repositories["venv_python"] == "venv_python"
+    for name, path in repositories.items():
+        if name not in ("pip", "venv_python"):
+            assert path == f"third_party/bazel/{name}" and os.path.exists(os.path.join(ROOT, path, "WORKSPACE")), name
+    ignored = open(os.path.join(ROOT, ".bazelignore"), encoding="utf-8").read().split()
+    assert {".venv", "demo_output", "results"} <= set(ignored), ignored
+    assert "/bazel-*" in open(os.path.join(ROOT, ".gitignore"), encoding="utf-8").read().split()
 
 
 def test_every_module_and_test_has_a_target():

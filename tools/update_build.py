@@ -3,14 +3,14 @@
     python tools/update_build.py          # rewrite BUILD
     python tools/update_build.py --check  # exit 1 if BUILD is stale
 
-Bazel cannot fetch rules_python offline here, so tests/test_build.py keeps BUILD equal
-to what this tool generates and checks every module and test has its target.
+`bazel test //...` runs it offline on the checkout's .venv (WORKSPACE, third_party/bazel/README.md);
+tests/test_build.py keeps BUILD equal to what this tool generates and checks every module and test has its target.
 
 Targets: `py_library` per module under albert_tf/ (named by path, e.g.
 `albert_tf_modeling_config`; `data`: the package data it reads, DATA) and `tools` (tools/__init__.py),
 `py_binary` per script in tools/ and benchmarks/ and per albert_tf module with a `__main__` block
 (`<library>_main`), `py_test` per tests/test_*.py (run through tests/bazel_pytest_main.py),
-`tests_support` for the shared test helpers.
+`tests_support` for the shared test helpers, `tests_data` for the files the tests read (TESTS_DATA).
 """
 
 import ast
@@ -58,6 +58,9 @@ RUNTIME_EXTRAS = {"nbclient": ("ipykernel",)}
 DATA = {"albert_tf/data/sample_corpus.py": ("albert_tf/data/sample_corpus.jsonl.gz",),
         "albert_tf/data/unicode_tables.py": ("albert_tf/data/unicode_*.json",),
         "albert_tf/data/spm_model_proto.py": ("albert_tf/data/sentencepiece_model.json",)}
+# what the tests read beside their modules: the checkout's files but for .bazelignore's
+TESTS_DATA = ("*", ".ci/**", "albert_tf/**", "benchmarks/**", "configs/**", "docs/**", "notebooks/**", "tests/**",
+              "tools/**")
 SUPPORT = ("tests/conftest.py", "tests/harness.py", "tests/convert_helpers.py", "tests/squad_official.py",
            "tests/bazel_pytest_main.py", "tests/real_data.py", "tests/made_by.py", "tests/gcs_emulator.py")
 
@@ -171,6 +174,9 @@ def generate(root=ROOT):
     support = [p for p in SUPPORT if os.path.exists(os.path.join(root, p))]
     support_deps = sorted({d for p in support for d in _deps(p, libraries, root)} - {":tests_support"})
     blocks += ["", _rule("py_library", "tests_support", support, support_deps)]
+    globs = ", ".join(f'"{g}"' for g in TESTS_DATA)
+    blocks += ["", "filegroup(", '    name = "tests_data",',
+               f'    srcs = glob([{globs}], exclude = ["**/__pycache__/**"]),', ")"]
     for path in _python_files("tests", root):
         name = os.path.basename(path)
         if not name.startswith("test_"):
@@ -179,7 +185,7 @@ def generate(root=ROOT):
             "py_test", target_name(path)[len("tests_"):], [path, "tests/bazel_pytest_main.py"],
             _deps(path, libraries, root),
             ['main = "tests/bazel_pytest_main.py"', f'args = ["$(location {path})"]',
-             'data = glob(["configs/**", "tools/**", "albert_tf/**", "notebooks/**", "tests/data/**"])'],
+             'data = [":tests_data"]'],
         )]
     return "\n".join(blocks) + "\n"
 
