@@ -22,14 +22,12 @@ import time
 import xml.etree.ElementTree as ElementTree
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.normpath(os.path.join(HERE, ".."))
-if ROOT not in sys.path:  # run as a script: this checkout's albert_tf
-    sys.path.insert(0, ROOT)
-
 if HERE not in sys.path:
     sys.path.insert(0, HERE)
 
-import bench_harness as harness  # noqa: E402  (the standard library only)
+import bench_harness as harness  # noqa: E402  (puts this checkout's albert_tf on sys.path unless PYTHONPATH names one)
+
+ROOT = harness.ROOT
 
 from albert_tf import entry_points  # noqa: E402  (light: albert_tf.cli is imported when main runs)
 
