@@ -341,20 +341,39 @@ def test_release_tpu_flags_map_to_the_tpu_strategy(command):
 
     from absl import flags
 
-    from albert_tf import run_squad_v1
-
     module = importlib.import_module(f"albert_tf.{command}")
 
     def options(args):
         values = flags.FlagValues()
         module.define_flags(values)
         values([command, "--output_dir=x", *args])
-        if command == "run_race":
-            return module.options_from_flags(values)[0]
-        return run_squad_v1.options_from_flags(values, command[-2:])[0]
+        return module.options_from_flags(values)[0]
 
     task = options(["--use_tpu", "--master=grpc://10.0.0.2:8470", "--tpu_zone=us-central1-b", "--num_tpu_cores=8",
                     "--gcp_project=p"])
     assert task.strategy_and_tpu() == ("tpu", "grpc://10.0.0.2:8470")
     task = options(["--strategy=mirrored"])
     assert task.strategy_and_tpu() == ("mirrored", None)
+
+
+def test_a_data_set_in_race_layout_is_one_file(race_dirs, spm_model, config_file, tmp_path, monkeypatch):
+    """docs/fine_tuning.md's quiz data set, the page's file as written: RACE's layout under QUIZ/
+    with levels easy and hard, a tiny fine-tuning through it, each level's accuracy reported."""
+    from test_run_classifier import load_doc_file
+
+    from albert_tf.tasks.race import reading
+
+    monkeypatch.setattr(reading, "DATA_SETS", dict(reading.DATA_SETS))  # the file adds its set to this copy
+    for split in ("train", "dev"):
+        for race_level, level in (("middle", "easy"), ("high", "hard")):
+            shutil.copytree(race_dirs["files"] / "RACE" / split / race_level, tmp_path / "data/QUIZ" / split / level)
+    command = load_doc_file('DATA_SETS["quiz"]', tmp_path / "quiz.py")
+    out = tmp_path / "run"
+    result = run_in_process(command, [*_common(tmp_path / "data", spm_model, config_file, out), "--task_name=quiz",
+                                      "--do_train", "--do_eval", "--train_batch_size=8", "--train_step=2",
+                                      "--save_checkpoints_steps=2", "--iterations_per_loop=2"])
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "train: QUIZ train at" in result.stdout and "accuracy_easy" in result.stdout, result.stdout
+    summary = json.load(open(out / "eval_results.json"))
+    assert summary["task"] == "quiz" and summary["count"] == summary["count_easy"] + summary["count_hard"] > 0
+    assert "count_middle" not in summary

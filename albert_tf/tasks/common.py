@@ -33,19 +33,19 @@ def spm_file_for(o):
     return None
 
 
-def check_training(o, training, warmup=True):
+def check_training(o, training):
     """A fine-tuning command's checks of its training values (its record checked the
     positive ones): --dtype_policy, --gradient_accumulation_steps (which must divide
     --train_batch_size; the Trainer checks the per-replica batch), --warmup_step in
-    [0, --train_step] (`warmup`), --strategy and --use_tpu's address. Raises ValueError
-    naming the flag; writes nothing."""
+    [0, --train_step] (SQuAD's warmup comes from --warmup_proportion instead), --strategy
+    and --use_tpu's address. Raises ValueError naming the flag; writes nothing."""
     from albert_tf.tasks.options import FINE_TUNING_STRATEGIES
     from albert_tf.training.accumulation import check_accumulation
     from albert_tf.training.precision import check_policy
 
     check_policy(training.dtype_policy)
     check_accumulation(training.gradient_accumulation_steps, training.train_batch_size)
-    if warmup and not 0 <= training.num_warmup_steps <= training.num_train_steps:
+    if not hasattr(o, "warmup_proportion") and not 0 <= training.num_warmup_steps <= training.num_train_steps:
         raise ValueError(f"--warmup_step must be in [0, --train_step={training.num_train_steps}], got "
                          f"{training.num_warmup_steps}.")
     if o.strategy not in FINE_TUNING_STRATEGIES:

@@ -1,0 +1,75 @@
+"""A fine-tuning command's module functions, made once for every fine-tuning entry point
+(run_classifier, run_race, run_squad_v1, run_squad_v2):
+
+    define_flags, options_from_flags, check_flags, run, main, entry = fine_tuning_command(
+        __name__, COMMAND, ClassificationOptions, "albert_tf.tasks.classification.task:ClassificationTask")
+
+`define_flags(flag_values)` makes the command's flags from its options record,
+`options_from_flags(f)` the (task options, TrainingOptions) back from them,
+`check_flags(f)` checks the training values alone, `run(f, stream=None)` runs the task
+through the one lifecycle (albert_tf.tasks.fine_tuning.run) and `main`, `entry` are
+albert_tf.entry_points'. Importable without TensorFlow: the task's module is imported by
+`run` only.
+"""
+
+import importlib
+import types
+
+from albert_tf import entry_points, option_flags
+
+
+def _command_has(command, field_name):
+    return any(field.name == field_name for _, field in command.fields())
+
+
+def fine_tuning_command(module_name, command, options_class, task, **given):
+    """The functions of the fine-tuning command module `module_name` (module docstring).
+
+    Args:
+        module_name: the entry point's __name__: its flags are filed under it (absl names a
+            flag's module by the code that defines it) and its docstring is the help.
+        command: its options record (albert_tf.storage.options.Command).
+        options_class: the task's options dataclass.
+        task: "module:Class" of its FineTuningTask.
+        given: fixed fields of the options (SQuAD's version).
+    """
+
+    define_command = option_flags.define_command
+
+    def define_flags(flag_values):
+        define_command(flag_values, command)
+
+    # the code above as the entry point's own: absl files the flags under the module of the code
+    # that defines them (option_flags' caller), which is the command's
+    define_flags = types.FunctionType(define_flags.__code__, {"__name__": module_name}, "define_flags", None,
+                                      define_flags.__closure__)
+    # a command without --eval_batch_size (SQuAD) evaluates in --predict_batch_size
+    evaluates_in_predict_batch = not _command_has(command, "eval_batch_size")
+
+    def options_from_flags(f):
+        """-> (task options, TrainingOptions), every field from its flag (the record's positive
+        values checked)."""
+        training_given = {"eval_batch_size": f.predict_batch_size} if evaluates_in_predict_batch else None
+        return option_flags.records(f, command, options_class, training_given=training_given, **given)
+
+    def check_flags(f):
+        """The checks of the training values alone (tasks.common.check_training; the task's
+        check_options runs them with the rest before any work)."""
+        from albert_tf.tasks.common import check_training
+
+        check_training(*options_from_flags(f))
+
+    def run(f, stream=None):
+        """Checks, trains, evaluates, predicts and exports as the flags say; returns a dict of
+        results (albert_tf.tasks.fine_tuning.run)."""
+        from albert_tf.tasks import fine_tuning
+
+        options, training = options_from_flags(f)
+        task_module, task_class = task.split(":")
+        return fine_tuning.run(getattr(importlib.import_module(task_module), task_class), options, training,
+                               stream=stream)
+
+    for function in (options_from_flags, check_flags, run):
+        function.__module__ = module_name  # albert_tf.cli prints the docstring of run's module as the help
+    main, entry = entry_points.command(command.name, define_flags, run)
+    return define_flags, options_from_flags, check_flags, run, main, entry
