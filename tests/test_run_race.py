@@ -371,7 +371,7 @@ def test_a_data_set_in_race_layout_is_one_file(race_dirs, spm_model, config_file
     out = tmp_path / "run"
     result = run_in_process(command, [*_common(tmp_path / "data", spm_model, config_file, out), "--task_name=quiz",
                                       "--do_train", "--do_eval", "--train_batch_size=8", "--train_step=2",
-                                      "--save_checkpoints_steps=2", "--iterations_per_loop=2"])
+                                      "--warmup_step=0", "--save_checkpoints_steps=2", "--iterations_per_loop=2"])
     assert result.returncode == 0, result.stderr[-3000:]
     assert "train: QUIZ train at" in result.stdout and "accuracy_easy" in result.stdout, result.stdout
     summary = json.load(open(out / "eval_results.json"))

@@ -187,9 +187,9 @@ def read_race(data_dir, split, high_only=False, middle_only=False):
 def read_articles(data_set, data_dir, split, levels=None):
     """Reads one split of an ArticleSet (read_race's answer and errors), of `levels` (default:
     all of the set's)."""
-    name = data_set.directory
+    title = data_set.directory
     if split not in SPLITS:
-        raise MultipleChoiceDataError(f"{name} split {split!r} is not one of {', '.join(SPLITS)}.")
+        raise MultipleChoiceDataError(f"{title} split {split!r} is not one of {', '.join(SPLITS)}.")
     levels = levels or data_set.levels
     # RACE read whole: where a level is missing, read_race can read the other alone
     hint = " (pass high_only or middle_only to read one level)" if data_set is RACE and levels == LEVELS else ""
@@ -202,12 +202,12 @@ def read_articles(data_set, data_dir, split, levels=None):
         level_dir = files.join(directory, level)
         if not files.isdir(level_dir):
             raise MultipleChoiceDataError(
-                f"{level_dir}: no such directory; the {name} layout has {directory}/{{{','.join(data_set.levels)}}}/"
+                f"{level_dir}: no such directory; the {title} layout has {directory}/{{{','.join(data_set.levels)}}}/"
                 f"{hint}.")
         names = sorted((n for n in files.listdir(level_dir) if n.endswith(".txt") and not n.startswith(".")
                         and files.isfile(files.join(level_dir, n))), key=_natural_key)
         if not names:
-            raise MultipleChoiceDataError(f"{level_dir}: empty, no .txt article file; put the {name} articles there "
+            raise MultipleChoiceDataError(f"{level_dir}: empty, no .txt article file; put the {title} articles there "
                                           "(one JSON article per <n>.txt, or one per line of all.txt).")
         level_examples, articles = [], 0
         if "all.txt" in names:
@@ -231,7 +231,7 @@ def read_articles(data_set, data_dir, split, levels=None):
                 articles += 1
                 summary.paths.append(path)
         if not level_examples:
-            raise MultipleChoiceDataError(f"{level_dir}: no article in {layout}; put the {name} articles there.")
+            raise MultipleChoiceDataError(f"{level_dir}: no article in {layout}; put the {title} articles there.")
         summary.levels[level] = {"layout": layout, "path": level_dir, "articles": articles,
                                  "questions": len(level_examples)}
         summary.articles += articles
@@ -244,7 +244,7 @@ def read_articles(data_set, data_dir, split, levels=None):
                           for lv, v in summary.levels.items())
     described = {"files": "files layout, one JSON article per file", "all.txt": "all.txt layout, one JSON "
                  "article per line", "mixed": "mixed layouts"}[summary.layout]
-    summary.source = f"{name} {split} at {directory} ({described}): {per_level}"
+    summary.source = f"{title} {split} at {directory} ({described}): {per_level}"
     examples.summary = summary
     logger.info("%s", summary.source)
     return examples
