@@ -1,16 +1,6 @@
-"""A fine-tuning command's module functions, made once for every fine-tuning entry point
-(run_classifier, run_race, run_squad_v1, run_squad_v2):
-
-    define_flags, options_from_flags, check_flags, run, main, entry = fine_tuning_command(
-        __name__, COMMAND, ClassificationOptions, "albert_tf.tasks.classification.task:ClassificationTask")
-
-`define_flags(flag_values)` makes the command's flags from its options record,
-`options_from_flags(f)` the (task options, TrainingOptions) back from them,
-`check_flags(f)` checks the training values alone, `run(f, stream=None)` runs the task
-through the one lifecycle (albert_tf.tasks.fine_tuning.run) and `main`, `entry` are
-albert_tf.entry_points'. Importable without TensorFlow: the task's module is imported by
-`run` only.
-"""
+"""The module functions of a fine-tuning command (run_classifier, run_race, run_squad_v1,
+run_squad_v2), made once from its options record (`fine_tuning_command`); importable without
+TensorFlow: `run` imports the task's module."""
 
 import importlib
 import types
@@ -18,21 +8,11 @@ import types
 from albert_tf import entry_points, option_flags
 
 
-def _command_has(command, field_name):
-    return any(field.name == field_name for _, field in command.fields())
-
-
 def fine_tuning_command(module_name, command, options_class, task, **given):
-    """The functions of the fine-tuning command module `module_name` (module docstring).
-
-    Args:
-        module_name: the entry point's __name__: its flags are filed under it (absl names a
-            flag's module by the code that defines it) and its docstring is the help.
-        command: its options record (albert_tf.storage.options.Command).
-        options_class: the task's options dataclass.
-        task: "module:Class" of its FineTuningTask.
-        given: fixed fields of the options (SQuAD's version).
-    """
+    """(define_flags, options_from_flags, check_flags, run, main, entry) of the command module
+    `module_name` (its flags are filed under it, its docstring is the help), from its options
+    record `command`, the task's options class, its FineTuningTask ("module:Class") and the
+    options' fixed fields `given` (SQuAD's version)."""
 
     define_command = option_flags.define_command
 
@@ -44,7 +24,7 @@ def fine_tuning_command(module_name, command, options_class, task, **given):
     define_flags = types.FunctionType(define_flags.__code__, {"__name__": module_name}, "define_flags", None,
                                       define_flags.__closure__)
     # a command without --eval_batch_size (SQuAD) evaluates in --predict_batch_size
-    evaluates_in_predict_batch = not _command_has(command, "eval_batch_size")
+    evaluates_in_predict_batch = "eval_batch_size" not in {field.name for _, field in command.fields()}
 
     def options_from_flags(f):
         """-> (task options, TrainingOptions), every field from its flag (the record's positive

@@ -1,12 +1,10 @@
-"""The one fine-tuning lifecycle: `run(task_class, options, training)` is every fine-tuning
-command (run_classifier, run_race, run_squad_v1/v2). It checks everything before any work,
-reads the inputs, claims the run directory (albert_tf.storage.outputs, run_info.json), trains
-and evaluates through the driver (resume, the best checkpoint: albert_tf.training.driver),
-predicts and exports. A task brings what differs through the named hooks of
-`FineTuningTask`; docs/fine_tuning.md ("A task of your own") shows one.
-"""
+"""The one fine-tuning lifecycle, `run(task_class, options, training)`: every fine-tuning
+command (run_classifier, run_race, run_squad_v1/v2) is it; a task brings what differs
+through the named hooks of `FineTuningTask` (docs/fine_tuning.md, "One lifecycle")."""
 
 import dataclasses
+
+import tensorflow as tf
 
 from albert_tf.data.bucket_widths import bucket_widths
 from albert_tf.storage import atomic, files
@@ -25,6 +23,26 @@ def wanted_splits(o):
     return [split for split, flag in SPLIT_OPTIONS if getattr(o, flag, False)]
 
 
+def choice_terms(logits, labels, nll, normalizers, accuracy=True):
+    """(this replica's share of the loss, its terms) of a task choosing one of several
+    classes or options: logits [B, C], labels [B], per-example losses nll [B]; the terms
+    nll_sum, count and (`accuracy`) correct_sum that `choice_metrics` reads."""
+    terms = {"nll_sum": tf.reduce_sum(nll), "count": tf.cast(tf.size(nll), tf.float32)}
+    if accuracy:
+        correct = tf.equal(tf.argmax(logits, -1, output_type=tf.int32), tf.cast(labels, tf.int32))
+        terms["correct_sum"] = tf.reduce_sum(tf.cast(correct, tf.float32))
+    return terms["nll_sum"] / normalizers["examples"], terms
+
+
+def choice_metrics(totals):
+    """loss and (where counted) accuracy of summed `choice_terms`."""
+    count = max(totals["count"], 1.0)
+    metrics = {"loss": totals["nll_sum"] / count}
+    if "correct_sum" in totals:
+        metrics["accuracy"] = totals["correct_sum"] / count
+    return metrics
+
+
 class FineTuningTask(Task):
     """The driver's contract (albert_tf.training.task.Task) and the hooks `run` calls, in order:
 
@@ -38,11 +56,11 @@ class FineTuningTask(Task):
         predict(outcome, training, results, stream) the prediction files
         export(outcome, results, made_by)           the serving SavedModel (`served` names it)
 
-    The defaults are those of a task with train, dev and test splits (`splits`: {split:
-    examples}): it evaluates on dev after every checkpoint, keeps the best checkpoint, and
-    writes `prediction_files` ({split: (file name, results key or None)}) through
-    `write_predictions`. A model on the ALBERT encoder brings its `head(encoder)` and
-    `weights_file` (its own fine-tuned weights, which --init_checkpoint may hold).
+    The defaults are those of a task with train, dev and test `splits` ({split: examples}):
+    it evaluates `split_dataset("dev", B)` after every checkpoint, keeps the best checkpoint
+    and writes `prediction_files` ({split: (file name, results key or None)}) with
+    `write_predictions(split, outputs, path)`. A model on the ALBERT encoder is the task's
+    `head(encoder)`; `weights_file`: its fine-tuned weights, which --init_checkpoint may hold.
     """
 
     served = "the model"
@@ -51,8 +69,6 @@ class FineTuningTask(Task):
     weights_file = None
     options = None
     splits = {}
-
-    # --- checks and inputs ---------------------------------------------------------------
 
     @classmethod
     def check_options(cls, o, training):
@@ -65,7 +81,7 @@ class FineTuningTask(Task):
 
     @staticmethod
     def check_task(o):
-        """The task's own checks of its options."""
+        pass
 
     @staticmethod
     def feature_caches(o):
@@ -74,19 +90,6 @@ class FineTuningTask(Task):
     @staticmethod
     def data_inputs(o):
         return (("data_dir", o.data_dir),)
-
-    @classmethod
-    def read(cls, o, stream):
-        """Every input, read and checked (nothing is written yet)."""
-        raise NotImplementedError
-
-    @classmethod
-    def prepare(cls, o, inputs, training, stream):
-        """The task of the inputs `read` returned (the run directory is claimed: feature caches
-        may be written)."""
-        raise NotImplementedError
-
-    # --- the driver ----------------------------------------------------------------------
 
     def driver_options(self, training):
         o = self.options
@@ -104,28 +107,17 @@ class FineTuningTask(Task):
         encoder, self._pretrainer = encoder_for(self.options)
         return self.head(encoder)
 
-    def head(self, encoder):
-        """The task's model on `encoder`."""
-        raise NotImplementedError
-
     def initialize(self, model):
         return initialize_from(self.options, model, self._pretrainer, self.weights_file, self.check_init_directory)
 
     def check_init_directory(self, directory):
-        """Refuses an --init_checkpoint directory of the task's own weights that does not fit."""
-
-    def split_dataset(self, split, batch_size):
-        """One pass over a split by length (example_index restores the order; the last batch
-        may be partial)."""
-        raise NotImplementedError
+        """Refuses an --init_checkpoint directory of the task's weights (ValueError)."""
 
     def eval_dataset(self, batch_size):
         return self.split_dataset("dev", batch_size) if "dev" in self.splits else None
 
-    # --- after training ------------------------------------------------------------------
-
     def report(self, outcome, results, stream):
-        """Adds the task's results and prints its lines after training."""
+        pass
 
     def predict(self, outcome, training, results, stream):
         """The prediction files of `prediction_files` from the weights the driver left (the best
@@ -142,14 +134,6 @@ class FineTuningTask(Task):
                 results[key] = path
             if split == "test":
                 print(f"wrote {path} ({len(self.splits[split])} {self.predicted})", file=stream, flush=True)
-
-    def write_predictions(self, split, outputs, path):
-        """Writes the per-example `outputs` of a split to `path`."""
-        raise NotImplementedError
-
-    def export(self, outcome, results, made_by):
-        """Writes the serving SavedModel to --export_dir; returns its path."""
-        raise NotImplementedError
 
 
 def run(task_class, o, training, stream=None):

@@ -1,35 +1,7 @@
-"""The one training driver: every command (pretraining, classification, and the tasks to
-come) runs through `train_and_evaluate(task, options)`.
-
-A task (`Task`, training/task.py) brings what differs between commands: its model, its loss and the
-per-replica terms it sums, its metrics, its datasets and where its weights start. The
-driver owns everything else, once:
-
-- the strategy scope, the optimizer and the warmup + polynomial-decay schedule;
-- the train step under any tf.distribute strategy: each replica computes its share of
-  the global-batch loss (normalizers such as the masked-LM weight total are all-reduced
-  first), gradients are summed over replicas, clipped to global norm `clip_norm`, then
-  applied; with `gradient_accumulation_steps` K each batch is computed in K slices one
-  after another, the same step with one slice's activations alive at a time
-  (training/step.py); with `remat` each application of the encoders' shared block keeps
-  only its input for the backward pass and recomputes the rest (modeling/encoder.py);
-  replicas draw different dropout masks (the encoder's run-time option `replica_index`);
-  `iterations_per_loop` steps run inside one tf.function; with `jit_compile` the forward
-  and backward passes (of each slice) are one XLA program;
-- checkpoints (`output_dir/ckpt-N`: model, optimizer slots and step, dropout RNG state,
-  and the input position) and exact resume from the newest one (every worker of a
-  multi-worker run from the chief's); the best checkpoint by the task's metric in
-  `output_dir/best/`;
-- evaluation over every example (the last batch is padded with zero-weight rows, which
-  no metric sees), after every checkpoint or at the end;
-- the console progress line with rate and ETA, `metrics.jsonl`, TensorBoard
-  (`output_dir/train`, `output_dir/eval`), `training_curves.png`, `eval_results.json`
-  and `.txt`;
-- the NaN stop (TrainingDivergedError, the last good checkpoint kept), the stop of a
-  multi-worker run that lost a worker (WorkerLostError), and SIGTERM: a checkpoint at the
-  step reached when the running loop ends, then Terminated (training/errors.py);
-- one entry per session in `output_dir/run_info.json` (training/sessions.py: the flags,
-  versions, source state, device, resolved dtype policy, start and final step).
+"""The one training driver: every command (pretraining and the fine-tuning tasks) runs
+through `train_and_evaluate(task, options)`. A task (`Task`, training/task.py) brings its
+model, loss and summed terms, metrics, datasets and starting weights; the driver owns the
+rest once (what it owns: docs/fine_tuning.md, "The driver").
 
 Shape legend: B batch per replica, G global batch.
 """

@@ -25,7 +25,7 @@ from albert_tf.modeling.losses import classifier_nll
 from albert_tf.storage import atomic
 from albert_tf.tasks.common import config_file_for, random_start
 from albert_tf.tasks.classification.options import ClassificationOptions  # noqa: F401 (re-exported)
-from albert_tf.tasks.fine_tuning import FineTuningTask, wanted_splits
+from albert_tf.tasks.fine_tuning import FineTuningTask, choice_metrics, choice_terms, wanted_splits
 from albert_tf.training.task import EXAMPLE_INDEX
 from albert_tf.storage import files
 
@@ -247,19 +247,10 @@ class ClassificationTask(FineTuningTask):
 
     def loss_and_terms(self, model, batch, normalizers, training):
         logits = model({k: batch[k] for k in INPUT_NAMES}, training=training)
-        nll = classifier_nll(logits, batch["label"])  # [B]
-        terms = {"nll_sum": tf.reduce_sum(nll), "count": tf.cast(tf.size(nll), tf.float32)}
-        if self.labels:
-            correct = tf.equal(tf.argmax(logits, -1, output_type=tf.int32), tf.cast(batch["label"], tf.int32))
-            terms["correct_sum"] = tf.reduce_sum(tf.cast(correct, tf.float32))
-        return terms["nll_sum"] / normalizers["examples"], terms
+        return choice_terms(logits, batch["label"], classifier_nll(logits, batch["label"]), normalizers,
+                            accuracy=bool(self.labels))
 
-    def train_metrics(self, totals):
-        count = max(totals["count"], 1.0)
-        metrics = {"loss": totals["nll_sum"] / count}
-        if "correct_sum" in totals:
-            metrics["accuracy"] = totals["correct_sum"] / count
-        return metrics
+    train_metrics = staticmethod(choice_metrics)
 
     def eval_outputs(self, model, batch):
         logits = tf.cast(model({k: batch[k] for k in INPUT_NAMES}, training=False), tf.float32)

@@ -19,7 +19,7 @@ from albert_tf.modeling.encoder import INPUT_NAMES
 from albert_tf.modeling.multiple_choice import AlbertForMultipleChoice, multiple_choice_loss
 from albert_tf.storage import atomic
 from albert_tf.tasks.common import check_model_source, spm_file_for
-from albert_tf.tasks.fine_tuning import FineTuningTask, wanted_splits
+from albert_tf.tasks.fine_tuning import FineTuningTask, choice_metrics, choice_terms, wanted_splits
 from albert_tf.tasks.race.options import MultipleChoiceOptions  # noqa: F401 (re-exported)
 from albert_tf.tasks.race.reading import DATA_SETS, LEVELS
 from albert_tf.training.task import EXAMPLE_INDEX
@@ -224,15 +224,10 @@ class MultipleChoiceTask(FineTuningTask):
 
     def loss_and_terms(self, model, batch, normalizers, training):
         logits = model({k: batch[k] for k in INPUT_NAMES}, training=training)["logits"]  # [B, C]
-        nll = multiple_choice_loss(logits, batch["label"], per_example=True)
-        correct = tf.equal(tf.argmax(logits, -1, output_type=tf.int32), tf.cast(batch["label"], tf.int32))
-        terms = {"nll_sum": tf.reduce_sum(nll), "count": tf.cast(tf.size(nll), tf.float32),
-                 "correct_sum": tf.reduce_sum(tf.cast(correct, tf.float32))}
-        return terms["nll_sum"] / normalizers["examples"], terms
+        return choice_terms(logits, batch["label"], multiple_choice_loss(logits, batch["label"], per_example=True),
+                            normalizers)
 
-    def train_metrics(self, totals):
-        count = max(totals["count"], 1.0)
-        return {"loss": totals["nll_sum"] / count, "accuracy": totals["correct_sum"] / count}
+    train_metrics = staticmethod(choice_metrics)
 
     def eval_outputs(self, model, batch):
         logits = tf.cast(model({k: batch[k] for k in INPUT_NAMES}, training=False)["logits"], tf.float32)

@@ -1,17 +1,8 @@
-"""The SQuAD task (v1.1 and v2.0): for `python -m albert_tf.run_squad_v1` / `run_squad_v2`.
-
-As the release's run_squad_v1.py / run_squad_v2.py: windowed features ([CLS] question [SEP]
-context [SEP], albert_tf.tasks.squad, cached as TFRecords beside a settings sidecar and
-rebuilt when the settings, tokenizer or input change), the v1 linear start/end head or the
-v2 XLNet-style head (albert_tf.modeling.question_answering), the release's losses averaged
-over the global batch, AdamW with linear warmup and decay, num_train_steps =
-int(train features / train_batch_size * num_train_epochs). Training runs through the
-driver (checkpoints, resume, TensorBoard, curves, NaN stop); prediction runs after
-training from the final weights (with --best_checkpoint: from the checkpoint that scored
-best on the predict file, scored at every checkpoint; with --do_predict alone, from
-output_dir's best checkpoint where a --best_checkpoint run kept one, else its newest) and
-writes predictions.json, nbest_predictions.json, (v2) null_odds.json and, when the predict
-file holds answers, the official metrics in eval_results.json.
+"""The SQuAD task (v1.1 and v2.0): for `python -m albert_tf.run_squad_v1` / `run_squad_v2`
+(the release's recipe, the steps, which checkpoint predicts and what is written:
+docs/squad.md). Prediction writes predictions.json, nbest_predictions.json, (v2)
+null_odds.json and, when the predict file holds answers, the official metrics in
+eval_results.json.
 
 Shape legend: B batch, T max_seq_length, k1 start_n_top, k2 end_n_top.
 """
