@@ -425,14 +425,13 @@ def _doc_file(marker):
     return blocks[0]
 
 
-def load_doc_file(marker, path):
-    """The command file of docs/fine_tuning.md holding `marker`, written to `path` and imported."""
-    import importlib.util
+def load_doc_file(marker, name):
+    """The command file of docs/fine_tuning.md holding `marker`, run as the module `name` (not
+    as __main__: its `main` is called by the test)."""
+    import types
 
-    path.write_text(_doc_file(marker), encoding="utf-8")
-    spec = importlib.util.spec_from_file_location(path.stem, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = types.ModuleType(name)
+    exec(compile(_doc_file(marker), f"docs/fine_tuning.md: {name}.py", "exec"), vars(module))
     return module
 
 
@@ -465,7 +464,7 @@ def test_a_task_of_your_own_is_one_file(spm_model, tmp_path, monkeypatch):
     from albert_tf.tasks.classification import data
 
     monkeypatch.setattr(data, "TASKS", dict(data.TASKS))  # the file adds its task to this copy
-    command = load_doc_file('TASKS["topics"]', tmp_path / "topics.py")
+    command = load_doc_file('TASKS["topics"]', "topics")
     assert data.TASKS["topics"].labels == ("concurrency", "networking", "numbers", "text")
     out = tmp_path / "run"
     result = run_in_process(command, classifier_args(

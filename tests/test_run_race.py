@@ -367,7 +367,7 @@ def test_a_data_set_in_race_layout_is_one_file(race_dirs, spm_model, config_file
     for split in ("train", "dev"):
         for race_level, level in (("middle", "easy"), ("high", "hard")):
             shutil.copytree(race_dirs["files"] / "RACE" / split / race_level, tmp_path / "data/QUIZ" / split / level)
-    command = load_doc_file('DATA_SETS["quiz"]', tmp_path / "quiz.py")
+    command = load_doc_file('DATA_SETS["quiz"]', "quiz")
     out = tmp_path / "run"
     result = run_in_process(command, [*_common(tmp_path / "data", spm_model, config_file, out), "--task_name=quiz",
                                       "--do_train", "--do_eval", "--train_batch_size=8", "--train_step=2",
