@@ -160,7 +160,7 @@ def initialize_from(o, model, pretrainer, weights_file, check_directory=None):
     """Starting weights of a fine-tuning model; returns where they came from.
 
     --albert_hub_module_handle: already in the encoder (encoder_for). --init_checkpoint:
-    a directory holding `weights_file` (the task's own fine-tuned model, e.g. a converted
+    a directory holding `weights_file` (where the task has one: its own fine-tuned model, e.g. a converted
     release checkpoint; `check_directory(dir)` may refuse it first) is loaded whole;
     anything else is read into `pretrainer` (a run_pretraining output_dir, a ckpt-N
     prefix, a pretrained directory). Every load goes through the one matching report, so
@@ -170,8 +170,8 @@ def initialize_from(o, model, pretrainer, weights_file, check_directory=None):
     if o.albert_hub_module_handle:
         return os.path.abspath(o.albert_hub_module_handle)
     if o.init_checkpoint:
-        weights = files.join(o.init_checkpoint, weights_file)
-        if files.isdir(o.init_checkpoint) and files.isfile(weights):
+        weights = files.join(o.init_checkpoint, weights_file or "")
+        if weights_file and files.isdir(o.init_checkpoint) and files.isfile(weights):
             if check_directory is not None:
                 check_directory(o.init_checkpoint)
             from albert_tf.storage.weights_file import load_weights_file

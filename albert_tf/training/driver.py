@@ -217,18 +217,10 @@ def pad_batch(batch, size):
 
 @dataclasses.dataclass
 class SessionContext:
-    """What one call of `train_and_evaluate` works with: its functions take this record.
-
-    Attributes:
-        task, options, strategy, is_chief, stream: train_and_evaluate's arguments.
-        trainer, checkpoints: the Trainer and its TrainingCheckpoints.
-        iterator: the training input (None until made; in the checkpoints when
-            `saves_iterator`: only the default strategy's iterator can be checkpointed, under
-            the others a resumed run skips the batches already consumed).
-        resumed: the checkpoint this session resumed from, or None.
-        logger: the MetricsLogger (metrics.jsonl, TensorBoard, the progress line).
-        results: what train_and_evaluate returns (see there).
-    """
+    """What one call of `train_and_evaluate` works with (its arguments, then what it makes):
+    the functions of its steps take this record. `iterator` is in the checkpoints when
+    `saves_iterator` (only the default strategy's can be; under the others a resumed run skips
+    the batches already consumed); `resumed`: the checkpoint resumed from, or None."""
 
     task: Task
     options: TrainingOptions

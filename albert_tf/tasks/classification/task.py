@@ -9,7 +9,6 @@ The rest is the lifecycle's (albert_tf.tasks.fine_tuning) and the driver's.
 Shape legend: B batch, T max_seq_length, C classes (1 for regression).
 """
 
-import os
 
 import numpy as np
 import tensorflow as tf
@@ -23,7 +22,7 @@ from albert_tf.data.maps import graph_map
 from albert_tf.modeling.encoder import INPUT_NAMES
 from albert_tf.modeling.losses import classifier_nll
 from albert_tf.storage import atomic
-from albert_tf.tasks.common import config_file_for, random_start
+from albert_tf.tasks.common import config_file_for
 from albert_tf.tasks.classification.options import ClassificationOptions  # noqa: F401 (re-exported)
 from albert_tf.tasks.fine_tuning import FineTuningTask, choice_metrics, choice_terms, wanted_splits
 from albert_tf.training.task import EXAMPLE_INDEX
@@ -178,16 +177,6 @@ class ClassificationTask(FineTuningTask):
         self._pretrainer = AlbertPretrainer(config)
         return AlbertClassifier(self._pretrainer.encoder, self.num_classes, dropout=o.classifier_dropout,
                                 initializer_range=config.initializer_range)
-
-    def initialize(self, model):
-        o = self.options
-        if o.albert_hub_module_handle:
-            return os.path.abspath(o.albert_hub_module_handle)
-        if o.init_checkpoint:
-            from albert_tf.training.checkpoints import load_init_checkpoint
-
-            return load_init_checkpoint(self._pretrainer, o.init_checkpoint)
-        return random_start(o)
 
     # --- data ----------------------------------------------------------------------------
 
