@@ -458,19 +458,21 @@ def test_the_task_table_is_the_one_list_of_names():
     assert listed.split(", ") == list(TASKS)
 
 
-def test_a_task_of_your_own_is_one_file(spm_model, tmp_path, monkeypatch):
+def test_a_task_of_your_own_is_one_file(spm_model, tmp_path):
     """docs/fine_tuning.md's topics task, the page's file as written: a tiny fine-tuning on the
     docstring topics through it, its name in eval_results.json."""
     from albert_tf.tasks.classification import data
 
-    monkeypatch.setattr(data, "TASKS", dict(data.TASKS))  # the file adds its task to this copy
-    command = load_doc_file('TASKS["topics"]', "topics")
-    assert data.TASKS["topics"].labels == ("concurrency", "networking", "numbers", "text")
-    out = tmp_path / "run"
-    result = run_in_process(command, classifier_args(
-        "--task_name=topics", f"--data_dir={TOPICS}", f"--output_dir={out}", f"--spm_model_file={spm_model}",
-        f"--albert_config_file={write_tiny_config(tmp_path)}", "--do_train", "--do_eval", "--train_step=2",
-        "--save_checkpoints_steps=2", "--iterations_per_loop=2", "--dtype_policy=float32"))
+    try:
+        command = load_doc_file('TASKS["topics"]', "topics")
+        assert data.TASKS["topics"].labels == ("concurrency", "networking", "numbers", "text")
+        out = tmp_path / "run"
+        result = run_in_process(command, classifier_args(
+            "--task_name=topics", f"--data_dir={TOPICS}", f"--output_dir={out}", f"--spm_model_file={spm_model}",
+            f"--albert_config_file={write_tiny_config(tmp_path)}", "--do_train", "--do_eval", "--train_step=2",
+            "--save_checkpoints_steps=2", "--iterations_per_loop=2", "--dtype_policy=float32"))
+    finally:
+        data.TASKS.pop("topics", None)  # the file added its task to the process's table
     assert result.returncode == 0, result.stderr[-3000:]
     assert "task topics: 4 labels; training 1792 examples" in result.stdout, result.stdout
     summary = json.load(open(out / "eval_results.json"))
