@@ -25,7 +25,7 @@ from albert_tf.tasks.classification.options import COMMAND, ClassificationOption
 from albert_tf.tasks.commands import fine_tuning_command
 
 define_flags, options_from_flags, check_flags, run, main, entry = fine_tuning_command(
-    __name__, COMMAND, ClassificationOptions, "albert_tf.tasks.classification.task:ClassificationTask")
+    __name__, {None: COMMAND}, ClassificationOptions, "albert_tf.tasks.classification.task:ClassificationTask")
 
 
 if __name__ == "__main__":

@@ -33,7 +33,7 @@ from albert_tf.tasks.race.options import COMMAND, MultipleChoiceOptions
 from albert_tf.tasks.commands import fine_tuning_command
 
 define_flags, options_from_flags, check_flags, run, main, entry = fine_tuning_command(
-    __name__, COMMAND, MultipleChoiceOptions, "albert_tf.tasks.race.task:MultipleChoiceTask")
+    __name__, {None: COMMAND}, MultipleChoiceOptions, "albert_tf.tasks.race.task:MultipleChoiceTask")
 
 
 if __name__ == "__main__":

@@ -37,7 +37,7 @@ from albert_tf.tasks.squad.options import COMMANDS, SquadOptions
 from albert_tf.tasks.commands import fine_tuning_command
 
 define_flags, options_from_flags, check_flags, run, main, entry = fine_tuning_command(
-    __name__, COMMANDS["v1"], SquadOptions, "albert_tf.tasks.squad.task:SquadTask", version="v1")
+    __name__, COMMANDS, SquadOptions, "albert_tf.tasks.squad.task:SquadTask", "v1")
 
 
 if __name__ == "__main__":

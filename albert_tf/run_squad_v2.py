@@ -17,7 +17,7 @@ from albert_tf.tasks.squad.options import COMMANDS, SquadOptions
 from albert_tf.tasks.commands import fine_tuning_command
 
 define_flags, options_from_flags, check_flags, run, main, entry = fine_tuning_command(
-    __name__, COMMANDS["v2"], SquadOptions, "albert_tf.tasks.squad.task:SquadTask", version="v2")
+    __name__, COMMANDS, SquadOptions, "albert_tf.tasks.squad.task:SquadTask", "v2")
 
 
 if __name__ == "__main__":

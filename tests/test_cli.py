@@ -178,7 +178,7 @@ def test_task_options_take_every_field_from_the_flag_of_its_name():
     from albert_tf import run_classifier, run_race, run_squad_v1
     from albert_tf.tasks.squad.task import SquadOptions
 
-    v1, _ = run_squad_v1.options_from_flags(_flags(run_squad_v1, "--doc_stride=7", "--use_tpu", "--master=m"))
+    v1, _ = run_squad_v1.options_from_flags(_flags(run_squad_v1, "--doc_stride=7", "--use_tpu", "--master=m"), "v1")
     defaults = SquadOptions(version="v1", output_dir="x")
     assert (v1.doc_stride, v1.strategy_and_tpu()) == (7, ("tpu", "m"))
     # run_squad_v1 has no --start_n_top, --end_n_top, --dropout_prob: SquadOptions' defaults

@@ -341,13 +341,17 @@ def test_release_tpu_flags_map_to_the_tpu_strategy(command):
 
     from absl import flags
 
+    from albert_tf import run_squad_v1
+
     module = importlib.import_module(f"albert_tf.{command}")
 
     def options(args):
         values = flags.FlagValues()
         module.define_flags(values)
         values([command, "--output_dir=x", *args])
-        return module.options_from_flags(values)[0]
+        if command == "run_race":
+            return module.options_from_flags(values)[0]
+        return run_squad_v1.options_from_flags(values, command[-2:])[0]
 
     task = options(["--use_tpu", "--master=grpc://10.0.0.2:8470", "--tpu_zone=us-central1-b", "--num_tpu_cores=8",
                     "--gcp_project=p"])

@@ -67,7 +67,6 @@ class FineTuningTask(Task):
     prediction_files = {}
     predicted = "predictions"  # what the test predictions are counted in
     weights_file = None
-    options = None
     splits = {}
 
     @classmethod
@@ -137,17 +136,10 @@ class FineTuningTask(Task):
 
 
 def run(task_class, o, training, stream=None):
-    """Checks, trains, evaluates, predicts and exports as the options say.
-
-    Args:
-        task_class: a FineTuningTask subclass.
-        o: its options (e.g. ClassificationOptions).
-        training: TrainingOptions.
-
-    Returns:
-        dict: task, final_step, initialized_from, eval (the dev summary, when evaluated), the
-        task's own results (`report`, `predict`) and export_dir.
-    """
+    """Checks, trains, evaluates, predicts and exports as `o` (the options of `task_class`, a
+    FineTuningTask) and `training` (TrainingOptions) say. Returns a dict: task, final_step,
+    initialized_from, eval (the dev summary, when evaluated), curves, the task's own results
+    (`report`, `predict`) and export_dir."""
     task_class.check_options(o, training)
     # a run refused for its starting weights (--init_checkpoint) leaves no output_dir it made
     with atomic.removed_if_refused(o.output_dir, CheckpointMismatchError):

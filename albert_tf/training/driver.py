@@ -19,7 +19,7 @@ from albert_tf.storage import atomic
 from albert_tf.training import sessions
 from albert_tf.training import step as step_lib
 from albert_tf.training.accumulation import check_accumulation
-from albert_tf.training.checkpoints import BEST_DIR, TrainingCheckpoints, newest_checkpoint
+from albert_tf.training.checkpoints import BEST_DIR, TrainingCheckpoints, newest_checkpoint, read_run_info
 from albert_tf.training.distribution import check_global_batch, check_same_start, worker_lost
 from albert_tf.training.errors import TERMINATED, TRAINING_LOOP, TrainingDivergedError, raise_if_interrupted
 from albert_tf.training.optimizer import create_optimizer
@@ -265,6 +265,7 @@ def train_and_evaluate(task, options, strategy=None, is_chief=True, stream=None,
         _resume(s)
         session_id = _record_session(s)
         try:
+            _start_logging(s)
             _train(s, stop_after_steps)
             _finish(s)
         except BaseException as e:
@@ -316,7 +317,7 @@ def _resume(s):
         task.initialized_from = task.initialize(trainer.model)
         print(f"initialized from {task.initialized_from}", file=s.stream, flush=True)
         return
-    task.initialized_from = checkpoints.read_run_info().get("initialized_from", task.initialized_from)
+    task.initialized_from = read_run_info(o.output_dir).get("initialized_from", task.initialized_from)
     if o.do_train:
         print(f"resuming from {s.resumed} at step {trainer.step}", file=s.stream, flush=True)
     else:  # what evaluation and prediction alone start from (its best checkpoint: restored at the end)
@@ -342,11 +343,10 @@ def _record_session(s):
     return entry["id"]
 
 
-def _train(s, stop_after_steps):
-    """Trains to options.num_train_steps (or `stop_after_steps`): a checkpoint every
-    save_checkpoints_steps, each evaluated (evaluate_every_checkpoint); stops on NaN
-    (`_stop_if_diverged`) and SIGTERM (TrainingCheckpoints.save_if_terminated)."""
-    o, trainer, checkpoints = s.options, s.trainer, s.checkpoints
+def _start_logging(s):
+    """The training input where the checkpoints do not hold it, the MetricsLogger, the
+    strategy line and the results so far."""
+    o, trainer = s.options, s.trainer
     if o.do_train and not s.saves_iterator:
         if s.resumed and trainer.step:
             print(f"skipping the {trainer.step} steps of input already consumed", file=s.stream, flush=True)
@@ -361,6 +361,13 @@ def _train(s, stop_after_steps):
           + ("; blocks rematerialized" if trainer.remats else ""), file=s.stream, flush=True)
     s.results = {"trainer": trainer, "initialized_from": s.task.initialized_from, "resumed_from": s.resumed,
                  "best": None, "eval": None, "precision": trainer.precision, "remat": trainer.remats}
+
+
+def _train(s, stop_after_steps):
+    """Trains to options.num_train_steps (or `stop_after_steps`): a checkpoint every
+    save_checkpoints_steps, each evaluated (evaluate_every_checkpoint); stops on NaN
+    (`_stop_if_diverged`) and SIGTERM (TrainingCheckpoints.save_if_terminated)."""
+    o, trainer, checkpoints = s.options, s.trainer, s.checkpoints
     if not o.do_train:
         return
     step = trainer.step
