@@ -21,40 +21,11 @@ checkpoint), `dev_predictions.tsv`, `test_results.tsv` (GLUE submission layout),
 anything else is refused with exit status 2 before any work.
 """
 
-
-from albert_tf import entry_points, option_flags
 from albert_tf.tasks.classification.options import COMMAND, ClassificationOptions
+from albert_tf.tasks.commands import fine_tuning_command
 
-
-def define_flags(flag_values):
-    """The command's flags, made from its options record (tasks.classification.options.COMMAND)."""
-    option_flags.define_command(flag_values, COMMAND)
-
-
-def options_from_flags(f):
-    """-> (ClassificationOptions, TrainingOptions), every field from its flag (the record's positive
-    values checked)."""
-    return option_flags.records(f, COMMAND, ClassificationOptions)
-
-
-def check_flags(f):
-    """The checks of the training values alone (tasks.common.check_training; the task's
-    check_options runs them with the rest before any work)."""
-    from albert_tf.tasks.common import check_training
-
-    check_training(*options_from_flags(f))
-
-
-def run(f, stream=None):
-    """Trains, evaluates, predicts and exports as the flags say; returns a dict of results
-    (every check first: tasks.classification.task.check_options)."""
-    task, training = options_from_flags(f)
-    from albert_tf.tasks.classification import task as classification
-
-    return classification.run(task, training, stream=stream)
-
-
-main, entry = entry_points.command(COMMAND.name, define_flags, run)
+define_flags, options_from_flags, check_flags, run, main, entry = fine_tuning_command(
+    __name__, {None: COMMAND}, ClassificationOptions, "albert_tf.tasks.classification.task:ClassificationTask")
 
 
 if __name__ == "__main__":

@@ -29,41 +29,11 @@ probabilities). --export_dir: a SavedModel answering raw (article, question, opt
 (albert_tf.storage.outputs); anything else is refused with exit status 2 before any work.
 """
 
-
-
-from albert_tf import entry_points, option_flags
 from albert_tf.tasks.race.options import COMMAND, MultipleChoiceOptions
+from albert_tf.tasks.commands import fine_tuning_command
 
-
-def define_flags(flag_values):
-    """The command's flags, made from its options record (tasks.race.options.COMMAND)."""
-    option_flags.define_command(flag_values, COMMAND)
-
-
-def options_from_flags(f):
-    """-> (MultipleChoiceOptions, TrainingOptions), every field from its flag (the record's positive
-    values checked)."""
-    return option_flags.records(f, COMMAND, MultipleChoiceOptions)
-
-
-def check_flags(f):
-    """The checks of the training values alone (tasks.common.check_training; the task's
-    check_options runs them with the rest before any work)."""
-    from albert_tf.tasks.common import check_training
-
-    check_training(*options_from_flags(f))
-
-
-def run(f, stream=None):
-    """Trains, evaluates, predicts and exports as the flags say; returns a dict of results
-    (every check first: tasks.race.task.check_options)."""
-    task, training = options_from_flags(f)
-    from albert_tf.tasks.race import task as race
-
-    return race.run(task, training, stream=stream)
-
-
-main, entry = entry_points.command(COMMAND.name, define_flags, run)
+define_flags, options_from_flags, check_flags, run, main, entry = fine_tuning_command(
+    __name__, {None: COMMAND}, MultipleChoiceOptions, "albert_tf.tasks.race.task:MultipleChoiceTask")
 
 
 if __name__ == "__main__":

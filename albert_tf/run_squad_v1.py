@@ -33,43 +33,11 @@ character span; v2 also no_answer_score), with qa_info.json beside it. --output_
 (albert_tf.storage.outputs); anything else is refused with exit status 2 before any work.
 """
 
-
-
-from albert_tf import entry_points, option_flags
 from albert_tf.tasks.squad.options import COMMANDS, SquadOptions
+from albert_tf.tasks.commands import fine_tuning_command
 
-
-def define_flags(flag_values, version="v1"):
-    """The flags of run_squad_v1 (`version` "v1") or run_squad_v2 ("v2": also --start_n_top,
-    --end_n_top, --dropout_prob), made from their options records (tasks.squad.options.COMMANDS)."""
-    option_flags.define_command(flag_values, COMMANDS[version])
-
-
-def options_from_flags(f, version="v1"):
-    """-> (SquadOptions, TrainingOptions), every field from its flag (the record's positive
-    values checked); the driver evaluates in --predict_batch_size."""
-    return option_flags.records(f, COMMANDS[version], SquadOptions, version=version,
-                                training_given={"eval_batch_size": f.predict_batch_size})
-
-
-def check_flags(f, version="v1"):
-    """The checks of the training values alone (tasks.common.check_training; the task's
-    check_options runs them with the rest before any work)."""
-    from albert_tf.tasks.common import check_training
-
-    check_training(*options_from_flags(f, version), warmup=False)
-
-
-def run(f, stream=None, version="v1"):
-    """Trains and predicts as the flags say; returns a dict of results (every check first:
-    tasks.squad.task.check_options)."""
-    task, training = options_from_flags(f, version)
-    from albert_tf.tasks.squad import task as squad
-
-    return squad.run(task, training, stream=stream)
-
-
-main, entry = entry_points.command("run_squad_v1", define_flags, run)
+define_flags, options_from_flags, check_flags, run, main, entry = fine_tuning_command(
+    __name__, COMMANDS, SquadOptions, "albert_tf.tasks.squad.task:SquadTask", "v1")
 
 
 if __name__ == "__main__":

@@ -13,19 +13,11 @@ questions the head calls unanswerable (a WARNING when nearly all).
         --learning_rate=3e-5 --num_train_epochs=2
 """
 
-import functools
+from albert_tf.tasks.squad.options import COMMANDS, SquadOptions
+from albert_tf.tasks.commands import fine_tuning_command
 
-from albert_tf import entry_points, run_squad_v1
-
-define_flags = functools.partial(run_squad_v1.define_flags, version="v2")
-
-
-def run(f, stream=None):
-    """Trains and predicts as the flags say; returns a dict of results."""
-    return run_squad_v1.run(f, stream=stream, version="v2")
-
-
-main, entry = entry_points.command("run_squad_v2", define_flags, run)
+define_flags, options_from_flags, check_flags, run, main, entry = fine_tuning_command(
+    __name__, COMMANDS, SquadOptions, "albert_tf.tasks.squad.task:SquadTask", "v2")
 
 
 if __name__ == "__main__":

@@ -440,3 +440,11 @@ def test_a_long_docstring_is_detected(tmp_path):
     (package / "b.py").write_text(f'"""{body}"""\n')  # 40 lines: within the limit
     assert _long_docstrings(str(tmp_path)) == ["albert_tf/a.py:1 module (41 lines)",
                                                "albert_tf/a.py:49 class Long (41 lines)"]
+
+
+def test_the_package_neither_imports_nor_cites_benchmarks():
+    """benchmarks/ sits on top of the package: no module of albert_tf imports it or names it
+    (a figure or a script a package docstring cites would move with the benchmarks)."""
+    found = [f"{path}:{n}" for path in update_build._python_files("albert_tf")
+             for n, line in enumerate(open(os.path.join(ROOT, path), encoding="utf-8"), 1) if "benchmarks" in line]
+    assert not found, f"the package names benchmarks/: {found}"

@@ -61,6 +61,12 @@ SUBSTITUTES = {
 }
 
 NOT_RUN = {
+    # docs/fine_tuning.md "A task of your own": command files, each run (a tiny fine-tuning through it, read from
+    # the page) by the test named; here they would add their task to the process's tables
+    'TASKS["topics"] = glue_task("topics", labels=("concurrency", "networking", "numbers", "text"),':
+        "tests/test_run_classifier.py::test_a_task_of_your_own_is_one_file runs it",
+    'DATA_SETS["quiz"] = ArticleSet("quiz", directory="QUIZ", levels=("easy", "hard"))':
+        "tests/test_run_race.py::test_a_data_set_in_race_layout_is_one_file runs it",
     # docs/convert.md "To Hugging Face"
     'model = AlbertForPreTraining.from_pretrained("hf/base")':
         "needs transformers (and torch), which requirements.txt does not install; benchmarks/hf_publish_check.py "

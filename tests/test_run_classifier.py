@@ -413,3 +413,68 @@ def test_evaluation_alone_says_what_it_evaluates_and_a_changed_training_is_refus
     assert fresh.returncode == 0, fresh.stderr[-3000:]
     assert "evaluating and predicting with random weights" in fresh.stderr
     assert "fine-tuning starts" not in fresh.stderr
+
+
+def _doc_file(marker):
+    """The ```python block of docs/fine_tuning.md holding `marker`: a command file the page shows."""
+    import re
+
+    text = open(os.path.join(ROOT, "docs", "fine_tuning.md"), encoding="utf-8").read()
+    blocks = [b for b in re.findall(r"```python\n(.*?)```", text, re.S) if marker in b]
+    assert len(blocks) == 1, (marker, len(blocks))
+    return blocks[0]
+
+
+def load_doc_file(marker, name):
+    """The command file of docs/fine_tuning.md holding `marker`, run as the module `name` (not
+    as __main__: its `main` is called by the test)."""
+    import types
+
+    module = types.ModuleType(name)
+    exec(compile(_doc_file(marker), f"docs/fine_tuning.md: {name}.py", "exec"), vars(module))
+    return module
+
+
+def test_the_task_table_is_the_one_list_of_names():
+    """TASKS (tasks/classification/data.py) is the named tasks: docs/fine_tuning.md's table
+    (labels and metrics too), --task_name's help and run_classifier's help list exactly them."""
+    import dataclasses
+    import re
+
+    from albert_tf import run_classifier
+    from albert_tf.tasks.classification.data import TASKS
+    from albert_tf.tasks.options import NamedTask
+
+    text = open(os.path.join(ROOT, "docs", "fine_tuning.md"), encoding="utf-8").read()
+    rows = re.findall(r"^\| `(\w[^`]*)` \| (.*?) \| (.*?) \| (.*?) \|$", text, re.M)  # not the header
+    assert [name for name, *_ in rows] == list(TASKS)
+    for name, labels, metrics, dev_file in rows:
+        task = TASKS[name]
+        assert labels == (", ".join(task.labels) or "(regression)"), name
+        assert (metrics, dev_file) == (", ".join(task.metrics), task.files["dev"]), name
+    help_text = dataclasses.fields(NamedTask)[0].metadata["help"]
+    assert f"run_classifier: {', '.join(TASKS)} or tsv;" in help_text
+    listed = re.search(r"Tasks: (.*?) \(case-insensitive\)", " ".join(run_classifier.__doc__.split())).group(1)
+    assert listed.split(", ") == list(TASKS)
+
+
+def test_a_task_of_your_own_is_one_file(spm_model, tmp_path):
+    """docs/fine_tuning.md's topics task, the page's file as written: a tiny fine-tuning on the
+    docstring topics through it, its name in eval_results.json."""
+    from albert_tf.tasks.classification import data
+
+    try:
+        command = load_doc_file('TASKS["topics"]', "topics")
+        assert data.TASKS["topics"].labels == ("concurrency", "networking", "numbers", "text")
+        out = tmp_path / "run"
+        result = run_in_process(command, classifier_args(
+            "--task_name=topics", f"--data_dir={TOPICS}", f"--output_dir={out}", f"--spm_model_file={spm_model}",
+            f"--albert_config_file={write_tiny_config(tmp_path)}", "--do_train", "--do_eval", "--train_step=2",
+            "--save_checkpoints_steps=2", "--iterations_per_loop=2", "--dtype_policy=float32"))
+    finally:
+        data.TASKS.pop("topics", None)  # the file added its task to the process's table
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "task topics: 4 labels; training 1792 examples" in result.stdout, result.stdout
+    summary = json.load(open(out / "eval_results.json"))
+    assert (summary["task"], summary["metric"], summary["examples"]) == ("topics", "accuracy", 448)
+    assert len(_tsv(out / "dev_predictions.tsv")) == 448

@@ -358,3 +358,28 @@ def test_release_tpu_flags_map_to_the_tpu_strategy(command):
     assert task.strategy_and_tpu() == ("tpu", "grpc://10.0.0.2:8470")
     task = options(["--strategy=mirrored"])
     assert task.strategy_and_tpu() == ("mirrored", None)
+
+
+def test_a_data_set_in_race_layout_is_one_file(race_dirs, spm_model, config_file, tmp_path):
+    """docs/fine_tuning.md's quiz data set, the page's file as written: RACE's layout under QUIZ/
+    with levels easy and hard, a tiny fine-tuning through it, each level's accuracy reported."""
+    from test_run_classifier import load_doc_file
+
+    from albert_tf.tasks.race import reading
+
+    for split in ("train", "dev"):
+        for race_level, level in (("middle", "easy"), ("high", "hard")):
+            shutil.copytree(race_dirs["files"] / "RACE" / split / race_level, tmp_path / "data/QUIZ" / split / level)
+    try:
+        command = load_doc_file('DATA_SETS["quiz"]', "quiz")
+        out = tmp_path / "run"
+        result = run_in_process(command, [*_common(tmp_path / "data", spm_model, config_file, out), "--task_name=quiz",
+                                          "--do_train", "--do_eval", "--train_batch_size=8", "--train_step=2",
+                                          "--warmup_step=0", "--save_checkpoints_steps=2", "--iterations_per_loop=2"])
+    finally:
+        reading.DATA_SETS.pop("quiz", None)  # the file added its set to the process's table
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "train: QUIZ train at" in result.stdout and "accuracy_easy" in result.stdout, result.stdout
+    summary = json.load(open(out / "eval_results.json"))
+    assert summary["task"] == "quiz" and summary["count"] == summary["count_easy"] + summary["count_hard"] > 0
+    assert "count_middle" not in summary

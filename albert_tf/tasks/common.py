@@ -33,19 +33,19 @@ def spm_file_for(o):
     return None
 
 
-def check_training(o, training, warmup=True):
+def check_training(o, training):
     """A fine-tuning command's checks of its training values (its record checked the
     positive ones): --dtype_policy, --gradient_accumulation_steps (which must divide
     --train_batch_size; the Trainer checks the per-replica batch), --warmup_step in
-    [0, --train_step] (`warmup`), --strategy and --use_tpu's address. Raises ValueError
-    naming the flag; writes nothing."""
+    [0, --train_step] (SQuAD's warmup comes from --warmup_proportion instead), --strategy
+    and --use_tpu's address. Raises ValueError naming the flag; writes nothing."""
     from albert_tf.tasks.options import FINE_TUNING_STRATEGIES
     from albert_tf.training.accumulation import check_accumulation
     from albert_tf.training.precision import check_policy
 
     check_policy(training.dtype_policy)
     check_accumulation(training.gradient_accumulation_steps, training.train_batch_size)
-    if warmup and not 0 <= training.num_warmup_steps <= training.num_train_steps:
+    if not hasattr(o, "warmup_proportion") and not 0 <= training.num_warmup_steps <= training.num_train_steps:
         raise ValueError(f"--warmup_step must be in [0, --train_step={training.num_train_steps}], got "
                          f"{training.num_warmup_steps}.")
     if o.strategy not in FINE_TUNING_STRATEGIES:
@@ -160,7 +160,7 @@ def initialize_from(o, model, pretrainer, weights_file, check_directory=None):
     """Starting weights of a fine-tuning model; returns where they came from.
 
     --albert_hub_module_handle: already in the encoder (encoder_for). --init_checkpoint:
-    a directory holding `weights_file` (the task's own fine-tuned model, e.g. a converted
+    a directory holding `weights_file` (where the task has one: its own fine-tuned model, e.g. a converted
     release checkpoint; `check_directory(dir)` may refuse it first) is loaded whole;
     anything else is read into `pretrainer` (a run_pretraining output_dir, a ckpt-N
     prefix, a pretrained directory). Every load goes through the one matching report, so
@@ -170,8 +170,8 @@ def initialize_from(o, model, pretrainer, weights_file, check_directory=None):
     if o.albert_hub_module_handle:
         return os.path.abspath(o.albert_hub_module_handle)
     if o.init_checkpoint:
-        weights = files.join(o.init_checkpoint, weights_file)
-        if files.isdir(o.init_checkpoint) and files.isfile(weights):
+        weights = files.join(o.init_checkpoint, weights_file or "")
+        if weights_file and files.isdir(o.init_checkpoint) and files.isfile(weights):
             if check_directory is not None:
                 check_directory(o.init_checkpoint)
             from albert_tf.storage.weights_file import load_weights_file

@@ -8,6 +8,7 @@ import dataclasses
 
 from albert_tf.data.bucket_widths import DEFAULT_BUCKETS, FLAG_HELP as BUCKETS_HELP, SQUAD_V1_FLAG_HELP
 from albert_tf.storage.options import Command, LowerCase, ModelFiles, RunDirectory, option
+from albert_tf.tasks.classification.data import TASKS as CLASSIFICATION_TASKS
 from albert_tf.training.options import TrainingOptions
 
 STRATEGIES = ("tpu", "multi_worker_mirrored", "mirrored", "one_device", "default")
@@ -94,8 +95,8 @@ class NamedTask:
     """The commands that run one of several tasks."""
 
     task_name: str = option(
-        None, "run_classifier: cola, sst-2, mrpc, sts-b, qqp, mnli, mismnli, qnli, rte, wnli or tsv; run_race: "
-        "race or multiple_choice.", setting=True)
+        None, f"run_classifier: {', '.join(CLASSIFICATION_TASKS)} or tsv; run_race: race or multiple_choice.",
+        setting=True)
 
 
 @dataclasses.dataclass(kw_only=True)

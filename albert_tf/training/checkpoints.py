@@ -160,10 +160,6 @@ class TrainingCheckpoints:
                 raise ValueError(f"cannot resume from {prefix}: it holds {found} dropout RNG states, the model has "
                                  f"{len(self.items['random_states'].states)}. {fresh}")
 
-    def read_run_info(self):
-        """output_dir's run_info.json ({} when none; its sessions: training/sessions.py)."""
-        return read_run_info(self.output_dir)
-
     # --- saving --------------------------------------------------------------------------
 
     def save(self, step):

@@ -1,39 +1,12 @@
-"""The one training driver: every command (pretraining, classification, and the tasks to
-come) runs through `train_and_evaluate(task, options)`.
-
-A task (`Task`, training/task.py) brings what differs between commands: its model, its loss and the
-per-replica terms it sums, its metrics, its datasets and where its weights start. The
-driver owns everything else, once:
-
-- the strategy scope, the optimizer and the warmup + polynomial-decay schedule;
-- the train step under any tf.distribute strategy: each replica computes its share of
-  the global-batch loss (normalizers such as the masked-LM weight total are all-reduced
-  first), gradients are summed over replicas, clipped to global norm `clip_norm`, then
-  applied; with `gradient_accumulation_steps` K each batch is computed in K slices one
-  after another, the same step with one slice's activations alive at a time
-  (training/step.py); with `remat` each application of the encoders' shared block keeps
-  only its input for the backward pass and recomputes the rest (modeling/encoder.py);
-  replicas draw different dropout masks (the encoder's run-time option `replica_index`);
-  `iterations_per_loop` steps run inside one tf.function; with `jit_compile` the forward
-  and backward passes (of each slice) are one XLA program;
-- checkpoints (`output_dir/ckpt-N`: model, optimizer slots and step, dropout RNG state,
-  and the input position) and exact resume from the newest one (every worker of a
-  multi-worker run from the chief's); the best checkpoint by the task's metric in
-  `output_dir/best/`;
-- evaluation over every example (the last batch is padded with zero-weight rows, which
-  no metric sees), after every checkpoint or at the end;
-- the console progress line with rate and ETA, `metrics.jsonl`, TensorBoard
-  (`output_dir/train`, `output_dir/eval`), `training_curves.png`, `eval_results.json`
-  and `.txt`;
-- the NaN stop (TrainingDivergedError, the last good checkpoint kept), the stop of a
-  multi-worker run that lost a worker (WorkerLostError), and SIGTERM: a checkpoint at the
-  step reached when the running loop ends, then Terminated (training/errors.py);
-- one entry per session in `output_dir/run_info.json` (training/sessions.py: the flags,
-  versions, source state, device, resolved dtype policy, start and final step).
+"""The one training driver: every command (pretraining and the fine-tuning tasks) runs
+through `train_and_evaluate(task, options)`. A task (`Task`, training/task.py) brings its
+model, loss and summed terms, metrics, datasets and starting weights; the driver owns the
+rest once (what it owns: docs/fine_tuning.md, "The driver").
 
 Shape legend: B batch per replica, G global batch.
 """
 
+import dataclasses
 import math
 import time
 
@@ -46,15 +19,15 @@ from albert_tf.storage import atomic
 from albert_tf.training import sessions
 from albert_tf.training import step as step_lib
 from albert_tf.training.accumulation import check_accumulation
-from albert_tf.training.checkpoints import BEST_DIR, TrainingCheckpoints, newest_checkpoint
+from albert_tf.training.checkpoints import BEST_DIR, TrainingCheckpoints, newest_checkpoint, read_run_info
 from albert_tf.training.distribution import check_global_batch, check_same_start, worker_lost
 from albert_tf.training.errors import TERMINATED, TRAINING_LOOP, TrainingDivergedError, raise_if_interrupted
 from albert_tf.training.optimizer import create_optimizer
-from albert_tf.training.options import TrainingOptions  # noqa: F401 (also driver.TrainingOptions)
+from albert_tf.training.options import TrainingOptions
 from albert_tf.training.precision import choose, policy_scope
 from albert_tf.training.reporting import MetricsLogger, plot_curves, read_records
 from albert_tf.training.schedules import WarmupPolynomialDecay
-from albert_tf.training.task import EXAMPLE_INDEX, EXAMPLE_WEIGHT
+from albert_tf.training.task import EXAMPLE_INDEX, EXAMPLE_WEIGHT, Task
 from albert_tf.storage import files
 
 
@@ -242,11 +215,32 @@ def pad_batch(batch, size):
     return out
 
 
-def train_and_evaluate(task, options, strategy=None, is_chief=True, stream=None,
-                       stop_after_steps=None):
+@dataclasses.dataclass
+class SessionContext:
+    """What one call of `train_and_evaluate` works with (its arguments, then what it makes):
+    the functions of its steps take this record. `iterator` is in the checkpoints when
+    `saves_iterator` (only the default strategy's can be; under the others a resumed run skips
+    the batches already consumed); `resumed`: the checkpoint resumed from, or None."""
+
+    task: Task
+    options: TrainingOptions
+    strategy: tf.distribute.Strategy
+    is_chief: bool
+    stream: object
+    trainer: Trainer = None
+    checkpoints: TrainingCheckpoints = None
+    iterator: object = None
+    saves_iterator: bool = False
+    resumed: str = None
+    logger: MetricsLogger = None
+    results: dict = None
+
+
+def train_and_evaluate(task, options, strategy=None, is_chief=True, stream=None, stop_after_steps=None):
     """Runs a task: resume or initialize, train with checkpoints and evaluation, write
     the results. Returns a dict: trainer, final_step, eval (metrics), best (info or None),
-    initialized_from, resumed_from.
+    summary (eval_results.json's, when evaluated), curves, initialized_from, resumed_from,
+    precision, remat.
 
     Args:
         task: a `Task`.
@@ -261,167 +255,220 @@ def train_and_evaluate(task, options, strategy=None, is_chief=True, stream=None,
         WorkerLostError: multi-worker training lost a worker (TensorFlow aborted the
             collective ops); names it and the newest checkpoint, which every worker
             resumes from when all are started again.
+        Terminated: SIGTERM; a checkpoint was saved at the step reached.
         ValueError: an output_dir whose checkpoints do not fit this run (named), or workers
             that would resume from different steps.
     """
-    strategy = strategy or tf.distribute.get_strategy()
+    s = SessionContext(task, options, strategy or tf.distribute.get_strategy(), is_chief, stream)
     try:
-        return _train_and_evaluate(task, options, strategy, is_chief, stream, stop_after_steps)
-    except tf.errors.OpError as e:
-        lost = worker_lost(strategy, e, newest_checkpoint(options.output_dir))
-        if lost is None:
+        _open(s)
+        _resume(s)
+        session_id = _record_session(s)
+        try:
+            _start_logging(s)
+            _train(s, stop_after_steps)
+            _finish(s)
+        except BaseException as e:
+            sessions.end_session(options.output_dir, session_id, s.trainer.step, e)
             raise
+        sessions.end_session(options.output_dir, session_id, s.results["final_step"])
+        return s.results
+    except tf.errors.OpError as e:
+        _raise_if_worker_lost(s, e)
+        raise
+
+
+def _open(s):
+    """The run directory (chief: made, temporaries of a killed run swept), the Trainer, the
+    checkpoints and, where checkpoints save it, the training input."""
+    o = s.options
+    if s.is_chief:
+        files.makedirs(o.output_dir)
+        atomic.sweep(o.output_dir)
+    s.trainer = Trainer(s.task, o, s.strategy)
+    s.saves_iterator = bool(o.do_train and s.task.checkpointable_input
+                            and s.strategy is tf.distribute.get_strategy())
+    if s.saves_iterator:
+        s.iterator = _train_input(s, 0)
+    on_save = (lambda: s.task.on_checkpoint(s.trainer.model, o.output_dir)) if s.is_chief else None
+    s.checkpoints = TrainingCheckpoints(o.output_dir, s.trainer.model, s.trainer.optimizer, o.keep_checkpoint_max,
+                                        is_chief=s.is_chief, iterator=s.iterator,
+                                        keep_best=o.keep_best and s.task.best_metric is not None,
+                                        trains=o.do_train, on_save=on_save)
+
+
+def _train_input(s, skip_steps):
+    """The distributed training iterator, the first `skip_steps` steps' batches skipped."""
+    def dataset_fn(ctx):
+        per_step = ctx.num_replicas_in_sync // ctx.num_input_pipelines
+        return s.task.train_dataset(ctx, ctx.get_per_replica_batch_size(s.options.train_batch_size),
+                                    skip_steps * per_step)
+
+    return iter(s.strategy.distribute_datasets_from_function(dataset_fn))
+
+
+def _resume(s):
+    """Resume from the newest checkpoint of output_dir (every worker from the chief's), or
+    load the task's starting weights (`Task.initialize`); sets task.initialized_from."""
+    task, checkpoints, trainer, o = s.task, s.checkpoints, s.trainer, s.options
+    s.resumed = checkpoints.restore_latest()
+    check_same_start(s.strategy, trainer.step, o.output_dir)
+    if not s.resumed:
+        task.initialized_from = task.initialize(trainer.model)
+        print(f"initialized from {task.initialized_from}", file=s.stream, flush=True)
+        return
+    task.initialized_from = read_run_info(o.output_dir).get("initialized_from", task.initialized_from)
+    if o.do_train:
+        print(f"resuming from {s.resumed} at step {trainer.step}", file=s.stream, flush=True)
+    else:  # what evaluation and prediction alone start from (its best checkpoint: restored at the end)
+        best = checkpoints.best
+        print(f"evaluating the trained checkpoint {s.resumed} (step {trainer.step})"
+              + (f"; the best checkpoint {files.join(o.output_dir, BEST_DIR, best['checkpoint'])} (step "
+                 f"{best['step']}) is restored for the results" if best else ""), file=s.stream, flush=True)
+
+
+def _record_session(s):
+    """This session's entry in run_info.json (sessions.py; a new run's also its starting
+    point); returns its id (None on a worker that does not write)."""
+    if not s.is_chief:
+        return None
+    task, trainer = s.task, s.trainer
+    top_level = None
+    if not s.resumed:
+        top_level = {"initialized_from": task.initialized_from, "task": task.name, **trainer.precision.as_dict(),
+                     "remat": trainer.remats, **run_info_record(trainer.model, task.labels)}  # convert reads it
+    entry = sessions.entry(s.options.session or sessions.Session(task.name, trains=s.options.do_train),
+                           trainer.precision, s.strategy, trainer.step, s.resumed)
+    sessions.append_session(s.options.output_dir, entry, top_level)
+    return entry["id"]
+
+
+def _start_logging(s):
+    """The training input where the checkpoints do not hold it, the MetricsLogger, the
+    strategy line and the results so far."""
+    o, trainer = s.options, s.trainer
+    if o.do_train and not s.saves_iterator:
+        if s.resumed and trainer.step:
+            print(f"skipping the {trainer.step} steps of input already consumed", file=s.stream, flush=True)
+        s.iterator = _train_input(s, trainer.step if s.resumed else 0)
+    s.logger = MetricsLogger(o.output_dir, o.num_train_steps, s.task.progress_metrics, enabled=s.is_chief,
+                             stream=s.stream, fresh=not s.resumed)
+    print(f"strategy {type(s.strategy).__name__} with {s.strategy.num_replicas_in_sync} replicas; global batch "
+          f"{o.train_batch_size}"
+          + (f" in {o.gradient_accumulation_steps} accumulated slices" if o.gradient_accumulation_steps > 1 else "")
+          + f"; dtype policy {trainer.precision.policy} ({trainer.precision.reason})"
+          + ("; padding skipped" if trainer.skips_padding else "")
+          + ("; blocks rematerialized" if trainer.remats else ""), file=s.stream, flush=True)
+    s.results = {"trainer": trainer, "initialized_from": s.task.initialized_from, "resumed_from": s.resumed,
+                 "best": None, "eval": None, "precision": trainer.precision, "remat": trainer.remats}
+
+
+def _train(s, stop_after_steps):
+    """Trains to options.num_train_steps (or `stop_after_steps`): a checkpoint every
+    save_checkpoints_steps, each evaluated (evaluate_every_checkpoint); stops on NaN
+    (`_stop_if_diverged`) and SIGTERM (TrainingCheckpoints.save_if_terminated)."""
+    o, trainer, checkpoints = s.options, s.trainer, s.checkpoints
+    if not o.do_train:
+        return
+    step = trainer.step
+    end = o.num_train_steps if stop_after_steps is None else min(o.num_train_steps, stop_after_steps)
+    first_step, start = step, time.time()
+    TRAINING_LOOP.set()  # SIGTERM from here on: a checkpoint at the current step, then Terminated
+    try:
+        while step < end:
+            checkpoints.save_if_terminated(step)
+            next_save = (step // o.save_checkpoints_steps + 1) * o.save_checkpoints_steps
+            n = min(o.iterations_per_loop, next_save - step, end - step)
+            t0 = time.time()
+            totals = trainer.train(s.iterator, n)
+            raise_if_interrupted()
+            elapsed = time.time() - t0
+            metrics = s.task.train_metrics(totals)
+            step = trainer.step
+            _stop_if_diverged(s, metrics, step - n)
+            rate = n * o.train_batch_size / max(elapsed, 1e-9)
+            overall = (step - first_step) * o.train_batch_size / max(time.time() - start, 1e-9)
+            s.logger.log_train(step, metrics, float(trainer.schedule(step - 1)), rate,
+                               (o.num_train_steps - step) * o.train_batch_size / max(overall, 1e-9))
+            checkpoints.save_if_terminated(step)
+            if step % o.save_checkpoints_steps == 0 or step == o.num_train_steps:
+                checkpoints.save(step)
+                raise_if_interrupted()
+                if o.do_eval and o.evaluate_every_checkpoint:
+                    s.results["eval"] = _evaluate(s)
+    finally:
+        TRAINING_LOOP.clear()
+    if TERMINATED.is_set():  # it came during the last checkpoint's evaluation: that checkpoint is the step's
+        checkpoints.save_if_terminated(step)
+
+
+def _stop_if_diverged(s, metrics, since):
+    """TrainingDivergedError when a metric of the steps since `since` is NaN or infinite
+    (no checkpoint is saved for them; the last good one is named)."""
+    if all(math.isfinite(v) for v in metrics.values()):
+        return
+    raise TrainingDivergedError(
+        f"the loss became {metrics.get('loss')} between steps {since} and {s.trainer.step}; stopped without "
+        f"saving. Last good checkpoint: {s.checkpoints.manager.latest_checkpoint or 'none'}. Lower "
+        "--learning_rate or check the data.")
+
+
+def _raise_if_worker_lost(s, error):
+    """WorkerLostError (from None) when the TensorFlow error `error` says a worker of a
+    multi-worker run is gone: it names the worker and the newest checkpoint."""
+    lost = worker_lost(s.strategy, error, newest_checkpoint(s.options.output_dir))
+    if lost is not None:
         raise lost from None
 
 
-def _train_and_evaluate(task, options, strategy, is_chief, stream, stop_after_steps):
-    if is_chief:
-        files.makedirs(options.output_dir)
-        atomic.sweep(options.output_dir)
-    trainer = Trainer(task, options, strategy)
-    # Only the default strategy's iterator can be checkpointed; under the others the input
-    # position is restored by skipping the batches already consumed.
-    saves_iterator = (options.do_train and task.checkpointable_input
-                      and strategy is tf.distribute.get_strategy())
-    iterator = None
-
-    def make_iterator(skip_steps):
-        def dataset_fn(ctx):
-            per_step = ctx.num_replicas_in_sync // ctx.num_input_pipelines
-            return task.train_dataset(ctx, ctx.get_per_replica_batch_size(options.train_batch_size),
-                                      skip_steps * per_step)
-
-        return iter(strategy.distribute_datasets_from_function(dataset_fn))
-
-    if saves_iterator:
-        iterator = make_iterator(0)
-    checkpoints = TrainingCheckpoints(options.output_dir, trainer.model, trainer.optimizer,
-                                      options.keep_checkpoint_max, is_chief=is_chief, iterator=iterator,
-                                      keep_best=options.keep_best and task.best_metric is not None,
-                                      trains=options.do_train,
-                                      on_save=(lambda: task.on_checkpoint(trainer.model, options.output_dir))
-                                      if is_chief else None)
-    resumed = checkpoints.restore_latest()
-    check_same_start(strategy, trainer.step, options.output_dir)
-    if resumed:
-        task.initialized_from = checkpoints.read_run_info().get("initialized_from", task.initialized_from)
-        if options.do_train:
-            print(f"resuming from {resumed} at step {trainer.step}", file=stream, flush=True)
-        else:  # what evaluation and prediction alone start from (its best checkpoint: restored at the end)
-            best = checkpoints.best
-            print(f"evaluating the trained checkpoint {resumed} (step {trainer.step})"
-                  + (f"; the best checkpoint {files.join(options.output_dir, BEST_DIR, best['checkpoint'])} (step "
-                     f"{best['step']}) is restored for the results" if best else ""), file=stream, flush=True)
-    else:
-        task.initialized_from = task.initialize(trainer.model)
-        print(f"initialized from {task.initialized_from}", file=stream, flush=True)
-    session_id = None
-    if is_chief:  # this session's entry in run_info.json (sessions.py); a new run also its starting point
-        top_level = None
-        if not resumed:
-            top_level = {"initialized_from": task.initialized_from, "task": task.name, **trainer.precision.as_dict(),
-                         "remat": trainer.remats, **run_info_record(trainer.model, task.labels)}  # convert reads it
-        entry = sessions.entry(options.session or sessions.Session(task.name, trains=options.do_train),
-                               trainer.precision, strategy, trainer.step, resumed)
-        sessions.append_session(options.output_dir, entry, top_level)
-        session_id = entry["id"]
-    try:
-        results = _run_session(task, options, strategy, is_chief, stream, stop_after_steps, trainer, checkpoints,
-                               iterator, make_iterator, saves_iterator, resumed)
-    except BaseException as e:
-        sessions.end_session(options.output_dir, session_id, trainer.step, e)
-        raise
-    sessions.end_session(options.output_dir, session_id, results["final_step"])
-    return results
+def _evaluate(s):
+    """The task's metrics now (global_step added), offered as the best checkpoint and logged."""
+    trainer, checkpoints = s.trainer, s.checkpoints
+    metrics = trainer.evaluate()
+    metrics["global_step"] = trainer.step
+    best = checkpoints.offer_best(trainer.step, metrics, s.task.best_metric) if checkpoints.keep_best else False
+    s.logger.log_eval(trainer.step, metrics, best=best)
+    return metrics
 
 
-def _run_session(task, options, strategy, is_chief, stream, stop_after_steps, trainer, checkpoints, iterator,
-                 make_iterator, saves_iterator, resumed):
-    if options.do_train and not saves_iterator:
-        if resumed and trainer.step:
-            print(f"skipping the {trainer.step} steps of input already consumed", file=stream, flush=True)
-        iterator = make_iterator(trainer.step if resumed else 0)
-    logger = MetricsLogger(options.output_dir, options.num_train_steps, task.progress_metrics,
-                           enabled=is_chief, stream=stream, fresh=not resumed)
-    print(f"strategy {type(strategy).__name__} with {strategy.num_replicas_in_sync} replicas; global batch "
-          f"{options.train_batch_size}"
-          + (f" in {options.gradient_accumulation_steps} accumulated slices"
-             if options.gradient_accumulation_steps > 1 else "")
-          + f"; dtype policy {trainer.precision.policy} ({trainer.precision.reason})"
-          + ("; padding skipped" if trainer.skips_padding else "")
-          + ("; blocks rematerialized" if trainer.remats else ""), file=stream, flush=True)
-    results = {"trainer": trainer, "initialized_from": task.initialized_from, "resumed_from": resumed,
-               "best": None, "eval": None, "precision": trainer.precision, "remat": trainer.remats}
-
-    def evaluate_now():
-        metrics = trainer.evaluate()
-        metrics["global_step"] = trainer.step
-        best = checkpoints.offer_best(trainer.step, metrics, task.best_metric) if checkpoints.keep_best else False
-        logger.log_eval(trainer.step, metrics, best=best)
-        return metrics
-
-    if options.do_train:
-        step = trainer.step
-        end = options.num_train_steps if stop_after_steps is None else min(options.num_train_steps,
-                                                                           stop_after_steps)
-        first_step, start = step, time.time()
-        TRAINING_LOOP.set()  # SIGTERM from here on: a checkpoint at the current step, then Terminated
-        try:
-            while step < end:
-                checkpoints.save_if_terminated(step)
-                next_save = (step // options.save_checkpoints_steps + 1) * options.save_checkpoints_steps
-                n = min(options.iterations_per_loop, next_save - step, end - step)
-                t0 = time.time()
-                totals = trainer.train(iterator, n)
-                raise_if_interrupted()
-                elapsed = time.time() - t0
-                metrics = task.train_metrics(totals)
-                step = trainer.step
-                if not all(math.isfinite(v) for v in metrics.values()):
-                    raise TrainingDivergedError(
-                        f"the loss became {metrics.get('loss')} between steps {step - n} and {step}; stopped without "
-                        f"saving. Last good checkpoint: {checkpoints.manager.latest_checkpoint or 'none'}. Lower "
-                        "--learning_rate or check the data.")
-                rate = n * options.train_batch_size / max(elapsed, 1e-9)
-                overall = (step - first_step) * options.train_batch_size / max(time.time() - start, 1e-9)
-                logger.log_train(step, metrics, float(trainer.schedule(step - 1)), rate,
-                                 (options.num_train_steps - step) * options.train_batch_size / max(overall, 1e-9))
-                checkpoints.save_if_terminated(step)
-                if step % options.save_checkpoints_steps == 0 or step == options.num_train_steps:
-                    checkpoints.save(step)
-                    raise_if_interrupted()
-                    if options.do_eval and options.evaluate_every_checkpoint:
-                        results["eval"] = evaluate_now()
-        finally:
-            TRAINING_LOOP.clear()
-        if TERMINATED.is_set():  # it came during the last checkpoint's evaluation: that checkpoint is the step's
-            checkpoints.save_if_terminated(step)
+def _finish(s):
+    """The final evaluation, unless the last checkpoint's evaluation was of these weights or a
+    run that does not train holds its best checkpoint's metrics already; the best checkpoint
+    restored (`_restore_best`); eval_results.json / .txt and training_curves.png."""
+    o, trainer, checkpoints, results = s.options, s.trainer, s.checkpoints, s.results
     results["final_step"] = trainer.step
-    # a final evaluation, unless the last checkpoint's evaluation was of these weights or a
-    # run that does not train holds its best checkpoint's metrics already
     evaluated = results["eval"] is not None and results["eval"]["global_step"] == trainer.step
-    have_best = checkpoints.keep_best and checkpoints.best is not None and not options.do_train
-    if options.do_eval and not (evaluated or have_best):
-        results["eval"] = evaluate_now()
-    if checkpoints.keep_best and checkpoints.best is not None:
-        checkpoints.restore_best()
-        results["best"] = checkpoints.best
+    have_best = checkpoints.keep_best and checkpoints.best is not None and not o.do_train
+    if o.do_eval and not (evaluated or have_best):
+        results["eval"] = _evaluate(s)
+    _restore_best(s)
     if results["eval"] is not None or results["best"] is not None:
-        summary = _summary(task, results)
-        results["summary"] = summary
-        if is_chief:
-            atomic.write_json(files.join(options.output_dir, "eval_results.json"), summary)
-            atomic.write_text(files.join(options.output_dir, "eval_results.txt"),
-                              "".join(f"{k} = {summary[k]}\n" for k in sorted(summary)))
-    if is_chief and options.write_curves:
-        records = read_records(logger.path)
+        results["summary"] = _summary(s.task, results)
+        if s.is_chief:
+            write_eval_results(o.output_dir, results["summary"])
+    if s.is_chief and o.write_curves:
+        records = read_records(s.logger.path)
         if records:
-            baseline = results.get("summary", {}).get("majority_baseline", {}).get(task.best_metric or "")
-            results["curves"] = plot_curves(records, files.join(options.output_dir, "training_curves.png"),
-                                            title=task.name, baseline=baseline, baseline_metric=task.best_metric)
+            metric = s.task.best_metric
+            baseline = results.get("summary", {}).get("majority_baseline", {}).get(metric or "")
+            results["curves"] = plot_curves(records, files.join(o.output_dir, "training_curves.png"),
+                                            title=s.task.name, baseline=baseline, baseline_metric=metric)
     checkpoints.close()
-    logger.close()
-    return results
+    s.logger.close()
+
+
+def _restore_best(s):
+    """The best checkpoint's weights for the results (predictions, the export), where one is kept."""
+    if s.checkpoints.keep_best and s.checkpoints.best is not None:
+        s.checkpoints.restore_best()
+        s.results["best"] = s.checkpoints.best
+
+
+def write_eval_results(output_dir, summary):
+    """eval_results.json and eval_results.txt (`key = value` lines, sorted) of a summary."""
+    atomic.write_json(files.join(output_dir, "eval_results.json"), summary)
+    atomic.write_text(files.join(output_dir, "eval_results.txt"),
+                      "".join(f"{k} = {summary[k]}\n" for k in sorted(summary)))
 
 
 def _summary(task, results):

@@ -18,12 +18,7 @@ rewriting an earlier one. An entry records
   allowed), then at its end `final_step` and `status` (finished, interrupted, terminated,
   failed).
 
-`check_settings` runs before any work: a training session whose settings differ from the
-previous training session's (learning rate and schedule, batch, warmup, precision,
-accumulation, sequence length, optimizer, seed, starting weights) is refused with a
-ValueError naming each change, unless the session allows it (--allow_changed_settings).
-The length of the training (--num_train_steps, --train_step, --num_train_epochs) may
-change: it is recorded. Sessions that do not train are never refused.
+`check_settings` refuses, before any work, a training continued with other settings.
 """
 
 import dataclasses

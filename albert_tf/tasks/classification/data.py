@@ -1,8 +1,7 @@
 """Sentence(-pair) classification data: the GLUE tasks in their standard TSV layout.
 
-Task names as the release spells them (case-insensitive): cola, sst-2, mrpc, sts-b, qqp,
-mnli, mismnli, qnli, rte, wnli, plus `tsv` (text_a / text_b / label columns named by
-header). Each reader checks every row: a wrong column count names the file and line, a
+Task names: those of `TASKS` (the release's, case-insensitive), plus `tsv` (text_a /
+text_b / label columns named by header). Each reader checks every row: a wrong column count names the file and line, a
 label outside the task's set is an error, an empty file is an error.
 
 Example:
@@ -45,30 +44,38 @@ class Task:
         return not self.labels
 
 
-def _glue(name, labels, metrics, train_cols, dev_cols, test_cols, dev_file="dev.tsv", test_file="test.tsv",
-          header=True):
-    return Task(name, labels, metrics, {"train": "train.tsv", "dev": dev_file, "test": test_file},
-                {"train": train_cols, "dev": dev_cols, "test": test_cols}, header)
+def glue_task(name, labels, metrics, columns, test_columns=None, dev_file="dev.tsv", test_file="test.tsv",
+              header=True):
+    """A task in the GLUE TSV layout: train.tsv, `dev_file` and `test_file` in --data_dir.
+
+    Args:
+        name: its --task_name (lower case).
+        labels: the label values as written in the files; () for regression.
+        metrics: names of classification.metrics.METRICS; the first picks the best checkpoint.
+        columns: (text_a, text_b or None, label) indexes of train and dev rows.
+        test_columns: those of test rows (label None); default `columns` without the label.
+        header: whether train and dev start with a header line (test files always do).
+    """
+    test_columns = test_columns or (*columns[:2], None)
+    return Task(name, tuple(labels), tuple(metrics), {"train": "train.tsv", "dev": dev_file, "test": test_file},
+                {"train": columns, "dev": columns, "test": test_columns}, header)
 
 
-TASKS = {
-    "cola": _glue("cola", ("0", "1"), ("matthews_corrcoef", "accuracy"), (3, None, 1), (3, None, 1), (1, None, None),
-                  header=False),
-    "sst-2": _glue("sst-2", ("0", "1"), ("accuracy",), (0, None, 1), (0, None, 1), (1, None, None)),
-    "mrpc": _glue("mrpc", ("0", "1"), ("accuracy", "f1"), (3, 4, 0), (3, 4, 0), (3, 4, None)),
-    "sts-b": _glue("sts-b", (), ("pearson", "spearman"), (7, 8, 9), (7, 8, 9), (7, 8, None)),
-    "qqp": _glue("qqp", ("0", "1"), ("accuracy", "f1"), (3, 4, 5), (3, 4, 5), (1, 2, None)),
-    "mnli": _glue("mnli", ("contradiction", "entailment", "neutral"), ("accuracy",), (8, 9, -1), (8, 9, -1),
-                  (8, 9, None), dev_file="dev_matched.tsv", test_file="test_matched.tsv"),
-    "mismnli": _glue("mismnli", ("contradiction", "entailment", "neutral"), ("accuracy",), (8, 9, -1), (8, 9, -1),
-                     (8, 9, None), dev_file="dev_mismatched.tsv", test_file="test_mismatched.tsv"),
-    "qnli": _glue("qnli", ("entailment", "not_entailment"), ("accuracy",), (1, 2, 3), (1, 2, 3), (1, 2, None)),
-    "rte": _glue("rte", ("entailment", "not_entailment"), ("accuracy",), (1, 2, 3), (1, 2, 3), (1, 2, None)),
-    "wnli": _glue("wnli", ("0", "1"), ("accuracy",), (1, 2, 3), (1, 2, 3), (1, 2, None)),
-}
-# the directory names of download_glue_data.py
-GLUE_DIRS = {"cola": "CoLA", "sst-2": "SST-2", "mrpc": "MRPC", "sts-b": "STS-B", "qqp": "QQP", "mnli": "MNLI",
-             "mismnli": "MNLI", "qnli": "QNLI", "rte": "RTE", "wnli": "WNLI"}
+# the named tasks, as the release spells them (docs/fine_tuning.md lists them: a test checks it)
+TASKS = {task.name: task for task in (
+    glue_task("cola", ("0", "1"), ("matthews_corrcoef", "accuracy"), (3, None, 1), (1, None, None), header=False),
+    glue_task("sst-2", ("0", "1"), ("accuracy",), (0, None, 1), (1, None, None)),
+    glue_task("mrpc", ("0", "1"), ("accuracy", "f1"), (3, 4, 0)),
+    glue_task("sts-b", (), ("pearson", "spearman"), (7, 8, 9)),
+    glue_task("qqp", ("0", "1"), ("accuracy", "f1"), (3, 4, 5), (1, 2, None)),
+    glue_task("mnli", ("contradiction", "entailment", "neutral"), ("accuracy",), (8, 9, -1),
+              dev_file="dev_matched.tsv", test_file="test_matched.tsv"),
+    glue_task("mismnli", ("contradiction", "entailment", "neutral"), ("accuracy",), (8, 9, -1),
+              dev_file="dev_mismatched.tsv", test_file="test_mismatched.tsv"),
+    glue_task("qnli", ("entailment", "not_entailment"), ("accuracy",), (1, 2, 3)),
+    glue_task("rte", ("entailment", "not_entailment"), ("accuracy",), (1, 2, 3)),
+    glue_task("wnli", ("0", "1"), ("accuracy",), (1, 2, 3)),
+)}
 
 
 class DataError(ValueError):

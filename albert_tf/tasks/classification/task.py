@@ -1,20 +1,14 @@
 """The classification task: GLUE (and any TSV) classification and regression, for
-`python -m albert_tf.run_classifier`.
+`python -m albert_tf.run_classifier` (the recipe and its reasons: docs/fine_tuning.md).
 
-As the release's run_classifier: dropout 0.1 on `pooled_output`, a dense `output` layer,
-cross-entropy (squared error for regression) averaged over the global batch, the
-release's AdamW with linear warmup and linear decay. The model starts from an export
-(`encoder/` through EncoderTFSMLayer, tokenization from its `preprocess/` SavedModel) or
-from an albert_tf checkpoint (AlbertEncoder and an in-memory PreprocessModule), so
-training and the exported classifier tokenize identically. Everything else (strategy,
-optimizer, checkpoints and resume, best dev checkpoint, TensorBoard, curves, progress)
-is the driver's.
+The model starts from an export (`encoder/` through EncoderTFSMLayer, tokenization from
+its `preprocess/` SavedModel) or from an albert_tf checkpoint (AlbertEncoder and an
+in-memory PreprocessModule), so training and the exported classifier tokenize identically.
+The rest is the lifecycle's (albert_tf.tasks.fine_tuning) and the driver's.
 
 Shape legend: B batch, T max_seq_length, C classes (1 for regression).
 """
 
-import dataclasses
-import os
 
 import numpy as np
 import tensorflow as tf
@@ -28,36 +22,18 @@ from albert_tf.data.maps import graph_map
 from albert_tf.modeling.encoder import INPUT_NAMES
 from albert_tf.modeling.losses import classifier_nll
 from albert_tf.storage import atomic
-from albert_tf.storage.report import CheckpointMismatchError
-from albert_tf.tasks.common import check_outputs, check_training, config_file_for, random_start, start_run
+from albert_tf.tasks.common import config_file_for
 from albert_tf.tasks.classification.options import ClassificationOptions  # noqa: F401 (re-exported)
-from albert_tf.training import sessions
-from albert_tf.training.driver import train_and_evaluate
-from albert_tf.training.task import EXAMPLE_INDEX, Task
+from albert_tf.tasks.fine_tuning import FineTuningTask, choice_metrics, choice_terms, wanted_splits
+from albert_tf.training.task import EXAMPLE_INDEX
 from albert_tf.storage import files
 
 
-def check_options(o, training):
-    """run_classifier's checks, in one place: raises ValueError for bad values, combinations
-    or missing inputs, naming the flags; runs before anything is written."""
-    check_training(o, training)
+def _check_model_source(o):
+    """The export (encoder/ and preprocess/) or the checkpoint's config and SentencePiece
+    model, and --max_seq_length within the config's position embeddings."""
     from albert_tf.modeling.config import AlbertConfig
 
-    for name in ("task_name", "data_dir", "output_dir"):
-        if not getattr(o, name):
-            raise ValueError(f"--{name} is required.")
-    get_task(o.task_name)  # names the valid tasks
-    if not (o.do_train or o.do_eval or o.do_predict):
-        raise ValueError("at least one of --do_train, --do_eval and --do_predict must be true.")
-    if o.albert_hub_module_handle and o.init_checkpoint:
-        raise ValueError("give --albert_hub_module_handle or --init_checkpoint, not both.")
-    if o.max_seq_length < 3:
-        raise ValueError(f"--max_seq_length={o.max_seq_length} leaves no room for [CLS] text [SEP].")
-    bucket_widths(o.max_seq_length, o.length_buckets)  # names a bad --length_buckets
-    if not 0 <= o.classifier_dropout < 1:
-        raise ValueError(f"--classifier_dropout must be in [0, 1), got {o.classifier_dropout}.")
-    if o.labels and o.task_name.lower() != "tsv":
-        raise ValueError(f"--labels is only for --task_name=tsv; {o.task_name} has its own label set.")
     if o.albert_hub_module_handle:
         for sub in ("encoder", "preprocess"):
             if not files.isfile(files.join(o.albert_hub_module_handle, sub, "saved_model.pb")):
@@ -82,11 +58,9 @@ def check_options(o, training):
                              f"of {source}; use --max_seq_length={positions} or less.")
     elif not o.albert_hub_module_handle:
         raise ValueError(f"--albert_config_file={config_path} does not exist.")
-    check_outputs(o, inputs=(("data_dir", o.data_dir),))
-    sessions.check_settings(o.output_dir, training.session)  # the run's previous training
 
 
-class ClassificationTask(Task):
+class ClassificationTask(FineTuningTask):
     """A classifier (or regressor) on the ALBERT encoder (see module docstring).
 
     Args:
@@ -101,6 +75,8 @@ class ClassificationTask(Task):
     # --albert_hub_module_handle), which an iterator checkpoint may not hold: a resumed run
     # skips the batches already consumed (the shuffle is seeded, so the rest is the same)
     checkpointable_input = False
+    served = "the classifier (raw strings in)"
+    prediction_files = {"dev": ("dev_predictions.tsv", None), "test": ("test_results.tsv", "test_results")}
 
     def __init__(self, options, task_def, splits):
         self.options = options
@@ -119,6 +95,63 @@ class ClassificationTask(Task):
     @property
     def num_classes(self):
         return len(self.labels) or 1
+
+    # --- the lifecycle's hooks (albert_tf.tasks.fine_tuning) ---------------------------------
+
+    @staticmethod
+    def check_task(o):
+        for name in ("task_name", "data_dir", "output_dir"):
+            if not getattr(o, name):
+                raise ValueError(f"--{name} is required.")
+        get_task(o.task_name)  # names the valid tasks
+        if not (o.do_train or o.do_eval or o.do_predict):
+            raise ValueError("at least one of --do_train, --do_eval and --do_predict must be true.")
+        if o.albert_hub_module_handle and o.init_checkpoint:
+            raise ValueError("give --albert_hub_module_handle or --init_checkpoint, not both.")
+        if o.max_seq_length < 3:
+            raise ValueError(f"--max_seq_length={o.max_seq_length} leaves no room for [CLS] text [SEP].")
+        bucket_widths(o.max_seq_length, o.length_buckets)  # names a bad --length_buckets
+        if not 0 <= o.classifier_dropout < 1:
+            raise ValueError(f"--classifier_dropout must be in [0, 1), got {o.classifier_dropout}.")
+        if o.labels and o.task_name.lower() != "tsv":
+            raise ValueError(f"--labels is only for --task_name=tsv; {o.task_name} has its own label set.")
+        _check_model_source(o)
+
+    @classmethod
+    def read(cls, o, stream):
+        task_def = get_task(o.task_name, labels=o.labels, text_a_column=o.text_a_column,
+                            text_b_column=o.text_b_column, label_column=o.label_column)
+        return task_def, {split: read_examples(task_def, o.data_dir, split) for split in wanted_splits(o)}
+
+    @classmethod
+    def prepare(cls, o, inputs, training, stream):
+        return cls(o, *inputs)
+
+    def describe_training(self, training):
+        n = len(self.splits["train"])
+        return (f"task {self.name}: {len(self.labels) or 'regression'}{' labels' if self.labels else ''}; "
+                f"training {n} examples, batch {training.train_batch_size}, {training.num_train_steps} steps "
+                f"({training.num_train_steps * training.train_batch_size / n:.1f} epochs), {training.optimizer} "
+                f"lr {training.learning_rate:g}, warmup {training.num_warmup_steps}")
+
+    def report(self, outcome, results, stream):
+        results["labels"] = self.labels
+        if outcome["best"] is not None:
+            summary = outcome["summary"]
+            print(f"best dev {self.best_metric} {summary[self.best_metric]:.4f} at step {summary['best_step']} "
+                  f"({summary['checkpoint']})", file=stream, flush=True)
+
+    def write_predictions(self, split, outputs, path):
+        write_predictions(path, self.splits[split], self.predictions(outputs["logits"]), self.labels,
+                          with_gold=split == "dev")
+
+    def export(self, outcome, results, made_by):
+        from albert_tf.tasks.classification.export import export_classifier
+
+        o = self.options
+        return export_classifier(self.preprocess, outcome["trainer"].model_in("float32"), o.export_dir,
+                                 o.max_seq_length, self.labels, self.pair, self.name, widths=self.widths,
+                                 made_by=made_by)
 
     # --- model -------------------------------------------------------------------------
 
@@ -145,16 +178,6 @@ class ClassificationTask(Task):
         return AlbertClassifier(self._pretrainer.encoder, self.num_classes, dropout=o.classifier_dropout,
                                 initializer_range=config.initializer_range)
 
-    def initialize(self, model):
-        o = self.options
-        if o.albert_hub_module_handle:
-            return os.path.abspath(o.albert_hub_module_handle)
-        if o.init_checkpoint:
-            from albert_tf.training.checkpoints import load_init_checkpoint
-
-            return load_init_checkpoint(self._pretrainer, o.init_checkpoint)
-        return random_start(o)
-
     # --- data ----------------------------------------------------------------------------
 
     def _columns(self, split):
@@ -165,10 +188,6 @@ class ClassificationTask(Task):
         columns = {"label": label_ids(examples, self.labels), EXAMPLE_INDEX: np.arange(len(examples), dtype=np.int32)}
         columns.update(zip(("ids_a", "ids_b"), segments))
         return columns
-
-    @property
-    def widths(self):
-        return bucket_widths(self.options.max_seq_length, self.options.length_buckets)
 
     def _to_features(self, batch):
         segments = [batch["ids_a"]] + ([batch["ids_b"]] if "ids_b" in batch else [])
@@ -197,8 +216,7 @@ class ClassificationTask(Task):
 
     def batches_dataset(self, index_batches, split="train"):
         """The given batches of example indices (lists of ints into `split`, all of one size),
-        in that order, each padded to its bucket: for training several systems on the same
-        batches (benchmarks/finetune_bench.py's accuracy run)."""
+        in that order, each padded to its bucket: to train several models on the same batches."""
         count, sizes = len(self.splits[split]), {len(b) for b in index_batches}
         if len(sizes) != 1 or not min(sizes):
             raise ValueError("batches_dataset: the batches must be non-empty and of one size "
@@ -210,31 +228,17 @@ class ClassificationTask(Task):
         return graph_map(tf.data.Dataset.from_tensor_slices(columns).batch(sizes.pop()), self._to_features)
 
     def split_dataset(self, split, batch_size):
-        """One pass over a split by length (example_index restores the order; the last
-        batch may be partial)."""
         return bucketed_batches(self._columns(split), self._lengths(split), batch_size, self.widths,
                                 self._to_features, training=False).prefetch(tf.data.AUTOTUNE)
-
-    def eval_dataset(self, batch_size):
-        return self.split_dataset("dev", batch_size) if "dev" in self.splits else None
 
     # --- loss and metrics ----------------------------------------------------------------
 
     def loss_and_terms(self, model, batch, normalizers, training):
         logits = model({k: batch[k] for k in INPUT_NAMES}, training=training)
-        nll = classifier_nll(logits, batch["label"])  # [B]
-        terms = {"nll_sum": tf.reduce_sum(nll), "count": tf.cast(tf.size(nll), tf.float32)}
-        if self.labels:
-            correct = tf.equal(tf.argmax(logits, -1, output_type=tf.int32), tf.cast(batch["label"], tf.int32))
-            terms["correct_sum"] = tf.reduce_sum(tf.cast(correct, tf.float32))
-        return terms["nll_sum"] / normalizers["examples"], terms
+        return choice_terms(logits, batch["label"], classifier_nll(logits, batch["label"]), normalizers,
+                            accuracy=bool(self.labels))
 
-    def train_metrics(self, totals):
-        count = max(totals["count"], 1.0)
-        metrics = {"loss": totals["nll_sum"] / count}
-        if "correct_sum" in totals:
-            metrics["accuracy"] = totals["correct_sum"] / count
-        return metrics
+    train_metrics = staticmethod(choice_metrics)
 
     def eval_outputs(self, model, batch):
         logits = tf.cast(model({k: batch[k] for k in INPUT_NAMES}, training=False), tf.float32)
@@ -288,72 +292,4 @@ def write_predictions(path, examples, predictions, labels, with_gold):
     atomic.write_text(path, "\n".join(lines) + "\n")
 
 
-def run(o, training, stream=None):
-    """Trains, evaluates, predicts and exports as the options say.
-
-    Args:
-        o: ClassificationOptions.
-        training: TrainingOptions (batch sizes, schedule, checkpoints, ...).
-
-    Returns:
-        dict: task, labels, final_step, eval (dev summary), test_results, export_dir,
-        curves, initialized_from.
-    """
-    check_options(o, training)
-    # a run refused for its starting weights (--init_checkpoint) leaves no output_dir it made
-    with atomic.removed_if_refused(o.output_dir, CheckpointMismatchError):
-        return _run(o, training, stream)
-
-
-def _run(o, training, stream):
-    task_def = get_task(o.task_name, labels=o.labels, text_a_column=o.text_a_column, text_b_column=o.text_b_column,
-                        label_column=o.label_column)
-    # read (and check) every split first: a bad file fails before anything is written
-    wanted = [name for name, on in (("train", o.do_train), ("dev", o.do_eval), ("test", o.do_predict)) if on]
-    splits = {name: read_examples(task_def, o.data_dir, name) for name in wanted}
-    strategy = start_run(o)
-    training = dataclasses.replace(training, output_dir=o.output_dir, do_train=o.do_train, do_eval=o.do_eval,
-                                   evaluate_every_checkpoint=True, keep_best=True)
-    task = ClassificationTask(o, task_def, splits)
-    if o.do_train:
-        n = len(splits["train"])
-        print(f"task {task.name}: {len(task.labels) or 'regression'}{' labels' if task.labels else ''}; "
-              f"training {n} examples, batch {training.train_batch_size}, {training.num_train_steps} steps "
-              f"({training.num_train_steps * training.train_batch_size / n:.1f} epochs), {training.optimizer} "
-              f"lr {training.learning_rate:g}, warmup {training.num_warmup_steps}", file=stream, flush=True)
-    outcome = train_and_evaluate(task, training, strategy, stream=stream)
-    trainer = outcome["trainer"]
-    results = {"task": task.name, "labels": task.labels, "final_step": outcome["final_step"],
-               "initialized_from": outcome["initialized_from"]}
-    if "summary" in outcome:
-        results["eval"] = outcome["summary"]
-        summary = outcome["summary"]
-        if outcome["best"] is not None:
-            print(f"best dev {task.best_metric} {summary[task.best_metric]:.4f} at step {summary['best_step']} "
-                  f"({summary['checkpoint']})", file=stream, flush=True)
-    if "curves" in outcome:
-        results["curves"] = outcome["curves"]
-
-    def predict(split, batch_size):
-        outputs = trainer.per_example_outputs(task.split_dataset(split, batch_size), batch_size)
-        return task.predictions(outputs["logits"])
-
-    # predictions and the export come from the best dev checkpoint (restored by the driver)
-    if o.do_eval:
-        write_predictions(files.join(o.output_dir, "dev_predictions.tsv"), splits["dev"],
-                          predict("dev", training.eval_batch_size), task.labels, with_gold=True)
-    if o.do_predict:
-        path = files.join(o.output_dir, "test_results.tsv")
-        write_predictions(path, splits["test"], predict("test", o.predict_batch_size), task.labels, with_gold=False)
-        print(f"wrote {path} ({len(splits['test'])} predictions)", file=stream, flush=True)
-        results["test_results"] = path
-    if o.export_dir:
-        from albert_tf.tasks.classification.export import export_classifier
-
-        results["export_dir"] = export_classifier(task.preprocess, trainer.model_in("float32"), o.export_dir,
-                                                  o.max_seq_length,
-                                                  task.labels, task.pair, task.name, widths=task.widths,
-                                                  made_by=sessions.made_by(training.session, trainer.precision))
-        print(f"exported the classifier (raw strings in) to {results['export_dir']}", file=stream, flush=True)
-    return results
-
+check_options = ClassificationTask.check_options

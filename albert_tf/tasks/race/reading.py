@@ -25,6 +25,7 @@ options than the rest, an empty directory) raises MultipleChoiceDataError (a Val
 naming the file, for all.txt and JSONL also the line, and what to fix.
 """
 
+import dataclasses
 import logging
 import os
 
@@ -136,14 +137,30 @@ def _race_article(obj, source, level, counter):
     return out
 
 
-def _race_root(data_dir, split):
-    data_dir = os.fspath(data_dir)
-    for root in (files.join(data_dir, "RACE"), data_dir):
+@dataclasses.dataclass(frozen=True)
+class ArticleSet:
+    """A multiple-choice data set in RACE's layout: `data_dir/<directory>/<split>/<level>/`
+    holding one JSON article per *.txt, or all.txt (module docstring); its --task_name is
+    `name` (run_race reads the sets of `DATA_SETS`)."""
+
+    name: str
+    directory: str
+    levels: tuple
+
+
+RACE = ArticleSet("race", "RACE", LEVELS)
+DATA_SETS = {RACE.name: RACE}
+
+
+def _root(data_set, data_dir, split):
+    data_dir, name = os.fspath(data_dir), data_set.directory
+    for root in (files.join(data_dir, name), data_dir):
         if files.isdir(files.join(root, split)):
             return root
     raise MultipleChoiceDataError(
-        f"{data_dir}: no RACE/{split} directory; expected {files.join(data_dir, 'RACE', split)}/{{middle,high}}/"
-        "*.txt (the official RACE layout, one JSON article per file) or .../all.txt (one JSON article per line).")
+        f"{data_dir}: no {name}/{split} directory; expected {files.join(data_dir, name, split)}/"
+        f"{{{','.join(data_set.levels)}}}/*.txt (the official RACE layout, one JSON article per file) or "
+        ".../all.txt (one JSON article per line).")
 
 
 def read_race(data_dir, split, high_only=False, middle_only=False):
@@ -161,12 +178,22 @@ def read_race(data_dir, split, high_only=False, middle_only=False):
     Raises:
         MultipleChoiceDataError (a ValueError) naming the file (and line) and what to fix.
     """
-    if split not in SPLITS:
-        raise MultipleChoiceDataError(f"RACE split {split!r} is not one of {', '.join(SPLITS)}.")
     if high_only and middle_only:
         raise MultipleChoiceDataError("high_only and middle_only exclude each other; set at most one.")
     levels = ("high",) if high_only else ("middle",) if middle_only else LEVELS
-    root = _race_root(data_dir, split)
+    return read_articles(RACE, data_dir, split, levels)
+
+
+def read_articles(data_set, data_dir, split, levels=None):
+    """Reads one split of an ArticleSet (read_race's answer and errors), of `levels` (default:
+    all of the set's)."""
+    title = data_set.directory
+    if split not in SPLITS:
+        raise MultipleChoiceDataError(f"{title} split {split!r} is not one of {', '.join(SPLITS)}.")
+    levels = levels or data_set.levels
+    # RACE read whole: where a level is missing, read_race can read the other alone
+    hint = " (pass high_only or middle_only to read one level)" if data_set is RACE and levels == LEVELS else ""
+    root = _root(data_set, data_dir, split)
     directory = files.join(root, split)
     examples = MultipleChoiceExamples()
     summary = MultipleChoiceSummary(source="", layout="", directory=directory, split=split)
@@ -175,12 +202,12 @@ def read_race(data_dir, split, high_only=False, middle_only=False):
         level_dir = files.join(directory, level)
         if not files.isdir(level_dir):
             raise MultipleChoiceDataError(
-                f"{level_dir}: no such directory; the RACE layout has {directory}/{{middle,high}}/"
-                + ("" if high_only or middle_only else " (pass high_only or middle_only to read one level)") + ".")
+                f"{level_dir}: no such directory; the {title} layout has {directory}/{{{','.join(data_set.levels)}}}/"
+                f"{hint}.")
         names = sorted((n for n in files.listdir(level_dir) if n.endswith(".txt") and not n.startswith(".")
                         and files.isfile(files.join(level_dir, n))), key=_natural_key)
         if not names:
-            raise MultipleChoiceDataError(f"{level_dir}: empty, no .txt article file; put the RACE articles there "
+            raise MultipleChoiceDataError(f"{level_dir}: empty, no .txt article file; put the {title} articles there "
                                           "(one JSON article per <n>.txt, or one per line of all.txt).")
         level_examples, articles = [], 0
         if "all.txt" in names:
@@ -204,7 +231,7 @@ def read_race(data_dir, split, high_only=False, middle_only=False):
                 articles += 1
                 summary.paths.append(path)
         if not level_examples:
-            raise MultipleChoiceDataError(f"{level_dir}: no article in {layout}; put the RACE articles there.")
+            raise MultipleChoiceDataError(f"{level_dir}: no article in {layout}; put the {title} articles there.")
         summary.levels[level] = {"layout": layout, "path": level_dir, "articles": articles,
                                  "questions": len(level_examples)}
         summary.articles += articles
@@ -217,7 +244,7 @@ def read_race(data_dir, split, high_only=False, middle_only=False):
                           for lv, v in summary.levels.items())
     described = {"files": "files layout, one JSON article per file", "all.txt": "all.txt layout, one JSON "
                  "article per line", "mixed": "mixed layouts"}[summary.layout]
-    summary.source = f"RACE {split} at {directory} ({described}): {per_level}"
+    summary.source = f"{title} {split} at {directory} ({described}): {per_level}"
     examples.summary = summary
     logger.info("%s", summary.source)
     return examples

@@ -1,87 +1,42 @@
-"""The multiple-choice task: RACE (and users' own JSON-lines data), for `python -m albert_tf.run_race`.
-
-As the release's run_race.py: per option [CLS] article [SEP] question-with-option [SEP]
-(albert_tf.tasks.race.features: "_" in the question replaced by the option, else question and
-option joined; that part keeps its last max_qa_length pieces and the article fills the
-rest), AlbertForMultipleChoice (pooled output -> output_weights [1, H], output_bias [1],
-one logit per option, softmax over the options), cross-entropy averaged over the global
-batch, AdamW with train_step steps and warmup_step linear warmup. Features are cached as
-TFRecords (train_file, eval_file, predict_file) with the settings that made them and
-rebuilt when those or the input change. Training, checkpoints, resume, evaluation after
-every checkpoint with the best dev checkpoint kept, TensorBoard, curves and the NaN stop
-are the driver's.
+"""The multiple-choice task: RACE (and users' own data), for `python -m albert_tf.run_race`
+(the release's recipe and its features: docs/race.md).
 
 Task names: "race" (data_dir/RACE/{train,dev,test}/{middle,high}: one JSON article per
-*.txt, or the release's all.txt) and "multiple_choice" (data_dir/{train,dev,test}.jsonl:
+*.txt, or the release's all.txt), any other ArticleSet of `DATA_SETS` (the same layout
+under its own directory and levels) and "multiple_choice" (data_dir/{train,dev,test}.jsonl:
 context, question, options, answer).
 
 Shape legend: B batch, C options, T max_seq_length.
 """
 
-import dataclasses
 import json
 
 import numpy as np
 import tensorflow as tf
 
-from albert_tf.data.bucket_widths import bucket_widths
 from albert_tf.data.buckets import bucketed_batches, cut_to_width
 from albert_tf.modeling.encoder import INPUT_NAMES
-from albert_tf.modeling.multiple_choice import multiple_choice_loss
+from albert_tf.modeling.multiple_choice import AlbertForMultipleChoice, multiple_choice_loss
 from albert_tf.storage import atomic
-from albert_tf.storage.report import CheckpointMismatchError
-from albert_tf.tasks.common import (check_model_source, check_outputs, check_training, encoder_for, initialize_from,
-                                    spm_file_for, start_run)
+from albert_tf.tasks.common import check_model_source, spm_file_for
+from albert_tf.tasks.fine_tuning import FineTuningTask, choice_metrics, choice_terms, wanted_splits
 from albert_tf.tasks.race.options import MultipleChoiceOptions  # noqa: F401 (re-exported)
-from albert_tf.training import sessions
-from albert_tf.training.driver import train_and_evaluate
-from albert_tf.training.task import EXAMPLE_INDEX, Task
+from albert_tf.tasks.race.reading import DATA_SETS, LEVELS
+from albert_tf.training.task import EXAMPLE_INDEX
 from albert_tf.storage import files
 
-TASK_NAMES = ("race", "multiple_choice")
-LEVELS = ("middle", "high")
-SPLITS = {"train": "train", "dev": "dev", "test": "test"}
-
-
-def check_options(o, training):
-    """run_race's checks, in one place: raises ValueError for bad values, combinations or
-    missing inputs, naming the flags; runs before anything is written."""
-    check_training(o, training)
-    if o.task_name not in TASK_NAMES:
-        raise ValueError(f"--task_name must be one of {', '.join(TASK_NAMES)}, got {o.task_name!r}.")
-    for name in ("data_dir", "output_dir"):
-        if not getattr(o, name):
-            raise ValueError(f"--{name} is required.")
-    if not files.isdir(o.data_dir):
-        raise ValueError(f"--data_dir={o.data_dir} is not a directory.")
-    if not (o.do_train or o.do_eval or o.do_predict or o.export_dir):
-        raise ValueError("at least one of --do_train, --do_eval, --do_predict and --export_dir is needed.")
-    if o.high_only and o.middle_only:
-        raise ValueError("--high_only and --middle_only exclude each other.")
-    if (o.high_only or o.middle_only) and o.task_name != "race":
-        raise ValueError("--high_only / --middle_only are for --task_name=race.")
-    check_model_source(o)
-    if o.max_seq_length - o.max_qa_length - 3 < 1:
-        raise ValueError(f"--max_seq_length ({o.max_seq_length}) must exceed --max_qa_length ({o.max_qa_length}) + 3 "
-                         "to leave room for the article.")
-    if not 0 <= o.dropout_prob < 1:
-        raise ValueError(f"--dropout_prob must be in [0, 1), got {o.dropout_prob}.")
-    for flag in ("train_file", "eval_file", "predict_file"):
-        path = getattr(o, flag)
-        if path and files.isdir(path):
-            raise ValueError(f"--{flag}={path} is a directory; give a file path (the feature cache).")
-    check_outputs(o, caches=((flag, o.feature_file(split), on) for flag, split, on in (
-        ("train_file", "train", o.do_train), ("eval_file", "dev", o.do_eval), ("predict_file", "test", o.do_predict))),
-        inputs=(("data_dir", o.data_dir),))
-    sessions.check_settings(o.output_dir, training.session)  # the run's previous training
+JSON_LINES = "multiple_choice"  # the --task_name of generic JSON-lines data (no levels)
+CACHE_FLAGS = {"train": "train_file", "dev": "eval_file", "test": "predict_file"}  # each split's feature cache
 
 
 def read_split(o, split):
     """The examples of one split (MultipleChoiceExamples), checked."""
-    from albert_tf.tasks.race.reading import read_multiple_choice_jsonl, read_race
+    from albert_tf.tasks.race.reading import read_articles, read_multiple_choice_jsonl, read_race
 
     if o.task_name == "race":
         return read_race(o.data_dir, split, high_only=o.high_only, middle_only=o.middle_only)
+    if o.task_name in DATA_SETS:
+        return read_articles(DATA_SETS[o.task_name], o.data_dir, split)
     path = files.join(o.data_dir, f"{split}.jsonl")
     if not files.isfile(path):
         raise ValueError(f"--task_name=multiple_choice reads {path}, which does not exist (JSON lines with context, "
@@ -89,8 +44,9 @@ def read_split(o, split):
     return read_multiple_choice_jsonl(path)
 
 
-def accuracy_by_level(probabilities, labels, levels):
-    """accuracy, accuracy_middle, accuracy_high and their counts (RACE reports all three).
+def accuracy_by_level(probabilities, labels, levels, level_names=LEVELS):
+    """accuracy, accuracy_middle, accuracy_high and their counts (RACE reports all three;
+    another ArticleSet its `level_names`).
 
     Args:
         probabilities: float [N, C]; labels: int [N] (-1: none, not counted); levels: str [N].
@@ -104,7 +60,7 @@ def accuracy_by_level(probabilities, labels, levels):
     levels = np.asarray(levels, dtype=object)
     known = labels >= 0
     metrics = {}
-    for suffix, keep in (("", known), *((f"_{level}", known & (levels == level)) for level in LEVELS)):
+    for suffix, keep in (("", known), *((f"_{level}", known & (levels == level)) for level in level_names)):
         count = int(keep.sum())
         if count:
             metrics["accuracy" + suffix] = int((predicted[keep] == labels[keep]).sum()) / count
@@ -112,19 +68,19 @@ def accuracy_by_level(probabilities, labels, levels):
     return metrics
 
 
-def eval_line(summary, levels=True):
+def eval_line(summary, levels=LEVELS):
     """The accuracies of `accuracy_by_level`'s dict as printed, each with its question count:
-    "n/a" for a group without questions (no accuracy); levels=False: the overall one only
-    (generic multiple-choice data has no levels)."""
+    "n/a" for a group without questions (no accuracy); of the overall one and `levels` (none,
+    () or False, for generic multiple-choice data)."""
     parts = []
-    for suffix in ("", *(f"_{level}" for level in LEVELS if levels)):
+    for suffix in ("", *(f"_{level}" for level in levels or ())):
         value = summary.get("accuracy" + suffix)
         parts.append(f"accuracy{suffix} {'n/a' if value is None else f'{value:.4f}'} "
                      f"({summary.get('count' + suffix, 0)} questions)")
     return ", ".join(parts)
 
 
-class MultipleChoiceTask(Task):
+class MultipleChoiceTask(FineTuningTask):
     """RACE / multiple-choice fine-tuning (see module docstring).
 
     Args:
@@ -137,6 +93,11 @@ class MultipleChoiceTask(Task):
     checkpointable_input = True
     best_metric = "accuracy"
     progress_metrics = (("loss", "loss"), ("accuracy", "acc"))
+    served = "the multiple-choice model (raw article, question, options in)"
+    prediction_files = {"dev": ("dev_predictions.jsonl", "dev_predictions"),
+                        "test": ("predictions.jsonl", "predictions")}
+    predicted = "questions"
+    weights_file = AlbertForMultipleChoice.WEIGHTS_FILE
 
     def __init__(self, options, splits, arrays):
         self.options = options
@@ -145,22 +106,97 @@ class MultipleChoiceTask(Task):
         self.arrays = arrays
         self._pretrainer = None
 
-    def build_model(self):
-        from albert_tf.modeling.multiple_choice import AlbertForMultipleChoice
-
-        encoder, self._pretrainer = encoder_for(self.options)
+    def head(self, encoder):
         return AlbertForMultipleChoice(encoder, dropout_prob=self.options.dropout_prob)
 
-    def initialize(self, model):
-        from albert_tf.modeling.multiple_choice import AlbertForMultipleChoice
+    # --- the lifecycle's hooks (albert_tf.tasks.fine_tuning) ---------------------------------
 
-        return initialize_from(self.options, model, self._pretrainer, AlbertForMultipleChoice.WEIGHTS_FILE)
+    @staticmethod
+    def check_task(o):
+        names = (*DATA_SETS, JSON_LINES)
+        if o.task_name not in names:
+            raise ValueError(f"--task_name must be one of {', '.join(names)}, got {o.task_name!r}.")
+        for name in ("data_dir", "output_dir"):
+            if not getattr(o, name):
+                raise ValueError(f"--{name} is required.")
+        if not files.isdir(o.data_dir):
+            raise ValueError(f"--data_dir={o.data_dir} is not a directory.")
+        if not (o.do_train or o.do_eval or o.do_predict or o.export_dir):
+            raise ValueError("at least one of --do_train, --do_eval, --do_predict and --export_dir is needed.")
+        if o.high_only and o.middle_only:
+            raise ValueError("--high_only and --middle_only exclude each other.")
+        if (o.high_only or o.middle_only) and o.task_name != "race":
+            raise ValueError("--high_only / --middle_only are for --task_name=race.")
+        check_model_source(o)
+        if o.max_seq_length - o.max_qa_length - 3 < 1:
+            raise ValueError(f"--max_seq_length ({o.max_seq_length}) must exceed --max_qa_length "
+                             f"({o.max_qa_length}) + 3 to leave room for the article.")
+        if not 0 <= o.dropout_prob < 1:
+            raise ValueError(f"--dropout_prob must be in [0, 1), got {o.dropout_prob}.")
+        for flag in CACHE_FLAGS.values():
+            path = getattr(o, flag)
+            if path and files.isdir(path):
+                raise ValueError(f"--{flag}={path} is a directory; give a file path (the feature cache).")
+
+    @staticmethod
+    def feature_caches(o):
+        return tuple((CACHE_FLAGS[split], o.feature_file(split), True) for split in wanted_splits(o))
+
+    @classmethod
+    def read(cls, o, stream):
+        from albert_tf.data.tokenization import SentencePieceTokenizer
+
+        splits = {split: read_split(o, split) for split in wanted_splits(o)}
+        for split, examples in splits.items():
+            print(f"{split}: {examples.summary.describe()}", file=stream, flush=True)
+            if not len(examples):
+                raise ValueError(f"--data_dir={o.data_dir}: the {split} split has no questions.")
+            if split != "test" and any(e.label is None for e in examples):
+                raise ValueError(f"--data_dir={o.data_dir}: {split} questions need answers "
+                                 f"(first without one: {next(e.source for e in examples if e.label is None)}).")
+        return splits, SentencePieceTokenizer(spm_file_for(o), do_lower_case=o.do_lower_case)
+
+    @classmethod
+    def prepare(cls, o, inputs, training, stream):
+        from albert_tf.tasks.race.cache import load_or_build_features
+        from albert_tf.tasks.race.features import MultipleChoiceSettings
+
+        splits, tokenizer = inputs
+        settings = MultipleChoiceSettings(max_seq_length=o.max_seq_length, max_qa_length=o.max_qa_length)
+        arrays = {}
+        for split, examples in splits.items():
+            cache = load_or_build_features(examples, o.feature_file(split), tokenizer, settings)
+            print(f"{split} features {cache.feature_file}: {cache.num_features} ({cache.reason})", file=stream,
+                  flush=True)
+            arrays[split] = cache.arrays
+        return cls(o, splits, arrays)
+
+    def describe_training(self, training):
+        n = len(self.splits["train"])
+        return (f"{self.name}: {n} training questions, batch {training.train_batch_size}, "
+                f"{training.num_train_steps} steps ({training.num_train_steps * training.train_batch_size / n:.1f} "
+                f"epochs), lr {training.learning_rate:g}, warmup {training.num_warmup_steps}")
+
+    def report(self, outcome, results, stream):
+        if "summary" in outcome:
+            levels = DATA_SETS[self.name].levels if self.name in DATA_SETS else ()
+            print("eval: " + eval_line(outcome["summary"], levels), file=stream, flush=True)
+
+    def write_predictions(self, split, outputs, path):
+        write_predictions(path, self.splits[split], outputs["probabilities"])
+
+    def export(self, outcome, results, made_by):
+        from albert_tf.tasks.race.export import export_multiple_choice
+
+        o = self.options
+        return export_multiple_choice(
+            outcome["trainer"].model_in("float32"), spm_file_for(o), o.export_dir, do_lower_case=o.do_lower_case,
+            max_seq_length=o.max_seq_length, max_qa_length=o.max_qa_length, widths=self.widths,
+            extra_info={"task_name": o.task_name, "global_step": outcome["final_step"],
+                        "initialized_from": outcome["initialized_from"]},
+            made_by=made_by)
 
     # --- data ----------------------------------------------------------------------------
-
-    @property
-    def widths(self):
-        return bucket_widths(self.options.max_seq_length, self.options.length_buckets)
 
     def _batches(self, split, batch_size, training, **kwargs):
         columns = self.columns(split, with_index=not training)
@@ -182,26 +218,16 @@ class MultipleChoiceTask(Task):
                              skip_batches=skip_batches).prefetch(tf.data.AUTOTUNE)
 
     def split_dataset(self, split, batch_size):
-        """One pass over a split by length (example_index restores the order; the last batch
-        may be partial)."""
         return self._batches(split, batch_size, False)
-
-    def eval_dataset(self, batch_size):
-        return self.split_dataset("dev", batch_size) if "dev" in self.arrays else None
 
     # --- loss and metrics ----------------------------------------------------------------
 
     def loss_and_terms(self, model, batch, normalizers, training):
         logits = model({k: batch[k] for k in INPUT_NAMES}, training=training)["logits"]  # [B, C]
-        nll = multiple_choice_loss(logits, batch["label"], per_example=True)
-        correct = tf.equal(tf.argmax(logits, -1, output_type=tf.int32), tf.cast(batch["label"], tf.int32))
-        terms = {"nll_sum": tf.reduce_sum(nll), "count": tf.cast(tf.size(nll), tf.float32),
-                 "correct_sum": tf.reduce_sum(tf.cast(correct, tf.float32))}
-        return terms["nll_sum"] / normalizers["examples"], terms
+        return choice_terms(logits, batch["label"], multiple_choice_loss(logits, batch["label"], per_example=True),
+                            normalizers)
 
-    def train_metrics(self, totals):
-        count = max(totals["count"], 1.0)
-        return {"loss": totals["nll_sum"] / count, "accuracy": totals["correct_sum"] / count}
+    train_metrics = staticmethod(choice_metrics)
 
     def eval_outputs(self, model, batch):
         logits = tf.cast(model({k: batch[k] for k in INPUT_NAMES}, training=False)["logits"], tf.float32)
@@ -212,7 +238,9 @@ class MultipleChoiceTask(Task):
         examples = self.splits["dev"]
         index = outputs[EXAMPLE_INDEX]
         labels = np.array([examples[i].label if examples[i].label is not None else -1 for i in index])
-        metrics = accuracy_by_level(outputs["probabilities"], labels, [examples[i].level for i in index])
+        # generic JSON lines have no levels: their middle and high counts are 0
+        level_names = DATA_SETS[self.name].levels if self.name in DATA_SETS else LEVELS
+        metrics = accuracy_by_level(outputs["probabilities"], labels, [examples[i].level for i in index], level_names)
         metrics["loss"] = float(np.mean(outputs["nll"]))
         return metrics
 
@@ -233,84 +261,3 @@ def write_predictions(path, examples, probabilities):
         lines.append(json.dumps(row, ensure_ascii=False))
     atomic.write_text(path, "".join(line + "\n" for line in lines))
     return path
-
-
-def run(o, training, stream=None):
-    """Trains, evaluates, predicts and exports as the options say.
-
-    Args:
-        o: MultipleChoiceOptions.
-        training: TrainingOptions (steps, warmup, batch sizes, learning rate, checkpoints).
-    Returns:
-        dict: task, final_step, initialized_from, eval (dev summary), predictions (path),
-        export_dir.
-    """
-    check_options(o, training)
-    # a run refused for its starting weights (--init_checkpoint) leaves no output_dir it made
-    with atomic.removed_if_refused(o.output_dir, CheckpointMismatchError):
-        return _run(o, training, stream)
-
-
-def _run(o, training, stream):
-    from albert_tf.tasks.race.cache import load_or_build_features
-    from albert_tf.tasks.race.features import MultipleChoiceSettings
-    from albert_tf.data.tokenization import SentencePieceTokenizer
-
-    wanted = [s for s, on in (("train", o.do_train), ("dev", o.do_eval), ("test", o.do_predict)) if on]
-    splits = {s: read_split(o, s) for s in wanted}  # every input read and checked before any write
-    for split, examples in splits.items():
-        print(f"{split}: {examples.summary.describe()}", file=stream, flush=True)
-        if not len(examples):
-            raise ValueError(f"--data_dir={o.data_dir}: the {split} split has no questions.")
-        if split != "test" and any(e.label is None for e in examples):
-            raise ValueError(f"--data_dir={o.data_dir}: {split} questions need answers "
-                             f"(first without one: {next(e.source for e in examples if e.label is None)}).")
-    tokenizer = SentencePieceTokenizer(spm_file_for(o), do_lower_case=o.do_lower_case)
-    settings = MultipleChoiceSettings(max_seq_length=o.max_seq_length, max_qa_length=o.max_qa_length)
-    strategy = start_run(o)
-    arrays = {}
-    for split, examples in splits.items():
-        cache = load_or_build_features(examples, o.feature_file(split), tokenizer, settings)
-        print(f"{split} features {cache.feature_file}: {cache.num_features} ({cache.reason})", file=stream,
-              flush=True)
-        arrays[split] = cache.arrays
-    training = dataclasses.replace(training, output_dir=o.output_dir, do_train=o.do_train, do_eval=o.do_eval,
-                                   evaluate_every_checkpoint=True, keep_best=True)
-    if o.do_train:
-        n = len(splits["train"])
-        print(f"{o.task_name}: {n} training questions, batch {training.train_batch_size}, "
-              f"{training.num_train_steps} steps ({training.num_train_steps * training.train_batch_size / n:.1f} "
-              f"epochs), lr {training.learning_rate:g}, warmup {training.num_warmup_steps}", file=stream, flush=True)
-    task = MultipleChoiceTask(o, splits, arrays)
-    outcome = train_and_evaluate(task, training, strategy, stream=stream)
-    trainer = outcome["trainer"]
-    results = {"task": task.name, "final_step": outcome["final_step"], "initialized_from": outcome["initialized_from"]}
-    if "summary" in outcome:
-        results["eval"] = summary = outcome["summary"]
-        print("eval: " + eval_line(summary, levels=o.task_name == "race"), file=stream, flush=True)
-
-    def probabilities(split, batch_size):
-        return trainer.per_example_outputs(task.split_dataset(split, batch_size), batch_size)["probabilities"]
-
-    # predictions and the export come from the best dev checkpoint (restored by the driver)
-    if o.do_eval:
-        results["dev_predictions"] = write_predictions(files.join(o.output_dir, "dev_predictions.jsonl"),
-                                                       splits["dev"], probabilities("dev", training.eval_batch_size))
-    if o.do_predict:
-        path = write_predictions(files.join(o.output_dir, "predictions.jsonl"), splits["test"],
-                                 probabilities("test", o.predict_batch_size))
-        results["predictions"] = path
-        print(f"wrote {path} ({len(splits['test'])} questions)", file=stream, flush=True)
-    if o.export_dir:
-        from albert_tf.tasks.race.export import export_multiple_choice
-
-        results["export_dir"] = export_multiple_choice(
-            trainer.model_in("float32"), spm_file_for(o), o.export_dir, do_lower_case=o.do_lower_case,
-            max_seq_length=o.max_seq_length, max_qa_length=o.max_qa_length,
-            widths=bucket_widths(o.max_seq_length, o.length_buckets),
-            extra_info={"task_name": o.task_name, "global_step": outcome["final_step"],
-                        "initialized_from": outcome["initialized_from"]},
-            made_by=sessions.made_by(training.session, trainer.precision))
-        print(f"exported the multiple-choice model (raw article, question, options in) to {results['export_dir']}",
-              file=stream, flush=True)
-    return results

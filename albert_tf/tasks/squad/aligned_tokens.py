@@ -1,6 +1,6 @@
 """In-graph SentencePiece pieces of one string with their character spans in the ORIGINAL text.
 
-The TensorFlow twin of `albert_tf.tasks.squad.alignment.tokenize_context` (read its docstring for
+The TensorFlow twin of `albert_tf.tasks.squad.alignment.tokenize_context` (docs/squad.md for
 the rules), for SavedModels that take raw text and answer with spans of it:
 
     tokenizer = ReleaseTokenizer(spm_bytes)  # albert_tf.export.release_tokenizer
@@ -9,18 +9,7 @@ the rules), for SavedModels that take raw text and answer with spans of it:
     # text[starts[k]:ends[k]] is piece k's text (characters, i.e. Unicode code points, as
     # Python indexes str)
 
-Normalisation is done character by character so that every normalised character keeps the
-[start, end) of the original characters it came from: whitespace runs -> one space (ends
-dropped; `` and '' stay, as in the release), then albert_tf.export.normalization's
-NFKD with the characters of non-zero combining class dropped (each result character keeps its
-source's span) and lower-casing (one character to one). The joined result is the
-preprocessing model's `normalize(text)`, so the ids are the ones the preprocessing SavedModel
-gives. The tokenizer's byte offsets into that string (SentencePiece's; for a piece the release
-splits, "▁7," -> "▁7" ",", the comma's span is the comma and the other parts lie inside the
-piece's span, release_tokenizer) are mapped to normalised characters and then to the original
-characters; blank characters (unicode_tables.BLANK: whitespace, control
-and format characters) at a piece's edges are left out of its span, and a piece made only of
-them (a bare "▁") gets the empty span at the next solid character.
+How the spans are found: docs/squad.md, "How the alignment works" (its in-graph twin).
 
 Everything is plain TensorFlow and tensorflow_text ops (no py_function), so it is saved
 inside a SavedModel and runs in a fresh process after `import tensorflow_text`.

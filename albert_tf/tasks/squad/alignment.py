@@ -5,27 +5,7 @@ back to text).
     context = tokenize_context(example.context_text, tokenizer)   # ContextTokens
     context.char_span_to_tokens(answer_start, answer_end)          # (first, last) piece
 
-Character alignment (exact, no LCS). The context is normalised the way `preprocess_text`
-does it (whitespace runs collapsed and stripped, NFKD with the characters of non-zero
-combining class dropped, lower-cased; `` and '' are kept, as in the release), but built
-unit by unit so that every normalised character keeps the [start, end) of the original
-characters it came from. SentencePiece then encodes the normalised string
-(`return_type="proto"`, or `EncodeAsImmutableProto` on older sentencepiece), which gives each
-piece its begin/end byte offsets into that string; the two maps composed give every piece
-its span in the ORIGINAL context. Whitespace (and the control/format characters
-SentencePiece treats as such, e.g. U+200B) at the edges of a piece's surface is left out of
-its span; a piece with nothing else (a bare "▁") gets the empty span (p, p) at the original
-offset of the next character. One original character that normalises to several (the "ﬁ"
-ligature -> "fi") gives every piece made of it the whole character, so such neighbours share
-a span.
-
-The pieces are the release's `encode_pieces` (tokenization.encode_pieces): a piece that ends
-in "," after a digit ("▁2016,") is replaced by the pieces of its text before the comma and
-the piece "," (`split_digit_comma`). Those pieces get their own spans: the comma's is the
-comma's character, and the others' come from encoding the text before the comma with
-offsets, so they fall inside the original piece's span ("2016" of "2016,"). The piece ids
-are exactly `SentencePieceTokenizer.encode(context)`, so an answer "February 7, 2016" ends
-at the piece "▁2016" and its text has no trailing comma.
+How the spans are found (exact, no LCS): docs/squad.md, "How the alignment works".
 """
 
 import dataclasses

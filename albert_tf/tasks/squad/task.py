@@ -1,17 +1,8 @@
-"""The SQuAD task (v1.1 and v2.0): for `python -m albert_tf.run_squad_v1` / `run_squad_v2`.
-
-As the release's run_squad_v1.py / run_squad_v2.py: windowed features ([CLS] question [SEP]
-context [SEP], albert_tf.tasks.squad, cached as TFRecords beside a settings sidecar and
-rebuilt when the settings, tokenizer or input change), the v1 linear start/end head or the
-v2 XLNet-style head (albert_tf.modeling.question_answering), the release's losses averaged
-over the global batch, AdamW with linear warmup and decay, num_train_steps =
-int(train features / train_batch_size * num_train_epochs). Training runs through the
-driver (checkpoints, resume, TensorBoard, curves, NaN stop); prediction runs after
-training from the final weights (with --best_checkpoint: from the checkpoint that scored
-best on the predict file, scored at every checkpoint; with --do_predict alone, from
-output_dir's best checkpoint where a --best_checkpoint run kept one, else its newest) and
-writes predictions.json, nbest_predictions.json, (v2) null_odds.json and, when the predict
-file holds answers, the official metrics in eval_results.json.
+"""The SQuAD task (v1.1 and v2.0): for `python -m albert_tf.run_squad_v1` / `run_squad_v2`
+(the release's recipe, the steps, which checkpoint predicts and what is written:
+docs/squad.md). Prediction writes predictions.json, nbest_predictions.json, (v2)
+null_odds.json and, when the predict file holds answers, the official metrics in
+eval_results.json.
 
 Shape legend: B batch, T max_seq_length, k1 start_n_top, k2 end_n_top.
 """
@@ -23,69 +14,21 @@ import sys
 import numpy as np
 import tensorflow as tf
 
-from albert_tf.data.bucket_widths import bucket_widths
 from albert_tf.data.buckets import bucketed_batches, cut_to_width
 from albert_tf.modeling.encoder import INPUT_NAMES
-from albert_tf.storage import atomic
-from albert_tf.storage.report import CheckpointMismatchError
-from albert_tf.tasks.common import (check_model_source, check_outputs, check_training, encoder_for, initialize_from,
-                                    spm_file_for, start_run)
+from albert_tf.modeling.question_answering import QUESTION_ANSWERING_WEIGHTS, AlbertForQuestionAnswering
+from albert_tf.tasks.common import check_model_source, spm_file_for
+from albert_tf.tasks.fine_tuning import FineTuningTask
 from albert_tf.tasks.squad.options import SquadOptions  # noqa: F401 (re-exported)
 from albert_tf.training.checkpoints import BEST_DIR
-from albert_tf.training import sessions
-from albert_tf.training.driver import train_and_evaluate
-from albert_tf.training.task import EXAMPLE_INDEX, Task
+from albert_tf.training.driver import write_eval_results
+from albert_tf.training.task import EXAMPLE_INDEX
 from albert_tf.storage import files
 
 SEQUENCE_INPUTS = INPUT_NAMES + ("p_mask",)
 PADDING_LOGIT = -1e9
 VERSIONS = ("v1", "v2")
 NO_ANSWER_WARNING_SHARE = 0.95
-
-
-def check_options(o, training):
-    """run_squad's checks, in one place: raises ValueError for bad values, combinations or
-    missing inputs, naming the flags; runs before anything is written."""
-    check_training(o, training, warmup=False)
-    if o.version not in VERSIONS:
-        raise ValueError(f"version must be one of {', '.join(VERSIONS)}, got {o.version!r}.")
-    if not o.output_dir:
-        raise ValueError("--output_dir is required.")
-    if files.exists(o.output_dir) and not files.isdir(o.output_dir):
-        raise ValueError(f"--output_dir={o.output_dir} exists and is not a directory.")
-    if not (o.do_train or o.do_predict or o.export_dir):
-        raise ValueError("at least one of --do_train, --do_predict and --export_dir is needed.")
-    if o.do_train and not o.train_file:
-        raise ValueError("--do_train needs --train_file (a SQuAD JSON file).")
-    if o.do_predict and not o.predict_file:
-        raise ValueError("--do_predict needs --predict_file (a SQuAD JSON file).")
-    if o.best_checkpoint and not (o.do_train and o.do_predict):
-        raise ValueError("--best_checkpoint needs --do_train and --do_predict (it scores --predict_file at every "
-                         "checkpoint of training).")
-    for flag, path, on in (("train_file", o.train_file, o.do_train), ("predict_file", o.predict_file, o.do_predict)):
-        if on and not files.isfile(path):
-            raise ValueError(f"--{flag}={path} does not exist or is not a file.")
-    check_model_source(o)
-    if o.max_seq_length - o.max_query_length - 3 < 1:
-        raise ValueError(f"--max_seq_length ({o.max_seq_length}) must exceed --max_query_length "
-                         f"({o.max_query_length}) + 3 to leave room for the context.")
-    if not 0 <= o.warmup_proportion <= 1:
-        raise ValueError(f"--warmup_proportion must be in [0, 1], got {o.warmup_proportion}.")
-    if o.version == "v2":
-        for name in ("start_n_top", "end_n_top"):
-            if getattr(o, name) <= 0:
-                raise ValueError(f"--{name} must be positive, got {getattr(o, name)}.")
-            if getattr(o, name) > o.max_seq_length:
-                raise ValueError(f"--{name} ({getattr(o, name)}) exceeds --max_seq_length ({o.max_seq_length}).")
-        if not 0 <= o.dropout_prob < 1:
-            raise ValueError(f"--dropout_prob must be in [0, 1), got {o.dropout_prob}.")
-    for flag, path in (("train_feature_file", o.train_feature_file), ("predict_feature_file", o.predict_feature_file)):
-        if path and files.isdir(path):
-            raise ValueError(f"--{flag}={path} is a directory; give a file path.")
-    check_outputs(o, caches=(("train_feature_file", o.train_features_path, o.do_train),
-                             ("predict_feature_file", o.predict_features_path, o.do_predict)),
-                  inputs=(("train_file", o.train_file), ("predict_file", o.predict_file)))
-    sessions.check_settings(o.output_dir, training.session)  # the run's previous training
 
 
 def _feature_columns(arrays, with_labels):
@@ -98,7 +41,7 @@ def _feature_columns(arrays, with_labels):
     return {k: np.asarray(v, np.int32) for k, v in columns.items()}
 
 
-class SquadTask(Task):
+class SquadTask(FineTuningTask):
     """SQuAD v1.1 / v2.0 fine-tuning (see module docstring).
 
     Args:
@@ -112,45 +55,173 @@ class SquadTask(Task):
 
     # the training input is from_tensor_slices of numpy arrays: the iterator is checkpointed
     checkpointable_input = True
+    served = "the QA model (raw question and context in)"
+    weights_file = QUESTION_ANSWERING_WEIGHTS
 
     def __init__(self, options, train_arrays=None, dev=None, keep_best=False):
         self.options = options
         self.name = f"squad_{options.version}"
         self.train_arrays = train_arrays
         self.dev = dev
+        self.keep_best = keep_best
         # the official metric picks the best checkpoint (v2: at its best null-odds threshold,
         # as the release reports v2)
         self.best_metric = ("f1" if options.version == "v1" else "best_f1") if keep_best else None
         self._pretrainer = None
+        self.predict_cache = None  # the prediction features (load_or_build_features' answer)
+        self.schedule = None  # (steps, warmup) of the training features
+        self.counts = {}  # num_train_features, num_train_steps
 
-    # --- model -------------------------------------------------------------------------
-
-    def build_model(self):
-        from albert_tf.modeling.question_answering import AlbertForQuestionAnswering
-
+    def head(self, encoder):
         o = self.options
-        encoder, self._pretrainer = encoder_for(o)
         return AlbertForQuestionAnswering(encoder, version=o.version, start_n_top=o.start_n_top,
                                           end_n_top=o.end_n_top, dropout_prob=o.dropout_prob)
 
-    def initialize(self, model):
-        from albert_tf.modeling.question_answering import QUESTION_ANSWERING_WEIGHTS, AlbertForQuestionAnswering
+    def check_init_directory(self, directory):
+        version = AlbertForQuestionAnswering.read_settings(directory)["version"]
+        if version != self.options.version:
+            raise ValueError(f"--init_checkpoint={directory} holds a SQuAD {version} head; this is "
+                             f"run_squad_{self.options.version}.")
+
+    # --- the lifecycle's hooks (albert_tf.tasks.fine_tuning) ---------------------------------
+
+    @staticmethod
+    def check_task(o):
+        if o.version not in VERSIONS:
+            raise ValueError(f"version must be one of {', '.join(VERSIONS)}, got {o.version!r}.")
+        if not o.output_dir:
+            raise ValueError("--output_dir is required.")
+        if files.exists(o.output_dir) and not files.isdir(o.output_dir):
+            raise ValueError(f"--output_dir={o.output_dir} exists and is not a directory.")
+        if not (o.do_train or o.do_predict or o.export_dir):
+            raise ValueError("at least one of --do_train, --do_predict and --export_dir is needed.")
+        if o.do_train and not o.train_file:
+            raise ValueError("--do_train needs --train_file (a SQuAD JSON file).")
+        if o.do_predict and not o.predict_file:
+            raise ValueError("--do_predict needs --predict_file (a SQuAD JSON file).")
+        if o.best_checkpoint and not (o.do_train and o.do_predict):
+            raise ValueError("--best_checkpoint needs --do_train and --do_predict (it scores --predict_file at every "
+                             "checkpoint of training).")
+        for flag, on in (("train_file", o.do_train), ("predict_file", o.do_predict)):
+            path = getattr(o, flag)
+            if on and not files.isfile(path):
+                raise ValueError(f"--{flag}={path} does not exist or is not a file.")
+        check_model_source(o)
+        if o.max_seq_length - o.max_query_length - 3 < 1:
+            raise ValueError(f"--max_seq_length ({o.max_seq_length}) must exceed --max_query_length "
+                             f"({o.max_query_length}) + 3 to leave room for the context.")
+        if not 0 <= o.warmup_proportion <= 1:
+            raise ValueError(f"--warmup_proportion must be in [0, 1], got {o.warmup_proportion}.")
+        if o.version == "v2":
+            for name in ("start_n_top", "end_n_top"):
+                if getattr(o, name) <= 0:
+                    raise ValueError(f"--{name} must be positive, got {getattr(o, name)}.")
+                if getattr(o, name) > o.max_seq_length:
+                    raise ValueError(f"--{name} ({getattr(o, name)}) exceeds --max_seq_length ({o.max_seq_length}).")
+            if not 0 <= o.dropout_prob < 1:
+                raise ValueError(f"--dropout_prob must be in [0, 1), got {o.dropout_prob}.")
+        for flag in ("train_feature_file", "predict_feature_file"):
+            path = getattr(o, flag)
+            if path and files.isdir(path):
+                raise ValueError(f"--{flag}={path} is a directory; give a file path.")
+
+    @staticmethod
+    def feature_caches(o):
+        return (("train_feature_file", o.train_features_path, o.do_train),
+                ("predict_feature_file", o.predict_features_path, o.do_predict))
+
+    @staticmethod
+    def data_inputs(o):
+        return (("train_file", o.train_file), ("predict_file", o.predict_file))
+
+    @classmethod
+    def read(cls, o, stream):
+        from albert_tf.data.tokenization import SentencePieceTokenizer
+        from albert_tf.tasks.squad.metrics import read_questions
+        from albert_tf.tasks.squad.reading import read_squad_examples
+
+        if o.do_train:
+            read_squad_examples(o.train_file, True, o.version)
+        if o.do_predict:
+            read_squad_examples(o.predict_file, False, o.version)
+        questions = read_questions(o.predict_file) if o.best_checkpoint else None
+        if questions is not None and not any(q["answers"] for q in questions):
+            raise ValueError(f"--best_checkpoint: --predict_file={o.predict_file} holds no gold answers to score "
+                             "checkpoints by.")
+        return questions, SentencePieceTokenizer(spm_file_for(o), do_lower_case=o.do_lower_case)
+
+    @classmethod
+    def prepare(cls, o, inputs, training, stream):
+        from albert_tf.tasks.squad.cache import load_or_build_features, read_feature_arrays
+        from albert_tf.tasks.squad.features import FeatureSettings
+
+        questions, tokenizer = inputs
+        train_arrays, schedule, counts = None, None, {}
+        if o.do_train:
+            settings = FeatureSettings(o.max_seq_length, o.doc_stride, o.max_query_length, True, o.version)
+            cache = load_or_build_features(o.train_file, o.train_features_path, tokenizer, settings)
+            print(f"training features {cache.feature_file}: {cache.num_features} ({cache.reason})", file=stream,
+                  flush=True)
+            if not cache.num_features:
+                raise ValueError(f"--train_file={o.train_file} gave no training features.")
+            train_arrays = read_feature_arrays(cache.feature_file)
+            steps = int(cache.num_features / training.train_batch_size * o.num_train_epochs)
+            if steps < 1:
+                raise ValueError(f"{cache.num_features} training features / --train_batch_size="
+                                 f"{training.train_batch_size} x --num_train_epochs={o.num_train_epochs} is no step.")
+            schedule = steps, int(steps * o.warmup_proportion)
+            counts = {"num_train_features": cache.num_features, "num_train_steps": steps}
+            print(f"squad {o.version}: {cache.num_features} features, batch {training.train_batch_size}, {steps} "
+                  f"steps ({o.num_train_epochs:g} epochs), lr {training.learning_rate:g}, warmup {schedule[1]}",
+                  file=stream, flush=True)
+        predict_cache = None
+        if o.do_predict:
+            settings = FeatureSettings(o.max_seq_length, o.doc_stride, o.max_query_length, False, o.version)
+            predict_cache = load_or_build_features(o.predict_file, o.predict_features_path, tokenizer, settings)
+            print(f"prediction features {predict_cache.feature_file}: {predict_cache.num_features} "
+                  f"({predict_cache.reason})", file=stream, flush=True)
+            if not predict_cache.num_features:
+                raise ValueError(f"--predict_file={o.predict_file} gave no features.")
+        dev = None if questions is None else DevSet(predict_cache.features, predict_cache.examples, questions)
+        # prediction alone in the output_dir of a --best_checkpoint run: from its best checkpoint, as
+        # the training run predicted (the release's model.ckpt-best)
+        from_best = not o.do_train and files.isdir(files.join(o.output_dir, BEST_DIR))
+        task = cls(o, train_arrays, dev, keep_best=o.best_checkpoint or from_best)
+        task.predict_cache, task.schedule, task.counts = predict_cache, schedule, counts
+        return task
+
+    def driver_options(self, training):
+        o, evaluates = self.options, self.dev is not None
+        steps, warmup = self.schedule or (max(training.num_train_steps, 1), 0)
+        return dataclasses.replace(training, output_dir=o.output_dir, do_train=o.do_train, do_eval=evaluates,
+                                   num_train_steps=steps, num_warmup_steps=warmup, evaluate_every_checkpoint=evaluates,
+                                   keep_best=self.keep_best, max_eval_steps=None, eval_batch_size=o.predict_batch_size)
+
+    def report(self, outcome, results, stream):
+        results.update(self.counts)
+        best = outcome["best"]
+        if best is not None:
+            results["best_step"] = best["step"]
+            print(f"predicting from the best checkpoint, {files.join(BEST_DIR, best['checkpoint'])} (step "
+                  f"{best['step']} of {outcome['final_step']}, {self.best_metric} "
+                  f"{best['metrics'][self.best_metric]:.4f})", file=stream, flush=True)
+
+    def export(self, outcome, results, made_by):
+        from albert_tf.tasks.squad.export import export_question_answering
 
         o = self.options
-
-        def same_version(directory):
-            version = AlbertForQuestionAnswering.read_settings(directory)["version"]
-            if version != o.version:
-                raise ValueError(f"--init_checkpoint={directory} holds a SQuAD {version} head; this is "
-                                 f"run_squad_{o.version}.")
-
-        return initialize_from(o, model, self._pretrainer, QUESTION_ANSWERING_WEIGHTS, same_version)
+        metrics = results.get("metrics") or {}
+        # v2: the threshold of predictions_best_f1_thresh.json; none without metrics to find it
+        extra = ({"null_threshold": float(metrics["best_f1_reachable_thresh"])}
+                 if "best_f1_reachable_thresh" in metrics else {})
+        return export_question_answering(
+            outcome["trainer"].model_in("float32"), spm_file_for(o), o.export_dir, do_lower_case=o.do_lower_case,
+            max_seq_length=o.max_seq_length, doc_stride=o.doc_stride, max_query_length=o.max_query_length,
+            n_best_size=o.n_best_size, max_answer_length=o.max_answer_length, widths=self.widths,
+            extra_info=dict(extra, global_step=outcome["final_step"], initialized_from=outcome["initialized_from"]),
+            made_by=made_by)
 
     # --- data ----------------------------------------------------------------------------
-
-    @property
-    def widths(self):
-        return bucket_widths(self.options.max_seq_length, self.options.length_buckets)
 
     def train_dataset(self, input_context, batch_size, skip_batches):
         columns = _feature_columns(self.train_arrays, with_labels=True)
@@ -278,14 +349,28 @@ class SquadTask(Task):
         metrics["no_answer_questions"] = share["no_answer"]
         return metrics
 
-    def predict(self, trainer, features, examples, predict_file, stream=None):
-        """Runs the model over the prediction features and writes predictions.json,
-        nbest_predictions.json, (v2) null_odds.json and, when `predict_file` holds
-        answers, the official metrics (returned; None otherwise)."""
+    def predict(self, outcome, training, results, stream):
+        """With --do_predict: predictions.json, nbest_predictions.json, (v2) null_odds.json and,
+        when --predict_file holds answers, the official metrics (results["metrics"], None
+        otherwise) in eval_results.json / .txt."""
+        o = self.options
+        if not o.do_predict:
+            return
+        if not outcome["resumed_from"] and not o.do_train:
+            print(f"WARNING: --do_predict without --do_train and no checkpoint in {o.output_dir}: predicting with the "
+                  f"starting weights ({outcome['initialized_from']}).", file=sys.stderr, flush=True)
+        results["predictions"] = files.join(o.output_dir, "predictions.json")
+        results["metrics"] = metrics = self._answer_and_score(outcome["trainer"], stream)
+        if metrics is not None:
+            self._write_eval_results(metrics, outcome, stream)
+
+    def _answer_and_score(self, trainer, stream):
+        """The prediction files and (None without gold answers) the official metrics."""
         from albert_tf.tasks.squad import metrics as squad_metrics
         from albert_tf.tasks.squad import postprocess as squad_postprocess
 
         o = self.options
+        features, examples, predict_file = self.predict_cache.features, self.predict_cache.examples, o.predict_file
         outputs = trainer.per_example_outputs(self.predict_dataset(features, o.predict_batch_size),
                                               o.predict_batch_size)
         outputs.pop("_batches", None)
@@ -297,7 +382,7 @@ class SquadTask(Task):
         metrics = self.score(questions, result)
         if metrics is None:
             print(f"{predict_file} holds no answers: no metrics.", file=stream, flush=True)
-            return None, result
+            return None
         answerable = [q for q in questions if q["answers"]]
         if o.version == "v1":
             if metrics["questions_without_answers"]:
@@ -317,7 +402,23 @@ class SquadTask(Task):
                 print(f"NOTE: {squad_postprocess.BEST_F1_FILE} scores {metrics['best_f1_reachable']:.4f} at threshold "
                       f"{metrics['best_f1_reachable_thresh']!r}, best_f1 {metrics['best_f1']:.4f}: "
                       f"{metrics['best_f1_note']}.", file=stream, flush=True)
-        return metrics, result
+        return metrics
+
+
+    def _write_eval_results(self, metrics, outcome, stream):
+        """eval_results.json / .txt of the predictions' metrics, and the eval line."""
+        o = self.options
+        summary = {k: (float(v) if isinstance(v, (float, np.floating)) else v) for k, v in metrics.items()}
+        summary.update(initialized_from=outcome["initialized_from"], global_step=outcome["final_step"],
+                       task=self.name, predict_file=os.path.abspath(o.predict_file))
+        if outcome["best"] is not None:  # the weights predicted with: the best checkpoint's
+            summary.update(best_step=outcome["best"]["step"], metric=self.best_metric,
+                           checkpoint=files.join("best", outcome["best"]["checkpoint"]))
+        summary.update(outcome["precision"].as_dict())
+        write_eval_results(o.output_dir, summary)
+        keys = ("exact_match", "f1") if o.version == "v1" else ("exact", "f1", "best_exact", "best_f1",
+                                                                  "no_answer_share")
+        print("eval: " + ", ".join(f"{k} {summary[k]:.4f}" for k in keys), file=stream, flush=True)
 
 
 @dataclasses.dataclass
@@ -329,130 +430,4 @@ class DevSet:
     questions: list
 
 
-def run(o, training, stream=None):
-    """Trains and predicts as the options say.
-
-    Args:
-        o: SquadOptions (check_options passed).
-        training: TrainingOptions (batch size, learning rate, checkpoints, ...); the
-            number of steps and warmup are computed here from the training features.
-
-    Returns:
-        dict: final_step, initialized_from, num_train_features, num_train_steps,
-        predictions (path), metrics (or None), export_dir (with --export_dir).
-    """
-    check_options(o, training)
-    # a run refused for its starting weights (--init_checkpoint) leaves no output_dir it made
-    with atomic.removed_if_refused(o.output_dir, CheckpointMismatchError):
-        return _run(o, training, stream)
-
-
-def _run(o, training, stream):
-    from albert_tf.tasks.squad.cache import load_or_build_features, read_feature_arrays
-    from albert_tf.tasks.squad.features import FeatureSettings
-    from albert_tf.tasks.squad.metrics import read_questions
-    from albert_tf.tasks.squad.reading import read_squad_examples
-    from albert_tf.data.tokenization import SentencePieceTokenizer
-
-    # read (and check) the input before anything is written
-    if o.do_train:
-        read_squad_examples(o.train_file, True, o.version)
-    if o.do_predict:
-        read_squad_examples(o.predict_file, False, o.version)
-    questions = read_questions(o.predict_file) if o.best_checkpoint else None
-    if questions is not None and not any(q["answers"] for q in questions):
-        raise ValueError(f"--best_checkpoint: --predict_file={o.predict_file} holds no gold answers to score "
-                         "checkpoints by.")
-    tokenizer = SentencePieceTokenizer(spm_file_for(o), do_lower_case=o.do_lower_case)
-    strategy = start_run(o)
-    results = {}
-    train_arrays = None
-    steps, warmup = 1, 0
-    if o.do_train:
-        settings = FeatureSettings(o.max_seq_length, o.doc_stride, o.max_query_length, True, o.version)
-        cache = load_or_build_features(o.train_file, o.train_features_path, tokenizer, settings)
-        print(f"training features {cache.feature_file}: {cache.num_features} ({cache.reason})", file=stream,
-              flush=True)
-        if not cache.num_features:
-            raise ValueError(f"--train_file={o.train_file} gave no training features.")
-        train_arrays = read_feature_arrays(cache.feature_file)
-        steps = int(cache.num_features / training.train_batch_size * o.num_train_epochs)
-        if steps < 1:
-            raise ValueError(f"{cache.num_features} training features / --train_batch_size="
-                             f"{training.train_batch_size} x --num_train_epochs={o.num_train_epochs} is no step.")
-        warmup = int(steps * o.warmup_proportion)
-        results.update(num_train_features=cache.num_features, num_train_steps=steps)
-        print(f"squad {o.version}: {cache.num_features} features, batch {training.train_batch_size}, {steps} steps "
-              f"({o.num_train_epochs:g} epochs), lr {training.learning_rate:g}, warmup {warmup}", file=stream,
-              flush=True)
-    predict_cache = None
-    if o.do_predict:
-        settings = FeatureSettings(o.max_seq_length, o.doc_stride, o.max_query_length, False, o.version)
-        predict_cache = load_or_build_features(o.predict_file, o.predict_features_path, tokenizer, settings)
-        print(f"prediction features {predict_cache.feature_file}: {predict_cache.num_features} "
-              f"({predict_cache.reason})", file=stream, flush=True)
-        if not predict_cache.num_features:
-            raise ValueError(f"--predict_file={o.predict_file} gave no features.")
-    dev = None if questions is None else DevSet(predict_cache.features, predict_cache.examples, questions)
-    # prediction alone in the output_dir of a --best_checkpoint run: from its best checkpoint, as
-    # the training run predicted (the release's model.ckpt-best)
-    from_best = not o.do_train and files.isdir(files.join(o.output_dir, BEST_DIR))
-    training = dataclasses.replace(training, output_dir=o.output_dir, do_train=o.do_train, do_eval=dev is not None,
-                                   num_train_steps=steps if o.do_train else max(training.num_train_steps, 1),
-                                   num_warmup_steps=warmup, evaluate_every_checkpoint=dev is not None,
-                                   keep_best=o.best_checkpoint or from_best, max_eval_steps=None,
-                                   eval_batch_size=o.predict_batch_size)
-    task = SquadTask(o, train_arrays, dev, keep_best=training.keep_best)
-    outcome = train_and_evaluate(task, training, strategy, stream=stream)
-    trainer = outcome["trainer"]
-    results.update(final_step=outcome["final_step"], initialized_from=outcome["initialized_from"])
-    if outcome["best"] is not None:
-        results["best_step"] = outcome["best"]["step"]
-        print(f"predicting from the best checkpoint, {files.join(BEST_DIR, outcome['best']['checkpoint'])} (step "
-              f"{outcome['best']['step']} of {outcome['final_step']}, {task.best_metric} "
-              f"{outcome['best']['metrics'][task.best_metric]:.4f})", file=stream, flush=True)
-    if o.do_predict:
-        _predict_and_score(task, trainer, outcome, predict_cache, results, stream)
-    if o.export_dir:
-        from albert_tf.tasks.squad.export import export_question_answering
-
-        metrics = results.get("metrics") or {}
-        # v2: the threshold of predictions_best_f1_thresh.json; none without metrics to find it
-        extra = ({"null_threshold": float(metrics["best_f1_reachable_thresh"])}
-                 if "best_f1_reachable_thresh" in metrics else {})
-        results["export_dir"] = export_question_answering(
-            trainer.model_in("float32"), spm_file_for(o), o.export_dir, do_lower_case=o.do_lower_case,
-            max_seq_length=o.max_seq_length, doc_stride=o.doc_stride, max_query_length=o.max_query_length,
-            n_best_size=o.n_best_size, max_answer_length=o.max_answer_length,
-            widths=bucket_widths(o.max_seq_length, o.length_buckets),
-            extra_info=dict(extra, global_step=outcome["final_step"], initialized_from=outcome["initialized_from"]),
-            made_by=sessions.made_by(training.session, trainer.precision))
-        print(f"exported the QA model (raw question and context in) to {results['export_dir']}", file=stream,
-              flush=True)
-    return results
-
-
-def _predict_and_score(task, trainer, outcome, predict_cache, results, stream):
-    """Prediction after training (SquadTask.predict: the files, the metrics), then
-    eval_results.json / .txt and the eval line."""
-    o = task.options
-    if not outcome["resumed_from"] and not o.do_train:
-        print(f"WARNING: --do_predict without --do_train and no checkpoint in {o.output_dir}: predicting with the "
-              f"starting weights ({outcome['initialized_from']}).", file=sys.stderr, flush=True)
-    metrics, _ = task.predict(trainer, predict_cache.features, predict_cache.examples, o.predict_file, stream=stream)
-    results["predictions"] = files.join(o.output_dir, "predictions.json")
-    results["metrics"] = metrics
-    if metrics is not None:
-        summary = {k: (float(v) if isinstance(v, (float, np.floating)) else v) for k, v in metrics.items()}
-        summary.update(initialized_from=outcome["initialized_from"], global_step=outcome["final_step"],
-                       task=task.name, predict_file=os.path.abspath(o.predict_file))
-        if outcome["best"] is not None:  # the weights predicted with: the best checkpoint's
-            summary.update(best_step=outcome["best"]["step"], metric=task.best_metric,
-                           checkpoint=files.join("best", outcome["best"]["checkpoint"]))
-        summary.update(outcome["precision"].as_dict())
-        atomic.write_json(files.join(o.output_dir, "eval_results.json"), summary)
-        atomic.write_text(files.join(o.output_dir, "eval_results.txt"),
-                          "".join(f"{k} = {summary[k]}\n" for k in sorted(summary)))
-        keys = ("exact_match", "f1") if o.version == "v1" else ("exact", "f1", "best_exact", "best_f1",
-                                                                  "no_answer_share")
-        print("eval: " + ", ".join(f"{k} {summary[k]:.4f}" for k in keys), file=stream, flush=True)
+check_options = SquadTask.check_options
