@@ -15,17 +15,18 @@ import types
 import typing
 
 
-def define_command(flag_values, command):
+def define_command(flag_values, command, module_name=None):
     """Defines the flags of `command` (a storage.options.Command) in `flag_values` (None:
     absl's global FLAGS): one per field, under the command's flag name, with the command's
-    default and the field's help and type. Returns {flag name: field name}."""
+    default and the field's help and type, filed under the module `module_name` (default: the
+    caller's). Returns {flag name: field name}."""
     from absl import flags
 
     from albert_tf.storage.options import CHOICES
 
     flag_values = flags.FLAGS if flag_values is None else flag_values
 
-    module = _caller_module_name()
+    module = _absl_module_name(module_name) if module_name else _caller_module_name()
     made = {}
     for cls, field in command.fields():
         flag_name = command.flag_name(field)
@@ -157,5 +158,8 @@ def _caller_module_name():
     frame = sys._getframe(1)
     while frame is not None and frame.f_globals.get("__name__") == __name__:
         frame = frame.f_back
-    name = frame.f_globals.get("__name__") if frame is not None else None
+    return _absl_module_name(frame.f_globals.get("__name__") if frame is not None else None)
+
+
+def _absl_module_name(name):
     return sys.argv[0] if name == "__main__" else name

@@ -3,7 +3,6 @@ run_squad_v2), made once from its options record (`fine_tuning_command`); import
 TensorFlow: `run` imports the task's module."""
 
 import importlib
-import types
 
 from albert_tf import entry_points, option_flags
 
@@ -20,15 +19,8 @@ def fine_tuning_command(module_name, commands, options_class, task, variant=None
         task: "module:Class" of its FineTuningTask.
         variant: this module's; the functions take another as their last argument.
     """
-    define_command = option_flags.define_command
-
     def define_flags(flag_values, version=variant):
-        define_command(flag_values, commands[version])
-
-    # the code above as the entry point's own: absl files the flags under the module of the code
-    # that defines them (option_flags' caller), which is the command's
-    define_flags = types.FunctionType(define_flags.__code__, {"__name__": module_name}, "define_flags", (variant,),
-                                      define_flags.__closure__)
+        option_flags.define_command(flag_values, commands[version], module_name=module_name)
 
     def options_from_flags(f, version=variant):
         """-> (task options, TrainingOptions), every field from its flag (the record's positive
