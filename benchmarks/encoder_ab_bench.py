@@ -49,7 +49,8 @@ def main(argv=None):
             result = runs["result"]["median"][figure]
             rows.append({"cell": name, "figure": figure, "base": base, "result": result, "ratio": result / base})
             print(f"{name:<16}{figure:<26}{base:>14.4g}{result:>14.4g}{result / base:>8.3f}", flush=True)
-    harness.write_results(harness.output_dir(f.output_dir), dict(cell, trees=trees, rounds=f.rounds), rows)
+    harness.write_results(harness.output_dir(f.output_dir), dict(cell, trees=trees, rounds=f.rounds,
+                                                                  machine=harness.machine()), rows)
 
 
 if __name__ == "__main__":
