@@ -14,6 +14,12 @@ import sys
 import types
 import typing
 
+from absl import flags as absl_flags
+
+# absl files a flag under the module that defines it: the first caller outside this module (the
+# command's module, or its path when run as `python -m`), not this one
+absl_flags.disclaim_key_flags()
+
 
 def define_command(flag_values, command, module_name=None):
     """Defines the flags of `command` (a storage.options.Command) in `flag_values` (None:
@@ -26,7 +32,7 @@ def define_command(flag_values, command, module_name=None):
 
     flag_values = flags.FLAGS if flag_values is None else flag_values
 
-    module = _absl_module_name(module_name) if module_name else _caller_module_name()
+    module = sys.argv[0] if module_name == "__main__" else module_name  # absl names the main module by its path
     made = {}
     for cls, field in command.fields():
         flag_name = command.flag_name(field)
@@ -150,16 +156,3 @@ def _define_flag(flag_values, name, kind, default, help_text, choices, module):
         define = {bool: flags.DEFINE_bool, int: flags.DEFINE_integer, float: flags.DEFINE_float,
                   str: flags.DEFINE_string, list: flags.DEFINE_list}[kind]
         define(name, default, help_text, **args)
-
-
-def _caller_module_name():
-    """The name absl gives the module that defines the flags: the first caller outside this
-    module (the command's, or its path when run as `python -m`, as absl names the main module)."""
-    frame = sys._getframe(1)
-    while frame is not None and frame.f_globals.get("__name__") == __name__:
-        frame = frame.f_back
-    return _absl_module_name(frame.f_globals.get("__name__") if frame is not None else None)
-
-
-def _absl_module_name(name):
-    return sys.argv[0] if name == "__main__" else name
