@@ -52,10 +52,12 @@ class PlainParts:
 
 
 class SubLayer(keras.layers.Layer):
-    """What the encoder asks of a sharable sub-layer: its Dense and Dropout layers, in call order.
-    Its config: the attributes named in `CONFIG`."""
+    """What the encoder asks of a sharable sub-layer: its Dense and Dropout layers, in call order
+    (the attributes named in `DENSE` and `DROPOUT`). Its config: the attributes named in `CONFIG`."""
 
     CONFIG = ()
+    DENSE = ()
+    DROPOUT = ()
 
     def get_config(self):
         return {**super().get_config(), **{name: getattr(self, name) for name in self.CONFIG}}
@@ -64,10 +66,10 @@ class SubLayer(keras.layers.Layer):
         return x_shape
 
     def dense_layers(self):
-        raise NotImplementedError
+        return tuple(getattr(self, name) for name in self.DENSE)
 
     def dropout_layers(self):
-        raise NotImplementedError
+        return tuple(getattr(self, name) for name in self.DROPOUT)
 
     def cast_weights(self, dtype):
         """[(kernel, bias)] of `dense_layers()` cast to `dtype`: for the encoder's cast_once piece."""
@@ -132,6 +134,8 @@ class AlbertAttention(SubLayer):
 
     CONFIG = ("hidden_size", "num_attention_heads", "attention_probs_dropout_prob", "hidden_dropout_prob",
               "initializer_range")
+    DENSE = ("query", "key", "value", "dense")
+    DROPOUT = ("probs_dropout", "output_dropout")
 
     def __init__(
         self,
@@ -169,12 +173,6 @@ class AlbertAttention(SubLayer):
         for layer in (self.query, self.key, self.value, self.dense, self.layer_norm):
             layer.build(shape)
         self.built = True
-
-    def dense_layers(self):
-        return self.query, self.key, self.value, self.dense
-
-    def dropout_layers(self):
-        return self.probs_dropout, self.output_dropout
 
     def call(self, x, input_mask, training=None, run=None):
         check_rank(input_mask, 2, "input_mask")
@@ -230,6 +228,8 @@ class AlbertFeedForward(SubLayer):
     """
 
     CONFIG = ("hidden_size", "intermediate_size", "hidden_act", "hidden_dropout_prob", "initializer_range")
+    DENSE = ("intermediate", "output_dense")
+    DROPOUT = ("output_dropout",)
 
     def __init__(
         self,
@@ -258,12 +258,6 @@ class AlbertFeedForward(SubLayer):
         self.output_dense.build((None, None, self.intermediate_size))
         self.layer_norm.build((None, None, self.hidden_size))
         self.built = True
-
-    def dense_layers(self):
-        return self.intermediate, self.output_dense
-
-    def dropout_layers(self):
-        return (self.output_dropout,)
 
     def call(self, x, training=None, run=None):
         if len(x.shape) not in (2, 3):
