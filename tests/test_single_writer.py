@@ -112,8 +112,9 @@ def test_a_second_run_on_a_live_runs_output_is_refused_naming_it_and_the_first_i
 
 
 @pytest.mark.real_process
-def test_evaluation_alone_reads_the_newest_complete_checkpoint_of_a_run_being_written(two_runs, pretraining_records):
-    from albert_tf import run_pretraining
+def test_evaluation_alone_and_an_export_read_the_newest_complete_checkpoint_of_a_run_being_written(
+        two_runs, pretraining_records, spm_model, tmp_path):
+    from albert_tf import export_tfhub, run_pretraining
 
     *_, run, config, _, _ = two_runs
     writer = start_holder("run_pretraining", [["--output_dir", str(run), outputs.RUN]])
@@ -124,6 +125,11 @@ def test_evaluation_alone_reads_the_newest_complete_checkpoint_of_a_run_being_wr
         reader = run_in_process(run_pretraining, args[3:])
         assert reader.returncode == 0, reader.stderr[-3000:]
         assert f"evaluating the trained checkpoint {run / 'ckpt-40'} (step 40)" in reader.stdout, reader.stdout
+        export = run_in_process(export_tfhub, [f"--checkpoint={run}", f"--albert_config_file={config}",
+                                               f"--spm_model_file={spm_model}", f"--export_path={tmp_path / 'export'}",
+                                               "--nowith_mlm", "--seq_length=16"])
+        assert export.returncode == 0, export.stderr[-3000:]
+        assert f"exported {run / 'ckpt-40'} to" in export.stdout, export.stdout
         assert writer.poll() is None and (run / outputs.LOCK).exists()  # the writer still holds the run
     finally:
         shutil.rmtree(run / "ckpt-60_temp")
