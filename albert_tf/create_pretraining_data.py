@@ -144,8 +144,9 @@ def check_options(f):
 def check_paths(f):
     """Every output file (and the summary beside the first) is new or albert_tf's own
     pretraining data, and none is an input (albert_tf.storage.outputs); raises
-    OutputRefused naming --output_file. Writes nothing. Returns (input files, output
-    files, summary file)."""
+    OutputRefused naming --output_file; takes their locks (the shards of one
+    --num_output_shards name share the summary's). Returns (input files, output files,
+    summary file)."""
     from albert_tf.data.files import expand_input_files
     from albert_tf.data.summary import summary_path_for
     from albert_tf.data.writer import output_paths
@@ -154,7 +155,8 @@ def check_paths(f):
     inputs = expand_input_files(f.input_file)
     files = output_paths(f.output_file, f.num_output_shards)
     summary_file = summary_path_for(f.output_file.split(",")[0].strip())
-    outputs.check([outputs.Output("--output_file", p, outputs.PRETRAINING_DATA) for p in [*files, summary_file]],
+    outputs.check([*(outputs.Output("--output_file", p, outputs.PRETRAINING_DATA, held=f.num_output_shards == 1)
+                     for p in files), outputs.Output("--output_file", summary_file, outputs.PRETRAINING_DATA)],
                   [*(outputs.Input("--input_file", p) for p in inputs),
                    outputs.Input("--spm_model_file", f.spm_model_file), outputs.Input("--vocab_file", f.vocab_file)])
     return inputs, files, summary_file

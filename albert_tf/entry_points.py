@@ -7,7 +7,8 @@ scripts beside the package) from its `define_flags` and `run`:
         entry()
 
 `main(argv=None)` runs the command in this process through `albert_tf.cli.main` (looked up
-at each call) and returns its exit status; `entry()` exits with it.
+at each call) and returns its exit status, the outputs it held let go (storage.lock);
+`entry()` exits with it.
 """
 
 import sys
@@ -19,8 +20,10 @@ def command(name, define_flags, run):
 
     def main(argv=None):
         from albert_tf import cli
+        from albert_tf.storage import lock
 
-        return cli.main(name, define_flags, run, argv)
+        with lock.command(name):  # the outputs it holds (storage.lock) are let go when it ends
+            return cli.main(name, define_flags, run, argv)
 
     def entry():
         sys.exit(main())

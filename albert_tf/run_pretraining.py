@@ -92,10 +92,11 @@ def check_paths(f):
     """--output_dir (a new run directory or albert_tf's own run, resumed) and --export_dir
     (a new path or albert_tf's own export, replaced): neither a user's path, nor an input
     or inside one or holding one, nor the same path (albert_tf.storage.outputs; the export
-    may lie inside the run, e.g. output_dir/export). Raises OutputRefused naming the flag;
-    writes nothing."""
+    may lie inside the run, e.g. output_dir/export), nor written by another live process (the
+    chief holds them, and a run that only evaluates does not hold it). Raises OutputRefused
+    naming the flag; writes nothing but the locks."""
     from albert_tf.data.files import expand_input_files
-    from albert_tf.storage import outputs
+    from albert_tf.storage import lock, outputs
 
     inputs = [outputs.Input("--albert_config_file", f.albert_config_file),
               outputs.Input("--init_checkpoint", f.init_checkpoint),
@@ -103,8 +104,9 @@ def check_paths(f):
     for flag, value in (("--input_file", f.input_file), ("--eval_input_file", f.eval_input_file)):
         if value:
             inputs += [outputs.Input(flag, p) for p in expand_input_files(value, flag=flag)]
-    outputs.check([outputs.Output("--output_dir", f.output_dir, outputs.RUN),
-                   outputs.Output("--export_dir", f.export_dir, outputs.EXPORT)], inputs)
+    chief = lock.leads(f.strategy)
+    outputs.check([outputs.Output("--output_dir", f.output_dir, outputs.RUN, held=chief and f.do_train),
+                   outputs.Output("--export_dir", f.export_dir, outputs.EXPORT, held=chief)], inputs)
 
 
 def check(f):

@@ -232,11 +232,14 @@ def spill_directory(options):
 
 @contextlib.contextmanager
 def marked_outputs(paths):
-    """Around writing `paths`: only new paths or albert_tf's own pretraining data are written
-    (albert_tf.storage.outputs, naming --output_file); both paths write through it."""
+    """Around writing `paths` (the summary last): only new paths or albert_tf's own pretraining
+    data are written (albert_tf.storage.outputs, naming --output_file), the summary's lock held
+    for all of them (the command holds each named file's since its check); both paths write
+    through it."""
     with contextlib.ExitStack() as marked:
         for path in paths:
-            marked.enter_context(outputs.replacing_file(path, outputs.PRETRAINING_DATA, "--output_file"))
+            marked.enter_context(outputs.replacing_file(path, outputs.PRETRAINING_DATA, "--output_file",
+                                                        held=path == paths[-1]))
         yield
 
 

@@ -5,7 +5,10 @@ Every output is an `Output(flag, path, kind)`; `check` decides for all of a comm
 at once, before any work: new (or an empty directory) is created; albert_tf's own output of
 the same kind (marked: `MARKER` inside a directory, `.<name>.albert_tf_output.json` beside a
 file) is resumed, reused or replaced atomically; anything else is refused with
-`OutputRefused` (a ValueError: exit status 2) naming the flag and the path.
+`OutputRefused` (a ValueError: exit status 2) naming the flag and the path. An output that
+another live albert_tf process writes is refused too: `check` takes each output's lock
+(storage.lock) for the rest of the command, unless the Output is not `held` (a run the command
+only reads, a worker beside its chief); the writers below hold theirs while they write.
 
     from albert_tf.storage import outputs
     outputs.check([outputs.Output("--output_dir", run_dir, outputs.RUN),
@@ -23,10 +26,11 @@ import dataclasses
 import os
 import time
 
-from albert_tf.storage import atomic, files, provenance
+from albert_tf.storage import atomic, files, lock, provenance
 from albert_tf.storage.json_files import read_json
 
 MARKER = ".albert_tf_output.json"
+LOCK = ".albert_tf_lock"  # the lock's file (storage.lock), placed as the marker is but inside kept directories only
 RUN, EXPORT, CONVERSION, FEATURE_CACHE, PRETRAINING_DATA = (
     "run", "export", "conversion", "feature_cache", "pretraining_data")
 # what the tools write
@@ -44,11 +48,13 @@ DESCRIPTIONS = {RUN: "run directory", EXPORT: "export", CONVERSION: "conversion"
                 REPRODUCTION: "reproduction directory", LEARNING_CHECKS: "learning checks' results directory"}
 DIRECTORY_KINDS = (RUN, EXPORT, CONVERSION, DATA_DIRECTORY, DEMO, REPRODUCTION, LEARNING_CHECKS)
 WHAT_HAPPENS = {RUN: "resumes", REPRODUCTION: "resumes", DEMO: "reuses", LEARNING_CHECKS: "reuses"}  # else replaces
+# not locked: a cache is made from its inputs and replaced whole, and a reader of a run may write it too
+UNLOCKED = (FEATURE_CACHE,)
 
 # what a run directory holds itself: an output nested in a run may not take these names
 RUN_INFO = "run_info.json"
 RUN_NAMES = ("best", "train", "eval", "checkpoint", RUN_INFO, "metrics.jsonl", "eval_results.json",
-             "eval_results.txt", "training_curves.png", "albert_config.json", "model.json", MARKER)
+             "eval_results.txt", "training_curves.png", "albert_config.json", "model.json", MARKER, LOCK)
 RUN_NAME_PREFIXES = ("ckpt-", ".ckpt")
 RUN_NAME_SUFFIXES = (".weights.h5",)
 
@@ -59,11 +65,14 @@ class OutputRefused(ValueError):
 
 @dataclasses.dataclass(frozen=True)
 class Output:
-    """An output of a command: its flag (for the message), path and kind (RUN, ...)."""
+    """An output of a command: its flag (for the message), path and kind (RUN, ...); `held`
+    False where the command writes it without holding its lock (`check`): a run it only reads
+    (evaluation or prediction alone), a worker's output that its cluster's chief holds."""
 
     flag: str
     path: str
     kind: str
+    held: bool = True
 
 
 @dataclasses.dataclass(frozen=True)
@@ -78,14 +87,26 @@ class Input:
 # What is at a path
 
 
+def _own_file(path, inside, suffix):
+    """`path/<suffix>` (`inside`), else `dir/.<name><suffix>` beside `path`."""
+    path = os.fspath(path)
+    if inside:
+        return files.join(path, suffix)
+    directory, name = files.split(files.abspath(path))
+    return files.join(directory, f".{name}{suffix}")
+
+
 def marker_path(path, kind):
     """Where the marker of output `path` of `kind` lives: `path/MARKER` for a directory
     kind, `dir/.<name>.albert_tf_output.json` beside a file."""
-    path = os.fspath(path)
-    if kind in DIRECTORY_KINDS:
-        return files.join(path, MARKER)
-    directory, name = files.split(files.abspath(path))
-    return files.join(directory, f".{name}{MARKER}")
+    return _own_file(path, kind in DIRECTORY_KINDS, MARKER)
+
+
+def lock_path(path, kind):
+    """Where the lock of output `path` of `kind` lives: `path/LOCK` in a directory kept in
+    place (a run), `dir/.<name>.albert_tf_lock` beside any other (a replaced output takes its
+    contents away, and its parent must be writable anyway)."""
+    return _own_file(path, kind in WHAT_HAPPENS, LOCK)
 
 
 def read_marker(path, kind):
@@ -145,7 +166,7 @@ def examine(path, kind):
     if kind in DIRECTORY_KINDS:
         if not files.isdir(path):
             return Verdict("foreign", "exists and is not a directory")
-        if not files.listdir(path):
+        if all(n.endswith(LOCK) for n in files.listdir(path)):  # empty but for locks (its own, its outputs')
             return Verdict("new")
     elif files.isdir(path):
         return Verdict("foreign", "is a directory")
@@ -173,6 +194,19 @@ def refuse_if_foreign(path, kind, flag=None):
             f"{WHAT_HAPPENS.get(kind, 'replaces')} its own, and never overwrites what it did not make: choose another "
             "path, or move this one away yourself.")
     return verdict.status
+
+
+def _locked(take, path, kind, flag):
+    """take(lock_path, flag, path) (lock.hold or lock.holding) for output `path`; an output
+    that another live albert_tf process holds is refused (OutputRefused naming it)."""
+    if kind in UNLOCKED:
+        return contextlib.nullcontext()
+    try:
+        return take(lock_path(path, kind), flag, path)
+    except lock.Held as e:
+        reading = (" (A command that only reads the run, evaluation or prediction alone or an export from its "
+                   "checkpoint, may run beside it.)" if kind == RUN else "")
+        raise OutputRefused(f"{e}{reading}") from None
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -204,19 +238,22 @@ def _check_nesting(a, b):
 
 
 def check(outputs, inputs=()):
-    """Checks every output of one command before it does any work; writes nothing.
+    """Checks every output of one command before it does any work; writes nothing but the
+    outputs' locks.
 
     Args:
         outputs: Output items (those with an empty path are skipped).
         inputs: Input items (those with an empty path are skipped): what the command reads.
 
     Returns:
-        {output path: "new" or "own"}.
+        {output path: "new" or "own"}; inside a command (storage.lock.command) the `held`
+        outputs' locks are taken, kept until the command ends.
 
     Raises:
         files.UnreachablePath: a store that does not answer or refuses; an unwritable output.
         OutputRefused: an output that equals, contains or lies inside an input; two outputs
-            on one path, or one inside another; an output that is not new or own.
+            on one path, or one inside another; an output that is not new or own; an output
+            that another live albert_tf process writes.
     """
     outputs = [o for o in outputs if o.path]
     inputs = [i for i in inputs if i.path]
@@ -246,7 +283,11 @@ def check(outputs, inputs=()):
                 raise OutputRefused(f"{a.flag}={a.path} and {b.flag}={b.path} are the same path; each output needs "
                                     "its own.")
             _check_nesting(a, b)
-    return {o.path: refuse_if_foreign(o.path, o.kind, o.flag) for o in outputs}
+    found = {o.path: refuse_if_foreign(o.path, o.kind, o.flag) for o in outputs}
+    for o in outputs:
+        if o.held:
+            _locked(lock.hold, o.path, o.kind, o.flag)
+    return found
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -286,10 +327,11 @@ def claim_run(path, flag="--output_dir"):
 def replacing_dir(path, kind, flag=None, made_by=None):
     """Writes directory output `path` of `kind` (EXPORT, CONVERSION, DATA_DIRECTORY) under a
     temporary name (yielded, already marked) that replaces `path` only when the block
-    completes; refuses (OutputRefused) a path that is not new or own. `made_by` (a
+    completes; refuses (OutputRefused) a path that is not new or own, or that another live
+    albert_tf process holds (its lock is held while the block runs). `made_by` (a
     `provenance.record`) goes into the marker, stamped, when the block completes."""
     refuse_if_foreign(path, kind, flag)
-    with atomic.output_dir(path) as tmp:
+    with _locked(lock.holding, path, kind, flag), atomic.output_dir(path) as tmp:
         write_marker(tmp, kind)
         yield tmp
         if made_by is not None:
@@ -297,16 +339,18 @@ def replacing_dir(path, kind, flag=None, made_by=None):
 
 
 @contextlib.contextmanager
-def replacing_file(path, kind, flag=None):
+def replacing_file(path, kind, flag=None, held=True):
     """Around the (atomic) writing of file output `path` of `kind`: refuses (OutputRefused) a
-    path that is not new or own, marks it before the block, and removes the marker again when
-    the block fails leaving neither the file nor a companion of it."""
+    path that is not new or own, or (`held`) that another live albert_tf process holds (its
+    lock is held while the block runs), marks it before the block, and removes the marker
+    again when the block fails leaving neither the file nor a companion of it."""
     refuse_if_foreign(path, kind, flag)
-    if read_marker(path, kind) is None:  # new (an own output is marked)
-        write_marker(path, kind)
-    try:
-        yield path
-    except BaseException:
-        if not files.lexists(path) and not _companions(path):  # nothing left for the marker to vouch for
-            atomic.remove_own(marker_path(path, kind))
-        raise
+    with _locked(lock.holding, path, kind, flag) if held else contextlib.nullcontext():
+        if read_marker(path, kind) is None:  # new (an own output is marked)
+            write_marker(path, kind)
+        try:
+            yield path
+        except BaseException:
+            if not files.lexists(path) and not _companions(path):  # nothing left for the marker to vouch for
+                atomic.remove_own(marker_path(path, kind))
+            raise

@@ -90,7 +90,9 @@ def check_outputs(o, caches=(), inputs=()):
     own run (resumed), --export_dir and the feature caches are new or albert_tf's own
     (replaced); none is a user's path, an input (the model source, config, SentencePiece
     model, data), inside one or holding one, or the same path as another (the export and
-    the caches may lie inside the run directory). Raises ValueError naming the flag.
+    the caches may lie inside the run directory), nor written by another live process (the
+    chief holds them; a run that does not train does not hold it). Raises ValueError naming
+    the flag.
 
     Args:
         o: the task's options (output_dir, export_dir and the model-source fields).
@@ -98,14 +100,15 @@ def check_outputs(o, caches=(), inputs=()):
         inputs: (flag, path) of the task's data inputs.
     """
     from albert_tf.data.bucket_widths import bucket_widths
-    from albert_tf.storage import outputs
+    from albert_tf.storage import lock, outputs
 
     bucket_widths(o.max_seq_length, o.length_buckets)  # names a bad --length_buckets
     found = [outputs.Input(f"--{name}", getattr(o, name)) for name in
              ("init_checkpoint", "albert_hub_module_handle", "albert_config_file", "spm_model_file")]
     found += [outputs.Input(f"--{flag}", path) for flag, path in inputs]
-    outputs.check([outputs.Output("--output_dir", o.output_dir, outputs.RUN),
-                   outputs.Output("--export_dir", o.export_dir, outputs.EXPORT),
+    chief = lock.leads(o.strategy_and_tpu()[0])
+    outputs.check([outputs.Output("--output_dir", o.output_dir, outputs.RUN, held=chief and o.do_train),
+                   outputs.Output("--export_dir", o.export_dir, outputs.EXPORT, held=chief),
                    *(outputs.Output(f"--{flag}", path, outputs.FEATURE_CACHE) for flag, path, used in caches if used)],
                   found)
 
