@@ -120,11 +120,13 @@ def test_init_checkpoint_and_export_from_a_damaged_checkpoint_exit_2_naming_it(
     assert f"--checkpoint={run}: the checkpoint {run / 'ckpt-4'} is damaged" in result.stderr
     assert not (tmp_path / "export").exists()
 
-    os.remove(run / "ckpt-4.index")  # a prefix named with its index missing
-    result = run_in_process(export_tfhub, [f"--albert_config_file={tiny_config_file}",
-                                           f"--checkpoint={run / 'ckpt-4'}", f"--spm_model_file={spm_model}",
-                                           f"--export_path={tmp_path / 'export'}"])
-    assert result.returncode == 2 and "index file ckpt-4.index is missing" in result.stderr, result.stderr[-3000:]
+    os.remove(run / "ckpt-4.index")  # the prefix, or the directory whose `checkpoint` file names it
+    for checkpoint in (run / "ckpt-4", run):
+        result = run_in_process(export_tfhub, [f"--albert_config_file={tiny_config_file}", f"--checkpoint={checkpoint}",
+                                               f"--spm_model_file={spm_model}", f"--export_path={tmp_path / 'export'}"])
+        assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr[-3000:]
+        assert f"{checkpoint}: the checkpoint {run / 'ckpt-4'} is damaged: its index file ckpt-4.index is missing" \
+            in result.stderr  # not a silent read of ckpt-2
 
 
 def test_a_weights_file_is_checked_against_its_sha256(run_4, tmp_path):

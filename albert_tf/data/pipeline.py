@@ -54,8 +54,7 @@ def validate_first_record(path, max_seq_length, max_predictions_per_seq):
     try:
         raw = next(iter(tf.data.TFRecordDataset(path).take(1)), None)
     except tf.errors.OpError:
-        raise ValueError(f"{path}: not a readable TFRecord file ({record_check.damage(path) or 'unreadable'}).") \
-            from None
+        raise ValueError(f"{path}: not a readable TFRecord file (cut short, changed, or no TFRecord file).") from None
     if raw is None:
         raise ValueError(f"{path}: holds no record.")
     try:
