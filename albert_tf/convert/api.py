@@ -174,6 +174,7 @@ def load_run(path, info):
     import tensorflow as tf
 
     from albert_tf.modeling.records import EXPORT_VARIABLES, run_model
+    from albert_tf.storage import integrity
     from albert_tf.storage.checkpoints import latest_prefix, object_variables
     from albert_tf.storage.checkpoints import model_variables as checkpoint_variables
     from albert_tf.storage.report import MatchReport
@@ -184,6 +185,7 @@ def load_run(path, info):
     if prefix is None:
         raise ValueError(f"--input={path}: a fine-tuning run directory without a checkpoint (ckpt-N); train first.")
     label = f"--input={prefix} (the run's {type(model).__name__})"
+    integrity.check_checkpoint(prefix, f"--input={path}", root="model")
     if names is not None:  # a classifier fine-tuned on an export's TFSMLayer
         if not names:
             raise ValueError(f"{files.join(path, RUN_INFO)}: a classifier fine-tuned on an export whose record "

@@ -13,6 +13,7 @@ import tensorflow as tf
 
 from albert_tf.convert import templates
 from albert_tf.convert.templates import reverse, to_regex_table
+from albert_tf.storage import integrity
 from albert_tf.storage.checkpoints import latest_prefix
 from albert_tf.storage import files
 
@@ -70,11 +71,12 @@ def checkpoint_prefix(path):
 def read_tf1(path):
     """name -> array of a TF1 checkpoint, `module/` prefix removed."""
     prefix = checkpoint_prefix(path)
-    reader = tf.train.load_checkpoint(prefix)
     values = {}
-    for name, _ in tf.train.list_variables(prefix):
-        key = name[len("module/"):] if name.startswith("module/") else name
-        values[key] = reader.get_tensor(name)
+    with integrity.reading_checkpoint(prefix, f"--input={path}", integrity.READER_FIX):
+        reader = tf.train.load_checkpoint(prefix)
+        for name, _ in tf.train.list_variables(prefix):
+            key = name[len("module/"):] if name.startswith("module/") else name
+            values[key] = reader.get_tensor(name)
     return values
 
 

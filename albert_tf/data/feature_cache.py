@@ -27,6 +27,7 @@ import time
 
 import numpy as np
 
+from albert_tf.data import record_check
 from albert_tf.data.summary import file_sha256
 from albert_tf.data.tokenization import TOKENIZATION_VERSION
 from albert_tf.storage import atomic, files, outputs
@@ -219,7 +220,8 @@ def check_feature_file(path, settings, kind):
     if sidecar.get("format") != kind.format:
         return False, f"feature format {sidecar.get('format')} != {kind.format}"
     if files.getsize(path) != sidecar.get("record_bytes"):
-        return False, f"{path} has {files.getsize(path)} bytes, its sidecar says {sidecar.get('record_bytes')}"
+        return False, (f"{path} is damaged: {files.getsize(path)} bytes, its sidecar says "
+                       f"{sidecar.get('record_bytes')} (cut short or changed)")
     for suffix, size in (sidecar.get("companions") or {}).items():
         if not files.exists(path + suffix) or files.getsize(path + suffix) != size:
             return False, f"{path + suffix} is missing or incomplete"
@@ -260,6 +262,9 @@ def load_or_build(feature_file, settings, kind, build, also_stale=None):
         extra_reason = also_stale(read_sidecar(feature_file, kind))
         if extra_reason:
             ok, reason = False, extra_reason
+    damage = record_check.damage(feature_file) if ok else None
+    if damage:  # bytes changed, the size unchanged (a file cut short fails check_feature_file)
+        ok, reason = False, f"damaged: {damage}"
     if ok:
         logger.info("%s: %s", feature_file, reason)
         return CacheOutcome(read_sidecar(feature_file, kind), False, reason)
@@ -293,8 +298,8 @@ def read_feature_arrays(path, kind, names=None):
         for batch in dataset.as_numpy_iterator():
             for name in names:
                 parts[name].append(batch[name])
-    except tf.errors.OpError as e:
-        raise kind.error(f"{path}: unreadable feature file ({e.message}); rebuild it.") from None
+    except tf.errors.OpError:
+        raise kind.error(f"{path}: unreadable feature file (cut short or its bytes changed); rebuild it.") from None
     out = {}
     for name in names:
         dtype = kind.dtypes.get(name, np.int32)

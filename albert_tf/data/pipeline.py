@@ -15,6 +15,7 @@ import dataclasses
 
 import tensorflow as tf
 
+from albert_tf.data import record_check
 from albert_tf.data.example_codec import FEATURE_NAMES, feature_lengths
 from albert_tf.data.files import expand_input_files
 from albert_tf.data.instances import ngram_weights
@@ -52,8 +53,8 @@ def validate_first_record(path, max_seq_length, max_predictions_per_seq):
     spec = feature_lengths(max_seq_length, max_predictions_per_seq)
     try:
         raw = next(iter(tf.data.TFRecordDataset(path).take(1)), None)
-    except tf.errors.OpError as e:
-        raise ValueError(f"{path}: not a readable TFRecord file ({e.message}).") from None
+    except tf.errors.OpError:
+        raise ValueError(f"{path}: not a readable TFRecord file (cut short, changed, or no TFRecord file).") from None
     if raw is None:
         raise ValueError(f"{path}: holds no record.")
     try:
@@ -207,6 +208,8 @@ def pretraining_dataset(
         A `tf.data.Dataset` of batches (see module docstring).
     """
     files = expand_input_files(file_patterns)
+    record_check.check_inputs(files)
+    record_check.watch(files)
     deterministic = bool(deterministic) or not is_training  # eval reads in file order
     validate_first_record(files[0], max_seq_length, max_predictions_per_seq)
     ds = tf.data.Dataset.from_tensor_slices(files)

@@ -34,7 +34,7 @@ import os
 import keras
 
 from albert_tf.modeling.config import AlbertConfig
-from albert_tf.storage import atomic, files
+from albert_tf.storage import atomic, files, integrity
 from albert_tf.storage.json_files import read_json
 from albert_tf.storage.weights_file import load_weights_file
 
@@ -146,7 +146,8 @@ def save_pretrained(model, directory):
     model's `WEIGHTS_FILE`.
 
     Each file is written through `albert_tf.storage.atomic` (temporary name, then
-    rename), so a reader never sees a half file.
+    rename), so a reader never sees a half file; the weights file carries the sha256 of its
+    weights, checked whenever it is loaded (`albert_tf.storage.integrity`).
     """
     directory = os.fspath(directory)
     name = _weights_file(model)
@@ -155,6 +156,7 @@ def save_pretrained(model, directory):
         model.config.to_json_file(files.join(directory, CONFIG_NAME))
     with atomic.output_path(files.join(directory, name)) as tmp:
         model.save_weights(tmp)
+        integrity.seal_weights_file(tmp)
     return directory
 
 

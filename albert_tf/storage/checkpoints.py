@@ -10,7 +10,7 @@ import tensorflow as tf
 from albert_tf.compat import all_layers, seed_generators
 from albert_tf.storage.report import CheckpointMismatchError, MatchReport
 from albert_tf.storage.weights_file import load_weights_file
-from albert_tf.storage import files
+from albert_tf.storage import files, integrity
 
 _STEP = re.compile(r"-(\d+)\.index$")
 _VALUE = "/.ATTRIBUTES/VARIABLE_VALUE"
@@ -19,10 +19,12 @@ _VALUE = "/.ATTRIBUTES/VARIABLE_VALUE"
 def latest_prefix(path):
     """A checkpoint prefix from `path`: the prefix itself, or for a directory the one its
     `checkpoint` file names, else the highest-numbered `*-N.index` in it (ckpt-10000 over
-    ckpt-9, not the alphabetically last). None when there is none."""
+    ckpt-9, not the alphabetically last). None when there is none; DamagedFileError for a
+    checkpoint without its index (`path` itself, or the one the `checkpoint` file names)."""
     path = os.fspath(path)
     if files.exists(path + ".index"):
         return path
+    integrity.check_named_checkpoint(path)
     if not files.isdir(path):
         return None
     named = tf.train.latest_checkpoint(path)
@@ -74,7 +76,8 @@ def load_init_checkpoint(model, init_checkpoint, flag="--init_checkpoint", weigh
     albert_tf pretrained directory holding one of `weights_file_names` (Keras
     `.weights.h5`). Every model variable must be present with its shape (the report lists
     what is not); optimizer slots, the step and the input position are ignored. Returns the
-    path that was read; CheckpointMismatchError for no checkpoint or variables that differ.
+    path that was read; CheckpointMismatchError for no checkpoint or variables that differ,
+    DamagedFileError (storage.integrity) for a checkpoint or weights file that is damaged.
     """
     init_checkpoint = os.fspath(init_checkpoint)
     prefix = latest_prefix(init_checkpoint)
@@ -87,9 +90,10 @@ def load_init_checkpoint(model, init_checkpoint, flag="--init_checkpoint", weigh
             f"{flag}={init_checkpoint}: no checkpoint there (expected a ckpt-N prefix, a directory holding one"
             + (", or a directory with " + " or ".join(weights_file_names) if weights_file_names else "") + ").")
     expected = model_variables(model)
-    found = object_variables(prefix, "model")
-    MatchReport.compare(expected, found, f"{flag}={prefix}").raise_if_mismatched()
-    tf.train.Checkpoint(model=model).read(prefix).expect_partial().assert_existing_objects_matched()
+    with integrity.reading_checkpoint(prefix, f"{flag}={init_checkpoint}", integrity.READER_FIX):
+        found = object_variables(prefix, "model")
+        MatchReport.compare(expected, found, f"{flag}={prefix}").raise_if_mismatched()
+        tf.train.Checkpoint(model=model).read(prefix).expect_partial().assert_existing_objects_matched()
     return prefix
 
 

@@ -8,14 +8,15 @@ skips a container it cannot find with only a warning).
 Keras and h5py only (no TensorFlow), so modeling code may use it.
 """
 
-import contextlib
 import os
 import tempfile
 
 import h5py
 
-from albert_tf.storage import files
+from albert_tf.storage import integrity
 from albert_tf.storage.report import MatchReport
+
+FIX = "Restore the file from a copy, or write it again."
 
 
 def weights_file_variables(path):
@@ -27,10 +28,7 @@ def weights_file_variables(path):
         if isinstance(obj, h5py.Dataset):
             out[name] = tuple(obj.shape)
 
-    path = os.fspath(path)
-    with contextlib.ExitStack() as stack:  # a URL is read through the file layer (h5py takes a file object)
-        source = stack.enter_context(files.open(path, "rb")) if files.is_url(path) else path
-        f = stack.enter_context(h5py.File(source, "r"))
+    with integrity.opened_weights_file(path, FIX) as f:
         f.visititems(visit)
     return out
 
@@ -46,7 +44,10 @@ def model_weights_variables(model):
 def load_weights_file(model, path, source):
     """Loads the `.weights.h5` file `path` into the built Keras `model` when every variable
     matches by name and shape, else raises CheckpointMismatchError (a ValueError) with the
-    report, naming the file as `source` (a flag, a directory) does. Returns `path`."""
+    report, naming the file as `source` (a flag, a directory) does; DamagedFileError (a
+    ValueError) for a file cut short or whose weights differ from the sha256 albert_tf
+    recorded in it (storage.integrity). Returns `path`."""
+    integrity.check_weights_file(path, FIX)
     MatchReport.compare(model_weights_variables(model), weights_file_variables(path),
                         f"{source} ({path})").raise_if_mismatched()
     model.load_weights(path)

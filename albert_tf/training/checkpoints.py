@@ -12,17 +12,19 @@ removed, and every worker resumes from the chief's newest checkpoint in output_d
 output_dir must be one directory that every worker reads: a shared filesystem).
 """
 
+import functools
 import tempfile
 import weakref
 
 import tensorflow as tf
 
 from albert_tf.modeling.pretrained import PRETRAINER_WEIGHTS
-from albert_tf.storage import atomic
+from albert_tf.storage import atomic, integrity
+from albert_tf.storage.integrity import checkpoint_candidates
 from albert_tf.storage.json_files import read_json
 from albert_tf.training.errors import TERMINATED, Terminated
-from albert_tf.storage.checkpoints import latest_prefix, list_variables, load_init_checkpoint as _load, \
-    model_variables, object_variables, random_states
+from albert_tf.storage.checkpoints import list_variables, load_init_checkpoint as _load, model_variables, \
+    object_variables, random_states
 from albert_tf.storage.report import CheckpointMismatchError, MatchReport
 from albert_tf.storage import files
 
@@ -50,12 +52,8 @@ def newest_checkpoint(output_dir):
     """The newest training checkpoint (`ckpt-N` prefix) of a run directory, or None: the
     one its `checkpoint` state file names, else (a run stopped after a checkpoint's files
     were complete, TF writes the .index last, but before the state file named it) the
-    highest ckpt-N."""
-    path = tf.train.latest_checkpoint(output_dir)
-    if not path:
-        found = latest_prefix(output_dir)
-        path = found if found and files.basename(found).startswith("ckpt-") else None
-    return path
+    highest ckpt-N (storage.integrity.checkpoint_candidates, with an index)."""
+    return next((p for p in checkpoint_candidates(output_dir) if files.exists(p + ".index")), None)
 
 
 class TrainingCheckpoints:
@@ -96,10 +94,12 @@ class TrainingCheckpoints:
         self._temp_dir = None if is_chief else directory
         # removed by close(), or when the process ends otherwise (a lost worker, Ctrl-C)
         self._remove_temp_dir = weakref.finalize(self, atomic.remove_own, directory) if self._temp_dir else None
-        self.manager = tf.train.CheckpointManager(
-            self.checkpoint, directory, max_to_keep=keep_checkpoint_max, checkpoint_name="ckpt")
+        self._new_manager = functools.partial(tf.train.CheckpointManager, self.checkpoint, directory,
+                                              max_to_keep=keep_checkpoint_max, checkpoint_name="ckpt")
+        self.manager = self._new_manager()
         self.keep_best = keep_best
         self.best = None
+        self.damage_report = []  # restore_latest's lines on damaged checkpoints
         if keep_best:
             self.best_dir = files.join(output_dir, BEST_DIR)
             self.best_manager = tf.train.CheckpointManager(self.checkpoint, self.best_dir, max_to_keep=1,
@@ -109,23 +109,35 @@ class TrainingCheckpoints:
     # --- resume ------------------------------------------------------------------------
 
     def restore_latest(self):
-        """Restores the newest checkpoint of output_dir; returns its path or None.
+        """Restores the newest checkpoint of output_dir that restores; returns its path or None.
+
+        A damaged one (cut short, bytes changed, a file missing) is skipped and named in
+        `self.damage_report` (lines); a training chief sets it aside (storage.integrity.
+        restore_newest: kept, no longer a checkpoint of the run).
 
         Raises:
             ValueError: the checkpoint lacks objects this run saves (written by another
                 version or another command) or its model does not match (named).
+            DamagedFileError: checkpoints exist and none restores (each named), or for a
+                run that does not train, the newest is damaged.
         """
         # Every worker restores the chief's newest checkpoint in output_dir (the others only
         # write theirs to scratch directories): a worker that started fresh would train on
         # other weights, input and dropout masks than the chief, step against step.
-        path = newest_checkpoint(self.output_dir)
-        if not path:
-            return None
+        # made now (else at the first save): a restore fills it at once, and one that fails
+        # leaves no value waiting for it (TensorFlow would warn of it when the run ends)
+        self.checkpoint.save_counter  # noqa: B018 (the property makes it)
+        path, self.damage_report = integrity.restore_newest(self.output_dir, self._restore, self.trains,
+                                                            set_aside=self.is_chief)
+        if self.damage_report and self.is_chief:
+            self.manager = self._new_manager()  # from the state file without them
+        return path
+
+    def _restore(self, path):
         self.check_resumable(path)
         # a run that does not train (predict or eval only) holds no input iterator: the
         # checkpoint's is left unread on purpose
         self._checkpoint_for(path).restore(path).assert_existing_objects_matched().expect_partial()
-        return path
 
     def _checkpoint_for(self, prefix, input_position=True):
         """What `prefix` is restored into: everything this run saves, but for a run that
@@ -218,6 +230,8 @@ class TrainingCheckpoints:
         pipeline, seconds of work). Returns its path or None."""
         path = self.best_manager.latest_checkpoint if self.keep_best else None
         if path:
-            self._checkpoint_for(path, input_position=False).restore(path).assert_existing_objects_matched() \
-                .expect_partial()
+            with integrity.reading_checkpoint(path, f"the best checkpoint of {self.output_dir}",
+                                              f"Remove {self.best_dir} to choose the best checkpoint anew."):
+                self._checkpoint_for(path, input_position=False).restore(path).assert_existing_objects_matched() \
+                    .expect_partial()
         return path

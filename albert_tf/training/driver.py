@@ -13,6 +13,7 @@ import time
 import numpy as np
 import tensorflow as tf
 
+from albert_tf.data import record_check
 from albert_tf.data.maps import graph_map
 from albert_tf.modeling.records import run_info_record
 from albert_tf.storage import atomic
@@ -274,6 +275,7 @@ def train_and_evaluate(task, options, strategy=None, is_chief=True, stream=None,
         sessions.end_session(options.output_dir, session_id, s.results["final_step"])
         return s.results
     except tf.errors.OpError as e:
+        record_check.raise_if_damaged(e)
         _raise_if_worker_lost(s, e)
         raise
 
@@ -312,6 +314,8 @@ def _resume(s):
     load the task's starting weights (`Task.initialize`); sets task.initialized_from."""
     task, checkpoints, trainer, o = s.task, s.checkpoints, s.trainer, s.options
     s.resumed = checkpoints.restore_latest()
+    for line in checkpoints.damage_report:  # damaged checkpoints set aside
+        print(line, file=s.stream, flush=True)
     check_same_start(s.strategy, trainer.step, o.output_dir)
     if not s.resumed:
         task.initialized_from = task.initialize(trainer.model)

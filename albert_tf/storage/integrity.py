@@ -1,0 +1,319 @@
+"""Damaged files: a checkpoint or a weights file that is cut short, has changed bytes or lacks
+a part is named with what is wrong and what to do (`DamagedFileError`, a ValueError: exit
+status 2), never with a library's internal text; a damaged training checkpoint is set aside
+(kept, never deleted); albert_tf's `.weights.h5` files carry a sha256 of their weights.
+
+    with integrity.reading_checkpoint(prefix, "--init_checkpoint=run", fix):  # reading errors named
+        tf.train.Checkpoint(model=model).read(prefix)
+    path, lines = integrity.restore_newest(run_dir, restore, trains=True)   # resume past damage
+    integrity.set_aside_checkpoint(prefix)   # run/ckpt-4.* -> run/ckpt-4.damaged-<UTC time>/
+    integrity.seal_weights_file(tmp)         # after model.save_weights(tmp): the weights' sha256
+    integrity.check_weights_file(path, fix)  # before loading: DamagedFileError when it differs
+
+Why it is built so (which errors TensorFlow and h5py raise for each kind of damage): docs/damaged_files.md.
+"""
+
+import contextlib
+import hashlib
+import os
+import re
+import time
+
+from albert_tf.storage import files
+
+# the attribute of a `.weights.h5` file's root group that holds the sha256 of its weights
+# (`weights_digest`); a file without it (written before albert_tf kept one, or by another
+# program) loads unchecked
+DIGEST_ATTRIBUTE = "albert_tf_weights_sha256"
+DAMAGED = ".damaged-"
+_SHARD = re.compile(r"\.data-(\d+)-of-(\d+)$")
+
+
+# what a reader of a damaged checkpoint is told to do
+READER_FIX = ("Restore it from a copy, or name an older checkpoint (its prefix, e.g. run/ckpt-N); the training "
+              "command started again on its run directory sets a damaged checkpoint aside and continues from the "
+              "newest one that restores.")
+_STEP = re.compile(r"^ckpt-(\d+)$")
+
+
+class DamagedFileError(ValueError):
+    """A file that cannot be read as what it should be (cut short, bytes changed, a part
+    missing); the message names it, what is wrong and what to do."""
+
+
+# ----------------------------------------------------------------------------------------------------------
+# TensorFlow checkpoints
+
+
+def is_damage(error):
+    """Whether `error`, raised reading a checkpoint, says it is damaged: TensorFlow 2.21 raises
+    IndexError for a data file cut short, DataLossError for changed bytes (InternalError where
+    they fall in a value that then does not decode), NotFoundError for a missing file, and its
+    checkpoint reader a bare OpError (code UNKNOWN) for an index cut short or changed and for
+    changed data (docs/damaged_files.md). A storage error (UnavailableError,
+    PermissionDeniedError, ...) is none."""
+    import tensorflow as tf
+
+    if isinstance(error, (IndexError, tf.errors.DataLossError, tf.errors.NotFoundError, tf.errors.OutOfRangeError,
+                          tf.errors.InternalError)):  # Internal: a changed byte in a value that does not decode
+        return True
+    return type(error) is tf.errors.OpError
+
+
+def checkpoint_damage(prefix, error=None):
+    """What is wrong with the checkpoint at `prefix`, in plain words: from its files (a part
+    missing, an index that does not open), else from `error` reading it raised."""
+    name = files.basename(prefix)
+    if not files.exists(prefix + ".index"):
+        return f"its index file {name}.index is missing"
+    directory = files.dirname(prefix)
+    shards = [n for n in files.listdir(directory) if n.startswith(name + ".data-") and _SHARD.search(n)]
+    if not shards:
+        return f"its data file ({name}.data-*) is missing"
+    count = int(_SHARD.search(shards[0]).group(2))
+    expected = [f"{name}.data-{i:05d}-of-{count:05d}" for i in range(count)]
+    missing = [shard for shard in expected if shard not in shards]
+    if len(missing) > 1:
+        return f"its data files {', '.join(missing)} are missing"
+    if missing:
+        return f"its data file {missing[0]} is missing"
+    import tensorflow as tf
+
+    try:
+        tf.compat.v1.train.NewCheckpointReader(prefix)
+    except Exception as e:  # noqa: BLE001 - whatever the index's reader raises, it does not open
+        if not is_damage(e):
+            raise
+        return f"its index file {name}.index is cut short or changed"
+    if isinstance(error, IndexError):
+        return "its data is cut short"
+    if isinstance(error, tf.errors.InternalError):
+        return "its data changed (a value does not decode)"
+    return "its data changed (a checksum does not match)"
+
+
+@contextlib.contextmanager
+def reading_checkpoint(prefix, source, fix):
+    """Runs the block that reads the checkpoint at `prefix`; TensorFlow's errors for a damaged
+    checkpoint become DamagedFileError naming `source` (e.g. "--init_checkpoint=run/ckpt-4"),
+    what is wrong and `fix` (what to do)."""
+    try:
+        yield
+    except Exception as e:
+        if not is_damage(e):
+            raise
+        raise DamagedFileError(f"{source}: the checkpoint {prefix} is damaged: {checkpoint_damage(prefix, e)}. "
+                               f"{fix}") from None
+
+
+def check_checkpoint(prefix, source, root=None):
+    """Reads every variable of the checkpoint at `prefix` (those under object `root`, e.g.
+    "model", when given; TensorFlow checks each one's checksum): DamagedFileError naming
+    `source` when one does not read."""
+    import tensorflow as tf
+
+    with reading_checkpoint(prefix, source, READER_FIX):
+        reader = tf.train.load_checkpoint(prefix)
+        for name in reader.get_variable_to_shape_map():
+            if root is None or name.startswith(root + "/"):
+                reader.get_tensor(name)
+
+
+def check_named_checkpoint(path):
+    """DamagedFileError when `path` is a prefix whose data files are there but not its index,
+    or a directory whose `checkpoint` state file names such a prefix in it."""
+    prefix = _state(path)[0] if files.isdir(path) else path
+    if prefix and not files.exists(prefix + ".index") and files.glob(prefix + ".data-*"):
+        raise DamagedFileError(f"{path}: the checkpoint {prefix} is damaged: {checkpoint_damage(prefix)}. "
+                               f"{READER_FIX}")
+
+
+def _state(directory):
+    """(the newest prefix, every prefix) that the `checkpoint` state file of `directory` names
+    in the directory itself, joined to `directory` as TensorFlow does; (None, []) without one."""
+    import tensorflow as tf
+
+    state = tf.train.get_checkpoint_state(directory)
+    if state is None:
+        return None, []
+    here = files.abspath(directory)
+
+    def inside(path):
+        return files.join(directory, files.basename(path)) if files.dirname(files.abspath(path)) == here else None
+
+    named = [p for p in map(inside, state.all_model_checkpoint_paths) if p]
+    return (inside(state.model_checkpoint_path) if state.model_checkpoint_path else None), named
+
+
+def checkpoint_candidates(output_dir):
+    """The training checkpoints (`ckpt-N` prefixes) of `output_dir` to resume from, newest
+    first: the one its `checkpoint` state file names, then the others it names or that have an
+    index, by step. Each has its index or its data files (a damaged one may lack the other)."""
+    newest, named = _state(output_dir)
+    found = [files.join(output_dir, n[: -len(".index")]) for n in files.listdir(output_dir)
+             if n.endswith(".index")] if files.isdir(output_dir) else []
+    steps = {}
+    for prefix in named + found:
+        m = _STEP.match(files.basename(prefix))
+        if m and prefix != newest:
+            steps[prefix] = int(m.group(1))
+    ordered = ([newest] if newest else []) + sorted(steps, key=steps.get, reverse=True)
+    return [p for p in ordered if files.exists(p + ".index") or files.glob(p + ".data-*")]
+
+
+def restore_newest(output_dir, restore, trains, set_aside=True):
+    """Calls `restore(prefix)` on the training checkpoints of `output_dir`, newest first
+    (`checkpoint_candidates`), until one does not raise a reading error. Returns (that
+    prefix or None, lines naming each damaged one before it); those are set aside
+    (`set_aside_checkpoint`) when `set_aside` (a training chief).
+
+    Raises:
+        DamagedFileError: checkpoints exist and none restores (each named, none set aside:
+            never a silent start from step 0); or, when not `trains` (a run that only
+            reads), the newest does not.
+    """
+    damaged = []
+    for prefix in checkpoint_candidates(output_dir):
+        try:
+            restore(prefix)
+        except Exception as e:
+            if not is_damage(e):
+                raise
+            damaged.append((prefix, checkpoint_damage(prefix, e)))
+            if trains:
+                continue
+            raise DamagedFileError(f"--output_dir={output_dir}: the newest checkpoint {prefix} is damaged: "
+                                   f"{damaged[0][1]}. {READER_FIX}") from None
+        lines = []
+        for damaged_prefix, what in damaged:
+            kept = f"set aside as {set_aside_checkpoint(damaged_prefix)}" if set_aside else "the chief sets it aside"
+            lines.append(f"damaged checkpoint {damaged_prefix}: {what}; {kept}; continuing from {prefix}, the newest "
+                         "checkpoint that restores")
+        return prefix, lines
+    if damaged:
+        raise DamagedFileError(
+            f"--output_dir={output_dir}: no checkpoint restores: "
+            f"{'; '.join(f'{prefix} ({what})' for prefix, what in damaged)}. They are left as they are: restore them "
+            "from a copy, or start anew in another --output_dir (or move them away).")
+    return None, []
+
+
+def damaged_name(prefix, when=None):
+    """`run/ckpt-4` -> `run/ckpt-4.damaged-20261207T120000Z`: where `set_aside_checkpoint` keeps it."""
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(when))
+    return f"{prefix}{DAMAGED}{stamp}"
+
+
+def set_aside_checkpoint(prefix):
+    """Moves the files of the damaged checkpoint `prefix` (`ckpt-4.index`, `ckpt-4.data-*`)
+    into the new directory `damaged_name(prefix)` beside them, where no reader of checkpoints
+    looks (kept for the user; never deleted), and drops `prefix` from the directory's
+    `checkpoint` state file. Returns that directory."""
+    directory, name = files.split(prefix)
+    target = damaged_name(prefix)
+    files.makedirs(target)
+    for entry in files.listdir(directory):
+        if entry == name + ".index" or entry.startswith(name + ".data-"):
+            files.rename(files.join(directory, entry), files.join(target, entry))
+    _forget(directory, prefix)
+    return target
+
+
+def _forget(directory, prefix):
+    """Rewrites the `checkpoint` state file of `directory` without `prefix` (TensorFlow's
+    text format; the paths in the directory relative, as CheckpointManager writes them)."""
+    import tensorflow as tf
+    from google.protobuf import text_format
+
+    from albert_tf.storage import atomic
+
+    state = tf.train.get_checkpoint_state(directory)
+    if state is None:
+        return
+    here, prefix = files.abspath(directory), files.abspath(prefix)
+
+    def relative(path):
+        return files.basename(path) if files.dirname(files.abspath(path)) == here else path
+
+    paths = list(state.all_model_checkpoint_paths)
+    stamps = list(state.all_model_checkpoint_timestamps)
+    stamps += [None] * (len(paths) - len(stamps))
+    kept = [(relative(p), t) for p, t in zip(paths, stamps) if files.abspath(p) != prefix]
+    newest = state.model_checkpoint_path
+    del state.all_model_checkpoint_paths[:]
+    del state.all_model_checkpoint_timestamps[:]
+    state.all_model_checkpoint_paths.extend(p for p, _ in kept)
+    state.all_model_checkpoint_timestamps.extend(t for _, t in kept if t is not None)
+    if not newest or files.abspath(newest) == prefix:
+        state.model_checkpoint_path = kept[-1][0] if kept else ""
+    else:
+        state.model_checkpoint_path = relative(newest)
+    atomic.write_text(files.join(directory, "checkpoint"), text_format.MessageToString(state))
+
+
+# ----------------------------------------------------------------------------------------------------------
+# .weights.h5 files
+
+
+def weights_digest(h5_file):
+    """The sha256 of the weights in the open h5py File `h5_file`: every dataset's path, dtype,
+    shape and bytes, in path order."""
+    import h5py
+    import numpy as np
+
+    datasets = []
+    h5_file.visititems(lambda name, obj: datasets.append(name) if isinstance(obj, h5py.Dataset) else None)
+    digest = hashlib.sha256()
+    for name in sorted(datasets):
+        value = np.asarray(h5_file[name][()])
+        digest.update(f"{name}\t{value.dtype.str}\t{value.shape}\n".encode("utf-8"))
+        digest.update(np.ascontiguousarray(value).tobytes())
+    return digest.hexdigest()
+
+
+def seal_weights_file(path):
+    """Records the sha256 of the weights in the local `.weights.h5` file `path` (just
+    written by Keras' save_weights, before it takes its name) in the file itself."""
+    import h5py
+
+    with h5py.File(os.fspath(path), "r+") as f:
+        f.attrs[DIGEST_ATTRIBUTE] = weights_digest(f)
+
+
+@contextlib.contextmanager
+def opened_weights_file(path, fix):
+    """The `.weights.h5` file `path` open for reading (h5py File); a file h5py cannot open
+    (cut short, changed) is DamagedFileError naming it and `fix`."""
+    import h5py
+
+    path = os.fspath(path)
+    with contextlib.ExitStack() as stack:  # a URL is read through the file layer (h5py takes a file object)
+        source = stack.enter_context(files.open(path, "rb")) if files.is_url(path) else path
+        try:
+            f = stack.enter_context(h5py.File(source, "r"))
+        except OSError as e:
+            if not files.isfile(path):
+                raise
+            raise DamagedFileError(f"{path}: damaged: not a readable weights file (cut short or changed). {fix}") \
+                from e
+        yield f
+
+
+def check_weights_file(path, fix):
+    """Checks the `.weights.h5` file `path` against the sha256 albert_tf recorded in it (a
+    file without one passes): DamagedFileError naming it and `fix` when it differs or the
+    file cannot be read."""
+    with opened_weights_file(path, fix) as f:
+        recorded = f.attrs.get(DIGEST_ATTRIBUTE)
+        if recorded is None:
+            return
+        try:
+            found = weights_digest(f)
+        except (OSError, RuntimeError, ValueError) as e:
+            raise DamagedFileError(f"{path}: damaged: its weights cannot be read (cut short or changed). {fix}") \
+                from e
+    if isinstance(recorded, bytes):
+        recorded = recorded.decode("ascii")
+    if found != recorded:
+        raise DamagedFileError(f"{path}: damaged: its weights changed since albert_tf wrote it (their sha256 "
+                               f"{found[:12]}... is not the recorded {recorded[:12]}...). {fix}")
