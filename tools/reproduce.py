@@ -77,10 +77,7 @@ TABLE_CELLS = {  # each table's cells in the paper's row order
 
 def grid_cells(tables):
     """Every cell of `tables` once (a cell in several tables is trained once), then the control."""
-    cells = []
-    for table in tables:
-        cells += [c for c in TABLE_CELLS[table] if c not in cells]
-    return cells + [CONTROL]
+    return list(dict.fromkeys(cell for table in tables for cell in TABLE_CELLS[table])) + [CONTROL]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -272,9 +269,7 @@ def judged_claims(results):
 
 def _fmt(values):
     mean, std, _ = cell_stats(values)
-    if mean is None:
-        return ""
-    return f"{mean:.2f}" if std is None else f"{mean:.2f} ± {std:.2f}"
+    return "" if mean is None else f"{mean:.2f}" + ("" if std is None else f" ± {std:.2f}")
 
 
 def _markdown(head, rows):
