@@ -190,6 +190,26 @@ def test_the_baselines_and_sizes_the_verdicts_use(quick_grid):
         assert results["sizes"]["topic"] == len(f.read().splitlines()) - 1  # its header
 
 
+def test_a_finished_grid_run_again_runs_no_step_and_writes_its_report_anew(quick_grid, tmp_path):
+    """The same command on a finished grid: every step has its record, so none runs (no
+    progress line, every record unchanged), and results.json and the report are written
+    again by today's rule (report.md, removed here, is back as write_report writes it)."""
+    out = quick_grid["out"]
+    before = _records(out)
+    os.remove(os.path.join(out, "report.md"))
+    with pytest.MonkeyPatch.context() as patch:
+        _smaller_quick(patch)
+        again = _run(quick_grid["args"])
+    assert again.returncode == 0, again.stderr[-3000:] + again.stdout[-3000:]
+    assert f"reproduce: {len(before)} steps, {len(before)} already done" in again.stdout
+    assert "ETA" not in again.stdout and _records(out) == before
+    with open(os.path.join(out, "results.json"), encoding="utf-8") as f:
+        reproduce.write_report(json.load(f), str(tmp_path))
+    for name in ("report.md", "claims.json", "table_sop.csv"):
+        with open(os.path.join(out, name), encoding="utf-8") as f:
+            assert f.read() == (tmp_path / name).read_text(encoding="utf-8"), name
+
+
 def test_another_grid_in_the_same_directory_is_refused(quick_grid):
     out = quick_grid["out"]
     before = _records(out)

@@ -2,7 +2,6 @@
 the files it writes (no TensorFlow)."""
 
 import csv
-import json
 import math
 import os
 import pytest
@@ -194,24 +193,3 @@ def test_files_written(tmp_path):
         assert f"## {title}" in text
     assert "| pretrained (SOP) |" in text and "| random init |" in text
     assert "2 se" in text and "**holds**" in text  # pretrained 71 +- 1 vs 50: the premise on the topic task
-
-
-def test_report_only_writes_the_report_again_from_results_json(tmp_path, capsys):
-    from albert_tf.storage import outputs
-
-    grid_dir = tmp_path / "grid"
-    grid_dir.mkdir()
-    (grid_dir / "results.json").write_text(json.dumps(_results({reproduce.BASE.id: [(70, 60), (72, 62), (71, 61)]})))
-    # not this tool's directory (no marker): refused before anything is written
-    assert reproduce.main(["--report_only", f"--output_dir={grid_dir}"]) == 2
-    assert "never overwrites what it did not make" in capsys.readouterr().err
-    assert sorted(os.listdir(grid_dir)) == ["results.json"]
-    assert reproduce.main(["--report_only", f"--output_dir={tmp_path / 'new'}"]) == 2
-    assert "has no results.json" in capsys.readouterr().err
-    outputs.write_marker(str(grid_dir), outputs.REPRODUCTION)
-    assert reproduce.main(["--report_only", f"--output_dir={grid_dir}"]) == 0
-    made = tmp_path / "made"
-    made.mkdir()
-    reproduce.write_report(json.loads((grid_dir / "results.json").read_text()), str(made))
-    assert (grid_dir / "claims.json").read_text() == (made / "claims.json").read_text()
-    assert (grid_dir / "report.md").is_file() and (grid_dir / "table_sop.csv").is_file()

@@ -2,21 +2,18 @@
 commands: sentence-level loss, cross-layer sharing, embedding size, pretrained against random init.
 
     python tools/reproduce.py --output_dir=repro                      # the default grid
-    python tools/reproduce.py --tables=sop,sharing --seeds=4 --width=2 --output_dir=repro_gpu
     python tools/reproduce.py --quick --output_dir=/tmp/repro_quick   # the pipeline in minutes
-    python tools/reproduce.py --report_only --output_dir=repro        # its report again, no step run
 
-The protocol, the verdict rule (RULE), resumption and the files: docs/reproduction.md.
+A finished grid, run again with the same command, runs no step (every step has its record) and writes
+results.json and the report anew by today's rule. The protocol, the verdict rule (RULE), resumption and the
+files: docs/reproduction.md.
 """
 
 import collections
 import contextlib
-import csv
 import dataclasses
 import functools
 import gc
-import io
-import json
 import math
 import os
 import statistics
@@ -37,9 +34,7 @@ else:  # `python tools/reproduce.py`: tools/ is sys.path[0]
     import make_squad_data
     import make_topic_task
 
-# ---- the grid (shared/ALBERT_REFERENCE.md section 10) ----
-
-TABLES = ("sop", "sharing", "embedding")
+TABLES = ("sop", "sharing", "embedding")  # the paper's ablations (shared/ALBERT_REFERENCE.md section 10)
 TITLES = {"sop": "Sentence-level loss (all-shared, E=H/6)", "sharing": "Cross-layer sharing",
           "embedding": "Embedding size E"}
 SHARINGS = ("all", "attention", "ffn", "none")
@@ -47,6 +42,7 @@ SHARING_NAMES = {"all": "all-shared", "attention": "shared-attention", "ffn": "s
 OBJECTIVE_NAMES = {"none": "None", "nsp": "NSP", "sop": "SOP", "random": "random init"}
 E_LABELS = {"1/12": "H/12", "1/6": "H/6", "1/3": "H/3", "1": "H"}  # E / H
 TASKS = ("topic", "squad")
+SQUAD_STRIDE, SQUAD_QUERY_LENGTH = 24, 20  # the SQuAD-style task's features
 
 
 @dataclasses.dataclass(frozen=True)
@@ -82,31 +78,32 @@ def grid_cells(tables):
 
 @dataclasses.dataclass(frozen=True)
 class Settings:
-    """What a grid is trained with, stored in grid.json and compared on resume (corpus_mb 0: all)."""
+    """What a grid is trained with, kept in grid.json; each field with help is this tool's flag of its name."""
 
-    tables: tuple = TABLES
-    seeds: int = 3  # MIN_SEEDS: fewer leave every claim "not testable"
+    tables: list = option(TABLES, f"Which of the paper's tables: {', '.join(TABLES)}.", flag_default=",".join(TABLES))
+    seeds: int = option(3, "Seeds per cell (pretraining and fine-tuning; a claim is judged only when each of its "
+                           "cells has at least 3).", positive=True)
     hidden_size: int = 96
-    num_attention_heads: int = 4
-    num_hidden_layers: int = 4
+    num_attention_heads: int = option(4, "Attention heads.", positive=True)
+    num_hidden_layers: int = option(4, "Transformer layers.", positive=True)
     max_seq_length: int = 64
     max_predictions_per_seq: int = 10
     vocab_size: int = 8000
-    pretrain_steps: int = 400
+    steps: int = option(400, "Pretraining steps of every cell.", positive=True)
     pretrain_batch_size: int = 64
     pretrain_learning_rate: float = 0.005
-    finetune_steps: int = 150
+    finetune_steps: int = option(150, "Steps of every fine-tuning run.", positive=True)
     finetune_batch_size: int = 32
     finetune_learning_rate: float = 5e-4
     topic_learning_rate: float = 1e-4
-    corpus_mb: float = 0.0
+    corpus_mb: float = option(0.0, "MB of docstring text to use (0: all found).")
     held_out_percent: int = 10
     topic_per_class: int = 400
     squad_train: int = 600
     squad_dev: int = 150
     dtype_policy: str = "auto"
 
-    def validate(self):
+    def __post_init__(self):
         """ValueError naming the flag of the first bad setting."""
         bad = [t for t in self.tables if t not in TABLES]
         if bad or not self.tables:
@@ -126,9 +123,7 @@ class Settings:
         return dict(dataclasses.asdict(self), tables=list(self.tables))
 
 
-# ---- the verdicts (docs/reproduction.md quotes RULE) ----
-
-MIN_SEEDS = 3
+MIN_SEEDS = 3  # RULE's (docs/reproduction.md quotes RULE word for word)
 MARGIN = 2.0  # standard errors
 ACCURACIES = ("topic", "mlm_accuracy", "sop_accuracy", "nsp_accuracy")  # shares of N items
 RULE = (f"a claim's difference d (a combination sum_i c_i m_i + k of cell means over the seeds) is judged only when "
@@ -157,8 +152,8 @@ def cell_stats(values):
 
 
 def judge(terms, constant, kind, tolerance, results, labels=None):
-    """{"verdict", "reason", "d", "se", "rule"} of d = sum c_i m_i + constant by RULE; terms: [(c_i, cell id,
-    key, per-seed values)], kind "better" or "about" (within `tolerance`), labels: {cell id: label}."""
+    """{"verdict", "reason", "d", "se", "rule"} of d = sum c_i m_i + constant by RULE; terms: [(c_i, cell (its
+    name in the reason, or labels[cell]), key, per-seed values)], kind "better" or "about" (within `tolerance`)."""
     stats = [(c, cell, key, *cell_stats(values)) for c, cell, key, values in terms]
     d = constant + sum(c * mean for c, _, _, mean, _, _ in stats)
     floor = max(abs(c) * resolution(results, key) for c, _, key, *_ in stats)
@@ -186,8 +181,6 @@ def seed_values(cell, key):
     return [row[key] for row in rows if key in row]
 
 
-# ---- the claims (shared/ALBERT_REFERENCE.md section 10, the paper's numbers with them) and the report ----
-
 CHANCE = "chance"  # a claim's constant: minus the chance of its one term's held-out pairs (results["baselines"])
 SCORES = TASKS + ("avg",)
 METRICS = ("mlm_accuracy", "sop_accuracy", "nsp_accuracy")
@@ -205,7 +198,8 @@ def _better(table, text, a, b, key="avg", paper=None):
 
 
 def claims():
-    """Every claim of the issue's list, as data."""
+    """Every claim of the issue's list (shared/ALBERT_REFERENCE.md section 10), as data, the paper's numbers with
+    them."""
     sop, nsp, none = (Cell("all", "1/6", o) for o in ("sop", "nsp", "none"))
     h, h6 = ({s: Cell(s, ratio) for s in SHARINGS} for ratio in ("1", "1/6"))
     return [
@@ -260,9 +254,8 @@ def judged_claims(results):
         if None in cells:
             continue
         constant = -results["baselines"][claim.terms[0][2]] if claim.constant == CHANCE else claim.constant
-        terms = [(c, cell.id, key, seed_values(found, key)) for (c, cell, key), found in zip(claim.terms, cells)]
-        labels = {cell.id: found["label"] for (_, cell, _), found in zip(claim.terms, cells)}
-        verdict = judge(terms, constant, claim.kind, claim.tolerance, results, labels)
+        terms = [(c, found["label"], key, seed_values(found, key)) for (c, _, key), found in zip(claim.terms, cells)]
+        verdict = judge(terms, constant, claim.kind, claim.tolerance, results)
         verdicts.append({"table": claim.table, "claim": claim.text, "paper": claim.paper, **verdict})
     return verdicts
 
@@ -276,56 +269,38 @@ def _markdown(head, rows):
     return ["| " + " | ".join(head) + " |", "|" + "---|" * len(head), *("| " + " | ".join(r) + " |" for r in rows)]
 
 
-def write_csv(rows, path):
-    buffer = io.StringIO()
-    writer = csv.DictWriter(buffer, fieldnames=list(rows[0]), lineterminator="\n")
-    writer.writeheader()
-    for row in rows:
-        writer.writerow({k: ("" if v is None else round(v, 4) if isinstance(v, float) else v) for k, v in row.items()})
-    atomic.write_text(path, buffer.getvalue())
-
-
 def write_report(results, output_dir):
     """Writes table_<table>.csv, claims.csv, report.md and claims.json from results.json; returns their paths."""
-    verdicts, settings = judged_claims(results), ", ".join(f"{k} {v}" for k, v in results["settings"].items())
+    cells, verdicts = results["cells"], judged_claims(results)
+    settings = ", ".join(f"{k} {v}" for k, v in results["settings"].items())
     md = ["# The paper's ablations, reproduced small", "", f"Settings (grid.json): {settings}. Scores are dev "
           "percentages, mean ± sample std over seeds; Avg is the mean of the topic and SQuAD-style scores (the "
           "paper's Avg averages SQuAD1.1, SQuAD2.0, MNLI, SST-2 and RACE: compare directions, not values).", ""]
     written = []
     for table in [t for t in TABLES if t in results["tables"]]:  # the paper's order
-        keys, rows = (METRICS if table == "sop" else ()) + SCORES, []
+        keys, rows, lines = (METRICS if table == "sop" else ()) + SCORES, [], []
         for cell_id in results["tables"][table]:
-            cell = results["cells"][cell_id]
+            cell = cells[cell_id]
             rows.append({"cell": cell_id, "sharing": SHARING_NAMES[cell["sharing"]], "E": cell["embedding_size"],
                          "E/H": cell["ratio"], "objective": cell["objective"]})
             for key in METRICS + SCORES:
                 rows[-1][f"{key}_mean"], rows[-1][f"{key}_std"], rows[-1]["seeds"] = cell_stats(seed_values(cell, key))
-        written.append(os.path.join(output_dir, f"table_{table}.csv"))
-        write_csv(rows, written[-1])
-        lines = [[f"{results['cells'][c]['label']} ({results['cells'][c]['embedding_size']})",
-                  *[_fmt(seed_values(results["cells"][c], k)) for k in keys]] for c in results["tables"][table]]
+            lines.append([f"{cell['label']} ({cell['embedding_size']})", *[_fmt(seed_values(cell, k)) for k in keys]])
+        written.append(atomic.write_csv(os.path.join(output_dir, f"table_{table}.csv"), rows))
         md += [f"## {TITLES[table]}", "", *_markdown(["cell", *[SCORE_NAMES[k] for k in keys]], lines), ""]
-    if results["control"] in results["cells"]:
-        rows = [[name, *[_fmt(seed_values(results["cells"][cell_id], k)) for k in SCORES]] for cell_id, name in
+    if results["control"] in cells:
+        rows = [[name, *[_fmt(seed_values(cells[cell_id], k)) for k in SCORES]] for cell_id, name in
                 ((results["base"], "pretrained (SOP)"), (results["control"], "random init"))]
         md += ["## Pretrained against random init (same architecture: all-shared, E=H/6)", "",
                *_markdown(["start", *[SCORE_NAMES[k] for k in SCORES]], rows), ""]
     rows = [[v["table"], v["claim"], v["paper"] or "", v["rule"],
              f"**{v['verdict']}**" + (f": {v['reason']}" if v["reason"] else "")] for v in verdicts]
     md += ["## Claims", "", "Rule: " + RULE, "", *_markdown(["table", "claim", "paper", "ours", "verdict"], rows), ""]
-    if verdicts:
-        written.append(os.path.join(output_dir, "claims.csv"))
-        columns = ("table", "claim", "paper", "d", "se", "verdict", "reason")
-        write_csv([{k: v[k] for k in columns} for v in verdicts], written[-1])
-    written += [os.path.join(output_dir, "report.md"), os.path.join(output_dir, "claims.json")]
-    atomic.write_text(written[-2], "\n".join(md))
-    atomic.write_json(written[-1], verdicts, sort_keys=False)
+    columns = ("table", "claim", "paper", "d", "se", "verdict", "reason")
+    written.append(atomic.write_csv(os.path.join(output_dir, "claims.csv"), verdicts, columns))
+    written += [atomic.write_text(os.path.join(output_dir, "report.md"), "\n".join(md)),
+                atomic.write_json(os.path.join(output_dir, "claims.json"), verdicts, sort_keys=False)]
     return written
-
-
-# ---- the steps: each through a project command (in this process) or a task tool ----
-
-SQUAD_STRIDE, SQUAD_QUERY_LENGTH = 24, 20
 
 
 def read_done(path):
@@ -334,7 +309,6 @@ def read_done(path):
 
 
 def record_done(path, result, seconds):
-    os.makedirs(os.path.dirname(path), exist_ok=True)
     atomic.write_json(path, {"result": result, "seconds": round(seconds, 2)})
 
 
@@ -357,8 +331,8 @@ def call_command(module, args, log_path):
 
 
 class Grid:
-    """A grid's steps in its directory (data/, cells/<cell>/seed<k>/: docs/reproduction.md); a finished
-    step's record is steps/<step>.json in data/ or in its seed's directory."""
+    """A grid's steps, each through a project command (in this process) or a task tool, in its directory (data/,
+    cells/<cell>/seed<k>/: docs/reproduction.md); a finished step's record is steps/<step>.json there."""
 
     def __init__(self, settings, root):
         self.settings, self.root = settings, root
@@ -402,12 +376,10 @@ class Grid:
             held_entries += [entry] if held else []
             if s.corpus_mb and total >= int(s.corpus_mb * 1_000_000):
                 break
-        os.makedirs(self.data("corpus"), exist_ok=True)
         for name, blocks in parts.items():
             atomic.write_text(self.data("corpus", f"{name}.txt"), "".join(blocks))
         sample_corpus.write_entries(self.data("corpus", "held_out.jsonl"), held_entries)
-        options = SentencePieceOptions(vocab_size=s.vocab_size, input_sentence_size=1_000_000,
-                                       num_threads=os.cpu_count() or 1)
+        options = SentencePieceOptions(vocab_size=s.vocab_size, num_threads=os.cpu_count() or 1)
         train_sentencepiece([self.data("corpus", "pretrain.txt")], self.spm_model[:-len(".model")], options)
         return {f"{name}_documents": len(blocks) for name, blocks in parts.items()}
 
@@ -443,10 +415,9 @@ class Grid:
                                                               source=corpus)
         make_topic_task.write_task(self.data("tasks", "topic"), train, dev)
         functions = make_squad_data.corpus_docstring_entries(entries)
-        os.makedirs(squad, exist_ok=True)
         for split in ("train", "dev"):
             dataset = make_squad_data.make_dataset("1.1", getattr(s, f"squad_{split}"), 12345, 600, split, functions)
-            atomic.write_text(os.path.join(squad, f"{split}.json"), json.dumps(dataset, ensure_ascii=False))
+            atomic.write_json(os.path.join(squad, f"{split}.json"), dataset, indent=None, sort_keys=False)
         features = load_or_build_features(  # built once, so that every run takes exactly --finetune_steps steps
             os.path.join(squad, "train.json"), os.path.join(squad, "train_features.tfrecord"),
             SentencePieceTokenizer(self.spm_model, do_lower_case=True),
@@ -470,17 +441,17 @@ class Grid:
         """run_pretraining of one cell, then its held-out accuracies on SOP and NSP pairs (percent)."""
         from albert_tf import run_pretraining
 
-        s, log, steps = self.settings, self.run_dir(cell, seed, "log.txt"), self.settings.pretrain_steps
+        s, log, steps = self.settings, self.run_dir(cell, seed, "log.txt"), self.settings.steps
         args = [*self._model_args(cell, seed), f"--max_predictions_per_seq={s.max_predictions_per_seq}"]
         data = self.data("train_nsp.tfrecord" if cell.objective == "nsp" else "train_sop.tfrecord")
-        found = call_command(run_pretraining, [
+        call_command(run_pretraining, [
             *args, f"--input_file={data}",
             f"--output_dir={self.run_dir(cell, seed, 'pretrain')}", f"--train_batch_size={s.pretrain_batch_size}",
             f"--learning_rate={s.pretrain_learning_rate}", f"--num_train_steps={steps}",
             f"--num_warmup_steps={steps // 10}", f"--save_checkpoints_steps={steps}", "--keep_checkpoint_max=1",
             f"--iterations_per_loop={max(1, min(100, steps // 10))}", "--do_train", "--nodo_eval",
             "--dynamic_masking", f"--sentence_loss={cell.objective != 'none'}", "--optimizer=lamb"], log)
-        accuracies = {"final_step": found["final_step"]}
+        accuracies = {}
         for held_out in ("nsp", "sop"):  # every held-out pair in one batch; the masked-LM accuracy is eval_sop's
             pairs = read_done(self.data("steps", f"eval_{held_out}.json"))["result"]["pairs"]
             found = call_command(run_pretraining, [
@@ -509,97 +480,58 @@ class Grid:
                 *args, "--do_eval", f"--train_step={steps}", f"--warmup_step={steps // 10}", "--eval_batch_size=64",
                 "--task_name=tsv", f"--data_dir={where}", "--text_a_column=sentence",
                 f"--labels={','.join(tasks['result']['topic_labels'])}"], log)["eval"]
-            return {"score": 100 * found["accuracy"], "best_step": found.get("best_step")}
+            return {"score": 100 * found["accuracy"]}
         epochs = (steps + 0.5) * batch / tasks["result"]["squad_train_features"]  # int(features / batch x epochs)
         found = call_command(run_squad_v1, [
             *args, f"--train_file={where}/train.json", f"--predict_file={where}/dev.json",
             f"--train_feature_file={where}/train_features.tfrecord", "--do_predict", "--best_checkpoint",
             f"--predict_feature_file={where}/dev_features.tfrecord", f"--num_train_epochs={epochs!r}",
-            f"--predict_feature_left_file={where}/dev_features_left.pkl", f"--doc_stride={SQUAD_STRIDE}",
-            f"--max_query_length={SQUAD_QUERY_LENGTH}", "--predict_batch_size=64"], log)
+            f"--doc_stride={SQUAD_STRIDE}", f"--max_query_length={SQUAD_QUERY_LENGTH}", "--predict_batch_size=64"], log)
         f1, exact_match = found["metrics"]["f1"], found["metrics"]["exact_match"]
-        return {"score": (f1 + exact_match) / 2, "f1": f1, "exact_match": exact_match,
-                "best_step": found.get("best_step")}
+        return {"score": (f1 + exact_match) / 2, "f1": f1, "exact_match": exact_match}
 
     def gather(self):
         """results.json (its layout: docs/reproduction.md)."""
         s, cells = self.settings, {}
-        data = {name: read_done(self.data("steps", f"{name}.json"))["result"] for name in ("eval_sop", "eval_nsp",
-                                                                                           "tasks")}
+        records = [self.data("steps", f"{name}.json") for name in ("eval_sop", "eval_nsp", "tasks")]
+        sop, nsp, tasks = (read_done(path)["result"] for path in records)
         for cell in grid_cells(s.tables):
             seeds = {}
             for seed in range(1, s.seeds + 1):
                 done = {name: read_done(self.run_dir(cell, seed, "steps", f"{name}.json"))["result"]
                         for name, _ in self.cell_steps(cell, seed)}
                 downstream = {task: done[task]["score"] for task in TASKS}
-                intrinsic = {k: v for k, v in done.get("pretrain", {}).items() if k in METRICS}
-                seeds[str(seed)] = {"intrinsic": intrinsic, "downstream": downstream,
+                seeds[str(seed)] = {"intrinsic": done.get("pretrain", {}), "downstream": downstream,
                                     "avg": statistics.mean(downstream.values())}
             cells[cell.id] = {"sharing": cell.sharing, "ratio": cell.ratio, "objective": cell.objective,
                               "embedding_size": s.embedding_size(cell.ratio), "label": cell.label(), "seeds": seeds}
         return {"settings": s.to_dict(), "cells": cells, "control": CONTROL.id, "base": BASE.id,
                 "tables": {t: [c.id for c in TABLE_CELLS[t]] for t in s.tables},
                 # what the floors divide by: dev examples, held-out pairs, masked positions
-                "sizes": {"topic": data["tasks"]["topic_dev"], "squad": data["tasks"]["squad_dev"],
-                          "sop_accuracy": data["eval_sop"]["pairs"], "nsp_accuracy": data["eval_nsp"]["pairs"],
-                          "mlm_accuracy": data["eval_sop"]["mlm_positions"]},
-                "baselines": {"sop_accuracy": data["eval_sop"]["chance"], "nsp_accuracy": data["eval_nsp"]["chance"]}}
-
-
-# ---- the runner and the command ----
-
-def run_steps(todo):
-    """Runs the steps not yet done, in order, each recorded when it finishes, with a progress line each."""
-    start, done_now = time.perf_counter(), 0
-    for index, (label, record, function) in enumerate(todo, 1):
-        if read_done(record):
-            continue
-        began = time.perf_counter()
-        result = function()
-        seconds = time.perf_counter() - began
-        record_done(record, result, seconds)
-        done_now += 1
-        elapsed = time.perf_counter() - start
-        eta = elapsed / done_now * sum(1 for _, path, _ in todo[index:] if not read_done(path))
-        summary = ", ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}" for k, v in result.items()
-                            if not isinstance(v, (list, dict)))
-        print(f"[{index}/{len(todo)}] {label}: {summary} ({seconds:.0f}s); {done_now} steps in {elapsed / 60:.1f} "
-              f"min, {done_now / elapsed * 60:.1f}/min, ETA {eta / 60:.1f} min", flush=True)
+                "sizes": {"topic": tasks["topic_dev"], "squad": tasks["squad_dev"], "sop_accuracy": sop["pairs"],
+                          "nsp_accuracy": nsp["pairs"], "mlm_accuracy": sop["mlm_positions"]},
+                "baselines": {"sop_accuracy": sop["chance"], "nsp_accuracy": nsp["chance"]}}
 
 
 QUICK = {"tables": ("sop",), "seeds": 1, "hidden_size": 24, "num_attention_heads": 2, "num_hidden_layers": 2,
-         "max_seq_length": 48, "max_predictions_per_seq": 6, "vocab_size": 1000, "pretrain_steps": 20,
+         "max_seq_length": 48, "max_predictions_per_seq": 6, "vocab_size": 1000, "steps": 20,
          "pretrain_batch_size": 16, "finetune_steps": 6, "finetune_batch_size": 8, "corpus_mb": 1.5,
          "held_out_percent": 30, "topic_per_class": 40, "squad_train": 60, "squad_dev": 20}
-FLAG_SETTINGS = {"tables": "tables", "seeds": "seeds", "num_attention_heads": "num_attention_heads",
-                 "num_hidden_layers": "num_hidden_layers", "steps": "pretrain_steps",
-                 "finetune_steps": "finetune_steps", "corpus_mb": "corpus_mb"}
 
 
 @dataclasses.dataclass(kw_only=True)
 class ReproduceOptions:
-    """reproduce's own flags (RECORD adds --output_dir and --dtype_policy)."""
+    """reproduce's flags beside the Settings fields' (RECORD adds --output_dir and --dtype_policy)."""
 
-    tables: list = option(",".join(TABLES), f"Which of the paper's tables: {', '.join(TABLES)}.")
-    seeds: int = option(Settings.seeds, "Seeds per cell (pretraining and fine-tuning; a claim is judged only when "
-                                        "each of its cells has at least 3).", positive=True)
     width: float = option(1.0, f"Width multiplier: hidden size {Settings.hidden_size} x width (a multiple of 12 and "
                                "of the heads), embedding sizes at the paper's E/H ratios.")
-    num_attention_heads: int = option(Settings.num_attention_heads, "Attention heads.", positive=True)
-    num_hidden_layers: int = option(Settings.num_hidden_layers, "Transformer layers.", positive=True)
-    steps: int = option(Settings.pretrain_steps, "Pretraining steps of every cell.", positive=True)
-    finetune_steps: int = option(Settings.finetune_steps, "Steps of every fine-tuning run.", positive=True)
-    corpus_mb: float = option(Settings.corpus_mb, "MB of docstring text to use (0: all found).")
-    report_only: bool = option(False, "Run no step: write the report (CSVs, claims, report.md) again from this "
-                                      "tool's --output_dir's results.json by today's rule (other flags unread).")
     quick: bool = option(False, "Tiny models, one seed, the sentence-level table unless --tables says otherwise: "
                                 "the pipeline at test size (its numbers mean nothing; one seed: no verdicts).")
 
 
 # --output_dir: where the grid lives (a new directory, or this tool's own: resumed)
-RECORD = Command("reproduce", ((RunDirectory, None), (ReproduceOptions, (
-    "tables", "seeds", "width", "num_attention_heads", "num_hidden_layers", "steps", "finetune_steps", "corpus_mb")),
-    (PrecisionOptions, None), (ReproduceOptions, ("report_only", "quick"))))
+RECORD = Command("reproduce", ((RunDirectory, None), (Settings, None), (ReproduceOptions, None),
+                              (PrecisionOptions, None)))
 
 
 def define_flags(flag_values=None):
@@ -607,54 +539,53 @@ def define_flags(flag_values=None):
 
 
 def settings_from_flags(f):
-    """The grid's Settings; --quick: QUICK's, with the flags given (not --width)."""
+    """The grid's Settings from their flags; --quick: QUICK's, with the flags given (not --width)."""
     hidden = Settings.hidden_size * f.width
     if f.width <= 0 or abs(hidden - round(hidden)) > 1e-9:
         raise ValueError(f"--width={f.width} gives a hidden size of {hidden:g}, not a whole number.")
     values = dict(QUICK) if f.quick else {"hidden_size": int(round(hidden))}
-    values.update({key: f[flag].value for flag, key in FLAG_SETTINGS.items() if f[flag].present or not f.quick})
-    return Settings(**dict(values, tables=tuple(t.strip() for t in values["tables"] if t.strip()),
-                           dtype_policy=f.dtype_policy))
+    for field in dataclasses.fields(Settings):  # those with a flag
+        if field.name in f and (f[field.name].present or not f.quick):
+            values[field.name] = f[field.name].value
+    return Settings(**dict(values, tables=tuple(t.strip() for t in values["tables"] if t.strip())))
 
 
 def run(f):
-    """Runs (or resumes) the grid in --output_dir into its results.json (--report_only: reads it), then writes
-    the report."""
-    from albert_tf.training.precision import check_policy, choose
+    """Runs or resumes the grid in --output_dir (a finished one: no step), then writes results.json and the report."""
+    from albert_tf.training.precision import choose
 
     if not f.output_dir:
         raise ValueError("--output_dir is required.")
     outputs.check([outputs.Output("--output_dir", f.output_dir, outputs.REPRODUCTION)])
-    results = os.path.join(f.output_dir, "results.json")
-    if f.report_only and not os.path.isfile(results):
-        raise ValueError(f"--output_dir={f.output_dir} has no results.json: --report_only reports a gathered grid "
-                         "(run it without --report_only first).")
-    if not f.report_only:
-        option_flags.values(f, RECORD)  # every check before any step: the positive flags, then the settings
-        settings = settings_from_flags(f)
-        settings.validate()
-        check_policy(settings.dtype_policy)  # grid.json holds the policy as every command resolves it
-        settings = dataclasses.replace(settings, dtype_policy=choose(settings.dtype_policy).policy)
-        grid_json, wanted = os.path.join(f.output_dir, "grid.json"), settings.to_dict()
-        existing = read_json(grid_json, "the grid's settings") if os.path.isfile(grid_json) else wanted
-        changed = ", ".join(f"{k}: {existing.get(k)!r} there, {wanted.get(k)!r} asked"
-                            for k in sorted(set(existing) | set(wanted)) if existing.get(k) != wanted.get(k))
-        if changed:  # the policy as this machine resolves --dtype_policy: cells of two policies never mix
-            raise ValueError(f"--output_dir={f.output_dir} holds another grid ({changed}); resume it with its own "
-                             f"settings ({grid_json}) or choose a new --output_dir.")
-        outputs.claim_dir(f.output_dir, outputs.REPRODUCTION, "--output_dir")
-        atomic.write_json(grid_json, wanted)
-        grid = Grid(settings, f.output_dir)
-        todo = grid.steps()
-        print(f"reproduce: {len(todo)} steps, {sum(1 for _, record, _ in todo if read_done(record))} already done "
-              f"({len(grid_cells(settings.tables))} cells x {settings.seeds} seeds; H={settings.hidden_size}, "
-              f"L={settings.num_hidden_layers}, {settings.pretrain_steps} pretraining steps; dtype policy "
-              f"{settings.dtype_policy})", flush=True)
-        import keras  # noqa: F401 (with TensorFlow: what every step imports)
+    option_flags.values(f, RECORD)  # every check before any step: the positive flags, then the settings
+    settings = dataclasses.replace(settings_from_flags(f), dtype_policy=choose(f.dtype_policy).policy)
+    grid_json, wanted = os.path.join(f.output_dir, "grid.json"), settings.to_dict()
+    existing = read_json(grid_json, "the grid's settings") if os.path.isfile(grid_json) else wanted
+    changed = ", ".join(f"{k}: {existing.get(k)!r} there, {wanted.get(k)!r} asked"
+                        for k in sorted(set(existing) | set(wanted)) if existing.get(k) != wanted.get(k))
+    if changed:  # the policy as this machine resolves --dtype_policy: cells of two policies never mix
+        raise ValueError(f"--output_dir={f.output_dir} holds another grid ({changed}); resume it with its own "
+                         f"settings ({grid_json}) or choose a new --output_dir.")
+    outputs.claim_dir(f.output_dir, outputs.REPRODUCTION, "--output_dir")
+    atomic.write_json(grid_json, wanted)
+    grid = Grid(settings, f.output_dir)
+    steps = grid.steps()
+    todo = [step for step in steps if not read_done(step[1])]  # a step is done when its record exists
+    print(f"reproduce: {len(steps)} steps, {len(steps) - len(todo)} already done ({len(grid_cells(settings.tables))} "
+          f"cells x {settings.seeds} seeds; the settings: {grid_json})", flush=True)
+    import keras  # noqa: F401 (with TensorFlow: what every step imports)
 
-        gc.freeze()  # those imports live as long as the process: the collection after each step skips them
-        run_steps(todo)
-        atomic.write_json(results, grid.gather())
+    gc.freeze()  # those imports live as long as the process: the collection after each step skips them
+    start = time.perf_counter()
+    for index, (label, record, function) in enumerate(todo, 1):  # each recorded when it finishes, with a progress line
+        began = time.perf_counter()
+        result = function()
+        seconds = time.perf_counter() - began
+        record_done(record, result, seconds)
+        elapsed = time.perf_counter() - start
+        print(f"[{index}/{len(todo)}] {label} ({seconds:.0f}s); {index} steps in {elapsed / 60:.1f} min, "
+              f"{index / elapsed * 60:.1f}/min, ETA {elapsed / index * (len(todo) - index) / 60:.1f} min", flush=True)
+    results = atomic.write_json(os.path.join(f.output_dir, "results.json"), grid.gather())
     written = write_report(read_json(results, "the grid's results"), f.output_dir)
     print(f"reproduce: wrote {', '.join(os.path.relpath(p, f.output_dir) for p in written)} in {f.output_dir} "
           "from its results.json", flush=True)
