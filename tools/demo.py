@@ -2,18 +2,9 @@
 
     python tools/demo.py --output_dir=demo_output
 
-Steps: sample corpus -> SentencePiece -> pretraining TFRecords (MLM + SOP) -> a tf.data
-batch with dynamic masking -> pretraining (configs/demo.flags) with loss curves ->
-TF-Hub-style export -> the exported encoder run through hub.KerasLayer on a real sentence
--> fine-tuning through hub.KerasLayer (notebooks/finetune_with_hub.ipynb, executed) on the
-shipped docstring-topics task -> fine-tuning with run_classifier (Keras 3) and its
-raw-string classifier export -> the parameter table. Each step prints what it did and how
-long it took; results are written under --output_dir.
-
---output_dir is the demo's own directory (albert_tf.storage.outputs, kind DEMO): created
-and marked when new, reused when the demo made it (a second `make demo` resumes the runs,
-which are complete, and replaces the data, model, plots and exports it made, each under the
-same rule), refused (exit status 2) before any step when it is anything else.
+The ten steps, what each prints and writes under --output_dir: docs/demo.md. --output_dir is the
+demo's own directory: created when new, reused when the demo made it (a second `make demo` resumes
+its runs and replaces what it made), refused (exit status 2) before any step when it is anything else.
 """
 
 import contextlib
@@ -24,7 +15,6 @@ import subprocess
 import sys
 import threading
 import time
-
 
 from albert_tf import entry_points, option_flags
 from albert_tf.storage import outputs
@@ -62,18 +52,11 @@ TOPIC_LABELS = "networking,numbers,text,concurrency"
 NEW_SENTENCES = ["Open a connection to the host and send the request headers.",
                  "Return the median of the numeric data.",
                  "Start a pool of worker processes and wait for the results."]
-
-
 SENTENCE = "Return the first release in which this feature was recognized."
 
 
-# --- the lines TensorFlow prints while it loads ---------------------------------------------
-#
-# TensorFlow 2.21 logs a few lines while its libraries load, before it reads
-# TF_CPP_MIN_LOG_LEVEL (README, "TensorFlow's loading lines"). The demo leaves those below the
-# level out of the stderr of the processes it starts (its steps, the notebook's kernel): a
-# line of severity below it (I 0, W 1, E 2) and, at level 1 or more, absl's header line.
-# Everything else passes as it comes.
+# The lines TensorFlow logs while it loads, before it reads TF_CPP_MIN_LOG_LEVEL (README, "TensorFlow's
+# loading lines"): the demo leaves those below the level out of the stderr of the processes it starts.
 
 _ABSL_HEADER = "WARNING: All log messages before absl::InitializeLog() is called are written to STDERR"
 _LOG_LINE = re.compile(r"([IWEF])\d{4} \d\d:\d\d:\d+(?:\.\d+)?\s+\d+ \S+:\d+\] ")
@@ -108,10 +91,9 @@ def _copy_lines(source, level):
 
 @contextlib.contextmanager
 def filtered_stderr(level=None, wait_seconds=10):
-    """A pipe (a binary file) to give a process the demo starts as its stderr: its lines reach
-    this process's stderr (file descriptor 2) as they come, less those `hidden_loading_line`
-    leaves out at `level` (default TF_CPP_MIN_LOG_LEVEL). On exit, waits up to `wait_seconds`
-    for the lines still to come (a process the started one left running may keep the pipe)."""
+    """A pipe to give a started process as its stderr: its lines reach file descriptor 2 as they come, less
+    those `hidden_loading_line` leaves out at `level` (default TF_CPP_MIN_LOG_LEVEL); on exit, waits up to
+    `wait_seconds` for the lines still to come."""
     read, write = os.pipe()
     level = _min_log_level() if level is None else level
     copier = threading.Thread(target=_copy_lines, args=(os.fdopen(read, "rb"), level), daemon=True)
@@ -154,34 +136,19 @@ def hub_forward_pass(export_dir):
 
 
 def execute_notebook(nb, client_class=None, **options):
-    """Executes notebook `nb` (nbformat, outputs filled in place) in a local python3
-    kernel reached over IPC: Unix sockets in a private temporary directory, removed
-    afterwards. Over TCP (nbclient's default) ipykernel warns on every start that the
-    traffic is unencrypted; a kernel on this machine needs no network at all. The kernel's
-    stderr passes through `filtered_stderr` (TF_CPP_MIN_LOG_LEVEL applied to what TensorFlow
-    prints while it loads in the kernel).
-
-    Args:
-        nb: the notebook.
-        client_class: a NotebookClient subclass (default NotebookClient).
-        **options: NotebookClient options (timeout, resources, ...).
-    Returns:
-        nb.
-    Raises:
-        nbclient.exceptions.CellExecutionError: a cell failed (its traceback included).
-    """
+    """Executes notebook `nb` (outputs filled in place; returns it) with `client_class` (default
+    NotebookClient) and its `options` in a local python3 kernel over IPC (Unix sockets in a private
+    temporary directory: over TCP ipykernel warns that the traffic is unencrypted), its stderr through
+    `filtered_stderr`; nbclient's CellExecutionError when a cell fails."""
     import tempfile
 
     from nbclient import NotebookClient
 
     client = (client_class or NotebookClient)(nb, kernel_name="python3", **options)
     with tempfile.TemporaryDirectory(prefix="albert_tf_kernel_") as sockets, filtered_stderr() as stderr:
-        # set after construction, not passed as km=: the client then owns the kernel and
-        # shuts it down when the notebook is done (with km= it would keep running)
+        # set after construction, not passed as km=: the client then owns the kernel and shuts it down
         client.km = client.kernel_manager_class(kernel_name="python3", transport="ipc",
                                                 ip=os.path.join(sockets, "kernel"))
-        # the kernel's stderr as this command's, less the lines TensorFlow prints while it
-        # loads below TF_CPP_MIN_LOG_LEVEL
         client.execute(stderr=stderr)
     return nb
 
@@ -299,8 +266,7 @@ def run(f):
 
 
 def check_options(f):
-    """Every check of the demo, before any step: --dtype_policy (ValueError naming it) and
-    --output_dir, claimed as the demo's own (albert_tf.storage.outputs)."""
+    """Every check before any step: --dtype_policy and --output_dir, claimed as the demo's own."""
     from albert_tf.training.precision import check_policy
 
     check_policy(getattr(f, "dtype_policy", "auto"))  # (flag values made without it: the default)
@@ -308,8 +274,8 @@ def check_options(f):
 
 
 def _write_results(f, out, notebook, classifier, seconds):
-    """Prints the two fine-tunings of the export beside the majority baseline, and writes
-    them with the resolved policy and the machine to demo_results.json."""
+    """Prints the two fine-tunings beside the majority baseline; writes them, the policy and the machine to
+    demo_results.json."""
     import platform
 
     from albert_tf.storage import atomic

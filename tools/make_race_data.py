@@ -4,38 +4,10 @@
     python tools/make_race_data.py --output_dir=data/race_tiny --layout=all.txt
     python tools/make_race_data.py --output_dir=data/mc_tiny --layout=jsonl
 
-Nothing comes from RACE. An article describes a few public standard-library functions
-(make_squad_data.docstring_entries: functions whose docstring starts "Return(s) ..."),
-one entry each, "<name>(): <up to three docstring sentences>"; middle articles have 3
-entries, high ones 4. Questions, both kinds with a pattern a tiny model trained from
-scratch can learn (and memorize on ~50 questions):
-
-    cloze (a "_"):  a sentence of the article with one word (5+ letters) blanked; options:
-                    the word and 3 words of 5+ letters from other articles (never in this one)
-    "Which function returns <the words after "Return(s)">?": options: the entry's name
-                    and 3 other names (of this article first) whose answer differs
-
-Middle articles get 2 of each, high ones 3 cloze and 2 "which". The correct option's
-position comes from shuffled decks of A-D, so every letter is the answer about equally
-often. Functions are split by a hash of their names (as make_squad_data's --split: dev
-~20%, test ~20%, train the rest), so the splits share no function; --num_articles articles per level in train, half as
-many (at least 1) in dev and test. Deterministic for a given --seed.
-
-Layouts (--layout):
-    files    output_dir/RACE/{train,dev,test}/{middle,high}/<n>.txt, one JSON article per
-             file (the official RACE layout): {"article", "questions", "options",
-             "answers", "id": "<level><n>.txt"}
-    all.txt  output_dir/RACE/{train,dev,test}/{middle,high}/all.txt, one article per line
-             (the release's form); the same articles as `files`
-    jsonl    output_dir/{train,dev,test}.jsonl, one question per line (the generic
-             multiple-choice format): {"id", "context", "question", "options", "answer": letter}
-
---corpus_file takes the functions from a file of albert_tf.data.sample_corpus.write_entries
-instead (make_squad_data.corpus_docstring_entries; fewer than 12 in a split: refused).
-
-The RACE directory is replaced as a whole (atomically), so layouts never mix. Outputs
-follow albert_tf.storage.outputs: RACE/ and the .jsonl files are written when new, replaced
-when this tool made them, refused otherwise (exit 2) before any work; nothing else is touched.
+Nothing comes from RACE: the articles, the questions, the splits and the layouts (--layout) are
+described in docs/race.md, "The tiny data". Outputs follow albert_tf.storage.outputs: RACE/ (replaced
+as a whole, atomically, so layouts never mix) and the .jsonl files are written when new, replaced when
+this tool made them, refused otherwise (exit 2) before any work.
 """
 
 import dataclasses
@@ -44,7 +16,6 @@ import os
 import random
 import re
 import zlib
-
 
 from albert_tf import entry_points, option_flags
 from albert_tf.data.sample_corpus import read_entries
@@ -86,20 +57,16 @@ def define_flags(flag_values):
 
 
 TooFewEntriesError = make_squad_data.TooFewEntriesError  # the docstring entries are too few for the articles
-
-
 docstring_entries = make_squad_data.docstring_entries  # [{"name", "sentences", "answer", ...}]
 
 
 def corpus_entries(path):
-    """The entries of a corpus input: make_squad_data.corpus_docstring_entries of the
-    file's records (sample_corpus.read_entries; ValueError naming a bad line)."""
+    """make_squad_data.corpus_docstring_entries of a corpus input's records (ValueError naming a bad line)."""
     return make_squad_data.corpus_docstring_entries(read_entries(path))
 
 
 def split_of(name):
-    """"dev" (~20%), "test" (~20%) or "train" for function `name` (a hash of the name; dev
-    is make_squad_data's dev share)."""
+    """"dev" (~20%: make_squad_data's dev share), "test" (~20%) or "train" by a hash of function `name`."""
     bucket = zlib.crc32(name.encode("utf-8")) % 5
     return "dev" if bucket == 0 else "test" if bucket == 1 else "train"
 
@@ -113,8 +80,7 @@ def _entry_text(entry):
 
 
 class _Positions:
-    """Answer positions drawn from shuffled decks of A-D: every letter is the answer about
-    equally often (no majority letter a model could fall back on)."""
+    """Answer positions drawn from shuffled decks of A-D: every letter is the answer about equally often."""
 
     def __init__(self, rng):
         self.rng, self.deck = rng, []
@@ -179,17 +145,9 @@ def _which_questions(chosen, others, rng, positions, count):
 
 
 def make_articles(split, level, num_articles, seed, entries=None, stream=None):
-    """`num_articles` RACE articles (dicts) of one split and level (module docstring).
-
-    Args:
-        split: "train", "dev" or "test" (which functions: split_of).
-        level: "middle" or "high".
-        seed: int.
-        entries: docstring_entries() (the fixed corpus's MODULES when None).
-        stream: internal; the split's shuffled entries, shared by its levels.
-    Returns:
-        list of {"article", "questions", "options", "answers", "id"}.
-    """
+    """`num_articles` RACE articles {"article", "questions", "options", "answers", "id"} of one split (split_of)
+    and level from `entries` (docstring_entries() when None); `stream`: the split's shuffled entries, shared by
+    its levels."""
     entries = docstring_entries() if entries is None else entries
     pool = [e for e in entries if split_of(e["name"]) == split]
     if len(pool) < 12:
@@ -257,19 +215,9 @@ def race_outputs(output_dir, layout, flag="--output_dir"):
 
 
 def make_race(output_dir, num_articles=6, seed=12345, layout="files", entries=None, flag="--output_dir"):
-    """Writes the data (module docstring) under `output_dir`.
-
-    Args:
-        output_dir: the directory (made when missing); what the tool would write there
-            must be new or its own (outputs.OutputRefused, checked before any work).
-        num_articles: articles per level in train (dev, test: half, at least 1).
-        seed: int; the same arguments give the same files.
-        layout: "files", "all.txt" or "jsonl".
-        entries: docstring_entries() output (the fixed corpus's MODULES when None).
-        flag: the flag named in a refusal.
-    Returns:
-        {"layout", "paths": [files written], "counts": {split: {level: {"articles", "questions"}}}}.
-    """
+    """Writes the data in `layout` under `output_dir` (its outputs new or its own: outputs.OutputRefused naming
+    `flag`, before any work); the same arguments give the same files. Returns {"layout", "paths": [files
+    written], "counts": {split: {level: {"articles", "questions"}}}}."""
     if layout not in LAYOUTS:
         raise ValueError(f"--layout must be one of {', '.join(LAYOUTS)}, got {layout!r}.")
     output_dir = os.fspath(output_dir)
@@ -304,9 +252,7 @@ def make_race(output_dir, num_articles=6, seed=12345, layout="files", entries=No
 
 
 def check_options(f):
-    """Every check of the tool before any work: --output_dir required and, with
-    --corpus_file, its outputs new or the tool's own (albert_tf.storage.outputs; without it,
-    make_race checks them itself)."""
+    """Every check before any work (without --corpus_file, make_race checks the outputs itself)."""
     if not f.output_dir:
         raise ValueError("--output_dir is required.")
     if f.corpus_file:

@@ -2,28 +2,14 @@
 
     python tools/make_sample_corpus.py --output_file=data/sample_corpus.txt [--size_mb=1.5]
 
-One sentence per line, a blank line between documents (one document per docstring), the
-format of create_pretraining_data. By default the documents are the fixed sample corpus
-committed in the repository (`albert_tf.data.sample_corpus.FIXED_FILE`), so the output is
-the same bytes on every interpreter; --size_mb takes the first documents that reach it
-(the whole fixed corpus is 1.51 MB). --source=installed reads this interpreter's own
-standard library and installed packages instead (a corpus of your own environment, as
-large as it is).
-
---output_format=entries writes docstring entries (JSON lines, gzip-compressed when the
-name ends in ".gz") instead of text: with --source=fixed the fixed corpus's entries (the
-task tools' --corpus_file), with --source=installed the same sources read again from this
-interpreter's files (how FIXED_FILE was made: docs/sample_corpus.md).
-
-The file is written when new, replaced when this tool made it (its marker), and refused
-otherwise (exit status 2) before any work (albert_tf.storage.outputs).
+One sentence per line, a blank line between documents (create_pretraining_data's format); the
+fixed corpus, --size_mb, --source=installed and --output_format=entries: docs/sample_corpus.md.
+The file is written when new, replaced when this tool made it, refused otherwise (exit status 2).
 """
 
-
-
-from albert_tf import entry_points, option_flags
 import dataclasses
 
+from albert_tf import entry_points, option_flags
 from albert_tf.data import sample_corpus
 from albert_tf.data.sample_corpus import write_corpus  # noqa: F401  (tests/conftest.py imports it from here)
 from albert_tf.storage import outputs

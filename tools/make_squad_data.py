@@ -4,30 +4,14 @@
         --num_questions=400 --seed=1 --split=train
     python tools/make_squad_data.py --output_file=data/squad_tiny/dev-v2.0.json --version=2.0 --split=dev
 
-Nothing comes from SQuAD. The text is real: public functions of a fixed list of
-standard-library modules (MODULES) in the fixed sample corpus (albert_tf.data.sample_corpus:
-CPython 3.11.7's docstrings, the same on every interpreter) whose docstring starts with
-"Return(s) ...", or (--corpus_file) the "function" entries of a file of
-albert_tf.data.sample_corpus.write_entries that pass the same filter
-(corpus_docstring_entries; fewer than 8 that fit in the --split: refused). A paragraph
-(context) describes a few of them, with synthetic sentences that make character alignment
-hard (digits with commas, accented names, runs of spaces); questions come from three
-templates with a learnable pattern; v2.0 adds unanswerable ones (about a third) with
-`plausible_answers` in the same context. --kind=people makes a harder task: facts about
-two people per context, mixed with docstring sentences. Every answer_start is checked
-(`context[answer_start:].startswith(text)`) and ids are unique.
-
-Deterministic for a given --seed. --split=train|dev keeps ~80% / ~20% of the functions
-(by a hash of their names), so two files made with different splits share no function;
---split=all uses every function. The layout is the official files'. The templates, the
-people task and the layout in full: docs/squad.md, "The tiny data".
+Nothing comes from SQuAD: the functions of standard-library docstrings, the templates, --kind=people,
+--corpus_file and --split are described in docs/squad.md, "The tiny data".
 """
 
 import dataclasses
 import random
 import re
 import zlib
-
 
 from albert_tf import entry_points, option_flags
 from albert_tf.data import sample_corpus
@@ -92,17 +76,8 @@ class TooFewEntriesError(ValueError):
 
 
 def return_entry(name, sentences):
-    """The entry of a function whose docstring's first sentence is "Return(s) <answer>."
-    (the filter of docstring_entries and corpus_docstring_entries), or None.
-
-    Args:
-        name: the function's dotted name ("textwrap.dedent").
-        sentences: its docstring's sentences (sample_corpus.docstring_sentences).
-    Returns:
-        {"name", "sentences": [first, up to two more], "answer", "answer_offset"}, or
-        None when the docstring does not qualify (no "Return(s) ..." first sentence, an
-        answer of other characters or not 2 to 12 words, double spaces).
-    """
+    """{"name", "sentences": [first, up to two more], "answer", "answer_offset"} of function `name`
+    ("textwrap.dedent") whose docstring `sentences` start "Return(s) <answer of 2 to 12 words>.", else None."""
     match = FIRST_SENTENCE.match(sentences[0]) if sentences else None
     if not match or not ANSWER_CHARS.match(match["answer"]) or not 2 <= len(match["answer"].split()) <= 12:
         return None
@@ -125,37 +100,21 @@ def _sorted_entries(pairs):
 
 
 def docstring_entries():
-    """The public functions of MODULES in the fixed sample corpus whose docstring's first
-    sentence is "Return(s) <answer>." (corpus_docstring_entries of those modules' entries).
-
-    Returns:
-        list of {"name": "textwrap.dedent", "sentences": [first, up to two more],
-        "answer": the words after "Return(s) " without the final period,
-        "answer_offset": where the answer starts in the first sentence}, sorted by name,
-        one per name.
-    """
+    """corpus_docstring_entries of MODULES' entries in the fixed sample corpus."""
     modules = set(MODULES)
     return corpus_docstring_entries(e for e in sample_corpus.iter_entries(min_sentences=1) if e["source"] in modules)
 
 
 def _is_public(record):
-    """Whether a corpus record's definition has a public name (no part after its module's
-    name starts with "_")."""
+    """Whether no part of a corpus record's name after its module's starts with "_"."""
     name, module = record["name"], module_name(record["source"].replace("\\", "/"))
     inner = name[len(module) + 1:] if name.startswith(module + ".") else name.rsplit(".", 1)[-1]
     return not any(part.startswith("_") for part in inner.split("."))
 
 
 def corpus_docstring_entries(records):
-    """docstring_entries from a corpus input instead of MODULES: its "function" records
-    with a public name, through the same filter (return_entry).
-
-    Args:
-        records: docstring entries {"source", "name", "kind", "sentences"}
-            (sample_corpus.read_entries / iter_entries).
-    Returns:
-        list of entries as docstring_entries', sorted by name, one per name (the first).
-    """
+    """return_entry of each public "function" record ({"source", "name", "kind", "sentences"}: sample_corpus's
+    entries), the first of each name, sorted by name."""
     return _sorted_entries((r["name"], r["sentences"]) for r in records
                            if r.get("kind") == "function" and _is_public(r))
 
@@ -257,19 +216,15 @@ def _article(title, context, made, seed, index, version):
     return {"title": title, "paragraphs": [{"context": context, "qas": qas}]}
 
 
-def make_dataset(version, num_questions, seed, max_context_chars, split="all", entries=None):
-    """A SQuAD-format dataset of `num_questions` questions (module docstring).
+def _checked(version, articles):
+    dataset = {"version": "1.1" if version == "1.1" else "v2.0", "data": articles}
+    check_dataset(dataset)
+    return dataset
 
-    Args:
-        version: "1.1" or "2.0".
-        num_questions: questions in all, >= 1.
-        seed: int; the same arguments give the same dataset.
-        max_context_chars: longest context, >= 200.
-        split: "all", "train" or "dev" (in_split).
-        entries: docstring_entries() output (the fixed corpus's MODULES when None).
-    Returns:
-        the JSON-ready dict {"version", "data": [...]}; check_dataset passes on it.
-    """
+
+def make_dataset(version, num_questions, seed, max_context_chars, split="all", entries=None):
+    """The SQuAD-format dict of `num_questions` questions (version "1.1" or "2.0"; the same arguments give
+    the same dataset) about `entries` (docstring_entries() when None) of `split` (in_split)."""
     _check_arguments(version, num_questions, max_context_chars)
     entries = docstring_entries() if entries is None else entries
     pool = [e for e in entries if in_split(e["name"], split)
@@ -294,9 +249,7 @@ def make_dataset(version, num_questions, seed, max_context_chars, split="all", e
         made = _questions(described, others, rng, version, per_paragraph)
         articles.append(_article(described[0][0].rsplit(".", 1)[0], context, made, seed, len(articles), version))
         total += len(made)
-    dataset = {"version": "1.1" if version == "1.1" else "v2.0", "data": articles}
-    check_dataset(dataset)
-    return dataset
+    return _checked(version, articles)
 
 
 PEOPLE_FACTS = {  # kind: (fact template, question template, values)
@@ -355,20 +308,12 @@ def make_people_dataset(version, num_questions, seed, max_context_chars, split="
             made[-1] = (PEOPLE_FACTS[kind][1].format(pair[2]), [], [_answer(*spans[(rng.choice(pair[:2]), kind)])])
         articles.append(_article(" and ".join(pair[:2]), context, made, seed, len(articles), version))
         total += len(made)
-    dataset = {"version": "1.1" if version == "1.1" else "v2.0", "data": articles}
-    check_dataset(dataset)
-    return dataset
+    return _checked(version, articles)
 
 
 def check_dataset(dataset):
-    """Raises ValueError unless every answer and plausible answer indexes its text in its
-    context exactly, ids are unique, and v1.1 questions all have an answer.
-
-    Args:
-        dataset: a SQuAD-format dict.
-    Returns:
-        (paragraphs, questions, unanswerable) counts.
-    """
+    """(paragraphs, questions, unanswerable) of a SQuAD-format dict; ValueError unless every answer indexes
+    its text in its context, ids are unique and v1.1 questions all have an answer."""
     seen, paragraphs, unanswerable = set(), 0, 0
     for article in dataset["data"]:
         for paragraph in article["paragraphs"]:
@@ -390,9 +335,7 @@ def check_dataset(dataset):
 
 
 def check_options(f):
-    """Every check of the tool that needs no data, before any work: --output_file required
-    and new or the tool's own (albert_tf.storage.outputs); the values' ranges are
-    _check_arguments', where the dataset is made."""
+    """Every check that needs no data, before any work (the values': _check_arguments)."""
     if not f.output_file:
         raise ValueError("--output_file is required.")
     outputs.check([outputs.Output("--output_file", f.output_file, outputs.GENERATED_DATA)])

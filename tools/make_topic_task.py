@@ -1,42 +1,17 @@
 """Writes the labelled task shipped with the repo: the topic of a Python docstring sentence.
 
     python tools/make_topic_task.py --output_dir=notebooks/data/docstring_topics
-
-Four balanced classes of real English sentences from the standard library's docstrings in
-the fixed sample corpus (albert_tf.data.sample_corpus: CPython 3.11.7's, the same on every
-interpreter), labelled by the modules they document:
-
-    networking   http, urllib, email, smtplib, ftplib, imaplib, poplib, socket, ssl, ...
-    numbers      decimal, fractions, statistics, random, numbers, datetime, calendar, ...
-    text         re, string, textwrap, difflib, codecs, html, gettext, json, csv, ...
-    concurrency  asyncio, concurrent, multiprocessing, threading, queue, subprocess, ...
-
-Output: `train.tsv` and `dev.tsv` with the header `sentence<TAB>label`, the layout of
-`run_classifier --task_name=tsv --text_a_column=sentence`. Sentences are deduplicated,
-each class is capped at --per_class sentences (chosen by a hash of the text, so the
-output does not depend on file order), and the dev split is chosen by the same hash, so
-no sentence is in both files.
-
-With --corpus_file (a file of albert_tf.data.sample_corpus.write_entries: JSON lines
-{"source", "name", "kind", "sentences"}, e.g. the held-out documents of a corpus) the
-sentences (5 to 40 words, deduplicated) come from its entries instead, labelled by the
-top-level package of each entry's source ("asyncio/tasks.py" -> asyncio, "os.py" -> os);
-a sentence found under two packages is dropped (it has no single label). The classes are
-the --num_classes packages with the most distinct sentences (ties by name), each capped
-at --per_class as above:
-
     python tools/make_topic_task.py --corpus_file=heldout.jsonl --num_classes=4 --per_class=200 \\
         --output_dir=data/heldout_topics
 
-Each file is written when new, replaced when this tool made it (its marker
-`.<name>.albert_tf_output.json`, committed beside the shipped files), and refused
-otherwise (exit status 2) before any work (albert_tf.storage.outputs).
+train.tsv and dev.tsv (`sentence<TAB>label`, run_classifier's --task_name=tsv); the classes, the
+sentences and --corpus_file: docs/sample_corpus.md, "The topic task". Each file is written when new,
+replaced when this tool made it, refused otherwise (exit status 2) before any work.
 """
 
 import dataclasses
 import os
 import zlib
-
 
 from albert_tf import entry_points, option_flags
 from albert_tf.data import sample_corpus
@@ -83,8 +58,7 @@ def _in_topic(source, names):
 
 
 def topic_sentences(topic):
-    """The distinct sentences (5 to 40 words) of the docstrings of a topic's modules in
-    the fixed sample corpus (every docstring with a prose sentence), sorted."""
+    """The distinct sentences (5 to 40 words) of a topic's modules' docstrings in the fixed sample corpus, sorted."""
     sentences = set()
     for entry in sample_corpus.iter_entries(min_sentences=1):
         if _in_topic(entry["source"], TOPICS[topic]):
@@ -125,14 +99,8 @@ def make_task(per_class=560, dev_fraction=0.2):
 
 
 def corpus_sentences(entries):
-    """The distinct sentences (5 to 40 words, whitespace collapsed) of docstring entries by
-    top-level package; a sentence found under two packages is left out.
-
-    Args:
-        entries: dicts with "source" and "sentences" (sample_corpus.read_entries).
-    Returns:
-        {package: sorted list of its sentences}, packages without sentences left out.
-    """
+    """{top-level package: its sorted distinct sentences of 5 to 40 words} of docstring entries ({"source",
+    "sentences"}); a sentence found under two packages is left out."""
     by_package = {}
     for entry in entries:
         package = package_of(entry["source"])
@@ -148,23 +116,9 @@ def corpus_sentences(entries):
 
 
 def make_corpus_task(entries, num_classes=4, per_class=560, dev_fraction=0.2, source="the corpus"):
-    """The topic task of a corpus input: sentences labelled by the top-level package of
-    their entry (corpus_sentences), the `num_classes` packages with the most sentences
-    (ties by name) as the classes, each capped at `per_class` as make_task's topics.
-
-    Args:
-        entries: dicts with "source" and "sentences" (sample_corpus.read_entries).
-        num_classes: how many classes, >= 2.
-        per_class: sentences per class (train + dev).
-        dev_fraction: each class's share in dev, 0 < dev_fraction < 1.
-        source: what to call the entries in an error (the corpus file).
-    Returns:
-        (train rows, dev rows, labels): rows of (sentence, label); labels the packages,
-        most sentences first.
-    Raises:
-        ValueError: fewer than `num_classes` packages have `per_class` sentences, or a bad
-            argument.
-    """
+    """(train rows, dev rows, labels) of the topic task of docstring entries: sentences labelled by their
+    package (corpus_sentences), the `num_classes` packages with the most sentences as the classes (ties by
+    name), each capped at `per_class` as make_task's; ValueError naming `source` when too few have enough."""
     if num_classes < 2 or per_class < 1 or not 0 < dev_fraction < 1:
         raise ValueError(f"need --num_classes >= 2, --per_class >= 1 and 0 < --dev_fraction < 1 "
                          f"(got {num_classes}, {per_class}, {dev_fraction}).")
@@ -210,8 +164,7 @@ def write_task(output_dir, train, dev, flag="--output_dir"):
 
 
 def check_options(f):
-    """Every check of the tool, before any work: the values (ValueError naming the flag) and
-    --output_dir's files (albert_tf.storage.outputs)."""
+    """Every check before any work: the values (ValueError naming the flag) and --output_dir's files."""
     if not 0 < f.dev_fraction < 1 or f.per_class < 10:
         raise ValueError(f"need 0 < --dev_fraction < 1 and --per_class >= 10 (got {f.dev_fraction}, {f.per_class}).")
     if f.num_classes < 2:

@@ -5,17 +5,9 @@ which albert_tf/data/unicode_tables.py takes the running Python's.
     python tools/make_unicode_tables.py          # rewrite this Python's tables from its unicodedata
     python tools/make_unicode_tables.py --check  # exit 1 if the file differs from what this Python gives
 
-Each Python's own: its `preprocess_text` (unicodedata) and the graph (these tables) then agree on
-every code point, characters its Unicode added included, and a new Python's Unicode version has
-its file made here and read by albert_tf/data/unicode_tables.py (package data: pyproject.toml).
-
-The normalisation is the release's `preprocess_text` (albert_tf.data.tokenization): NFKD,
-every character with a non-zero canonical combining class dropped
-(`unicodedata.combining(c) != 0`), then `str.lower()`. Python computes it with unicodedata;
-the SavedModels compute it in the graph (albert_tf.export.normalization), where ICU, RE2 and
-TensorFlow's lower-casing each bring their own Unicode version and their own idea of a mark
-(RE2's \\p{Mn} is not "combining class != 0"). So the graph reads everything that decides a
-character from these tables, made here from Python's own functions:
+Each Python's own: its `preprocess_text` (unicodedata) and the graph (albert_tf.export.normalization,
+which takes every decision about a character from these tables, not from ICU's, RE2's or TensorFlow's
+Unicode data: docs/export.md) then agree on every code point. The tables, from Python's own functions:
 
   COMBINING       unicodedata.combining(c) != 0: dropped after NFKD (Python uses it too)
   DECOMPOSED      unicodedata.normalize("NFKD", c) != c: the only characters the graph hands
