@@ -6,7 +6,12 @@
 Root `__call__(text_a [B], text_b [B])` (text_b only for sentence-pair tasks) and the
 same as the `serving_default` signature. Outputs: classification -> `logits` [B, C],
 `probabilities` [B, C], `label_id` int32 [B], `label` string [B] (the task's label
-names); regression -> `score` [B]. Tokenization is the preprocessing model's (the one
+names); regression -> `score` [B]. `serve_examples(examples [B])` (a method and the
+signature of that name, as Model Garden's): serialized tf.Examples with bytes features
+`text_a` (and `text_b` for a pair task) -> the same outputs as `__call__` on those texts;
+bytes that are no tf.Example, a text feature missing or not one bytes value, or a `text_b`
+given to a single-text task fail the request (InvalidArgumentError naming it); other
+features are ignored. Tokenization is the preprocessing model's (the one
 the classifier was trained with), inside the SavedModel together with its SentencePiece
 asset. Each request is padded only to the length bucket of its longest input
 (classifier_info.json lists the buckets). `dropout` is off: the classifier runs with
@@ -54,6 +59,8 @@ class ClassifierModule(tf.train.Checkpoint):
             specs["text_b"] = tf.TensorSpec([None], tf.string, name="text_b")
         fn = self._call_pair if self._pair else self._call_single
         self.__call__ = tf.function(fn, input_signature=list(specs.values()), autograph=False)
+        self.serve_examples = tf.function(self._serve_examples, autograph=False,
+                                          input_signature=[tf.TensorSpec([None], tf.string, name="examples")])
 
     def _outputs(self, text_a, text_b):
         inputs = pack(self.preprocess, text_a, text_b, self._seq_length, self._widths)
@@ -70,8 +77,22 @@ class ClassifierModule(tf.train.Checkpoint):
     def _call_pair(self, text_a, text_b):
         return self._outputs(text_a, text_b)
 
+    def _serve_examples(self, examples):
+        features = {"text_a": tf.io.FixedLenFeature([], tf.string)}
+        # a pair task needs one text_b; a single-text task takes none (a text it would ignore)
+        features["text_b"] = tf.io.FixedLenFeature([], tf.string) if self._pair else tf.io.VarLenFeature(tf.string)
+        texts = tf.io.parse_example(examples, features)
+        if self._pair:
+            return self.__call__(texts["text_a"], texts["text_b"])
+        unused = tf.debugging.assert_equal(tf.size(texts["text_b"].values), 0, message=(
+            "Feature: text_b is given, but this classifier's task has one text (text_a)"))
+        with tf.control_dependencies([unused]):
+            return self.__call__(tf.identity(texts["text_a"]))
+
     def signatures(self):
-        return {"serving_default": self.__call__.get_concrete_function()}  # the one trace of __call__
+        # the one trace of __call__; serve_examples calls it
+        return {"serving_default": self.__call__.get_concrete_function(),
+                "serve_examples": self.serve_examples.get_concrete_function()}
 
 
 def export_classifier(preprocess, classifier, export_dir, seq_length, labels=(), pair=False, task_name="",
