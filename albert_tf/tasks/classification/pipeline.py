@@ -3,11 +3,10 @@ label ids and in-graph packing of raw strings into encoder inputs.
 
 Tokenization and packing run in the graph through a preprocessing object with the TF-Hub
 preprocessing interface (`.tokenize(strings)` -> ragged ids, `.bert_pack_inputs(segments,
-seq_length)`): the exported `preprocess/` SavedModel loaded with tf.saved_model.load, or
-an in-memory `albert_tf.export.preprocess_module.PreprocessModule`. Training and the
-exported classifier therefore tokenize identically. The exported classifier packs raw strings
-per request (`pack`); fine-tuning tokenizes each split once (`tokenize_segments`) and its
-datasets pack those pieces (`pack_segments`), the same inputs without tokenizing every epoch.
+seq_length)`): the exported `preprocess/` SavedModel, or an in-memory
+`albert_tf.export.preprocess_module.PreprocessModule`. The exported classifier packs raw
+strings per request (`pack`); fine-tuning tokenizes each split once (`tokenize_segments`)
+and packs those pieces (`pack_segments`).
 
 Shape legend: B batch, T seq_length.
 """
@@ -80,8 +79,3 @@ def segment_lengths(segments, seq_length):
     """Each example's packed length (what it needs of the width), int32 [N], of
     `tokenize_segments`' output."""
     return _packed_lengths(segments, seq_length).numpy()
-
-
-def packed_lengths(preprocess, text_a, text_b, seq_length, chunk=1024):
-    """Each example's packed length (what it needs of the width), int32 [N]."""
-    return segment_lengths(tokenize_segments(preprocess, text_a, text_b, seq_length, chunk), seq_length)

@@ -89,7 +89,6 @@ class ClassificationTask(FineTuningTask):
         self.pair = any(e.text_b is not None for split in splits.values() for e in split)
         self.progress_metrics = (("loss", "loss"),) + ((("accuracy", "acc"),) if self.labels else ())
         self.preprocess = None
-        self._pretrainer = None
         self._tokens = {}  # split -> (segments, packed lengths): tokenized once
 
     @property

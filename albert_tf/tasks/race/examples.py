@@ -71,10 +71,6 @@ class MultipleChoiceSummary:
     paths: list = dataclasses.field(default_factory=list)
     ignored: list = dataclasses.field(default_factory=list)
 
-    def describe(self):
-        """The one-line description (`source`)."""
-        return self.source
-
     def to_dict(self, with_paths=True):
         out = dataclasses.asdict(self)
         if not with_paths:

@@ -209,27 +209,24 @@ def read_articles(data_set, data_dir, split, levels=None):
         if not names:
             raise MultipleChoiceDataError(f"{level_dir}: empty, no .txt article file; put the {title} articles there "
                                           "(one JSON article per <n>.txt, or one per line of all.txt).")
-        level_examples, articles = [], 0
         if "all.txt" in names:
-            layout = "all.txt"
-            path = files.join(level_dir, "all.txt")
+            layout, path = "all.txt", files.join(level_dir, "all.txt")
             ignored = [files.join(level_dir, n) for n in names if n != "all.txt"]
             if ignored:
                 logger.warning("%s: reading all.txt only; %d other .txt file(s) beside it are ignored.", level_dir,
                                len(ignored))
                 summary.ignored.extend(ignored)
-            for number, obj in read_json_lines(path, RACE_ARTICLE, error=MultipleChoiceDataError):
-                level_examples += _race_article(obj, f"{path}:{number}", level, counter)
-                articles += 1
-            summary.paths.append(path)
+            paths = [path]
+            read = ((f"{path}:{number}", obj)
+                    for number, obj in read_json_lines(path, RACE_ARTICLE, error=MultipleChoiceDataError))
         else:
-            layout = "files"
-            for name in names:
-                path = files.join(level_dir, name)
-                obj = read_json(path, RACE_ARTICLE, error=MultipleChoiceDataError)
-                level_examples += _race_article(obj, path, level, counter)
-                articles += 1
-                summary.paths.append(path)
+            layout, paths = "files", [files.join(level_dir, name) for name in names]
+            read = ((path, read_json(path, RACE_ARTICLE, error=MultipleChoiceDataError)) for path in paths)
+        level_examples, articles = [], 0
+        for source, obj in read:
+            level_examples += _race_article(obj, source, level, counter)
+            articles += 1
+        summary.paths.extend(paths)
         if not level_examples:
             raise MultipleChoiceDataError(f"{level_dir}: no article in {layout}; put the {title} articles there.")
         summary.levels[level] = {"layout": layout, "path": level_dir, "articles": articles,

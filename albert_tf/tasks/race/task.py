@@ -45,16 +45,9 @@ def read_split(o, split):
 
 
 def accuracy_by_level(probabilities, labels, levels, level_names=LEVELS):
-    """accuracy, accuracy_middle, accuracy_high and their counts (RACE reports all three;
-    another ArticleSet its `level_names`).
-
-    Args:
-        probabilities: float [N, C]; labels: int [N] (-1: none, not counted); levels: str [N].
-    Returns:
-        dict of ints (count, count_middle, count_high) and, for each of them that is not 0,
-        its accuracy (accuracy, accuracy_middle, accuracy_high): a level without questions
-        (--middle_only's high, generic data's levels) has a count of 0 and no accuracy.
-    """
+    """{"count", "count_<level>": int} of the questions with a label and, where not 0, their
+    "accuracy", "accuracy_<level>", for probabilities float [N, C], labels int [N] (-1: none,
+    not counted) and levels str [N], over `level_names` (RACE's: middle, high)."""
     predicted = np.argmax(probabilities, axis=-1)
     labels = np.asarray(labels)
     levels = np.asarray(levels, dtype=object)
@@ -104,7 +97,6 @@ class MultipleChoiceTask(FineTuningTask):
         self.name = options.task_name
         self.splits = splits
         self.arrays = arrays
-        self._pretrainer = None
 
     def head(self, encoder):
         return AlbertForMultipleChoice(encoder, dropout_prob=self.options.dropout_prob)
@@ -148,7 +140,7 @@ class MultipleChoiceTask(FineTuningTask):
 
         splits = {split: read_split(o, split) for split in wanted_splits(o)}
         for split, examples in splits.items():
-            print(f"{split}: {examples.summary.describe()}", file=stream, flush=True)
+            print(f"{split}: {examples.summary.source}", file=stream, flush=True)
             if not len(examples):
                 raise ValueError(f"--data_dir={o.data_dir}: the {split} split has no questions.")
             if split != "test" and any(e.label is None for e in examples):

@@ -43,10 +43,6 @@ SQUAD_FEATURES = feature_cache.FeatureKind(
 SPANS_SUFFIX = ".spans.json"
 
 
-def spans_path(feature_file):
-    return os.fspath(feature_file) + SPANS_SUFFIX
-
-
 def feature_file_settings(settings, tokenizer, input_file):
     """The record of what makes a feature file: settings, tokenizer, input file."""
     settings.validate()
@@ -88,13 +84,10 @@ def write_feature_file(features, path, settings, extra=None):
                 "segment_ids": f.segment_ids, "p_mask": f.p_mask, "start_positions": [int(f.start_position)],
                 "end_positions": [int(f.end_position)], "is_impossible": [int(f.is_impossible)]})
             if keep_spans:
-                columns["unique_ids"].append(int(f.unique_id))
-                columns["example_index"].append(int(f.example_index))
-                columns["qas_id"].append(f.qas_id)
-                columns["doc_span_index"].append(int(f.doc_span_index))
-                columns["doc_start"].append(int(f.doc_start))
-                columns["context_spans"].append(f.context_spans.reshape(-1).tolist())
-                columns["context_is_max"].append("".join("1" if v else "0" for v in f.context_is_max))
+                values = (int(f.unique_id), int(f.example_index), f.qas_id, int(f.doc_span_index), int(f.doc_start),
+                          f.context_spans.reshape(-1).tolist(), "".join("1" if v else "0" for v in f.context_is_max))
+                for column, value in zip(columns.values(), values):
+                    column.append(value)
 
     def companions():
         if not keep_spans:
@@ -103,17 +96,6 @@ def write_feature_file(features, path, settings, extra=None):
 
     return feature_cache.write_feature_file(records(), path, SQUAD_FEATURES, settings, extra=extra,
                                             companions=companions)
-
-
-def read_sidecar(path):
-    """The sidecar dict of feature file `path`, or None when it is missing or unreadable."""
-    return feature_cache.read_sidecar(path, SQUAD_FEATURES)
-
-
-def check_feature_file(path, settings):
-    """(reusable, reason): whether feature file `path` was made with `settings`
-    (feature_file_settings) and is complete; reason says what differs."""
-    return feature_cache.check_feature_file(path, settings, SQUAD_FEATURES)
 
 
 def read_feature_arrays(path):
@@ -128,14 +110,14 @@ def read_feature_file(path, settings=None):
     files without those (context_spans / context_is_max None, example_index -1, qas_id "")."""
     path = os.fspath(path)
     if settings is not None:
-        ok, reason = check_feature_file(path, settings)
+        ok, reason = feature_cache.check_feature_file(path, settings, SQUAD_FEATURES)
         if not ok:
             raise SquadDataError(f"{path}: stale or incomplete feature file: {reason}.")
-    sidecar = read_sidecar(path)
+    sidecar = feature_cache.read_sidecar(path, SQUAD_FEATURES)
     arrays = read_feature_arrays(path)
     meta = None
     if SPANS_SUFFIX in (sidecar.get("companions") or {}):
-        meta = read_json(spans_path(path), "the feature file's spans (written beside it)",
+        meta = read_json(path + SPANS_SUFFIX, "the feature file's spans (written beside it)",
                          fix="rebuild the features", error=SquadDataError)
     out = SquadFeatures()
     for k in range(len(arrays["input_ids"])):
@@ -146,7 +128,7 @@ def read_feature_file(path, settings=None):
         example_index, qas_id, span_index, doc_start = -1, "", -1, -1
         if meta is not None:
             if meta["unique_ids"][k] != int(arrays["unique_ids"][k]):
-                raise SquadDataError(f"{spans_path(path)}: feature {k} has unique_id {meta['unique_ids'][k]}, "
+                raise SquadDataError(f"{path}{SPANS_SUFFIX}: feature {k} has unique_id {meta['unique_ids'][k]}, "
                                      f"the records {int(arrays['unique_ids'][k])}; rebuild the features.")
             spans = np.asarray(meta["context_spans"][k], np.int32).reshape(-1, 2)
             is_max = np.frombuffer(meta["context_is_max"][k].encode(), np.uint8) == ord("1")

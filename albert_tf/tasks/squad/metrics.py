@@ -45,13 +45,8 @@ _PUNCTUATION = frozenset(string.punctuation)
 
 
 def normalize_answer(text):
-    """Lower case, ASCII punctuation removed, articles (a/an/the) removed, whitespace collapsed.
-
-    Args:
-        text: str.
-    Returns:
-        str, e.g. "The  Big, red Dog!" -> "big red dog".
-    """
+    """Lower case, ASCII punctuation removed, articles (a/an/the) removed, whitespace collapsed:
+    "The  Big, red Dog!" -> "big red dog"."""
     text = text.lower()
     text = "".join(ch for ch in text if ch not in _PUNCTUATION)
     text = _ARTICLES.sub(" ", text)
@@ -59,35 +54,18 @@ def normalize_answer(text):
 
 
 def answer_tokens(text):
-    """The normalized tokens of `text` ([] for "").
-
-    Args:
-        text: str.
-    Returns:
-        list of str.
-    """
+    """The normalized tokens (list of str) of `text` ([] for "")."""
     return normalize_answer(text).split() if text else []
 
 
 def exact_match(prediction, gold):
-    """1 when `prediction` and `gold` normalize to the same string, else 0.
-
-    Args:
-        prediction, gold: str.
-    Returns:
-        int, 0 or 1.
-    """
+    """1 when `prediction` and `gold` (str) normalize to the same string, else 0."""
     return int(normalize_answer(prediction) == normalize_answer(gold))
 
 
 def token_f1(prediction, gold):
-    """Token F1 of the v2.0 script: 1 when both texts have no tokens, 0 when only one has none.
-
-    Args:
-        prediction, gold: str.
-    Returns:
-        float in [0, 1].
-    """
+    """Token F1 in [0, 1] of the v2.0 script: 1 when both texts have no tokens, 0 when only one
+    has none."""
     pred_tokens, gold_tokens = answer_tokens(prediction), answer_tokens(gold)
     if not pred_tokens or not gold_tokens:
         return float(pred_tokens == gold_tokens)
@@ -96,13 +74,7 @@ def token_f1(prediction, gold):
 
 def token_f1_v1(prediction, gold):
     """Token F1 of the v1.1 script: as `token_f1` but 0 whenever there is no common token
-    (so two texts that both normalize to "" score 0).
-
-    Args:
-        prediction, gold: str.
-    Returns:
-        float in [0, 1].
-    """
+    (so two texts that both normalize to "" score 0)."""
     return _overlap_f1(answer_tokens(prediction), answer_tokens(gold))
 
 
@@ -117,15 +89,7 @@ def _overlap_f1(pred_tokens, gold_tokens):
 
 
 def max_over_gold(metric, prediction, golds):
-    """The best score of `prediction` against any gold answer.
-
-    Args:
-        metric: callable (prediction, gold) -> number.
-        prediction: str.
-        golds: non-empty list of str.
-    Returns:
-        the maximum of metric(prediction, gold) over `golds`.
-    """
+    """The maximum of metric(prediction, gold) (a number) over `golds`, a non-empty list of str."""
     if not golds:
         raise ValueError("max_over_gold needs at least one gold answer.")
     return max(metric(prediction, gold) for gold in golds)
@@ -174,14 +138,8 @@ def _check_questions(questions):
 
 
 def missing_prediction_ids(questions, predictions):
-    """The ids of `questions` that `predictions` lacks, in question order.
-
-    Args:
-        questions: list of question dicts (module docstring).
-        predictions: {qid: str}.
-    Returns:
-        list of str.
-    """
+    """The ids of `questions` (module docstring) that `predictions` {qid: str} lacks, in
+    question order."""
     return [q["id"] for q in questions if q["id"] not in predictions]
 
 
@@ -220,14 +178,8 @@ def evaluate_v1(questions, predictions):
 
 
 def raw_scores_v2(questions, predictions):
-    """Per-question exact match and F1 of the v2.0 script, before any null threshold.
-
-    Args:
-        questions: list of question dicts (module docstring).
-        predictions: {qid: str} with every question's id ("" = no answer).
-    Returns:
-        (exact {qid: int}, f1 {qid: float}).
-    """
+    """(exact {qid: int}, f1 {qid: float}): the v2.0 script's per-question scores of
+    predictions {qid: str, "" = no answer} (one for every question), before any null threshold."""
     missing = missing_prediction_ids(questions, predictions)
     if missing:
         raise ValueError(f"{len(missing)} of {len(questions)} questions have no prediction "
@@ -242,62 +194,39 @@ def raw_scores_v2(questions, predictions):
 
 
 def apply_null_odds_threshold(scores, null_odds, has_answer, null_threshold):
-    """Scores after the null threshold: a question with null odds > threshold counts as
-    predicted "no answer" (1 when it has none, else 0).
-
-    Args:
-        scores: {qid: number}.
-        null_odds: {qid: float} covering `scores`.
-        has_answer: {qid: bool}.
-        null_threshold: float.
-    Returns:
-        {qid: float}.
-    """
+    """Scores {qid: number} after the null threshold: a question with null odds {qid: float}
+    > threshold counts as predicted "no answer" (1 when has_answer {qid: bool} says it has
+    none, else 0)."""
     return {qid: (float(not has_answer[qid]) if null_odds[qid] > null_threshold else s)
             for qid, s in scores.items()}
 
 
 def best_null_threshold(predictions, scores, null_odds, has_answer):
-    """The official `find_best_thresh`: the threshold on null odds that maximizes the
-    total score, found by sweeping the questions in increasing null odds.
-
-    Starts with every question counted as "no answer" (score = number of unanswerable
-    questions, threshold 0.0); at each question (in increasing null odds) that question
-    switches to its prediction: + its score when it has an answer, - 1 when it has none
-    and the prediction is not "", + 0 otherwise; a strictly better total takes that
-    question's null odds as the threshold.
+    """The official `find_best_thresh`: (best score in percent of len(scores), threshold) of
+    the sweep over the questions in increasing null odds (`best_reachable_threshold`'s
+    official_score and official_threshold).
 
     Args:
         predictions: {qid: str}.
         scores: {qid: number} (exact or F1 before thresholding).
         null_odds: {qid: float}.
         has_answer: {qid: bool}.
-    Returns:
-        (best score in percent of len(scores), threshold).
     """
-    current = best = sum(1 for qid in has_answer if not has_answer[qid])
-    threshold = 0.0
-    for qid in sorted(null_odds, key=lambda k: null_odds[k]):
-        if qid not in scores:
-            continue
-        if has_answer[qid]:
-            current += scores[qid]
-        elif predictions[qid]:
-            current -= 1
-        if current > best:
-            best, threshold = current, null_odds[qid]
-    return 100.0 * best / len(scores), threshold
+    sweep = best_reachable_threshold(predictions, scores, null_odds, has_answer)
+    return sweep["official_score"], sweep["official_threshold"]
 
 
 def best_reachable_threshold(predictions, scores, null_odds, has_answer):
     """The best total that ONE threshold reaches, beside the official sweep's.
 
-    A threshold t ("no answer" where null odds > t) answers exactly the questions with null
-    odds <= t. The official sweep (`best_null_threshold`) also counts the points between
-    questions that share their null odds, which no threshold reaches, and reports 0.0 as the
-    threshold of its starting point (every question "no answer") even when some null odds
-    are <= 0.0, where 0.0 answers them. Here, over the same walk (same order, same sums),
-    only the starting point and the ends of runs of equal null odds count.
+    The official `find_best_thresh` starts with every question counted as "no answer" (score
+    = number of unanswerable questions, threshold 0.0); at each question, in increasing null
+    odds, that question switches to its prediction: + its score when it has an answer, - 1
+    when it has none and the prediction is not "", + 0 otherwise; a strictly better total
+    takes that question's null odds as the threshold. A threshold t ("no answer" where null
+    odds > t) answers exactly the questions with null odds <= t: over the same walk, only
+    the starting point and the ends of runs of equal null odds are reachable
+    (docs/squad.md, "Post-processing against the release").
 
     Args:
         predictions, scores, null_odds, has_answer: as `best_null_threshold`.
@@ -306,7 +235,7 @@ def best_reachable_threshold(predictions, scores, null_odds, has_answer):
          "threshold": the null odds of the last question answered there; at the starting
              point 0.0 when every null odds is > 0.0 (the official value), else None
              (a threshold below every null odds is needed),
-         "official_score", "official_threshold": `best_null_threshold`'s result,
+         "official_score", "official_threshold": the official sweep's best and its threshold,
          "split_odds": the null odds shared by questions that the official best point
              answers only some of (None when the official point is reachable),
          "split_questions": how many questions share them (0 when None)}.

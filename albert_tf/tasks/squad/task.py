@@ -7,6 +7,7 @@ eval_results.json.
 Shape legend: B batch, T max_seq_length, k1 start_n_top, k2 end_n_top.
 """
 
+import collections
 import dataclasses
 import os
 import sys
@@ -67,7 +68,6 @@ class SquadTask(FineTuningTask):
         # the official metric picks the best checkpoint (v2: at its best null-odds threshold,
         # as the release reports v2)
         self.best_metric = ("f1" if options.version == "v1" else "best_f1") if keep_best else None
-        self._pretrainer = None
         self.predict_cache = None  # the prediction features (load_or_build_features' answer)
         self.schedule = None  # (steps, warmup) of the training features
         self.counts = {}  # num_train_features, num_train_steps
@@ -404,7 +404,6 @@ class SquadTask(FineTuningTask):
                       f"{metrics['best_f1_note']}.", file=stream, flush=True)
         return metrics
 
-
     def _write_eval_results(self, metrics, outcome, stream):
         """eval_results.json / .txt of the predictions' metrics, and the eval line."""
         o = self.options
@@ -421,13 +420,8 @@ class SquadTask(FineTuningTask):
         print("eval: " + ", ".join(f"{k} {summary[k]:.4f}" for k in keys), file=stream, flush=True)
 
 
-@dataclasses.dataclass
-class DevSet:
-    """What `SquadTask` scores at every checkpoint with --best_checkpoint."""
-
-    features: list
-    examples: list
-    questions: list
+# what `SquadTask` scores at every checkpoint with --best_checkpoint
+DevSet = collections.namedtuple("DevSet", ("features", "examples", "questions"))
 
 
 check_options = SquadTask.check_options
