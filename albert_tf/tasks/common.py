@@ -153,7 +153,7 @@ def encoder_for(o):
     return pretrainer.encoder, pretrainer
 
 
-def initialize_from(o, model, pretrainer, weights_file, check_directory=None):
+def initialize_from(o, model, pretrainer, weights_file, check_directory):
     """Starting weights of a fine-tuning model; returns where they came from.
 
     --albert_hub_module_handle: already in the encoder (encoder_for). --init_checkpoint: a
@@ -168,8 +168,7 @@ def initialize_from(o, model, pretrainer, weights_file, check_directory=None):
     if o.init_checkpoint:
         weights = files.join(o.init_checkpoint, weights_file or "")
         if weights_file and files.isdir(o.init_checkpoint) and files.isfile(weights):
-            if check_directory is not None:
-                check_directory(o.init_checkpoint)
+            check_directory(o.init_checkpoint)
             from albert_tf.storage.weights_file import load_weights_file
 
             load_weights_file(model, weights, "--init_checkpoint")

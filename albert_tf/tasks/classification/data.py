@@ -113,8 +113,7 @@ def _rows(path):
     if not files.isfile(path):
         raise DataError(f"{path}: no such file.")
     csv.field_size_limit(sys.maxsize)
-    with files.open(path, "rb") as f:
-        text = _decode(path, f.read())
+    text = _decode(path, files.read_bytes(path))
     rows = list(csv.reader(io.StringIO(text, newline=""), delimiter="\t", quotechar=None))
     if not rows or (len(rows) == 1 and not any(rows[0])):
         raise DataError(f"{path}: the file is empty.")

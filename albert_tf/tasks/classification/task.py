@@ -4,7 +4,6 @@
 The model starts from an export (`encoder/` through EncoderTFSMLayer, tokenization from
 its `preprocess/` SavedModel) or from an albert_tf checkpoint (AlbertEncoder and an
 in-memory PreprocessModule), so training and the exported classifier tokenize identically.
-The rest is the lifecycle's (albert_tf.tasks.fine_tuning) and the driver's.
 
 Shape legend: B batch, T max_seq_length, C classes (1 for regression).
 """
@@ -71,16 +70,14 @@ class ClassificationTask(FineTuningTask):
     """
 
     skip_padding = True  # the loss reads pooled outputs only
-    # the input pipeline calls the preprocessing object's functions (a loaded SavedModel's with
-    # --albert_hub_module_handle), which an iterator checkpoint may not hold: a resumed run
-    # skips the batches already consumed (the shuffle is seeded, so the rest is the same)
+    # the input calls the preprocessing object (maybe a loaded SavedModel), which an iterator
+    # checkpoint may not hold: a resumed run skips the batches consumed (docs/fine_tuning.md)
     checkpointable_input = False
     served = "the classifier (raw strings in)"
     prediction_files = {"dev": ("dev_predictions.tsv", None), "test": ("test_results.tsv", "test_results")}
 
     def __init__(self, options, task_def, splits):
         self.options = options
-        self.task_def = task_def
         self.name = task_def.name
         self.splits = splits
         self.labels = list(task_def.labels)

@@ -71,12 +71,9 @@ class MultipleChoiceSummary:
     paths: list = dataclasses.field(default_factory=list)
     ignored: list = dataclasses.field(default_factory=list)
 
-    def to_dict(self, with_paths=True):
-        out = dataclasses.asdict(self)
-        if not with_paths:
-            out["paths"] = len(self.paths)
-            out["ignored"] = len(self.ignored)
-        return out
+    def to_dict(self):
+        """The JSON form, the file lists as their counts."""
+        return dict(dataclasses.asdict(self), paths=len(self.paths), ignored=len(self.ignored))
 
 
 class MultipleChoiceExamples(list):

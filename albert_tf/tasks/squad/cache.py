@@ -9,9 +9,9 @@ p_mask [T], start_positions, end_positions, is_impossible [1]; the release's nam
 and then `<file>.json`, a sidecar recording the settings, tokenizer
 (SentencePiece sha256, do_lower_case) and input file (sha256, size, mtime) that made it.
 Prediction files also get `<file>.spans.json` with each feature's example mapping, token
-spans and max-context flags, so a predict-only run can post-process without re-tokenizing.
-`load_or_build_features` reuses a file only when the settings, tokenizer and input content
-all match (the release silently reuses stale ones) and says why it rebuilt.
+spans and max-context flags (post-processing without re-tokenizing). `load_or_build_features`
+reuses a file only when the settings, tokenizer and input content all match, and says why
+it rebuilt.
 """
 
 import dataclasses
@@ -63,15 +63,9 @@ def feature_file_settings(settings, tokenizer, input_file):
 
 def write_feature_file(features, path, settings, extra=None):
     """Writes features (an iterable of SquadFeature) to the TFRecord `path`; for prediction
-    settings (settings["is_training"] false) also `<path>.spans.json`; then the sidecar
-    `<path>.json` (feature_cache.write_feature_file: atomic, sidecar last). Returns the
-    sidecar dict.
-
-    Args:
-        settings: feature_file_settings(...) (any JSON-able dict with "max_seq_length").
-        extra: more JSON-able entries for the sidecar (e.g. summaries), or a function
-            returning them, called once the features are written.
-    """
+    settings (feature_file_settings' dict, "is_training" false) also `<path>.spans.json`;
+    then the sidecar `<path>.json` with `extra` (a dict, or a function returning it once the
+    features are written) (feature_cache.write_feature_file). Returns the sidecar dict."""
     keep_spans = not settings.get("is_training", True)
     columns = {k: [] for k in ("unique_ids", "example_index", "qas_id", "doc_span_index", "doc_start",
                                "context_spans", "context_is_max")}
@@ -176,7 +170,6 @@ def load_or_build_features(input_file, feature_file, tokenizer, settings, return
         return_features: keep / read the features in memory; default: for prediction only
             (training reads the TFRecord through tf.data).
     """
-    settings.validate()
     feature_file = os.fspath(feature_file)
     if return_features is None:
         return_features = not settings.is_training

@@ -153,9 +153,8 @@ def evaluate_v1(questions, predictions):
         {"exact_match": float, "f1": float (both 100 * mean over the N questions),
          "total": N, "missing": number of questions without a prediction}.
     Raises:
-        ValueError for a question without gold answers (the v1.1 rules have nothing to
-        score it against; the official script fails on it): score the others, as
-        tasks/squad/task.py does, and count it apart.
+        ValueError for a question without gold answers (nothing to score it against): score
+        the others and count it apart, as SquadTask.score does.
     """
     _check_questions(questions)
     if not questions:

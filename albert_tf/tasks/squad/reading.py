@@ -150,7 +150,6 @@ def read_squad_examples(path, is_training, version=None):
             skips questions whose answer_start does not point at the answer text.
         version: "v1" / "1.1", "v2" / "2.0", or None to take it from the file's "version"
             field (v2 when absent and some question has "is_impossible").
-
     Returns:
         SquadExamples (a list of SquadExample) with `.summary`, a ReadSummary.
     Raises:

@@ -291,14 +291,9 @@ class SquadTask(FineTuningTask):
 
     def windows(self, features, outputs):
         """Features + the model's per-feature outputs -> albert_tf.tasks.squad.postprocess windows."""
-        keys = [k for k in outputs if k not in (EXAMPLE_INDEX, "_batches")]
-        windows = []
-        for k, feature in enumerate(features):
-            window = feature.as_window()
-            for key in keys:
-                window[key] = outputs[key][k]
-            windows.append(window)
-        return windows
+        keys = [key for key in outputs if key not in (EXAMPLE_INDEX, "_batches")]
+        return [dict(feature.as_window(), **{key: outputs[key][k] for key in keys})
+                for k, feature in enumerate(features)]
 
     def answers(self, outputs, features, examples):
         """The model's per-feature outputs (`features` order) -> {"predictions", "nbest",
@@ -314,13 +309,6 @@ class SquadTask(FineTuningTask):
             result = squad_postprocess.predict_v1(windows, contexts, o.n_best_size, o.max_answer_length)
         else:
             result = squad_postprocess.predict_v2(windows, contexts, o.n_best_size, o.max_answer_length)
-        # questions whose every window was dropped still get an (empty) prediction
-        for e in examples:
-            if e.qas_id not in result["predictions"]:
-                result["predictions"][e.qas_id] = ""
-                result["nbest"][e.qas_id] = [{"text": "", "probability": 1.0}]
-                if "null_odds" in result:
-                    result["null_odds"][e.qas_id] = 0.0
         # the files in question order: the official v2 sweep breaks ties in null odds by file order
         for key in ("predictions", "nbest", "null_odds"):
             if key in result:
