@@ -20,12 +20,11 @@ from albert_tf.tasks.classification.pipeline import label_ids, pack_segments, se
 from albert_tf.data.maps import graph_map
 from albert_tf.modeling.encoder import INPUT_NAMES
 from albert_tf.modeling.losses import classifier_nll
-from albert_tf.storage import atomic
+from albert_tf.storage import atomic, files
 from albert_tf.tasks.common import config_file_for
 from albert_tf.tasks.classification.options import ClassificationOptions  # noqa: F401 (re-exported)
 from albert_tf.tasks.fine_tuning import FineTuningTask, choice_metrics, choice_terms, wanted_splits
 from albert_tf.training.task import EXAMPLE_INDEX
-from albert_tf.storage import files
 
 
 def _check_model_source(o):

@@ -17,13 +17,12 @@ import tensorflow as tf
 from albert_tf.data.buckets import bucketed_batches, cut_to_width
 from albert_tf.modeling.encoder import INPUT_NAMES
 from albert_tf.modeling.multiple_choice import AlbertForMultipleChoice, multiple_choice_loss
-from albert_tf.storage import atomic
+from albert_tf.storage import atomic, files
 from albert_tf.tasks.common import check_model_source, spm_file_for
 from albert_tf.tasks.fine_tuning import FineTuningTask, choice_metrics, choice_terms, wanted_splits
 from albert_tf.tasks.race.options import MultipleChoiceOptions  # noqa: F401 (re-exported)
 from albert_tf.tasks.race.reading import DATA_SETS, LEVELS
 from albert_tf.training.task import EXAMPLE_INDEX
-from albert_tf.storage import files
 
 JSON_LINES = "multiple_choice"  # the --task_name of generic JSON-lines data (no levels)
 CACHE_FLAGS = {"train": "train_file", "dev": "eval_file", "test": "predict_file"}  # each split's feature cache

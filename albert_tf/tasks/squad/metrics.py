@@ -7,12 +7,8 @@ an official SQuAD file):
     {"id": "q1", "answers": ["Denver Broncos", "the Broncos"], "is_impossible": False}
     {"id": "q2", "answers": [], "is_impossible": True}       # v2.0: unanswerable
 
-Predictions are `{qid: text}`; in v2.0 the empty string means "no answer".
-
-    evaluate_v1(questions, predictions)          -> {"exact_match", "f1", "total", "missing"}
-    evaluate_v2(questions, predictions, null_odds=None, null_threshold=1.0)
-        -> {"exact", "f1", "total", "HasAns_*", "NoAns_*", ["best_exact", "best_exact_thresh",
-            "best_f1", "best_f1_thresh" when null_odds is given]}
+Predictions are `{qid: text}`; in v2.0 the empty string means "no answer". `evaluate_v1`
+and `evaluate_v2` score them.
 
 Rules (as the official scripts):
 - normalize: lower case, remove ASCII punctuation (`string.punctuation`), remove the words

@@ -35,8 +35,7 @@ rules of candidates, n-best, null odds and thresholds: docs/squad.md (link above
 import numpy as np
 
 from albert_tf.tasks.squad import metrics as squad_metrics
-from albert_tf.storage import atomic
-from albert_tf.storage import files
+from albert_tf.storage import atomic, files
 
 BEST_F1_FILE = "predictions_best_f1_thresh.json"
 # the keys of predict_v1 / predict_v2's result and the files they are written to (question order)
@@ -114,19 +113,16 @@ def candidates_v2(window, max_answer_length=30, index=0):
 
 
 def _question_order(windows, contexts):
-    order = []
-    seen = set()
+    """The qids of `windows` in order of first appearance; every one needs a context and
+    every context a window."""
     for i, window in enumerate(windows):
-        qid = window["qid"]
-        if qid not in contexts:
-            raise ValueError(f"window {i}: qid {qid!r} has no context.")
-        if qid not in seen:
-            seen.add(qid)
-            order.append(qid)
-    lacking = [qid for qid in contexts if qid not in seen]
+        if window["qid"] not in contexts:
+            raise ValueError(f"window {i}: qid {window['qid']!r} has no context.")
+    order = dict.fromkeys(window["qid"] for window in windows)
+    lacking = [qid for qid in contexts if qid not in order]
     if lacking:
         raise ValueError(f"{len(lacking)} questions have no window (first: {lacking[:3]}).")
-    return order
+    return list(order)
 
 
 def softmax(scores):
