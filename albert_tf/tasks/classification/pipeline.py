@@ -28,8 +28,9 @@ def label_ids(examples, labels):
     return np.array([NO_LABEL if e.label is None else index[e.label] for e in examples], np.int32)
 
 
-def _packed_lengths(segments, seq_length):
-    """Lengths [B] of [CLS] A [SEP] (B [SEP]) after the round-robin trim to seq_length."""
+def packed_lengths(segments, seq_length):
+    """Lengths int32 [B] of [CLS] A [SEP] (B [SEP]) after the round-robin trim to seq_length
+    (what each example needs of the width): segments = [ids_a] or [ids_a, ids_b], ragged."""
     specials = len(segments) + 1
     total = tf.add_n([tf.cast(s.row_lengths(), tf.int32) for s in segments])
     return tf.minimum(total, seq_length - specials) + specials
@@ -48,7 +49,7 @@ def pack(preprocess, text_a, text_b, seq_length, widths=None):
 def pack_segments(preprocess, segments, seq_length, widths=None):
     """`pack` of text already tokenized: segments = [ids_a] or [ids_a, ids_b], int ragged
     [B, (n)] each (from `tokenize_segments`)."""
-    width = seq_length if widths is None else width_for(_packed_lengths(segments, seq_length), widths)
+    width = seq_length if widths is None else width_for(packed_lengths(segments, seq_length), widths)
     packed = preprocess.bert_pack_inputs(segments, seq_length=tf.cast(width, tf.int32))
     out = {}
     for name in ("input_word_ids", "input_mask", "input_type_ids"):
@@ -73,9 +74,3 @@ def tokenize_segments(preprocess, text_a, text_b, seq_length, chunk=1024):
                  for start in range(0, max(len(text), 1), chunk)]  # one empty part for no text
         segments.append(tf.concat(parts, axis=0))
     return segments
-
-
-def segment_lengths(segments, seq_length):
-    """Each example's packed length (what it needs of the width), int32 [N], of
-    `tokenize_segments`' output."""
-    return _packed_lengths(segments, seq_length).numpy()

@@ -16,7 +16,7 @@ from albert_tf.data.bucket_widths import bucket_widths
 from albert_tf.data.buckets import bucketed_batches, take_rows
 from albert_tf.tasks.classification.data import get_task, read_examples
 from albert_tf.tasks.classification.metrics import compute
-from albert_tf.tasks.classification.pipeline import label_ids, pack_segments, segment_lengths, tokenize_segments
+from albert_tf.tasks.classification.pipeline import label_ids, pack_segments, packed_lengths, tokenize_segments
 from albert_tf.data.maps import graph_map
 from albert_tf.modeling.encoder import INPUT_NAMES
 from albert_tf.modeling.losses import classifier_nll
@@ -198,7 +198,7 @@ class ClassificationTask(FineTuningTask):
             examples, seq_length = self.splits[split], self.options.max_seq_length
             segments = tokenize_segments(self.preprocess, [e.text_a for e in examples],
                                          [e.text_b or "" for e in examples] if self.pair else None, seq_length)
-            self._tokens[split] = segments, segment_lengths(segments, seq_length)
+            self._tokens[split] = segments, packed_lengths(segments, seq_length).numpy()
         return self._tokens[split]
 
     def _lengths(self, split):

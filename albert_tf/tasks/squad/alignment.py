@@ -45,15 +45,12 @@ def normalize_with_offsets(text, lower=True):
         chars.append(c)
         starts.append(i)
         ends.append(i + 1)
-    # 2. NFKD, characters of non-zero combining class dropped (character by character:
-    #    canonical reordering only moves those, which are all dropped, so this equals the
-    #    whole-string form)
+    # 2. NFKD, characters of non-zero combining class dropped, character by character (docs/squad.md)
     if not all(c < "\x80" for c in chars):
         chars, starts, ends = _per_character(chars, starts, ends, lambda c: c if c < "\x80" else "".join(
             d for d in unicodedata.normalize("NFKD", c) if not is_combining(d)))
     normalized = "".join(chars)
-    # 3. lower case: the whole string (context-dependent rules such as the final sigma), per
-    #    character only when some character lower-cases to several
+    # 3. lower case: the whole string; per character only when one lower-cases to several (docs/squad.md)
     if lower:
         low = normalized.lower()
         if len(low) != len(normalized):

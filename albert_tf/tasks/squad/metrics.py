@@ -197,16 +197,9 @@ def apply_null_odds_threshold(scores, null_odds, has_answer, null_threshold):
 
 
 def best_null_threshold(predictions, scores, null_odds, has_answer):
-    """The official `find_best_thresh`: (best score in percent of len(scores), threshold) of
-    the sweep over the questions in increasing null odds (`best_reachable_threshold`'s
-    official_score and official_threshold).
-
-    Args:
-        predictions: {qid: str}.
-        scores: {qid: number} (exact or F1 before thresholding).
-        null_odds: {qid: float}.
-        has_answer: {qid: bool}.
-    """
+    """The official `find_best_thresh` (arguments as best_reachable_threshold): (best score in
+    percent of len(scores), threshold), best_reachable_threshold's official_score and
+    official_threshold."""
     sweep = best_reachable_threshold(predictions, scores, null_odds, has_answer)
     return sweep["official_score"], sweep["official_threshold"]
 
@@ -224,7 +217,10 @@ def best_reachable_threshold(predictions, scores, null_odds, has_answer):
     (docs/squad.md, "Post-processing against the release").
 
     Args:
-        predictions, scores, null_odds, has_answer: as `best_null_threshold`.
+        predictions: {qid: str}.
+        scores: {qid: number} (exact or F1 before thresholding).
+        null_odds: {qid: float}.
+        has_answer: {qid: bool}.
     Returns:
         {"score": best reachable total in percent of len(scores),
          "threshold": the null odds of the last question answered there; at the starting
