@@ -82,7 +82,6 @@ class MultipleChoiceTask(FineTuningTask):
     """
 
     skip_padding = True  # the loss reads pooled outputs only
-    checkpointable_input = True
     best_metric = "accuracy"
     progress_metrics = (("loss", "loss"), ("accuracy", "acc"))
     served = "the multiple-choice model (raw article, question, options in)"

@@ -159,17 +159,12 @@ def evaluate_v1(questions, predictions):
     if bare:
         raise ValueError(f"{len(bare)} of {len(questions)} questions have no gold answer (first: {bare[:3]}); the "
                          "v1.1 rules score a question against its gold answers: pass only those with answers.")
-    em = f1 = 0.0
-    missing = 0
-    for q in questions:
-        if q["id"] not in predictions:
-            missing += 1
-            continue
-        prediction = predictions[q["id"]]
-        em += max_over_gold(exact_match, prediction, q["answers"])
-        f1 += max_over_gold(token_f1_v1, prediction, q["answers"])
+    answered = [q for q in questions if q["id"] in predictions]
+    em = sum(max_over_gold(exact_match, predictions[q["id"]], q["answers"]) for q in answered)
+    f1 = sum(max_over_gold(token_f1_v1, predictions[q["id"]], q["answers"]) for q in answered)
     total = len(questions)
-    return {"exact_match": 100.0 * em / total, "f1": 100.0 * f1 / total, "total": total, "missing": missing}
+    return {"exact_match": 100.0 * em / total, "f1": 100.0 * f1 / total, "total": total,
+            "missing": total - len(answered)}
 
 
 def raw_scores_v2(questions, predictions):

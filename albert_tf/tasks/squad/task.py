@@ -54,8 +54,6 @@ class SquadTask(FineTuningTask):
             checkpoint, output_dir/best.
     """
 
-    # the training input is from_tensor_slices of numpy arrays: the iterator is checkpointed
-    checkpointable_input = True
     served = "the QA model (raw question and context in)"
     weights_file = QUESTION_ANSWERING_WEIGHTS
 
