@@ -143,8 +143,7 @@ class FeatureCacheResult:
 
     examples: the SquadExamples (always read; cheap); features: SquadFeatures or None (see
     return_features); num_features; rebuilt: whether the file was (re)written; reason: why
-    (or "reused: ..."); read_summary, convert_summary: dicts (convert_summary from the
-    sidecar when reused)."""
+    (or "reused: ..."); feature_file. The read and conversion summaries are in the sidecar."""
 
     examples: list
     features: object
@@ -152,8 +151,6 @@ class FeatureCacheResult:
     rebuilt: bool
     reason: str
     feature_file: str
-    read_summary: dict
-    convert_summary: dict
 
 
 def load_or_build_features(input_file, feature_file, tokenizer, settings, return_features=None):
@@ -191,10 +188,8 @@ def load_or_build_features(input_file, feature_file, tokenizer, settings, return
         return features
 
     outcome = feature_cache.load_or_build(feature_file, record, SQUAD_FEATURES, build)
-    if outcome.rebuilt:
-        features, convert_summary = outcome.built, summary.to_dict()
-    else:
-        features = read_feature_file(feature_file) if return_features else None
-        convert_summary = outcome.sidecar.get("convert_summary") or {}
+    features = outcome.built
+    if not outcome.rebuilt and return_features:
+        features = read_feature_file(feature_file)
     return FeatureCacheResult(examples, features, outcome.sidecar["num_features"], outcome.rebuilt, outcome.reason,
-                              feature_file, examples.summary.to_dict(), convert_summary)
+                              feature_file)
