@@ -34,11 +34,10 @@ def spm_file_for(o):
 
 
 def check_training(o, training):
-    """A fine-tuning command's checks of its training values (its record checked the
-    positive ones): --dtype_policy, --gradient_accumulation_steps (which must divide
-    --train_batch_size; the Trainer checks the per-replica batch), --warmup_step in
-    [0, --train_step] (SQuAD's warmup comes from --warmup_proportion instead), --strategy
-    and --use_tpu's address. Raises ValueError naming the flag; writes nothing."""
+    """A fine-tuning command's checks of its training values: --dtype_policy,
+    --gradient_accumulation_steps (which must divide --train_batch_size), --warmup_step in
+    [0, --train_step] (not for SQuAD: --warmup_proportion), --strategy and --use_tpu's
+    address. Raises ValueError naming the flag; writes nothing."""
     from albert_tf.tasks.options import FINE_TUNING_STRATEGIES
     from albert_tf.training.accumulation import check_accumulation
     from albert_tf.training.precision import check_policy
@@ -130,10 +129,8 @@ def start_run(o):
 
 
 def random_start(o):
-    """Warns that the run starts from random weights (a run that does not train, o.do_train
-    false: that it evaluates or predicts with them, no checkpoint being in --output_dir);
-    returns "random" (what eval_results.json records as initialized_from). Called only
-    where nothing was loaded: never for a run that restores a trained checkpoint."""
+    """Warns that the run starts from random weights (a run that does not train: that it
+    evaluates or predicts with them); returns "random" (eval_results.json's initialized_from)."""
     if getattr(o, "do_train", True):
         print("WARNING: no --init_checkpoint and no --albert_hub_module_handle: fine-tuning starts from random "
               "weights (eval_results.json records initialized_from: random).", file=sys.stderr, flush=True)
@@ -159,24 +156,22 @@ def encoder_for(o):
     return pretrainer.encoder, pretrainer
 
 
-def initialize_from(o, model, pretrainer, weights_file, check_directory=None):
+def initialize_from(o, model, pretrainer, weights_file, check_directory):
     """Starting weights of a fine-tuning model; returns where they came from.
 
-    --albert_hub_module_handle: already in the encoder (encoder_for). --init_checkpoint:
-    a directory holding `weights_file` (where the task has one: its own fine-tuned model, e.g. a converted
-    release checkpoint; `check_directory(dir)` may refuse it first) is loaded whole;
-    anything else is read into `pretrainer` (a run_pretraining output_dir, a ckpt-N
-    prefix, a pretrained directory). Every load goes through the one matching report, so
-    a checkpoint that cannot be read or does not match is an error naming the variables.
-    Neither: a warning and "random".
+    --albert_hub_module_handle: already in the encoder (encoder_for). --init_checkpoint: a
+    directory holding the task's `weights_file` (its own fine-tuned model;
+    `check_directory(dir)` may refuse it first) is loaded whole; anything else is read into
+    `pretrainer` (a run_pretraining output_dir, a ckpt-N prefix, a pretrained directory), an
+    unreadable or mismatched checkpoint an error naming the variables. Neither: a warning
+    and "random".
     """
     if o.albert_hub_module_handle:
         return os.path.abspath(o.albert_hub_module_handle)
     if o.init_checkpoint:
         weights = files.join(o.init_checkpoint, weights_file or "")
         if weights_file and files.isdir(o.init_checkpoint) and files.isfile(weights):
-            if check_directory is not None:
-                check_directory(o.init_checkpoint)
+            check_directory(o.init_checkpoint)
             from albert_tf.storage.weights_file import load_weights_file
 
             load_weights_file(model, weights, "--init_checkpoint")

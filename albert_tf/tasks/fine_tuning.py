@@ -68,6 +68,7 @@ class FineTuningTask(Task):
     predicted = "predictions"  # what the test predictions are counted in
     weights_file = None
     splits = {}
+    _pretrainer = None  # build_model's AlbertPretrainer, which --init_checkpoint may fill
 
     @classmethod
     def check_options(cls, o, training):

@@ -3,9 +3,8 @@ TFRecords, for `python -m albert_tf.run_pretraining`.
 
 Loss across replicas (the release's loss over the global batch): each replica adds
     mlm_nll_sum_local / (all_reduce(masked weights) + 1e-5) + sop_nll_sum_local / G,
-so the shares and their gradients sum to the global-batch loss. The formulas live once,
-in `albert_tf.modeling.losses` (pretraining_terms / pretraining_loss /
-pretraining_metrics); training sums the terms over steps and evaluation over examples.
+so the shares and their gradients sum to the global-batch loss (the formulas:
+`albert_tf.modeling.losses`); training sums the terms over steps, evaluation over examples.
 
 Shape legend: B batch, T max_seq_length, P max_predictions_per_seq, G global batch.
 """

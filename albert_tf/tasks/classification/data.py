@@ -39,10 +39,6 @@ class Task:
     header: bool = True
     by_name: bool = False  # `tsv`: columns are found by header name, in {split}.tsv
 
-    @property
-    def is_regression(self):
-        return not self.labels
-
 
 def glue_task(name, labels, metrics, columns, test_columns=None, dev_file="dev.tsv", test_file="test.tsv",
               header=True):
@@ -117,8 +113,7 @@ def _rows(path):
     if not files.isfile(path):
         raise DataError(f"{path}: no such file.")
     csv.field_size_limit(sys.maxsize)
-    with files.open(path, "rb") as f:
-        text = _decode(path, f.read())
+    text = _decode(path, files.read_bytes(path))
     rows = list(csv.reader(io.StringIO(text, newline=""), delimiter="\t", quotechar=None))
     if not rows or (len(rows) == 1 and not any(rows[0])):
         raise DataError(f"{path}: the file is empty.")
@@ -160,7 +155,7 @@ def read_examples(task, data_dir, split):
         a, b, y = task.columns[split]
         body, first_line = (rows[1:], 2) if (task.header or split == "test") else (rows, 1)
         width = len(rows[0]) if (task.header or split == "test") else 4
-    regression, task_labels = task.is_regression, task.labels
+    regression, task_labels = not task.labels, task.labels
     if not body:
         raise DataError(f"{path}: no example after the header.")
     examples = []

@@ -3,11 +3,10 @@ label ids and in-graph packing of raw strings into encoder inputs.
 
 Tokenization and packing run in the graph through a preprocessing object with the TF-Hub
 preprocessing interface (`.tokenize(strings)` -> ragged ids, `.bert_pack_inputs(segments,
-seq_length)`): the exported `preprocess/` SavedModel loaded with tf.saved_model.load, or
-an in-memory `albert_tf.export.preprocess_module.PreprocessModule`. Training and the
-exported classifier therefore tokenize identically. The exported classifier packs raw strings
-per request (`pack`); fine-tuning tokenizes each split once (`tokenize_segments`) and its
-datasets pack those pieces (`pack_segments`), the same inputs without tokenizing every epoch.
+seq_length)`): the exported `preprocess/` SavedModel, or an in-memory
+`albert_tf.export.preprocess_module.PreprocessModule`. The exported classifier packs raw
+strings per request (`pack`); fine-tuning tokenizes each split once (`tokenize_segments`)
+and packs those pieces (`pack_segments`).
 
 Shape legend: B batch, T seq_length.
 """
@@ -29,8 +28,9 @@ def label_ids(examples, labels):
     return np.array([NO_LABEL if e.label is None else index[e.label] for e in examples], np.int32)
 
 
-def _packed_lengths(segments, seq_length):
-    """Lengths [B] of [CLS] A [SEP] (B [SEP]) after the round-robin trim to seq_length."""
+def packed_lengths(segments, seq_length):
+    """Lengths int32 [B] of [CLS] A [SEP] (B [SEP]) after the round-robin trim to seq_length
+    (what each example needs of the width): segments = [ids_a] or [ids_a, ids_b], ragged."""
     specials = len(segments) + 1
     total = tf.add_n([tf.cast(s.row_lengths(), tf.int32) for s in segments])
     return tf.minimum(total, seq_length - specials) + specials
@@ -49,7 +49,7 @@ def pack(preprocess, text_a, text_b, seq_length, widths=None):
 def pack_segments(preprocess, segments, seq_length, widths=None):
     """`pack` of text already tokenized: segments = [ids_a] or [ids_a, ids_b], int ragged
     [B, (n)] each (from `tokenize_segments`)."""
-    width = seq_length if widths is None else width_for(_packed_lengths(segments, seq_length), widths)
+    width = seq_length if widths is None else width_for(packed_lengths(segments, seq_length), widths)
     packed = preprocess.bert_pack_inputs(segments, seq_length=tf.cast(width, tf.int32))
     out = {}
     for name in ("input_word_ids", "input_mask", "input_type_ids"):
@@ -74,14 +74,3 @@ def tokenize_segments(preprocess, text_a, text_b, seq_length, chunk=1024):
                  for start in range(0, max(len(text), 1), chunk)]  # one empty part for no text
         segments.append(tf.concat(parts, axis=0))
     return segments
-
-
-def segment_lengths(segments, seq_length):
-    """Each example's packed length (what it needs of the width), int32 [N], of
-    `tokenize_segments`' output."""
-    return _packed_lengths(segments, seq_length).numpy()
-
-
-def packed_lengths(preprocess, text_a, text_b, seq_length, chunk=1024):
-    """Each example's packed length (what it needs of the width), int32 [N]."""
-    return segment_lengths(tokenize_segments(preprocess, text_a, text_b, seq_length, chunk), seq_length)

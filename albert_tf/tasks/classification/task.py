@@ -4,7 +4,6 @@
 The model starts from an export (`encoder/` through EncoderTFSMLayer, tokenization from
 its `preprocess/` SavedModel) or from an albert_tf checkpoint (AlbertEncoder and an
 in-memory PreprocessModule), so training and the exported classifier tokenize identically.
-The rest is the lifecycle's (albert_tf.tasks.fine_tuning) and the driver's.
 
 Shape legend: B batch, T max_seq_length, C classes (1 for regression).
 """
@@ -17,16 +16,15 @@ from albert_tf.data.bucket_widths import bucket_widths
 from albert_tf.data.buckets import bucketed_batches, take_rows
 from albert_tf.tasks.classification.data import get_task, read_examples
 from albert_tf.tasks.classification.metrics import compute
-from albert_tf.tasks.classification.pipeline import label_ids, pack_segments, segment_lengths, tokenize_segments
+from albert_tf.tasks.classification.pipeline import label_ids, pack_segments, packed_lengths, tokenize_segments
 from albert_tf.data.maps import graph_map
 from albert_tf.modeling.encoder import INPUT_NAMES
 from albert_tf.modeling.losses import classifier_nll
-from albert_tf.storage import atomic
+from albert_tf.storage import atomic, files
 from albert_tf.tasks.common import config_file_for
 from albert_tf.tasks.classification.options import ClassificationOptions  # noqa: F401 (re-exported)
 from albert_tf.tasks.fine_tuning import FineTuningTask, choice_metrics, choice_terms, wanted_splits
 from albert_tf.training.task import EXAMPLE_INDEX
-from albert_tf.storage import files
 
 
 def _check_model_source(o):
@@ -71,16 +69,14 @@ class ClassificationTask(FineTuningTask):
     """
 
     skip_padding = True  # the loss reads pooled outputs only
-    # the input pipeline calls the preprocessing object's functions (a loaded SavedModel's with
-    # --albert_hub_module_handle), which an iterator checkpoint may not hold: a resumed run
-    # skips the batches already consumed (the shuffle is seeded, so the rest is the same)
+    # the input calls the preprocessing object (maybe a loaded SavedModel), which an iterator
+    # checkpoint may not hold: a resumed run skips the batches consumed (docs/fine_tuning.md)
     checkpointable_input = False
     served = "the classifier (raw strings in)"
     prediction_files = {"dev": ("dev_predictions.tsv", None), "test": ("test_results.tsv", "test_results")}
 
     def __init__(self, options, task_def, splits):
         self.options = options
-        self.task_def = task_def
         self.name = task_def.name
         self.splits = splits
         self.labels = list(task_def.labels)
@@ -89,7 +85,6 @@ class ClassificationTask(FineTuningTask):
         self.pair = any(e.text_b is not None for split in splits.values() for e in split)
         self.progress_metrics = (("loss", "loss"),) + ((("accuracy", "acc"),) if self.labels else ())
         self.preprocess = None
-        self._pretrainer = None
         self._tokens = {}  # split -> (segments, packed lengths): tokenized once
 
     @property
@@ -203,7 +198,7 @@ class ClassificationTask(FineTuningTask):
             examples, seq_length = self.splits[split], self.options.max_seq_length
             segments = tokenize_segments(self.preprocess, [e.text_a for e in examples],
                                          [e.text_b or "" for e in examples] if self.pair else None, seq_length)
-            self._tokens[split] = segments, segment_lengths(segments, seq_length)
+            self._tokens[split] = segments, packed_lengths(segments, seq_length).numpy()
         return self._tokens[split]
 
     def _lengths(self, split):

@@ -113,13 +113,6 @@ def load_or_build_features(examples, feature_file, tokenizer, settings, source_d
     Returns:
         MultipleChoiceFeatures (.arrays, .num_features, .feature_file, .rebuilt, .reason,
         .source, .sidecar).
-
-    Example:
-    ```python
-    examples = read_race("data", "dev")
-    features = load_or_build_features(examples, "out/dev.tfrecord", tokenizer, MultipleChoiceSettings())
-    features.arrays["input_ids"].shape   # (N, 4, 512)
-    ```
     """
     settings.validate()
     feature_file = os.fspath(feature_file)
@@ -143,7 +136,7 @@ def load_or_build_features(examples, feature_file, tokenizer, settings, source_d
         arrays = examples_to_arrays(examples, tokenizer, settings)
         extra = {"source": source_description}
         if summary is not None:
-            extra["read_summary"] = summary.to_dict(with_paths=False)
+            extra["read_summary"] = summary.to_dict()
         write_feature_file(arrays, feature_file, record, extra=extra)
         return arrays
 

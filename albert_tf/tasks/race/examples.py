@@ -1,5 +1,11 @@
 """Multiple-choice examples: what the readers (albert_tf.tasks.race.reading) return and the
 error every module of albert_tf.tasks.race raises.
+
+    examples = MultipleChoiceExamples([MultipleChoiceExample(
+        example_id="a1", question_index=0, context="The cat sat on the mat.",
+        question="The cat sat on the _.", options=("mat", "moon"), label=0)])
+    examples_to_arrays(examples, tokenizer, MultipleChoiceSettings(max_seq_length=32, max_qa_length=16))
+    # {"input_ids": int32 [1, 2, 32], ..., "label_ids": array([0], dtype=int32)}  (race.features)
 """
 
 import dataclasses
@@ -71,16 +77,9 @@ class MultipleChoiceSummary:
     paths: list = dataclasses.field(default_factory=list)
     ignored: list = dataclasses.field(default_factory=list)
 
-    def describe(self):
-        """The one-line description (`source`)."""
-        return self.source
-
-    def to_dict(self, with_paths=True):
-        out = dataclasses.asdict(self)
-        if not with_paths:
-            out["paths"] = len(self.paths)
-            out["ignored"] = len(self.ignored)
-        return out
+    def to_dict(self):
+        """The JSON form, the file lists as their counts."""
+        return dict(dataclasses.asdict(self), paths=len(self.paths), ignored=len(self.ignored))
 
 
 class MultipleChoiceExamples(list):

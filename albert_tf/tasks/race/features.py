@@ -72,39 +72,11 @@ def _qa_ids(example, tokenizer, max_qa_length):
             for o in example.options]
 
 
-def _fill(context_ids, endings, tokenizer, T):
-    C = len(endings)
-    ids = np.full((C, T), tokenizer.pad_id, np.int32)
-    mask = np.zeros((C, T), np.int32)
-    segments = np.zeros((C, T), np.int32)
-    for j, ending in enumerate(endings):
-        context = context_ids[:T - 3 - len(ending)]
-        n = len(context)
-        ids[j, 0] = tokenizer.cls_id
-        ids[j, 1:1 + n] = context
-        ids[j, 1 + n] = tokenizer.sep_id
-        ids[j, 2 + n:2 + n + len(ending)] = ending
-        end = 3 + n + len(ending)
-        ids[j, end - 1] = tokenizer.sep_id
-        mask[j, :end] = 1
-        segments[j, 2 + n:end] = 1
-    return ids, mask, segments
-
-
 def convert_example(example, tokenizer, settings):
-    """One question -> {"input_ids", "input_mask", "segment_ids"}: int32 [C, T] (module
-    docstring for the layout; C = len(example.options), T = settings.max_seq_length).
-
-    Args:
-        example: MultipleChoiceExample.
-        tokenizer: SentencePieceTokenizer (its pad / cls / sep ids and do_lower_case).
-        settings: MultipleChoiceSettings.
-    """
-    settings.validate()
-    ids, mask, segments = _fill(_encode(tokenizer, example.context),
-                                _qa_ids(example, tokenizer, settings.max_qa_length), tokenizer,
-                                settings.max_seq_length)
-    return {"input_ids": ids, "input_mask": mask, "segment_ids": segments}
+    """One question (a MultipleChoiceExample) -> {"input_ids", "input_mask", "segment_ids"}:
+    int32 [C, T], examples_to_arrays' rows of it alone."""
+    arrays = examples_to_arrays([example], tokenizer, settings)
+    return {name: arrays[name][0] for name in ("input_ids", "input_mask", "segment_ids")}
 
 
 def examples_to_arrays(examples, tokenizer, settings):
@@ -122,6 +94,7 @@ def examples_to_arrays(examples, tokenizer, settings):
         raise MultipleChoiceDataError("examples_to_arrays: no examples.")
     N, C, T = len(examples), examples[0].num_choices, settings.max_seq_length
     out = {name: np.zeros((N, C, T), np.int32) for name in ("input_ids", "input_mask", "segment_ids")}
+    out["input_ids"][:] = tokenizer.pad_id
     labels = np.full(N, -1, np.int32)
     cached_text, context_ids = None, None
     for i, example in enumerate(examples):
@@ -131,8 +104,18 @@ def examples_to_arrays(examples, tokenizer, settings):
                 f"{examples[0].source or examples[0].example_id} has {C}; every question must have the same number.")
         if example.context is not cached_text and example.context != cached_text:
             context_ids, cached_text = _encode(tokenizer, example.context), example.context
-        ids, mask, segments = _fill(context_ids, _qa_ids(example, tokenizer, settings.max_qa_length), tokenizer, T)
-        out["input_ids"][i], out["input_mask"][i], out["segment_ids"][i] = ids, mask, segments
+        ids, mask, segments = out["input_ids"][i], out["input_mask"][i], out["segment_ids"][i]  # [C, T] each
+        for j, ending in enumerate(_qa_ids(example, tokenizer, settings.max_qa_length)):
+            context = context_ids[:T - 3 - len(ending)]
+            n = len(context)
+            ids[j, 0] = tokenizer.cls_id
+            ids[j, 1:1 + n] = context
+            ids[j, 1 + n] = tokenizer.sep_id
+            ids[j, 2 + n:2 + n + len(ending)] = ending
+            end = 3 + n + len(ending)
+            ids[j, end - 1] = tokenizer.sep_id
+            mask[j, :end] = 1
+            segments[j, 2 + n:end] = 1
         if example.label is not None:
             labels[i] = example.label
     out["label_ids"] = labels

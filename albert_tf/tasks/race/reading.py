@@ -40,7 +40,7 @@ SPLITS = ("train", "dev", "test")
 LEVELS = ("middle", "high")
 LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 MAX_OPTIONS = len(LETTERS)
-RACE_KEYS = ("article", "questions", "options", "answers", "id")
+RACE_KEYS = {"article": str, "questions": list, "options": list, "answers": list, "id": (str, int)}  # and types
 
 
 def _natural_key(name):
@@ -110,11 +110,9 @@ def _race_article(obj, source, level, counter):
     for key in RACE_KEYS:
         if key not in obj:
             raise MultipleChoiceDataError(f"{where}: missing key {key!r}; {_RACE_WHAT}.")
-    article = _require(obj, "article", str, where, _RACE_WHAT)
-    questions = _require(obj, "questions", list, where, _RACE_WHAT)
-    options = _require(obj, "options", list, where, _RACE_WHAT)
-    answers = _require(obj, "answers", list, where, _RACE_WHAT)
-    article_id = str(_require(obj, "id", (str, int), where, _RACE_WHAT))
+    article, questions, options, answers, article_id = (_require(obj, key, kind, where, _RACE_WHAT)
+                                                        for key, kind in RACE_KEYS.items())
+    article_id = str(article_id)
     where = f"{where} (id {article_id!r})"
     if not article.strip():
         raise MultipleChoiceDataError(f"{where}: empty article; give it its text or remove it.")
@@ -170,13 +168,11 @@ def read_race(data_dir, split, high_only=False, middle_only=False):
         data_dir: the directory holding RACE/ (or the RACE directory itself).
         split: "train", "dev" or "test".
         high_only, middle_only: read only that level (at most one of them).
-
     Returns:
         MultipleChoiceExamples (articles in order, questions in article order) with
         `.summary`, a MultipleChoiceSummary (layout, per-level counts, files read).
-
     Raises:
-        MultipleChoiceDataError (a ValueError) naming the file (and line) and what to fix.
+        MultipleChoiceDataError (module docstring).
     """
     if high_only and middle_only:
         raise MultipleChoiceDataError("high_only and middle_only exclude each other; set at most one.")
@@ -209,27 +205,24 @@ def read_articles(data_set, data_dir, split, levels=None):
         if not names:
             raise MultipleChoiceDataError(f"{level_dir}: empty, no .txt article file; put the {title} articles there "
                                           "(one JSON article per <n>.txt, or one per line of all.txt).")
-        level_examples, articles = [], 0
         if "all.txt" in names:
-            layout = "all.txt"
-            path = files.join(level_dir, "all.txt")
+            layout, path = "all.txt", files.join(level_dir, "all.txt")
             ignored = [files.join(level_dir, n) for n in names if n != "all.txt"]
             if ignored:
                 logger.warning("%s: reading all.txt only; %d other .txt file(s) beside it are ignored.", level_dir,
                                len(ignored))
                 summary.ignored.extend(ignored)
-            for number, obj in read_json_lines(path, RACE_ARTICLE, error=MultipleChoiceDataError):
-                level_examples += _race_article(obj, f"{path}:{number}", level, counter)
-                articles += 1
-            summary.paths.append(path)
+            paths = [path]
+            read = ((f"{path}:{number}", obj)
+                    for number, obj in read_json_lines(path, RACE_ARTICLE, error=MultipleChoiceDataError))
         else:
-            layout = "files"
-            for name in names:
-                path = files.join(level_dir, name)
-                obj = read_json(path, RACE_ARTICLE, error=MultipleChoiceDataError)
-                level_examples += _race_article(obj, path, level, counter)
-                articles += 1
-                summary.paths.append(path)
+            layout, paths = "files", [files.join(level_dir, name) for name in names]
+            read = ((path, read_json(path, RACE_ARTICLE, error=MultipleChoiceDataError)) for path in paths)
+        level_examples, articles = [], 0
+        for source, obj in read:
+            level_examples += _race_article(obj, source, level, counter)
+            articles += 1
+        summary.paths.extend(paths)
         if not level_examples:
             raise MultipleChoiceDataError(f"{level_dir}: no article in {layout}; put the {title} articles there.")
         summary.levels[level] = {"layout": layout, "path": level_dir, "articles": articles,
@@ -273,14 +266,10 @@ def read_multiple_choice_jsonl(path):
 
     Args:
         path: the .jsonl file (blank lines are skipped).
-
     Returns:
         MultipleChoiceExamples with `.summary` (layout "jsonl", level "" on every example).
-
     Raises:
-        MultipleChoiceDataError naming the file and line: not JSON, a missing or mistyped
-        key, fewer than 2 options, another option count than the first line's, an answer
-        outside the options; also an empty file.
+        MultipleChoiceDataError (module docstring), also for an empty file.
     """
     path = os.fspath(path)
     examples = MultipleChoiceExamples()

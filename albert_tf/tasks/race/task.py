@@ -17,13 +17,12 @@ import tensorflow as tf
 from albert_tf.data.buckets import bucketed_batches, cut_to_width
 from albert_tf.modeling.encoder import INPUT_NAMES
 from albert_tf.modeling.multiple_choice import AlbertForMultipleChoice, multiple_choice_loss
-from albert_tf.storage import atomic
+from albert_tf.storage import atomic, files
 from albert_tf.tasks.common import check_model_source, spm_file_for
 from albert_tf.tasks.fine_tuning import FineTuningTask, choice_metrics, choice_terms, wanted_splits
 from albert_tf.tasks.race.options import MultipleChoiceOptions  # noqa: F401 (re-exported)
 from albert_tf.tasks.race.reading import DATA_SETS, LEVELS
 from albert_tf.training.task import EXAMPLE_INDEX
-from albert_tf.storage import files
 
 JSON_LINES = "multiple_choice"  # the --task_name of generic JSON-lines data (no levels)
 CACHE_FLAGS = {"train": "train_file", "dev": "eval_file", "test": "predict_file"}  # each split's feature cache
@@ -45,16 +44,9 @@ def read_split(o, split):
 
 
 def accuracy_by_level(probabilities, labels, levels, level_names=LEVELS):
-    """accuracy, accuracy_middle, accuracy_high and their counts (RACE reports all three;
-    another ArticleSet its `level_names`).
-
-    Args:
-        probabilities: float [N, C]; labels: int [N] (-1: none, not counted); levels: str [N].
-    Returns:
-        dict of ints (count, count_middle, count_high) and, for each of them that is not 0,
-        its accuracy (accuracy, accuracy_middle, accuracy_high): a level without questions
-        (--middle_only's high, generic data's levels) has a count of 0 and no accuracy.
-    """
+    """{"count", "count_<level>": int} of the questions with a label and, where not 0, their
+    "accuracy", "accuracy_<level>", for probabilities float [N, C], labels int [N] (-1: none,
+    not counted) and levels str [N], over `level_names` (RACE's: middle, high)."""
     predicted = np.argmax(probabilities, axis=-1)
     labels = np.asarray(labels)
     levels = np.asarray(levels, dtype=object)
@@ -90,7 +82,6 @@ class MultipleChoiceTask(FineTuningTask):
     """
 
     skip_padding = True  # the loss reads pooled outputs only
-    checkpointable_input = True
     best_metric = "accuracy"
     progress_metrics = (("loss", "loss"), ("accuracy", "acc"))
     served = "the multiple-choice model (raw article, question, options in)"
@@ -104,7 +95,6 @@ class MultipleChoiceTask(FineTuningTask):
         self.name = options.task_name
         self.splits = splits
         self.arrays = arrays
-        self._pretrainer = None
 
     def head(self, encoder):
         return AlbertForMultipleChoice(encoder, dropout_prob=self.options.dropout_prob)
@@ -148,7 +138,7 @@ class MultipleChoiceTask(FineTuningTask):
 
         splits = {split: read_split(o, split) for split in wanted_splits(o)}
         for split, examples in splits.items():
-            print(f"{split}: {examples.summary.describe()}", file=stream, flush=True)
+            print(f"{split}: {examples.summary.source}", file=stream, flush=True)
             if not len(examples):
                 raise ValueError(f"--data_dir={o.data_dir}: the {split} split has no questions.")
             if split != "test" and any(e.label is None for e in examples):

@@ -8,13 +8,5 @@ TFRecords -> (after the model) predictions and the official metrics. One module 
     postprocess  the model's outputs on every window -> n-best answers, prediction files
     metrics      the official v1.1 / v2.0 evaluation rules
 
-    from albert_tf.tasks.squad.reading import read_squad_examples
-    from albert_tf.tasks.squad.features import FeatureSettings, convert_examples_to_features, features_to_arrays
-    from albert_tf.tasks.squad.cache import load_or_build_features
-
-    examples = read_squad_examples("train-v2.0.json", is_training=True)   # examples.summary: ReadSummary
-    features = convert_examples_to_features(examples, tokenizer, is_training=True)
-    arrays = features_to_arrays(features)                                 # model inputs and labels
-    result = load_or_build_features("train-v2.0.json", "out/train.tfrecord", tokenizer,
-                                    FeatureSettings(is_training=True))    # result.rebuilt, result.reason
+Each module's docstring shows its use.
 """

@@ -19,6 +19,8 @@ from albert_tf.data.tokenization import (WORD_START, is_blank, is_combining, is_
                                          preprocess_text, split_digit_comma)
 
 logger = logging.getLogger("albert_tf")
+# the characters SentencePiece treats as whitespace or removes, left out of piece spans
+_is_blank = is_blank
 
 
 def normalize_with_offsets(text, lower=True):
@@ -43,37 +45,30 @@ def normalize_with_offsets(text, lower=True):
         chars.append(c)
         starts.append(i)
         ends.append(i + 1)
-    # 2. NFKD, characters of non-zero combining class dropped (character by character:
-    #    canonical reordering only moves those, which are all dropped, so this equals the
-    #    whole-string form)
+    # 2. NFKD, characters of non-zero combining class dropped, character by character (docs/squad.md)
     if not all(c < "\x80" for c in chars):
-        out_c, out_s, out_e = [], [], []
-        for c, s, e in zip(chars, starts, ends):
-            if c < "\x80":
-                out_c.append(c)
-                out_s.append(s)
-                out_e.append(e)
-                continue
-            for d in unicodedata.normalize("NFKD", c):
-                if not is_combining(d):
-                    out_c.append(d)
-                    out_s.append(s)
-                    out_e.append(e)
-        chars, starts, ends = out_c, out_s, out_e
+        chars, starts, ends = _per_character(chars, starts, ends, lambda c: c if c < "\x80" else "".join(
+            d for d in unicodedata.normalize("NFKD", c) if not is_combining(d)))
     normalized = "".join(chars)
-    # 3. lower case: the whole string (context-dependent rules such as the final sigma), per
-    #    character only when some character lower-cases to several
+    # 3. lower case: the whole string; per character only when one lower-cases to several (docs/squad.md)
     if lower:
         low = normalized.lower()
         if len(low) != len(normalized):
-            out_s, out_e = [], []
-            for c, s, e in zip(chars, starts, ends):
-                n = len(c.lower())
-                out_s.extend([s] * n)
-                out_e.extend([e] * n)
-            starts, ends = out_s, out_e
+            _, starts, ends = _per_character(chars, starts, ends, str.lower)
         normalized = low
     return normalized, starts, ends
+
+
+def _per_character(chars, starts, ends, replace):
+    """(characters, starts, ends) with each character c replaced by the characters of
+    replace(c), each keeping c's [start, end)."""
+    out_c, out_s, out_e = [], [], []
+    for c, s, e in zip(chars, starts, ends):
+        for d in replace(c):
+            out_c.append(d)
+            out_s.append(s)
+            out_e.append(e)
+    return out_c, out_s, out_e
 
 
 def align_offsets(target, source, starts, ends):
@@ -141,12 +136,6 @@ def _split_with_offsets(sp, piece, b, e, normalized, blank):
         out.append((piece_id, p, k, solid[se - 1] + 1 if se > sb else k))
     out.append((ids[-1], pieces[-1], solid[-1], solid[-1] + 1))
     return out
-
-
-def _is_blank(c):
-    """Characters SentencePiece treats as whitespace or removes: left out of piece spans
-    (tokenization.is_blank: isspace or category Cc, Cf, Zs, Zl, Zp)."""
-    return is_blank(c)
 
 
 @dataclasses.dataclass(frozen=True, eq=False)

@@ -9,9 +9,9 @@ p_mask [T], start_positions, end_positions, is_impossible [1]; the release's nam
 and then `<file>.json`, a sidecar recording the settings, tokenizer
 (SentencePiece sha256, do_lower_case) and input file (sha256, size, mtime) that made it.
 Prediction files also get `<file>.spans.json` with each feature's example mapping, token
-spans and max-context flags, so a predict-only run can post-process without re-tokenizing.
-`load_or_build_features` reuses a file only when the settings, tokenizer and input content
-all match (the release silently reuses stale ones) and says why it rebuilt.
+spans and max-context flags (post-processing without re-tokenizing). `load_or_build_features`
+reuses a file only when the settings, tokenizer and input content all match, and says why
+it rebuilt.
 """
 
 import dataclasses
@@ -43,10 +43,6 @@ SQUAD_FEATURES = feature_cache.FeatureKind(
 SPANS_SUFFIX = ".spans.json"
 
 
-def spans_path(feature_file):
-    return os.fspath(feature_file) + SPANS_SUFFIX
-
-
 def feature_file_settings(settings, tokenizer, input_file):
     """The record of what makes a feature file: settings, tokenizer, input file."""
     settings.validate()
@@ -67,15 +63,9 @@ def feature_file_settings(settings, tokenizer, input_file):
 
 def write_feature_file(features, path, settings, extra=None):
     """Writes features (an iterable of SquadFeature) to the TFRecord `path`; for prediction
-    settings (settings["is_training"] false) also `<path>.spans.json`; then the sidecar
-    `<path>.json` (feature_cache.write_feature_file: atomic, sidecar last). Returns the
-    sidecar dict.
-
-    Args:
-        settings: feature_file_settings(...) (any JSON-able dict with "max_seq_length").
-        extra: more JSON-able entries for the sidecar (e.g. summaries), or a function
-            returning them, called once the features are written.
-    """
+    settings (feature_file_settings' dict, "is_training" false) also `<path>.spans.json`;
+    then the sidecar `<path>.json` with `extra` (a dict, or a function returning it once the
+    features are written) (feature_cache.write_feature_file). Returns the sidecar dict."""
     keep_spans = not settings.get("is_training", True)
     columns = {k: [] for k in ("unique_ids", "example_index", "qas_id", "doc_span_index", "doc_start",
                                "context_spans", "context_is_max")}
@@ -88,13 +78,10 @@ def write_feature_file(features, path, settings, extra=None):
                 "segment_ids": f.segment_ids, "p_mask": f.p_mask, "start_positions": [int(f.start_position)],
                 "end_positions": [int(f.end_position)], "is_impossible": [int(f.is_impossible)]})
             if keep_spans:
-                columns["unique_ids"].append(int(f.unique_id))
-                columns["example_index"].append(int(f.example_index))
-                columns["qas_id"].append(f.qas_id)
-                columns["doc_span_index"].append(int(f.doc_span_index))
-                columns["doc_start"].append(int(f.doc_start))
-                columns["context_spans"].append(f.context_spans.reshape(-1).tolist())
-                columns["context_is_max"].append("".join("1" if v else "0" for v in f.context_is_max))
+                values = (int(f.unique_id), int(f.example_index), f.qas_id, int(f.doc_span_index), int(f.doc_start),
+                          f.context_spans.reshape(-1).tolist(), "".join("1" if v else "0" for v in f.context_is_max))
+                for column, value in zip(columns.values(), values):
+                    column.append(value)
 
     def companions():
         if not keep_spans:
@@ -103,17 +90,6 @@ def write_feature_file(features, path, settings, extra=None):
 
     return feature_cache.write_feature_file(records(), path, SQUAD_FEATURES, settings, extra=extra,
                                             companions=companions)
-
-
-def read_sidecar(path):
-    """The sidecar dict of feature file `path`, or None when it is missing or unreadable."""
-    return feature_cache.read_sidecar(path, SQUAD_FEATURES)
-
-
-def check_feature_file(path, settings):
-    """(reusable, reason): whether feature file `path` was made with `settings`
-    (feature_file_settings) and is complete; reason says what differs."""
-    return feature_cache.check_feature_file(path, settings, SQUAD_FEATURES)
 
 
 def read_feature_arrays(path):
@@ -128,14 +104,14 @@ def read_feature_file(path, settings=None):
     files without those (context_spans / context_is_max None, example_index -1, qas_id "")."""
     path = os.fspath(path)
     if settings is not None:
-        ok, reason = check_feature_file(path, settings)
+        ok, reason = feature_cache.check_feature_file(path, settings, SQUAD_FEATURES)
         if not ok:
             raise SquadDataError(f"{path}: stale or incomplete feature file: {reason}.")
-    sidecar = read_sidecar(path)
+    sidecar = feature_cache.read_sidecar(path, SQUAD_FEATURES)
     arrays = read_feature_arrays(path)
     meta = None
     if SPANS_SUFFIX in (sidecar.get("companions") or {}):
-        meta = read_json(spans_path(path), "the feature file's spans (written beside it)",
+        meta = read_json(path + SPANS_SUFFIX, "the feature file's spans (written beside it)",
                          fix="rebuild the features", error=SquadDataError)
     out = SquadFeatures()
     for k in range(len(arrays["input_ids"])):
@@ -146,7 +122,7 @@ def read_feature_file(path, settings=None):
         example_index, qas_id, span_index, doc_start = -1, "", -1, -1
         if meta is not None:
             if meta["unique_ids"][k] != int(arrays["unique_ids"][k]):
-                raise SquadDataError(f"{spans_path(path)}: feature {k} has unique_id {meta['unique_ids'][k]}, "
+                raise SquadDataError(f"{path}{SPANS_SUFFIX}: feature {k} has unique_id {meta['unique_ids'][k]}, "
                                      f"the records {int(arrays['unique_ids'][k])}; rebuild the features.")
             spans = np.asarray(meta["context_spans"][k], np.int32).reshape(-1, 2)
             is_max = np.frombuffer(meta["context_is_max"][k].encode(), np.uint8) == ord("1")
@@ -167,8 +143,7 @@ class FeatureCacheResult:
 
     examples: the SquadExamples (always read; cheap); features: SquadFeatures or None (see
     return_features); num_features; rebuilt: whether the file was (re)written; reason: why
-    (or "reused: ..."); read_summary, convert_summary: dicts (convert_summary from the
-    sidecar when reused)."""
+    (or "reused: ..."); feature_file. The read and conversion summaries are in the sidecar."""
 
     examples: list
     features: object
@@ -176,8 +151,6 @@ class FeatureCacheResult:
     rebuilt: bool
     reason: str
     feature_file: str
-    read_summary: dict
-    convert_summary: dict
 
 
 def load_or_build_features(input_file, feature_file, tokenizer, settings, return_features=None):
@@ -194,7 +167,6 @@ def load_or_build_features(input_file, feature_file, tokenizer, settings, return
         return_features: keep / read the features in memory; default: for prediction only
             (training reads the TFRecord through tf.data).
     """
-    settings.validate()
     feature_file = os.fspath(feature_file)
     if return_features is None:
         return_features = not settings.is_training
@@ -216,10 +188,8 @@ def load_or_build_features(input_file, feature_file, tokenizer, settings, return
         return features
 
     outcome = feature_cache.load_or_build(feature_file, record, SQUAD_FEATURES, build)
-    if outcome.rebuilt:
-        features, convert_summary = outcome.built, summary.to_dict()
-    else:
-        features = read_feature_file(feature_file) if return_features else None
-        convert_summary = outcome.sidecar.get("convert_summary") or {}
+    features = outcome.built
+    if not outcome.rebuilt and return_features:
+        features = read_feature_file(feature_file)
     return FeatureCacheResult(examples, features, outcome.sidecar["num_features"], outcome.rebuilt, outcome.reason,
-                              feature_file, examples.summary.to_dict(), convert_summary)
+                              feature_file)

@@ -235,12 +235,9 @@ def iter_features(examples, tokenizer, max_seq_length=384, doc_stride=128, max_q
             ids[offset - 1] = sep_id
             ids[offset:offset + length] = context.ids[start:start + length]
             ids[offset + length] = sep_id
-            if tok_span is not None and tok_span[0] >= start and tok_span[1] <= start + length - 1:
-                start_position, end_position = tok_span[0] - start + offset, tok_span[1] - start + offset
-                impossible = False
-            else:
-                start_position = end_position = 0
-                impossible = True
+            impossible = tok_span is None or not (tok_span[0] >= start and tok_span[1] <= start + length - 1)
+            start_position, end_position = (0, 0) if impossible else (tok_span[0] - start + offset,
+                                                                      tok_span[1] - start + offset)
             summary.features += 1
             summary.impossible += int(impossible)
             summary.answerable += int(not impossible)

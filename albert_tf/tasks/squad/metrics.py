@@ -7,12 +7,8 @@ an official SQuAD file):
     {"id": "q1", "answers": ["Denver Broncos", "the Broncos"], "is_impossible": False}
     {"id": "q2", "answers": [], "is_impossible": True}       # v2.0: unanswerable
 
-Predictions are `{qid: text}`; in v2.0 the empty string means "no answer".
-
-    evaluate_v1(questions, predictions)          -> {"exact_match", "f1", "total", "missing"}
-    evaluate_v2(questions, predictions, null_odds=None, null_threshold=1.0)
-        -> {"exact", "f1", "total", "HasAns_*", "NoAns_*", ["best_exact", "best_exact_thresh",
-            "best_f1", "best_f1_thresh" when null_odds is given]}
+Predictions are `{qid: text}`; in v2.0 the empty string means "no answer". `evaluate_v1`
+and `evaluate_v2` score them.
 
 Rules (as the official scripts):
 - normalize: lower case, remove ASCII punctuation (`string.punctuation`), remove the words
@@ -45,13 +41,8 @@ _PUNCTUATION = frozenset(string.punctuation)
 
 
 def normalize_answer(text):
-    """Lower case, ASCII punctuation removed, articles (a/an/the) removed, whitespace collapsed.
-
-    Args:
-        text: str.
-    Returns:
-        str, e.g. "The  Big, red Dog!" -> "big red dog".
-    """
+    """Lower case, ASCII punctuation removed, articles (a/an/the) removed, whitespace collapsed:
+    "The  Big, red Dog!" -> "big red dog"."""
     text = text.lower()
     text = "".join(ch for ch in text if ch not in _PUNCTUATION)
     text = _ARTICLES.sub(" ", text)
@@ -59,35 +50,18 @@ def normalize_answer(text):
 
 
 def answer_tokens(text):
-    """The normalized tokens of `text` ([] for "").
-
-    Args:
-        text: str.
-    Returns:
-        list of str.
-    """
+    """The normalized tokens (list of str) of `text` ([] for "")."""
     return normalize_answer(text).split() if text else []
 
 
 def exact_match(prediction, gold):
-    """1 when `prediction` and `gold` normalize to the same string, else 0.
-
-    Args:
-        prediction, gold: str.
-    Returns:
-        int, 0 or 1.
-    """
+    """1 when `prediction` and `gold` (str) normalize to the same string, else 0."""
     return int(normalize_answer(prediction) == normalize_answer(gold))
 
 
 def token_f1(prediction, gold):
-    """Token F1 of the v2.0 script: 1 when both texts have no tokens, 0 when only one has none.
-
-    Args:
-        prediction, gold: str.
-    Returns:
-        float in [0, 1].
-    """
+    """Token F1 in [0, 1] of the v2.0 script: 1 when both texts have no tokens, 0 when only one
+    has none."""
     pred_tokens, gold_tokens = answer_tokens(prediction), answer_tokens(gold)
     if not pred_tokens or not gold_tokens:
         return float(pred_tokens == gold_tokens)
@@ -96,13 +70,7 @@ def token_f1(prediction, gold):
 
 def token_f1_v1(prediction, gold):
     """Token F1 of the v1.1 script: as `token_f1` but 0 whenever there is no common token
-    (so two texts that both normalize to "" score 0).
-
-    Args:
-        prediction, gold: str.
-    Returns:
-        float in [0, 1].
-    """
+    (so two texts that both normalize to "" score 0)."""
     return _overlap_f1(answer_tokens(prediction), answer_tokens(gold))
 
 
@@ -117,15 +85,7 @@ def _overlap_f1(pred_tokens, gold_tokens):
 
 
 def max_over_gold(metric, prediction, golds):
-    """The best score of `prediction` against any gold answer.
-
-    Args:
-        metric: callable (prediction, gold) -> number.
-        prediction: str.
-        golds: non-empty list of str.
-    Returns:
-        the maximum of metric(prediction, gold) over `golds`.
-    """
+    """The maximum of metric(prediction, gold) (a number) over `golds`, a non-empty list of str."""
     if not golds:
         raise ValueError("max_over_gold needs at least one gold answer.")
     return max(metric(prediction, gold) for gold in golds)
@@ -174,14 +134,8 @@ def _check_questions(questions):
 
 
 def missing_prediction_ids(questions, predictions):
-    """The ids of `questions` that `predictions` lacks, in question order.
-
-    Args:
-        questions: list of question dicts (module docstring).
-        predictions: {qid: str}.
-    Returns:
-        list of str.
-    """
+    """The ids of `questions` (module docstring) that `predictions` {qid: str} lacks, in
+    question order."""
     return [q["id"] for q in questions if q["id"] not in predictions]
 
 
@@ -195,9 +149,8 @@ def evaluate_v1(questions, predictions):
         {"exact_match": float, "f1": float (both 100 * mean over the N questions),
          "total": N, "missing": number of questions without a prediction}.
     Raises:
-        ValueError for a question without gold answers (the v1.1 rules have nothing to
-        score it against; the official script fails on it): score the others, as
-        tasks/squad/task.py does, and count it apart.
+        ValueError for a question without gold answers (nothing to score it against): score
+        the others and count it apart, as SquadTask.score does.
     """
     _check_questions(questions)
     if not questions:
@@ -206,28 +159,17 @@ def evaluate_v1(questions, predictions):
     if bare:
         raise ValueError(f"{len(bare)} of {len(questions)} questions have no gold answer (first: {bare[:3]}); the "
                          "v1.1 rules score a question against its gold answers: pass only those with answers.")
-    em = f1 = 0.0
-    missing = 0
-    for q in questions:
-        if q["id"] not in predictions:
-            missing += 1
-            continue
-        prediction = predictions[q["id"]]
-        em += max_over_gold(exact_match, prediction, q["answers"])
-        f1 += max_over_gold(token_f1_v1, prediction, q["answers"])
+    answered = [q for q in questions if q["id"] in predictions]
+    em = sum(max_over_gold(exact_match, predictions[q["id"]], q["answers"]) for q in answered)
+    f1 = sum(max_over_gold(token_f1_v1, predictions[q["id"]], q["answers"]) for q in answered)
     total = len(questions)
-    return {"exact_match": 100.0 * em / total, "f1": 100.0 * f1 / total, "total": total, "missing": missing}
+    return {"exact_match": 100.0 * em / total, "f1": 100.0 * f1 / total, "total": total,
+            "missing": total - len(answered)}
 
 
 def raw_scores_v2(questions, predictions):
-    """Per-question exact match and F1 of the v2.0 script, before any null threshold.
-
-    Args:
-        questions: list of question dicts (module docstring).
-        predictions: {qid: str} with every question's id ("" = no answer).
-    Returns:
-        (exact {qid: int}, f1 {qid: float}).
-    """
+    """(exact {qid: int}, f1 {qid: float}): the v2.0 script's per-question scores of
+    predictions {qid: str, "" = no answer} (one for every question), before any null threshold."""
     missing = missing_prediction_ids(questions, predictions)
     if missing:
         raise ValueError(f"{len(missing)} of {len(questions)} questions have no prediction "
@@ -242,30 +184,32 @@ def raw_scores_v2(questions, predictions):
 
 
 def apply_null_odds_threshold(scores, null_odds, has_answer, null_threshold):
-    """Scores after the null threshold: a question with null odds > threshold counts as
-    predicted "no answer" (1 when it has none, else 0).
-
-    Args:
-        scores: {qid: number}.
-        null_odds: {qid: float} covering `scores`.
-        has_answer: {qid: bool}.
-        null_threshold: float.
-    Returns:
-        {qid: float}.
-    """
+    """Scores {qid: number} after the null threshold: a question with null odds {qid: float}
+    > threshold counts as predicted "no answer" (1 when has_answer {qid: bool} says it has
+    none, else 0)."""
     return {qid: (float(not has_answer[qid]) if null_odds[qid] > null_threshold else s)
             for qid, s in scores.items()}
 
 
 def best_null_threshold(predictions, scores, null_odds, has_answer):
-    """The official `find_best_thresh`: the threshold on null odds that maximizes the
-    total score, found by sweeping the questions in increasing null odds.
+    """The official `find_best_thresh` (arguments as best_reachable_threshold): (best score in
+    percent of len(scores), threshold), best_reachable_threshold's official_score and
+    official_threshold."""
+    sweep = best_reachable_threshold(predictions, scores, null_odds, has_answer)
+    return sweep["official_score"], sweep["official_threshold"]
 
-    Starts with every question counted as "no answer" (score = number of unanswerable
-    questions, threshold 0.0); at each question (in increasing null odds) that question
-    switches to its prediction: + its score when it has an answer, - 1 when it has none
-    and the prediction is not "", + 0 otherwise; a strictly better total takes that
-    question's null odds as the threshold.
+
+def best_reachable_threshold(predictions, scores, null_odds, has_answer):
+    """The best total that ONE threshold reaches, beside the official sweep's.
+
+    The official `find_best_thresh` starts with every question counted as "no answer" (score
+    = number of unanswerable questions, threshold 0.0); at each question, in increasing null
+    odds, that question switches to its prediction: + its score when it has an answer, - 1
+    when it has none and the prediction is not "", + 0 otherwise; a strictly better total
+    takes that question's null odds as the threshold. A threshold t ("no answer" where null
+    odds > t) answers exactly the questions with null odds <= t: over the same walk, only
+    the starting point and the ends of runs of equal null odds are reachable
+    (docs/squad.md, "Post-processing against the release").
 
     Args:
         predictions: {qid: str}.
@@ -273,40 +217,11 @@ def best_null_threshold(predictions, scores, null_odds, has_answer):
         null_odds: {qid: float}.
         has_answer: {qid: bool}.
     Returns:
-        (best score in percent of len(scores), threshold).
-    """
-    current = best = sum(1 for qid in has_answer if not has_answer[qid])
-    threshold = 0.0
-    for qid in sorted(null_odds, key=lambda k: null_odds[k]):
-        if qid not in scores:
-            continue
-        if has_answer[qid]:
-            current += scores[qid]
-        elif predictions[qid]:
-            current -= 1
-        if current > best:
-            best, threshold = current, null_odds[qid]
-    return 100.0 * best / len(scores), threshold
-
-
-def best_reachable_threshold(predictions, scores, null_odds, has_answer):
-    """The best total that ONE threshold reaches, beside the official sweep's.
-
-    A threshold t ("no answer" where null odds > t) answers exactly the questions with null
-    odds <= t. The official sweep (`best_null_threshold`) also counts the points between
-    questions that share their null odds, which no threshold reaches, and reports 0.0 as the
-    threshold of its starting point (every question "no answer") even when some null odds
-    are <= 0.0, where 0.0 answers them. Here, over the same walk (same order, same sums),
-    only the starting point and the ends of runs of equal null odds count.
-
-    Args:
-        predictions, scores, null_odds, has_answer: as `best_null_threshold`.
-    Returns:
         {"score": best reachable total in percent of len(scores),
          "threshold": the null odds of the last question answered there; at the starting
              point 0.0 when every null odds is > 0.0 (the official value), else None
              (a threshold below every null odds is needed),
-         "official_score", "official_threshold": `best_null_threshold`'s result,
+         "official_score", "official_threshold": the official sweep's best and its threshold,
          "split_odds": the null odds shared by questions that the official best point
              answers only some of (None when the official point is reachable),
          "split_questions": how many questions share them (0 when None)}.

@@ -22,17 +22,9 @@ A question's context is cut into windows (features); each window is a dict:
 
 and `contexts` maps each qid to its context string (albert_tf.tasks.squad.features makes
 windows of this form). A span (start s, end e) is a candidate when both are context tokens,
-s is a max-context position, e >= s and e - s + 1 <= max_answer_length tokens: v1 pairs the
-top n_best_size valid starts with the top n_best_size context ends (ties: lower position
-first), v2 the head's top starts with their top ends. One candidate per (window, s, e); its
-text is `context[span(s).start:span(e).end]`, surrounding whitespace stripped; its score the
-start score + the end score. n-best: sorted by score (stable), the first occurrence of each
-text, the first n_best_size, probability = softmax of their scores; with no candidate, v1
-gives {"text": "empty"} with scores 0, v2 {"text": ""} with scores -1e6. v1 prediction: the
-first n-best text. v2: a question's null score (null_odds.json) is the minimum `cls_logits`
-over its windows; `best_f1_predictions` writes predictions_best_f1_thresh.json, "" where
-null_odds > the threshold of the best F1 one threshold reaches
-(squad_metrics.best_reachable_threshold). Flow:
+s is a max-context position, e >= s and e - s + 1 <= max_answer_length tokens; its text is
+`context[span(s).start:span(e).end]`, whitespace stripped, its score start + end score. The
+rules of candidates, n-best, null odds and thresholds: docs/squad.md (link above). Flow:
 
     out = predict_v2(windows, contexts)                      # predictions: best span texts
     metrics = squad_metrics.evaluate_v2(questions, out["predictions"], out["null_odds"])
@@ -43,10 +35,12 @@ null_odds > the threshold of the best F1 one threshold reaches
 import numpy as np
 
 from albert_tf.tasks.squad import metrics as squad_metrics
-from albert_tf.storage import atomic
-from albert_tf.storage import files
+from albert_tf.storage import atomic, files
 
 BEST_F1_FILE = "predictions_best_f1_thresh.json"
+# the keys of predict_v1 / predict_v2's result and the files they are written to (question order)
+PREDICTION_FILES = (("predictions", "predictions.json"), ("nbest", "nbest_predictions.json"),
+                    ("null_odds", "null_odds.json"))
 
 
 def _positions(window, index):
@@ -73,17 +67,9 @@ def _top_positions(logits, allowed, k):
 
 
 def candidates_v1(window, n_best_size=20, max_answer_length=30, index=0):
-    """The candidate spans of one window of a v1.1 head.
-
-    Args:
-        window: dict with "qid", "token_spans" [T], "token_is_max_context" [T],
-            "start_logits" [T], "end_logits" [T] (module docstring).
-        n_best_size: starts and ends considered (each).
-        max_answer_length: longest span in tokens.
-        index: the window's number, for error messages.
-    Returns:
-        list of (char_start, char_end, start_score, end_score), best start first.
-    """
+    """The candidate spans of one v1.1 window (module docstring; `index`: its number, for
+    error messages) from its n_best_size best starts and ends, at most max_answer_length
+    tokens: list of (char_start, char_end, start_score, end_score), best start first."""
     spans, in_context, may_start = _positions(window, index)
     start_logits = np.asarray(window["start_logits"], np.float64).reshape(-1)
     end_logits = np.asarray(window["end_logits"], np.float64).reshape(-1)
@@ -101,17 +87,9 @@ def candidates_v1(window, n_best_size=20, max_answer_length=30, index=0):
 
 
 def candidates_v2(window, max_answer_length=30, index=0):
-    """The candidate spans of one window of the XLNet-style v2.0 head.
-
-    Args:
-        window: dict with "qid", "token_spans" [T], "token_is_max_context" [T],
-            "start_top_index" [k1], "start_top_log_probs" [k1], "end_top_index" and
-            "end_top_log_probs" [k1*k2] or [k1, k2] (module docstring).
-        max_answer_length: longest span in tokens.
-        index: the window's number, for error messages.
-    Returns:
-        list of (char_start, char_end, start_log_prob, end_log_prob) in the head's order.
-    """
+    """The candidate spans of one window of the XLNet-style v2.0 head (module docstring;
+    `index`: its number, for error messages), at most max_answer_length tokens: list of
+    (char_start, char_end, start_log_prob, end_log_prob) in the head's order."""
     spans, in_context, may_start = _positions(window, index)
     length = len(spans)
     start_index = np.asarray(window["start_top_index"]).reshape(-1)
@@ -135,29 +113,20 @@ def candidates_v2(window, max_answer_length=30, index=0):
 
 
 def _question_order(windows, contexts):
-    order = []
-    seen = set()
+    """The qids of `windows` in order of first appearance; every one needs a context and
+    every context a window."""
     for i, window in enumerate(windows):
-        qid = window["qid"]
-        if qid not in contexts:
-            raise ValueError(f"window {i}: qid {qid!r} has no context.")
-        if qid not in seen:
-            seen.add(qid)
-            order.append(qid)
-    lacking = [qid for qid in contexts if qid not in seen]
+        if window["qid"] not in contexts:
+            raise ValueError(f"window {i}: qid {window['qid']!r} has no context.")
+    order = dict.fromkeys(window["qid"] for window in windows)
+    lacking = [qid for qid in contexts if qid not in order]
     if lacking:
         raise ValueError(f"{len(lacking)} questions have no window (first: {lacking[:3]}).")
-    return order
+    return list(order)
 
 
 def softmax(scores):
-    """Softmax of a list of scores (empty -> []).
-
-    Args:
-        scores: list of float [N].
-    Returns:
-        list of float [N] summing to 1.
-    """
+    """list of float [N] -> its softmax, list of float [N] ([] for [])."""
     if not len(scores):
         return []
     x = np.asarray(scores, np.float64)
@@ -186,7 +155,8 @@ def nbest_from_candidates(candidates, context, n_best_size=20, score_names=("sta
         fallback_text, fallback_score: the single entry when there is no candidate.
     Returns:
         list of {"text", "probability", <start name>, <end name>, "char_start", "char_end"},
-        best first; context[char_start:char_end] == text (None offsets for the fallback).
+        best score first, each text once (its best candidate's scores);
+        context[char_start:char_end] == text (None offsets for the fallback).
     """
     start_name, end_name = score_names
     ranked = [(start, end, (char_start, char_end)) for char_start, char_end, start, end in candidates
@@ -211,6 +181,15 @@ def nbest_from_candidates(candidates, context, n_best_size=20, score_names=("sta
     return entries
 
 
+def _nbest(windows, contexts, candidates, n_best_size, **fallback):
+    """{qid: n-best list} of the `candidates(window, index)` of every question's windows."""
+    order = _question_order(windows, contexts)
+    found = {qid: [] for qid in order}
+    for i, window in enumerate(windows):
+        found[window["qid"]].extend(candidates(window, i))
+    return {qid: nbest_from_candidates(found[qid], contexts[qid], n_best_size, **fallback) for qid in order}
+
+
 def nbest_v1(windows, contexts, n_best_size=20, max_answer_length=30):
     """The n-best answers of every question from a v1.1 head.
 
@@ -220,47 +199,24 @@ def nbest_v1(windows, contexts, n_best_size=20, max_answer_length=30):
         n_best_size: candidates per window (starts and ends) and entries per question.
         max_answer_length: longest span in tokens.
     Returns:
-        {qid: [{"text", "probability", "start_logit", "end_logit", "char_start", "char_end"}]}
-        in order of first appearance in `windows`; a text's logits are those of its best
-        (window, start, end).
+        {qid: nbest_from_candidates' list, scores "start_logit" and "end_logit"} in order of
+        first appearance in `windows`.
     """
-    order = _question_order(windows, contexts)
-    found = {qid: [] for qid in order}
-    for i, window in enumerate(windows):
-        found[window["qid"]].extend(candidates_v1(window, n_best_size, max_answer_length, i))
-    return {qid: nbest_from_candidates(found[qid], contexts[qid], n_best_size) for qid in order}
+    return _nbest(windows, contexts, lambda window, i: candidates_v1(window, n_best_size, max_answer_length, i),
+                  n_best_size)
 
 
 def nbest_v2(windows, contexts, n_best_size=20, max_answer_length=30):
-    """The n-best answers of every question from the XLNet-style v2.0 head.
-
-    Args:
-        windows: list of v2 window dicts (module docstring).
-        contexts: {qid: context string}; every qid needs at least one window.
-        n_best_size: entries per question.
-        max_answer_length: longest span in tokens.
-    Returns:
-        {qid: [{"text", "probability", "start_log_prob", "end_log_prob", "char_start",
-        "char_end"}]}; without candidates the single entry {"text": ""} with log-probs -1e6.
-    """
-    order = _question_order(windows, contexts)
-    found = {qid: [] for qid in order}
-    for i, window in enumerate(windows):
-        found[window["qid"]].extend(candidates_v2(window, max_answer_length, i))
-    return {qid: nbest_from_candidates(found[qid], contexts[qid], n_best_size,
-                                       score_names=("start_log_prob", "end_log_prob"), fallback_text="",
-                                       fallback_score=-1e6)
-            for qid in order}
+    """The n-best answers of every question from the XLNet-style v2.0 head: as nbest_v1
+    (n_best_size: entries per question), scores "start_log_prob" and "end_log_prob";
+    without candidates the single entry {"text": ""} with log-probs -1e6."""
+    return _nbest(windows, contexts, lambda window, i: candidates_v2(window, max_answer_length, i), n_best_size,
+                  score_names=("start_log_prob", "end_log_prob"), fallback_text="", fallback_score=-1e6)
 
 
 def null_odds_v2(windows):
-    """Each question's null score: the minimum cls_logits over its windows (release).
-
-    Args:
-        windows: list of v2 window dicts with "qid" and "cls_logits" (scalar).
-    Returns:
-        {qid: float}.
-    """
+    """{qid: float}: each question's null score, the minimum "cls_logits" (scalar) over its v2
+    windows (release)."""
     odds = {}
     for window in windows:
         value = float(np.asarray(window["cls_logits"]).reshape(()))
@@ -269,27 +225,13 @@ def null_odds_v2(windows):
 
 
 def predictions_from_nbest(nbest):
-    """The first text of every n-best list.
-
-    Args:
-        nbest: {qid: [entry, ...]}.
-    Returns:
-        {qid: str}.
-    """
+    """{qid: [entry, ...]} -> {qid: the first entry's text}."""
     return {qid: entries[0]["text"] for qid, entries in nbest.items()}
 
 
 def apply_null_threshold(predictions, null_odds, threshold):
-    """Predictions with "" where the null odds are > threshold (the evaluator's rule; the
-    release's rewrite uses >=, see the module docstring).
-
-    Args:
-        predictions: {qid: str}.
-        null_odds: {qid: float} covering predictions.
-        threshold: float, e.g. best_f1_predictions' best_f1_reachable_thresh.
-    Returns:
-        {qid: str}.
-    """
+    """predictions {qid: str} with "" where null_odds {qid: float} are > threshold (the
+    evaluator's rule)."""
     return {qid: ("" if null_odds[qid] > threshold else text) for qid, text in predictions.items()}
 
 
@@ -355,31 +297,21 @@ def write_best_f1_predictions(output_dir, questions, predictions, null_odds):
     """Writes best_f1_predictions' file as output_dir/predictions_best_f1_thresh.json; returns
     its info dict."""
     final, info = best_f1_predictions(questions, predictions, null_odds)
-    write_predictions_json(files.join(output_dir, BEST_F1_FILE), final)
+    atomic.write_json(files.join(output_dir, BEST_F1_FILE), final, sort_keys=False)
     return info
 
 
 def predict_v1(windows, contexts, n_best_size=20, max_answer_length=30):
-    """v1.1 post-processing.
-
-    Args: as nbest_v1.
-    Returns:
-        {"predictions": {qid: text}, "nbest": {qid: [entry, ...]}}.
-    """
+    """v1.1 post-processing (arguments as nbest_v1): {"predictions": {qid: text}, "nbest":
+    {qid: [entry, ...]}}."""
     nbest = nbest_v1(windows, contexts, n_best_size, max_answer_length)
     return {"predictions": predictions_from_nbest(nbest), "nbest": nbest}
 
 
 def predict_v2(windows, contexts, n_best_size=20, max_answer_length=30, null_threshold=None):
-    """v2.0 post-processing.
-
-    Args:
-        windows, contexts, n_best_size, max_answer_length: as nbest_v2.
-        null_threshold: None (the release's first pass: every question gets its best span
-            text) or a float (apply_null_threshold).
-    Returns:
-        {"predictions": {qid: text}, "nbest": {qid: [entry, ...]}, "null_odds": {qid: float}}.
-    """
+    """v2.0 post-processing (arguments as nbest_v2): {"predictions": {qid: text}, "nbest":
+    {qid: [entry, ...]}, "null_odds": {qid: float}}; null_threshold None (the release's first
+    pass: every question gets its best span text) or a float (apply_null_threshold)."""
     nbest = nbest_v2(windows, contexts, n_best_size, max_answer_length)
     null_odds = null_odds_v2(windows)
     predictions = predictions_from_nbest(nbest)
@@ -389,51 +321,18 @@ def predict_v2(windows, contexts, n_best_size=20, max_answer_length=30, null_thr
 
 
 def no_answer_share(null_odds, threshold=0.0):
-    """How many questions the v2.0 head calls unanswerable: null odds > threshold. With this
-    head the null odds are the answerability logit alone (sigmoid(0) = 0.5), so threshold
-    0.0 asks "does the head think it more likely unanswerable?". A share near 1 on a set
-    with answerable questions is the release's known all-no-answer collapse (F1 ~ 50).
-
-    Args:
-        null_odds: {qid: float}.
-        threshold: float.
-    Returns:
-        {"questions": N, "no_answer": count, "share": count / N (0.0 when N = 0),
-         "threshold": threshold}.
-    """
+    """How many questions the v2.0 head calls unanswerable, null odds {qid: float} > threshold
+    (0.0: more likely unanswerable than not): {"questions": N, "no_answer": count, "share":
+    count / N (0.0 when N = 0), "threshold": threshold}."""
     count = sum(1 for value in null_odds.values() if value > threshold)
     total = len(null_odds)
     return {"questions": total, "no_answer": count, "share": count / total if total else 0.0,
             "threshold": float(threshold)}
 
 
-def write_predictions_json(path, predictions):
-    """Writes predictions.json ({qid: text}, question order) atomically; returns path."""
-    return atomic.write_json(path, predictions, sort_keys=False)
-
-
-def write_nbest_json(path, nbest):
-    """Writes nbest_predictions.json ({qid: [entry, ...]}) atomically; returns path."""
-    return atomic.write_json(path, nbest, sort_keys=False)
-
-
-def write_null_odds_json(path, null_odds):
-    """Writes null_odds.json ({qid: float}) atomically; returns path."""
-    return atomic.write_json(path, null_odds, sort_keys=False)
-
-
 def write_prediction_files(output_dir, result):
-    """Writes predictions.json, nbest_predictions.json and (when `result` has null_odds)
-    null_odds.json into output_dir.
-
-    Args:
-        output_dir: directory (created when missing).
-        result: predict_v1 or predict_v2 output.
-    Returns:
-        list of the paths written.
-    """
-    paths = [write_predictions_json(files.join(output_dir, "predictions.json"), result["predictions"]),
-             write_nbest_json(files.join(output_dir, "nbest_predictions.json"), result["nbest"])]
-    if "null_odds" in result:
-        paths.append(write_null_odds_json(files.join(output_dir, "null_odds.json"), result["null_odds"]))
-    return paths
+    """Writes `result` (predict_v1 / predict_v2's) into output_dir (created when missing):
+    predictions.json, nbest_predictions.json and, when it has null_odds, null_odds.json.
+    Returns the paths written."""
+    return [atomic.write_json(files.join(output_dir, name), result[key], sort_keys=False)
+            for key, name in PREDICTION_FILES if key in result]

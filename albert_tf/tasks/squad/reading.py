@@ -22,7 +22,6 @@ class SquadDataError(ValueError):
     """Bad SQuAD input or feature file; the message names the file, the question id and what to fix."""
 
 
-
 @dataclasses.dataclass(frozen=True)
 class SquadExample:
     """One question on one context.
@@ -56,8 +55,7 @@ class SquadExample:
     @property
     def gold_texts(self):
         """The gold answer texts for the official evaluator ([""] for an unanswerable question)."""
-        texts = [t for t, _ in self.answers]
-        return texts or [""]
+        return [t for t, _ in self.answers] or [""]
 
 
 class Summary:
@@ -125,11 +123,7 @@ def _field(obj, name, kind, path, where, qid=None):
         raise SquadDataError(f"{path}: {who} lacks the field {name!r}; add it (SQuAD layout: data[].paragraphs[]"
                              ".{{context, qas[].{{id, question, answers[].{{text, answer_start}}}}}}).")
     value = obj[name]
-    if kind is int:
-        ok = isinstance(value, int) and not isinstance(value, bool)
-    else:
-        ok = isinstance(value, kind)
-    if not ok:
+    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
         raise SquadDataError(f"{path}: {who}: field {name!r} is {type(value).__name__} {value!r:.60}, "
                              f"expected {getattr(kind, '__name__', kind)}.")
     return value
@@ -156,15 +150,11 @@ def read_squad_examples(path, is_training, version=None):
             skips questions whose answer_start does not point at the answer text.
         version: "v1" / "1.1", "v2" / "2.0", or None to take it from the file's "version"
             field (v2 when absent and some question has "is_impossible").
-
     Returns:
         SquadExamples (a list of SquadExample) with `.summary`, a ReadSummary.
-
     Raises:
-        SquadDataError (a ValueError) naming the file and the question id (and, for malformed
-        JSON, the line and column) for: malformed JSON or not UTF-8, a missing or mistyped
-        field, duplicate question ids, an empty context, a v2 question in a file read as v1,
-        and (training) an answerable question without an answer.
+        SquadDataError for every problem of the module docstring (malformed JSON: with its
+        line and column).
     """
     path = os.fspath(path)
     root = load_squad_json(path)
@@ -206,8 +196,7 @@ def read_squad_examples(path, is_training, version=None):
                                      "empty context; give it its paragraph text or remove it.")
             for k, qa in enumerate(qas):
                 where = f"{where_p}.qas[{k}]"
-                qid = _field(qa, "id", (str, int), path, where)
-                qid = str(qid)
+                qid = str(_field(qa, "id", (str, int), path, where))
                 if qid in seen:
                     raise SquadDataError(f"{path}: question id {qid!r} appears twice ({seen[qid]} and {where}); "
                                          "question ids must be unique.")

@@ -7,6 +7,7 @@ eval_results.json.
 Shape legend: B batch, T max_seq_length, k1 start_n_top, k2 end_n_top.
 """
 
+import collections
 import dataclasses
 import os
 import sys
@@ -53,8 +54,6 @@ class SquadTask(FineTuningTask):
             checkpoint, output_dir/best.
     """
 
-    # the training input is from_tensor_slices of numpy arrays: the iterator is checkpointed
-    checkpointable_input = True
     served = "the QA model (raw question and context in)"
     weights_file = QUESTION_ANSWERING_WEIGHTS
 
@@ -67,7 +66,6 @@ class SquadTask(FineTuningTask):
         # the official metric picks the best checkpoint (v2: at its best null-odds threshold,
         # as the release reports v2)
         self.best_metric = ("f1" if options.version == "v1" else "best_f1") if keep_best else None
-        self._pretrainer = None
         self.predict_cache = None  # the prediction features (load_or_build_features' answer)
         self.schedule = None  # (steps, warmup) of the training features
         self.counts = {}  # num_train_features, num_train_steps
@@ -291,14 +289,9 @@ class SquadTask(FineTuningTask):
 
     def windows(self, features, outputs):
         """Features + the model's per-feature outputs -> albert_tf.tasks.squad.postprocess windows."""
-        keys = [k for k in outputs if k not in (EXAMPLE_INDEX, "_batches")]
-        windows = []
-        for k, feature in enumerate(features):
-            window = feature.as_window()
-            for key in keys:
-                window[key] = outputs[key][k]
-            windows.append(window)
-        return windows
+        keys = [key for key in outputs if key not in (EXAMPLE_INDEX, "_batches")]
+        return [dict(feature.as_window(), **{key: outputs[key][k] for key in keys})
+                for k, feature in enumerate(features)]
 
     def answers(self, outputs, features, examples):
         """The model's per-feature outputs (`features` order) -> {"predictions", "nbest",
@@ -314,13 +307,6 @@ class SquadTask(FineTuningTask):
             result = squad_postprocess.predict_v1(windows, contexts, o.n_best_size, o.max_answer_length)
         else:
             result = squad_postprocess.predict_v2(windows, contexts, o.n_best_size, o.max_answer_length)
-        # questions whose every window was dropped still get an (empty) prediction
-        for e in examples:
-            if e.qas_id not in result["predictions"]:
-                result["predictions"][e.qas_id] = ""
-                result["nbest"][e.qas_id] = [{"text": "", "probability": 1.0}]
-                if "null_odds" in result:
-                    result["null_odds"][e.qas_id] = 0.0
         # the files in question order: the official v2 sweep breaks ties in null odds by file order
         for key in ("predictions", "nbest", "null_odds"):
             if key in result:
@@ -404,7 +390,6 @@ class SquadTask(FineTuningTask):
                       f"{metrics['best_f1_note']}.", file=stream, flush=True)
         return metrics
 
-
     def _write_eval_results(self, metrics, outcome, stream):
         """eval_results.json / .txt of the predictions' metrics, and the eval line."""
         o = self.options
@@ -421,13 +406,8 @@ class SquadTask(FineTuningTask):
         print("eval: " + ", ".join(f"{k} {summary[k]:.4f}" for k in keys), file=stream, flush=True)
 
 
-@dataclasses.dataclass
-class DevSet:
-    """What `SquadTask` scores at every checkpoint with --best_checkpoint."""
-
-    features: list
-    examples: list
-    questions: list
+# what `SquadTask` scores at every checkpoint with --best_checkpoint
+DevSet = collections.namedtuple("DevSet", ("features", "examples", "questions"))
 
 
 check_options = SquadTask.check_options
