@@ -13,26 +13,12 @@ does around its work: one style, one error convention.
 --flagfile), calls `run(flags)` with absl logging at WARNING (unless --verbosity is given)
 and returns the exit status; what it changed in the process is put back (see `main`).
 TensorFlow prints a few lines while it loads whatever TF_CPP_MIN_LOG_LEVEL says (README,
-"TensorFlow's loading lines"); they are left as they are. Exit status:
-- 2 with `name: error: ...` for bad flags or input: a flag absl cannot parse (unknown,
-  a bad value, a --flagfile that cannot be read: `parse_flags`), every ValueError (flag
-  checks, DataError with file:line, CheckpointMismatchError, ConversionError) and OSError
-  (a path that is a file, unwritable or unreadable: the path is named), never a traceback;
-- 1 with `name: stopped: ...` when training diverged;
-- 3 with `name: worker lost: ...` when multi-worker training lost a worker (killed,
-  preempted, unreachable): the message names it (as TensorFlow's error does) and the
-  newest checkpoint; starting every worker again with the same command resumes from it;
-- 130 with `name: interrupted ...` on Ctrl-C (what was written is complete; a training
-  run resumes from its newest checkpoint when started again);
-- 143 with `name: terminated ...` on SIGTERM (preemptible VMs, TPU pods, schedulers): a
-  training run saves a checkpoint at its current step once the running loop of
-  --iterations_per_loop steps ends, and resumes from it when started again;
-- 1 with `name: failed: ...` for another TensorFlow error (e.g. a storage read that failed);
-- 4 with `name: disk full: ...` when a write failed for space (a full disk or quota,
-  storage.space): the directory is named, the partial files are removed, and for training
-  the newest complete checkpoint, which the same command continues from once there is room;
-- 0 otherwise (or what `run` returns when it returns an int).
-All of them, with what to do: `EXIT_STATUSES`, docs/exit_status.md.
+"TensorFlow's loading lines"); they are left as they are. The exit status is one of
+`EXIT_STATUSES` (docs/exit_status.md: each with its line and what to do): on any but 0 one line
+`name: WORD ...` on stderr, no traceback (`_ending` maps the errors: a write that failed for space
+4, every ValueError and OSError 2 naming the input or path, a diverged training and another
+TensorFlow error 1, a lost worker 3, Ctrl-C 130, SIGTERM 143; any other error is raised); 0
+otherwise (or what `run` returns when it returns an int).
 """
 
 import contextlib

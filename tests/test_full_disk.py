@@ -153,8 +153,9 @@ def _fails_for_space(module, args, directory):
 
 
 def _no_temporaries(directory):
-    left = [p for p in _files(directory) if re.search(r"(^|/)\.[^/]*\.tmp-|_temp(/|$)|checkpoint\.tmp|albert_tf_shuf",
-                                                      p)]
+    """No file or directory under `directory` is a temporary of a write (albert_tf's, TensorFlow's)."""
+    names = [name for _, subdirectories, files in os.walk(directory) for name in subdirectories + files]
+    left = [name for name in names if re.search(r"^\.[^/]*\.tmp-|_temp$|^checkpoint\.tmp|^albert_tf_shuffle", name)]
     assert not left, left
 
 
@@ -203,9 +204,10 @@ def test_run_pretraining_on_a_full_disk_keeps_its_checkpoint_and_continues(disk,
     assert "run the same command again to continue from it" in line
     after = _files(run)
     assert {p: h for p, h in after.items() if p.startswith("ckpt-2")} == before
-    assert not [p for p in after if p.startswith("ckpt-4")]
+    assert not [name for name in os.listdir(run) if name.startswith("ckpt-4")]
     _no_temporaries(run)
-    assert "ckpt-2" in open(os.path.join(run, "checkpoint")).read()
+    with open(os.path.join(run, "checkpoint"), encoding="utf-8") as f:
+        assert 'model_checkpoint_path: "ckpt-2"' in f.read()
 
     disk.free()
     result = run_in_process(run_pretraining, [*args, "--num_train_steps=4"])

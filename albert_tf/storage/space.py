@@ -20,6 +20,7 @@ import contextlib
 import errno
 import gc
 import io
+import os
 import re
 import sys
 
@@ -116,6 +117,7 @@ def free_quietly(error):
     with contextlib.redirect_stderr(io.StringIO()):
         hook, sys.unraisablehook = sys.unraisablehook, lambda unraisable: None
         try:
+            _close_removed_hdf5_files()
             for cause in _causes(error, past_none=True):
                 tb = cause.__traceback__
                 while tb is not None:
@@ -128,6 +130,18 @@ def free_quietly(error):
             gc.collect()
         finally:
             sys.unraisablehook = hook
+
+
+def _close_removed_hdf5_files():
+    """Closes the files HDF5 still holds open whose temporaries are removed: a write h5py could not
+    finish leaves its file open, and freed only later it crashes the process as it exits."""
+    h5py = sys.modules.get("h5py")
+    if h5py is None:
+        return
+    for file_id in h5py.h5f.get_obj_ids(types=h5py.h5f.OBJ_FILE):
+        with contextlib.suppress(Exception):
+            if not os.path.exists(os.fsdecode(file_id.name)):
+                h5py.File(file_id).close()  # with every object open in it
 
 
 def attribute(error, path):
