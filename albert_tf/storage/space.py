@@ -140,7 +140,7 @@ def _close_removed_hdf5_files():
         return
     for file_id in h5py.h5f.get_obj_ids(types=h5py.h5f.OBJ_FILE):
         with contextlib.suppress(Exception):
-            if not os.path.exists(os.fsdecode(file_id.name)):
+            if not files.exists(os.fsdecode(file_id.name)):
                 h5py.File(file_id).close()  # with every object open in it
 
 
