@@ -13,22 +13,12 @@ does around its work: one style, one error convention.
 --flagfile), calls `run(flags)` with absl logging at WARNING (unless --verbosity is given)
 and returns the exit status; what it changed in the process is put back (see `main`).
 TensorFlow prints a few lines while it loads whatever TF_CPP_MIN_LOG_LEVEL says (README,
-"TensorFlow's loading lines"); they are left as they are. Exit status:
-- 2 with `name: error: ...` for bad flags or input: a flag absl cannot parse (unknown,
-  a bad value, a --flagfile that cannot be read: `parse_flags`), every ValueError (flag
-  checks, DataError with file:line, CheckpointMismatchError, ConversionError) and OSError
-  (a path that is a file, unwritable or unreadable: the path is named), never a traceback;
-- 1 with `name: stopped: ...` when training diverged;
-- 3 with `name: worker lost: ...` when multi-worker training lost a worker (killed,
-  preempted, unreachable): the message names it (as TensorFlow's error does) and the
-  newest checkpoint; starting every worker again with the same command resumes from it;
-- 130 with `name: interrupted ...` on Ctrl-C (what was written is complete; a training
-  run resumes from its newest checkpoint when started again);
-- 143 with `name: terminated ...` on SIGTERM (preemptible VMs, TPU pods, schedulers): a
-  training run saves a checkpoint at its current step once the running loop of
-  --iterations_per_loop steps ends, and resumes from it when started again;
-- 1 with `name: failed: ...` for another TensorFlow error (e.g. a storage read that failed);
-- 0 otherwise (or what `run` returns when it returns an int).
+"TensorFlow's loading lines"); they are left as they are. The exit status is one of
+`EXIT_STATUSES` (docs/exit_status.md: each with its line and what to do): on any but 0 one line
+`name: WORD ...` on stderr, no traceback (`_ending` maps the errors: a write that failed for space
+4, every ValueError and OSError 2 naming the input or path, a diverged training and another
+TensorFlow error 1, a lost worker 3, Ctrl-C 130, SIGTERM 143; any other error is raised); 0
+otherwise (or what `run` returns when it returns an int).
 """
 
 import contextlib
@@ -49,11 +39,26 @@ def _describe_os_error(e):
     return what
 
 
+# The exit statuses every command returns (`run_entry_point`, `main`); docs/exit_status.md has a
+# row for each (tests/test_full_disk.py checks), with what to do.
+DONE, FAILED, INPUT, WORKER_LOST, DISK_FULL, ON_CTRL_C, ON_SIGTERM = 0, 1, 2, 3, 4, 130, 143
+EXIT_STATUSES = {
+    DONE: "done",
+    FAILED: "training diverged, another TensorFlow error, param_table's counts differ; also --help",
+    INPUT: "bad flags or input, an output that is not albert_tf's, held by a live run or damaged",
+    WORKER_LOST: "a worker of a multi-worker run was lost",
+    DISK_FULL: "a write failed for space: the disk or the quota is full",
+    ON_CTRL_C: "Ctrl-C",
+    ON_SIGTERM: "SIGTERM",
+}
+
+
 def run_entry_point(name, run, flag_values=None):
     """Runs `run(FLAGS)`; returns the exit status (see module docstring)."""
     from absl import flags, logging
 
-    from albert_tf.training.errors import INTERRUPTED, TERMINATED, Terminated, TrainingDivergedError, WorkerLostError
+    from albert_tf.storage import space
+    from albert_tf.training.errors import INTERRUPTED, TERMINATED
 
     fv = flags.FLAGS if flag_values is None else flag_values
     if "verbosity" in fv:
@@ -63,37 +68,45 @@ def run_entry_point(name, run, flag_values=None):
         previous = signal.signal(signal.SIGINT, _on_sigint), signal.signal(signal.SIGTERM, _on_sigterm)
     try:
         status = run(fv)
-    except ValueError as e:
-        print(f"{name}: error: {e}", file=sys.stderr)
-        return 2
-    except OSError as e:
-        print(f"{name}: error: {_describe_os_error(e)}", file=sys.stderr)
-        return 2
-    except TrainingDivergedError as e:
-        print(f"{name}: stopped: {e}", file=sys.stderr)
-        return 1
-    except WorkerLostError as e:
-        print(f"{name}: worker lost: {e}", file=sys.stderr)
-        return 3
-    except Terminated as e:
-        print(f"{name}: terminated (SIGTERM). {e}", file=sys.stderr)
-        return 143
-    except KeyboardInterrupt:
-        print(f"{name}: interrupted. Everything already written is complete; run the same command again to "
-              "resume from the newest checkpoint (training commands).", file=sys.stderr)
-        return 130
-    except Exception as e:
-        if not compat.is_tensorflow_error(e):
+    except BaseException as e:
+        ending = _ending(e)
+        if ending is None:
             raise
-        print(f"{name}: failed: {type(e).__name__}: {' '.join(str(e.message).split())[:2000]}", file=sys.stderr)
-        return 1
+        if ending[0] == DISK_FULL:
+            space.free_quietly(e)
+        print(f"{name}: {ending[1]}", file=sys.stderr)
+        return ending[0]
     finally:
         if previous is not None:
             signal.signal(signal.SIGINT, previous[0])
             signal.signal(signal.SIGTERM, previous[1])
         INTERRUPTED.clear()
         TERMINATED.clear()
-    return status if isinstance(status, int) else 0
+    return status if isinstance(status, int) else DONE
+
+
+def _ending(error):
+    """(exit status, the line after `name: `) for an error that ends a command (module
+    docstring); None for any other (raised on, with its traceback)."""
+    from albert_tf.storage import space
+    from albert_tf.training.errors import Terminated, TrainingDivergedError, WorkerLostError
+
+    full = space.disk_full(error)
+    if full is not None:
+        return DISK_FULL, f"disk full: {full}"
+    if isinstance(error, OSError):
+        return INPUT, f"error: {_describe_os_error(error)}"
+    for kind, status, word in ((ValueError, INPUT, "error: "), (TrainingDivergedError, FAILED, "stopped: "),
+                               (WorkerLostError, WORKER_LOST, "worker lost: "),
+                               (Terminated, ON_SIGTERM, "terminated (SIGTERM). ")):
+        if isinstance(error, kind):
+            return status, f"{word}{error}"
+    if isinstance(error, KeyboardInterrupt):
+        return ON_CTRL_C, ("interrupted. Everything already written is complete; run the same command again to "
+                           "resume from the newest checkpoint (training commands).")
+    if compat.is_tensorflow_error(error):
+        return FAILED, f"failed: {type(error).__name__}: {' '.join(str(error.message).split())[:2000]}"
+    return None
 
 
 def _on_sigint(signum, frame):
@@ -146,7 +159,7 @@ def parse_flags(name, argv, flag_values=None):
         return fv(argv)
     except flags.Error as e:
         print(f"{name}: error: {describe_flag_error(e)}", file=sys.stderr)
-        raise SystemExit(2) from None
+        raise SystemExit(INPUT) from None
 
 
 def main(name, define_flags, run, argv=None):
@@ -189,11 +202,11 @@ def main(name, define_flags, run, argv=None):
             return e.code
         except _HelpRequested as e:
             _print_help(name, run, values, e.full)
-            return 1
+            return FAILED
         if len(rest) > 1:
             print(f"{name}: error: unexpected arguments {rest[1:]}; every option is a --flag (see --helpfull).",
                   file=sys.stderr)
-            return 2
+            return INPUT
         return run_entry_point(name, run, values)
 
 

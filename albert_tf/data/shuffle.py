@@ -14,7 +14,7 @@ Pure Python.
 import struct
 
 from albert_tf.data.tfrecord_file import frame
-from albert_tf.storage import files
+from albert_tf.storage import files, space
 
 _HEAD = struct.Struct("<QI")  # spilled: key, length, then the record
 BUCKET_BITS = 8
@@ -56,7 +56,7 @@ class KeySort:
             parts.setdefault((key >> shift) & 0xFF, []).append(_HEAD.pack(key, len(record)) + record)
         for bucket, blobs in parts.items():
             path = files.join(directory, f"{bucket:02x}")
-            with files.open(path, "ab") as f:
+            with space.naming(path), files.open(path, "ab") as f:
                 f.write(b"".join(blobs))
             self.counts[path] = self.counts.get(path, 0) + len(blobs)
 

@@ -31,7 +31,7 @@ import re
 import secrets
 import time
 
-from albert_tf.storage import files
+from albert_tf.storage import files, space
 
 _TMP = re.compile(r"^\.(?P<base>.+)\.(?P<kind>tmp|old)-(?P<pid>\d+)-[0-9a-f]{8}(?P<suffix>.*)$")
 
@@ -211,7 +211,8 @@ def output_path(path):
                 files.copy(written, tmp)
             files.rename(tmp, path)
             _fsync_dir(directory)
-        except BaseException:
+        except BaseException as e:
+            space.attribute(e, path)
             files.remove(tmp)
             raise
 
@@ -236,7 +237,8 @@ def output_dir(path):
             if written != tmp:
                 files.copy_tree(written, tmp)
             replace_dir(tmp, path)
-        except BaseException:
+        except BaseException as e:
+            space.attribute(e, path)
             files.remove(tmp)
             raise
     _fsync_dir(directory)

@@ -26,7 +26,7 @@ from albert_tf.training.errors import TERMINATED, Terminated
 from albert_tf.storage.checkpoints import list_variables, load_init_checkpoint as _load, model_variables, \
     object_variables, random_states
 from albert_tf.storage.report import CheckpointMismatchError, MatchReport
-from albert_tf.storage import files
+from albert_tf.storage import files, space
 
 BEST_DIR = "best"
 BEST_METRICS = "best_metrics.json"
@@ -54,6 +54,13 @@ def newest_checkpoint(output_dir):
     were complete, TF writes the .index last, but before the state file named it) the
     highest ckpt-N (storage.integrity.checkpoint_candidates, with an index)."""
     return next((p for p in checkpoint_candidates(output_dir) if files.exists(p + ".index")), None)
+
+
+def _partial_files_removed(directory, step):
+    """Around a CheckpointManager's save of `ckpt-{step}` in `directory`: what a failed save
+    left (TensorFlow's `ckpt-N_temp/`, partial `ckpt-N.*` files, the state file's temporary)
+    is removed; the checkpoints before stay."""
+    return space.partial_files_removed(directory, f"ckpt-{int(step)}.", f"ckpt-{int(step)}_temp", "checkpoint.tmp")
 
 
 class TrainingCheckpoints:
@@ -175,7 +182,8 @@ class TrainingCheckpoints:
     # --- saving --------------------------------------------------------------------------
 
     def save(self, step):
-        path = self.manager.save(checkpoint_number=int(step))
+        with _partial_files_removed(self.manager.directory, step):
+            path = self.manager.save(checkpoint_number=int(step))
         if self.is_chief and self.on_save is not None:
             self.on_save()
         if self._temp_dir:  # the scratch directory this manager made
@@ -215,7 +223,8 @@ class TrainingCheckpoints:
         if self.best is not None and not metrics[key] > self.best["metrics"][key]:
             return False
         if self.is_chief:
-            self.best_manager.save(checkpoint_number=int(step))
+            with _partial_files_removed(self.best_dir, step):
+                self.best_manager.save(checkpoint_number=int(step))
             checkpoint = files.basename(self.best_manager.latest_checkpoint)
         else:
             checkpoint = f"ckpt-{int(step)}"

@@ -16,7 +16,7 @@ import tensorflow as tf
 from albert_tf.data import record_check
 from albert_tf.data.maps import graph_map
 from albert_tf.modeling.records import run_info_record
-from albert_tf.storage import atomic
+from albert_tf.storage import atomic, space
 from albert_tf.training import sessions
 from albert_tf.training import step as step_lib
 from albert_tf.training.accumulation import check_accumulation
@@ -257,6 +257,8 @@ def train_and_evaluate(task, options, strategy=None, is_chief=True, stream=None,
             collective ops); names it and the newest checkpoint, which every worker
             resumes from when all are started again.
         Terminated: SIGTERM; a checkpoint was saved at the step reached.
+        DiskFull: a write failed for space (storage.space); names the newest complete
+            checkpoint, the save's partial files removed.
         ValueError: an output_dir whose checkpoints do not fit this run (named), or workers
             that would resume from different steps.
     """
@@ -274,9 +276,11 @@ def train_and_evaluate(task, options, strategy=None, is_chief=True, stream=None,
             raise
         sessions.end_session(options.output_dir, session_id, s.results["final_step"])
         return s.results
-    except tf.errors.OpError as e:
-        record_check.raise_if_damaged(e)
-        _raise_if_worker_lost(s, e)
+    except Exception as e:
+        _raise_if_disk_full(options.output_dir, e)
+        if isinstance(e, tf.errors.OpError):
+            record_check.raise_if_damaged(e)
+            _raise_if_worker_lost(s, e)
         raise
 
 
@@ -423,6 +427,19 @@ def _raise_if_worker_lost(s, error):
     lost = worker_lost(s.strategy, error, newest_checkpoint(s.options.output_dir))
     if lost is not None:
         raise lost from None
+
+
+def _raise_if_disk_full(output_dir, error):
+    """DiskFull (from None) when `error` is a write that failed for space: it names the newest
+    complete checkpoint, which the same command continues from once there is room."""
+    if space.disk_full(error) is None:
+        return
+    newest = newest_checkpoint(output_dir)
+    then = (f"The newest complete checkpoint is {newest}; the partial files were removed. Free "
+            "space, then run the same command again to continue from it." if newest else
+            "No checkpoint is complete yet; the partial files were removed. Free space, then run the same "
+            "command again.")
+    raise space.disk_full(error, then) from None
 
 
 def _evaluate(s):
