@@ -34,8 +34,9 @@ JEMALLOC ?= $(firstword $(wildcard /usr/lib/*-linux-gnu/libjemalloc.so.2 /usr/li
 .PHONY: venv test test-quick demo which-python build clean new-interpreter
 
 # The stamp is out of date when the interpreter is not the one that made .venv: .venv is removed
-# and made anew (never reused by another interpreter).
-$(STAMP): $(REQUIREMENTS) requirements-torch.txt pyproject.toml $(NEW_INTERPRETER)
+# and made anew (never reused by another interpreter); and when albert_tf/__init__.py (its
+# __version__, which the editable install's metadata records) changes.
+$(STAMP): $(REQUIREMENTS) requirements-torch.txt pyproject.toml albert_tf/__init__.py $(NEW_INTERPRETER)
 	@$(PYTHON) -c '$(IS_SUPPORTED)' 2>/dev/null || { echo "albert_tf needs $(SUPPORTED) (pyproject.toml's requires-python);" \
 	    "PYTHON=$(PYTHON) is $$($(PYTHON) -c 'import platform; print(platform.python_implementation(), platform.python_version())' 2>/dev/null || echo 'not a Python that runs')$(NONE_FOUND)." \
 	    "Set PYTHON=/path/to/python3.11, 3.12 or 3.13 (README \"The two commands\")." >&2; exit 1; }

@@ -9,7 +9,7 @@ importing Keras or TensorFlow.
 __all__ = ["AlbertConfig", "AlbertEncoder", "AlbertPretrainer", "AlbertForQuestionAnswering",
            "AlbertForMultipleChoice"]
 # the one place of the version: pyproject.toml reads it from here (tool.setuptools.dynamic)
-__version__ = "0.2.0"
+__version__ = "0.3.0"
 
 
 def __getattr__(name):
