@@ -229,20 +229,12 @@ class AlbertConfig:
         return dataclasses.replace(self, **changes)
 
 
-def _albert(hidden, layers, heads, intermediate, dropout):
-    return dict(
-        vocab_size=30000, embedding_size=128, hidden_size=hidden, num_hidden_layers=layers,
-        num_hidden_groups=1, inner_group_num=1, num_attention_heads=heads,
-        intermediate_size=intermediate, hidden_act="gelu", hidden_dropout_prob=dropout,
-        attention_probs_dropout_prob=dropout, max_position_embeddings=512,
-        type_vocab_size=2, initializer_range=0.02, sharing="all",
-    )
-
-
-def _bert(hidden, layers, heads, intermediate):
-    values = _albert(hidden, layers, heads, intermediate, 0.1)
-    values.update(embedding_size=hidden, sharing="none")
-    return values
+def _albert(hidden, layers, heads, intermediate, dropout, **changes):
+    """A preset's keys: AlbertConfig's defaults (albert_base's vocabulary, embeddings and
+    positions) with these sizes and dropout."""
+    return AlbertConfig(hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=heads,
+                        intermediate_size=intermediate, hidden_dropout_prob=dropout,
+                        attention_probs_dropout_prob=dropout, **changes).to_dict()
 
 
 _SIZES = {
@@ -257,10 +249,6 @@ for _size, _dims in _SIZES.items():
     PRESETS[f"albert_{_size}"] = _albert(*_dims, dropout=0.0)  # v2: no dropout
     PRESETS[f"albert_{_size}_v1"] = _albert(*_dims, dropout=0.0 if _size == "xxlarge" else 0.1)
 for _size in ("base", "large", "xlarge"):
-    PRESETS[f"bert_{_size}"] = _bert(*_SIZES[_size])
-PRESETS["albert_tiny"] = dict(
-    vocab_size=1000, embedding_size=16, hidden_size=32, num_hidden_layers=4,
-    num_hidden_groups=2, inner_group_num=1, num_attention_heads=4, intermediate_size=64,
-    hidden_act="gelu", hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1,
-    max_position_embeddings=128, type_vocab_size=2, initializer_range=0.02, sharing="all",
-)
+    PRESETS[f"bert_{_size}"] = _albert(*_SIZES[_size], dropout=0.1, embedding_size=_SIZES[_size][0], sharing="none")
+PRESETS["albert_tiny"] = _albert(32, 4, 4, 64, dropout=0.1, vocab_size=1000, embedding_size=16, num_hidden_groups=2,
+                                 max_position_embeddings=128)

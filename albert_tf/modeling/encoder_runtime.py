@@ -146,16 +146,11 @@ def dense_gradient(x):
 
 
 def ordered_gradients(x, weights):
-    """x and `weights` themselves (identities), whose backward pass goes in order.
-
-    For one application of a shared sub-layer: x [R, H] its input, `weights` its (kernel,
-    bias) pairs, which the application uses instead of the ones given (the next application
-    chains from them). The gradient reaching x is made to depend on the complete gradient of
-    these weights through a term that is 0, so the per-application weight gradients are added
-    one application after another. Forward values and gradients are unchanged.
-
-    On PyTorch both are returned as they are (its autograd adds a reused tensor's gradients
-    into one buffer as they arrive; Keras' PyTorch custom_gradient takes one output's gradient).
+    """x and `weights` themselves (identities), whose backward pass goes in order: for one
+    application of a shared sub-layer (x [R, H] its input, `weights` its (kernel, bias) pairs,
+    which the application uses instead, the next one chaining from them), the gradient reaching
+    x waits for the complete gradient of these weights (docs/design_encoder.md#ordered-gradients-of-shared-weights).
+    Forward values and gradients are unchanged; on PyTorch both are returned as they are.
 
     Args:
         x: float [R, H].

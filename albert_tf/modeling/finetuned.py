@@ -102,16 +102,7 @@ class FineTunedModel(pretrained.PretrainedMixin, RuntimeOptions, keras.Model):
     def read_settings(cls, directory):
         """The HEAD_SETTINGS of a pretrained directory holding WEIGHTS_FILE: its model.json's,
         else 0.2.0's LEGACY_SETTINGS_FILE (pretrained.read_head_settings). Raises ValueError."""
-        record, source = pretrained.read_record(directory)
-        if record is not None:
-            found = pretrained.record_class(record, source)
-            if not issubclass(found, cls):
-                raise ValueError(f"{source}: records an {found.__name__}, not an {cls.__name__}.")
-            return {k: record["config"].get(k) for k in cls.HEAD_SETTINGS}
-        if not cls.LEGACY_SETTINGS_FILE:
-            raise ValueError(f"{directory}: no {pretrained.MODEL_FILE} ({pretrained.RECORD_WHAT}).")
-        return pretrained.read_head_settings(directory, cls.LEGACY_SETTINGS_FILE, cls.HEAD_SETTINGS,
-                                             cls.WEIGHTS_FILE, cls.SETTINGS_HOLD)
+        return pretrained.read_head_settings(cls, directory, *pretrained.read_record(directory))
 
     @classmethod
     def _load_pretrained(cls, directory, overrides, new_head, check=None):

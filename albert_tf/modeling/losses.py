@@ -23,21 +23,9 @@ from keras import ops
 
 MLM_LOSS_EPSILON = 1e-5
 
-PRETRAINING_TERMS = (
-    "mlm_nll_sum",
-    "mlm_correct_sum",
-    "mlm_weight_sum",
-    "sop_nll_sum",
-    "sop_correct_sum",
-    "sop_count",
-)
-PRETRAINING_METRICS = (
-    "loss",
-    "masked_lm_loss",
-    "masked_lm_accuracy",
-    "sentence_order_loss",
-    "sentence_order_accuracy",
-)
+PRETRAINING_TERMS = ("mlm_nll_sum", "mlm_correct_sum", "mlm_weight_sum", "sop_nll_sum", "sop_correct_sum", "sop_count")
+PRETRAINING_METRICS = ("loss", "masked_lm_loss", "masked_lm_accuracy", "sentence_order_loss",
+                       "sentence_order_accuracy")
 
 
 def _nll_and_correct(logits, labels):
