@@ -9,9 +9,8 @@ or neither can be shared across layers (`AlbertConfig.sharing`, paper Table 5).
 Shape legend: B batch, T sequence length, H hidden size, N heads, D = H / N, I
 intermediate size.
 
-Under a mixed policy the attention core (scores, softmax, dropout on the probabilities,
-probabilities x values) and the residual stream (each sub-layer's add and LayerNorm)
-compute in float32: only each dense layer's input is rounded to the compute dtype.
+Under a mixed policy the attention core and the residual stream compute in float32, only each
+dense layer's input rounded to the compute dtype (docs/design_encoder.md#mixed-precision-in-the-block).
 
 A sub-layer's dense layers, dropouts and token layout run through `run=`: called alone,
 `PlainParts` (its Keras layers as they are, on [B, T, H]); in AlbertEncoder, the encoder's
