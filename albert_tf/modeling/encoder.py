@@ -17,12 +17,8 @@ With `sharing="all"` and G = k = 1 (every ALBERT preset) the whole stack is the 
 sub-layers `group_0_inner_group_0_{attention,ffn}`, applied L times.
 
 `tf.train.Checkpoint(encoder=encoder)` paths follow Python attribute names instead
-(`encoder/embeddings/layer_norm/gamma`, `encoder/embedding_projection/_kernel`,
-`encoder/<sub-layer name>/query/_kernel`, ...; tests/test_encoder.py lists albert_tiny's).
-`.weights.h5` files keep the layout of the Keras functional model this encoder was until
-issue 51 (its layers in order under `layers/`, named by class: `layers/albert_embeddings/vars/0`,
-`layers/dense/...` the projection, `layers/dense_1/...` the pooler), so every file written
-before loads (tests/test_encoder_forward.py).
+(tests/test_encoder.py lists albert_tiny's); `.weights.h5` files keep the functional model's
+layout (docs/design_encoder.md, "Weights files").
 
 How it runs is no part of it: `call` runs its parts through the run-time pieces
 (modeling/encoder_runtime.py) that an `EncoderRuntime` switches (modeling/runtime.py).

@@ -1,13 +1,7 @@
 """What the fine-tuned models share (AlbertClassifier, AlbertForQuestionAnswering,
 AlbertForMultipleChoice): an encoder given or built from a config, a head built in the
-constructor, the config round trip and the pretrained directory (modeling/pretrained.py):
-
-    DIR/model.json             Keras' record of the model: the encoder's config and HEAD_SETTINGS
-    DIR/albert_config.json     the encoder's config, in the release's format
-    DIR/<WEIGHTS_FILE>         encoder and head
-
-A directory albert_tf 0.2.0 wrote holds LEGACY_SETTINGS_FILE (the HEAD_SETTINGS as JSON)
-instead of model.json; it loads the same way.
+constructor, the config round trip and the pretrained directory (modeling/pretrained.py,
+docs/model_record.md; 0.2.0's directories hold LEGACY_SETTINGS_FILE instead of model.json).
 
 A subclass sets WEIGHTS_FILE, EXTRA_PARTS (pretrained.PretrainedMixin), HEAD_SETTINGS (its
 constructor arguments besides the encoder, in order: `get_config`), LEGACY_SETTINGS_FILE

@@ -1,18 +1,8 @@
-"""The albert_tf pretrained directory: Keras' record of the model, its config and its weights.
-
-    DIR/model.json              Keras' record of the model (`model_record`)
-    DIR/albert_config.json      the encoder's config, in the release's format
-    DIR/pretrainer.weights.h5   (AlbertPretrainer: encoder and both heads), or
-    DIR/encoder.weights.h5      (AlbertEncoder only, from sources without heads), or a
-                                fine-tuned model's WEIGHTS_FILE (modeling/finetuned.py)
-
-model.json (as run_info.json's "model", modeling/records.py) is
-`keras.saving.serialize_keras_object(model)`; a directory without one (albert_tf 0.2.0's) is
-read by albert_config.json and, for a fine-tuned model, its head-settings file
-(`read_head_settings`). The model is built under the global dtype policy; its weights file
-picks the class (an encoder loads out of pretrainer.weights.h5 too). The classes are found in
-Keras' registry (`register_keras_serializable(package="albert_tf")`): this module imports
-neither the encoder nor the pretrainer.
+"""The albert_tf pretrained directory: Keras' record of the model (model.json), its config
+(albert_config.json) and its weights; 0.2.0's directories without model.json are read too
+(docs/model_record.md). The classes are found in Keras' registry
+(`register_keras_serializable(package="albert_tf")`): this module imports neither the
+encoder nor the pretrainer.
 
 Example:
 ```python
@@ -70,11 +60,11 @@ def model_record(model):
     return record
 
 
-def record_class(record, source):
+def record_class(record, source, expected=None):
     """The albert_tf model class `record` names (its module imported when not yet registered).
 
     Raises:
-        ValueError: naming `source`: not a record of an albert_tf model.
+        ValueError: naming `source`: not a record of an albert_tf model (of class `expected`).
     """
     name = record.get("registered_name") if isinstance(record, dict) else None
     module = record.get("module") if isinstance(record, dict) else None
@@ -89,6 +79,8 @@ def record_class(record, source):
         raise ValueError(f"{source}: not {RECORD_WHAT}: registered_name {name!r} is not one of "
                          f"{', '.join(PACKAGE + '>' + n for n in sorted(registered_models()))}, or no \"config\" "
                          "object; write the directory again with save_pretrained.")
+    if expected is not None and not issubclass(cls, expected):
+        raise ValueError(f"{source}: records an {cls.__name__}, not an {expected.__name__}.")
     return cls
 
 
@@ -101,9 +93,7 @@ def model_from_record(record, source, expected=None, **overrides):
         ValueError: naming `source`: not an albert_tf record, not of class `expected`, or
             arguments the class does not take.
     """
-    cls = record_class(record, source)
-    if expected is not None and not issubclass(cls, expected):
-        raise ValueError(f"{source}: records an {cls.__name__}, not an {expected.__name__}.")
+    cls = record_class(record, source, expected)
     record = copy.deepcopy(record)
     config = record["config"]
     config.pop("dtype", None)
@@ -259,9 +249,7 @@ def read_head_settings(cls, directory, record, source):
             not JSON or holds other keys (the path named).
     """
     if record is not None:
-        found = record_class(record, source)
-        if not issubclass(found, cls):
-            raise ValueError(f"{source}: records an {found.__name__}, not an {cls.__name__}.")
+        record_class(record, source, cls)
         return {k: record["config"].get(k) for k in cls.HEAD_SETTINGS}
     if not cls.LEGACY_SETTINGS_FILE:
         raise ValueError(f"{directory}: {cls.WEIGHTS_FILE} without {MODEL_FILE} ({RECORD_WHAT}).")

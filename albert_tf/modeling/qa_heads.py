@@ -29,6 +29,7 @@ from keras import ops
 
 from albert_tf.modeling.embeddings import LAYER_NORM_EPSILON, check_rank, dense_layer
 from albert_tf.modeling.heads import OutputWeightsHead
+from albert_tf.modeling.losses import gold_nll, softmax_nll
 
 # What the release subtracts at p_mask positions before the log-softmax.
 P_MASK_ADDER = 1e30
@@ -221,12 +222,6 @@ class SquadV2Head(keras.layers.Layer):
         return config
 
 
-def _gold_nll(log_probs, positions):
-    """float32 [B, T] log-probs, int [B] positions -> float32 [B] negative log-likelihood."""
-    positions = ops.reshape(ops.cast(positions, "int32"), (-1, 1))
-    return -ops.squeeze(ops.take_along_axis(ops.cast(log_probs, "float32"), positions, axis=1), 1)
-
-
 def squad_v1_loss(start_logits, end_logits, start_positions, end_positions, per_example=False):
     """The release's v1 loss: (mean start CE + mean end CE) / 2.
 
@@ -244,8 +239,8 @@ def squad_v1_loss(start_logits, end_logits, start_positions, end_positions, per_
     squad_v1_loss(np.zeros((2, 4)), np.zeros((2, 4)), [1, 2], [2, 3])  # log(4) = 1.386
     ```
     """
-    start = _gold_nll(ops.log_softmax(ops.cast(start_logits, "float32"), axis=-1), start_positions)
-    end = _gold_nll(ops.log_softmax(ops.cast(end_logits, "float32"), axis=-1), end_positions)
+    start = softmax_nll(start_logits, start_positions)
+    end = softmax_nll(end_logits, end_positions)
     rows = (start + end) / 2.0
     return rows if per_example else ops.mean(rows)
 
@@ -264,8 +259,8 @@ def squad_v2_loss(outputs, start_positions, end_positions, is_impossible, per_ex
     Returns:
         float32 scalar (or [B] with per_example).
     """
-    start = _gold_nll(outputs["start_log_probs"], start_positions)
-    end = _gold_nll(outputs["end_log_probs"], end_positions)
+    start = gold_nll(outputs["start_log_probs"], ops.reshape(start_positions, (-1,)))
+    end = gold_nll(outputs["end_log_probs"], ops.reshape(end_positions, (-1,)))
     logits = ops.cast(outputs["cls_logits"], "float32")
     labels = ops.cast(ops.reshape(is_impossible, (-1,)), "float32")
     # stable sigmoid cross-entropy: max(x, 0) - x z + log(1 + exp(-|x|))

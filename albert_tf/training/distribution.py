@@ -1,12 +1,7 @@
 """`--strategy` -> a tf.distribute strategy (tpu | multi_worker_mirrored | mirrored |
-one_device | default). The training loop is the same for all of them.
-
-Multi-worker: every worker runs the same command (TF_CONFIG names the cluster and this
-worker's place in it); each step's gradients are summed over all workers, so when one is
-lost (killed, preempted, unreachable) the others cannot go on: TensorFlow aborts their
-collective ops, at once when the peer's port refuses connections, else when its peer
-health check gives up (about a minute). `worker_lost` turns that error into a
-`WorkerLostError` naming the lost worker and the newest checkpoint.
+one_device | default). The training loop is the same for all of them. `worker_lost` turns
+the error of a multi-worker run that lost a worker into a `WorkerLostError` naming the lost
+worker and the newest checkpoint (docs/pretraining.md, "Scaling out").
 """
 
 import re
