@@ -21,13 +21,6 @@ from albert_tf.modeling.losses import softmax_nll
 MULTIPLE_CHOICE_WEIGHTS = "multiple_choice.weights.h5"
 
 
-def _check_dropout(dropout_prob):
-    dropout_prob = float(dropout_prob)
-    if not 0.0 <= dropout_prob < 1.0:
-        raise ValueError(f"dropout_prob must be in [0, 1), got {dropout_prob}.")
-    return dropout_prob
-
-
 @keras.saving.register_keras_serializable(package="albert_tf")
 class MultipleChoiceHead(OutputWeightsHead):
     """The release's RACE head: dropout, then one linear score per option.
@@ -60,7 +53,9 @@ class MultipleChoiceHead(OutputWeightsHead):
     def __init__(self, hidden_size, dropout_prob=0.1, initializer_range=0.02, **kwargs):
         kwargs.setdefault("name", "multiple_choice")
         super().__init__(hidden_size, initializer_range, **kwargs)
-        self.dropout_prob = _check_dropout(dropout_prob)
+        self.dropout_prob = float(dropout_prob)
+        if not 0.0 <= self.dropout_prob < 1.0:
+            raise ValueError(f"dropout_prob must be in [0, 1), got {self.dropout_prob}.")
         self.dropout = keras.layers.Dropout(self.dropout_prob, dtype=self.dtype_policy, name="dropout")
 
     def call(self, pooled_output, training=None):

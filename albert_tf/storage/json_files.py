@@ -81,8 +81,6 @@ def read_json_lines(path, what="a JSON object", fix=FIX, error=JsonFileError):
     lines skipped ([] for a file of none). Arguments and errors as `read_json`'s, `what`
     being what one line should be; a line's error names `path:line:column`."""
     path = os.fspath(path)
-    records = []
-    for number, line in enumerate(_text(path, what, error).split("\n"), 1):
-        if line.strip():
-            records.append((number, _parse(line, f"{path}:{number}", number, what, fix, error)))
-    return records
+    lines = _text(path, what, error).split("\n")
+    return [(number, _parse(line, f"{path}:{number}", number, what, fix, error))
+            for number, line in enumerate(lines, 1) if line.strip()]

@@ -127,13 +127,8 @@ def describe_lost_peer(message, cluster, own_task):
 
 def lost_peer(error, cluster, own_task):
     """(who, what TensorFlow said) when `error` (a tf.errors.OpError of this worker) is the
-    loss of a peer worker, else None (the error is reported as it is).
-
-    A peer is lost when the error is one a lost peer gives (_PEER_ERRORS) and its message
-    names another worker of `cluster` (describe_lost_peer), or when the message says so
-    whatever it names (collectives aborted, a failed peer health check, the coordination
-    service's heartbeat timeout or stop); `who` is then "a peer worker" where none is named.
-    """
+    loss of a peer worker (_PEER_ERRORS naming another worker of `cluster`, or any error
+    saying so: _REASON; `who` is "a peer worker" where none is named), else None."""
     message = error.message or ""
     peer = describe_lost_peer(message, cluster, own_task)
     reason = _REASON.search(message)

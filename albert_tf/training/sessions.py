@@ -57,10 +57,7 @@ def resolve_policy(requested, tpu=False):
 
 
 def _last_training(info):
-    for entry in reversed(info.get(SESSIONS, [])):
-        if entry.get("trains"):
-            return entry
-    return None
+    return next((entry for entry in reversed(info.get(SESSIONS, [])) if entry.get("trains")), None)
 
 
 def _differences(old, new):
