@@ -1,10 +1,6 @@
-"""Every use of a private Keras or TensorFlow name, in one place.
-
-albert_tf uses public APIs only, except where no public API serves; those uses are here and
-nowhere else, each with why, so that the next Keras or TensorFlow release is checked in one
-file (tests/test_compat.py fails when a name below moves). Nothing here is imported at module
-load: Keras and TensorFlow are imported by the function that needs them, so the lowest rooms
-(storage/, modeling/ on the JAX and PyTorch backends) can import this module.
+"""Every use of a private Keras or TensorFlow name, each with why no public API serves
+(tests/test_compat.py fails when one moves). Keras and TensorFlow are imported by the
+function that needs them, so storage/ and modeling/ (on any backend) can import this module.
 """
 
 import contextlib
@@ -13,10 +9,9 @@ import contextlib
 
 
 def keras_global_seed():
-    """Keras' global random seed (`keras.utils.set_random_seed`'s), or None when none is set.
+    """Keras' global random seed (`keras.utils.set_random_seed`'s), or None.
 
-    Why private: Keras sets it publicly but offers no getter; the command wrapper (cli.py)
-    puts it back after an in-process call."""
+    Why private: no public getter; cli.py puts it back after an in-process call."""
     from keras.src.backend.common import global_state
 
     return global_state.get_global_attribute("global_random_seed")
@@ -37,10 +32,8 @@ def keras_pending_variables_kept():
     """Puts back Keras' list of variables left uninitialized by a
     `keras.StatelessScope(initialize_variables=False)` when the block ends.
 
-    Why private: Keras initializes every variable of that list when a later top-level
-    StatelessScope ends; counting parameters of a model built in such a scope
-    (modeling.encoder.count_params) must leave nothing behind to allocate, and Keras has no
-    public way to drop them."""
+    Why private: a later top-level StatelessScope initializes them all, and counting a
+    model's parameters (modeling.encoder.count_params) must leave nothing to allocate."""
     from keras.src.backend.common import global_state
 
     pending = global_state.get_global_attribute("uninitialized_variables")
@@ -55,9 +48,8 @@ class FunctionalWeightsLayout:
     """Mixin for a subclassed `keras.Model` whose `.weights.h5` files keep the layout of the
     functional model it was (its layers in tracking order under `layers/`).
 
-    Why private: Keras' weights writer picks the layout from `_obj_type()`; AlbertEncoder and
-    AlbertClassifier were functional models in 0.2.0, and every file written then has that
-    layout (tests/data/v0_2_0). Put it before `keras.Model` in the bases."""
+    Why private: Keras' weights writer picks the layout from `_obj_type()`; 0.2.0's files
+    (tests/data/v0_2_0) have the functional layout. Put it before `keras.Model` in the bases."""
 
     def _obj_type(self):
         return "Functional"
@@ -74,9 +66,8 @@ def all_layers(model):
 def seed_generators(layer):
     """The `keras.random.SeedGenerator`s a layer owns (dropout's), [] for none.
 
-    Why private: Keras tracks them in `Layer._seed_generators` and offers no public list;
-    checkpoints must save their states (training.checkpoints), which TensorFlow's tracking
-    does not reach."""
+    Why private: no public list; checkpoints save their states (training.checkpoints),
+    which TensorFlow's tracking does not reach."""
     return list(getattr(layer, "_seed_generators", []))
 
 
@@ -86,12 +77,10 @@ TFSM_LOADED_OBJECT = "_reloaded_obj"
 
 
 def reloaded_savedmodel(tfsm_layer):
-    """The loaded SavedModel object behind a `keras.layers.TFSMLayer` (None for any other
-    layer).
+    """The loaded SavedModel object behind a `keras.layers.TFSMLayer` (None for any other layer).
 
-    Why private: TFSMLayer keeps it in `_reloaded_obj` and exposes no accessor; the model
-    record reads the export's own record from it, and a run's checkpoint names the export's
-    variables under that attribute."""
+    Why private: no accessor; the model record reads the export's own record from it, and a
+    run's checkpoint names the export's variables under that attribute."""
     return getattr(tfsm_layer, TFSM_LOADED_OBJECT, None)
 
 
@@ -207,9 +196,8 @@ def save_context(options):
 def variables_to_constants(concrete_function):
     """`concrete_function` with its variables made constants of its graph (a frozen graph).
 
-    Why private: `convert_variables_to_constants_v2` is what the TFLite converter itself uses
-    and has no public export; the LiteRT export converts each quantization from one frozen
-    graph (export/litert_model.py)."""
+    Why private: no public export (the TFLite converter uses it itself); the LiteRT export
+    converts each quantization from one frozen graph (export/litert_model.py)."""
     from tensorflow.python.framework.convert_to_constants import convert_variables_to_constants_v2
 
     return convert_variables_to_constants_v2(concrete_function)

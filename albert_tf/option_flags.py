@@ -42,22 +42,20 @@ def define_command(flag_values, command, module_name=None):
     return made
 
 
-def define_options(flag_values, cls, names=None):
+def define_options(flag_values, cls, names=None, defaults=None):
     """Makes flags of the options dataclass `cls` alone (every field with help, or `names`),
-    with the fields' defaults: a command whose record is this one class."""
+    with the fields' defaults but for `defaults`: a command whose record is this one class."""
     from albert_tf.storage.options import Command
 
-    return define_command(flag_values, Command(cls.__name__, ((cls, names),)))
+    return define_command(flag_values, Command(cls.__name__, ((cls, names),), defaults=dict(defaults or {})))
 
 
 def define_precision(flag_values, default="auto"):
     """--dtype_policy alone (exports and scripts), made from its one source
     (albert_tf.training.precision.PrecisionOptions) with the command's `default`."""
-    from albert_tf.storage.options import Command
     from albert_tf.training.precision import PrecisionOptions
 
-    return define_command(flag_values, Command("dtype_policy", ((PrecisionOptions, None),),
-                                               defaults={"dtype_policy": default}))
+    return define_options(flag_values, PrecisionOptions, defaults={"dtype_policy": default})
 
 
 def values(flag_values, command):

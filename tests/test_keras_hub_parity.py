@@ -1,27 +1,11 @@
-import keras_hub
 import numpy as np
 import pytest
 
 from albert_tf import AlbertConfig, AlbertEncoder
-from albert_tf.convert.keras_hub import load_keras_hub_backbone
+from albert_tf.convert.keras_hub import backbone_for, load_keras_hub_backbone
 from albert_tf.convert.rename import ConversionError
 from conftest import random_inputs
 from harness import to_numpy
-
-
-def _backbone(config):
-    return keras_hub.models.AlbertBackbone(
-        vocabulary_size=config.vocab_size,
-        num_layers=config.num_hidden_layers,
-        num_heads=config.num_attention_heads,
-        num_groups=config.num_hidden_groups,
-        num_inner_repetitions=config.inner_group_num,
-        embedding_dim=config.embedding_size,
-        hidden_dim=config.hidden_size,
-        intermediate_dim=config.intermediate_size,
-        dropout=0.0,
-        max_sequence_length=config.max_position_embeddings,
-    )
 
 
 @pytest.mark.parametrize("groups, inner", [(2, 1), (1, 2)])
@@ -30,7 +14,7 @@ def test_matches_keras_hub_backbone(groups, inner):
         hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
         num_hidden_groups=groups, inner_group_num=inner,
     )
-    backbone = _backbone(config)
+    backbone = backbone_for(config)
     encoder = AlbertEncoder(config)
     assigned = load_keras_hub_backbone(backbone, encoder)
     assert len(assigned) == len(encoder.weights)
@@ -49,6 +33,6 @@ def test_matches_keras_hub_backbone(groups, inner):
 
 def test_mismatched_backbone_is_refused_with_the_list():
     config = AlbertConfig.from_preset("albert_tiny")
-    backbone = _backbone(config.replace(intermediate_size=48))
+    backbone = backbone_for(config.replace(intermediate_size=48))
     with pytest.raises(ConversionError, match="feedforward_intermediate_dense/kernel"):
         load_keras_hub_backbone(backbone, AlbertEncoder(config))

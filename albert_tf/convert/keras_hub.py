@@ -115,29 +115,30 @@ def backbone_from_file(path, config=None):
     return backbone
 
 
+# AlbertConfig key -> AlbertBackbone's argument and attribute (the backbone's one dropout is both of ours)
+BACKBONE_ARGUMENTS = (
+    ("vocab_size", "vocabulary_size"), ("num_hidden_layers", "num_layers"), ("num_attention_heads", "num_heads"),
+    ("embedding_size", "embedding_dim"), ("hidden_size", "hidden_dim"), ("intermediate_size", "intermediate_dim"),
+    ("num_hidden_groups", "num_groups"), ("inner_group_num", "num_inner_repetitions"),
+    ("hidden_dropout_prob", "dropout"), ("max_position_embeddings", "max_sequence_length"),
+    ("type_vocab_size", "num_segments"),
+)
+
+
 def backbone_for(config):
     """A new keras-hub AlbertBackbone of `config`'s shape (float32)."""
     keras_hub = extras.require("keras_hub", "converting from or to keras_hub")
 
-    return keras_hub.models.AlbertBackbone(
-        vocabulary_size=config.vocab_size, num_layers=config.num_hidden_layers,
-        num_heads=config.num_attention_heads, embedding_dim=config.embedding_size, hidden_dim=config.hidden_size,
-        intermediate_dim=config.intermediate_size, num_groups=config.num_hidden_groups,
-        num_inner_repetitions=config.inner_group_num, dropout=config.hidden_dropout_prob,
-        max_sequence_length=config.max_position_embeddings, num_segments=config.type_vocab_size, dtype="float32")
+    return keras_hub.models.AlbertBackbone(**{theirs: getattr(config, ours) for ours, theirs in BACKBONE_ARGUMENTS},
+                                           dtype="float32")
 
 
 def config_of_backbone(backbone, hidden_act="gelu"):
     """The AlbertConfig of a keras-hub AlbertBackbone (it always uses tanh GELU)."""
     from albert_tf.modeling.config import AlbertConfig
 
-    return AlbertConfig(
-        vocab_size=backbone.vocabulary_size, embedding_size=backbone.embedding_dim,
-        hidden_size=backbone.hidden_dim, num_hidden_layers=backbone.num_layers,
-        num_hidden_groups=backbone.num_groups, inner_group_num=backbone.num_inner_repetitions,
-        num_attention_heads=backbone.num_heads, intermediate_size=backbone.intermediate_dim,
-        hidden_act=hidden_act, hidden_dropout_prob=backbone.dropout, attention_probs_dropout_prob=backbone.dropout,
-        max_position_embeddings=backbone.max_sequence_length, type_vocab_size=backbone.num_segments)
+    return AlbertConfig(**{ours: getattr(backbone, theirs) for ours, theirs in BACKBONE_ARGUMENTS},
+                        hidden_act=hidden_act, attention_probs_dropout_prob=backbone.dropout)
 
 
 def preset_task(path):

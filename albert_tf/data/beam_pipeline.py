@@ -115,14 +115,9 @@ def _beam_options(settings):
 
 
 # --- the pipeline's steps (each pickled to the workers) ------------------------------------
-def _counts_to_dict(counts):
-    return dict({f: getattr(counts, f) for f in Counts.COUNTERS}, stats=dataclasses.asdict(counts.stats))
-
-
 def _counts_from_dict(values):
-    counts = Counts(**{f: values[f] for f in Counts.COUNTERS})
-    counts.stats = MaskingStats(**values["stats"])
-    return counts
+    """`dataclasses.asdict(counts)` read back."""
+    return Counts(**dict(values, stats=MaskingStats(**values["stats"])))
 
 
 def build(pipeline, input_files, temporaries, parts_file, spm_model_file, model_bytes, options):
@@ -211,7 +206,7 @@ def build(pipeline, input_files, temporaries, parts_file, spm_model_file, model_
               | "WriteShards" >> beam.Map(write_shard)
               | "ShardCounts" >> beam.combiners.ToList())
     counts = made.counts | "SumCounts" >> beam.CombineGlobally(Merge(
-        lambda: Counts(stats=MaskingStats.empty(options.instance.ngram)), Counts.add, _counts_to_dict))
+        lambda: Counts(stats=MaskingStats.empty(options.instance.ngram)), Counts.add, dataclasses.asdict))
     bad = read.bad | "BadLines" >> beam.CombineGlobally(Merge(
         lambda: BadLines(False), BadLines.merge,
         lambda total: {"count": total.count, "examples": [list(e) for e in total.examples]}))

@@ -26,14 +26,11 @@ def feature_lengths(max_seq_length, max_predictions_per_seq):
 
 def _varint(value):
     out = bytearray()
-    while True:
-        byte = value & 0x7F
+    while value > 0x7F:
+        out.append((value & 0x7F) | 0x80)
         value >>= 7
-        if value:
-            out.append(byte | 0x80)
-        else:
-            out.append(byte)
-            return bytes(out)
+    out.append(value)
+    return bytes(out)
 
 
 class ExampleEncoder:

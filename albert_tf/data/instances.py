@@ -66,10 +66,8 @@ class InstanceOptions:
         if self.max_seq_length < 8:
             raise ValueError(f"--max_seq_length must be at least 8, got {self.max_seq_length}.")
         if not 1 <= self.max_predictions_per_seq <= self.max_seq_length:
-            raise ValueError(
-                f"--max_predictions_per_seq ({self.max_predictions_per_seq}) must be between 1 and "
-                f"--max_seq_length ({self.max_seq_length})."
-            )
+            raise ValueError(f"--max_predictions_per_seq ({self.max_predictions_per_seq}) must be between 1 and "
+                             f"--max_seq_length ({self.max_seq_length}).")
         if not 0.0 < self.masked_lm_prob < 1.0:
             raise ValueError(f"--masked_lm_prob must be in (0, 1), got {self.masked_lm_prob}.")
         if not 0.0 <= self.short_seq_prob <= 1.0:

@@ -1,18 +1,10 @@
-"""The built-in sample corpus: real English prose from Python docstrings, fixed in the repository.
+"""The built-in sample corpus: real English prose from Python docstrings, fixed in the
+repository (`FIXED_FILE`; what it is, how it was made, its sources and licences:
+docs/sample_corpus.md). source="installed" reads this interpreter's own docstrings instead.
 
-One sentence per line, a blank line between documents (one document per docstring), the
-format of create_pretraining_data. The documents come from `FIXED_FILE`, committed beside this
-module (the docstrings of CPython 3.11.7's standard library and FIXED_PACKAGES; how it was
-made, its sources and licences: docs/sample_corpus.md), so the corpus is the same bytes on
-every machine; source="installed" reads this interpreter's own docstrings instead.
-
-An entry is one JSON line:
-
-    {"source": "asyncio/tasks.py", "name": "asyncio.tasks.Task.cancel", "kind": "function",
-     "sentences": ["Request that this task cancel itself.", "..."]}
-
-A corpus *document* is an entry with at least DOCUMENT_SENTENCES sentences. `write_entries` /
-`read_entries` keep entries as JSON lines (gzip-compressed when the name ends in ".gz").
+An entry is one JSON line ({"source", "name", "kind", "sentences"}); a corpus *document* is an
+entry with at least DOCUMENT_SENTENCES sentences, written in create_pretraining_data's format.
+`write_entries` / `read_entries` keep entries as JSON lines (gzip-compressed for ".gz").
 """
 
 import ast

@@ -11,6 +11,7 @@ Pure Python.
         ...
 """
 
+import itertools
 import struct
 
 from albert_tf.data.tfrecord_file import frame
@@ -74,13 +75,8 @@ class KeySort:
             if not count:
                 continue
             if count > self.limit and depth < 64 // BUCKET_BITS - 1:  # split again, `limit` at a time
-                below, batch = path + ".d", []
-                for item in self._read(path):
-                    batch.append(item)
-                    if len(batch) == self.limit:
-                        self._spill(batch, below, depth + 1)
-                        batch = []
-                if batch:
+                below, items = path + ".d", self._read(path)
+                while batch := list(itertools.islice(items, self.limit)):
                     self._spill(batch, below, depth + 1)
                 files.remove(path)
                 yield from self._drain(below, depth + 1)

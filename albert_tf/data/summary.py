@@ -77,11 +77,8 @@ class DataSummary:
 
 
 def file_sha256(path):
-    digest = hashlib.sha256()
     with files.open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+        return hashlib.file_digest(f, "sha256").hexdigest()
 
 
 def describe_data(special_tokens, instance_options, spm_model_file):

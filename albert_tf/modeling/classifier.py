@@ -2,11 +2,7 @@
 
 Shape legend: B batch, T sequence length, H hidden size, C classes (1 for regression).
 
-Pretrained directory (`save_pretrained` / `from_pretrained`, modeling/finetuned.py):
-
-    DIR/model.json                    Keras' record of the model (encoder config, head arguments)
-    DIR/albert_config.json            the encoder's config, in the release's format
-    DIR/classifier.weights.h5         encoder and head
+Its pretrained directory (`save_pretrained` / `from_pretrained`): modeling/finetuned.py.
 """
 
 import os
@@ -56,8 +52,8 @@ class AlbertClassifier(FunctionalWeightsLayout, FineTunedModel):
     """
 
     WEIGHTS_FILE = CLASSIFIER_WEIGHTS
-    EXTRA_PARTS = "classifier head"
     HEAD_SETTINGS = ("num_classes", "dropout", "initializer_range")
+    EXTRA_PARTS = "classifier head"
     ENCODER_NEEDS_CONFIG = False  # an export's TFSMLayer has none
 
     def __init__(self, encoder, num_classes, dropout=0.1, initializer_range=0.02, **kwargs):

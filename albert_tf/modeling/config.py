@@ -8,13 +8,8 @@ one key, `sharing`, selecting which sub-layers are shared across layers (paper T
 - "ffn": feed-forward shared, attention per layer.
 - "none": nothing shared (BERT).
 
-Layer routing follows the original release: outer layer `i` of `num_hidden_layers` uses
-group `int(i / num_hidden_layers * num_hidden_groups)` and applies that group's
-`inner_group_num` blocks in order. A shared sub-layer is keyed by (group, inner); an
-unshared one by (layer, inner).
-
-A key that is neither a field nor one of the release's `LEGACY_KEYS` (accepted, ignored)
-is an error naming the file, so a misspelled key never falls back to a default model.
+Layer routing follows the original release (`group_of_layer`, `routing`); a key that is
+neither a field nor one of the release's `LEGACY_KEYS` is an error (`from_dict`).
 
 Example:
 ```python
@@ -41,13 +36,7 @@ SHARING_MODES = ("all", "attention", "ffn", "none")
 ACTIVATIONS = ("gelu", "gelu_new", "gelu_exact", "relu", "tanh", "swish", "silu", "linear")
 
 # Keys of the original albert_config.json that have no effect in the released models.
-LEGACY_KEYS = (
-    "down_scale_factor",
-    "gap_size",
-    "net_structure_type",
-    "num_memory_blocks",
-    "layers_to_keep",
-)
+LEGACY_KEYS = ("down_scale_factor", "gap_size", "net_structure_type", "num_memory_blocks", "layers_to_keep")
 
 _reported_legacy_keys = set()
 
@@ -96,11 +85,9 @@ class AlbertConfig:
     # --- validation -------------------------------------------------------------------
     def validate(self):
         """Raises ValueError naming the offending key."""
-        positive = (
-            "vocab_size", "embedding_size", "hidden_size", "num_hidden_layers",
-            "num_hidden_groups", "inner_group_num", "num_attention_heads",
-            "intermediate_size", "max_position_embeddings", "type_vocab_size",
-        )
+        positive = ("vocab_size", "embedding_size", "hidden_size", "num_hidden_layers", "num_hidden_groups",
+                    "inner_group_num", "num_attention_heads", "intermediate_size", "max_position_embeddings",
+                    "type_vocab_size")
         for key in positive:
             value = getattr(self, key)
             if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
@@ -110,29 +97,17 @@ class AlbertConfig:
             if not isinstance(value, (int, float)) or not 0.0 <= value < 1.0:
                 raise ValueError(f"AlbertConfig: `{key}` must be in [0, 1), got {value!r}.")
         if not isinstance(self.initializer_range, (int, float)) or self.initializer_range <= 0:
-            raise ValueError(
-                f"AlbertConfig: `initializer_range` must be positive, got {self.initializer_range!r}."
-            )
+            raise ValueError(f"AlbertConfig: `initializer_range` must be positive, got {self.initializer_range!r}.")
         if self.hidden_size % self.num_attention_heads:
-            raise ValueError(
-                f"AlbertConfig: `hidden_size` ({self.hidden_size}) must be divisible by "
-                f"`num_attention_heads` ({self.num_attention_heads})."
-            )
+            raise ValueError(f"AlbertConfig: `hidden_size` ({self.hidden_size}) must be divisible by "
+                             f"`num_attention_heads` ({self.num_attention_heads}).")
         if self.num_hidden_layers % self.num_hidden_groups:
-            raise ValueError(
-                f"AlbertConfig: `num_hidden_layers` ({self.num_hidden_layers}) must be divisible "
-                f"by `num_hidden_groups` ({self.num_hidden_groups})."
-            )
-        if self.hidden_act not in ACTIVATIONS:
-            raise ValueError(
-                f"AlbertConfig: unknown `hidden_act` {self.hidden_act!r}; expected one of "
-                f"{', '.join(ACTIVATIONS)}."
-            )
-        if self.sharing not in SHARING_MODES:
-            raise ValueError(
-                f"AlbertConfig: unknown `sharing` {self.sharing!r}; expected one of "
-                f"{', '.join(SHARING_MODES)}."
-            )
+            raise ValueError(f"AlbertConfig: `num_hidden_layers` ({self.num_hidden_layers}) must be divisible "
+                             f"by `num_hidden_groups` ({self.num_hidden_groups}).")
+        for key, known in (("hidden_act", ACTIVATIONS), ("sharing", SHARING_MODES)):
+            if getattr(self, key) not in known:
+                raise ValueError(f"AlbertConfig: unknown `{key}` {getattr(self, key)!r}; expected one of "
+                                 f"{', '.join(known)}.")
 
     # --- derived ------------------------------------------------------------------------
     @property
@@ -149,7 +124,7 @@ class AlbertConfig:
         return int(layer_index / self.num_hidden_layers * self.num_hidden_groups)
 
     def routing(self):
-        """Which sub-layers each outer layer applies.
+        """Which sub-layers each outer layer applies: its group's `inner_group_num` blocks in order.
 
         Returns:
             A list of L lists, each of k `(attention_key, ffn_key)` pairs, applied in order.
@@ -188,11 +163,9 @@ class AlbertConfig:
         known = [f.name for f in dataclasses.fields(cls)]
         unknown = sorted(str(k) for k in values if k not in known and k not in LEGACY_KEYS)
         if unknown:
-            raise ValueError(
-                f"{source}: unknown key{'s' if len(unknown) > 1 else ''} {', '.join(unknown)}; "
-                f"known keys: {', '.join(known)} (and the release's legacy keys, ignored: "
-                f"{', '.join(LEGACY_KEYS)})."
-            )
+            raise ValueError(f"{source}: unknown key{'s' if len(unknown) > 1 else ''} {', '.join(unknown)}; known "
+                             f"keys: {', '.join(known)} (and the release's legacy keys, ignored: "
+                             f"{', '.join(LEGACY_KEYS)}).")
         legacy = tuple(k for k in sorted(values) if k in LEGACY_KEYS and (source, k) not in _reported_legacy_keys)
         if legacy:
             _reported_legacy_keys.update((source, k) for k in legacy)
@@ -229,20 +202,12 @@ class AlbertConfig:
         return dataclasses.replace(self, **changes)
 
 
-def _albert(hidden, layers, heads, intermediate, dropout):
-    return dict(
-        vocab_size=30000, embedding_size=128, hidden_size=hidden, num_hidden_layers=layers,
-        num_hidden_groups=1, inner_group_num=1, num_attention_heads=heads,
-        intermediate_size=intermediate, hidden_act="gelu", hidden_dropout_prob=dropout,
-        attention_probs_dropout_prob=dropout, max_position_embeddings=512,
-        type_vocab_size=2, initializer_range=0.02, sharing="all",
-    )
-
-
-def _bert(hidden, layers, heads, intermediate):
-    values = _albert(hidden, layers, heads, intermediate, 0.1)
-    values.update(embedding_size=hidden, sharing="none")
-    return values
+def _albert(hidden, layers, heads, intermediate, dropout, **changes):
+    """A preset's keys: AlbertConfig's defaults (albert_base's vocabulary, embeddings and
+    positions) with these sizes and dropout."""
+    return AlbertConfig(hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=heads,
+                        intermediate_size=intermediate, hidden_dropout_prob=dropout,
+                        attention_probs_dropout_prob=dropout, **changes).to_dict()
 
 
 _SIZES = {
@@ -257,10 +222,6 @@ for _size, _dims in _SIZES.items():
     PRESETS[f"albert_{_size}"] = _albert(*_dims, dropout=0.0)  # v2: no dropout
     PRESETS[f"albert_{_size}_v1"] = _albert(*_dims, dropout=0.0 if _size == "xxlarge" else 0.1)
 for _size in ("base", "large", "xlarge"):
-    PRESETS[f"bert_{_size}"] = _bert(*_SIZES[_size])
-PRESETS["albert_tiny"] = dict(
-    vocab_size=1000, embedding_size=16, hidden_size=32, num_hidden_layers=4,
-    num_hidden_groups=2, inner_group_num=1, num_attention_heads=4, intermediate_size=64,
-    hidden_act="gelu", hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1,
-    max_position_embeddings=128, type_vocab_size=2, initializer_range=0.02, sharing="all",
-)
+    PRESETS[f"bert_{_size}"] = _albert(*_SIZES[_size], dropout=0.1, embedding_size=_SIZES[_size][0], sharing="none")
+PRESETS["albert_tiny"] = _albert(32, 4, 4, 64, dropout=0.1, vocab_size=1000, embedding_size=16, num_hidden_groups=2,
+                                 max_position_embeddings=128)

@@ -14,16 +14,9 @@ import keras
 class GivenSeed(keras.random.SeedGenerator):
     """A seed already drawn (an int [2] tensor), for `keras.random` functions.
 
-    keras.random's functions take a Python int or a SeedGenerator as `seed`, not a tensor
-    (keras 3.15's `draw_seed`); with a SeedGenerator they call its `next()`. This one holds
-    no state variable (SeedGenerator.__init__ would create one) and returns the same tensor at
-    every call: a stateless draw from a seed computed in the graph.
-
-    On JAX the seed is handed over as uint32 (JAX's raw key dtype, which its random functions
-    require); the other backends take it as given (TensorFlow folds int64 into int32 itself,
-    PyTorch seeds a generator from its int values). The cast keeps the values (the encoder's
-    seeds lie in [0, 2**31)); the masks drawn from a seed differ between backends (each has
-    its own generator), the same seed giving the same mask within one.
+    It holds no state variable and returns the same tensor at every `next()` (on JAX as
+    uint32): a stateless draw from a seed computed in the graph
+    (docs/design_encoder.md#dropout-seeds).
 
     Args:
         seed: int32 or int64 [2] (uint32 on JAX).

@@ -15,22 +15,15 @@ LAYER_NORM_EPSILON = 1e-12
 
 def truncated_normal(stddev):
     """A new instance of the release's initializer: truncated normal (2 stddev cut), mean 0.
-
-    Call it once per weight, never share the result. A Keras 3 initializer returns the
-    same values on every call: `TruncatedNormal(seed=None)` picks an integer seed when it
-    is constructed (from Python's `random`, which `keras.utils.set_random_seed` seeds) and
-    uses it for every draw. One instance shared by two weights makes the second a copy
-    (or a slice) of the first. A fresh instance per weight gives every weight its own
-    seed, so: the same `set_random_seed(s)` followed by the same model construction
-    builds identical weights, and another seed builds other weights.
+    Call it once per weight, never share the result (docs/design_encoder.md#initial-weights-and-the-float32-tables).
     """
     return keras.initializers.TruncatedNormal(mean=0.0, stddev=stddev)
 
 
-def dense_layer(units, initializer_range, dtype, name, activation=None):
+def dense_layer(units, initializer_range, dtype, name, activation=None, use_bias=True):
     """A keras Dense with the release's kernel initializer (a new one: `truncated_normal`)."""
-    return keras.layers.Dense(units, activation=activation, kernel_initializer=truncated_normal(initializer_range),
-                              dtype=dtype, name=name)
+    return keras.layers.Dense(units, activation=activation, use_bias=use_bias, dtype=dtype, name=name,
+                              kernel_initializer=truncated_normal(initializer_range))
 
 
 def layer_norm():
@@ -74,12 +67,8 @@ class AlbertEmbeddings(keras.layers.Layer):
         float32 [B, T, E] (the LayerNorm and dropout compute in float32 under every policy:
         the start of the encoder's float32 residual stream, see encoder_block).
 
-    Under a mixed policy the tables are not autocast (`autocast=False`: inside a model's
-    call, which is how the encoder runs it): a word is gathered from the float32 table and
-    the three embeddings are summed in float32, so a forward casts B * T rows, not the whole
-    [V, E] table (3.8M values for albert_base), and its gradient stays a float32
-    IndexedSlices. The one-hot lookup (TPUs) multiplies in the
-    compute dtype as before.
+    Under a mixed policy the tables are not autocast: a word is gathered from the float32
+    table (docs/design_encoder.md#initial-weights-and-the-float32-tables).
 
     Example:
     ```python
@@ -88,17 +77,11 @@ class AlbertEmbeddings(keras.layers.Layer):
     ```
     """
 
-    def __init__(
-        self,
-        vocab_size,
-        embedding_size,
-        max_position_embeddings=512,
-        type_vocab_size=2,
-        dropout=0.0,
-        initializer_range=0.02,
-        use_one_hot_embeddings=False,
-        **kwargs,
-    ):
+    CONFIG = ("vocab_size", "embedding_size", "max_position_embeddings", "type_vocab_size", "dropout",
+              "initializer_range", "use_one_hot_embeddings")
+
+    def __init__(self, vocab_size, embedding_size, max_position_embeddings=512, type_vocab_size=2, dropout=0.0,
+                 initializer_range=0.02, use_one_hot_embeddings=False, **kwargs):
         kwargs["autocast"] = False  # see "Under a mixed policy" above
         super().__init__(**kwargs)
         self.vocab_size = vocab_size
@@ -113,22 +96,11 @@ class AlbertEmbeddings(keras.layers.Layer):
         self.dropout_layer = keras.layers.Dropout(dropout, dtype="float32")
 
     def build(self, input_shape=None):
-        # one initializer instance (one seed) per table: see `truncated_normal`
-        self.word_embeddings = self.add_weight(
-            name="word_embeddings",
-            shape=(self.vocab_size, self.embedding_size),
-            initializer=truncated_normal(self.initializer_range),
-        )
-        self.position_embeddings = self.add_weight(
-            name="position_embeddings",
-            shape=(self.max_position_embeddings, self.embedding_size),
-            initializer=truncated_normal(self.initializer_range),
-        )
-        self.token_type_embeddings = self.add_weight(
-            name="token_type_embeddings",
-            shape=(self.type_vocab_size, self.embedding_size),
-            initializer=truncated_normal(self.initializer_range),
-        )
+        # one initializer instance (one seed) per table, in this order: see `truncated_normal`
+        for name, rows in (("word_embeddings", self.vocab_size), ("position_embeddings", self.max_position_embeddings),
+                           ("token_type_embeddings", self.type_vocab_size)):
+            setattr(self, name, self.add_weight(name=name, shape=(rows, self.embedding_size),
+                                                initializer=truncated_normal(self.initializer_range)))
         self.layer_norm.build((None, None, self.embedding_size))
         self.built = True
 
@@ -142,13 +114,10 @@ class AlbertEmbeddings(keras.layers.Layer):
         check_rank(input_type_ids, 2, "input_type_ids")
         seq_length = input_word_ids.shape[1]
         if seq_length is not None and seq_length > self.max_position_embeddings:
-            raise ValueError(
-                f"sequence length {seq_length} exceeds max_position_embeddings "
-                f"{self.max_position_embeddings}."
-            )
-        words = self._lookup(
-            self.word_embeddings, input_word_ids, self.vocab_size, self.use_one_hot_embeddings, self.compute_dtype
-        )
+            raise ValueError(f"sequence length {seq_length} exceeds max_position_embeddings "
+                             f"{self.max_position_embeddings}.")
+        words = self._lookup(self.word_embeddings, input_word_ids, self.vocab_size, self.use_one_hot_embeddings,
+                             self.compute_dtype)
         # The type table is tiny: the release always uses a one-hot matmul for it (here in float32).
         types = self._lookup(self.token_type_embeddings, input_type_ids, self.type_vocab_size, True, "float32")
         length = ops.shape(input_word_ids)[1]
@@ -162,14 +131,4 @@ class AlbertEmbeddings(keras.layers.Layer):
         return tuple(input_word_ids_shape) + (self.embedding_size,)
 
     def get_config(self):
-        config = super().get_config()
-        config.update(
-            vocab_size=self.vocab_size,
-            embedding_size=self.embedding_size,
-            max_position_embeddings=self.max_position_embeddings,
-            type_vocab_size=self.type_vocab_size,
-            dropout=self.dropout,
-            initializer_range=self.initializer_range,
-            use_one_hot_embeddings=self.use_one_hot_embeddings,
-        )
-        return config
+        return {**super().get_config(), **{name: getattr(self, name) for name in self.CONFIG}}

@@ -17,17 +17,11 @@ With `sharing="all"` and G = k = 1 (every ALBERT preset) the whole stack is the 
 sub-layers `group_0_inner_group_0_{attention,ffn}`, applied L times.
 
 `tf.train.Checkpoint(encoder=encoder)` paths follow Python attribute names instead
-(`encoder/embeddings/layer_norm/gamma`, `encoder/embedding_projection/_kernel`,
-`encoder/<sub-layer name>/query/_kernel`, ...; tests/test_encoder.py lists albert_tiny's).
-`.weights.h5` files keep the layout of the Keras functional model this encoder was until
-issue 51 (its layers in order under `layers/`, named by class: `layers/albert_embeddings/vars/0`,
-`layers/dense/...` the projection, `layers/dense_1/...` the pooler), so every file written
-before loads (tests/test_encoder_forward.py).
+(tests/test_encoder.py lists albert_tiny's); `.weights.h5` files keep the functional model's
+layout (docs/design_encoder.md, "Weights files").
 
-How it runs is no part of it: `call` is the model, and its parts run through the run-time
-pieces (modeling/encoder_runtime.py) that an `EncoderRuntime` switches (modeling/runtime.py;
-in neither `get_config` nor any file). The encoder and a model holding it as `self.encoder`
-take them through `RuntimeOptions`: `configure_runtime(remat=True)`, `runtime_options(...)`.
+How it runs is no part of it: `call` runs its parts through the run-time pieces
+(modeling/encoder_runtime.py) that an `EncoderRuntime` switches (modeling/runtime.py).
 """
 
 import math
@@ -115,17 +109,10 @@ class AlbertEncoder(FunctionalWeightsLayout, PretrainedMixin, RuntimeOptions, ke
         super().__init__(dtype=dtype, **kwargs)
 
         # === Layers ===
-        self.embeddings = AlbertEmbeddings(
-            vocab_size=config.vocab_size,
-            embedding_size=config.embedding_size,
-            max_position_embeddings=config.max_position_embeddings,
-            type_vocab_size=config.type_vocab_size,
-            dropout=config.hidden_dropout_prob,
-            initializer_range=config.initializer_range,
-            use_one_hot_embeddings=use_one_hot_embeddings,
-            dtype=dtype,
-            name="embeddings",
-        )
+        self.embeddings = AlbertEmbeddings(config.vocab_size, config.embedding_size, config.max_position_embeddings,
+                                           config.type_vocab_size, dropout=config.hidden_dropout_prob,
+                                           initializer_range=config.initializer_range, dtype=dtype,
+                                           use_one_hot_embeddings=use_one_hot_embeddings, name="embeddings")
         self.embedding_projection = None
         if config.has_embedding_projection:
             self.embedding_projection = dense_layer(config.hidden_size, config.initializer_range, dtype,
@@ -133,27 +120,17 @@ class AlbertEncoder(FunctionalWeightsLayout, PretrainedMixin, RuntimeOptions, ke
         routing = config.routing()
         attention_keys = sorted({a for steps in routing for a, _ in steps})
         ffn_keys = sorted({f for steps in routing for _, f in steps})
-        # what both sub-layers take
-        common = dict(hidden_size=config.hidden_size, hidden_dropout_prob=config.hidden_dropout_prob,
-                      initializer_range=config.initializer_range, dtype=dtype)
-        self.attention_layers = [
-            AlbertAttention(
-                num_attention_heads=config.num_attention_heads,
-                attention_probs_dropout_prob=config.attention_probs_dropout_prob,
-                name=sublayer_name(key, "attention"),
-                **common,
-            )
-            for key in attention_keys
-        ]
-        self.ffn_layers = [
-            AlbertFeedForward(
-                intermediate_size=config.intermediate_size,
-                hidden_act=config.hidden_act,
-                name=sublayer_name(key, "ffn"),
-                **common,
-            )
-            for key in ffn_keys
-        ]
+
+        def sublayers(layer_class, keys, kind, **own):
+            return [layer_class(hidden_size=config.hidden_size, hidden_dropout_prob=config.hidden_dropout_prob,
+                                initializer_range=config.initializer_range, dtype=dtype,
+                                name=sublayer_name(key, kind), **own) for key in keys]
+
+        self.attention_layers = sublayers(AlbertAttention, attention_keys, "attention",
+                                          num_attention_heads=config.num_attention_heads,
+                                          attention_probs_dropout_prob=config.attention_probs_dropout_prob)
+        self.ffn_layers = sublayers(AlbertFeedForward, ffn_keys, "ffn", intermediate_size=config.intermediate_size,
+                                    hidden_act=config.hidden_act)
         # Named attributes give tf.train.Checkpoint stable paths such as
         # `group_0_inner_group_0_attention/query/_kernel` (not `attention_layers/0/...`).
         for layer in self.attention_layers + self.ffn_layers:
@@ -228,14 +205,8 @@ class AlbertEncoder(FunctionalWeightsLayout, PretrainedMixin, RuntimeOptions, ke
 
 
 def count_parameters(config, with_pooler=True):
-    """Parameters of `AlbertEncoder(config)`, built without allocating any weight.
-
-    The real encoder is built inside a `keras.StatelessScope` that leaves its
-    variables uninitialized, so xxlarge or bert_xlarge cost no weight memory at all.
-
-    Keras keeps every variable made so in a list of its own and initializes them all when a
-    later top-level `keras.StatelessScope` ends (e.g. the first `model.fit` in the process):
-    that list is put back as it was, so the encoder's weights are never allocated.
+    """Parameters of `AlbertEncoder(config)`, built without allocating any weight (a
+    `keras.StatelessScope`: docs/design_encoder.md#initial-weights-and-the-float32-tables).
 
     Returns:
         int: encoder (+ pooler) parameter count.

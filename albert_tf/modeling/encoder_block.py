@@ -9,9 +9,8 @@ or neither can be shared across layers (`AlbertConfig.sharing`, paper Table 5).
 Shape legend: B batch, T sequence length, H hidden size, N heads, D = H / N, I
 intermediate size.
 
-Under a mixed policy the attention core (scores, softmax, dropout on the probabilities,
-probabilities x values) and the residual stream (each sub-layer's add and LayerNorm)
-compute in float32: only each dense layer's input is rounded to the compute dtype.
+Under a mixed policy the attention core and the residual stream compute in float32, only each
+dense layer's input rounded to the compute dtype (docs/design_encoder.md#mixed-precision-in-the-block).
 
 A sub-layer's dense layers, dropouts and token layout run through `run=`: called alone,
 `PlainParts` (its Keras layers as they are, on [B, T, H]); in AlbertEncoder, the encoder's
@@ -25,7 +24,7 @@ import keras
 from keras import ops
 
 from albert_tf.modeling.embeddings import check_rank, dense_layer, layer_norm
-from albert_tf.modeling.encoder_runtime import add_bias  # noqa: F401  (its import path before the pieces moved)
+from albert_tf.modeling.encoder_runtime import add_bias, cast_dense  # noqa: F401  (add_bias: its old import path)
 
 # Added to attention scores at padded key positions, as in the release.
 _MASK_ADDER = -10000.0
@@ -73,7 +72,7 @@ class SubLayer(keras.layers.Layer):
 
     def cast_weights(self, dtype):
         """[(kernel, bias)] of `dense_layers()` cast to `dtype`: for the encoder's cast_once piece."""
-        return [(ops.cast(layer.kernel, dtype), ops.cast(layer.bias, dtype)) for layer in self.dense_layers()]
+        return cast_dense(self.dense_layers(), dtype)
 
 
 def gelu_tanh(x):
@@ -137,21 +136,12 @@ class AlbertAttention(SubLayer):
     DENSE = ("query", "key", "value", "dense")
     DROPOUT = ("probs_dropout", "output_dropout")
 
-    def __init__(
-        self,
-        hidden_size,
-        num_attention_heads,
-        attention_probs_dropout_prob=0.0,
-        hidden_dropout_prob=0.0,
-        initializer_range=0.02,
-        **kwargs,
-    ):
+    def __init__(self, hidden_size, num_attention_heads, attention_probs_dropout_prob=0.0, hidden_dropout_prob=0.0,
+                 initializer_range=0.02, **kwargs):
         super().__init__(**kwargs)
         if hidden_size % num_attention_heads:
-            raise ValueError(
-                f"hidden_size {hidden_size} is not divisible by num_attention_heads "
-                f"{num_attention_heads}."
-            )
+            raise ValueError(f"hidden_size {hidden_size} is not divisible by num_attention_heads "
+                             f"{num_attention_heads}.")
         self.hidden_size = hidden_size
         self.num_attention_heads = num_attention_heads
         self.attention_probs_dropout_prob = attention_probs_dropout_prob
@@ -197,7 +187,6 @@ class AlbertAttention(SubLayer):
         return self.layer_norm(ops.cast(x, "float32") + ops.cast(out, "float32"))
 
 
-
 @keras.saving.register_keras_serializable(package="albert_tf")
 class AlbertFeedForward(SubLayer):
     """Position-wise feed-forward network with residual and LayerNorm.
@@ -231,15 +220,8 @@ class AlbertFeedForward(SubLayer):
     DENSE = ("intermediate", "output_dense")
     DROPOUT = ("output_dropout",)
 
-    def __init__(
-        self,
-        hidden_size,
-        intermediate_size,
-        hidden_act="gelu",
-        hidden_dropout_prob=0.0,
-        initializer_range=0.02,
-        **kwargs,
-    ):
+    def __init__(self, hidden_size, intermediate_size, hidden_act="gelu", hidden_dropout_prob=0.0,
+                 initializer_range=0.02, **kwargs):
         super().__init__(**kwargs)
         self.hidden_size = hidden_size
         self.intermediate_size = intermediate_size

@@ -1,21 +1,10 @@
 """The encoder's run-time pieces: how an AlbertEncoder runs, beside what it computes.
 
 Each piece is switched by a field of `EncoderRuntime` (modeling/runtime.py) and changes no
-output beyond float rounding (but for `skip_padding`'s zeros at padded positions). Why each
-exists: docs/design_encoder.md.
-
-    rows               every per-token op on rows [R, H]              TokenRows
-    skip_padding       the rows of the real tokens only               TokenRows, padding_indices
-    cast_once          dense weights read (and cast) once per         apply_dense, add_bias
-                       forward; bf16 bias gradients summed in float32
-    ordered_gradients  a shared sub-layer's weight gradients summed   ordered_gradients
-                       application by application
-    remat              each sub-layer application rematerialized      keras.remat, dense_gradient
-    dropout_seeds      a dropout seed per site, application and       draw_seeds
-                       replica, drawn once per forward
-
-`EncoderRun` puts the switched-on pieces together for one forward: AlbertEncoder makes one per
-call and runs its parts through it; each sub-layer application gets a `Parts` (`run=`).
+output beyond float rounding (but for `skip_padding`'s zeros at padded positions); what each
+does and why: docs/design_encoder.md. `EncoderRun` puts the switched-on pieces together for
+one forward: AlbertEncoder makes one per call and runs its parts through it; each sub-layer
+application gets a `Parts` (`run=`).
 
 Shape legend: B batch, T sequence length, H hidden size, C any width, R the rows a call works
 on (B * T, or the real tokens).
@@ -116,10 +105,13 @@ def add_bias(y, bias):
     return ops.add(y, bias), grad
 
 
-def _is_indexed_slices(gradient):
-    """Whether a gradient is TensorFlow's IndexedSlices (rows `.values` at `.indices`); by name, without
-    TensorFlow (a PyTorch tensor also has `indices` and `values`: its sparse methods)."""
-    return type(gradient).__name__ == "IndexedSlices"
+def _summed_rows(gradient, rows):
+    """`gradient` as a dense [rows, C] tensor: TensorFlow's IndexedSlices (rows `.values` at
+    `.indices`; known by name, without TensorFlow: a PyTorch tensor also has `indices` and
+    `values`) summed into rows, any other gradient as it is."""
+    if type(gradient).__name__ != "IndexedSlices":
+        return gradient
+    return ops.segment_sum(gradient.values, gradient.indices, num_segments=rows)
 
 
 @ops.custom_gradient
@@ -138,24 +130,17 @@ def dense_gradient(x):
     def grad(*args, upstream=None):
         if upstream is None:
             (upstream,) = args
-        if _is_indexed_slices(upstream):
-            upstream = ops.segment_sum(upstream.values, upstream.indices, num_segments=rows)
-        return upstream
+        return _summed_rows(upstream, rows)
 
     return x, grad
 
 
 def ordered_gradients(x, weights):
-    """x and `weights` themselves (identities), whose backward pass goes in order.
-
-    For one application of a shared sub-layer: x [R, H] its input, `weights` its (kernel,
-    bias) pairs, which the application uses instead of the ones given (the next application
-    chains from them). The gradient reaching x is made to depend on the complete gradient of
-    these weights through a term that is 0, so the per-application weight gradients are added
-    one application after another. Forward values and gradients are unchanged.
-
-    On PyTorch both are returned as they are (its autograd adds a reused tensor's gradients
-    into one buffer as they arrive; Keras' PyTorch custom_gradient takes one output's gradient).
+    """x and `weights` themselves (identities), whose backward pass goes in order: for one
+    application of a shared sub-layer (x [R, H] its input, `weights` its (kernel, bias) pairs,
+    which the application uses instead, the next one chaining from them), the gradient reaching
+    x waits for the complete gradient of these weights (docs/design_encoder.md#ordered-gradients-of-shared-weights).
+    Forward values and gradients are unchanged; on PyTorch both are returned as they are.
 
     Args:
         x: float [R, H].
@@ -186,9 +171,7 @@ def _ordered(x, *flat):
         upstream = args if upstream is None else upstream
         if len(upstream) == 1 and isinstance(upstream[0], (tuple, list)):
             upstream = upstream[0]  # JAX: the outputs' cotangents as one tuple (TensorFlow: one argument each)
-        dx, gradients = upstream[0], list(upstream[1:])
-        if _is_indexed_slices(dx):  # summed into rows
-            dx = ops.segment_sum(dx.values, dx.indices, num_segments=ops.shape(x)[0])
+        dx, gradients = _summed_rows(upstream[0], ops.shape(x)[0]), list(upstream[1:])
         anchor = [ops.cast(ops.reshape(g, (-1,))[0], "float32") for g in gradients if g is not None]
         if anchor:
             dx = dx + ops.cast(ops.sum(ops.stack(anchor)) * 0.0, dx.dtype)

@@ -1,13 +1,7 @@
 """What the fine-tuned models share (AlbertClassifier, AlbertForQuestionAnswering,
 AlbertForMultipleChoice): an encoder given or built from a config, a head built in the
-constructor, the config round trip and the pretrained directory (modeling/pretrained.py):
-
-    DIR/model.json             Keras' record of the model: the encoder's config and HEAD_SETTINGS
-    DIR/albert_config.json     the encoder's config, in the release's format
-    DIR/<WEIGHTS_FILE>         encoder and head
-
-A directory albert_tf 0.2.0 wrote holds LEGACY_SETTINGS_FILE (the HEAD_SETTINGS as JSON)
-instead of model.json; it loads the same way.
+constructor, the config round trip and the pretrained directory (modeling/pretrained.py,
+docs/model_record.md; 0.2.0's directories hold LEGACY_SETTINGS_FILE instead of model.json).
 
 A subclass sets WEIGHTS_FILE, EXTRA_PARTS (pretrained.PretrainedMixin), HEAD_SETTINGS (its
 constructor arguments besides the encoder, in order: `get_config`), LEGACY_SETTINGS_FILE
@@ -102,16 +96,7 @@ class FineTunedModel(pretrained.PretrainedMixin, RuntimeOptions, keras.Model):
     def read_settings(cls, directory):
         """The HEAD_SETTINGS of a pretrained directory holding WEIGHTS_FILE: its model.json's,
         else 0.2.0's LEGACY_SETTINGS_FILE (pretrained.read_head_settings). Raises ValueError."""
-        record, source = pretrained.read_record(directory)
-        if record is not None:
-            found = pretrained.record_class(record, source)
-            if not issubclass(found, cls):
-                raise ValueError(f"{source}: records an {found.__name__}, not an {cls.__name__}.")
-            return {k: record["config"].get(k) for k in cls.HEAD_SETTINGS}
-        if not cls.LEGACY_SETTINGS_FILE:
-            raise ValueError(f"{directory}: no {pretrained.MODEL_FILE} ({pretrained.RECORD_WHAT}).")
-        return pretrained.read_head_settings(directory, cls.LEGACY_SETTINGS_FILE, cls.HEAD_SETTINGS,
-                                             cls.WEIGHTS_FILE, cls.SETTINGS_HOLD)
+        return pretrained.read_head_settings(cls, directory, *pretrained.read_record(directory))
 
     @classmethod
     def _load_pretrained(cls, directory, overrides, new_head, check=None):

@@ -7,7 +7,7 @@ E embedding size, V vocabulary size.
 import keras
 from keras import ops
 
-from albert_tf.modeling.embeddings import LAYER_NORM_EPSILON, check_rank, truncated_normal
+from albert_tf.modeling.embeddings import LAYER_NORM_EPSILON, check_rank, dense_layer, truncated_normal
 from albert_tf.modeling.encoder_block import get_activation
 
 
@@ -17,6 +17,40 @@ def gather_positions(sequence, positions):
     check_rank(positions, 2, "masked_lm_positions")
     index = ops.expand_dims(ops.cast(positions, "int32"), -1)  # [B, P, 1]
     return ops.take_along_axis(sequence, index, axis=1)
+
+
+class OutputWeightsHead(keras.layers.Layer):
+    """The release's output layer of a head: logits = x . output_weights^T + output_bias, with
+    `output_weights` [UNITS, H] (truncated normal, stddev `initializer_range`, its own
+    initializer instance) and `output_bias` [UNITS] (zeros); float32 unless given a dtype.
+
+    Args:
+        hidden_size: int. H.
+        initializer_range: float. Truncated-normal stddev of `output_weights`.
+    """
+
+    UNITS = 2
+
+    def __init__(self, hidden_size, initializer_range=0.02, **kwargs):
+        kwargs.setdefault("dtype", "float32")  # logits in float32 under a mixed policy too
+        super().__init__(**kwargs)
+        self.hidden_size = int(hidden_size)
+        self.initializer_range = float(initializer_range)
+
+    def build(self, input_shape=None):
+        self.output_weights = self.add_weight(name="output_weights", shape=(self.UNITS, self.hidden_size),
+                                              initializer=truncated_normal(self.initializer_range))
+        self.output_bias = self.add_weight(name="output_bias", shape=(self.UNITS,), initializer="zeros")
+        self.built = True
+
+    def logits(self, x):
+        """float [..., H] -> [..., UNITS]."""
+        return ops.matmul(x, ops.transpose(self.output_weights)) + self.output_bias
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(hidden_size=self.hidden_size, initializer_range=self.initializer_range)
+        return config
 
 
 @keras.saving.register_keras_serializable(package="albert_tf")
@@ -57,23 +91,15 @@ class AlbertMaskedLMHead(keras.layers.Layer):
         self.embeddings = embeddings
         self.hidden_act = hidden_act
         self.initializer_range = initializer_range
-        self.transform = keras.layers.Dense(
-            embeddings.embedding_size,
-            activation=get_activation(hidden_act),
-            kernel_initializer=truncated_normal(initializer_range),
-            dtype=self.dtype_policy,
-            name="transform",
-        )
-        self.transform_layer_norm = keras.layers.LayerNormalization(
-            epsilon=LAYER_NORM_EPSILON, dtype=self.dtype_policy, name="transform_LayerNorm"
-        )
+        self.transform = dense_layer(embeddings.embedding_size, initializer_range, self.dtype_policy, "transform",
+                                     activation=get_activation(hidden_act))
+        self.transform_layer_norm = keras.layers.LayerNormalization(epsilon=LAYER_NORM_EPSILON, dtype=self.dtype_policy,
+                                                                    name="transform_LayerNorm")
 
     def build(self, sequence_output_shape, masked_lm_positions_shape=None):
         self.transform.build((None, None, sequence_output_shape[-1]))
         self.transform_layer_norm.build((None, None, self.embeddings.embedding_size))
-        self.output_bias = self.add_weight(
-            name="output_bias", shape=(self.embeddings.vocab_size,), initializer="zeros"
-        )
+        self.output_bias = self.add_weight(name="output_bias", shape=(self.embeddings.vocab_size,), initializer="zeros")
         self.built = True
 
     def call(self, sequence_output, masked_lm_positions):
@@ -94,7 +120,7 @@ class AlbertMaskedLMHead(keras.layers.Layer):
 
 
 @keras.saving.register_keras_serializable(package="albert_tf")
-class AlbertSentenceOrderHead(keras.layers.Layer):
+class AlbertSentenceOrderHead(OutputWeightsHead):
     """Sentence-order (SOP) classifier: logits = pooled . W^T + b.
 
     Label 0: segments in order; 1: swapped. Variables as the release:
@@ -116,29 +142,9 @@ class AlbertSentenceOrderHead(keras.layers.Layer):
     ```
     """
 
-    def __init__(self, hidden_size, initializer_range=0.02, **kwargs):
-        kwargs.setdefault("dtype", "float32")  # logits in float32 under a mixed policy too
-        super().__init__(**kwargs)
-        self.hidden_size = hidden_size
-        self.initializer_range = initializer_range
-
-    def build(self, input_shape=None):
-        self.output_weights = self.add_weight(
-            name="output_weights",
-            shape=(2, self.hidden_size),
-            initializer=truncated_normal(self.initializer_range),
-        )
-        self.output_bias = self.add_weight(name="output_bias", shape=(2,), initializer="zeros")
-        self.built = True
-
     def call(self, pooled_output):
         check_rank(pooled_output, 2, "pooled_output")
-        return ops.matmul(pooled_output, ops.transpose(self.output_weights)) + self.output_bias
+        return self.logits(pooled_output)
 
     def compute_output_shape(self, input_shape):
         return (input_shape[0], 2)
-
-    def get_config(self):
-        config = super().get_config()
-        config.update(hidden_size=self.hidden_size, initializer_range=self.initializer_range)
-        return config

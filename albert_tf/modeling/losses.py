@@ -23,28 +23,22 @@ from keras import ops
 
 MLM_LOSS_EPSILON = 1e-5
 
-PRETRAINING_TERMS = (
-    "mlm_nll_sum",
-    "mlm_correct_sum",
-    "mlm_weight_sum",
-    "sop_nll_sum",
-    "sop_correct_sum",
-    "sop_count",
-)
-PRETRAINING_METRICS = (
-    "loss",
-    "masked_lm_loss",
-    "masked_lm_accuracy",
-    "sentence_order_loss",
-    "sentence_order_accuracy",
-)
+PRETRAINING_TERMS = ("mlm_nll_sum", "mlm_correct_sum", "mlm_weight_sum", "sop_nll_sum", "sop_correct_sum", "sop_count")
+PRETRAINING_METRICS = ("loss", "masked_lm_loss", "masked_lm_accuracy", "sentence_order_loss",
+                       "sentence_order_accuracy")
+
+
+def gold_nll(log_probs, labels):
+    """float [..., K] log-probs, int [...] labels -> float32 [...] negative log-likelihood of each label."""
+    labels = ops.expand_dims(ops.cast(labels, "int32"), -1)
+    return -ops.squeeze(ops.take_along_axis(ops.cast(log_probs, "float32"), labels, axis=-1), -1)
 
 
 def _nll_and_correct(logits, labels):
     """float [..., K] logits, int [...] labels -> float32 nll [...], float32 correct [...]."""
     log_probs = ops.log_softmax(ops.cast(logits, "float32"), axis=-1)
     labels = ops.cast(labels, "int32")
-    nll = -ops.squeeze(ops.take_along_axis(log_probs, ops.expand_dims(labels, -1), axis=-1), -1)
+    nll = gold_nll(log_probs, labels)
     correct = ops.cast(ops.equal(ops.cast(ops.argmax(log_probs, axis=-1), "int32"), labels), "float32")
     return nll, correct
 
@@ -130,12 +124,9 @@ def pretraining_metrics(totals, sentence_loss=True):
             replicas or examples): scalars, tensors or NumPy values.
 
     Returns:
-        dict over `PRETRAINING_METRICS` of Python floats: masked_lm_loss = nll_sum /
-        (weight_sum + 1e-5) (the release's loss), masked_lm_accuracy = correct_sum /
-        weight_sum, sentence_order_loss = sop_nll_sum / sop_count, sentence_order_accuracy
-        = sop_correct_sum / sop_count, loss = masked_lm_loss + sentence_order_loss (the
-        trained loss: masked_lm_loss alone when `sentence_loss` is False). A zero
-        weight_sum or sop_count gives 0.0 for the ratios over it (not NaN).
+        dict over `PRETRAINING_METRICS` of Python floats, the module's formulas (loss is
+        masked_lm_loss alone when `sentence_loss` is False); a zero weight_sum or sop_count
+        gives 0.0 for the ratios over it (not NaN).
     """
     t = {k: float(ops.convert_to_numpy(totals[k])) for k in PRETRAINING_TERMS}
     masked_lm_loss = t["mlm_nll_sum"] / (t["mlm_weight_sum"] + MLM_LOSS_EPSILON)
@@ -173,5 +164,4 @@ def softmax_nll(logits, labels):
     Returns:
         float32 [B].
     """
-    ids = ops.reshape(ops.cast(labels, "int32"), (-1, 1))
-    return -ops.squeeze(ops.take_along_axis(ops.log_softmax(ops.cast(logits, "float32"), axis=-1), ids, axis=-1), -1)
+    return gold_nll(ops.log_softmax(ops.cast(logits, "float32"), axis=-1), ops.reshape(labels, (-1,)))

@@ -5,68 +5,29 @@ Shape legend: B batch, C options per example (any number, may differ between bat
 T sequence length, H hidden size.
 
 Each option is one sequence, [CLS] article [SEP] question-with-option [SEP]. The options
-of a batch are encoded as B*C sequences; each one's pooled output gets one score:
-
-    logits[b, c] = dropout(pooled_output[b, c]) . output_weights[0] + output_bias[0]
-
-and the options compete in a softmax over C (`multiple_choice_loss`).
-
-Variable paths and the release's names (`albert_tf.convert.tf1.TF1_MC_TABLE` maps them;
-Hugging Face's AlbertForMultipleChoice calls them classifier.weight / classifier.bias):
-
-    multiple_choice/output_weights [1, H]      output_weights (top level, beside bert/...)
-    multiple_choice/output_bias [1]            output_bias
-
-Pretrained directory (`save_pretrained` / `from_pretrained`):
-
-    DIR/model.json                         Keras' record: the encoder's config, dropout_prob
-    DIR/albert_config.json                 the encoder's config, in the release's format
-    DIR/multiple_choice.weights.h5         encoder and head
-
-(0.2.0 wrote dropout_prob into multiple_choice.json instead of model.json; such a
-directory loads too.)
-
-`from_pretrained` of a directory holding only encoder.weights.h5 or pretrainer.weights.h5
-(a converted release, a run_pretraining output_dir) builds a new head on the loaded
-encoder, so fine-tuning starts from there.
-
-Example:
-```python
-from albert_tf import AlbertForMultipleChoice
-model = AlbertForMultipleChoice.from_pretrained("converted/albert_base")   # new head
-out = model({"input_word_ids": ids, "input_mask": mask, "input_type_ids": types})  # [B, C, T] each
-out["logits"].shape  # (B, C)
-```
+of a batch are encoded as B*C sequences, each one's pooled output gets one score, and the
+options compete in a softmax over C (`multiple_choice_loss`). Its pretrained directory:
+modeling/finetuned.py (0.2.0 wrote the head's dropout_prob into multiple_choice.json).
 """
 
 import keras
 from keras import ops
 
-from albert_tf.modeling.embeddings import check_rank, truncated_normal
+from albert_tf.modeling.embeddings import check_rank
 from albert_tf.modeling.finetuned import FineTunedModel
+from albert_tf.modeling.heads import OutputWeightsHead
 from albert_tf.modeling.losses import softmax_nll
 
-
 MULTIPLE_CHOICE_WEIGHTS = "multiple_choice.weights.h5"
-MULTIPLE_CHOICE_SETTINGS = "multiple_choice.json"
-HEAD_SETTINGS = ("dropout_prob",)
-
-
-def _check_dropout(dropout_prob):
-    dropout_prob = float(dropout_prob)
-    if not 0.0 <= dropout_prob < 1.0:
-        raise ValueError(f"dropout_prob must be in [0, 1), got {dropout_prob}.")
-    return dropout_prob
 
 
 @keras.saving.register_keras_serializable(package="albert_tf")
-class MultipleChoiceHead(keras.layers.Layer):
+class MultipleChoiceHead(OutputWeightsHead):
     """The release's RACE head: dropout, then one linear score per option.
 
     logits = dropout(pooled_output) . output_weights^T + output_bias, squeezed to [B, C]
 
-    Variables as the release's: `output_weights` [1, H] (truncated normal, stddev
-    `initializer_range`, its own initializer instance) and `output_bias` [1] (zeros).
+    Variables as the release's: `output_weights` [1, H], `output_bias` [1] (OutputWeightsHead).
 
     Args:
         hidden_size: int. H.
@@ -87,35 +48,27 @@ class MultipleChoiceHead(keras.layers.Layer):
     ```
     """
 
+    UNITS = 1
+
     def __init__(self, hidden_size, dropout_prob=0.1, initializer_range=0.02, **kwargs):
         kwargs.setdefault("name", "multiple_choice")
-        kwargs.setdefault("dtype", "float32")
-        super().__init__(**kwargs)
-        self.hidden_size = int(hidden_size)
-        self.dropout_prob = _check_dropout(dropout_prob)
-        self.initializer_range = float(initializer_range)
+        super().__init__(hidden_size, initializer_range, **kwargs)
+        self.dropout_prob = float(dropout_prob)
+        if not 0.0 <= self.dropout_prob < 1.0:
+            raise ValueError(f"dropout_prob must be in [0, 1), got {self.dropout_prob}.")
         self.dropout = keras.layers.Dropout(self.dropout_prob, dtype=self.dtype_policy, name="dropout")
-
-    def build(self, input_shape=None):
-        self.output_weights = self.add_weight(
-            name="output_weights", shape=(1, self.hidden_size), initializer=truncated_normal(self.initializer_range)
-        )
-        self.output_bias = self.add_weight(name="output_bias", shape=(1,), initializer="zeros")
-        self.built = True
 
     def call(self, pooled_output, training=None):
         check_rank(pooled_output, 3, "pooled_output")
         x = self.dropout(ops.cast(pooled_output, "float32"), training=training)  # [B, C, H]
-        logits = ops.matmul(x, ops.transpose(self.output_weights)) + self.output_bias  # [B, C, 1]
-        return ops.squeeze(logits, -1)
+        return ops.squeeze(self.logits(x), -1)  # [B, C, 1] -> [B, C]
 
     def compute_output_shape(self, input_shape):
         return tuple(input_shape[:2])
 
     def get_config(self):
         config = super().get_config()
-        config.update(hidden_size=self.hidden_size, dropout_prob=self.dropout_prob,
-                      initializer_range=self.initializer_range)
+        config.update(dropout_prob=self.dropout_prob)
         return config
 
 
@@ -178,11 +131,10 @@ class AlbertForMultipleChoice(FineTunedModel):
     ```
     """
 
-    # its file in a pretrained directory (the head's settings: model.json; 0.2.0's multiple_choice.json)
     WEIGHTS_FILE = MULTIPLE_CHOICE_WEIGHTS
+    HEAD_SETTINGS = ("dropout_prob",)
     EXTRA_PARTS = "multiple-choice head"
-    LEGACY_SETTINGS_FILE = MULTIPLE_CHOICE_SETTINGS
-    HEAD_SETTINGS = HEAD_SETTINGS
+    LEGACY_SETTINGS_FILE = "multiple_choice.json"
     SETTINGS_HOLD = "the head's dropout_prob"
 
     def __init__(self, encoder, dropout_prob=0.1, **kwargs):

@@ -1,23 +1,8 @@
-"""The albert_tf pretrained directory: Keras' record of the model, its config and its weights.
-
-    DIR/model.json              Keras' record of the model (`model_record`)
-    DIR/albert_config.json      the encoder's config, in the release's format
-    DIR/pretrainer.weights.h5   (AlbertPretrainer: encoder and both heads), or
-    DIR/encoder.weights.h5      (AlbertEncoder only, from sources without heads), or a
-                                fine-tuned model's WEIGHTS_FILE (modeling/finetuned.py)
-
-model.json is `keras.saving.serialize_keras_object(model)` (class, `get_config`: the
-constructor arguments, the encoder's config inside); run_info.json's "model" holds the same
-record (modeling/records.py). A directory is read by its record; one without model.json
-(written by albert_tf 0.2.0) by albert_config.json and, for a fine-tuned model, its
-head-settings file (`read_head_settings`). Either way the model is built under the global
-dtype policy, and its weights file picks the class (an encoder loads out of
-pretrainer.weights.h5 too).
-
-Each model class names its own weights file (`WEIGHTS_FILE`), and a class whose weights
-hold another model names it in `SUBMODELS` (attribute -> that model's `WEIGHTS_FILE`). The
-model classes are found in Keras' registry (`register_keras_serializable(package="albert_tf")`),
-so this module imports neither the encoder nor the pretrainer.
+"""The albert_tf pretrained directory: Keras' record of the model (model.json), its config
+(albert_config.json) and its weights; 0.2.0's directories without model.json are read too
+(docs/model_record.md). The classes are found in Keras' registry
+(`register_keras_serializable(package="albert_tf")`): this module imports neither the
+encoder nor the pretrainer.
 
 Example:
 ```python
@@ -75,11 +60,11 @@ def model_record(model):
     return record
 
 
-def record_class(record, source):
+def record_class(record, source, expected=None):
     """The albert_tf model class `record` names (its module imported when not yet registered).
 
     Raises:
-        ValueError: naming `source`: not a record of an albert_tf model.
+        ValueError: naming `source`: not a record of an albert_tf model (of class `expected`).
     """
     name = record.get("registered_name") if isinstance(record, dict) else None
     module = record.get("module") if isinstance(record, dict) else None
@@ -94,6 +79,8 @@ def record_class(record, source):
         raise ValueError(f"{source}: not {RECORD_WHAT}: registered_name {name!r} is not one of "
                          f"{', '.join(PACKAGE + '>' + n for n in sorted(registered_models()))}, or no \"config\" "
                          "object; write the directory again with save_pretrained.")
+    if expected is not None and not issubclass(cls, expected):
+        raise ValueError(f"{source}: records an {cls.__name__}, not an {expected.__name__}.")
     return cls
 
 
@@ -106,9 +93,7 @@ def model_from_record(record, source, expected=None, **overrides):
         ValueError: naming `source`: not an albert_tf record, not of class `expected`, or
             arguments the class does not take.
     """
-    cls = record_class(record, source)
-    if expected is not None and not issubclass(cls, expected):
-        raise ValueError(f"{source}: records an {cls.__name__}, not an {expected.__name__}.")
+    cls = record_class(record, source, expected)
     record = copy.deepcopy(record)
     config = record["config"]
     config.pop("dtype", None)
@@ -256,25 +241,27 @@ class PretrainedMixin:
         return save_pretrained(self, directory)
 
 
-def read_head_settings(directory, settings_name, keys, weights_name, what):
-    """0.2.0's head settings JSON of a fine-tuned model's directory (e.g. question_answering.json),
-    read where the directory has no model.json.
+def read_head_settings(cls, directory, record, source):
+    """The HEAD_SETTINGS of fine-tuned model class `cls` in `directory`, which holds its
+    WEIGHTS_FILE: from model.json's `record` (read from `source`), else (None) from 0.2.0's
+    cls.LEGACY_SETTINGS_FILE.
 
-    Args:
-        directory: the pretrained directory.
-        settings_name, weights_name: the file names (for the message).
-        keys: the exact keys expected.
-        what: what the settings hold, for the message (e.g. "the head's version").
     Raises:
-        ValueError: missing, not JSON, or other keys (the path named).
+        ValueError: a record of another class; no record and no settings file, one that is
+            not JSON or holds other keys (the path named).
     """
-    path = files.join(directory, settings_name)
+    if record is not None:
+        record_class(record, source, cls)
+        return {k: record["config"].get(k) for k in cls.HEAD_SETTINGS}
+    if not cls.LEGACY_SETTINGS_FILE:
+        raise ValueError(f"{directory}: {cls.WEIGHTS_FILE} without {MODEL_FILE} ({RECORD_WHAT}).")
+    path, what = files.join(directory, cls.LEGACY_SETTINGS_FILE), cls.SETTINGS_HOLD
     if not files.isfile(path):
-        raise ValueError(f"{directory}: {weights_name} without {settings_name} (which holds {what}) or "
-                         f"{MODEL_FILE} ({RECORD_WHAT}).")
-    settings = read_json(path, f"{settings_name} ({what})")
-    if set(settings) != set(keys):
-        raise ValueError(f"{path}: expected exactly the keys {', '.join(keys)}.")
+        raise ValueError(f"{directory}: {cls.WEIGHTS_FILE} without {cls.LEGACY_SETTINGS_FILE} (which holds {what}) "
+                         f"or {MODEL_FILE} ({RECORD_WHAT}).")
+    settings = read_json(path, f"{cls.LEGACY_SETTINGS_FILE} ({what})")
+    if set(settings) != set(cls.HEAD_SETTINGS):
+        raise ValueError(f"{path}: expected exactly the keys {', '.join(cls.HEAD_SETTINGS)}.")
     return settings
 
 
@@ -307,19 +294,11 @@ def load_head_model(cls, encoder_class, directory, overrides, new_head, check=No
         encoder = encoder_class.from_pretrained(directory)
         logger.info("%s: no %s; a new %s on the pretrained encoder.", directory, cls.WEIGHTS_FILE, cls.EXTRA_PARTS)
         return cls(encoder, **dict(new_head, **overrides))
-    if record is not None:
-        cls_of_record = record_class(record, source)
-        if not issubclass(cls_of_record, cls):
-            raise ValueError(f"{source}: records an {cls_of_record.__name__}, not an {cls.__name__}.")
-        if check:
-            check({k: record["config"].get(k) for k in cls.HEAD_SETTINGS})
-        return _load(model_from_record(record, source, cls, **overrides), weights, directory, source)
-    if not cls.LEGACY_SETTINGS_FILE:
-        raise ValueError(f"{directory}: {cls.WEIGHTS_FILE} without {MODEL_FILE} ({RECORD_WHAT}).")
-    settings = read_head_settings(directory, cls.LEGACY_SETTINGS_FILE, cls.HEAD_SETTINGS, cls.WEIGHTS_FILE,
-                                  cls.SETTINGS_HOLD)
+    settings = read_head_settings(cls, directory, record, source)
     if check:
         check(settings)
+    if record is not None:
+        return _load(model_from_record(record, source, cls, **overrides), weights, directory, source)
     if not files.isfile(config_path):
         raise ValueError(f"{directory}: no {CONFIG_NAME}; expected a directory written by albert_tf.")
     model = cls(AlbertConfig.from_json_file(config_path), **dict(settings, **overrides))

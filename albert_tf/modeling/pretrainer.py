@@ -58,35 +58,21 @@ class AlbertPretrainer(PretrainedMixin, RuntimeOptions, keras.Model):
 
         # === Layers === (attributes only once the Keras model exists: a PyTorch module takes
         # sub-modules after its own __init__)
-        encoder = AlbertEncoder(
-            config, use_one_hot_embeddings=use_one_hot_embeddings, dtype=dtype, runtime=runtime, name="encoder"
-        )
-        masked_lm_head = AlbertMaskedLMHead(
-            encoder.embeddings,
-            hidden_act=config.hidden_act,
-            initializer_range=config.initializer_range,
-            name="predictions",
-        )
-        sentence_order_head = AlbertSentenceOrderHead(
-            config.hidden_size,
-            initializer_range=config.initializer_range,
-            name="seq_relationship",
-        )
+        encoder = AlbertEncoder(config, use_one_hot_embeddings=use_one_hot_embeddings, dtype=dtype, runtime=runtime,
+                                name="encoder")
+        masked_lm_head = AlbertMaskedLMHead(encoder.embeddings, hidden_act=config.hidden_act,
+                                            initializer_range=config.initializer_range, name="predictions")
+        sentence_order_head = AlbertSentenceOrderHead(config.hidden_size, initializer_range=config.initializer_range,
+                                                      name="seq_relationship")
 
         # === Functional model ===
         inputs = encoder_inputs()
-        inputs["masked_lm_positions"] = keras.Input(
-            shape=(None,), dtype="int32", name="masked_lm_positions"
-        )
+        inputs["masked_lm_positions"] = keras.Input(shape=(None,), dtype="int32", name="masked_lm_positions")
         encoded = encoder({k: inputs[k] for k in ("input_word_ids", "input_mask", "input_type_ids")})
         mlm_logits = masked_lm_head(encoded["sequence_output"], inputs["masked_lm_positions"])
         sop_logits = sentence_order_head(encoded["pooled_output"])
-        super().__init__(
-            inputs=inputs,
-            outputs={"mlm_logits": mlm_logits, "sop_logits": sop_logits},
-            dtype=dtype,
-            **kwargs,
-        )
+        super().__init__(inputs=inputs, outputs={"mlm_logits": mlm_logits, "sop_logits": sop_logits}, dtype=dtype,
+                         **kwargs)
         self.encoder = encoder
         self.masked_lm_head = masked_lm_head
         self.sentence_order_head = sentence_order_head

@@ -27,7 +27,9 @@ Both heads compute in float32 (the -1e30 mask does not fit float16).
 import keras
 from keras import ops
 
-from albert_tf.modeling.embeddings import LAYER_NORM_EPSILON, check_rank, truncated_normal
+from albert_tf.modeling.embeddings import LAYER_NORM_EPSILON, check_rank, dense_layer
+from albert_tf.modeling.heads import OutputWeightsHead
+from albert_tf.modeling.losses import gold_nll, softmax_nll
 
 # What the release subtracts at p_mask positions before the log-softmax.
 P_MASK_ADDER = 1e30
@@ -35,7 +37,7 @@ VERSIONS = ("v1", "v2")
 
 
 @keras.saving.register_keras_serializable(package="albert_tf")
-class SquadV1Head(keras.layers.Layer):
+class SquadV1Head(OutputWeightsHead):
     """The release's SQuAD v1.1 head: one linear map of every position to a start and
     an end logit.
 
@@ -65,31 +67,15 @@ class SquadV1Head(keras.layers.Layer):
 
     def __init__(self, hidden_size, initializer_range=0.02, **kwargs):
         kwargs.setdefault("name", "squad")
-        kwargs.setdefault("dtype", "float32")
-        super().__init__(**kwargs)
-        self.hidden_size = int(hidden_size)
-        self.initializer_range = float(initializer_range)
-
-    def build(self, input_shape=None):
-        self.output_weights = self.add_weight(
-            name="output_weights", shape=(2, self.hidden_size), initializer=truncated_normal(self.initializer_range)
-        )
-        self.output_bias = self.add_weight(name="output_bias", shape=(2,), initializer="zeros")
-        self.built = True
+        super().__init__(hidden_size, initializer_range, **kwargs)
 
     def call(self, sequence_output):
         check_rank(sequence_output, 3, "sequence_output")
-        x = ops.cast(sequence_output, "float32")
-        logits = ops.matmul(x, ops.transpose(self.output_weights)) + self.output_bias  # [B, T, 2]
+        logits = self.logits(ops.cast(sequence_output, "float32"))  # [B, T, 2]
         return {"start_logits": logits[..., 0], "end_logits": logits[..., 1]}
 
     def compute_output_shape(self, input_shape):
         return {"start_logits": tuple(input_shape[:2]), "end_logits": tuple(input_shape[:2])}
-
-    def get_config(self):
-        config = super().get_config()
-        config.update(hidden_size=self.hidden_size, initializer_range=self.initializer_range)
-        return config
 
 
 def _mask(logits, p_mask):
@@ -153,10 +139,7 @@ class SquadV2Head(keras.layers.Layer):
             raise ValueError(f"start_n_top and end_n_top must be at least 1, got {start_n_top}, {end_n_top}.")
 
         def dense(units, name, activation=None, use_bias=True):
-            # a fresh initializer per kernel (see `truncated_normal`)
-            return keras.layers.Dense(units, activation=activation, use_bias=use_bias,
-                                      kernel_initializer=truncated_normal(self.initializer_range),
-                                      dtype=self.dtype_policy, name=name)
+            return dense_layer(units, self.initializer_range, self.dtype_policy, name, activation, use_bias)
 
         h = self.hidden_size
         self.start_dense = dense(1, "start_logits_dense")
@@ -239,12 +222,6 @@ class SquadV2Head(keras.layers.Layer):
         return config
 
 
-def _gold_nll(log_probs, positions):
-    """float32 [B, T] log-probs, int [B] positions -> float32 [B] negative log-likelihood."""
-    positions = ops.reshape(ops.cast(positions, "int32"), (-1, 1))
-    return -ops.squeeze(ops.take_along_axis(ops.cast(log_probs, "float32"), positions, axis=1), 1)
-
-
 def squad_v1_loss(start_logits, end_logits, start_positions, end_positions, per_example=False):
     """The release's v1 loss: (mean start CE + mean end CE) / 2.
 
@@ -262,8 +239,8 @@ def squad_v1_loss(start_logits, end_logits, start_positions, end_positions, per_
     squad_v1_loss(np.zeros((2, 4)), np.zeros((2, 4)), [1, 2], [2, 3])  # log(4) = 1.386
     ```
     """
-    start = _gold_nll(ops.log_softmax(ops.cast(start_logits, "float32"), axis=-1), start_positions)
-    end = _gold_nll(ops.log_softmax(ops.cast(end_logits, "float32"), axis=-1), end_positions)
+    start = softmax_nll(start_logits, start_positions)
+    end = softmax_nll(end_logits, end_positions)
     rows = (start + end) / 2.0
     return rows if per_example else ops.mean(rows)
 
@@ -282,8 +259,8 @@ def squad_v2_loss(outputs, start_positions, end_positions, is_impossible, per_ex
     Returns:
         float32 scalar (or [B] with per_example).
     """
-    start = _gold_nll(outputs["start_log_probs"], start_positions)
-    end = _gold_nll(outputs["end_log_probs"], end_positions)
+    start = gold_nll(outputs["start_log_probs"], ops.reshape(start_positions, (-1,)))
+    end = gold_nll(outputs["end_log_probs"], ops.reshape(end_positions, (-1,)))
     logits = ops.cast(outputs["cls_logits"], "float32")
     labels = ops.cast(ops.reshape(is_impossible, (-1,)), "float32")
     # stable sigmoid cross-entropy: max(x, 0) - x z + log(1 + exp(-|x|))

@@ -2,27 +2,8 @@
 
 Shape legend: B batch, T sequence length, H hidden size, k1 = start_n_top, k2 = end_n_top.
 
-Pretrained directory (`save_pretrained` / `from_pretrained`):
-
-    DIR/model.json                        Keras' record: the encoder's config, version,
-                                          start_n_top, end_n_top, dropout_prob
-    DIR/albert_config.json                the encoder's config, in the release's format
-    DIR/question_answering.weights.h5     encoder and head
-
-(0.2.0 wrote the head's settings into question_answering.json instead of model.json; such
-a directory loads too.)
-
-`from_pretrained` of a directory holding only encoder.weights.h5 or pretrainer.weights.h5
-(a converted release, a run_pretraining output_dir) builds a new head on the loaded
-encoder, so fine-tuning starts from there.
-
-Example:
-```python
-from albert_tf import AlbertForQuestionAnswering
-model = AlbertForQuestionAnswering.from_pretrained("converted/albert_base")   # new v1 head
-out = model({"input_word_ids": ids, "input_mask": mask, "input_type_ids": types})
-out["start_logits"].shape  # (B, T)
-```
+Its pretrained directory: modeling/finetuned.py (model.json records version, start_n_top,
+end_n_top and dropout_prob; 0.2.0 wrote them into question_answering.json).
 """
 
 import os
@@ -33,10 +14,7 @@ from keras import ops
 from albert_tf.modeling.finetuned import FineTunedModel
 from albert_tf.modeling.qa_heads import VERSIONS, SquadV1Head, SquadV2Head
 
-
 QUESTION_ANSWERING_WEIGHTS = "question_answering.weights.h5"
-QUESTION_ANSWERING_SETTINGS = "question_answering.json"
-HEAD_SETTINGS = ("version", "start_n_top", "end_n_top", "dropout_prob")
 
 
 @keras.saving.register_keras_serializable(package="albert_tf")
@@ -82,11 +60,10 @@ class AlbertForQuestionAnswering(FineTunedModel):
     ```
     """
 
-    # its file in a pretrained directory (the head's settings: model.json; 0.2.0's question_answering.json)
     WEIGHTS_FILE = QUESTION_ANSWERING_WEIGHTS
+    HEAD_SETTINGS = ("version", "start_n_top", "end_n_top", "dropout_prob")
     EXTRA_PARTS = "SQuAD head"
-    LEGACY_SETTINGS_FILE = QUESTION_ANSWERING_SETTINGS
-    HEAD_SETTINGS = HEAD_SETTINGS
+    LEGACY_SETTINGS_FILE = "question_answering.json"
     SETTINGS_HOLD = "the head's version"
 
     def __init__(self, encoder, version="v1", start_n_top=5, end_n_top=5, dropout_prob=0.1, **kwargs):

@@ -1,21 +1,7 @@
-"""What a fine-tuning run records of its model in `run_info.json`, and the model rebuilt from it.
-
-A run directory's run_info.json holds, under "model", the record a pretrained directory's
-model.json holds (`pretrained.model_record`: `keras.saving.serialize_keras_object` of the
-model its checkpoints hold), under "labels" the task's labels, and for a classifier
-fine-tuned on an export loaded as a Keras TFSMLayer (run_classifier
---albert_hub_module_handle) "export_encoder": the export's albert_config and "variables",
-the names of the restored export's variables in order. That run's checkpoint holds the
-fine-tuned values as `encoder/_reloaded_obj/variables/<i>` (the export's own object path
-`encoder/_reloaded_obj/_encoder/...` keeps the values it was loaded with), and the reader
-maps variable i onto the AlbertEncoder variable of that name.
-
-`python -m albert_tf.convert --from=albert_tf --input=RUN_DIR` rebuilds the model
-(`run_model`) and reads the run's best (else newest) checkpoint into it. A run_info.json
-written by albert_tf 0.2.0 holds another "model" ({"class", "albert_config", "settings",
-"labels"}, and "encoder": "export" with "export_variables"); `run_model` reads it too.
+"""What a fine-tuning run records of its model in `run_info.json` ("model", "labels" and,
+for a classifier on an export, "export_encoder"), and the model rebuilt from it (`run_model`,
+which reads 0.2.0's record too): docs/model_record.md.
 """
-
 
 from albert_tf.compat import TFSM_LOADED_OBJECT, reloaded_savedmodel
 from albert_tf.modeling import pretrained

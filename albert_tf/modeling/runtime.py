@@ -1,12 +1,8 @@
 """Run-time options of an AlbertEncoder: how it runs, not what it is.
 
-`EncoderRuntime` switches them (the pieces of modeling/encoder_runtime.py: token rows, padding
-skipping, weights cast once, ordered gradients, rematerialization, dropout seeds and their
-replica index; docs/design_encoder.md says what each does and why). They are no part of the
-architecture: neither in `get_config` nor in any weights file or checkpoint.
-`RuntimeOptions` is how they are set: on the encoder itself, or on a model holding it as
-`self.encoder`, which hands them to it (AlbertPretrainer, AlbertClassifier, the fine-tuned
-models):
+`EncoderRuntime` switches the pieces of modeling/encoder_runtime.py (docs/design_encoder.md);
+they are neither in `get_config` nor in any weights file or checkpoint. `RuntimeOptions` sets
+them, on the encoder or on a model holding it as `self.encoder`:
 
     model = AlbertPretrainer(config, runtime={"remat": True})   # or EncoderRuntime(remat=True)
     model.configure_runtime(skip_padding=True)                 # True: an AlbertEncoder took them

@@ -57,11 +57,8 @@ def list_variables(prefix):
 def object_variables(prefix, root):
     """{name: shape} of the variables under object `root` of an object-based checkpoint
     (e.g. root "model"), names without the `/.ATTRIBUTES/VARIABLE_VALUE` suffix."""
-    out = {}
-    for n, s in list_variables(prefix).items():
-        if n.startswith(root + "/") and n.endswith(_VALUE):
-            out[n[: -len(_VALUE)]] = tuple(s)
-    return out
+    return {n[: -len(_VALUE)]: tuple(s) for n, s in list_variables(prefix).items()
+            if n.startswith(root + "/") and n.endswith(_VALUE)}
 
 
 def model_variables(model, root="model"):
@@ -101,9 +98,5 @@ def random_states(model):
     """The state variables of every Keras SeedGenerator in `model` (dropout), in layer
     order. TF checkpoint tracking does not reach them, so checkpoints save them
     explicitly; without them a resumed run would draw other dropout masks."""
-    states = []
-    for layer in all_layers(model):
-        for generator in seed_generators(layer):
-            state = generator.state
-            states.append(getattr(state, "value", state))
-    return states
+    return [getattr(generator.state, "value", generator.state)
+            for layer in all_layers(model) for generator in seed_generators(layer)]

@@ -1,12 +1,10 @@
 """The one JSON reader: every JSON and JSON-lines file albert_tf reads comes through here,
 and every problem with one is worded alike, naming the file (line and column), what it
-should be and what to do:
+should be and what to do ("c.json:3:2: not valid JSON (...): oops; expected an
+albert_config.json (...): fix or replace the file."):
 
     config = read_json(path, "an albert_config.json (the model's settings)")
     for number, record in read_json_lines("out/metrics.jsonl", "a metrics.jsonl record"): ...
-
-    c.json:3:2: not valid JSON (Expecting property name enclosed in double quotes): oops; expected
-        an albert_config.json (...): fix or replace the file.
 
 Every file holds JSON objects (dicts); ".gz" is read gzip-compressed, a URL through the file
 layer. The error is `JsonFileError` (a ValueError: exit status 2), or the room's own `error`.
@@ -83,8 +81,6 @@ def read_json_lines(path, what="a JSON object", fix=FIX, error=JsonFileError):
     lines skipped ([] for a file of none). Arguments and errors as `read_json`'s, `what`
     being what one line should be; a line's error names `path:line:column`."""
     path = os.fspath(path)
-    records = []
-    for number, line in enumerate(_text(path, what, error).split("\n"), 1):
-        if line.strip():
-            records.append((number, _parse(line, f"{path}:{number}", number, what, fix, error)))
-    return records
+    lines = _text(path, what, error).split("\n")
+    return [(number, _parse(line, f"{path}:{number}", number, what, fix, error))
+            for number, line in enumerate(lines, 1) if line.strip()]

@@ -11,10 +11,8 @@ default, help or property is written twice.
 
     SOME = Command("some_command", ((SomeOptions, None),), defaults={"max_seq_length": 128})
 
-A field without help (`dataclasses.field()` or a plain default) is no flag. A `Command` is a
-command's one options record: the options classes it takes fields from (all with help, or
-the names given), and the defaults where its default differs from the field's. Pure Python:
-this module is in the lowest room so that every room's options can use it.
+A field without help (`dataclasses.field()` or a plain default) is no flag; a `Command` is a
+command's one options record (docs/options.md). Pure Python, in the lowest room.
 """
 
 import dataclasses

@@ -91,17 +91,23 @@ def source_state(package_dir=None):
     return state
 
 
+def gpu_devices():
+    """[(name, compute capability (major, minor) or None)] of the GPUs TensorFlow sees."""
+    import tensorflow as tf
+
+    found = []
+    for gpu in tf.config.list_physical_devices("GPU"):
+        details = tf.config.experimental.get_device_details(gpu)
+        found.append((details.get("device_name", gpu.name), details.get("compute_capability")))
+    return found
+
+
 def device(strategy=None):
     """The CPU (model name and flags from /proc/cpuinfo), the GPUs TensorFlow sees, and
     (given a tf.distribute `strategy`) the strategy with its replicas."""
-    import tensorflow as tf
-
     model, flags = read_cpuinfo()
-    gpus = []
-    for gpu in tf.config.list_physical_devices("GPU"):
-        details = tf.config.experimental.get_device_details(gpu)
-        gpus.append(details.get("device_name", gpu.name))
-    found = {"cpu": model, "cpu_flags": " ".join(sorted(flags)), "cpu_count": os.cpu_count(), "gpus": gpus}
+    found = {"cpu": model, "cpu_flags": " ".join(sorted(flags)), "cpu_count": os.cpu_count(),
+             "gpus": [name for name, _ in gpu_devices()]}
     if strategy is not None:
         found.update(strategy=type(strategy).__name__, replicas=int(strategy.num_replicas_in_sync))
     return found

@@ -1,12 +1,7 @@
 """`--strategy` -> a tf.distribute strategy (tpu | multi_worker_mirrored | mirrored |
-one_device | default). The training loop is the same for all of them.
-
-Multi-worker: every worker runs the same command (TF_CONFIG names the cluster and this
-worker's place in it); each step's gradients are summed over all workers, so when one is
-lost (killed, preempted, unreachable) the others cannot go on: TensorFlow aborts their
-collective ops, at once when the peer's port refuses connections, else when its peer
-health check gives up (about a minute). `worker_lost` turns that error into a
-`WorkerLostError` naming the lost worker and the newest checkpoint.
+one_device | default). The training loop is the same for all of them. `worker_lost` turns
+the error of a multi-worker run that lost a worker into a `WorkerLostError` naming the lost
+worker and the newest checkpoint (docs/pretraining.md, "Scaling out").
 """
 
 import re
@@ -132,13 +127,8 @@ def describe_lost_peer(message, cluster, own_task):
 
 def lost_peer(error, cluster, own_task):
     """(who, what TensorFlow said) when `error` (a tf.errors.OpError of this worker) is the
-    loss of a peer worker, else None (the error is reported as it is).
-
-    A peer is lost when the error is one a lost peer gives (_PEER_ERRORS) and its message
-    names another worker of `cluster` (describe_lost_peer), or when the message says so
-    whatever it names (collectives aborted, a failed peer health check, the coordination
-    service's heartbeat timeout or stop); `who` is then "a peer worker" where none is named.
-    """
+    loss of a peer worker (_PEER_ERRORS naming another worker of `cluster`, or any error
+    saying so: _REASON; `who` is "a peer worker" where none is named), else None."""
     message = error.message or ""
     peer = describe_lost_peer(message, cluster, own_task)
     reason = _REASON.search(message)

@@ -1,27 +1,11 @@
 """The release's optimizers as Keras 3 optimizers: LAMB and AdamWeightDecay.
 
-Both follow the original release (shared/ALBERT_REFERENCE.md section 5), not
-keras.optimizers.Lamb (bias correction, eps 1e-7, decoupled decay, trust ratio on
-every variable); the maths is `albert_tf.modeling.lamb.release_update` (keras.ops, shared
-with the backends' own steps):
-
-    m = b1 m + (1 - b1) g ;  v = b2 v + (1 - b2) g^2          (no bias correction)
-    u = m / (sqrt(v) + eps) + wd * w                          (wd only when decayed)
-    LAMB:  r = ||w|| / ||u|| (1 if either is 0; 1 when excluded);  w <- w - lr * r * u
-    AdamW: w <- w - lr * u
-
-Variables whose full path matches LayerNorm, layer_norm or bias are excluded from
-weight decay and from the trust ratio. Slots are named `adam_m` and `adam_v`, as the
-release's.
-
-The training driver (`albert_tf.training.driver`) sums gradients over replicas and clips
-them to the global norm itself (Keras would clip each replica's gradients before its own
-all-reduce, which is not the release's clipping), then calls `apply_summed`, which skips
-Keras' all-reduce. Everywhere else (`apply`, `apply_gradients`, `model.fit`) these
-optimizers all-reduce like any Keras optimizer, so under MirroredStrategy the replicas'
-gradients are summed.
+Both follow the original release, not keras.optimizers.Lamb: the update, and the variables
+excluded from weight decay and the trust ratio, are `albert_tf.modeling.lamb`'s. Slots are
+named `adam_m` and `adam_v`, as the release's. `apply_summed` takes gradients the driver has
+summed over replicas and clipped (the release's clipping) and does not all-reduce them
+again; `apply`, `apply_gradients` and `model.fit` all-reduce like any Keras optimizer.
 """
-
 
 import keras
 import tensorflow as tf
@@ -32,10 +16,8 @@ from albert_tf.modeling.lamb import EXCLUDE_FROM_DECAY, LambSettings, release_up
 
 
 def dense(gradient):
-    """A gradient as a dense tensor: an embedding lookup's tf.IndexedSlices holds one row per
-    occurrence of a token, so a token seen twice in a batch has two rows. Squared row by row
-    they would give v the sum of the squares instead of the square of the sum (the gradient's
-    own square, which the release's dense tf.square computes); converting sums them first."""
+    """A gradient as a dense tensor: an embedding lookup's tf.IndexedSlices (one row per
+    occurrence of a token) summed, so that v gets the square of the sum, as the release's."""
     return tf.convert_to_tensor(gradient) if isinstance(gradient, tf.IndexedSlices) else gradient
 
 
@@ -43,6 +25,7 @@ class _ReleaseOptimizer(OptimizerHooks, keras.optimizers.Optimizer):
     """Shared state and update of LAMB and AdamWeightDecay."""
 
     use_trust_ratio = False
+    default_name = None
 
     def __init__(
         self,
@@ -56,7 +39,7 @@ class _ReleaseOptimizer(OptimizerHooks, keras.optimizers.Optimizer):
         name=None,
         **kwargs,
     ):
-        super().__init__(learning_rate=learning_rate, name=name, **kwargs)
+        super().__init__(learning_rate=learning_rate, name=name or self.default_name, **kwargs)
         self.beta_1 = beta_1
         self.beta_2 = beta_2
         self.epsilon = epsilon
@@ -86,19 +69,8 @@ class _ReleaseOptimizer(OptimizerHooks, keras.optimizers.Optimizer):
         """Whether the trust ratio applies to `variable` (after build)."""
         return self.use_trust_ratio and self._adapt[self._get_variable_index(variable)]
 
-    # The large variables' updates run one after another on each device: each one's ops wait
-    # for the previous one's delta (a control dependency, no other change), so that the
-    # temporaries of one large update are alive at a time. Left to the executor, the updates
-    # of all variables advance together and their temporaries (m, v, their squares, the
-    # update, its norm inputs: each of the variable's size) are alive at once, several times
-    # the model's weights at the peak of a step. Variables under `chain_min_size` elements
-    # (biases, LayerNorm, small models' kernels) update freely: their temporaries are small
-    # and running them in parallel keeps a small model's step fast.
-    # Within one large update the stages also run in turn (m, then v, then the update, the
-    # decay term, the two norms), each waiting for the previous stage's result: otherwise
-    # the executor starts every stage that reads only the gradient, the slots or the variable
-    # at once (m x beta_1, g^2, v x beta_2, w x decay, w^2, ...), about six temporaries of
-    # the variable's size (docs/memory.md, "Optimizer updates in turn").
+    # The large variables' updates (from `chain_min_size` elements) run one after another on
+    # each device, and the stages of one update in turn (docs/memory.md, "Optimizer updates in turn").
     chain_min_size = 1 << 20
     _chain = None
 
@@ -184,9 +156,7 @@ class LAMB(_ReleaseOptimizer):
     """
 
     use_trust_ratio = True
-
-    def __init__(self, learning_rate=0.00176, name="lamb", **kwargs):
-        super().__init__(learning_rate=learning_rate, name=name, **kwargs)
+    default_name = "lamb"
 
 
 @keras.saving.register_keras_serializable(package="albert_tf")
@@ -194,8 +164,7 @@ class AdamWeightDecay(_ReleaseOptimizer):
     """The release's AdamWeightDecayOptimizer (`--optimizer=adamw`): Adam without bias
     correction, weight decay added to the update, LayerNorm/bias excluded."""
 
-    def __init__(self, learning_rate=0.00176, name="adamw", **kwargs):
-        super().__init__(learning_rate=learning_rate, name=name, **kwargs)
+    default_name = "adamw"
 
 
 def create_optimizer(name, learning_rate):

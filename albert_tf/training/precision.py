@@ -1,38 +1,16 @@
-"""Which dtype policy a command computes in: one place for every command.
-
-Every model-building command takes `--dtype_policy`, made from `PrecisionOptions.dtype_policy`
-(albert_tf.storage.options):
-
-- `float32`: everything in float32.
-- `mixed_bfloat16`: matmuls and activations in bfloat16; variables, checkpoints and
-  optimizer slots stay float32 (Keras mixed policy), and the attention core (q.k^T,
-  softmax, probabilities x values), the embeddings sum, the residual stream with its layer
-  norms, losses, logits and metrics are computed in float32 by the model code
-  (docs/mixed_precision.md says why). The encoder casts each shared weight to bf16 once per
-  forward, not at each of its L uses.
-- `auto` (the entry points' default): mixed_bfloat16 where the hardware computes bf16
-  natively (a TPU; GPUs of compute capability >= 8.0; a CPU with the avx512_bf16 or
-  amx_bf16 flag), float32 elsewhere, where emulated bf16 is slower than float32.
-  mixed_float16 is refused: it needs loss scaling, which the driver does not do.
-
-The driver (training/driver.py) resolves the request with `choose` once it knows its
-strategy, builds the task's model inside `policy_scope`, logs the choice and its reason at
-start and writes both into run_info.json and eval_results.json. Exports take the same flag
-(a float32 export is the default there: the exporting machine is not the serving one).
+"""Which dtype policy a command computes in (`--dtype_policy`: auto, float32 or
+mixed_bfloat16), decided in one place for every command: docs/mixed_precision.md.
 
     precision = choose("auto")                  # Precision(policy="float32", reason="CPU without ...")
     with policy_scope(precision.policy):
         model = build_model()                   # its layers compute in precision.policy
-
-XLA: this module does not switch `--jit_compile`: off by default on CPUs (where XLA's
-matmuls were slower: docs/mixed_precision.md); TPUs compile every step anyway.
 """
 
 import contextlib
 import dataclasses
 
 from albert_tf.storage.options import option
-from albert_tf.storage.provenance import read_cpuinfo
+from albert_tf.storage.provenance import gpu_devices, read_cpuinfo
 
 POLICIES = ("auto", "float32", "mixed_bfloat16")
 CPU_BF16_FLAGS = ("avx512_bf16", "amx_bf16")
@@ -85,16 +63,6 @@ def check_policy(value, flag="--dtype_policy"):
     raise ValueError(f"{flag}={value!r} is not one of {', '.join(POLICIES)}{hint}.")
 
 
-def _gpu_capabilities():
-    import tensorflow as tf
-
-    out = []
-    for gpu in tf.config.list_physical_devices("GPU"):
-        details = tf.config.experimental.get_device_details(gpu)
-        out.append((details.get("device_name", gpu.name), details.get("compute_capability")))
-    return out
-
-
 def native_bf16(strategy=None, cpuinfo="/proc/cpuinfo", gpus=None, tpu=False):
     """(native: bool, hardware: str): whether the devices the run computes on do bf16 natively.
 
@@ -112,7 +80,7 @@ def native_bf16(strategy=None, cpuinfo="/proc/cpuinfo", gpus=None, tpu=False):
 
         if isinstance(strategy, tf.distribute.TPUStrategy):
             return True, "TPU"
-    gpus = _gpu_capabilities() if gpus is None else gpus
+    gpus = gpu_devices() if gpus is None else gpus
     if gpus:
         capabilities = [cc for _, cc in gpus]
         names = ", ".join(f"{name} (compute capability {'.'.join(map(str, cc)) if cc else 'unknown'})"

@@ -112,12 +112,8 @@ def plot_curves(records, path, title="", baseline=None, baseline_metric=None):
 
     train = [r for r in records if r["split"] == "train"]
     evals = [r for r in records if r["split"] == "eval"]
-    keys = []
-    for r in records:
-        for k, v in r.items():
-            if k not in NOT_PLOTTED and isinstance(v, (int, float)) and k not in keys:
-                keys.append(k)
-    keys = sorted(keys, key=lambda k: (k != "loss", "accuracy" in k, k))
+    keys = sorted({k for r in records for k, v in r.items() if k not in NOT_PLOTTED and isinstance(v, (int, float))},
+                  key=lambda k: (k != "loss", "accuracy" in k, k))
     panels = keys + (["learning_rate"] if any("learning_rate" in r for r in train) else [])
     if not panels:
         raise ValueError("no metric to plot in the records.")

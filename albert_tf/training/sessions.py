@@ -1,24 +1,14 @@
-"""What made a run: one entry per session in `output_dir/run_info.json`, and the refusal
-of a session that would continue a training with other settings.
+"""What made a run: one entry per session in `output_dir/run_info.json` (docs/pretraining.md),
+and the refusal, before any work, of a session that would continue a training with other
+settings (`check_settings`).
 
 run_info.json keeps its top-level keys (where the weights started, the task, the model
-record, the first session's dtype policy) and holds a "sessions" list: every command run
-on the directory (training, or evaluation and prediction alone) appends one entry, never
-rewriting an earlier one. An entry records
-
-- `command`, `flags` (every flag value as the user gave it) and `settings` (the flags
-  that change a training's result, with the dtype policy resolved and paths absolute);
-- `albert_tf` (version; git commit and whether the tree was modified, or a sha256 of the
-  package's .py files where no git checkout is found), `python`, `tensorflow`, `keras`;
-- `device` (CPU model and flags, GPU names, strategy and replicas) and the resolved
-  `dtype_policy` with its reason (the environment: albert_tf.storage.provenance, which
-  also records what made the other outputs, e.g. an export's "made_by");
-- `start_step`, `resumed_from`, `changes` (the settings that differ from the previous
-  training session's, each {setting, old, new}: a longer training, or changes the user
-  allowed), then at its end `final_step` and `status` (finished, interrupted, terminated,
-  failed).
-
-`check_settings` refuses, before any work, a training continued with other settings.
+record, the first session's dtype policy) and a "sessions" list, appended to, never
+rewritten. An entry holds `command`, `flags` (as given), `settings` (what changes a
+training's result, the dtype policy resolved, paths absolute), `length`, the environment
+(`storage.provenance.environment`), the resolved `dtype_policy` with its reason,
+`start_step`, `resumed_from`, `changes` (each {setting, old, new}), then at its end
+`final_step` and `status` (finished, interrupted, terminated, failed).
 """
 
 import dataclasses
@@ -67,10 +57,7 @@ def resolve_policy(requested, tpu=False):
 
 
 def _last_training(info):
-    for entry in reversed(info.get(SESSIONS, [])):
-        if entry.get("trains"):
-            return entry
-    return None
+    return next((entry for entry in reversed(info.get(SESSIONS, [])) if entry.get("trains")), None)
 
 
 def _differences(old, new):

@@ -1,21 +1,7 @@
 """One optimizer step on one replica: the driver's gradient pass, gradient accumulation
-over slices of the batch, the cross-replica sum, clipping and the update.
-
-A step on a batch of B examples per replica (the global batch G = B x replicas):
-
-1. the task's loss normalizers (e.g. the masked-LM weight total) over the whole batch,
-   summed over replicas;
-2. gradients of this replica's share of the global loss: in one pass (K = 1), or with
-   `--gradient_accumulation_steps=K` in K slices of B / K rows (axis 0 only, so a length
-   bucket stays one bucket), one after another in a graph loop, each slice's gradients
-   made dense and summed in float32 and its metric terms added;
-3. the sum over replicas, clipping to global norm once, one update (`sum_and_clip`,
-   the optimizer's `apply_summed`).
-
-Since every slice's loss is its part of the whole batch's (its sums over the same
-normalizers), the K slices' gradients sum to the whole batch's: an accumulated step is
-the step of one batch of B, within float32 rounding, with one slice's activations alive
-at a time.
+over slices of the batch, the cross-replica sum, clipping and the update. The K slices of
+an accumulated step sum to the whole batch's gradients (docs/memory.md, "Gradient
+accumulation").
 """
 
 import tensorflow as tf
@@ -96,10 +82,8 @@ def accumulated_gradients(gradients_fn, batch, normalizers, variables, slices):
 
     _, sums, totals = tf.while_loop(lambda i, sums, totals: i < slices, body,
                                     (tf.constant(0), zero_gradients, zero_terms(spec_terms)), parallel_iterations=1)
-    out = [None] * len(variables)
-    for j, g in zip(present, sums, strict=True):
-        out[j] = g
-    return out, totals
+    summed = dict(zip(present, sums, strict=True))
+    return [summed.get(i) for i in range(len(variables))], totals
 
 
 def replica_step(task, model, optimizer, gradients_fn, batch, clip_norm, slices=1):

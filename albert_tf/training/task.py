@@ -18,11 +18,9 @@ class Task(abc.ABC):
         name: shown in logs.
         best_metric: eval metric (higher is better) that picks the best checkpoint, or None.
         progress_metrics: (metric key, console label) pairs for the progress line.
-        skip_padding: whether the model's encoders may skip padding (per-token work on the
-            real tokens only; modeling.encoder.AlbertEncoder): the driver turns it on unless
-            the step is XLA-compiled or runs on TPUs (static shapes). Real positions and
-            pooled outputs do not change, padded positions of sequence outputs become zeros,
-            so tasks whose loss reads padded positions leave it off.
+        skip_padding: whether the model's encoders may skip padding (docs/design_encoder.md,
+            "Skipping padding"; on unless XLA or TPUs): padded positions of sequence outputs
+            become zeros, so tasks whose loss reads them leave it off.
         checkpointable_input: whether the training iterator can be saved in checkpoints
             (False when its dataset calls stateful functions, e.g. a loaded SavedModel;
             a resumed run then skips the batches already consumed instead).
@@ -39,11 +37,9 @@ class Task(abc.ABC):
 
     @abc.abstractmethod
     def build_model(self):
-        """The Keras model (called inside the strategy scope). The driver then sets its
-        encoder's run-time options (padding skipping, remat, the replica index of dropout
-        seeds) through the model's `configure_runtime` (modeling.runtime.RuntimeOptions:
-        AlbertPretrainer, AlbertClassifier, the fine-tuned models); a model without it runs
-        as built."""
+        """The Keras model (called inside the strategy scope); the driver sets its encoder's
+        run-time options through its `configure_runtime` (modeling.runtime.RuntimeOptions),
+        where it has one."""
 
     def initialize(self, model):
         """Loads starting weights for a new run (not on resume); returns where they came
