@@ -20,52 +20,48 @@ _L = "encoder.albert_layer_groups.{g}.albert_layers.{k}"
 _G = "group_{g}_inner_group_{k}"
 T = "transpose"
 
+
+def _linear(source, target):
+    """The rules of a torch Linear `source` ([out, in] weight) and the Keras Dense `target`."""
+    return (source + ".weight", target + "/kernel", T), (source + ".bias", target + "/bias")
+
+
+def _layer_norm(source, target):
+    """The rules of a torch LayerNorm `source` and the Keras LayerNormalization `target`."""
+    return (source + ".weight", target + "/gamma"), (source + ".bias", target + "/beta")
+
+
+def _output_layer(source, target):
+    """The rules of a torch Linear `source` kept in the release's [out, in] layout: `target`'s
+    output_weights and output_bias."""
+    return (source + ".weight", target + "/output_weights"), (source + ".bias", target + "/output_bias")
+
+
 HF_ENCODER_TABLE = (
     ("embeddings.word_embeddings.weight", "embeddings/word_embeddings"),
     ("embeddings.position_embeddings.weight", "embeddings/position_embeddings"),
     ("embeddings.token_type_embeddings.weight", "embeddings/token_type_embeddings"),
-    ("embeddings.LayerNorm.weight", "embeddings/LayerNorm/gamma"),
-    ("embeddings.LayerNorm.bias", "embeddings/LayerNorm/beta"),
-    ("encoder.embedding_hidden_mapping_in.weight", "embedding_hidden_mapping_in/kernel", T),
-    ("encoder.embedding_hidden_mapping_in.bias", "embedding_hidden_mapping_in/bias"),
-    (_L + ".attention.{qkv}.weight", _G + "_attention/{qkv}/kernel", T),
-    (_L + ".attention.{qkv}.bias", _G + "_attention/{qkv}/bias"),
-    (_L + ".attention.dense.weight", _G + "_attention/dense/kernel", T),
-    (_L + ".attention.dense.bias", _G + "_attention/dense/bias"),
-    (_L + ".attention.LayerNorm.weight", _G + "_attention/LayerNorm/gamma"),
-    (_L + ".attention.LayerNorm.bias", _G + "_attention/LayerNorm/beta"),
-    (_L + ".ffn.weight", _G + "_ffn/intermediate/kernel", T),
-    (_L + ".ffn.bias", _G + "_ffn/intermediate/bias"),
-    (_L + ".ffn_output.weight", _G + "_ffn/output_dense/kernel", T),
-    (_L + ".ffn_output.bias", _G + "_ffn/output_dense/bias"),
-    (_L + ".full_layer_layer_norm.weight", _G + "_ffn/LayerNorm/gamma"),
-    (_L + ".full_layer_layer_norm.bias", _G + "_ffn/LayerNorm/beta"),
-    ("pooler.weight", "pooler/kernel", T),
-    ("pooler.bias", "pooler/bias"),
+    *_layer_norm("embeddings.LayerNorm", "embeddings/LayerNorm"),
+    *_linear("encoder.embedding_hidden_mapping_in", "embedding_hidden_mapping_in"),
+    *_linear(_L + ".attention.{qkv}", _G + "_attention/{qkv}"),
+    *_linear(_L + ".attention.dense", _G + "_attention/dense"),
+    *_layer_norm(_L + ".attention.LayerNorm", _G + "_attention/LayerNorm"),
+    *_linear(_L + ".ffn", _G + "_ffn/intermediate"),
+    *_linear(_L + ".ffn_output", _G + "_ffn/output_dense"),
+    *_layer_norm(_L + ".full_layer_layer_norm", _G + "_ffn/LayerNorm"),
+    *_linear("pooler", "pooler"),
 )
 HF_HEAD_TABLE = (
-    ("predictions.dense.weight", "predictions/transform/kernel", T),
-    ("predictions.dense.bias", "predictions/transform/bias"),
-    ("predictions.LayerNorm.weight", "predictions/transform_LayerNorm/gamma"),
-    ("predictions.LayerNorm.bias", "predictions/transform_LayerNorm/beta"),
+    *_linear("predictions.dense", "predictions/transform"),
+    *_layer_norm("predictions.LayerNorm", "predictions/transform_LayerNorm"),
     ("predictions.bias", "predictions/output_bias"),
-    ("sop_classifier.classifier.weight", "seq_relationship/output_weights"),
-    ("sop_classifier.classifier.bias", "seq_relationship/output_bias"),
+    *_output_layer("sop_classifier.classifier", "seq_relationship"),
 )
-HF_QA_TABLE = (
-    ("qa_outputs.weight", "squad/output_weights"),  # torch [out=2, in=H]: the release's layout
-    ("qa_outputs.bias", "squad/output_bias"),
-)
-HF_MC_TABLE = (
-    ("classifier.weight", "multiple_choice/output_weights"),  # torch [out=1, in=H]: the release's layout
-    ("classifier.bias", "multiple_choice/output_bias"),
-)
+HF_QA_TABLE = _output_layer("qa_outputs", "squad")  # torch [out=2, in=H]
+HF_MC_TABLE = _output_layer("classifier", "multiple_choice")  # torch [out=1, in=H]
 # AlbertForSequenceClassification's `classifier` (weight [num_labels, H]): albert_tf
 # AlbertClassifier's Dense `output` (kernel [H, num_labels]); read when config.json names it
-HF_CLASSIFIER_TABLE = (
-    ("classifier.weight", "output/kernel", T),
-    ("classifier.bias", "output/bias"),
-)
+HF_CLASSIFIER_TABLE = _linear("classifier", "output")
 FROM_HF = to_regex_table(HF_ENCODER_TABLE + HF_HEAD_TABLE + HF_QA_TABLE + HF_MC_TABLE)
 FROM_HF_CLASSIFIER = to_regex_table(HF_ENCODER_TABLE + HF_CLASSIFIER_TABLE)
 SEQUENCE_CLASSIFICATION = "AlbertForSequenceClassification"
