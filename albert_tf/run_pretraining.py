@@ -89,12 +89,9 @@ def options_from_flags(f, config, session=None):
 
 
 def check_paths(f):
-    """--output_dir (a new run directory or albert_tf's own run, resumed) and --export_dir
-    (a new path or albert_tf's own export, replaced): neither a user's path, nor an input
-    or inside one or holding one, nor the same path (albert_tf.storage.outputs; the export
-    may lie inside the run, e.g. output_dir/export), nor written by another live process (the
-    chief holds them, and a run that only evaluates does not hold it). Raises OutputRefused
-    naming the flag; writes nothing but the locks."""
+    """--output_dir (a run, resumed) and --export_dir (an export, replaced) under
+    albert_tf.storage.outputs' rule, the chief holding them (a run that only evaluates does
+    not hold the run). Raises OutputRefused naming the flag; writes nothing but the locks."""
     from albert_tf.data.files import expand_input_files
     from albert_tf.storage import lock, outputs
 

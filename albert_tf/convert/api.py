@@ -342,9 +342,7 @@ def _fixed_inputs(config):
 
 def fixed_output(model):
     """pooled_output of `fixed_ids(model.config)` (to compare with the source framework)."""
-    encoder = model.encoder if isinstance(model, (AlbertPretrainer, AlbertForQuestionAnswering,
-                                                  AlbertForMultipleChoice, AlbertClassifier)) else model
-    outputs = encoder(_fixed_inputs(model.config), training=False)
+    outputs = getattr(model, "encoder", model)(_fixed_inputs(model.config), training=False)
     return np.asarray(outputs["pooled_output"])[0]
 
 

@@ -119,12 +119,10 @@ def _rename(source, table, skip=()):
                 break
         else:
             unmatched.append(name)
-    return out, unmatched, duplicated
-
-
-def _duplicates_error(duplicated):
-    return ConversionError("target variables assigned twice (the rename table maps two sources to one name):\n  "
-                           + "\n  ".join(duplicated))
+    if duplicated:
+        raise ConversionError("target variables assigned twice (the rename table maps two sources to one name):\n  "
+                              + "\n  ".join(duplicated))
+    return out, unmatched
 
 
 def rename(source, table, skip=()):
@@ -132,9 +130,7 @@ def rename(source, table, skip=()):
     names `skip`'s patterns match; transforms are applied later (`match_shapes`,
     `apply_transforms`). Returns {target name: Renamed}. Raises ConversionError listing
     the names no rule matches and targets hit twice; ValueError for an unknown transform."""
-    out, unmatched, duplicated = _rename(source, table, skip)
-    if duplicated:
-        raise _duplicates_error(duplicated)
+    out, unmatched = _rename(source, table, skip)
     if unmatched:
         raise ConversionError("source variables no rule maps:\n  " + "\n  ".join(unmatched))
     return out
@@ -228,9 +224,7 @@ def convert_arrays(source, table, target_shapes, skip=(), label="the source"):
     Raises:
         ConversionError: everything that does not match, in one report.
     """
-    renamed, unmatched, duplicated = _rename(source, table, skip)
-    if duplicated:
-        raise _duplicates_error(duplicated)
+    renamed, unmatched = _rename(source, table, skip)
     return match_shapes(renamed, target_shapes, label, {n: source[n] for n in unmatched})
 
 

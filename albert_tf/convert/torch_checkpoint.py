@@ -1,18 +1,8 @@
-"""Reads a PyTorch state dict file (`pytorch_model.bin`) without torch, and safely.
-
-Since torch 1.6 `torch.save` writes a zip archive:
-
-    <dir>/data.pkl       a pickle of the state dict; each tensor is
-                         torch._utils._rebuild_tensor_v2(storage, offset, size, stride, ...)
-                         and each storage a persistent id
-                         ("storage", torch.<Dtype>Storage, key, location, numel)
-    <dir>/data/<key>     the raw bytes of storage <key>
-    <dir>/byteorder      "little" (absent in older files, which are little-endian too)
-
-`read_state_dict` unpickles data.pkl with an Unpickler that knows only those names and maps
-them to NumPy; any other global is refused before anything is called, so a file can never
-run code. The pre-1.6 format (not a zip) is refused with a hint.
-"""
+"""Reads a PyTorch state dict file (`pytorch_model.bin`) without torch, and safely:
+`read_state_dict` unpickles it with an Unpickler that knows only the names of a state dict
+of tensors and maps them to NumPy; any other global is refused before anything is called,
+so a file can never run code. The format read, and the pre-1.6 one refused with a hint:
+docs/convert.md "From Hugging Face"."""
 
 import collections
 import pickle

@@ -66,9 +66,6 @@ class FeatureKind:
     error: type = FeatureFileError
 
 
-# ----------------------------------------------------------------------------------------------------------
-# Records
-
 
 class RecordEncoder:
     """Serializes tf.train.Examples of the int64 features `names`: `encode_int64({name: ints})`
@@ -86,9 +83,6 @@ class RecordEncoder:
             value=np.asarray(values[name], np.int64).reshape(-1).tolist())) for name in self.names}
         return train.Example(features=train.Features(feature=feature)).SerializeToString()
 
-
-# ----------------------------------------------------------------------------------------------------------
-# What made a file
 
 
 def tokenizer_record(tokenizer):
@@ -127,9 +121,6 @@ def input_record(paths, error=FeatureFileError):
     return {"input_file": root, "input_files": len(paths), "input_size": sum(sizes),
             "input_mtime": max(mtimes), "input_sha256": digest.hexdigest()}
 
-
-# ----------------------------------------------------------------------------------------------------------
-# Writing, checking, reading
 
 
 def sidecar_path(feature_file):

@@ -79,9 +79,8 @@ def validate_first_record(path, max_seq_length, max_predictions_per_seq):
 
 
 def _parse_fn(max_seq_length, max_predictions_per_seq):
-    spec = {}
-    for name, (length, dtype) in feature_lengths(max_seq_length, max_predictions_per_seq).items():
-        spec[name] = tf.io.FixedLenFeature([length], tf.float32 if dtype == "float32" else tf.int64)
+    spec = {name: tf.io.FixedLenFeature([length], tf.float32 if dtype == "float32" else tf.int64)
+            for name, (length, dtype) in feature_lengths(max_seq_length, max_predictions_per_seq).items()}
 
     def parse(record):
         features = tf.io.parse_single_example(record, spec)
@@ -108,10 +107,7 @@ def remask(features, seed, options, max_predictions_per_seq):
     real = features["input_mask"] > 0
     special = tf.logical_or(tf.equal(ids, tokens.cls_id), tf.equal(ids, tokens.sep_id))
     candidate = tf.logical_and(real, tf.logical_not(special))
-    if o.do_whole_word_mask:
-        start = tf.logical_and(candidate, features["token_boundary"] > 0)
-    else:
-        start = candidate
+    start = tf.logical_and(candidate, features["token_boundary"] > 0) if o.do_whole_word_mask else candidate
     word_of = tf.cumsum(tf.cast(start, tf.int32)) - 1  # [T]; -1 before the first word
     in_word = tf.logical_and(candidate, word_of >= 0)
     num_words = tf.reduce_sum(tf.cast(start, tf.int32))

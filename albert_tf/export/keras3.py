@@ -1,11 +1,6 @@
-"""Loading an exported encoder into a Keras 3 model: `EncoderTFSMLayer`.
-
-`keras.layers.TFSMLayer` wraps every restored variable in a Keras variable named after
-`tf.Variable.name`, which keeps TensorFlow's ":0" suffix ("kernel:0"). Optimizers with
-slot variables (Adam, LAMB, ...) derive slot names from it, and TensorFlow refuses ":" in
-a variable name, so fine-tuning with Adam fails while SGD (no slots) works.
-`EncoderTFSMLayer` is TFSMLayer with the suffix dropped (and the albert_tf endpoints
-preselected), so any Keras optimizer fine-tunes the encoder.
+"""Loading an exported encoder into a Keras 3 model: `EncoderTFSMLayer`, TFSMLayer with the
+albert_tf endpoints preselected and the ":0" suffix dropped from the variable names, so any
+Keras optimizer fine-tunes the encoder (why: docs/export.md).
 
 Example:
 ```python

@@ -22,12 +22,10 @@ Quantization (`QUANTIZATIONS`): "none" (float32 weights), "float16" (weights sto
 float16, computed in float32) and "dynamic_int8" (weights int8, activations quantized on
 the fly: the converter's dynamic-range quantization).
 
-Raw-string input is not offered: the SentencePiece op of a LiteRT model is a custom op
-(tensorflow-text's TFLite registrar) that the maintained `ai_edge_litert` runtime does not
-ship, so a model using it would not load there. The SentencePiece model is written beside
-the file instead, for the app's tokenizer, and the JSON says how albert_tf (as the release)
-turns text into ids with it (`tokenization_record`: the normalisation before SentencePiece
-and the digit-comma rule after it, with a test vector).
+Text goes in as ids (why: docs/litert.md): the SentencePiece model is written beside the
+file, and the JSON says how albert_tf (as the release) turns text into ids with it
+(`tokenization_record`: the normalisation before SentencePiece and the digit-comma rule
+after it, with a test vector).
 
 Shape legend: B batch, C classes or choices, T sequence length, H hidden size.
 """

@@ -70,9 +70,7 @@ class PreprocessModule(tf.train.Checkpoint):
 @tf.function(autograph=False)
 def _pack(segments, seq_length, cls_id, sep_id, pad_id):
     """[CLS] A [SEP] (B [SEP]) trimmed round-robin and padded to seq_length (an int32 scalar
-    tensor): a function of its own, so that tf.function traces it once per form of the
-    segments and every trace of bert_pack_inputs (each signature, __call__, an input
-    pipeline's map) calls that trace instead of building the packing again."""
+    tensor); traced once per form of the segments, which every trace of bert_pack_inputs calls."""
     specials = len(segments) + 1
     trimmed = tf_text.RoundRobinTrimmer(max_seq_length=seq_length - specials).trim(segments)
     ids, types = tf_text.combine_segments(trimmed, start_of_sequence_id=cls_id, end_of_segment_id=sep_id)

@@ -5,13 +5,9 @@
     # [[▁on ▁february ▁7 , ▁2016 , ▁at]] as ids: `SentencePieceTokenizer.encode`'s
 
 The one tokenizer of every SavedModel that takes text; its ids are
-`albert_tf.data.tokenization.SentencePieceTokenizer.encode`'s for the same normalised text.
-A string none of whose ids is watched (`watched_ids`: digit-comma pieces and <unk>) keeps
-SentencePiece's ids; the others are tokenized again to pieces and each digit-comma piece is
-replaced as `tokenization.split_digit_comma` does. Offsets (bytes of the input) of a split
-piece's parts: the comma gets the piece's last byte, the other parts their offsets in the
-re-tokenized text counted back from the comma, kept inside the piece's own span. Plain
-TensorFlow and tensorflow_text ops, saved inside SavedModels.
+`albert_tf.data.tokenization.SentencePieceTokenizer.encode`'s for the same normalised text
+(how, and the offsets of a split piece's parts: docs/export.md). Plain TensorFlow and
+tensorflow_text ops, saved inside SavedModels.
 """
 
 import copy

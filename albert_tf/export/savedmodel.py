@@ -1,18 +1,6 @@
-"""The one way albert_tf writes a SavedModel: `save(module, path, trace)`.
-
-`tf.saved_model.save` traces functions inside a "save context", and that context is part
-of tf.function's cache key: every function traced before the save (the signatures, the
-hub contract's `__call__` for training True and False, ...) was traced a second time
-while saving, which about doubled the time of an export. Here the module's tracing runs
-inside the context the save then uses, so every function is traced once.
-
-Keras 3 gives every Keras Model a `_default_save_signature` property (its TensorFlow
-backend's layer class): `tf.saved_model.save` reads every attribute of each object it
-saves, so each Keras model inside a module (the encoder, a classifier around it) had
-its whole forward traced once more and saved as an unused function of that object. No
-albert_tf export serves through it (each module's own functions and signatures are the
-contract), so the property answers None while `save` runs.
-"""
+"""The one way albert_tf writes a SavedModel: `save(module, path, trace)`, every function
+traced once, in the save's own context, and no Keras model's default save signature
+(why: docs/export.md, "How an export is written")."""
 
 import tensorflow as tf
 

@@ -2,13 +2,9 @@
 (docs/outputs.md).
 
 Every output is an `Output(flag, path, kind)`; `check` decides for all of a command's outputs
-at once, before any work: new (or an empty directory) is created; albert_tf's own output of
-the same kind (marked: `MARKER` inside a directory, `.<name>.albert_tf_output.json` beside a
-file) is resumed, reused or replaced atomically; anything else is refused with
-`OutputRefused` (a ValueError: exit status 2) naming the flag and the path. An output that
-another live albert_tf process writes is refused too: `check` takes each output's lock
-(storage.lock) for the rest of the command, unless the Output is not `held` (a run the command
-only reads, a worker beside its chief); the writers below hold theirs while they write.
+at once, before any work (new, albert_tf's own by its `MARKER`, else `OutputRefused`, a
+ValueError naming the flag and the path) and takes the `held` outputs' locks (storage.lock)
+for the rest of the command; the writers below hold theirs while they write.
 
     from albert_tf.storage import outputs
     outputs.check([outputs.Output("--output_dir", run_dir, outputs.RUN),
@@ -82,9 +78,6 @@ class Input:
     flag: str
     path: str
 
-
-# ----------------------------------------------------------------------------------------------------------
-# What is at a path
 
 
 def _own_file(path, inside, suffix):
@@ -209,9 +202,6 @@ def _locked(take, path, kind, flag):
         raise OutputRefused(f"{e}{reading}") from None
 
 
-# ----------------------------------------------------------------------------------------------------------
-# All of a command's outputs
-
 
 def _inside(child, parent):
     """Whether real path `child` lies strictly inside real path `parent`."""
@@ -289,9 +279,6 @@ def check(outputs, inputs=()):
             _locked(lock.hold, o.path, o.kind, o.flag)
     return found
 
-
-# ----------------------------------------------------------------------------------------------------------
-# Making outputs
 
 
 def write_marker(path, kind, made_by=None):

@@ -85,13 +85,10 @@ def check_model_source(o):
 
 def check_outputs(o, caches=(), inputs=()):
     """Checks --length_buckets and every output of a fine-tuning run before anything is
-    written (albert_tf.storage.outputs): --output_dir is a new run directory or albert_tf's
-    own run (resumed), --export_dir and the feature caches are new or albert_tf's own
-    (replaced); none is a user's path, an input (the model source, config, SentencePiece
-    model, data), inside one or holding one, or the same path as another (the export and
-    the caches may lie inside the run directory), nor written by another live process (the
-    chief holds them; a run that does not train does not hold it). Raises ValueError naming
-    the flag.
+    written, under albert_tf.storage.outputs' rule: --output_dir a run (resumed), --export_dir
+    and the feature caches replaced; the inputs are the model source, config, SentencePiece
+    model and data; the chief holds the outputs (a run that does not train does not hold
+    the run). Raises ValueError naming the flag.
 
     Args:
         o: the task's options (output_dir, export_dir and the model-source fields).

@@ -91,8 +91,6 @@ class ClassificationTask(FineTuningTask):
     def num_classes(self):
         return len(self.labels) or 1
 
-    # --- the lifecycle's hooks (albert_tf.tasks.fine_tuning) ---------------------------------
-
     @staticmethod
     def check_task(o):
         for name in ("task_name", "data_dir", "output_dir"):
@@ -148,8 +146,6 @@ class ClassificationTask(FineTuningTask):
                                  o.max_seq_length, self.labels, self.pair, self.name, widths=self.widths,
                                  made_by=made_by)
 
-    # --- model -------------------------------------------------------------------------
-
     def build_model(self):
         import tensorflow_text  # noqa: F401  (registers the preprocessing model's ops)
 
@@ -172,8 +168,6 @@ class ClassificationTask(FineTuningTask):
         self._pretrainer = AlbertPretrainer(config)
         return AlbertClassifier(self._pretrainer.encoder, self.num_classes, dropout=o.classifier_dropout,
                                 initializer_range=config.initializer_range)
-
-    # --- data ----------------------------------------------------------------------------
 
     def _columns(self, split):
         """The split's pieces (ids_a, with pairs ids_b: int32 ragged [N, (n)]), labels and
@@ -225,8 +219,6 @@ class ClassificationTask(FineTuningTask):
     def split_dataset(self, split, batch_size):
         return bucketed_batches(self._columns(split), self._lengths(split), batch_size, self.widths,
                                 self._to_features, training=False).prefetch(tf.data.AUTOTUNE)
-
-    # --- loss and metrics ----------------------------------------------------------------
 
     def loss_and_terms(self, model, batch, normalizers, training):
         logits = model({k: batch[k] for k in INPUT_NAMES}, training=training)

@@ -3,12 +3,9 @@
     result = load_or_build_features(examples, "out/train.tfrecord", tokenizer, settings)
     result.arrays, result.rebuilt, result.reason
 
-Caching: `load_or_build_features` writes a TFRecord (int64 input_ids, input_mask,
-segment_ids [C*T], label_ids [1], is_real_example [1]: the release's names and layout)
-and its sidecar through albert_tf.data.feature_cache, recording max_seq_length,
-max_qa_length, the number of options, do_lower_case, the SentencePiece sha256 and the
-input's content hash (for a RACE split the combined hash of every file read). It reuses
-the file only when all of these match and otherwise says why it rebuilt.
+The records: int64 input_ids, input_mask, segment_ids [C*T], label_ids [1],
+is_real_example [1] (the release's names and layout), with the sidecar and reuse rule of
+albert_tf.data.feature_cache (`feature_file_settings`: what the sidecar records).
 """
 
 import dataclasses
@@ -111,8 +108,7 @@ def load_or_build_features(examples, feature_file, tokenizer, settings, source_d
             file the reader read).
 
     Returns:
-        MultipleChoiceFeatures (.arrays, .num_features, .feature_file, .rebuilt, .reason,
-        .source, .sidecar).
+        MultipleChoiceFeatures.
     """
     settings.validate()
     feature_file = os.fspath(feature_file)

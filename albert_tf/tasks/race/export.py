@@ -7,15 +7,10 @@
     out["probabilities"]  # [B, C]; also "logits" [B, C], "choice" int32 [B], "letter" [B] ("A", ...)
 
 Root `__call__(article [B], question [B], options [B, C])` and the `serving_default`
-signature (any C >= 2, the same for the whole request). Inputs are built as in training
-(albert_tf.tasks.race, the release's race_utils; the release's tokenizer,
-albert_tf.export.release_tokenizer): the strings normalised as preprocess_text does
-(albert_tf.export.normalization; question and option, then their joined text twice, the article twice, as
-race_data), "_" in the question replaced by the option
-(else question + " " + option), that part cut to its last max_qa_length pieces, then
-[CLS] article [SEP] question-with-option [SEP] with the article cut to fill
-max_seq_length. Each request is padded only to the length bucket of its longest input,
-not to max_seq_length (padding is masked, so the logits are the same). Dropout is off (training=False).
+signature (any C >= 2, the same for the whole request). Inputs are built in the graph as
+albert_tf.tasks.race.features builds them in training (albert_tf.export.normalization,
+albert_tf.export.release_tokenizer), each request padded only to the length bucket of its
+longest input (padding is masked: the same logits). Dropout is off (training=False).
 """
 
 import os

@@ -99,8 +99,6 @@ class MultipleChoiceTask(FineTuningTask):
     def head(self, encoder):
         return AlbertForMultipleChoice(encoder, dropout_prob=self.options.dropout_prob)
 
-    # --- the lifecycle's hooks (albert_tf.tasks.fine_tuning) ---------------------------------
-
     @staticmethod
     def check_task(o):
         names = (*DATA_SETS, JSON_LINES)
@@ -186,8 +184,6 @@ class MultipleChoiceTask(FineTuningTask):
                         "initialized_from": outcome["initialized_from"]},
             made_by=made_by)
 
-    # --- data ----------------------------------------------------------------------------
-
     def _batches(self, split, batch_size, training, **kwargs):
         columns = self.columns(split, with_index=not training)
         lengths = columns["input_mask"].sum(-1).max(-1)  # the longest option of each question
@@ -209,8 +205,6 @@ class MultipleChoiceTask(FineTuningTask):
 
     def split_dataset(self, split, batch_size):
         return self._batches(split, batch_size, False)
-
-    # --- loss and metrics ----------------------------------------------------------------
 
     def loss_and_terms(self, model, batch, normalizers, training):
         logits = model({k: batch[k] for k in INPUT_NAMES}, training=training)["logits"]  # [B, C]

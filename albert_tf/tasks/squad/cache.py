@@ -3,15 +3,11 @@
     result = load_or_build_features("train-v2.0.json", "out/train.tfrecord", tokenizer,
                                     FeatureSettings(is_training=True))    # result.rebuilt, result.reason
 
-Caching (the shared machinery of albert_tf.data.feature_cache): `write_feature_file` writes
-a TFRecord of tf.train.Examples (int64 unique_ids[1], input_ids, input_mask, segment_ids,
-p_mask [T], start_positions, end_positions, is_impossible [1]; the release's names)
-and then `<file>.json`, a sidecar recording the settings, tokenizer
-(SentencePiece sha256, do_lower_case) and input file (sha256, size, mtime) that made it.
-Prediction files also get `<file>.spans.json` with each feature's example mapping, token
-spans and max-context flags (post-processing without re-tokenizing). `load_or_build_features`
-reuses a file only when the settings, tokenizer and input content all match, and says why
-it rebuilt.
+The records: int64 unique_ids [1], input_ids, input_mask, segment_ids, p_mask [T],
+start_positions, end_positions, is_impossible [1] (the release's names), with the sidecar
+and reuse rule of albert_tf.data.feature_cache. Prediction files also get
+`<file>.spans.json` with each feature's example mapping, token spans and max-context flags
+(post-processing without re-tokenizing).
 """
 
 import dataclasses

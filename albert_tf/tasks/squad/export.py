@@ -23,15 +23,9 @@ question:
 `ids` int32 [P] and their character spans `start`, `end` [P] in `context`; `tokenize(strings)`
 the ids of questions (RawTextModule).
 
-Each context is cut into the run's windows ([CLS] question [SEP] window [SEP], doc_stride,
-max_query_length, the max-context rule), the model sees all windows of one question as a
-batch padded only to the length bucket of its longest window, and the best span is chosen over all windows with
-the run's post-processing rules (albert_tf.tasks.squad.postprocess: n_best_size starts and
-ends among valid positions for v1, the head's top start_n_top x end_n_top for v2,
-max_answer_length, a start only in its max-context window). So `answer` is the first entry
-of nbest_predictions.json for the same question. Character alignment is
-albert_tf.tasks.squad.aligned_tokens (the in-graph twin of squad.alignment.tokenize_context). Dropout
-is off (training=False).
+The windows, the model's batch and the choice of span are run_squad's prediction's, so
+`answer` is the first entry of nbest_predictions.json for the same question (how:
+docs/squad.md, "Serving"). Dropout is off (training=False).
 """
 
 import os
@@ -81,8 +75,6 @@ class QuestionAnsweringModule(RawTextModule):
     def _context_tokens(self, context):
         ids, start, end = context_pieces(context, self._tokenizer, self._lower)
         return {"ids": ids, "start": start, "end": end}
-
-    # --- one question ------------------------------------------------------------------
 
     def _windows(self, question, context):
         """-> model inputs [W, T'] (T' = the longest window), doc index [W, T'] (-1 outside

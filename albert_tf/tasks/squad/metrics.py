@@ -10,24 +10,7 @@ an official SQuAD file):
 Predictions are `{qid: text}`; in v2.0 the empty string means "no answer". `evaluate_v1`
 and `evaluate_v2` score them.
 
-Rules (as the official scripts):
-- normalize: lower case, remove ASCII punctuation (`string.punctuation`), remove the words
-  a / an / the, collapse whitespace. Exact match compares normalized strings; F1 counts the
-  common normalized tokens (a multiset) -> precision, recall, harmonic mean. The score of a
-  question is the maximum over its gold answers.
-- v1.1: a question missing from the predictions scores 0 (the official script prints
-  "Unanswered question ... will receive score 0."; here `missing` counts them and
-  `missing_prediction_ids` names them). F1 of two texts that normalize to nothing is 0.
-- v2.0: gold answers that normalize to "" are dropped; a question without gold answers
-  (unanswerable) has the single gold answer "", and F1 of "" against "" is 1, of "" against
-  a non-empty text 0. A question has an answer when its `answers` list is non-empty (the
-  official `make_qid_to_has_ans`). With `null_odds` ({qid: score}, higher = more likely
-  unanswerable; the official `na_probs`), a question whose score is > `null_threshold` counts
-  as predicted "no answer"; `best_*` come from the official `find_best_thresh` sweep (qids
-  sorted by score; the threshold starts at 0.0 with every question counted as "no answer",
-  as the official code does even when the scores are logits). HasAns_/NoAns_ keys only when
-  such questions exist. Unlike v1.1, the official v2.0 script cannot score a missing
-  prediction (it crashes): here that is a ValueError.
+The rules, as the official scripts' (and where they are odd): docs/squad.md#metrics.
 """
 
 import collections
@@ -200,16 +183,8 @@ def best_null_threshold(predictions, scores, null_odds, has_answer):
 
 
 def best_reachable_threshold(predictions, scores, null_odds, has_answer):
-    """The best total that ONE threshold reaches, beside the official sweep's.
-
-    The official `find_best_thresh` starts with every question counted as "no answer" (score
-    = number of unanswerable questions, threshold 0.0); at each question, in increasing null
-    odds, that question switches to its prediction: + its score when it has an answer, - 1
-    when it has none and the prediction is not "", + 0 otherwise; a strictly better total
-    takes that question's null odds as the threshold. A threshold t ("no answer" where null
-    odds > t) answers exactly the questions with null odds <= t: over the same walk, only
-    the starting point and the ends of runs of equal null odds are reachable
-    (docs/squad.md, "Post-processing against the release").
+    """The best total that ONE threshold reaches, beside the official sweep's (the walk:
+    docs/squad.md#metrics).
 
     Args:
         predictions: {qid: str}.

@@ -81,8 +81,6 @@ class SquadTask(FineTuningTask):
             raise ValueError(f"--init_checkpoint={directory} holds a SQuAD {version} head; this is "
                              f"run_squad_{self.options.version}.")
 
-    # --- the lifecycle's hooks (albert_tf.tasks.fine_tuning) ---------------------------------
-
     @staticmethod
     def check_task(o):
         if o.version not in VERSIONS:
@@ -219,8 +217,6 @@ class SquadTask(FineTuningTask):
             extra_info=dict(extra, global_step=outcome["final_step"], initialized_from=outcome["initialized_from"]),
             made_by=made_by)
 
-    # --- data ----------------------------------------------------------------------------
-
     def train_dataset(self, input_context, batch_size, skip_batches):
         columns = _feature_columns(self.train_arrays, with_labels=True)
         return bucketed_batches(columns, columns["input_mask"].sum(1), batch_size, self.widths,
@@ -237,8 +233,6 @@ class SquadTask(FineTuningTask):
         columns[EXAMPLE_INDEX] = np.arange(len(features), dtype=np.int32)
         return bucketed_batches(columns, columns["input_mask"].sum(1), batch_size, self.widths,
                                 cut_to_width(SEQUENCE_INPUTS, self.widths), training=False)
-
-    # --- loss and metrics ----------------------------------------------------------------
 
     def loss_and_terms(self, model, batch, normalizers, training):
         from albert_tf.modeling.qa_heads import squad_v1_loss, squad_v2_loss
@@ -285,8 +279,6 @@ class SquadTask(FineTuningTask):
         metrics = self.score(self.dev.questions, result)
         return {k: v for k, v in metrics.items() if isinstance(v, (int, float, np.integer, np.floating))}
 
-    # --- prediction ----------------------------------------------------------------------
-
     def windows(self, features, outputs):
         """Features + the model's per-feature outputs -> albert_tf.tasks.squad.postprocess windows."""
         keys = [key for key in outputs if key not in (EXAMPLE_INDEX, "_batches")]
@@ -303,10 +295,8 @@ class SquadTask(FineTuningTask):
             raise RuntimeError(f"prediction gave {len(outputs[EXAMPLE_INDEX])} outputs for {len(features)} features.")
         windows = self.windows(features, outputs)
         contexts = {e.qas_id: e.context_text for e in examples}
-        if o.version == "v1":
-            result = squad_postprocess.predict_v1(windows, contexts, o.n_best_size, o.max_answer_length)
-        else:
-            result = squad_postprocess.predict_v2(windows, contexts, o.n_best_size, o.max_answer_length)
+        predict = squad_postprocess.predict_v1 if o.version == "v1" else squad_postprocess.predict_v2
+        result = predict(windows, contexts, o.n_best_size, o.max_answer_length)
         # the files in question order: the official v2 sweep breaks ties in null odds by file order
         for key in ("predictions", "nbest", "null_odds"):
             if key in result:
