@@ -392,8 +392,9 @@ def pytest_runtest_protocol(item, nextitem):
 
 # The slowest modules under `make test` (measured), collected first: pytest-xdist hands whole
 # modules to workers in collection order, and a slow module handed out last runs alone at the end.
-SLOW_FIRST = ("test_precision_learning.py", "test_run_pretraining.py", "test_run_classifier.py", "test_reproduce.py",
-              "test_export.py",
+SLOW_FIRST = ("test_precision_learning.py", "test_run_pretraining.py", "test_run_classifier.py", "test_serving.py",
+              "test_full_disk.py", "test_kill_anywhere.py", "test_reproduce.py", "test_export.py",
+              "test_single_writer.py", "test_damaged_files.py",
               "test_accumulation.py", "test_remat.py",
               "test_run_squad.py", "test_training.py", "test_run_race.py", "test_export_text_parity.py",
               "test_precision.py", "test_benchmarks_smoke.py", "test_buckets.py", "test_bucket_losses.py",
