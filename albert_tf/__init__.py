@@ -1,9 +1,7 @@
 """albert_tf: ALBERT (Lan et al., 2019) for TensorFlow 2 and Keras 3.
 
-`from albert_tf import AlbertConfig, AlbertEncoder, AlbertPretrainer, AlbertForQuestionAnswering,
-AlbertForMultipleChoice`.
-The names are resolved lazily so that the data tools (`albert_tf.data`) run without
-importing Keras or TensorFlow.
+`from albert_tf import` the names of `__all__`, resolved lazily so that the data tools
+(`albert_tf.data`) run without importing Keras or TensorFlow.
 """
 
 __all__ = ["AlbertConfig", "AlbertEncoder", "AlbertPretrainer", "AlbertForQuestionAnswering",

@@ -1,3 +1,1 @@
-"""Data: text normalisation and SentencePiece (tokenization, vocab, spm_training), the
-sample corpus, input file globs (files), pretraining instances and TFRecords (instances,
-example_codec, writer, summary), tf.data input (pipeline) and classification data."""
+"""Data: text, SentencePiece, pretraining instances and TFRecords, tf.data input; one module a role."""

@@ -1,9 +1,5 @@
-"""LiteRT (TensorFlow Lite) models of albert_tf models, for on-device ALBERT.
-
-The model's serving function (token ids in, its outputs out) is traced at float32 with
-dynamic batch and length, its variables frozen into constants, saved as a one-signature
-SavedModel and converted by TensorFlow's LiteRT converter with the builtin op set only
-(no TF Select ops: the file runs in the plain `ai_edge_litert` interpreter):
+"""LiteRT (TensorFlow Lite) models of albert_tf models, for on-device ALBERT (docs/litert.md):
+the serving function frozen at float32, dynamic batch and length, builtin ops only:
 
     model                              inputs (int32)                  outputs (float32 but indices)
     AlbertEncoder / AlbertPretrainer   input_word_ids, input_mask,     pooled_output [B, H],
@@ -18,14 +14,9 @@ SavedModel and converted by TensorFlow's LiteRT converter with the builtin op se
                                                                        v2 beam, indices int32)
     AlbertForMultipleChoice            the same, [B, C, T]             logits [B, C]
 
-Quantization (`QUANTIZATIONS`): "none" (float32 weights), "float16" (weights stored in
-float16, computed in float32) and "dynamic_int8" (weights int8, activations quantized on
-the fly: the converter's dynamic-range quantization).
-
-Text goes in as ids (why: docs/litert.md): the SentencePiece model is written beside the
-file, and the JSON says how albert_tf (as the release) turns text into ids with it
-(`tokenization_record`: the normalisation before SentencePiece and the digit-comma rule
-after it, with a test vector).
+`QUANTIZATIONS`: "none", "float16" (weights), "dynamic_int8" (weights; activations at run
+time). Text goes in as ids: the SentencePiece model is written beside the file, and the JSON
+(`tokenization_record`) says how albert_tf turns text into ids with it.
 
 Shape legend: B batch, C classes or choices, T sequence length, H hidden size.
 """

@@ -40,15 +40,7 @@ class AlbertClassifier(FunctionalWeightsLayout, FineTunedModel):
     is not rounded to bf16 before it. Variable paths: the encoder's, then `output/kernel`,
     `output/bias`; checkpoint objects `encoder`, `output_dense`.
 
-    Example:
-    ```python
-    model = AlbertClassifier(AlbertEncoder(AlbertConfig.from_preset("albert_tiny")), num_classes=3)
-    model({
-        "input_word_ids": np.array([[2, 15, 27, 3, 0]], "int32"),
-        "input_mask": np.array([[1, 1, 1, 1, 0]], "int32"),
-        "input_type_ids": np.zeros((1, 5), "int32"),
-    }).shape  # (1, 3)
-    ```
+    Called as in `AlbertEncoder`'s example, on the same input dict.
     """
 
     WEIGHTS_FILE = CLASSIFIER_WEIGHTS

@@ -10,14 +10,7 @@ one key, `sharing`, selecting which sub-layers are shared across layers (paper T
 
 Layer routing follows the original release (`group_of_layer`, `routing`); a key that is
 neither a field nor one of the release's `LEGACY_KEYS` is an error (`from_dict`).
-
-Example:
-```python
-config = AlbertConfig.from_preset("albert_base")
-config.hidden_size  # 768
-config.to_json_file("/tmp/albert_config.json")
-AlbertConfig.from_json_file("/tmp/albert_config.json") == config  # True
-```
+Use: README.md, "Using the model".
 """
 
 import copy

@@ -1,10 +1,8 @@
-"""The ALBERT transformer block as two sharable sub-layers (post-LN, as the original).
+"""The ALBERT transformer block as two sub-layers, each sharable across layers (`AlbertConfig.sharing`),
+post-LN as the original:
 
     h   = LayerNorm(x + dropout(attention(x)))        # AlbertAttention
     out = LayerNorm(h + dropout(W2 act(W1 h)))        # AlbertFeedForward
-
-A "block" is one attention sub-layer followed by one feed-forward sub-layer; either, both
-or neither can be shared across layers (`AlbertConfig.sharing`, paper Table 5).
 
 Shape legend: B batch, T sequence length, H hidden size, N heads, D = H / N, I
 intermediate size.

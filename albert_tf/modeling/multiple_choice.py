@@ -118,17 +118,7 @@ class AlbertForMultipleChoice(FineTunedModel):
     [1, H] and `multiple_choice/output_bias` [1] (the release's top-level
     `output_weights`, `output_bias`).
 
-    Example:
-    ```python
-    model = AlbertForMultipleChoice(AlbertConfig.from_preset("albert_tiny"))
-    ids = np.array([[[2, 15, 27, 3, 40, 3], [2, 15, 27, 3, 41, 3]]], "int32")  # B=1, C=2, T=6
-    out = model({
-        "input_word_ids": ids,
-        "input_mask": np.ones_like(ids),
-        "input_type_ids": np.array([[[0, 0, 0, 0, 1, 1]] * 2], "int32"),
-    })
-    out["logits"].shape  # (1, 2)
-    ```
+    Called as in `AlbertEncoder`'s example, on inputs [B, C, T].
     """
 
     WEIGHTS_FILE = MULTIPLE_CHOICE_WEIGHTS

@@ -33,17 +33,7 @@ class AlbertPretrainer(PretrainedMixin, RuntimeOptions, keras.Model):
     Losses and metrics: `albert_tf.modeling.losses` (`pretraining_terms`,
     `pretraining_loss`, `pretraining_metrics`), used by training and evaluation.
 
-    Example:
-    ```python
-    model = AlbertPretrainer(AlbertConfig.from_preset("albert_tiny"))
-    batch = {
-        "input_word_ids": np.array([[2, 15, 4, 3, 0]], "int32"),
-        "input_mask": np.array([[1, 1, 1, 1, 0]], "int32"),
-        "input_type_ids": np.zeros((1, 5), "int32"),
-        "masked_lm_positions": np.array([[2, 0]], "int32"),
-    }
-    model(batch)["mlm_logits"].shape  # (1, 2, 1000)
-    ```
+    Called as in `AlbertEncoder`'s example, `masked_lm_positions` added to the dict.
     """
 
     # its file in a pretrained directory; the encoder's weights are inside it

@@ -2,11 +2,6 @@
 
 Shape legend: B batch, T sequence length, H hidden size, k1 = start_n_top, k2 = end_n_top.
 
-    SquadV1Head   logits = sequence_output . W^T + b, W [2, H]  -> start_logits, end_logits [B, T]
-    SquadV2Head   XLNet-style: start log-probs, end log-probs conditioned on a start
-                  (the gold one in training, each of the top k1 in inference) and an
-                  answerability logit `cls_logits` [B]
-
 Variable paths and the release's names (`albert_tf.convert.tf1.TF1_TABLE` maps them):
 
     squad/output_weights [2, H]                  cls/squad/output_weights

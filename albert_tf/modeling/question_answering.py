@@ -48,16 +48,7 @@ class AlbertForQuestionAnswering(FineTunedModel):
     the encoder's (`AlbertEncoder`), then `squad/output_weights`, `squad/output_bias` (v1) or
     `squad_v2/...` (v2; `albert_tf.modeling.qa_heads`).
 
-    Example:
-    ```python
-    model = AlbertForQuestionAnswering(AlbertConfig.from_preset("albert_tiny"))
-    out = model({
-        "input_word_ids": np.array([[2, 15, 27, 3, 0]], "int32"),
-        "input_mask": np.array([[1, 1, 1, 1, 0]], "int32"),
-        "input_type_ids": np.zeros((1, 5), "int32"),
-    })
-    out["start_logits"].shape  # (1, 5)
-    ```
+    Called as in `AlbertEncoder`'s example, on the same input dict.
     """
 
     WEIGHTS_FILE = QUESTION_ANSWERING_WEIGHTS

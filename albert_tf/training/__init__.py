@@ -1,2 +1,1 @@
-"""Training: the one driver every command runs through (driver), optimizers, schedules,
-distribution, checkpoints and what a run reports (reporting)."""
+"""Training: the one driver every command runs through, and what it uses; one module a role."""

@@ -1,7 +1,4 @@
-"""The fine-tuned classifier as one SavedModel that takes raw strings.
-
-    model = tf.saved_model.load("runs/mrpc/export")      # after `import tensorflow_text`
-    model(text_a=tf.constant(["..."]), text_b=tf.constant(["..."]))
+"""The fine-tuned classifier as one SavedModel that takes raw strings (use: docs/fine_tuning.md).
 
 Root `__call__(text_a [B], text_b [B])` (text_b only for sentence-pair tasks) and the
 same as the `serving_default` signature. Outputs: classification -> `logits` [B, C],

@@ -1,13 +1,9 @@
-"""The fine-tuned multiple-choice model (RACE) as one SavedModel that takes raw strings.
-
-    import tensorflow_text  # registers the SentencePiece ops
-    mc = tf.saved_model.load("runs/race/export")
-    out = mc(article=tf.constant(["..."]), question=tf.constant(["The text says _ ."]),
-             options=tf.constant([["first", "second", "third", "fourth"]]))
-    out["probabilities"]  # [B, C]; also "logits" [B, C], "choice" int32 [B], "letter" [B] ("A", ...)
+"""The fine-tuned multiple-choice model (RACE) as one SavedModel that takes raw strings (docs/race.md;
+load after `import tensorflow_text`).
 
 Root `__call__(article [B], question [B], options [B, C])` and the `serving_default`
-signature (any C >= 2, the same for the whole request). Inputs are built in the graph as
+signature (any C >= 2, the same for the whole request) -> `probabilities`, `logits` [B, C],
+`choice` int32 [B], `letter` [B] ("A", ...). Inputs are built in the graph as
 albert_tf.tasks.race.features builds them in training (albert_tf.export.normalization,
 albert_tf.export.release_tokenizer), each request padded only to the length bucket of its
 longest input (padding is masked: the same logits). Dropout is off (training=False).

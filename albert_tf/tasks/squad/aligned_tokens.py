@@ -1,15 +1,13 @@
 """In-graph SentencePiece pieces of one string with their character spans in the ORIGINAL text.
 
-The TensorFlow twin of `albert_tf.tasks.squad.alignment.tokenize_context` (docs/squad.md for
-the rules), for SavedModels that take raw text and answer with spans of it:
+The TensorFlow twin of `albert_tf.tasks.squad.alignment.tokenize_context` (rules and how: docs/squad.md,
+"How the alignment works"), for SavedModels that take raw text and answer with spans of it:
 
     tokenizer = ReleaseTokenizer(spm_bytes)  # albert_tf.export.release_tokenizer
     ids, starts, ends = context_pieces(tf.constant("Café  über 7, 2016, at"), tokenizer, lower=True)
     # ids [P] exactly `normalize` + the release's encode_pieces (SentencePieceTokenizer.encode);
     # text[starts[k]:ends[k]] is piece k's text (characters, i.e. Unicode code points, as
     # Python indexes str)
-
-How the spans are found: docs/squad.md, "How the alignment works" (its in-graph twin).
 
 Everything is plain TensorFlow and tensorflow_text ops (no py_function), so it is saved
 inside a SavedModel and runs in a fresh process after `import tensorflow_text`.

@@ -1,10 +1,4 @@
-"""The fine-tuned SQuAD model as one SavedModel that takes raw strings.
-
-    import tensorflow_text  # registers the SentencePiece ops
-    qa = tf.saved_model.load("runs/squad1/export")
-    out = qa(question=tf.constant(["Who wrote it?"]), context=tf.constant(["... long text ..."]))
-    out["answer"], out["score"], out["start"], out["end"]      # [B] each
-    # v2 also out["no_answer_score"]: the null odds (null_odds.json's value)
+"""The fine-tuned SQuAD model as one SavedModel that takes raw strings (use: docs/squad.md, "Serving").
 
 Root `__call__(question [B], context [B])` and the `serving_default` signature return, per
 question:
@@ -23,9 +17,8 @@ question:
 `ids` int32 [P] and their character spans `start`, `end` [P] in `context`; `tokenize(strings)`
 the ids of questions (RawTextModule).
 
-The windows, the model's batch and the choice of span are run_squad's prediction's, so
-`answer` is the first entry of nbest_predictions.json for the same question (how:
-docs/squad.md, "Serving"). Dropout is off (training=False).
+The windows, the model's batch and the choice of span are run_squad's prediction's, so `answer`
+is the first entry of nbest_predictions.json for the same question. Dropout is off (training=False).
 """
 
 import os
