@@ -261,3 +261,23 @@ def test_create_pretraining_data_killed_and_run_again_writes_the_same_shards(sam
     for name in shards:
         assert filecmp.cmp(whole / name, run / name, shallow=False), name
     assert os.listdir(spill) == []
+
+
+def test_a_killed_save_leaves_nothing_once_training_starts_again(tmp_path):
+    """What a save killed midway left (TensorFlow's ckpt-N_temp/, the state file's temporary), in the
+    run directory and best/, is removed when a training chief opens the run; checkpoints stay."""
+    from albert_tf.training.checkpoints import remove_partial_saves
+
+    (tmp_path / "best").mkdir()
+    left = [tmp_path / "ckpt-10_temp", tmp_path / "best" / "ckpt-4_temp"]
+    for directory in left:
+        directory.mkdir()
+        (directory / "part-00000-of-00001.data-00000-of-00001").write_bytes(b"partial")
+    left.append(tmp_path / "checkpoint.tmp0123abcd")
+    left[-1].write_text("partial")
+    kept = ["checkpoint", "ckpt-5.index", "ckpt-5.data-00000-of-00001", "metrics.jsonl", "ckpt-5_tempo"]
+    for name in kept:
+        (tmp_path / name).write_text("")
+    assert sorted(remove_partial_saves(str(tmp_path))) == sorted(map(str, left))
+    assert sorted(os.listdir(tmp_path)) == sorted(["best", *kept]) and os.listdir(tmp_path / "best") == []
+

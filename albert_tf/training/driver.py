@@ -20,7 +20,8 @@ from albert_tf.storage import atomic, space
 from albert_tf.training import sessions
 from albert_tf.training import step as step_lib
 from albert_tf.training.accumulation import check_accumulation
-from albert_tf.training.checkpoints import BEST_DIR, TrainingCheckpoints, newest_checkpoint, read_run_info
+from albert_tf.training.checkpoints import BEST_DIR, TrainingCheckpoints, newest_checkpoint, read_run_info, \
+    remove_partial_saves
 from albert_tf.training.distribution import check_global_batch, check_same_start, worker_lost
 from albert_tf.training.errors import TERMINATED, TRAINING_LOOP, TrainingDivergedError, raise_if_interrupted
 from albert_tf.training.optimizer import create_optimizer
@@ -285,12 +286,15 @@ def train_and_evaluate(task, options, strategy=None, is_chief=True, stream=None,
 
 
 def _open(s):
-    """The run directory (chief: made, temporaries of a killed run swept), the Trainer, the
-    checkpoints and, where checkpoints save it, the training input."""
+    """The run directory (chief: made, temporaries of a killed run swept; a training chief, which
+    holds the run, also removes a killed save's partial files), the Trainer, the checkpoints and,
+    where checkpoints save it, the training input."""
     o = s.options
     if s.is_chief:
         files.makedirs(o.output_dir)
         atomic.sweep(o.output_dir)
+        if o.do_train:
+            remove_partial_saves(o.output_dir)
     s.trainer = Trainer(s.task, o, s.strategy)
     s.saves_iterator = bool(o.do_train and s.task.checkpointable_input
                             and s.strategy is tf.distribute.get_strategy())
