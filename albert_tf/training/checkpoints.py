@@ -63,7 +63,7 @@ _PARTIAL_SAVE = re.compile(r"^(ckpt-\d+_temp|checkpoint\.tmp[0-9a-f]+)$")
 def remove_partial_saves(output_dir):
     """Removes what a killed save left in a run directory and its best/: TensorFlow's
     `ckpt-N_temp/` and the state file's temporary. Only for the chief of a run it holds
-    (storage.lock): no other save is under way there. Returns the names removed."""
+    (storage.lock): no other save is under way there. Returns the paths removed."""
     removed = []
     for directory in (output_dir, files.join(output_dir, BEST_DIR)):
         for name in files.listdir(directory) if files.isdir(directory) else ():
