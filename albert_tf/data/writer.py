@@ -16,6 +16,7 @@ import itertools
 import multiprocessing
 import os
 import queue
+import re
 import secrets
 import sys
 import tempfile
@@ -224,9 +225,18 @@ def output_paths(output_file, num_output_shards=1):
     return outputs
 
 
+_SPILL = re.compile(r"^albert_tf_shuffle-(\d+)-[0-9a-f]{8}$")
+
+
 def spill_directory(options):
-    """A new directory name for the shuffle's spill files (made only when it spills)."""
+    """A new directory name for the shuffle's spill files (made only when it spills). The spill
+    directories that killed runs left there (their process is gone) are removed first."""
     parent = options.temp_dir or tempfile.gettempdir()
+    for name in file_layer.listdir(parent) if file_layer.isdir(parent) else ():
+        m = _SPILL.match(name)
+        if m and not atomic.alive(int(m.group(1))):
+            with contextlib.suppress(OSError):  # e.g. another user's
+                atomic.remove_own(file_layer.join(parent, name))
     return file_layer.join(parent, f"albert_tf_shuffle-{os.getpid()}-{secrets.token_hex(4)}")
 
 

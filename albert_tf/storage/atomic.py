@@ -52,7 +52,8 @@ def temporary_name(path, kind="tmp"):
     return files.join(directory, f".{name}.{kind}-{os.getpid()}-{secrets.token_hex(4)}{suffix}")
 
 
-def _alive(pid):
+def alive(pid):
+    """Whether process `pid` of this machine is alive (another user's counts as alive)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -66,7 +67,7 @@ def _stale(directory, name, pid):
     """Whether temporary `name` is a dead writer's: locally its process is gone; on a URL
     (another machine's process cannot be asked) it is older than files.STALE_SECONDS."""
     if not files.is_url(directory):
-        return not _alive(pid)
+        return not alive(pid)
     try:
         modified = files.getmtime(files.join(directory, name))
     except Exception:  # gone meanwhile

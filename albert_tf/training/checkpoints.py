@@ -13,6 +13,7 @@ output_dir must be one directory that every worker reads: a shared filesystem).
 """
 
 import functools
+import re
 import tempfile
 import weakref
 
@@ -54,6 +55,22 @@ def newest_checkpoint(output_dir):
     were complete, TF writes the .index last, but before the state file named it) the
     highest ckpt-N (storage.integrity.checkpoint_candidates, with an index)."""
     return next((p for p in checkpoint_candidates(output_dir) if files.exists(p + ".index")), None)
+
+
+_PARTIAL_SAVE = re.compile(r"^(ckpt-\d+_temp|checkpoint\.tmp[0-9a-f]+)$")
+
+
+def remove_partial_saves(output_dir):
+    """Removes what a killed save left in a run directory and its best/: TensorFlow's
+    `ckpt-N_temp/` and the state file's temporary. Only for the chief of a run it holds
+    (storage.lock): no other save is under way there. Returns the paths removed."""
+    removed = []
+    for directory in (output_dir, files.join(output_dir, BEST_DIR)):
+        for name in files.listdir(directory) if files.isdir(directory) else ():
+            if _PARTIAL_SAVE.match(name):
+                files.remove(files.join(directory, name))
+                removed.append(files.join(directory, name))
+    return removed
 
 
 def _partial_files_removed(directory, step):

@@ -20,7 +20,8 @@ from albert_tf.storage import atomic, space
 from albert_tf.training import sessions
 from albert_tf.training import step as step_lib
 from albert_tf.training.accumulation import check_accumulation
-from albert_tf.training.checkpoints import BEST_DIR, TrainingCheckpoints, newest_checkpoint, read_run_info
+from albert_tf.training.checkpoints import BEST_DIR, TrainingCheckpoints, newest_checkpoint, read_run_info, \
+    remove_partial_saves
 from albert_tf.training.distribution import check_global_batch, check_same_start, worker_lost
 from albert_tf.training.errors import TERMINATED, TRAINING_LOOP, TrainingDivergedError, raise_if_interrupted
 from albert_tf.training.optimizer import create_optimizer
@@ -285,12 +286,15 @@ def train_and_evaluate(task, options, strategy=None, is_chief=True, stream=None,
 
 
 def _open(s):
-    """The run directory (chief: made, temporaries of a killed run swept), the Trainer, the
-    checkpoints and, where checkpoints save it, the training input."""
+    """The run directory (chief: made, temporaries of a killed run swept; a training chief, which
+    holds the run, also removes a killed save's partial files), the Trainer, the checkpoints and,
+    where checkpoints save it, the training input."""
     o = s.options
     if s.is_chief:
         files.makedirs(o.output_dir)
         atomic.sweep(o.output_dir)
+        if o.do_train:
+            remove_partial_saves(o.output_dir)
     s.trainer = Trainer(s.task, o, s.strategy)
     s.saves_iterator = bool(o.do_train and s.task.checkpointable_input
                             and s.strategy is tf.distribute.get_strategy())
@@ -360,7 +364,8 @@ def _start_logging(s):
             print(f"skipping the {trainer.step} steps of input already consumed", file=s.stream, flush=True)
         s.iterator = _train_input(s, trainer.step if s.resumed else 0)
     s.logger = MetricsLogger(o.output_dir, o.num_train_steps, s.task.progress_metrics, enabled=s.is_chief,
-                             stream=s.stream, fresh=not s.resumed)
+                             stream=s.stream, fresh=not s.resumed,
+                             drop_after=trainer.step if s.resumed and o.do_train else None)
     print(f"strategy {type(s.strategy).__name__} with {s.strategy.num_replicas_in_sync} replicas; global batch "
           f"{o.train_batch_size}"
           + (f" in {o.gradient_accumulation_steps} accumulated slices" if o.gradient_accumulation_steps > 1 else "")
@@ -379,6 +384,8 @@ def _train(s, stop_after_steps):
     if not o.do_train:
         return
     step = trainer.step
+    if s.resumed and o.do_eval:
+        _resumed_evaluation(s, step)
     end = o.num_train_steps if stop_after_steps is None else min(o.num_train_steps, stop_after_steps)
     first_step, start = step, time.time()
     TRAINING_LOOP.set()  # SIGTERM from here on: a checkpoint at the current step, then Terminated
@@ -408,6 +415,16 @@ def _train(s, stop_after_steps):
         TRAINING_LOOP.clear()
     if TERMINATED.is_set():  # it came during the last checkpoint's evaluation: that checkpoint is the step's
         checkpoints.save_if_terminated(step)
+
+
+def _resumed_evaluation(s, step):
+    """The evaluation of the checkpoint resumed from (at `step`), as an uninterrupted run has it:
+    the one metrics.jsonl records (a session killed after it), else, where every checkpoint is
+    evaluated, one done now (a session killed before or during it; best/ is offered it too)."""
+    o = s.options
+    s.results["eval"] = s.logger.evaluation_at(step)
+    if s.results["eval"] is None and o.evaluate_every_checkpoint and step % o.save_checkpoints_steps == 0:
+        s.results["eval"] = _evaluate(s)
 
 
 def _stop_if_diverged(s, metrics, since):

@@ -36,10 +36,12 @@ class MetricsLogger:
         enabled: False on non-chief workers.
         stream: the console.
         fresh: a new run (an old metrics.jsonl is replaced); False when resuming.
+        drop_after: when resuming training, the step of the checkpoint resumed from: the records
+            of later steps (a killed session's, logged again as they are done again) are dropped.
     """
 
     def __init__(self, output_dir, num_train_steps, progress_metrics=(("loss", "loss"),), enabled=True,
-                 stream=None, fresh=True):
+                 stream=None, fresh=True, drop_after=None):
         import tensorflow as tf
 
         self.enabled = enabled
@@ -52,6 +54,24 @@ class MetricsLogger:
         self.eval_writer = tf.summary.create_file_writer(files.join(output_dir, "eval")) if enabled else None
         if enabled and fresh and files.exists(self.path):
             atomic.write_text(self.path, "")
+        elif enabled and drop_after is not None and files.exists(self.path):
+            self._drop_after(drop_after)
+
+    def _drop_after(self, step):
+        later = {n for n, record in read_json_lines(self.path, f"a {METRICS_FILE} record") if record["step"] > step}
+        if later:
+            with files.open(self.path) as f:
+                lines = f.read().split("\n")
+            atomic.write_text(self.path, "".join(f"{line}\n" for n, line in enumerate(lines, 1)
+                                                 if line.strip() and n not in later))
+
+    def evaluation_at(self, step):
+        """The metrics of the evaluation at `step` that metrics.jsonl holds (a session killed after
+        logging them), or None."""
+        evaluations = [r for r in read_records(self.path) if r["split"] == "eval" and r["step"] == step]
+        if not evaluations:
+            return None
+        return {k: v for k, v in evaluations[-1].items() if k not in ("split", "step")}
 
     def _scalars(self, writer, step, values):
         with writer.as_default(step=step):
