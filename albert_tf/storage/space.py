@@ -24,7 +24,7 @@ import os
 import re
 import sys
 
-from albert_tf import compat
+from albert_tf.compat import is_tensorflow_error
 from albert_tf.storage import files
 
 _ERRNOS = {errno.ENOSPC: False, errno.EDQUOT: True}  # errno -> whether a quota (not the disk) is full
@@ -81,7 +81,7 @@ def _space_fault(error):
     """(path or None, quota) when `error` itself is a write that failed for space, else None."""
     if isinstance(error, OSError):
         text, quota = str(error), _ERRNOS.get(error.errno)
-    elif compat.is_tensorflow_error(error):
+    elif is_tensorflow_error(error):
         text, quota = str(error.message), None
     else:
         return None
