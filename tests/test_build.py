@@ -52,7 +52,28 @@ def _problems(root, text):
                     problems.append(f"{attrs['name']} depends on unknown {dep}")
             elif dep.split("//")[1] not in requirements:
                 problems.append(f"{attrs['name']} needs {dep}, which requirements.txt lacks")
-    return problems
+    return problems + _cycles(targets)
+
+
+def _cycles(targets):
+    """Bazel refuses a dependency cycle between targets (e.g. a storage module importing
+    `from albert_tf import X`, which depends on the package's __init__): one line per cycle found."""
+    deps = {name: [d[1:] for d in attrs.get("deps", []) if d[1:] in targets] for name, (_, attrs) in targets.items()}
+    found, state = [], {}  # state: 1 on the path, 2 done
+
+    def visit(name, path):
+        state[name] = 1
+        for dep in deps[name]:
+            if state.get(dep) == 1:
+                found.append("dependency cycle: " + " -> ".join(path[path.index(dep):] + [dep]))
+            elif dep not in state:
+                visit(dep, path + [dep])
+        state[name] = 2
+
+    for name in sorted(deps):
+        if name not in state:
+            visit(name, [name])
+    return found
 
 
 def _requirement_names():
@@ -111,6 +132,15 @@ def test_build_is_what_the_generator_writes():
 
     result = run_in_process(update_build, ["--check"])  # `python tools/update_build.py --check`
     assert result.returncode == 0, result.stderr
+
+
+def test_a_dependency_cycle_is_detected():
+    text = """
+py_library(name = "a", srcs = [], deps = [":b"])
+py_library(name = "b", srcs = [], deps = [":c"])
+py_library(name = "c", srcs = [], deps = [":a"])
+"""
+    assert _cycles(_parse_build(text)) == ["dependency cycle: a -> b -> c -> a"]
 
 
 def test_a_missing_module_is_detected(tmp_path):
