@@ -60,8 +60,14 @@ def _two_cpus():
 
 
 def _iterator(trainer, strategy):
+    """The training iterator, autotuning off: over two replicas, tf.data's autotuning thread would
+    hold this iterator's deletion, in a later test's garbage collection, up to 60 s (the driver's
+    evaluation input: albert_tf/training/driver.py `without_autotune`)."""
+    from albert_tf.training.driver import without_autotune
+
     def dataset_fn(context):
-        return trainer.task.train_dataset(context, context.get_per_replica_batch_size(trainer.global_batch_size), 0)
+        batch_size = context.get_per_replica_batch_size(trainer.global_batch_size)
+        return trainer.task.train_dataset(context, batch_size, 0).with_options(without_autotune())
 
     return iter(strategy.distribute_datasets_from_function(dataset_fn))
 
@@ -131,6 +137,12 @@ class ArrayClassification:
             def train_metrics(self, totals):
                 return {"loss": totals["nll_sum"] / totals["count"]}
 
+            def eval_outputs(self, model, batch):
+                return {"label": batch["label"], "logits": model({k: batch[k] for k in data if k != "label"})}
+
+            def eval_dataset(self, batch_size):
+                return tf.data.Dataset.from_tensor_slices(data).batch(batch_size)
+
         return Arrays()
 
 
@@ -156,16 +168,46 @@ def finetune_mirrored_vs_one_device():
     return results
 
 
+def evaluation_over_two_replicas():
+    """The driver's evaluation of 40 examples in batches of 16 over two replicas: the per-example
+    outputs, the labels in order, and whether tf.data's autotuning was on in the dataset handed to
+    the strategy."""
+    import numpy as np
+
+    from albert_tf import AlbertConfig
+    from albert_tf.training.driver import Trainer, TrainingOptions
+
+    config = AlbertConfig.from_preset("albert_tiny").replace(**MECHANICS)
+    with _two_cpus() as strategies:
+        strategy = dict(strategies)["mirrored"]
+        task = ArrayClassification.make(config)
+        trainer = Trainer(task, TrainingOptions(output_dir="unused", train_batch_size=16), strategy)
+        handed, original = [], strategy.experimental_distribute_dataset
+
+        def distribute(dataset, *args, **kwargs):
+            handed.append(dataset)
+            return original(dataset, *args, **kwargs)
+
+        strategy.experimental_distribute_dataset = distribute
+        outputs = trainer.per_example_outputs(task.eval_dataset(16), 16)
+        labels = np.concatenate([b["label"] for b in task.eval_dataset(40).as_numpy_iterator()])
+    return {"outputs": outputs, "labels": labels, "autotune": [d.options().autotune.enabled for d in handed]}
+
+
 def fit_mirrored_vs_one_device():
     """model.fit with albert_tf's LAMB: Keras must sum the replicas' gradients."""
     import keras
     import numpy as np
+    import tensorflow as tf
 
+    from albert_tf.training.driver import without_autotune
     from albert_tf.training.optimizer import LAMB
 
     rng = np.random.default_rng(0)
     x = rng.normal(size=(64, 6)).astype("float32")
     y = (x @ rng.normal(size=(6, 1))).astype("float32")
+    # batches of 8 in order, autotuning off (as `_iterator`)
+    batches = tf.data.Dataset.from_tensor_slices((x, y)).batch(8).with_options(without_autotune())
     results = {}
     with _two_cpus() as strategies:
         for name, strategy in strategies:
@@ -178,7 +220,7 @@ def fit_mirrored_vs_one_device():
                 # jit_compile off: the point is Keras' all-reduce, which XLA does not change
                 model.compile(optimizer=LAMB(learning_rate=0.01),
                               loss=keras.losses.MeanSquaredError(reduction="sum"), jit_compile=False)
-            history = model.fit(x, y, batch_size=8, epochs=1, shuffle=False, verbose=0, steps_per_epoch=5)
+            history = model.fit(batches, epochs=1, verbose=0, steps_per_epoch=5)
             results[name] = {"replicas": strategy.num_replicas_in_sync,
                              "losses": [float(v) for v in history.history["loss"]],
                              "weights": float(sum(np.abs(w).sum() for w in model.get_weights()))}

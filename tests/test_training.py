@@ -8,7 +8,7 @@ import sys
 import numpy as np
 import pytest
 import tensorflow as tf
-from distributed_helpers import MECHANICS
+from distributed_helpers import MECHANICS, evaluation_over_two_replicas
 
 from albert_tf import AlbertConfig
 from albert_tf.modeling.losses import pretraining_metrics
@@ -243,6 +243,17 @@ def test_evaluation_covers_every_example_and_refuses_an_empty_set(pretraining_re
     nothing = trainer.task.eval_dataset(16).take(0)
     with pytest.raises(ValueError, match="the evaluation set holds no example"):
         trainer.per_example_outputs(nothing, 16)
+
+
+def test_evaluation_over_two_replicas_runs_without_autotuning():
+    """Deleting an iterator of a dataset distributed over two or more replicas waits for
+    tf.data's autotuning thread, up to 60 s (docs/pretraining.md, "Scaling out"): the driver's
+    evaluation hands the strategy its input with autotuning off, and still returns each of the
+    40 examples once, in order (two batches of 16, one of 8 padded to 16)."""
+    result = evaluation_over_two_replicas()
+    assert result["autotune"] == [False]
+    np.testing.assert_array_equal(result["outputs"]["label"], result["labels"])
+    assert result["outputs"]["logits"].shape == (40, 3)
 
 
 def test_pad_batch_marks_padding_with_zero_weight():

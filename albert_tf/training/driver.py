@@ -157,7 +157,7 @@ class Trainer:
             ValueError: the dataset holds no example.
         """
         padded = graph_map(dataset, lambda b: pad_batch(b, global_batch_size))
-        distributed = self.strategy.experimental_distribute_dataset(padded)
+        distributed = self.strategy.experimental_distribute_dataset(padded.with_options(without_autotune()))
         # traced once for the dataset's spec (a length bucket's width is left unknown, as in
         # the training loop), not once per width: each trace costs as much as a short evaluation
         self._eval_fn.get_concrete_function(distributed.element_spec)
@@ -305,6 +305,16 @@ def _open(s):
                                         is_chief=s.is_chief, iterator=s.iterator,
                                         keep_best=o.keep_best and s.task.best_metric is not None,
                                         trains=o.do_train, on_save=on_save)
+
+
+def without_autotune():
+    """tf.data options that turn autotuning off (parallel calls and prefetch buffers then keep
+    their starting sizes). Evaluation input takes them: with two or more replicas, deleting an
+    iterator of `experimental_distribute_dataset` waits for the autotuning thread's current
+    period, up to 60 s, after every evaluation (docs/pretraining.md, "Scaling out")."""
+    options = tf.data.Options()
+    options.autotune.enabled = False
+    return options
 
 
 def _train_input(s, skip_steps):
