@@ -7,6 +7,7 @@ input cut short exits 2 naming it; a damaged feature cache is rebuilt. In this p
 (the commands' main)."""
 
 import glob
+import json
 import os
 import shutil
 
@@ -14,6 +15,7 @@ import h5py
 import numpy as np
 import pytest
 from conftest import flip_a_bit, run_in_process, write_tiny_config
+from test_run_pretraining import _finished, _two_workers, model_values
 from test_run_pretraining import pretrain_args as run_pretraining_args
 
 from albert_tf import export_tfhub, run_pretraining
@@ -84,6 +86,35 @@ def test_resume_sets_a_damaged_newest_checkpoint_aside_and_continues_from_the_on
         again = run_in_process(run_pretraining, pretrain_args(records, run, tiny_config_file, "--num_train_steps=8"))
         assert again.returncode == 0 and "damaged checkpoint" not in again.stdout, again.stdout + again.stderr
         assert f"resuming from {run / 'ckpt-6'} at step 6" in again.stdout
+
+
+@pytest.mark.real_process
+def test_two_workers_resume_past_a_damaged_checkpoint_from_the_same_one_and_the_chief_alone_sets_it_aside(
+        pretraining_records, tiny_config_file, tmp_path):
+    """MultiWorkerMirroredStrategy, two processes on loopback sharing --output_dir: both skip the
+    damaged newest checkpoint and restore the one before; the chief sets it aside once both have
+    chosen (no worker reads while it moves); the run ends with the weights of the undamaged run
+    (a resume is exact: test_run_pretraining's multi-worker test)."""
+    records, _ = pretraining_records
+    run = tmp_path / "run"
+    flags = ("--nodo_eval", "--save_checkpoints_steps=2", "--iterations_per_loop=2", "--num_warmup_steps=1",
+             "--num_train_steps=4", "--deterministic", "--dynamic_masking", "--dtype_policy=float32")
+    for code, _, stderr in _finished(_two_workers(records, tiny_config_file, [run, run], *flags)[0]):
+        assert code == 0, stderr[-3000:]
+    whole = model_values(str(run / "ckpt-4"))
+    cut_short(data_file(run / "ckpt-4"))
+    (chief, chief_out, chief_err), (worker, worker_out, worker_err) = _finished(
+        _two_workers(records, tiny_config_file, [run, run], *flags)[0])
+    assert chief == 0 and worker == 0, chief_err[-3000:] + worker_err[-3000:]
+    (aside,) = glob.glob(str(run / "ckpt-4.damaged-*"))  # once, by the chief
+    assert f"damaged checkpoint {run / 'ckpt-4'}: its data is cut short; set aside as {aside}" in chief_out
+    assert f"damaged checkpoint {run / 'ckpt-4'}: its data is cut short; the chief sets it aside" in worker_out
+    for out in (chief_out, worker_out):
+        assert f"resuming from {run / 'ckpt-2'} at step 2" in out, out
+    resumed = model_values(str(run / "ckpt-4"))
+    assert resumed.keys() == whole.keys() and whole
+    for name in whole:
+        np.testing.assert_array_equal(resumed[name], whole[name], err_msg=name)
 
 
 def test_resume_when_no_checkpoint_restores_exits_2_naming_each(pretraining_records, tiny_config_file, run_4,
@@ -221,7 +252,8 @@ def test_a_damaged_feature_cache_is_rebuilt_saying_so(tmp_path):
 
 @pytest.fixture(scope="module")
 def classifier_run(spm_model, tmp_path_factory):
-    """A 2-step CoLA-layout fine-tuning run (ckpt-1, ckpt-2) and its command's arguments."""
+    """A 2-step CoLA-layout fine-tuning run (ckpt-1, ckpt-2, each evaluated: best/) and its
+    command's arguments."""
     from albert_tf import run_classifier
 
     base = tmp_path_factory.mktemp("classifier")
@@ -231,12 +263,14 @@ def classifier_run(spm_model, tmp_path_factory):
             for i in range(32)]
     (data / "train.tsv").write_text("\n".join(rows) + "\n", encoding="utf-8")
     (data / "dev.tsv").write_text("\n".join(rows[:16]) + "\n", encoding="utf-8")
+    (data / "test.tsv").write_text("id\tsentence\n0\tthe model reads the text\n", encoding="utf-8")
     config = write_tiny_config(base, num_hidden_layers=1, num_hidden_groups=1)
     common = ["--task_name=cola", f"--data_dir={data}", "--max_seq_length=32", "--train_batch_size=16",
               "--eval_batch_size=16", f"--spm_model_file={spm_model}", f"--albert_config_file={config}",
               "--save_checkpoints_steps=1", "--iterations_per_loop=1", "--dtype_policy=float32"]
     run = base / "run"
-    result = run_in_process(run_classifier, [*common, f"--output_dir={run}", "--do_train", "--train_step=2"])
+    result = run_in_process(run_classifier, [*common, f"--output_dir={run}", "--do_train", "--do_eval",
+                                             "--train_step=2"])
     assert result.returncode == 0, result.stderr[-3000:]
     return run, common
 
@@ -247,6 +281,7 @@ def test_fine_tuning_resumes_past_a_damaged_checkpoint_and_its_readers_exit_2(cl
 
     run, common = classifier_run
     damaged = copy_run(run, tmp_path)
+    shutil.rmtree(damaged / "best")  # (what a damaged best/ does: the test below) convert would read it
     cut_short(data_file(damaged / "ckpt-2"))
     # evaluation alone only reads: the damaged newest checkpoint is named, nothing is set aside
     result = run_in_process(run_classifier, [*common, f"--output_dir={damaged}", "--do_eval"])
@@ -264,3 +299,64 @@ def test_fine_tuning_resumes_past_a_damaged_checkpoint_and_its_readers_exit_2(cl
     assert f"damaged checkpoint {damaged / 'ckpt-2'}: its data is cut short; set aside as" in result.stdout
     assert f"resuming from {damaged / 'ckpt-1'} at step 1" in result.stdout
     assert (damaged / "ckpt-3.index").exists() and len(glob.glob(str(damaged / "ckpt-2.damaged-*"))) == 1
+
+
+def flip_a_bit_of_the_model(prefix):
+    """Flips a bit inside the largest model variable's bytes in the checkpoint's data file
+    (the middle of the file may fall in the optimizer's, which convert does not read)."""
+    import tensorflow as tf
+
+    reader = tf.train.load_checkpoint(str(prefix))
+    names = [n for n in reader.get_variable_to_shape_map() if n.startswith("model/")]
+    value = max((reader.get_tensor(n) for n in names), key=np.size).tobytes()
+    path = type(prefix)(data_file(prefix))
+    data = bytearray(path.read_bytes())
+    data[data.index(value) + len(value) // 2] ^= 1
+    path.write_bytes(bytes(data))
+
+
+BEST_DAMAGE = {"data_cut_short": (DAMAGE["data_cut_short"][0], "its data is cut short"),
+               "model_bytes_changed": (flip_a_bit_of_the_model, "its data changed"),
+               "index_missing": (DAMAGE["index_missing"][0], "its index file {}.index is missing")}
+
+
+@pytest.mark.parametrize("kind", sorted(BEST_DAMAGE))
+def test_a_damaged_best_checkpoint_stops_its_readers_and_a_resumed_training_run_sets_it_aside(
+        classifier_run, spm_model, tmp_path, kind):
+    from albert_tf import run_classifier
+    from albert_tf.convert import __main__ as convert
+    from albert_tf.storage import integrity
+
+    run, common = classifier_run
+    damaged = copy_run(run, tmp_path)
+    (index,) = glob.glob(str(damaged / "best" / "ckpt-*.index"))
+    best = index[: -len(".index")]
+    damage, what = BEST_DAMAGE[kind]
+    damage(type(damaged)(best))
+    what = what.format(os.path.basename(best))
+    before = sorted(os.listdir(damaged))
+    # evaluation, prediction and the export from best/ alone: exit 2 naming it, nothing written
+    result = run_in_process(run_classifier, [*common, f"--output_dir={damaged}", "--do_eval", "--do_predict",
+                                             f"--export_dir={tmp_path / 'export'}"])
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr[-3000:]
+    assert f"the best checkpoint of {damaged}: the checkpoint {best} is damaged: {what}" in result.stderr
+    assert sorted(os.listdir(damaged)) == before and not (tmp_path / "export").exists()
+    # convert (and export_litert: the same loader) read a fine-tuning run's best/
+    result = run_in_process(convert, ["--from=albert_tf", f"--input={damaged}", "--to=hf",
+                                      f"--spm_model_file={spm_model}", f"--output={tmp_path / 'hf'}"])
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr[-3000:]
+    assert f"the checkpoint {best} is damaged: {what}" in result.stderr and not (tmp_path / "hf").exists()
+    # the training command resumed: best/ set aside whole, chosen anew from the checkpoint it continues from
+    steps = 3 if kind == "data_cut_short" else 2  # one goes on training: its evaluation is offered too
+    result = run_in_process(run_classifier, [*common, f"--output_dir={damaged}", "--do_train", "--do_eval",
+                                             f"--train_step={steps}"])
+    assert result.returncode == 0, result.stderr[-3000:]
+    (aside,) = glob.glob(str(damaged / "best.damaged-*"))
+    assert f"damaged best checkpoint {best}: {what}" in result.stdout, result.stdout
+    assert f"; set aside as {aside}; the best checkpoint is chosen anew from {damaged / 'ckpt-2'} on" in result.stdout
+    assert {"best_metrics.json", "checkpoint", os.path.basename(best) + ".data-00000-of-00001"} <= set(
+        os.listdir(aside))  # kept whole
+    with open(damaged / "best" / "best_metrics.json", encoding="utf-8") as f:
+        fresh = json.load(f)
+    assert fresh["step"] in range(2, steps + 1) and fresh["checkpoint"] == f"ckpt-{fresh['step']}"
+    integrity.check_checkpoint(str(damaged / "best" / fresh["checkpoint"]), "best/")  # whole

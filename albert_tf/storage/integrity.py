@@ -5,8 +5,8 @@ status 2), never with a library's internal text; a damaged training checkpoint i
 
     with integrity.reading_checkpoint(prefix, "--init_checkpoint=run", fix):  # reading errors named
         tf.train.Checkpoint(model=model).read(prefix)
-    path, lines = integrity.restore_newest(run_dir, restore, trains=True)   # resume past damage
-    integrity.set_aside_checkpoint(prefix)   # run/ckpt-4.* -> run/ckpt-4.damaged-<UTC time>/
+    path, damaged = integrity.restore_newest(run_dir, restore, trains=True)  # resume past damage
+    integrity.set_aside(prefix)   # run/ckpt-4.* -> run/ckpt-4.damaged-<UTC time>/ (run/best -> run/best.damaged-...)
     integrity.seal_weights_file(tmp)         # after model.save_weights(tmp): the weights' sha256
     integrity.check_weights_file(path, fix)  # before loading: DamagedFileError when it differs
 
@@ -106,17 +106,23 @@ def reading_checkpoint(prefix, source, fix):
                                f"{fix}") from None
 
 
-def check_checkpoint(prefix, source, root=None):
-    """Reads every variable of the checkpoint at `prefix` (those under object `root`, e.g.
-    "model", when given; TensorFlow checks each one's checksum): DamagedFileError naming
-    `source` when one does not read."""
+def read_variables(prefix, roots=None):
+    """Reads every variable of the checkpoint at `prefix` (those under the objects `roots`,
+    e.g. {"model"}, when given); TensorFlow checks each one's checksum and raises its error
+    (`is_damage`) for one that does not read."""
     import tensorflow as tf
 
+    reader = tf.train.load_checkpoint(prefix)
+    for name in reader.get_variable_to_shape_map():
+        if roots is None or name.split("/", 1)[0] in roots:
+            reader.get_tensor(name)
+
+
+def check_checkpoint(prefix, source, root=None):
+    """`read_variables` (those under object `root`, e.g. "model", when given):
+    DamagedFileError naming `source` when one does not read."""
     with reading_checkpoint(prefix, source, READER_FIX):
-        reader = tf.train.load_checkpoint(prefix)
-        for name in reader.get_variable_to_shape_map():
-            if root is None or name.startswith(root + "/"):
-                reader.get_tensor(name)
+        read_variables(prefix, None if root is None else {root})
 
 
 def check_named_checkpoint(path):
@@ -161,41 +167,58 @@ def checkpoint_candidates(output_dir):
     return [p for p in ordered if files.exists(p + ".index") or files.glob(p + ".data-*")]
 
 
-def restore_newest(output_dir, restore, trains, set_aside=True):
+def damage_of(prefix, read):
+    """What is wrong with the checkpoint at `prefix` (`checkpoint_damage`) when `read(prefix)`
+    raises a reading error (`is_damage`); None when it reads."""
+    try:
+        read(prefix)
+    except Exception as e:
+        if not is_damage(e):
+            raise
+        return checkpoint_damage(prefix, e)
+    return None
+
+
+def restore_newest(output_dir, restore, trains):
     """Calls `restore(prefix)` on the training checkpoints of `output_dir`, newest first
     (`checkpoint_candidates`), until one does not raise a reading error. Returns (that
-    prefix or None, lines naming each damaged one before it); those are set aside
-    (`set_aside_checkpoint`) when `set_aside` (a training chief).
+    prefix or None, [(prefix, what is wrong)] for each damaged one before it, to be named
+    and set aside: `set_aside`). Nothing is moved here: every worker of a multi-worker run
+    chooses from the same files before its chief moves any.
 
     Raises:
-        DamagedFileError: checkpoints exist and none restores (each named, none set aside:
-            never a silent start from step 0); or, when not `trains` (a run that only
-            reads), the newest does not.
+        DamagedFileError: checkpoints exist and none restores (each named: never a silent
+            start from step 0); or, when not `trains` (a run that only reads), the newest
+            does not.
     """
     damaged = []
     for prefix in checkpoint_candidates(output_dir):
-        try:
-            restore(prefix)
-        except Exception as e:
-            if not is_damage(e):
-                raise
-            damaged.append((prefix, checkpoint_damage(prefix, e)))
-            if trains:
-                continue
-            raise DamagedFileError(f"--output_dir={output_dir}: the newest checkpoint {prefix} is damaged: "
-                                   f"{damaged[0][1]}. {READER_FIX}") from None
-        lines = []
-        for damaged_prefix, what in damaged:
-            kept = f"set aside as {set_aside_checkpoint(damaged_prefix)}" if set_aside else "the chief sets it aside"
-            lines.append(f"damaged checkpoint {damaged_prefix}: {what}; {kept}; continuing from {prefix}, the newest "
-                         "checkpoint that restores")
-        return prefix, lines
+        what = damage_of(prefix, restore)
+        if what is None:
+            return prefix, damaged
+        damaged.append((prefix, what))
+        if not trains:
+            raise DamagedFileError(f"--output_dir={output_dir}: the newest checkpoint {prefix} is damaged: {what}. "
+                                   f"{READER_FIX}")
     if damaged:
         raise DamagedFileError(
             f"--output_dir={output_dir}: no checkpoint restores: "
             f"{'; '.join(f'{prefix} ({what})' for prefix, what in damaged)}. They are left as they are: restore them "
             "from a copy, or start anew in another --output_dir (or move them away).")
     return None, []
+
+
+def set_aside(path, chief=True):
+    """Sets the damaged checkpoint `path` aside, kept: a prefix (`set_aside_checkpoint`), or
+    the directory that holds one with its record (`run/best`), renamed `damaged_name(path)`
+    whole. Returns the console's words: "set aside as <where>"; where not `chief` (a worker of
+    a multi-worker run, which writes nothing in the run: its chief does) it moves nothing and
+    returns "the chief sets it aside"."""
+    if not chief:
+        return "the chief sets it aside"
+    if files.isdir(path):
+        return f"set aside as {files.rename(path, damaged_name(path))}"
+    return f"set aside as {set_aside_checkpoint(path)}"
 
 
 def damaged_name(prefix, when=None):

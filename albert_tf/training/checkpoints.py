@@ -31,6 +31,9 @@ from albert_tf.storage import files, space
 
 BEST_DIR = "best"
 BEST_METRICS = "best_metrics.json"
+# what a run that only reads its damaged best checkpoint is told to do
+BEST_FIX = ("Restore it from a copy, or run the training command again on the run: it sets a damaged best checkpoint "
+            "aside and chooses the best anew (moved away, evaluation and prediction use the newest checkpoint).")
 RUN_INFO = "run_info.json"
 
 
@@ -123,11 +126,13 @@ class TrainingCheckpoints:
         self.manager = self._new_manager()
         self.keep_best = keep_best
         self.best = None
-        self.damage_report = []  # restore_latest's lines on damaged checkpoints
+        self.damaged, self.damaged_best = [], None  # restore_latest's [(prefix, what is wrong)], best/'s (prefix, what)
+        self.resumed = None
         if keep_best:
             self.best_dir = files.join(output_dir, BEST_DIR)
-            self.best_manager = tf.train.CheckpointManager(self.checkpoint, self.best_dir, max_to_keep=1,
-                                                           checkpoint_name="ckpt")
+            self._new_best_manager = functools.partial(tf.train.CheckpointManager, self.checkpoint, self.best_dir,
+                                                       max_to_keep=1, checkpoint_name="ckpt")
+            self.best_manager = self._new_best_manager()
             self.best = self._read_best()
 
     # --- resume ------------------------------------------------------------------------
@@ -135,9 +140,10 @@ class TrainingCheckpoints:
     def restore_latest(self):
         """Restores the newest checkpoint of output_dir that restores; returns its path or None.
 
-        A damaged one (cut short, bytes changed, a file missing) is skipped and named in
-        `self.damage_report` (lines); a training chief sets it aside (storage.integrity.
-        restore_newest: kept, no longer a checkpoint of the run).
+        A damaged one (cut short, bytes changed, a file missing) is skipped, and so, for a
+        run that trains, is a damaged best checkpoint (best/ read whole now, not when the run
+        ends: the best is then chosen anew); they are in `self.damaged` and
+        `self.damaged_best`, for `set_aside_damaged`.
 
         Raises:
             ValueError: the checkpoint lacks objects this run saves (written by another
@@ -151,11 +157,32 @@ class TrainingCheckpoints:
         # made now (else at the first save): a restore fills it at once, and one that fails
         # leaves no value waiting for it (TensorFlow would warn of it when the run ends)
         self.checkpoint.save_counter  # noqa: B018 (the property makes it)
-        path, self.damage_report = integrity.restore_newest(self.output_dir, self._restore, self.trains,
-                                                            set_aside=self.is_chief)
-        if self.damage_report and self.is_chief:
-            self.manager = self._new_manager()  # from the state file without them
-        return path
+        self.resumed, self.damaged = integrity.restore_newest(self.output_dir, self._restore, self.trains)
+        if self.keep_best and self.trains:  # best/ read now, what restore_best restores (not the input position)
+            best = next(iter(checkpoint_candidates(self.best_dir)), None)
+            read = functools.partial(integrity.read_variables, roots=set(self.items) - {"iterator"})
+            what = best and integrity.damage_of(best, read)
+            if what:
+                self.damaged_best, self.best = (best, what), None
+        return self.resumed
+
+    def set_aside_damaged(self):
+        """Lines naming each damaged checkpoint `restore_latest` passed over; the chief sets
+        them aside (storage.integrity.set_aside: kept, no longer read). Called once every
+        worker has chosen its checkpoint (the driver: after check_same_start), so that no
+        worker reads a run's files while its chief moves them."""
+        lines = [f"damaged checkpoint {prefix}: {what}; {integrity.set_aside(prefix, self.is_chief)}; continuing "
+                 f"from {self.resumed}, the newest checkpoint that restores" for prefix, what in self.damaged]
+        if self.damaged_best:  # best/ goes whole, with its record
+            prefix, what = self.damaged_best
+            kept = integrity.set_aside(self.best_dir, self.is_chief)
+            lines.append(f"damaged best checkpoint {prefix}: {what}; {kept}; the best checkpoint is chosen anew from "
+                         f"{self.resumed or 'step 0'} on")
+        if lines and self.is_chief:  # from the state files without them
+            self.manager = self._new_manager()
+            if self.keep_best:
+                self.best_manager = self._new_best_manager()
+        return lines
 
     def _restore(self, path):
         self.check_resumable(path)
@@ -256,8 +283,7 @@ class TrainingCheckpoints:
         pipeline, seconds of work). Returns its path or None."""
         path = self.best_manager.latest_checkpoint if self.keep_best else None
         if path:
-            with integrity.reading_checkpoint(path, f"the best checkpoint of {self.output_dir}",
-                                              f"Remove {self.best_dir} to choose the best checkpoint anew."):
+            with integrity.reading_checkpoint(path, f"the best checkpoint of {self.output_dir}", BEST_FIX):
                 self._checkpoint_for(path, input_position=False).restore(path).assert_existing_objects_matched() \
                     .expect_partial()
         return path

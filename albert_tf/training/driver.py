@@ -332,9 +332,9 @@ def _resume(s):
     load the task's starting weights (`Task.initialize`); sets task.initialized_from."""
     task, checkpoints, trainer, o = s.task, s.checkpoints, s.trainer, s.options
     s.resumed = checkpoints.restore_latest()
-    for line in checkpoints.damage_report:  # damaged checkpoints set aside
-        print(line, file=s.stream, flush=True)
     check_same_start(s.strategy, trainer.step, o.output_dir)
+    for line in checkpoints.set_aside_damaged():  # once every worker chose (check_same_start's collective)
+        print(line, file=s.stream, flush=True)
     if not s.resumed:
         task.initialized_from = task.initialize(trainer.model)
         print(f"initialized from {task.initialized_from}", file=s.stream, flush=True)
@@ -430,11 +430,14 @@ def _train(s, stop_after_steps):
 def _resumed_evaluation(s, step):
     """The evaluation of the checkpoint resumed from (at `step`), as an uninterrupted run has it:
     the one metrics.jsonl records (a session killed after it), else, where every checkpoint is
-    evaluated, one done now (a session killed before or during it; best/ is offered it too)."""
-    o = s.options
+    evaluated, one done now (a session killed before or during it; best/ is offered it too). A
+    damaged best/ set aside: the recorded one is the first offered."""
+    o, checkpoints = s.options, s.checkpoints
     s.results["eval"] = s.logger.evaluation_at(step)
     if s.results["eval"] is None and o.evaluate_every_checkpoint and step % o.save_checkpoints_steps == 0:
         s.results["eval"] = _evaluate(s)
+    elif s.results["eval"] is not None and checkpoints.keep_best and checkpoints.best is None:  # best/ set aside
+        checkpoints.offer_best(step, s.results["eval"], s.task.best_metric)
 
 
 def _stop_if_diverged(s, metrics, since):
