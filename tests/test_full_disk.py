@@ -299,11 +299,19 @@ def test_create_pretraining_data_on_a_full_disk_keeps_its_old_shards_and_leaves_
             "--max_seq_length=64", "--dupe_factor=2", "--num_output_shards=2", "--shuffle_buffer_size=50",
             f"--temp_dir={spill}", "--random_seed=7"]
     assert run_in_process(create_pretraining_data, args).returncode == 0
-    before = _files(out)
     disk.fill(leave=16 << 10)  # the first spill of 50 instances does not fit
+    _data_on_a_full_disk(disk, args, spill, out, spill)
 
-    _fails_for_space("create_pretraining_data", args, spill)
-    assert _files(out) == before and os.listdir(spill) == []
+
+def _data_on_a_full_disk(disk, args, named, out, empty, **environ):
+    """create_pretraining_data ARGS on the full disk (`environ` added to its environment): status
+    4 naming directory `named`, the output directory `out` as it was, directory `empty` empty, no
+    temporaries on the disk; with room the same command writes the same two shards again."""
+    from albert_tf import create_pretraining_data
+
+    before = _files(out)
+    _fails_for_space("create_pretraining_data", args, named, **environ)
+    assert _files(out) == before and os.listdir(empty) == []
     _no_temporaries(disk.path)
 
     disk.free()
@@ -328,18 +336,9 @@ def test_create_pretraining_data_as_a_beam_pipeline_on_a_full_disk(disk, tmp_pat
             f"--spm_model_file={write_fixed_model(str(tmp_path / 'fixed.model'))}", "--max_seq_length=40",
             "--max_predictions_per_seq=7", "--dupe_factor=3", "--num_output_shards=2"]
     assert run_in_process(create_pretraining_data, args).returncode == 0  # the local writer: Beam's bytes
-    before = _files(out)
-    beam = [*args, "--runner=DirectRunner", "--num_workers=2"]
     disk.fill(leave=16 << 10)  # the shards do not fit
-
-    _fails_for_space("create_pretraining_data", beam, out, TMPDIR=beam_tmp)
-    assert _files(out) == before and os.listdir(beam_tmp) == []
-    _no_temporaries(disk.path)
-
-    disk.free()
-    assert run_in_process(create_pretraining_data, beam).returncode == 0
-    shards = [p for p in before if p.endswith("-of-00002")]
-    assert len(shards) == 2 and {p: _files(out)[p] for p in shards} == {p: before[p] for p in shards}
+    _data_on_a_full_disk(disk, [*args, "--runner=DirectRunner", "--num_workers=2"], out, out, beam_tmp,
+                         TMPDIR=beam_tmp)
 
 
 @pytest.mark.real_process
