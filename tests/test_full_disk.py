@@ -183,6 +183,22 @@ def _no_temporaries(directory):
     assert not left, left
 
 
+def test_an_outputs_lock_on_a_full_disk_names_its_directory_and_is_let_go(disk):
+    """Taking an output's lock writes its holder record: on a full disk that write fails naming
+    the output's directory, and the lock is let go (taken once there is room, in this process too)."""
+    from albert_tf.storage import lock
+
+    run = os.path.join(disk.path, "run")
+    os.makedirs(run)
+    disk.fill(leave=0)
+    with pytest.raises(OSError) as raised:
+        lock.holding(os.path.join(run, ".albert_tf_lock"), "--output_dir", run)
+    assert space.disk_full(raised.value).directory == run and os.listdir(run) == []
+    disk.free()
+    with lock.holding(os.path.join(run, ".albert_tf_lock"), "--output_dir", run):
+        assert os.listdir(run) == [".albert_tf_lock"]
+
+
 SAVE_PRETRAINED = """
 import sys
 from albert_tf import AlbertConfig, AlbertPretrainer, cli

@@ -197,8 +197,12 @@ class _FileLock:
             self.fd = fd
             gone = _read(self.path)
             os.ftruncate(fd, 0)
-            with space.naming(self.path):  # a full disk: its directory named
-                os.pwrite(fd, _dump(record), 0)
+            try:
+                with space.naming(self.path):  # a full disk: its directory named
+                    os.pwrite(fd, _dump(record), 0)
+            except OSError:
+                self.release()
+                raise
             return gone
         raise OSError(f"{self.path}: could not take the lock in {_TRIES} tries (other processes took and let go "
                       "of it meanwhile); run the command again.")
