@@ -23,7 +23,8 @@ from albert_tf.storage import space
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=ROOT)
 # what the libraries say of a full disk, which the command's line must not repeat
-LIBRARY_TEXT = ("Traceback", "ResourceExhausted", "SaveV2", "function_node", "Errno", "errno =", "tempstate")
+LIBRARY_TEXT = ("Traceback", "ResourceExhausted", "SaveV2", "function_node", "Errno", "errno =", "tempstate",
+                "No space left on device", "RuntimeError", "while running")
 
 
 # --- the table ------------------------------------------------------------------------------
@@ -86,9 +87,32 @@ def test_each_librarys_full_disk_is_one_fault_named_plainly(tmp_path):
     wrapped = ValueError("could not write the export")
     wrapped.__cause__ = python
     assert cli._ending(wrapped)[0] == 4
+    (run / "train").mkdir()
+    events = tf.errors.ResourceExhaustedError(  # TensorBoard's events writer, on a flush
+        None, None, "{{function_node __wrapped__FlushSummaryWriter_device_/job:localhost/replica:0/task:0/device:CPU:0"
+        f"}} {run}/train/events.out.tfevents.1.vm.2.0.v2; No space left on device\n\tFailed to flush 7 events to "
+        f"{run}/train/events.out.tfevents.1.vm.2.0.v2\n\tCould not flush events file. [Op:FlushSummaryWriter]")
+    assert space.disk_full(events).directory == str(run / "train")
     # running out of memory is no full disk, nor is another OSError
     assert space.disk_full(tf.errors.ResourceExhaustedError(None, None, "OOM when allocating tensor")) is None
     assert cli._ending(OSError(errno.EACCES, "Permission denied", str(run)))[0] == 2
+
+
+def test_events_files_are_cut_to_their_whole_records(tmp_path):
+    """What a failed events write leaves: a record cut short is cut off, a file without a whole
+    record removed; changed bytes (no failed write's) are left as they are."""
+    from albert_tf.data.tfrecord_file import frame
+    from albert_tf.training.reporting import cut_partial_events
+
+    whole = frame(b"file_version") + frame(b"a scalar")
+    files = {"train/cut": whole + frame(b"cut short")[:9], "train/empty": b"", "eval/whole": whole,
+             "eval/changed": whole[:-1] + b"!" + frame(b"more")}
+    for name, data in files.items():
+        (tmp_path / name).parent.mkdir(exist_ok=True)
+        (tmp_path / name).write_bytes(data)
+    cut_partial_events(str(tmp_path))
+    left = {name: (tmp_path / name).read_bytes() for name in files if (tmp_path / name).exists()}
+    assert left == {"train/cut": whole, "eval/whole": whole, "eval/changed": files["eval/changed"]}
 
 
 # --- the commands on a full disk --------------------------------------------------------------
@@ -140,11 +164,11 @@ def _files(directory):
     return found
 
 
-def _fails_for_space(module, args, directory):
-    """Runs `python -m albert_tf.MODULE ARGS` (a real process) on the full disk: exit status 4 and
-    one plain line naming `directory`; returns the line."""
+def _fails_for_space(module, args, directory, **environ):
+    """Runs `python -m albert_tf.MODULE ARGS` (a real process, `environ` added to its environment)
+    on the full disk: exit status 4 and one plain line naming `directory`; returns the line."""
     proc = subprocess.run([sys.executable, "-m", f"albert_tf.{module}", *map(str, args)], capture_output=True,
-                          text=True, env=ENV, cwd=ROOT, timeout=600)
+                          text=True, env=dict(ENV, **environ), cwd=ROOT, timeout=600)
     assert proc.returncode == 4, proc.stderr[-3000:]
     line = proc.stderr.strip().splitlines()[-1]
     assert line.startswith(f"{module}: disk full: no space left on the disk of {directory}. "), proc.stderr[-3000:]
@@ -157,6 +181,22 @@ def _no_temporaries(directory):
     names = [name for _, subdirectories, files in os.walk(directory) for name in subdirectories + files]
     left = [name for name in names if re.search(r"^\.[^/]*\.tmp-|_temp$|^checkpoint\.tmp|^albert_tf_shuffle", name)]
     assert not left, left
+
+
+def test_an_outputs_lock_on_a_full_disk_names_its_directory_and_is_let_go(disk):
+    """Taking an output's lock writes its holder record: on a full disk that write fails naming
+    the output's directory, and the lock is let go (taken once there is room, in this process too)."""
+    from albert_tf.storage import lock
+
+    run = os.path.join(disk.path, "run")
+    os.makedirs(run)
+    disk.fill(leave=0)
+    with pytest.raises(OSError) as raised:
+        lock.holding(os.path.join(run, ".albert_tf_lock"), "--output_dir", run)
+    assert space.disk_full(raised.value).directory == run and os.listdir(run) == []
+    disk.free()
+    with lock.holding(os.path.join(run, ".albert_tf_lock"), "--output_dir", run):
+        assert os.listdir(run) == [".albert_tf_lock"]
 
 
 SAVE_PRETRAINED = """
@@ -184,18 +224,25 @@ def test_a_weights_file_on_a_full_disk_is_named_and_removed(disk):
     assert sorted(os.listdir(directory)) == ["albert_config.json", "model.json"]
 
 
-@pytest.mark.real_process
-def test_run_pretraining_on_a_full_disk_keeps_its_checkpoint_and_continues(disk, pretraining_records, tmp_path):
-    from albert_tf import AlbertConfig, run_pretraining
+def _pretraining_args(records, tmp_path, run, save_checkpoints_steps=2, iterations_per_loop=2):
+    """run_pretraining's flags for a 1-layer tiny model trained on `records` into `run`."""
+    from albert_tf import AlbertConfig
 
     config = str(tmp_path / "albert_config.json")
     AlbertConfig.from_preset("albert_tiny").replace(vocab_size=3000, num_hidden_layers=1,
                                                     num_hidden_groups=1).to_json_file(config)
+    return [f"--input_file={','.join(records[0])}", f"--output_dir={run}", f"--albert_config_file={config}",
+            "--max_seq_length=128", "--max_predictions_per_seq=20", "--train_batch_size=8", "--learning_rate=0.005",
+            "--num_warmup_steps=1", f"--save_checkpoints_steps={save_checkpoints_steps}",
+            f"--iterations_per_loop={iterations_per_loop}", "--nodo_eval"]
+
+
+@pytest.mark.real_process
+def test_run_pretraining_on_a_full_disk_keeps_its_checkpoint_and_continues(disk, pretraining_records, tmp_path):
+    from albert_tf import run_pretraining
+
     run = os.path.join(disk.path, "run")
-    args = [f"--input_file={','.join(pretraining_records[0])}", f"--output_dir={run}",
-            f"--albert_config_file={config}", "--max_seq_length=128", "--max_predictions_per_seq=20",
-            "--train_batch_size=8", "--learning_rate=0.005", "--num_warmup_steps=1", "--save_checkpoints_steps=2",
-            "--iterations_per_loop=2", "--nodo_eval"]
+    args = _pretraining_args(pretraining_records, tmp_path, run)
     assert run_in_process(run_pretraining, [*args, "--num_train_steps=2"]).returncode == 0
     before = {p: h for p, h in _files(run).items() if p.startswith("ckpt-2")}
     assert before
@@ -219,6 +266,42 @@ def test_run_pretraining_on_a_full_disk_keeps_its_checkpoint_and_continues(disk,
 
 
 @pytest.mark.real_process
+def test_run_pretraining_whose_tensorboard_events_do_not_fit(pretraining_records, tmp_path):
+    """TensorBoard's train/ on a disk of its own, its last page left for the events file: the
+    file's growth fails while the run trains (on one disk metrics.jsonl, rewritten each time,
+    fails before the events, which fill their last page first). TensorFlow's events writer
+    reports the failed flush (it drops nothing silently there) and leaves a record cut short,
+    which is cut off, the whole records kept; status 4 naming train/ and the newest complete
+    checkpoint; with room the same command continues from it."""
+    from albert_tf import run_pretraining
+    from albert_tf.data.record_check import damage
+    from albert_tf.storage import outputs
+
+    run = tmp_path / "run"
+    events = SmallDisk(run / "train", size=1 << 20)
+    try:
+        outputs.write_marker(str(run), outputs.RUN)  # a run directory of albert_tf's, train/ its own disk
+        args = _pretraining_args(pretraining_records, tmp_path, run, save_checkpoints_steps=4, iterations_per_loop=1)
+        events.fill(leave=4 << 10)
+
+        line = _fails_for_space("run_pretraining", [*args, "--num_train_steps=12"], run / "train")
+        with open(run / "checkpoint", encoding="utf-8") as f:
+            newest = re.search(r'^model_checkpoint_path: "(ckpt-(\d+))"', f.read(), re.MULTILINE)
+        assert 4 <= int(newest.group(2)) < 12 and f"The newest complete checkpoint is {run}/{newest.group(1)};" in line
+        logged = [os.path.join(run, "train", n) for n in os.listdir(run / "train") if n.startswith("events.out")]
+        assert len(logged) == 1 and os.path.getsize(logged[0]) > 2 << 10 and damage(logged[0]) is None
+        _no_temporaries(run)
+
+        events.free()
+        result = run_in_process(run_pretraining, [*args, "--num_train_steps=12"])
+        assert result.returncode == 0, result.stderr[-3000:]
+        assert f"resuming from {run}/{newest.group(1)} at step {newest.group(2)}" in result.stdout + result.stderr
+        assert os.path.exists(run / "ckpt-12.index")
+    finally:
+        events.unmount()
+
+
+@pytest.mark.real_process
 def test_create_pretraining_data_on_a_full_disk_keeps_its_old_shards_and_leaves_no_spill(disk, sample_corpus,
                                                                                           spm_model, tmp_path):
     from albert_tf import create_pretraining_data
@@ -232,17 +315,46 @@ def test_create_pretraining_data_on_a_full_disk_keeps_its_old_shards_and_leaves_
             "--max_seq_length=64", "--dupe_factor=2", "--num_output_shards=2", "--shuffle_buffer_size=50",
             f"--temp_dir={spill}", "--random_seed=7"]
     assert run_in_process(create_pretraining_data, args).returncode == 0
-    before = _files(out)
     disk.fill(leave=16 << 10)  # the first spill of 50 instances does not fit
+    _data_on_a_full_disk(disk, args, spill, out, spill)
 
-    _fails_for_space("create_pretraining_data", args, spill)
-    assert _files(out) == before and os.listdir(spill) == []
+
+def _data_on_a_full_disk(disk, args, named, out, empty, **environ):
+    """create_pretraining_data ARGS on the full disk (`environ` added to its environment): status
+    4 naming directory `named`, the output directory `out` as it was, directory `empty` empty, no
+    temporaries on the disk; with room the same command writes the same two shards again."""
+    from albert_tf import create_pretraining_data
+
+    before = _files(out)
+    _fails_for_space("create_pretraining_data", args, named, **environ)
+    assert _files(out) == before and os.listdir(empty) == []
     _no_temporaries(disk.path)
 
     disk.free()
     assert run_in_process(create_pretraining_data, args).returncode == 0
     shards = [p for p in before if p.endswith("-of-00002")]
     assert len(shards) == 2 and {p: _files(out)[p] for p in shards} == {p: before[p] for p in shards}
+
+
+@pytest.mark.real_process
+def test_create_pretraining_data_as_a_beam_pipeline_on_a_full_disk(disk, tmp_path):
+    """--runner=DirectRunner, 2 worker processes: a shard a worker cannot write for space ends the
+    command with status 4 naming the output's directory, without Beam's wrapped worker error; no
+    shard temporary nor a file of Beam's ($TMPDIR on the disk) is left, the earlier output stays;
+    with room the same command writes the local writer's bytes."""
+    from test_data_writer import write_fixed_corpus, write_fixed_model
+
+    from albert_tf import create_pretraining_data
+
+    out, beam_tmp = os.path.join(disk.path, "out"), os.path.join(disk.path, "tmp")
+    os.makedirs(beam_tmp)
+    args = [f"--input_file={write_fixed_corpus(str(tmp_path / 'corpus.txt'))}", f"--output_file={out}/t.tfrecord",
+            f"--spm_model_file={write_fixed_model(str(tmp_path / 'fixed.model'))}", "--max_seq_length=40",
+            "--max_predictions_per_seq=7", "--dupe_factor=3", "--num_output_shards=2"]
+    assert run_in_process(create_pretraining_data, args).returncode == 0  # the local writer: Beam's bytes
+    disk.fill(leave=16 << 10)  # the shards do not fit
+    _data_on_a_full_disk(disk, [*args, "--runner=DirectRunner", "--num_workers=2"], out, out, beam_tmp,
+                         TMPDIR=beam_tmp)
 
 
 @pytest.mark.real_process

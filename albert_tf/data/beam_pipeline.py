@@ -7,8 +7,10 @@
 Input files -> their documents (one file per task) -> each document's keyed records
 (`document_records`, as the local writer) -> grouped by shard (`key % shards`) -> each shard
 sorted and written to a temporary name beside its output; this process then renames the
-shards into place and writes the summary: the local writer's output, byte for byte. Only
-this module imports apache_beam. Runners, memory, clusters: docs/pretraining_data.md.
+shards into place and writes the summary: the local writer's output, byte for byte. A write a
+worker cannot make for space is removed and noted, not raised (`space.reported`): the command
+ends with `DiskFull`, without the runner's text. Only this module imports apache_beam.
+Runners, memory, clusters: docs/pretraining_data.md.
 """
 
 import argparse
@@ -27,8 +29,11 @@ from albert_tf.data.files import InputError
 from albert_tf.data.instances import MaskingStats
 from albert_tf.data.shuffle import shard_of
 from albert_tf.data.tfrecord_file import frame
+from albert_tf.storage import space
 
 RUNNERS = ("DirectRunner", "FlinkRunner", "SparkRunner", "DataflowRunner")
+# Beam counters named "QUOTA:PATH" (QUOTA 1 or 0): a write a worker could not make for space (`_note_disk_full`)
+DISK_FULL = "albert_tf.disk_full"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -176,14 +181,16 @@ def build(pipeline, input_files, temporaries, parts_file, spm_model_file, model_
     def write_shard(element):
         shard, keyed = element
         keyed = sorted(keyed)
-        with FileSystems.create(temporaries[shard], compression_type=CompressionTypes.UNCOMPRESSED) as f:
+        with (space.reported(temporaries[shard], _note_disk_full),
+              FileSystems.create(temporaries[shard], compression_type=CompressionTypes.UNCOMPRESSED) as f):
             for _, record in keyed:
                 f.write(frame(record))
         return shard, len(keyed)
 
     def write_parts(_, counts, bad, shards):
-        with FileSystems.create(parts_file, mime_type="application/json",
-                                compression_type=CompressionTypes.UNCOMPRESSED) as f:
+        with (space.reported(parts_file, _note_disk_full),
+              FileSystems.create(parts_file, mime_type="application/json",
+                                 compression_type=CompressionTypes.UNCOMPRESSED) as f):
             f.write(json.dumps({"counts": counts, "bad_lines": bad, "shards": dict(shards)}).encode("utf-8"))
 
     read = (pipeline
@@ -216,6 +223,23 @@ def build(pipeline, input_files, temporaries, parts_file, spm_model_file, model_
                                 bad=beam.pvalue.AsSingleton(bad), shards=beam.pvalue.AsSingleton(shards)))
 
 
+def _note_disk_full(path, quota):
+    """In a worker: the write to `path` failed for space (`space.reported`; raised, the runner would
+    print its traceback and wrap it in its own text)."""
+    from apache_beam.metrics import Metrics
+
+    Metrics.counter(DISK_FULL, f"{int(quota)}:{path}").inc()
+
+
+def _raise_if_disk_full(result):
+    """DiskFull for the first write the workers of the pipeline's `result` noted (`_note_disk_full`)."""
+    from apache_beam.metrics.metric import MetricsFilter
+
+    for counter in result.metrics().query(MetricsFilter().with_namespace(DISK_FULL))["counters"]:
+        quota, _, path = counter.key.metric.name.partition(":")
+        raise space.DiskFull(path, quota == "1")
+
+
 def run_pipeline(input_files, output_files, spm_model_file, options, settings, progress_stream=None,
                  summary_file=None, made_by=None):
     """Writes the TFRecords and their summary with Beam; returns the summary dict (plus
@@ -246,6 +270,7 @@ def run_pipeline(input_files, output_files, spm_model_file, options, settings, p
             runner, beam_options = _beam_options(settings)
             with beam.Pipeline(runner=runner, options=beam_options) as pipeline:
                 build(pipeline, input_files, temporaries, parts_file, spm_model_file, model_bytes, options)
+            _raise_if_disk_full(pipeline.result)
             parts = read_json(parts_file, "the Beam pipeline's counts", "run the command again")
             totals = _counts_from_dict(parts["counts"])
             bad_lines = BadLines(False)

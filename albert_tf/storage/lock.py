@@ -27,7 +27,7 @@ import sys
 import threading
 import time
 
-from albert_tf.storage import files
+from albert_tf.storage import files, space
 from albert_tf.storage.json_files import read_json
 
 try:
@@ -197,7 +197,12 @@ class _FileLock:
             self.fd = fd
             gone = _read(self.path)
             os.ftruncate(fd, 0)
-            os.pwrite(fd, _dump(record), 0)
+            try:
+                with space.naming(self.path):  # a full disk: its directory named
+                    os.pwrite(fd, _dump(record), 0)
+            except OSError:
+                self.release()
+                raise
             return gone
         raise OSError(f"{self.path}: could not take the lock in {_TRIES} tries (other processes took and let go "
                       "of it meanwhile); run the command again.")

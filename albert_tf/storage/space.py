@@ -9,6 +9,8 @@ directory; the entry points end the command with its own exit status (albert_tf.
         manager.save(4)
     with space.naming(path):               # a Python write whose error would not name its file
         f.write(data)
+    with space.reported(path, note):       # a Beam worker's write: note(path, quota) in place of the error
+        f.write(data)
     full = space.disk_full(error, then="The newest complete checkpoint is ...")   # DiskFull or None
 
 What a command writes goes to temporary names first (storage.atomic) and is removed when the
@@ -160,6 +162,22 @@ def naming(path):
     except Exception as e:
         attribute(e, path)
         raise
+
+
+@contextlib.contextmanager
+def reported(path, report):
+    """Around a write to `path` whose error cannot reach the command as it is (a Beam worker's:
+    the runner prints its traceback and wraps it in its own text): when it fails for space,
+    `path` is removed and `report(path, quota)` called in place of the error; any other error
+    is raised."""
+    try:
+        yield
+    except Exception as e:
+        fault = _space_fault(e)
+        if fault is None:
+            raise
+        files.remove(path)
+        report(path, fault[1])
 
 
 @contextlib.contextmanager

@@ -27,7 +27,7 @@ from albert_tf.training.errors import TERMINATED, TRAINING_LOOP, TrainingDiverge
 from albert_tf.training.optimizer import create_optimizer
 from albert_tf.training.options import TrainingOptions
 from albert_tf.training.precision import choose, policy_scope
-from albert_tf.training.reporting import MetricsLogger, plot_curves, read_records
+from albert_tf.training.reporting import MetricsLogger, cut_partial_events, plot_curves, read_records
 from albert_tf.training.schedules import WarmupPolynomialDecay
 from albert_tf.training.task import EXAMPLE_INDEX, EXAMPLE_WEIGHT, Task
 from albert_tf.storage import files
@@ -278,7 +278,7 @@ def train_and_evaluate(task, options, strategy=None, is_chief=True, stream=None,
         sessions.end_session(options.output_dir, session_id, s.results["final_step"])
         return s.results
     except Exception as e:
-        _raise_if_disk_full(options.output_dir, e)
+        _raise_if_disk_full(options.output_dir, e, s.is_chief)
         if isinstance(e, tf.errors.OpError):
             record_check.raise_if_damaged(e)
             _raise_if_worker_lost(s, e)
@@ -459,11 +459,14 @@ def _raise_if_worker_lost(s, error):
         raise lost from None
 
 
-def _raise_if_disk_full(output_dir, error):
+def _raise_if_disk_full(output_dir, error, is_chief):
     """DiskFull (from None) when `error` is a write that failed for space: it names the newest
-    complete checkpoint, which the same command continues from once there is room."""
+    complete checkpoint, which the same command continues from once there is room (the chief's
+    events files cut to their whole records first)."""
     if space.disk_full(error) is None:
         return
+    if is_chief:
+        cut_partial_events(output_dir)
     newest = newest_checkpoint(output_dir)
     then = (f"The newest complete checkpoint is {newest}; the partial files were removed. Free "
             "space, then run the same command again to continue from it." if newest else

@@ -8,8 +8,10 @@ metrics.jsonl holds one JSON record a line: `{"split": "train", "step", <metrics
 
 import json
 import math
+import os
 import sys
 
+from albert_tf.data.tfrecord_file import read_records as read_tfrecords
 from albert_tf.storage import atomic
 from albert_tf.storage.json_files import read_json_lines
 from albert_tf.storage import files
@@ -106,6 +108,28 @@ class MetricsLogger:
         for writer in (self.writer, self.eval_writer):
             if writer is not None:
                 writer.close()
+
+
+def cut_partial_events(output_dir):
+    """Cuts each local TensorBoard events file of run directory `output_dir` (train/, eval/) to
+    its last whole record, and removes one with none: TensorFlow's events writer leaves a record
+    cut short where a write failed for space (a reader stops there with a DataLossError)."""
+    if files.is_url(output_dir):
+        return
+    for directory in (files.join(output_dir, "train"), files.join(output_dir, "eval")):
+        for name in files.listdir(directory) if files.isdir(directory) else ():
+            path, whole = files.join(directory, name), 0
+            try:
+                with files.open(path, "rb") as f:
+                    for record in read_tfrecords(f, source=path):
+                        whole += len(record) + 16  # its length, the checksums
+            except ValueError as e:
+                if "truncated" not in str(e):  # changed bytes: no failed write's, left as they are
+                    continue
+            if not whole:
+                files.remove(path)
+            elif whole < files.getsize(path):
+                os.truncate(path, whole)
 
 
 def read_records(path):
