@@ -62,8 +62,8 @@ def _two_cpus():
 def _iterator(trainer, strategy):
     """The training iterator, autotuning off: over two replicas, tf.data's autotuning thread would
     hold this iterator's deletion, in a later test's garbage collection, up to 60 s (the driver's
-    evaluation input: albert_tf/training/driver.py `without_autotune`)."""
-    from albert_tf.training.driver import without_autotune
+    evaluation input: albert_tf/data/maps.py `without_autotune`)."""
+    from albert_tf.data.maps import without_autotune
 
     def dataset_fn(context):
         batch_size = context.get_per_replica_batch_size(trainer.global_batch_size)
@@ -170,12 +170,14 @@ def finetune_mirrored_vs_one_device():
 
 def evaluation_over_two_replicas():
     """The driver's evaluation of 40 examples in batches of 16 over two replicas: the per-example
-    outputs, the labels in order, and whether tf.data's autotuning was on in the dataset handed to
-    the strategy."""
+    outputs, the labels in order, and whether tf.data's autotuning was on in the datasets handed
+    to the strategy, for the evaluation and for the training input (`_train_input`)."""
+    from types import SimpleNamespace
+
     import numpy as np
 
     from albert_tf import AlbertConfig
-    from albert_tf.training.driver import Trainer, TrainingOptions
+    from albert_tf.training.driver import Trainer, TrainingOptions, _train_input
 
     config = AlbertConfig.from_preset("albert_tiny").replace(**MECHANICS)
     with _two_cpus() as strategies:
@@ -191,7 +193,19 @@ def evaluation_over_two_replicas():
         strategy.experimental_distribute_dataset = distribute
         outputs = trainer.per_example_outputs(task.eval_dataset(16), 16)
         labels = np.concatenate([b["label"] for b in task.eval_dataset(40).as_numpy_iterator()])
-    return {"outputs": outputs, "labels": labels, "autotune": [d.options().autotune.enabled for d in handed]}
+        made, from_function = [], strategy.distribute_datasets_from_function
+
+        def distribute_from(dataset_fn, *args, **kwargs):
+            def recorded(context):
+                made.append(dataset_fn(context))
+                return made[-1]
+
+            return from_function(recorded, *args, **kwargs)
+
+        strategy.distribute_datasets_from_function = distribute_from
+        next(_train_input(SimpleNamespace(task=task, options=trainer.options, strategy=strategy), 0))
+    return {"outputs": outputs, "labels": labels, "autotune": [d.options().autotune.enabled for d in handed],
+            "training_autotune": [d.options().autotune.enabled for d in made]}
 
 
 def fit_mirrored_vs_one_device():
@@ -200,7 +214,7 @@ def fit_mirrored_vs_one_device():
     import numpy as np
     import tensorflow as tf
 
-    from albert_tf.training.driver import without_autotune
+    from albert_tf.data.maps import without_autotune
     from albert_tf.training.optimizer import LAMB
 
     rng = np.random.default_rng(0)

@@ -245,13 +245,13 @@ def test_evaluation_covers_every_example_and_refuses_an_empty_set(pretraining_re
         trainer.per_example_outputs(nothing, 16)
 
 
-def test_evaluation_over_two_replicas_runs_without_autotuning():
-    """Deleting an iterator of a dataset distributed over two or more replicas waits for
-    tf.data's autotuning thread, up to 60 s (docs/pretraining.md, "Scaling out"): the driver's
-    evaluation hands the strategy its input with autotuning off, and still returns each of the
-    40 examples once, in order (two batches of 16, one of 8 padded to 16)."""
+def test_training_and_evaluation_input_run_without_autotuning():
+    """Deleting an input iterator waits for tf.data's autotuning thread, up to 60 s
+    (docs/pretraining.md, "Scaling out"): over two replicas the driver hands the strategy its
+    training and evaluation input with autotuning off, and the evaluation still returns each of
+    the 40 examples once, in order (two batches of 16, one of 8 padded to 16)."""
     result = evaluation_over_two_replicas()
-    assert result["autotune"] == [False]
+    assert result["autotune"] == [False] and result["training_autotune"] == [False]
     np.testing.assert_array_equal(result["outputs"]["label"], result["labels"])
     assert result["outputs"]["logits"].shape == (40, 3)
 

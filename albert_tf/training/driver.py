@@ -14,7 +14,7 @@ import numpy as np
 import tensorflow as tf
 
 from albert_tf.data import record_check
-from albert_tf.data.maps import graph_map
+from albert_tf.data.maps import graph_map, without_autotune
 from albert_tf.modeling.records import run_info_record
 from albert_tf.storage import atomic, space
 from albert_tf.training import sessions
@@ -307,22 +307,13 @@ def _open(s):
                                         trains=o.do_train, on_save=on_save)
 
 
-def without_autotune():
-    """tf.data options that turn autotuning off (parallel calls and prefetch buffers then keep
-    their starting sizes). Evaluation input takes them: with two or more replicas, deleting an
-    iterator of `experimental_distribute_dataset` waits for the autotuning thread's current
-    period, up to 60 s, after every evaluation (docs/pretraining.md, "Scaling out")."""
-    options = tf.data.Options()
-    options.autotune.enabled = False
-    return options
-
-
 def _train_input(s, skip_steps):
     """The distributed training iterator, the first `skip_steps` steps' batches skipped."""
     def dataset_fn(ctx):
         per_step = ctx.num_replicas_in_sync // ctx.num_input_pipelines
-        return s.task.train_dataset(ctx, ctx.get_per_replica_batch_size(s.options.train_batch_size),
-                                    skip_steps * per_step)
+        dataset = s.task.train_dataset(ctx, ctx.get_per_replica_batch_size(s.options.train_batch_size),
+                                       skip_steps * per_step)
+        return dataset.with_options(without_autotune())
 
     return iter(s.strategy.distribute_datasets_from_function(dataset_fn))
 
