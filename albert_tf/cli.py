@@ -88,10 +88,18 @@ def run_entry_point(name, run, flag_values=None):
 def _ending(error):
     """(exit status, the line after `name: `) for an error that ends a command (module
     docstring); None for any other (raised on, with its traceback)."""
-    from albert_tf.storage import space
+    from albert_tf.storage import integrity, space
     from albert_tf.training.errors import Terminated, TrainingDivergedError, WorkerLostError
 
     full = space.disk_full(error)
+    if full is not None and full.then is None and full.directory:  # a run's write before training: the lock's record
+        newest = None
+        with contextlib.suppress(Exception):
+            newest = integrity.newest_checkpoint(full.directory)
+        if newest:
+            return DISK_FULL, (f"disk full: {full.what}. The files this command was writing were removed; what was "
+                               f"there before is unchanged. The newest complete checkpoint is {newest}: free space, "
+                               "then run the same command again to continue from it.")
     if full is not None:
         return DISK_FULL, f"disk full: {full}"
     if isinstance(error, OSError):

@@ -257,6 +257,10 @@ def test_run_pretraining_on_a_full_disk_keeps_its_checkpoint_and_continues(disk,
     _no_temporaries(run)
     with open(os.path.join(run, "checkpoint"), encoding="utf-8") as f:
         assert 'model_checkpoint_path: "ckpt-2"' in f.read()
+    disk.fill(leave=0)  # not even the lock's record fits: the command stops before training, naming ckpt-2 too
+    line = _fails_for_space("run_pretraining", [*args, "--num_train_steps=4"], run)
+    assert f"The newest complete checkpoint is {run}/ckpt-2: free space" in line and "continue from it" in line
+    assert _files(run) == after
 
     disk.free()
     result = run_in_process(run_pretraining, [*args, "--num_train_steps=4"])

@@ -167,6 +167,14 @@ def checkpoint_candidates(output_dir):
     return [p for p in ordered if files.exists(p + ".index") or files.glob(p + ".data-*")]
 
 
+def newest_checkpoint(output_dir):
+    """The newest training checkpoint (`ckpt-N` prefix) of a run directory, or None: the
+    one its `checkpoint` state file names, else (a run stopped after a checkpoint's files
+    were complete, TF writes the .index last, but before the state file named it) the
+    highest ckpt-N (`checkpoint_candidates`, with an index)."""
+    return next((p for p in checkpoint_candidates(output_dir) if files.exists(p + ".index")), None)
+
+
 def damage_of(prefix, read):
     """What is wrong with the checkpoint at `prefix` (`checkpoint_damage`) when `read(prefix)`
     raises a reading error (`is_damage`); None when it reads."""

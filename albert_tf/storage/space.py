@@ -44,16 +44,19 @@ class DiskFull(Exception):
         directory: the directory the write went to (the nearest that still exists once the
             partial files are removed), or None when the error named no path.
         quota: whether a quota, not the disk itself, is exhausted.
+        what: the message's first sentence (what is full), without its advice.
+        then: the advice the raiser gave, or None (the general advice is the message's).
     """
 
     def __init__(self, path, quota, then=None):
         self.directory = _existing_directory(path)
         self.quota = quota
+        self.then = then
         where = self.directory or "the output"
-        what = f"the disk quota for {where} is exceeded" if quota else f"no space left on the disk of {where}"
+        self.what = f"the disk quota for {where} is exceeded" if quota else f"no space left on the disk of {where}"
         then = then or ("The files this command was writing were removed; what was there before is unchanged. "
                         "Free space, then run the same command again.")
-        super().__init__(f"{what}. {then}")
+        super().__init__(f"{self.what}. {then}")
 
 
 def _existing_directory(path):

@@ -21,7 +21,7 @@ import tensorflow as tf
 
 from albert_tf.modeling.pretrained import PRETRAINER_WEIGHTS
 from albert_tf.storage import atomic, integrity
-from albert_tf.storage.integrity import checkpoint_candidates
+from albert_tf.storage.integrity import checkpoint_candidates, newest_checkpoint  # noqa: F401 (its home before)
 from albert_tf.storage.json_files import read_json
 from albert_tf.training.errors import TERMINATED, Terminated
 from albert_tf.storage.checkpoints import list_variables, load_init_checkpoint as _load, model_variables, \
@@ -50,14 +50,6 @@ def load_init_checkpoint(model, init_checkpoint):
     """Loads `model` (an AlbertPretrainer) from a training checkpoint (prefix or run
     directory) or an albert_tf pretrained directory; see storage.checkpoints."""
     return _load(model, init_checkpoint, weights_file_names=(PRETRAINER_WEIGHTS,))
-
-
-def newest_checkpoint(output_dir):
-    """The newest training checkpoint (`ckpt-N` prefix) of a run directory, or None: the
-    one its `checkpoint` state file names, else (a run stopped after a checkpoint's files
-    were complete, TF writes the .index last, but before the state file named it) the
-    highest ckpt-N (storage.integrity.checkpoint_candidates, with an index)."""
-    return next((p for p in checkpoint_candidates(output_dir) if files.exists(p + ".index")), None)
 
 
 _PARTIAL_SAVE = re.compile(r"^(ckpt-\d+_temp|checkpoint\.tmp[0-9a-f]+)$")
