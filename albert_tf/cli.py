@@ -97,9 +97,8 @@ def _ending(error):
         with contextlib.suppress(Exception):
             newest = integrity.newest_checkpoint(full.directory)
         if newest:
-            return DISK_FULL, (f"disk full: {full.what}. The files this command was writing were removed; what was "
-                               f"there before is unchanged. The newest complete checkpoint is {newest}: free space, "
-                               "then run the same command again to continue from it.")
+            return DISK_FULL, (f"disk full: {full.what}. {space.REMOVED} The newest complete checkpoint is "
+                               f"{newest}: free space, then run the same command again to continue from it.")
     if full is not None:
         return DISK_FULL, f"disk full: {full}"
     if isinstance(error, OSError):

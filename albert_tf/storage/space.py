@@ -37,6 +37,9 @@ _PATH_IN_TEXT = re.compile(r"filename = '(?P<h5>[^']+)'|(?P<tf>[^\s;{}']+); (?:N
 _WHERE = "_albert_tf_space_path"  # the path `naming` attaches to an error that names none
 
 
+REMOVED = "The files this command was writing were removed; what was there before is unchanged."
+
+
 class DiskFull(Exception):
     """A write failed because the disk (or the user's quota) is full.
 
@@ -54,8 +57,7 @@ class DiskFull(Exception):
         self.then = then
         where = self.directory or "the output"
         self.what = f"the disk quota for {where} is exceeded" if quota else f"no space left on the disk of {where}"
-        then = then or ("The files this command was writing were removed; what was there before is unchanged. "
-                        "Free space, then run the same command again.")
+        then = then or f"{REMOVED} Free space, then run the same command again."
         super().__init__(f"{self.what}. {then}")
 
 

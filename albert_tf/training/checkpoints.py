@@ -21,7 +21,7 @@ import tensorflow as tf
 
 from albert_tf.modeling.pretrained import PRETRAINER_WEIGHTS
 from albert_tf.storage import atomic, integrity
-from albert_tf.storage.integrity import checkpoint_candidates, newest_checkpoint  # noqa: F401 (its home before)
+from albert_tf.storage.integrity import checkpoint_candidates
 from albert_tf.storage.json_files import read_json
 from albert_tf.training.errors import TERMINATED, Terminated
 from albert_tf.storage.checkpoints import list_variables, load_init_checkpoint as _load, model_variables, \

@@ -20,8 +20,8 @@ from albert_tf.storage import atomic, space
 from albert_tf.training import sessions
 from albert_tf.training import step as step_lib
 from albert_tf.training.accumulation import check_accumulation
-from albert_tf.training.checkpoints import BEST_DIR, TrainingCheckpoints, newest_checkpoint, read_run_info, \
-    remove_partial_saves
+from albert_tf.storage.integrity import newest_checkpoint
+from albert_tf.training.checkpoints import BEST_DIR, TrainingCheckpoints, read_run_info, remove_partial_saves
 from albert_tf.training.distribution import check_global_batch, check_same_start, worker_lost
 from albert_tf.training.errors import TERMINATED, TRAINING_LOOP, TrainingDivergedError, raise_if_interrupted
 from albert_tf.training.optimizer import create_optimizer

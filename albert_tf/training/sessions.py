@@ -15,7 +15,8 @@ import dataclasses
 import uuid
 
 from albert_tf.storage import atomic, provenance
-from albert_tf.training.checkpoints import RUN_INFO, newest_checkpoint, read_run_info
+from albert_tf.storage.integrity import newest_checkpoint
+from albert_tf.training.checkpoints import RUN_INFO, read_run_info
 from albert_tf.storage import files
 
 SESSIONS = "sessions"
