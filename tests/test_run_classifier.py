@@ -369,6 +369,24 @@ def test_driver_mirrored_two_cpus_matches_one_device_for_a_classifier():
     assert data["mirrored"]["losses"][-1] < data["mirrored"]["losses"][0]
 
 
+def test_the_driver_keeps_no_best_checkpoint_under_multi_worker_training(tmp_path, monkeypatch):
+    """The driver refuses a best checkpoint under multi-worker training before any work: the
+    chief alone saves best/, which the other workers would not read back, so they would end on
+    other weights (the fine-tuning commands refuse multi_worker_mirrored before the driver:
+    test_run_race's bad input). A cluster of two is stood for by `is_multi_worker`."""
+    import types
+
+    from albert_tf.training import distribution
+    from albert_tf.training.driver import TrainingOptions, train_and_evaluate
+
+    monkeypatch.setattr(distribution, "is_multi_worker", lambda strategy: True)
+    run = tmp_path / "run"
+    with pytest.raises(ValueError, match=r"best checkpoint \(keep_best\) is not kept under multi-worker training"):
+        train_and_evaluate(types.SimpleNamespace(best_metric="accuracy"),
+                           TrainingOptions(output_dir=str(run), keep_best=True))
+    assert not run.exists()
+
+
 def test_make_topic_task_is_balanced_disjoint_and_deterministic():
     train, dev = make_topic_task.make_task(per_class=40, dev_fraction=0.25)
     assert len(train) == 4 * 30 and len(dev) == 4 * 10

@@ -299,7 +299,8 @@ def test_bad_input_exits_2_naming_the_file(race_dirs, spm_model, config_file, tm
     from albert_tf import run_race
 
     cases = []
-    for case in ("empty_split", "not_json", "bad_answer", "missing_init_checkpoint", "bad_dtype_policy"):
+    for case in ("empty_split", "not_json", "bad_answer", "missing_init_checkpoint", "bad_dtype_policy",
+                 "multi_worker"):
         data = tmp_path / case / "data"
         shutil.copytree(race_dirs["files"], data)
         out = tmp_path / case / "out"
@@ -321,6 +322,11 @@ def test_bad_input_exits_2_naming_the_file(race_dirs, spm_model, config_file, tm
         elif case == "bad_dtype_policy":
             args.append("--dtype_policy=mixed_float16")
             expected = "--dtype_policy='mixed_float16' is not one of auto, float32, mixed_bfloat16"
+        elif case == "multi_worker":  # its workers would each act as the chief (docs/fine_tuning.md)
+            args.append("--strategy=multi_worker_mirrored")
+            expected = ("--strategy must be one of mirrored, one_device, default, got 'multi_worker_mirrored': "
+                        "fine-tuning runs on one machine (--strategy=mirrored uses all its devices; a TPU: "
+                        "--use_tpu with --tpu_name).")
         else:
             args.append(f"--init_checkpoint={tmp_path / 'no_such_checkpoint'}")
             expected = "no_such_checkpoint"

@@ -36,8 +36,9 @@ def spm_file_for(o):
 def check_training(o, training):
     """A fine-tuning command's checks of its training values: --dtype_policy,
     --gradient_accumulation_steps (which must divide --train_batch_size), --warmup_step in
-    [0, --train_step] (not for SQuAD: --warmup_proportion), --strategy and --use_tpu's
-    address. Raises ValueError naming the flag; writes nothing."""
+    [0, --train_step] (not for SQuAD: --warmup_proportion), --strategy (one machine: not
+    multi_worker_mirrored, docs/fine_tuning.md) and --use_tpu's address. Raises ValueError
+    naming the flag; writes nothing."""
     from albert_tf.tasks.options import FINE_TUNING_STRATEGIES
     from albert_tf.training.accumulation import check_accumulation
     from albert_tf.training.precision import check_policy
@@ -48,7 +49,9 @@ def check_training(o, training):
         raise ValueError(f"--warmup_step must be in [0, --train_step={training.num_train_steps}], got "
                          f"{training.num_warmup_steps}.")
     if o.strategy not in FINE_TUNING_STRATEGIES:
-        raise ValueError(f"--strategy must be one of {', '.join(FINE_TUNING_STRATEGIES)}, got {o.strategy!r}.")
+        tpu = "; a TPU: --use_tpu with --tpu_name" if hasattr(o, "use_tpu") else ""
+        raise ValueError(f"--strategy must be one of {', '.join(FINE_TUNING_STRATEGIES)}, got {o.strategy!r}: "
+                         f"fine-tuning runs on one machine (--strategy=mirrored uses all its devices{tpu}).")
     if getattr(o, "use_tpu", False) and not (o.tpu_name or o.master):
         raise ValueError("--use_tpu needs --tpu_name (or --master).")
 

@@ -84,7 +84,8 @@ class TrainingCheckpoints:
         keep_checkpoint_max: checkpoints kept.
         is_chief: whether this worker writes to output_dir.
         iterator: optional input iterator to save the input position.
-        keep_best: also keep the best checkpoint by a dev metric in output_dir/best.
+        keep_best: also keep the best checkpoint by a dev metric in output_dir/best (the
+            chief alone: the driver refuses it under multi-worker training).
         on_save: called (chief only) after each save.
         trains: whether this run trains. One that does not (predict or eval only) also
             restores a checkpoint without dropout RNG states (written with other dropout
@@ -253,20 +254,16 @@ class TrainingCheckpoints:
 
     def offer_best(self, step, metrics, key):
         """Keeps the model as the best checkpoint if metrics[key] beats the best so far
-        (chief writes). Returns True when it became the best."""
+        (best/ and its record written). Returns True when it became the best."""
         if key not in metrics:
             raise ValueError(f"the best-checkpoint metric {key!r} is not among the eval metrics {sorted(metrics)}.")
         if self.best is not None and not metrics[key] > self.best["metrics"][key]:
             return False
-        if self.is_chief:
-            with _partial_files_removed(self.best_dir, step):
-                self.best_manager.save(checkpoint_number=int(step))
-            checkpoint = files.basename(self.best_manager.latest_checkpoint)
-        else:
-            checkpoint = f"ckpt-{int(step)}"
-        self.best = {"step": int(step), "metric": key, "metrics": dict(metrics), "checkpoint": checkpoint}
-        if self.is_chief:
-            atomic.write_json(files.join(self.best_dir, BEST_METRICS), self.best)
+        with _partial_files_removed(self.best_dir, step):
+            self.best_manager.save(checkpoint_number=int(step))
+        self.best = {"step": int(step), "metric": key, "metrics": dict(metrics),
+                     "checkpoint": files.basename(self.best_manager.latest_checkpoint)}
+        atomic.write_json(files.join(self.best_dir, BEST_METRICS), self.best)
         return True
 
     def restore_best(self):

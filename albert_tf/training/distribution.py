@@ -82,6 +82,16 @@ def check_same_start(strategy, step, output_dir):
                          "for all of them, on a filesystem they all read (e.g. gs:// or a shared mount).")
 
 
+def check_best_kept(strategy, keeps_best):
+    """Multi-worker: raises ValueError for a best checkpoint kept (TrainingOptions.keep_best),
+    before any work: the chief alone saves output_dir/best, which the other workers would not
+    read back, and they would end on other weights (docs/fine_tuning.md, "The driver")."""
+    if keeps_best and is_multi_worker(strategy):
+        raise ValueError("the best checkpoint (keep_best) is not kept under multi-worker training: the workers "
+                         "would end on different weights. Train on one machine (mirrored, one_device or default), "
+                         "or without keep_best.")
+
+
 # TensorFlow names the peer of a failed collective as a task ("from remote target
 # /job:worker/replica:0/task:1", "cluster check alive failed, /job:worker/replica:0/task:1
 # is down", the coordination service's "Task /job:worker/replica:0/task:1 heartbeat

@@ -22,7 +22,7 @@ from albert_tf.training import step as step_lib
 from albert_tf.training.accumulation import check_accumulation
 from albert_tf.storage.integrity import newest_checkpoint
 from albert_tf.training.checkpoints import BEST_DIR, TrainingCheckpoints, read_run_info, remove_partial_saves
-from albert_tf.training.distribution import check_global_batch, check_same_start, worker_lost
+from albert_tf.training.distribution import check_best_kept, check_global_batch, check_same_start, worker_lost
 from albert_tf.training.errors import TERMINATED, TRAINING_LOOP, TrainingDivergedError, raise_if_interrupted
 from albert_tf.training.optimizer import create_optimizer
 from albert_tf.training.options import TrainingOptions
@@ -260,10 +260,12 @@ def train_and_evaluate(task, options, strategy=None, is_chief=True, stream=None,
         Terminated: SIGTERM; a checkpoint was saved at the step reached.
         DiskFull: a write failed for space (storage.space); names the newest complete
             checkpoint, the save's partial files removed.
-        ValueError: an output_dir whose checkpoints do not fit this run (named), or workers
-            that would resume from different steps.
+        ValueError: an output_dir whose checkpoints do not fit this run (named), workers
+            that would resume from different steps, or a best checkpoint kept under
+            multi-worker training (before any work).
     """
     s = SessionContext(task, options, strategy or tf.distribute.get_strategy(), is_chief, stream)
+    check_best_kept(s.strategy, options.keep_best and task.best_metric is not None)
     try:
         _open(s)
         _resume(s)
