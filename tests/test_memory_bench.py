@@ -139,10 +139,10 @@ def test_bad_flags_are_refused_before_any_cell():
             bench.run(types.SimpleNamespace(**dict(good, **change)))
 
 
-def test_the_fine_tuning_cell_trains_a_classifier_in_process(capsys):
+def test_the_fine_tuning_cell_trains_a_classifier_in_process(capsys, monkeypatch):
     """encoder_ab_bench's fine-tuning cell: a real two-class classifier's training step (its loss
-    near ln 2 at the start, a new value each step: dropout and updates), timed by the cell, and
-    the line run_in_trees reads."""
+    near ln 2 at the start, a new value each step: dropout and updates), timed by the cell (the
+    same classifier and step: built and traced once), and the line run_in_trees reads."""
     import math
 
     import encoder_ab_bench
@@ -153,7 +153,10 @@ def test_the_fine_tuning_cell_trains_a_classifier_in_process(capsys):
     losses = [float(step()) for _ in range(8)]
     assert parameters > 30000 * 16
     assert all(abs(loss - math.log(2)) < 0.05 for loss in losses) and len(set(losses)) == len(losses), losses
+    built = []
+    monkeypatch.setattr(bench, "_albert_tf_finetune", lambda asked: built.append(asked) or (parameters, step))
     encoder_ab_bench.cell_main("finetune", {k: cell[k] for k in ("size", "seq", "batch", "steps")})
+    assert [{k: asked[k] for k in cell} for asked in built] == [cell]
     import bench_harness
 
     result = bench_harness.read_report(capsys.readouterr().out)
