@@ -240,9 +240,9 @@ def last_record_start(data):
 def test_an_input_not_the_size_albert_tf_wrote_is_named_before_reading(pretraining_records, tmp_path):
     """The writer records each file's size in its marker; a file cut exactly where a record
     ends (whole records, nothing for the header walk to find) is named by its size; with a
-    marker of 0.2.0 (no size) it is read as it is."""
+    marker of 0.2.0 (no size) it is read as it is; a file written again gets its new size."""
     from albert_tf.data.record_check import FIX, check_inputs
-    from albert_tf.storage import outputs
+    from albert_tf.storage import integrity, outputs
     from albert_tf.storage.integrity import DamagedFileError
 
     records, _ = pretraining_records
@@ -264,6 +264,13 @@ def test_an_input_not_the_size_albert_tf_wrote_is_named_before_reading(pretraini
     with open(marker, "w", encoding="utf-8") as f:
         json.dump(old, f)
     check_inputs([copy])
+    # written again: the old size goes just before the new file takes its name, the new size after
+    with integrity.sizes_recorded([copy], outputs.PRETRAINING_DATA):
+        integrity._keep_size(copy, outputs.PRETRAINING_DATA, size)
+        integrity.forget_sizes([copy], outputs.PRETRAINING_DATA)
+        assert "size" not in outputs.read_marker(copy, outputs.PRETRAINING_DATA)
+        shutil.copy(records[1], copy)
+    assert outputs.read_marker(copy, outputs.PRETRAINING_DATA)["size"] == os.path.getsize(records[1]) != size
 
 
 GCS_CUT = r"""

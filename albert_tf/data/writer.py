@@ -313,6 +313,7 @@ def write_pretraining_data(input_files, output_files, spm_model_file, options, p
             with contextlib.ExitStack() as handles:
                 shards = [handles.enter_context(file_layer.open(t, "wb")) for t in temporaries]
                 per_file = write_shards(sort.items(), shards)
+            integrity.forget_sizes(output_files, outputs.PRETRAINING_DATA)  # the shards take their names next
         elapsed = time.time() - start
         summary = make_summary(totals, per_file, output_files, input_files, bad_lines, elapsed, options,
                                spm_model_file, special_tokens, made_by)

@@ -10,7 +10,7 @@ status 2), never with a library's internal text; a damaged training checkpoint i
     integrity.seal_weights_file(tmp)         # after model.save_weights(tmp): the weights' sha256
     integrity.check_weights_file(path, fix)  # before loading: DamagedFileError when it differs
     with integrity.sizes_recorded(paths, kind):  # writing file outputs: each one's size into its marker
-        ...
+        integrity.forget_sizes(paths, kind)  # just before the new files take their names
     integrity.changed_size(path, kind)       # before reading: what differs from the recorded size, or None
 
 Why it is built so (which errors TensorFlow and h5py raise for each kind of damage): docs/damaged_files.md.
@@ -375,14 +375,19 @@ def _keep_size(path, kind, size):
 
 @contextlib.contextmanager
 def sizes_recorded(paths, kind):
-    """Around writing file outputs `paths` of `kind` (marked, storage.outputs): a size an own
-    marker recorded goes first (the file is being replaced), and each file's size goes into its
-    marker once the block completes (`changed_size` compares it)."""
-    for path in paths:
-        _keep_size(path, kind, None)
+    """Around writing file outputs `paths` of `kind` (marked, storage.outputs): each file's
+    size goes into its marker once the block completes (`changed_size` compares it)."""
     yield
     for path in paths:
         _keep_size(path, kind, files.getsize(path))
+
+
+def forget_sizes(paths, kind):
+    """Drops the sizes the markers of file outputs `paths` of `kind` recorded, just before new
+    files replace them (until `sizes_recorded` records theirs); a command that fails before
+    leaves the old files and markers as they were."""
+    for path in paths:
+        _keep_size(path, kind, None)
 
 
 def changed_size(path, kind):
