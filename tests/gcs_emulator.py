@@ -20,6 +20,7 @@ have imported TensorFlow yet (its GCS filesystem reads its retry settings when l
 
 import contextlib
 import os
+import shutil
 import socket
 import ssl
 import subprocess
@@ -170,3 +171,30 @@ def start(directory, bucket="trial"):
     finally:
         listener.close()
         server.stop()
+
+
+def run_script(script, directory, **constants):
+    """Runs Python `script` in a process of its own (the gs:// client reads its settings when
+    TensorFlow loads) in `directory`/cwd (made here), with `constants` (Python literals) and
+    CERTS (`directory`/certs, for `start`) defined first and the repository and tests/ on its
+    path. Returns the JSON it printed last on a line `RESULTS <json>`. Skips where
+    gcp-storage-emulator or openssl is missing."""
+    import json
+    import sys
+
+    import pytest
+
+    pytest.importorskip("gcp_storage_emulator")
+    if shutil.which("openssl") is None:
+        pytest.skip("openssl makes the emulator's certificate")
+    certs, cwd = os.path.join(directory, "certs"), os.path.join(directory, "cwd")
+    os.makedirs(certs)
+    os.makedirs(cwd)
+    tests = os.path.dirname(os.path.abspath(__file__))
+    head = "".join(f"{name} = {value!r}\n" for name, value in dict(constants, CERTS=certs).items())
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.path.dirname(tests), tests]), TF_CPP_MIN_LOG_LEVEL="3")
+    done = subprocess.run([sys.executable, "-c", head + script], cwd=cwd, env=env, capture_output=True, text=True,
+                          timeout=300)
+    lines = [line for line in done.stdout.splitlines() if line.startswith("RESULTS ")]
+    assert done.returncode == 0 and lines, done.stderr[-3000:]
+    return json.loads(lines[-1][len("RESULTS "):])

@@ -18,6 +18,7 @@ import pytest
 from albert_tf import create_pretraining_data
 from albert_tf.data.beam_pipeline import PipelineSettings, run_pipeline
 from albert_tf.data.writer import write_pretraining_data
+from albert_tf.storage import outputs
 from conftest import run_in_process
 from test_data_writer import CASES, ROOT, sha256, write_fixed_corpus, write_fixed_model
 
@@ -71,6 +72,9 @@ def test_the_command_runs_the_pipeline_and_names_it(fixed, tmp_path):
     for k in range(2):
         name = f"t.tfrecord-{k:05d}-of-00002"
         assert sha256(tmp_path / "b" / name) == sha256(tmp_path / "l" / name)
+        for side in ("b", "l"):  # each file's size in its marker (the empty one's too), for its readers
+            path = tmp_path / side / name
+            assert outputs.read_marker(path, outputs.PRETRAINING_DATA)["size"] == os.path.getsize(path)
     summary = json.load(open(tmp_path / "b" / "summary_t.tfrecord.json"))
     assert summary["execution"]["beam_pipeline_options"] == ["--direct_num_workers=2", "--job_name=cpd"]
     assert summary["made_by"]["flags"]["runner"] == "DirectRunner"

@@ -301,25 +301,9 @@ with gcs_emulator.start(CERTS) as bucket:
 def test_gs_on_a_local_emulator_data_and_pretraining(sample_corpus, spm_model, tmp_path):
     """TensorFlow's own gs:// client against gcp-storage-emulator on loopback (tests/gcs_emulator.py),
     in a process of its own (the client reads its settings when TensorFlow loads)."""
-    pytest.importorskip("gcp_storage_emulator")
-    import shutil
-    import subprocess
-    import sys
+    import gcs_emulator
 
-    if shutil.which("openssl") is None:
-        pytest.skip("openssl makes the emulator's certificate")
-    tests = os.path.dirname(os.path.abspath(__file__))
-    certs, cwd = tmp_path / "certs", tmp_path / "cwd"
-    certs.mkdir()
-    cwd.mkdir()
-    script = (f"CERTS, CORPUS, SPM = {str(certs)!r}, {sample_corpus!r}, {spm_model!r}\n"
-              + GCS_SCRIPT)
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.path.dirname(tests), tests]), TF_CPP_MIN_LOG_LEVEL="3")
-    done = subprocess.run([sys.executable, "-c", script], cwd=cwd, env=env, capture_output=True, text=True,
-                          timeout=300)
-    lines = [line for line in done.stdout.splitlines() if line.startswith("RESULTS ")]
-    assert done.returncode == 0 and lines, done.stderr[-3000:]
-    results = json.loads(lines[-1][len("RESULTS "):])
+    results = gcs_emulator.run_script(GCS_SCRIPT, str(tmp_path), CORPUS=sample_corpus, SPM=spm_model)
     print(results["seconds"])
     code, err, names = results["data"]
     assert code == 0, err
@@ -333,4 +317,4 @@ def test_gs_on_a_local_emulator_data_and_pretraining(sample_corpus, spm_model, t
     assert code == 2, err
     assert err.strip().splitlines()[-1].startswith(
         "create_pretraining_data: error: --output_file=gs://no-such-bucket/train.tfrecord cannot be written"), err
-    assert not os.listdir(cwd), os.listdir(cwd)
+    assert not os.listdir(tmp_path / "cwd"), os.listdir(tmp_path / "cwd")

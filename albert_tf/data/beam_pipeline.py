@@ -249,7 +249,7 @@ def run_pipeline(input_files, output_files, spm_model_file, options, settings, p
 
     from albert_tf.data import writer
     from albert_tf.data.summary import summary_path_for
-    from albert_tf.storage import atomic, files
+    from albert_tf.storage import atomic, files, integrity, outputs
     from albert_tf.storage.json_files import read_json
 
     options.validate()
@@ -281,6 +281,7 @@ def run_pipeline(input_files, output_files, spm_model_file, options, settings, p
                                  "file or drop --strict_utf8 to skip such lines.")
             writer.check_instances(totals, input_files)
             per_file = [parts["shards"].get(str(i), 0) for i in range(len(output_files))]
+            integrity.forget_sizes(output_files, outputs.PRETRAINING_DATA)
             for temporary, path, count in zip(temporaries, output_files, per_file):
                 if count:
                     files.rename(temporary, path)

@@ -3,7 +3,8 @@ named (`DamagedFileError`, a ValueError: exit status 2). TensorFlow reads a TFRe
 short as if it ended at its last whole record, and reports changed bytes as a DataLossError
 that names no file.
 
-    record_check.check_inputs(paths)   # before reading: local files cut short are named
+    record_check.check_inputs(paths)   # before reading: local files cut short (and any not the size
+                                       # albert_tf wrote) are named
     record_check.watch(paths)          # the input files a tf.data pipeline reads
     record_check.raise_if_damaged(e)   # on TensorFlow's DataLossError: the damaged file named
     record_check.damage(path)          # what is wrong with one file (every checksum), or None
@@ -11,11 +12,13 @@ that names no file.
 Why so: docs/damaged_files.md.
 """
 
+import concurrent.futures
 import struct
 
 from albert_tf.data.tfrecord_file import masked_crc32c, read_records
 from albert_tf.storage import files
-from albert_tf.storage.integrity import DamagedFileError
+from albert_tf.storage.integrity import DamagedFileError, changed_size
+from albert_tf.storage.outputs import PRETRAINING_DATA
 
 # the TFRecord files the input pipelines of this process read (`watch`)
 _WATCHED = {}
@@ -41,10 +44,20 @@ def cut_short(path):
     return None
 
 
+def _before_reading(path):
+    """What is wrong with TFRecord input `path` before it is read, or None: a local file's
+    framing (`cut_short`), then (a file on a store too) a size other than albert_tf's marker
+    recorded when it wrote the file (storage.integrity.changed_size)."""
+    return (None if files.is_url(path) else cut_short(path)) or changed_size(path, PRETRAINING_DATA)
+
+
 def check_inputs(paths):
-    """DamagedFileError naming each local TFRecord file of `paths` that is cut short (a file on
-    a store is not read ahead: that would read it whole)."""
-    found = [what for what in (cut_short(p) for p in paths if not files.is_url(p)) if what]
+    """DamagedFileError naming each TFRecord file of `paths` that is cut short: a local file's
+    framing is walked, a file on a store is not read ahead (that would read it whole), and
+    either is compared with the size albert_tf's marker recorded, where it has one (files
+    looked at 16 at a time)."""
+    with concurrent.futures.ThreadPoolExecutor(16) as pool:
+        found = [what for what in pool.map(_before_reading, paths) if what]
     if found:
         raise DamagedFileError(f"damaged input: {'; '.join(found)}. {FIX}")
 

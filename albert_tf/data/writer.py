@@ -32,7 +32,7 @@ from albert_tf.data.instances import InstanceOptions, MaskingStats
 from albert_tf.data.shuffle import KeySort, write_shards
 from albert_tf.data.summary import describe_data, summary_path_for
 from albert_tf.data.tokenization import SentencePieceTokenizer
-from albert_tf.storage import atomic, outputs, provenance
+from albert_tf.storage import atomic, integrity, outputs, provenance
 from albert_tf.storage import files as file_layer
 
 STDERR = object()  # a default stream: sys.stderr as it is when the progress starts, not at import
@@ -245,12 +245,13 @@ def marked_outputs(paths):
     """Around writing `paths` (the summary last): only new paths or albert_tf's own pretraining
     data are written (albert_tf.storage.outputs, naming --output_file), the summary's lock held
     for all of them (the command holds each named file's since its check); both paths write
-    through it."""
+    through it. Each TFRecord file's size goes into its marker once all are written."""
     with contextlib.ExitStack() as marked:
         for path in paths:
             marked.enter_context(outputs.replacing_file(path, outputs.PRETRAINING_DATA, "--output_file",
                                                         held=path == paths[-1]))
-        yield
+        with integrity.sizes_recorded(paths[:-1], outputs.PRETRAINING_DATA):
+            yield
 
 
 def special_tokens_of(spm_model_file, options):
@@ -312,6 +313,7 @@ def write_pretraining_data(input_files, output_files, spm_model_file, options, p
             with contextlib.ExitStack() as handles:
                 shards = [handles.enter_context(file_layer.open(t, "wb")) for t in temporaries]
                 per_file = write_shards(sort.items(), shards)
+            integrity.forget_sizes(output_files, outputs.PRETRAINING_DATA)  # the shards take their names next
         elapsed = time.time() - start
         summary = make_summary(totals, per_file, output_files, input_files, bad_lines, elapsed, options,
                                spm_model_file, special_tokens, made_by)

@@ -9,6 +9,9 @@ status 2), never with a library's internal text; a damaged training checkpoint i
     integrity.set_aside(prefix)   # run/ckpt-4.* -> run/ckpt-4.damaged-<UTC time>/ (run/best -> run/best.damaged-...)
     integrity.seal_weights_file(tmp)         # after model.save_weights(tmp): the weights' sha256
     integrity.check_weights_file(path, fix)  # before loading: DamagedFileError when it differs
+    with integrity.sizes_recorded(paths, kind):  # writing file outputs: each one's size into its marker
+        integrity.forget_sizes(paths, kind)  # just before the new files take their names
+    integrity.changed_size(path, kind)       # before reading: what differs from the recorded size, or None
 
 Why it is built so (which errors TensorFlow and h5py raise for each kind of damage): docs/damaged_files.md.
 """
@@ -19,7 +22,7 @@ import os
 import re
 import time
 
-from albert_tf.storage import files
+from albert_tf.storage import files, outputs
 
 # the attribute of a `.weights.h5` file's root group that holds the sha256 of its weights
 # (`weights_digest`); a file without it (written before albert_tf kept one, or by another
@@ -348,3 +351,55 @@ def check_weights_file(path, fix):
     if found != recorded:
         raise DamagedFileError(f"{path}: damaged: its weights changed since albert_tf wrote it (their sha256 "
                                f"{found[:12]}... is not the recorded {recorded[:12]}...). {fix}")
+
+
+# ----------------------------------------------------------------------------------------------------------
+# File outputs' sizes (pretraining data): a file on a store checked without reading it
+
+SIZE = "size"  # the marker's key: the file's size in bytes when albert_tf had written it whole
+
+
+def _keep_size(path, kind, size):
+    """Rewrites the marker of file output `path` of `kind` with `size` as its SIZE (None:
+    without one) where that changes it."""
+    from albert_tf.storage import atomic
+
+    marker = outputs.read_marker(path, kind) or {"kind": kind}
+    if marker.get(SIZE) == size:
+        return
+    marker.pop(SIZE, None)
+    if size is not None:
+        marker[SIZE] = size
+    atomic.write_json(outputs.marker_path(path, kind), marker)
+
+
+@contextlib.contextmanager
+def sizes_recorded(paths, kind):
+    """Around writing file outputs `paths` of `kind` (marked, storage.outputs): each file's
+    size goes into its marker once the block completes (`changed_size` compares it)."""
+    yield
+    for path in paths:
+        _keep_size(path, kind, files.getsize(path))
+
+
+def forget_sizes(paths, kind):
+    """Drops the sizes the markers of file outputs `paths` of `kind` recorded, just before new
+    files replace them (until `sizes_recorded` records theirs); a command that fails before
+    leaves the old files and markers as they were."""
+    for path in paths:
+        _keep_size(path, kind, None)
+
+
+def changed_size(path, kind):
+    """What differs between file output `path` of `kind` and the size its marker recorded,
+    naming the file, or None: the same size, or none recorded (a marker of albert_tf 0.2.0,
+    or no marker: a file another program wrote)."""
+    recorded = (outputs.read_marker(path, kind) or {}).get(SIZE)
+    if not isinstance(recorded, int):
+        return None
+    size = files.getsize(path)
+    if size == recorded:
+        return None
+    what = "cut short" if size < recorded else "longer than albert_tf wrote it"
+    return (f"{path}: {what}: {size} bytes, where albert_tf wrote {recorded} (the size its marker "
+            f"{files.basename(outputs.marker_path(path, kind))} records)")
