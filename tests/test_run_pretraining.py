@@ -377,7 +377,10 @@ def test_ctrl_c_ends_cleanly_and_the_run_resumes(pretraining_records, tiny_confi
     out = tmp_path / "run"
     cmd = pretrain_cmd(outputs, out, tiny_config_file, "--num_train_steps=100000", "--save_checkpoints_steps=5",
                        "--iterations_per_loop=5", "--nodo_eval")
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV, cwd=ROOT)
+    # PYTHONFAULTHANDLER: a crash on the way out shows its Python stacks in the message below
+    # (one run of the suite saw status -11 here once; 65 runs of this command alone did not)
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=dict(ENV, PYTHONFAULTHANDLER="1"), cwd=ROOT)
     deadline = time.time() + 300
     while time.time() < deadline and not list(out.glob("ckpt-*.index")):
         time.sleep(0.5)
