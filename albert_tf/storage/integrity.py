@@ -22,7 +22,7 @@ import os
 import re
 import time
 
-from albert_tf.storage import files, outputs
+from albert_tf.storage import atomic, files, outputs
 
 # the attribute of a `.weights.h5` file's root group that holds the sha256 of its weights
 # (`weights_digest`); a file without it (written before albert_tf kept one, or by another
@@ -259,8 +259,6 @@ def _forget(directory, prefix):
     import tensorflow as tf
     from google.protobuf import text_format
 
-    from albert_tf.storage import atomic
-
     state = tf.train.get_checkpoint_state(directory)
     if state is None:
         return
@@ -362,8 +360,6 @@ SIZE = "size"  # the marker's key: the file's size in bytes when albert_tf had w
 def _keep_size(path, kind, size):
     """Rewrites the marker of file output `path` of `kind` with `size` as its SIZE (None:
     without one) where that changes it."""
-    from albert_tf.storage import atomic
-
     marker = outputs.read_marker(path, kind) or {"kind": kind}
     if marker.get(SIZE) == size:
         return
